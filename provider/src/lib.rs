@@ -1,1 +1,28 @@
-//! stub
+//! The vendor-neutral core of dvcq.
+//!
+//! - [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`]: a work completion with
+//!   libibverbs' numeric values, plus the raw extras a direct poller can offer.
+//! - [`CqeFault`]: a CQE that could not become a completion, returned in its place.
+//! - [`CqDriver`]: the operations every backend implements.
+//! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
+//!   an ownership byte, issues the acquire fence, and publishes an index with release order.
+//! - [`DmaBuffer`] (feature `model`): page-aligned memory for device models.
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod completion;
+#[cfg(feature = "model")]
+mod dma;
+mod doorbell;
+mod driver;
+mod error;
+mod fault;
+mod ring;
+
+pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
+#[cfg(feature = "model")]
+pub use dma::DmaBuffer;
+pub use doorbell::DoorbellWord;
+pub use driver::{CqDriver, CqInfo};
+pub use error::Error;
+pub use fault::{CqeFault, FaultKind};
+pub use ring::CqRing;

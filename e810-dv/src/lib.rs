@@ -1,0 +1,1 @@
+//! dvcq irdma backend (in progress).

@@ -1,0 +1,395 @@
+//! Work completions with libibverbs' numeric values (`struct ibv_wc`, `enum ibv_wc_status`,
+//! `enum ibv_wc_opcode`, `enum ibv_wc_flags`).
+
+use crate::fault::{CqeFault, FaultKind};
+use core::fmt;
+use core::mem::{offset_of, size_of};
+use static_assertions::const_assert_eq;
+
+/// Completion status, `enum ibv_wc_status`, with the same numbers.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum WcStatus {
+    #[default]
+    Success = 0,
+    LocLenErr = 1,
+    LocQpOpErr = 2,
+    LocEecOpErr = 3,
+    LocProtErr = 4,
+    WrFlushErr = 5,
+    MwBindErr = 6,
+    BadRespErr = 7,
+    LocAccessErr = 8,
+    RemInvReqErr = 9,
+    RemAccessErr = 10,
+    RemOpErr = 11,
+    RetryExcErr = 12,
+    RnrRetryExcErr = 13,
+    LocRddViolErr = 14,
+    RemInvRdReqErr = 15,
+    RemAbortErr = 16,
+    InvEecnErr = 17,
+    InvEecStateErr = 18,
+    FatalErr = 19,
+    RespTimeoutErr = 20,
+    GeneralErr = 21,
+    TmErr = 22,
+    TmRndvIncomplete = 23,
+}
+
+impl WcStatus {
+    /// Every status, in numeric order.
+    pub const ALL: [WcStatus; 24] = [
+        Self::Success,
+        Self::LocLenErr,
+        Self::LocQpOpErr,
+        Self::LocEecOpErr,
+        Self::LocProtErr,
+        Self::WrFlushErr,
+        Self::MwBindErr,
+        Self::BadRespErr,
+        Self::LocAccessErr,
+        Self::RemInvReqErr,
+        Self::RemAccessErr,
+        Self::RemOpErr,
+        Self::RetryExcErr,
+        Self::RnrRetryExcErr,
+        Self::LocRddViolErr,
+        Self::RemInvRdReqErr,
+        Self::RemAbortErr,
+        Self::InvEecnErr,
+        Self::InvEecStateErr,
+        Self::FatalErr,
+        Self::RespTimeoutErr,
+        Self::GeneralErr,
+        Self::TmErr,
+        Self::TmRndvIncomplete,
+    ];
+
+    /// The status for a libibverbs number, or `None` if libibverbs defines none.
+    pub const fn from_u32(v: u32) -> Option<WcStatus> {
+        if (v as usize) < Self::ALL.len() {
+            Some(Self::ALL[v as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The exact text of `ibv_wc_status_str()` (libibverbs `enum_strs.c`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::LocLenErr => "local length error",
+            Self::LocQpOpErr => "local QP operation error",
+            Self::LocEecOpErr => "local EE context operation error",
+            Self::LocProtErr => "local protection error",
+            Self::WrFlushErr => "Work Request Flushed Error",
+            Self::MwBindErr => "memory management operation error",
+            Self::BadRespErr => "bad response error",
+            Self::LocAccessErr => "local access error",
+            Self::RemInvReqErr => "remote invalid request error",
+            Self::RemAccessErr => "remote access error",
+            Self::RemOpErr => "remote operation error",
+            Self::RetryExcErr => "transport retry counter exceeded",
+            Self::RnrRetryExcErr => "RNR retry counter exceeded",
+            Self::LocRddViolErr => "local RDD violation error",
+            Self::RemInvRdReqErr => "remote invalid RD request",
+            Self::RemAbortErr => "aborted error",
+            Self::InvEecnErr => "invalid EE context number",
+            Self::InvEecStateErr => "invalid EE context state",
+            Self::FatalErr => "fatal error",
+            Self::RespTimeoutErr => "response timeout error",
+            Self::GeneralErr => "general error",
+            Self::TmErr => "TM error",
+            Self::TmRndvIncomplete => "TM software rendezvous",
+        }
+    }
+
+    /// `ibv_wc_status_str()` for any number: "unknown" outside the enum, as libibverbs does.
+    pub const fn str_of(v: u32) -> &'static str {
+        match Self::from_u32(v) {
+            Some(s) => s.as_str(),
+            None => "unknown",
+        }
+    }
+
+    /// The libibverbs `IBV_WC_*` constant name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Success => "IBV_WC_SUCCESS",
+            Self::LocLenErr => "IBV_WC_LOC_LEN_ERR",
+            Self::LocQpOpErr => "IBV_WC_LOC_QP_OP_ERR",
+            Self::LocEecOpErr => "IBV_WC_LOC_EEC_OP_ERR",
+            Self::LocProtErr => "IBV_WC_LOC_PROT_ERR",
+            Self::WrFlushErr => "IBV_WC_WR_FLUSH_ERR",
+            Self::MwBindErr => "IBV_WC_MW_BIND_ERR",
+            Self::BadRespErr => "IBV_WC_BAD_RESP_ERR",
+            Self::LocAccessErr => "IBV_WC_LOC_ACCESS_ERR",
+            Self::RemInvReqErr => "IBV_WC_REM_INV_REQ_ERR",
+            Self::RemAccessErr => "IBV_WC_REM_ACCESS_ERR",
+            Self::RemOpErr => "IBV_WC_REM_OP_ERR",
+            Self::RetryExcErr => "IBV_WC_RETRY_EXC_ERR",
+            Self::RnrRetryExcErr => "IBV_WC_RNR_RETRY_EXC_ERR",
+            Self::LocRddViolErr => "IBV_WC_LOC_RDD_VIOL_ERR",
+            Self::RemInvRdReqErr => "IBV_WC_REM_INV_RD_REQ_ERR",
+            Self::RemAbortErr => "IBV_WC_REM_ABORT_ERR",
+            Self::InvEecnErr => "IBV_WC_INV_EECN_ERR",
+            Self::InvEecStateErr => "IBV_WC_INV_EEC_STATE_ERR",
+            Self::FatalErr => "IBV_WC_FATAL_ERR",
+            Self::RespTimeoutErr => "IBV_WC_RESP_TIMEOUT_ERR",
+            Self::GeneralErr => "IBV_WC_GENERAL_ERR",
+            Self::TmErr => "IBV_WC_TM_ERR",
+            Self::TmRndvIncomplete => "IBV_WC_TM_RNDV_INCOMPLETE",
+        }
+    }
+}
+
+impl fmt::Display for WcStatus {
+    /// Exactly `ibv_wc_status_str()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Completion opcode, `enum ibv_wc_opcode`, with the same numbers.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum WcOpcode {
+    #[default]
+    Send = 0,
+    RdmaWrite = 1,
+    RdmaRead = 2,
+    CompSwap = 3,
+    FetchAdd = 4,
+    BindMw = 5,
+    LocalInv = 6,
+    Tso = 7,
+    Flush = 8,
+    AtomicWrite = 9,
+    Recv = 128,
+    RecvRdmaWithImm = 129,
+    TmAdd = 130,
+    TmDel = 131,
+    TmSync = 132,
+    TmRecv = 133,
+    TmNoTag = 134,
+    Driver1 = 135,
+    Driver2 = 136,
+    Driver3 = 137,
+}
+
+impl WcOpcode {
+    /// The opcode for a libibverbs number, or `None` if libibverbs defines none.
+    pub const fn from_u32(v: u32) -> Option<WcOpcode> {
+        Some(match v {
+            0 => Self::Send,
+            1 => Self::RdmaWrite,
+            2 => Self::RdmaRead,
+            3 => Self::CompSwap,
+            4 => Self::FetchAdd,
+            5 => Self::BindMw,
+            6 => Self::LocalInv,
+            7 => Self::Tso,
+            8 => Self::Flush,
+            9 => Self::AtomicWrite,
+            128 => Self::Recv,
+            129 => Self::RecvRdmaWithImm,
+            130 => Self::TmAdd,
+            131 => Self::TmDel,
+            132 => Self::TmSync,
+            133 => Self::TmRecv,
+            134 => Self::TmNoTag,
+            135 => Self::Driver1,
+            136 => Self::Driver2,
+            137 => Self::Driver3,
+            _ => return None,
+        })
+    }
+
+    /// The libibverbs `IBV_WC_*` constant name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Send => "IBV_WC_SEND",
+            Self::RdmaWrite => "IBV_WC_RDMA_WRITE",
+            Self::RdmaRead => "IBV_WC_RDMA_READ",
+            Self::CompSwap => "IBV_WC_COMP_SWAP",
+            Self::FetchAdd => "IBV_WC_FETCH_ADD",
+            Self::BindMw => "IBV_WC_BIND_MW",
+            Self::LocalInv => "IBV_WC_LOCAL_INV",
+            Self::Tso => "IBV_WC_TSO",
+            Self::Flush => "IBV_WC_FLUSH",
+            Self::AtomicWrite => "IBV_WC_ATOMIC_WRITE",
+            Self::Recv => "IBV_WC_RECV",
+            Self::RecvRdmaWithImm => "IBV_WC_RECV_RDMA_WITH_IMM",
+            Self::TmAdd => "IBV_WC_TM_ADD",
+            Self::TmDel => "IBV_WC_TM_DEL",
+            Self::TmSync => "IBV_WC_TM_SYNC",
+            Self::TmRecv => "IBV_WC_TM_RECV",
+            Self::TmNoTag => "IBV_WC_TM_NO_TAG",
+            Self::Driver1 => "IBV_WC_DRIVER1",
+            Self::Driver2 => "IBV_WC_DRIVER2",
+            Self::Driver3 => "IBV_WC_DRIVER3",
+        }
+    }
+
+    /// True for receive-side opcodes (`opcode & IBV_WC_RECV`).
+    pub const fn is_recv(self) -> bool {
+        self as u8 & 0x80 != 0
+    }
+}
+
+bitflags::bitflags! {
+    /// Completion flags, `enum ibv_wc_flags`, with the same bits.
+    #[repr(transparent)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct WcFlags: u32 {
+        /// `IBV_WC_GRH`: a GRH is present.
+        const GRH = 1 << 0;
+        /// `IBV_WC_WITH_IMM`: `imm_data` is valid.
+        const WITH_IMM = 1 << 1;
+        /// `IBV_WC_IP_CSUM_OK`: the IPv4 and L4 checksums were verified.
+        const IP_CSUM_OK = 1 << 2;
+        /// `IBV_WC_WITH_INV`: `imm_data` holds the invalidated rkey.
+        const WITH_INV = 1 << 3;
+        /// `IBV_WC_TM_SYNC_REQ`.
+        const TM_SYNC_REQ = 1 << 4;
+        /// `IBV_WC_TM_MATCH`.
+        const TM_MATCH = 1 << 5;
+        /// `IBV_WC_TM_DATA_VALID`.
+        const TM_DATA_VALID = 1 << 6;
+    }
+}
+
+/// One work completion: every field of `struct ibv_wc`, plus the raw extras a direct poller
+/// reads from the CQE.
+///
+/// Fields that verbs leave undefined for a completion (for example `byte_len` of a
+/// successful SEND, or `opcode` of an error) are zero, as in a zeroed `ibv_wc`.
+///
+/// # Fault items
+///
+/// A CQE that cannot become a completion (unknown QP, garbage) is returned in its place as a
+/// *fault item*: [`Completion::fault`] is `Some`, `status` is [`WcStatus::GeneralErr`] so
+/// code that only checks the status still treats it as a failure, `wr_id` is the ring
+/// position (running consumer counter) of the CQE, and `qp_num` the raw QPN or user index
+/// the CQE named. Completions before and after it in the same batch are unaffected.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Completion {
+    /// The work request id (`wr_id`), or the WQE index when no wr_id table is registered.
+    pub wr_id: u64,
+    /// Raw completion timestamp from the CQE (device clock; 0 when the CQE has none).
+    pub timestamp: u64,
+    /// `byte_len`.
+    pub byte_len: u32,
+    /// `imm_data` exactly as `ibv_wc` holds it: the immediate in network byte order read as a
+    /// host integer, or (with `WITH_INV`) the invalidated rkey in host order.
+    pub imm_data: u32,
+    /// `qp_num`: the local QP number.
+    pub qp_num: u32,
+    /// `src_qp`: the remote QP number (UD and responder completions).
+    pub src_qp: u32,
+    /// `wc_flags`.
+    pub wc_flags: WcFlags,
+    /// `vendor_err`: the vendor error syndrome of an error completion.
+    pub vendor_err: u32,
+    /// RSS hash result or flow tag, where the CQE carries one (0 otherwise).
+    pub flow_tag_hash: u32,
+    /// `status`.
+    pub status: WcStatus,
+    /// `opcode`.
+    pub opcode: WcOpcode,
+    /// `sl`: service level.
+    pub sl: u8,
+    /// `dlid_path_bits`.
+    pub dlid_path_bits: u8,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `slid`: source LID.
+    pub slid: u16,
+    /// The raw 16-bit WQE counter (mlx5) or WQE ring index (irdma) this completion retires.
+    pub wqe_index: u16,
+    /// Raw L4 checksum from the CQE (Ethernet receives; 0 otherwise).
+    pub checksum: u16,
+    /// Raw header-check flags: mlx5 `hds_ip_ext` (L2/L3/L4 OK bits).
+    pub hdr_ok: u8,
+    /// Raw header types: mlx5 `l4_hdr_type_etc`.
+    pub hdr_type: u8,
+    fault: FaultKind,
+    _rsvd: u8,
+}
+
+const_assert_eq!(size_of::<Completion>(), 64);
+const_assert_eq!(offset_of!(Completion, wr_id), 0);
+const_assert_eq!(offset_of!(Completion, status), 44);
+
+impl Completion {
+    /// A fault item for the CQE at ring position `position` (see the type's docs).
+    #[cold]
+    pub fn from_fault(f: CqeFault) -> Completion {
+        Completion {
+            wr_id: f.position as u64,
+            qp_num: f.value,
+            status: WcStatus::GeneralErr,
+            fault: f.kind,
+            ..Completion::default()
+        }
+    }
+
+    /// `Some` when this item stands for a CQE that could not become a completion.
+    #[inline]
+    pub fn fault(&self) -> Option<CqeFault> {
+        if self.fault == FaultKind::None {
+            None
+        } else {
+            Some(CqeFault { kind: self.fault, position: self.wr_id as u32, value: self.qp_num })
+        }
+    }
+
+    /// True for a successful completion (and not a fault item).
+    #[inline]
+    pub fn is_ok(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_numbers_and_strings_match_libibverbs() {
+        for (i, s) in WcStatus::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+            assert_eq!(WcStatus::from_u32(i as u32), Some(*s));
+        }
+        assert_eq!(WcStatus::WrFlushErr.to_string(), "Work Request Flushed Error");
+        assert_eq!(WcStatus::RemAbortErr.to_string(), "aborted error");
+        assert_eq!(WcStatus::MwBindErr.to_string(), "memory management operation error");
+        assert_eq!(WcStatus::str_of(24), "unknown");
+        assert_eq!(WcStatus::str_of(u32::MAX), "unknown");
+    }
+
+    #[test]
+    fn opcode_numbers_match_libibverbs() {
+        assert_eq!(WcOpcode::Recv as u8, 128);
+        assert_eq!(WcOpcode::RecvRdmaWithImm as u8, 129);
+        for v in 0..=255u32 {
+            if let Some(op) = WcOpcode::from_u32(v) {
+                assert_eq!(op as u32, v);
+            }
+        }
+        assert!(WcOpcode::Recv.is_recv() && !WcOpcode::RdmaRead.is_recv());
+    }
+
+    #[test]
+    fn fault_items_round_trip() {
+        let f = CqeFault { kind: FaultKind::UnknownQp, position: 77, value: 0xabc };
+        let c = Completion::from_fault(f);
+        assert_eq!(c.fault(), Some(f));
+        assert_eq!(c.status, WcStatus::GeneralErr);
+        assert!(Completion::default().fault().is_none());
+    }
+}

@@ -1,0 +1,68 @@
+//! CQEs that cannot become completions.
+
+use core::fmt;
+
+/// Why a CQE could not be turned into a completion. The `word` is what ring-image decoding
+/// prints after `reason=`.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// Not a fault (internal marker for ordinary completions).
+    #[default]
+    None = 0,
+    /// The CQE names a QP (or user index) nobody registered.
+    UnknownQp = 1,
+    /// The CQE names an SRQ nobody registered.
+    UnknownSrq = 2,
+    /// The opcode is not one the hardware defines for a CQE.
+    BadOpcode = 3,
+    /// The format bits select a layout the CQ was not created with (inline or compression).
+    BadFormat = 4,
+    /// A compressed session or extended CQE runs past what the ring holds.
+    Truncated = 5,
+    /// A field holds a value the layout does not allow (for example a WQE index beyond the
+    /// work queue).
+    BadField = 6,
+}
+
+impl FaultKind {
+    /// The one-word reason printed in ring-image decoding.
+    pub const fn word(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::UnknownQp => "unknown_qp",
+            Self::UnknownSrq => "unknown_srq",
+            Self::BadOpcode => "bad_opcode",
+            Self::BadFormat => "bad_format",
+            Self::Truncated => "truncated",
+            Self::BadField => "bad_field",
+        }
+    }
+}
+
+/// A CQE that could not become a completion: what was wrong, where it sat (the running
+/// consumer counter of the CQE), and the offending value (QPN, user index, opcode, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CqeFault {
+    /// What was wrong.
+    pub kind: FaultKind,
+    /// The running consumer counter at the CQE (`position mod entries` is the slot).
+    pub position: u32,
+    /// The offending value.
+    pub value: u32,
+}
+
+impl fmt::Display for CqeFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            FaultKind::None => "no fault",
+            FaultKind::UnknownQp => "unknown qp",
+            FaultKind::UnknownSrq => "unknown srq",
+            FaultKind::BadOpcode => "bad cqe opcode",
+            FaultKind::BadFormat => "cqe format not enabled on this cq",
+            FaultKind::Truncated => "truncated cqe session",
+            FaultKind::BadField => "bad cqe field",
+        };
+        write!(f, "{what} {:#x} at ring position {}", self.value, self.position)
+    }
+}

@@ -1,0 +1,313 @@
+//! The ring-memory primitive: a CQ ring that a device (or a device model) writes and one
+//! consumer reads.
+//!
+//! # The ownership rule
+//!
+//! A device writes a CQE's body first and its ownership byte (mlx5 `op_own`, irdma's valid
+//! bit in qword 3) last. The consumer must therefore:
+//!
+//! 1. load the ownership byte (an atomic load; the device may be writing it right now),
+//! 2. decide whether the entry is software-owned,
+//! 3. only then issue an **acquire fence** and read the body.
+//!
+//! Reading the body before the fence could observe bytes of the previous lap (rdma-core
+//! `get_sw_cqe` + `udma_from_device_barrier`, shared/spec/mlx5.md §3.2; irdma §2.3). The
+//! producer side mirrors it: body with plain volatile stores, then the ownership byte with a
+//! **release** store. [`CqRing::owned`] is the one place in dvcq that implements the consumer
+//! half, and [`CqRing::publish_u8`]/[`CqRing::publish_u64`] the producer half.
+//!
+//! No reference into ring memory is ever created: entries are copied out as values
+//! ([`CqRing::read`]) or read field by field.
+//!
+//! The slot stride is a const generic, so slot addressing is a shift and every fixed-offset
+//! field access is bounds-checked at compile time.
+
+use crate::error::Error;
+use bytemuck::Pod;
+use core::marker::PhantomData;
+use core::mem::{align_of, size_of};
+use core::ptr::NonNull;
+use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+
+/// Largest ring the primitive accepts (2^24 entries, the mlx5 limit; irdma's is smaller).
+pub const MAX_ENTRIES: u32 = 1 << 24;
+
+/// A ring of `entries` slots of `STRIDE` bytes in memory shared with a producer.
+///
+/// `Send` (the memory is not tied to a thread) but not `Sync`: each side of a ring owns its
+/// own `CqRing` value. All accessors mask the index, so every access stays inside the ring.
+#[derive(Debug)]
+pub struct CqRing<const STRIDE: usize> {
+    base: NonNull<u8>,
+    mask: u32,
+    _not_sync: PhantomData<core::cell::Cell<()>>,
+}
+
+// SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound
+// to the creating thread. The caller of `new` promised the memory outlives this value.
+unsafe impl<const STRIDE: usize> Send for CqRing<STRIDE> {}
+
+impl<const STRIDE: usize> CqRing<STRIDE> {
+    const STRIDE_OK: () = assert!(STRIDE.is_power_of_two() && STRIDE >= 8);
+
+    /// Wraps `entries * STRIDE` bytes at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` must point to at least `entries * STRIDE` bytes that stay mapped and writable
+    /// for the life of the returned value (and of every copy made with [`CqRing::alias`]),
+    /// and that nothing accesses except through `CqRing` accessors (volatile or atomic), by
+    /// the device, or by code that follows the same ownership rule.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Null`], [`Error::BadEntries`] (not a power of two, or above 2^24), and
+    /// [`Error::Misaligned`] (base not aligned to the stride, capped at 64 bytes).
+    pub unsafe fn new(base: *mut u8, entries: u32) -> Result<Self, Error> {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::STRIDE_OK;
+        let base = NonNull::new(base).ok_or(Error::Null { what: "cq ring" })?;
+        if !entries.is_power_of_two() || entries > MAX_ENTRIES {
+            return Err(Error::BadEntries { entries: entries as u64, min: 1, max: MAX_ENTRIES });
+        }
+        let align = STRIDE.min(64);
+        if base.as_ptr() as usize % align != 0 {
+            return Err(Error::Misaligned {
+                what: "cq ring",
+                addr: base.as_ptr() as usize,
+                align,
+            });
+        }
+        Ok(Self { base, mask: entries - 1, _not_sync: PhantomData })
+    }
+
+    /// A second handle on the same memory, for the other side of the ring (a model's
+    /// producer thread) or a decoder.
+    ///
+    /// # Safety
+    ///
+    /// The same contract as [`CqRing::new`] holds for the alias.
+    pub unsafe fn alias(&self) -> Self {
+        Self { base: self.base, mask: self.mask, _not_sync: PhantomData }
+    }
+
+    /// Number of slots.
+    #[inline(always)]
+    pub fn entries(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// `entries - 1`.
+    #[inline(always)]
+    pub fn mask(&self) -> u32 {
+        self.mask
+    }
+
+    /// The ring's base address (for diagnostics and descriptors).
+    pub fn base_addr(&self) -> usize {
+        self.base.as_ptr() as usize
+    }
+
+    #[inline(always)]
+    fn slot(&self, idx: u32) -> *mut u8 {
+        let off = (idx & self.mask) as usize * STRIDE;
+        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which `new`'s
+        // caller guaranteed is inside one mapping; the result is therefore in bounds.
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
+    /// Loads the byte at `OFF` of slot `idx` with relaxed ordering (no fence). Use
+    /// [`CqRing::owned`] to decide ownership; this is for peeking at bytes that carry no
+    /// ordering duty.
+    #[inline(always)]
+    pub fn load_u8<const OFF: usize>(&self, idx: u32) -> u8 {
+        const { assert!(OFF < STRIDE) };
+        let p = self.slot(idx).wrapping_add(OFF);
+        // SAFETY: `p` is in bounds (OFF < STRIDE, `slot` is in bounds), u8 needs no
+        // alignment, and the producer writes ownership bytes only atomically, so an atomic
+        // load does not race with a non-atomic write.
+        unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed)
+    }
+
+    /// The consumer half of the ownership rule: loads the ownership byte at `OFF` of slot
+    /// `idx`; if `is_sw_owned(byte)` holds, issues the acquire fence that orders every later
+    /// body read after it, and returns the byte. Returns `None` (and no fence) otherwise.
+    #[inline(always)]
+    pub fn owned<const OFF: usize>(&self, idx: u32, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
+        let b = self.load_u8::<OFF>(idx);
+        if is_sw_owned(b) {
+            // The device wrote the body before this byte (release); this fence makes those
+            // body writes visible to the reads that follow (mlx5.md §3.2, irdma.md §2.3).
+            fence(Ordering::Acquire);
+            Some(b)
+        } else {
+            None
+        }
+    }
+
+    /// Same as [`CqRing::owned`] for an ownership bit inside a little-endian 64-bit word at
+    /// `OFF` (irdma's qword 3): loads the whole word atomically.
+    #[inline(always)]
+    pub fn owned_u64<const OFF: usize>(&self, idx: u32, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
+        const { assert!(OFF + 8 <= STRIDE && OFF % 8 == 0) };
+        let p = self.slot(idx).wrapping_add(OFF);
+        // SAFETY: in bounds (checked above), 8-aligned (slot is aligned to min(STRIDE, 64)
+        // and STRIDE >= 8 is a power of two, OFF % 8 == 0), and the producer writes this word
+        // only with atomic stores.
+        let w = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
+        if is_sw_owned(w) {
+            // See `owned`.
+            fence(Ordering::Acquire);
+            Some(w)
+        } else {
+            None
+        }
+    }
+
+    /// Copies a `T` out of slot `idx` at offset `OFF` with a volatile read. Call only after
+    /// [`CqRing::owned`] said the slot is software-owned (the fence orders this read).
+    #[inline(always)]
+    pub fn read<T: Pod, const OFF: usize>(&self, idx: u32) -> T {
+        const { assert!(OFF + size_of::<T>() <= STRIDE && OFF % align_of::<T>() == 0 && align_of::<T>() <= 64) };
+        let p = self.slot(idx).wrapping_add(OFF);
+        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE, 64)),
+        // T is Pod so any bytes are a valid T, and the read is volatile because the device
+        // owns the memory; the ownership check + acquire fence ordered it after the device's
+        // writes.
+        unsafe { core::ptr::read_volatile(p.cast::<T>()) }
+    }
+
+    /// Copies `out.len()` bytes from slot `idx` starting at `off` (cold paths: inline data,
+    /// dumps). Same ordering duty as [`CqRing::read`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the slot.
+    pub fn read_bytes(&self, idx: u32, off: usize, out: &mut [u8]) -> Result<(), Error> {
+        check_range(off, out.len(), STRIDE)?;
+        let p = self.slot(idx).wrapping_add(off);
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: `off + i < STRIDE` (checked), so in bounds; u8 has no alignment; volatile
+            // because the device owns the memory.
+            *b = unsafe { core::ptr::read_volatile(p.add(i)) };
+        }
+        Ok(())
+    }
+
+    /// Producer side: writes `bytes` into slot `idx` at `off` with volatile stores. Never
+    /// include the ownership byte/word: publish it afterwards with [`CqRing::publish_u8`] or
+    /// [`CqRing::publish_u64`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the slot.
+    pub fn write_bytes(&self, idx: u32, off: usize, bytes: &[u8]) -> Result<(), Error> {
+        check_range(off, bytes.len(), STRIDE)?;
+        let p = self.slot(idx).wrapping_add(off);
+        let mut i = 0;
+        while i + 8 <= bytes.len() && (p as usize + i) % 8 == 0 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[i..i + 8]);
+            // SAFETY: in bounds (checked), 8-aligned (tested in the loop condition); volatile
+            // because the consumer reads this memory concurrently (it will not read these
+            // bytes before the release store of the ownership byte).
+            unsafe { core::ptr::write_volatile(p.add(i).cast::<u64>(), u64::from_ne_bytes(w)) };
+            i += 8;
+        }
+        while i < bytes.len() {
+            // SAFETY: as above, byte-sized.
+            unsafe { core::ptr::write_volatile(p.add(i), bytes[i]) };
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Producer side of the ownership rule: stores the ownership byte at `off` of slot `idx`
+    /// with release ordering, after the body.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if `off` is outside the slot.
+    pub fn publish_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
+        check_range(off, 1, STRIDE)?;
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds (checked); ownership bytes are only accessed atomically.
+        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stores a byte with relaxed ordering: for a consumer re-invalidating slots it has
+    /// consumed (mlx5 compression holes) before it publishes its consumer index.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if `off` is outside the slot.
+    pub fn store_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
+        check_range(off, 1, STRIDE)?;
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds (checked); ownership bytes are only accessed atomically.
+        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Producer side for a 64-bit ownership word (irdma qword 3, little-endian): stores it
+    /// with release ordering after the body.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] or [`Error::Misaligned`] for a bad `off`.
+    pub fn publish_u64(&self, idx: u32, off: usize, v_le: u64) -> Result<(), Error> {
+        check_range(off, 8, STRIDE)?;
+        if off % 8 != 0 {
+            return Err(Error::Misaligned { what: "ownership word", addr: off, align: 8 });
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds and 8-aligned (checked; slots are at least 8-aligned); the
+        // ownership word is only accessed atomically.
+        unsafe { AtomicU64::from_ptr(p.cast()) }.store(v_le.to_le(), Ordering::Release);
+        Ok(())
+    }
+}
+
+fn check_range(off: usize, len: usize, limit: usize) -> Result<(), Error> {
+    match off.checked_add(len) {
+        Some(end) if end <= limit => Ok(()),
+        _ => Err(Error::OutOfBounds { what: "ring slot", offset: off, len, limit }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C, align(64))]
+    struct Mem([u8; 256]);
+
+    #[test]
+    fn rejects_bad_geometry() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the rings; only CqRing accessors touch it.
+        unsafe {
+            assert!(matches!(CqRing::<64>::new(m.0.as_mut_ptr(), 3), Err(Error::BadEntries { .. })));
+            assert!(matches!(CqRing::<64>::new(core::ptr::null_mut(), 4), Err(Error::Null { .. })));
+            assert!(matches!(CqRing::<64>::new(m.0.as_mut_ptr().add(8), 2), Err(Error::Misaligned { .. })));
+            assert!(CqRing::<64>::new(m.0.as_mut_ptr(), 4).is_ok());
+        }
+    }
+
+    #[test]
+    fn producer_publish_then_consumer_read() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<64>::new(m.0.as_mut_ptr(), 4) }.unwrap();
+        let body: Vec<u8> = (0..63).collect();
+        ring.write_bytes(5, 0, &body).unwrap(); // index 5 masks to slot 1
+        assert!(ring.owned::<63>(1, |b| b == 0x21).is_none());
+        ring.publish_u8(1, 63, 0x21).unwrap();
+        assert_eq!(ring.owned::<63>(1, |b| b == 0x21), Some(0x21));
+        let got: [u8; 64] = ring.read::<[u8; 64], 0>(1);
+        assert_eq!(&got[..63], &body[..]);
+        assert_eq!(got[63], 0x21);
+        assert!(ring.write_bytes(0, 60, &[0; 8]).is_err());
+    }
+}
