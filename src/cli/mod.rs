@@ -1,0 +1,40 @@
+//! The `dvcq` command line: one file per subcommand.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub mod decode;
+
+/// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
+#[derive(Debug, Parser)]
+#[command(name = "dvcq", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
+    Decode(decode::DecodeArgs),
+}
+
+/// Runs the CLI with the process arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Decode(a) => a.run(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dvcq: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// An error a subcommand reports to the user: one line, saying what and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
