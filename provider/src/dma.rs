@@ -2,7 +2,10 @@
 //! record and UAR page live in.
 
 use crate::error::Error;
+use crate::ring::KeepAlive;
+use crate::{CqRing, DoorbellWord};
 use core::ptr::NonNull;
+use std::sync::Arc;
 
 /// An anonymous, page-aligned, zero-filled mapping (memmap2), shared by a model and the
 /// pollers it hands out (wrap it in an `Arc`). It is only ever accessed through raw
@@ -50,5 +53,56 @@ impl DmaBuffer {
     /// Always false: a buffer has at least one byte.
     pub fn is_empty(&self) -> bool {
         false
+    }
+
+    /// A ring of `entries` slots of `STRIDE` bytes at byte `offset` of this buffer, keeping
+    /// the buffer alive.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the ring does not fit, or the errors of [`CqRing::new`].
+    pub fn cq_ring<const STRIDE: usize>(self: &Arc<Self>, offset: usize, entries: u32) -> Result<CqRing<STRIDE>, Error> {
+        let len = (entries as usize).checked_mul(STRIDE).and_then(|l| l.checked_add(offset));
+        if len.is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer ring", offset, len: entries as usize * STRIDE, limit: self.len });
+        }
+        let keep: KeepAlive = self.clone();
+        // SAFETY: the range [offset, offset + entries * STRIDE) lies inside this mapping
+        // (checked above); the mapping lives as long as `keep`, which the ring and its
+        // aliases hold; the buffer is only accessed through ring/doorbell accessors.
+        unsafe { CqRing::with_keepalive(self.as_ptr().add(offset), entries, Some(keep)) }
+    }
+
+    /// A doorbell word at byte `offset` of this buffer, keeping the buffer alive.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if 8 bytes at `offset` do not fit, or the errors of
+    /// [`DoorbellWord::new`].
+    pub fn doorbell(self: &Arc<Self>, offset: usize) -> Result<DoorbellWord, Error> {
+        if offset.checked_add(8).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer doorbell", offset, len: 8, limit: self.len });
+        }
+        let keep: KeepAlive = self.clone();
+        // SAFETY: 8 bytes at `offset` are inside the mapping (checked); the mapping lives as
+        // long as `keep`; the bytes are only accessed atomically through DoorbellWord.
+        unsafe { DoorbellWord::with_keepalive(self.as_ptr().add(offset), Some(keep)) }
+    }
+
+    /// Copies `out.len()` bytes from `offset` with volatile reads (snapshots, ring images).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the buffer.
+    pub fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        if offset.checked_add(out.len()).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer", offset, len: out.len(), limit: self.len });
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: inside the mapping (checked); volatile because a device or model thread
+            // may write the memory concurrently (a snapshot may be torn; callers accept that).
+            *b = unsafe { core::ptr::read_volatile(self.as_ptr().add(offset + i)) };
+        }
+        Ok(())
     }
 }

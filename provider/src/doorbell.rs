@@ -14,6 +14,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[derive(Debug)]
 pub struct DoorbellWord {
     ptr: NonNull<u8>,
+    _keep: Option<crate::ring::KeepAlive>,
     _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
@@ -35,20 +36,31 @@ impl DoorbellWord {
     /// [`Error::Null`] or [`Error::Misaligned`] (4-byte alignment required; the 64-bit
     /// accessors check 8 themselves).
     pub unsafe fn new(ptr: *mut u8) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        unsafe { Self::with_keepalive(ptr, None) }
+    }
+
+    /// [`DoorbellWord::new`], holding `keep` (the owner of the memory) alive.
+    ///
+    /// # Safety
+    ///
+    /// As for [`DoorbellWord::new`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`DoorbellWord::new`].
+    pub unsafe fn with_keepalive(ptr: *mut u8, keep: Option<crate::ring::KeepAlive>) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::Null { what: "doorbell word" })?;
         if ptr.as_ptr() as usize % 4 != 0 {
             return Err(Error::Misaligned { what: "doorbell word", addr: ptr.as_ptr() as usize, align: 4 });
         }
-        Ok(Self { ptr, _not_sync: PhantomData })
+        Ok(Self { ptr, _keep: keep, _not_sync: PhantomData })
     }
 
-    /// A second handle on the same word (for the device model).
-    ///
-    /// # Safety
-    ///
-    /// Same contract as [`DoorbellWord::new`].
-    pub unsafe fn alias(&self) -> Self {
-        Self { ptr: self.ptr, _not_sync: PhantomData }
+    /// A second handle on the same word (for the device model); sound because the contract
+    /// of [`DoorbellWord::new`] covers every alias.
+    pub fn alias(&self) -> Self {
+        Self { ptr: self.ptr, _keep: self._keep.clone(), _not_sync: PhantomData }
     }
 
     #[inline(always)]

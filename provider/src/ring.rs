@@ -28,6 +28,10 @@ use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
 use core::ptr::NonNull;
 use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Something that owns ring or doorbell memory and must outlive every handle on it.
+pub type KeepAlive = Arc<dyn core::any::Any + Send + Sync>;
 
 /// Largest ring the primitive accepts (2^24 entries, the mlx5 limit; irdma's is smaller).
 pub const MAX_ENTRIES: u32 = 1 << 24;
@@ -40,6 +44,7 @@ pub const MAX_ENTRIES: u32 = 1 << 24;
 pub struct CqRing<const STRIDE: usize> {
     base: NonNull<u8>,
     mask: u32,
+    _keep: Option<KeepAlive>,
     _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
@@ -64,6 +69,21 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     /// [`Error::Null`], [`Error::BadEntries`] (not a power of two, or above 2^24), and
     /// [`Error::Misaligned`] (base not aligned to the stride, capped at 64 bytes).
     pub unsafe fn new(base: *mut u8, entries: u32) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        unsafe { Self::with_keepalive(base, entries, None) }
+    }
+
+    /// [`CqRing::new`], holding `keep` (the owner of the memory) alive for as long as this
+    /// handle and its aliases exist.
+    ///
+    /// # Safety
+    ///
+    /// As for [`CqRing::new`]; if `keep` owns the memory, "stays mapped" is guaranteed by it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`CqRing::new`].
+    pub unsafe fn with_keepalive(base: *mut u8, entries: u32, keep: Option<KeepAlive>) -> Result<Self, Error> {
         #[allow(clippy::let_unit_value)]
         let () = Self::STRIDE_OK;
         let base = NonNull::new(base).ok_or(Error::Null { what: "cq ring" })?;
@@ -78,17 +98,14 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
                 align,
             });
         }
-        Ok(Self { base, mask: entries - 1, _not_sync: PhantomData })
+        Ok(Self { base, mask: entries - 1, _keep: keep, _not_sync: PhantomData })
     }
 
     /// A second handle on the same memory, for the other side of the ring (a model's
-    /// producer thread) or a decoder.
-    ///
-    /// # Safety
-    ///
-    /// The same contract as [`CqRing::new`] holds for the alias.
-    pub unsafe fn alias(&self) -> Self {
-        Self { base: self.base, mask: self.mask, _not_sync: PhantomData }
+    /// producer thread) or a decoder. Sound because the contract of [`CqRing::new`] covers
+    /// every alias.
+    pub fn alias(&self) -> Self {
+        Self { base: self.base, mask: self.mask, _keep: self._keep.clone(), _not_sync: PhantomData }
     }
 
     /// Number of slots.
@@ -175,6 +192,40 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         // owns the memory; the ownership check + acquire fence ordered it after the device's
         // writes.
         unsafe { core::ptr::read_volatile(p.cast::<T>()) }
+    }
+
+    /// [`CqRing::owned`] with the offset as an argument: for callers whose offset is an
+    /// associated constant of a generic type. With a constant `off` the bounds check folds
+    /// away after inlining; an out-of-slot `off` reads as "not owned".
+    #[inline(always)]
+    pub fn owned_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
+        if off >= STRIDE {
+            return None;
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and ownership bytes are
+        // only written atomically.
+        let b = unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed);
+        if is_sw_owned(b) {
+            // See `owned`: orders the body reads after the ownership check.
+            fence(Ordering::Acquire);
+            Some(b)
+        } else {
+            None
+        }
+    }
+
+    /// [`CqRing::read`] with the offset as an argument; `None` if `T` at `off` would leave
+    /// the slot or be misaligned (folds away for constant offsets).
+    #[inline(always)]
+    pub fn read_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
+        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
+            return None;
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds and aligned (checked; slots are aligned to min(STRIDE, 64)), T is
+        // Pod, and the volatile read follows an ownership check + acquire fence.
+        Some(unsafe { core::ptr::read_volatile(p.cast::<T>()) })
     }
 
     /// Copies `out.len()` bytes from slot `idx` starting at `off` (cold paths: inline data,
