@@ -10,6 +10,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub mod endian;
+pub mod irdma;
 pub mod mlx5;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};

@@ -1,0 +1,12 @@
+//! irdma (Intel E810 / X722 / GEN3) CQ layouts: the 32-byte CQE as four little-endian
+//! qwords, the extension words, the shadow area, the doorbell offsets, the numeric codes and
+//! the per-generation facts (shared/spec/irdma.md §1, §3, §5, §9).
+
+pub mod codes;
+pub mod cqe;
+pub mod gen;
+pub mod shadow;
+
+pub use cqe::{Cqe, CqeSlot64, ExtCqe};
+pub use gen::HwRev;
+pub use shadow::ShadowArea;
