@@ -1,10 +1,25 @@
 //! dvcq's mlx5 (ConnectX) backend: the CQ poller and the mlx5 hardware model.
 //!
-//! FFI-free: the poller takes a ring descriptor (buffer, entries, CQE size, doorbell record,
-//! UAR, CQN) from rdma-core's `mlx5dv_init_obj` or from [`model`], and parses CQEs itself.
+//! FFI-free: the poller takes a ring and doorbell record built by the facade from
+//! rdma-core's `mlx5dv_init_obj`, or by [`model`], and parses CQEs itself
+//! (shared/spec/mlx5.md).
+//!
+//! - [`Mlx5Cq`]: batch [`Mlx5Cq::poll`] into [`dvcq_provider::Completion`]s, `peek`, and
+//!   zero-copy [`Mlx5Cq::views`].
+//! - [`Registry`]: the QPs/SRQs and wr_id tables the application fills when it posts.
+//! - [`model`] (feature `model`): a faithful mlx5 CQ that writes real CQEs.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod cq;
+pub mod cqe;
+pub mod dump;
+pub mod registry;
 pub mod status;
+pub mod view;
 
+pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error};
+pub use cqe::CqeVersion;
+pub use registry::{QpConfig, Registry, RegistryError};
 pub use status::syndrome_status;
+pub use view::{CqeView, Views};

@@ -317,8 +317,9 @@ pub struct Completion {
     pub hdr_ok: u8,
     /// Raw header types: mlx5 `l4_hdr_type_etc`.
     pub hdr_type: u8,
-    fault: FaultKind,
-    _rsvd: u8,
+    /// [`FaultKind::None`] for a completion; otherwise this is a fault item (read it with
+    /// [`Completion::fault`]).
+    pub fault_kind: FaultKind,
 }
 
 const_assert_eq!(size_of::<Completion>(), 64);
@@ -333,7 +334,7 @@ impl Completion {
             wr_id: f.position as u64,
             qp_num: f.value,
             status: WcStatus::GeneralErr,
-            fault: f.kind,
+            fault_kind: f.kind,
             ..Completion::default()
         }
     }
@@ -341,10 +342,10 @@ impl Completion {
     /// `Some` when this item stands for a CQE that could not become a completion.
     #[inline]
     pub fn fault(&self) -> Option<CqeFault> {
-        if self.fault == FaultKind::None {
+        if self.fault_kind == FaultKind::None {
             None
         } else {
-            Some(CqeFault { kind: self.fault, position: self.wr_id as u32, value: self.qp_num })
+            Some(CqeFault { kind: self.fault_kind, position: self.wr_id as u32, value: self.qp_num })
         }
     }
 

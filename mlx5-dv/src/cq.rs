@@ -1,0 +1,344 @@
+//! The mlx5 CQ poller: ownership test, consumer counter, batch poll, peek, and the
+//! consumer-index doorbell (shared/spec/mlx5.md §3, §5).
+
+use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
+use crate::registry::Registry;
+use crate::view::Views;
+use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError};
+use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
+use dvcq_uapi::mlx5::doorbell::set_ci_word;
+use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use std::num::NonZeroU32;
+use std::sync::atomic::Ordering;
+
+/// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CiUpdate {
+    /// Once per `poll` call, even when nothing was polled (rdma-core's `mlx5_poll_cq`).
+    #[default]
+    EveryPoll,
+    /// After at least N CQEs were consumed since the last write (and on
+    /// [`Mlx5Cq::update_ci`]).
+    EveryN(NonZeroU32),
+    /// Never (UCX release builds). Only allowed for CQs created with overrun-ignore.
+    Never,
+}
+
+/// Per-CQ settings a poller is opened with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CqConfig {
+    /// How CQEs name their QP.
+    pub cqe_version: CqeVersion,
+    /// Consumer-index doorbell cadence.
+    pub ci_update: CiUpdate,
+    /// The CQ was created with `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (`oi = 1`).
+    pub overrun_ignore: bool,
+}
+
+/// Errors opening an mlx5 poller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mlx5Error {
+    /// Ring or doorbell set-up failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// `CiUpdate::Never` on a CQ without overrun-ignore would overrun the CQ.
+    #[error("ci_update=never needs a cq created with overrun-ignore; the device would see the cq as full")]
+    NeverWithoutOverrunIgnore,
+    /// A resize was expected (or not expected) by the poller.
+    #[error("{0}")]
+    Resize(&'static str),
+}
+
+/// Counters of CQEs that produced no ordinary completion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CqStats {
+    /// Signature-error CQEs consumed without a completion.
+    pub swallowed: u64,
+    /// Fault items returned.
+    pub faults: u64,
+    /// RESIZE CQEs seen.
+    pub resizes: u64,
+}
+
+/// An mlx5 CQ opened for polling: `STRIDE` is the CQE size, 64 or 128.
+///
+/// `Send` but not `Sync`: one consumer per CQ. The running consumer counter `ci` is a plain
+/// free-running `u32` (rdma-core's `cons_index`); it is masked only to address a slot.
+#[derive(Debug)]
+pub struct Mlx5Cq<const STRIDE: usize> {
+    ring: CqRing<STRIDE>,
+    dbrec: DoorbellWord,
+    ci: u32,
+    cfg: CqConfig,
+    /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
+    cache: (u32, u32),
+    unpublished: u32,
+    last_set_ci: Option<u32>,
+    resize_pending: bool,
+    cqn: u32,
+    registry: Registry,
+    stats: CqStats,
+}
+
+/// A poller for 64-byte CQEs.
+pub type Mlx5Cq64 = Mlx5Cq<64>;
+/// A poller for 128-byte CQEs.
+pub type Mlx5Cq128 = Mlx5Cq<128>;
+
+/// The expected owner bit at running position `ci` of a ring with `entries` slots: bit
+/// log2(entries) of the unmasked counter (spec §3.1, Pitfall 1).
+#[inline(always)]
+pub const fn expected_owner(ci: u32, entries: u32) -> u8 {
+    ((ci & entries) != 0) as u8
+}
+
+/// rdma-core's software-ownership test for an `op_own` byte at position `ci`: not INVALID
+/// and the owner bit matches the lap parity.
+#[inline(always)]
+pub const fn is_sw_owned(op_own_byte: u8, ci: u32, entries: u32) -> bool {
+    op_own::opcode(op_own_byte) != cqe_opcode::INVALID && (op_own_byte & 1) == expected_owner(ci, entries)
+}
+
+impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    const STRIDE_OK: () = assert!(STRIDE == 64 || STRIDE == 128);
+    /// Offset of the cqe64 inside a slot: the second half of a 128-byte CQE (spec §4).
+    pub(crate) const CQE_OFF: usize = STRIDE - 64;
+    /// Offset of `op_own` inside a slot.
+    pub(crate) const OWN_OFF: usize = STRIDE - 1;
+
+    /// Opens a poller on `ring` with the doorbell record's `set_ci` word `dbrec`, starting
+    /// at running consumer counter `ci` (0 for a new CQ).
+    ///
+    /// # Errors
+    ///
+    /// [`Mlx5Error::NeverWithoutOverrunIgnore`] for an unsafe doorbell policy.
+    pub fn new(
+        ring: CqRing<STRIDE>,
+        dbrec: DoorbellWord,
+        cqn: u32,
+        ci: u32,
+        registry: Registry,
+        cfg: CqConfig,
+    ) -> Result<Self, Mlx5Error> {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::STRIDE_OK;
+        if cfg.ci_update == CiUpdate::Never && !cfg.overrun_ignore {
+            return Err(Mlx5Error::NeverWithoutOverrunIgnore);
+        }
+        Ok(Self {
+            ring,
+            dbrec,
+            ci,
+            cfg,
+            cache: (u32::MAX, 0),
+            unpublished: 0,
+            last_set_ci: None,
+            resize_pending: false,
+            cqn,
+            registry,
+            stats: CqStats::default(),
+        })
+    }
+
+    /// The registry of QPs and SRQs, to record posts.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// The registry of QPs and SRQs.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The running consumer counter.
+    pub fn ci(&self) -> u32 {
+        self.ci
+    }
+
+    /// The last value written to the doorbell record's set_ci word, if any.
+    pub fn last_set_ci(&self) -> Option<u32> {
+        self.last_set_ci
+    }
+
+    /// Counters of swallowed CQEs, faults and resizes.
+    pub fn stats(&self) -> CqStats {
+        self.stats
+    }
+
+    /// The settings the poller was opened with.
+    pub fn config(&self) -> CqConfig {
+        self.cfg
+    }
+
+    /// True after a RESIZE CQE: polling stops until [`Mlx5Cq::switch_ring`] is called.
+    pub fn resize_pending(&self) -> bool {
+        self.resize_pending
+    }
+
+    /// Continues on the new ring after a RESIZE CQE: the device writes the next CQE at the
+    /// same running counter in the new ring (spec §10, kernel-style buffer swap).
+    ///
+    /// # Errors
+    ///
+    /// [`Mlx5Error::Resize`] when no RESIZE CQE was consumed.
+    pub fn switch_ring(&mut self, ring: CqRing<STRIDE>) -> Result<(), Mlx5Error> {
+        if !self.resize_pending {
+            return Err(Mlx5Error::Resize("switch_ring called but no RESIZE cqe was consumed"));
+        }
+        self.ring = ring;
+        self.resize_pending = false;
+        Ok(())
+    }
+
+    pub(crate) fn ring(&self) -> &CqRing<STRIDE> {
+        &self.ring
+    }
+
+    pub(crate) fn ci_mut(&mut self) -> &mut u32 {
+        &mut self.ci
+    }
+
+    /// Is the entry at running position `ci` software-owned? Issues the acquire fence if so.
+    #[inline(always)]
+    pub(crate) fn owned(&self, ci: u32) -> Option<u8> {
+        let entries = self.ring.entries();
+        self.ring.owned_at(ci, Self::OWN_OFF, |b| is_sw_owned(b, ci, entries))
+    }
+
+    /// Polls up to `out.len()` completions, in order; returns how many were written.
+    ///
+    /// CQEs that cannot become completions are returned as fault items in their place.
+    /// SIG_ERR CQEs are consumed without a completion, as rdma-core does. After a RESIZE CQE
+    /// the call returns early and later calls return 0 until [`Mlx5Cq::switch_ring`].
+    /// The consumer index is published as [`CqConfig::ci_update`] says.
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        if !self.resize_pending {
+            let mut res = Consume { reg: &mut self.registry, cache: &mut self.cache };
+            while let Some(slot) = out.get_mut(n) {
+                let ci = self.ci;
+                let entries = self.ring.entries();
+                let Some(own) = self.ring.owned_at(ci, Self::OWN_OFF, |b| is_sw_owned(b, ci, entries)) else {
+                    break;
+                };
+                let Some(cqe) = self.ring.read_at::<Cqe64>(ci, Self::CQE_OFF) else {
+                    break;
+                };
+                self.ci = ci.wrapping_add(1);
+                // One compare sends errors, compression and opcodes >= 8 to the slow path
+                // (UCX's trick, spec §2); inline-64 on 64-byte CQEs goes there too.
+                let fast = (own & op_own::SLOW_MASK) < op_own::SLOW_MIN && !(STRIDE == 64 && own & 0x08 != 0);
+                let parsed = match op_own::opcode(own) {
+                    cqe_opcode::REQ if fast => cqe::parse_req(&mut res, &cqe, v1, ci, slot),
+                    cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if fast => {
+                        cqe::parse_resp(&mut res, &cqe, v1, ci, slot)
+                    }
+                    _ => {
+                        let p = cqe::parse_slow(&mut res, &cqe, v1, STRIDE as u32, ci, slot);
+                        self.stats.note(p, slot);
+                        p
+                    }
+                };
+                match parsed {
+                    Parsed::Wc => n += 1,
+                    Parsed::Swallowed => {}
+                    Parsed::Resize => {
+                        self.resize_pending = true;
+                        break;
+                    }
+                }
+            }
+        }
+        self.after_batch(n as u32);
+        n
+    }
+
+    /// Polls one completion.
+    pub fn poll_one(&mut self) -> Option<Completion> {
+        let mut c = [Completion::default()];
+        (self.poll(&mut c) == 1).then_some(c[0])
+    }
+
+    /// The next completion without consuming it (no tables advance, ci unchanged).
+    /// Swallowed CQEs ahead of it are looked past.
+    pub fn peek(&self) -> Option<Completion> {
+        if self.resize_pending {
+            return None;
+        }
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        let mut ci = self.ci;
+        loop {
+            self.owned(ci)?;
+            let cqe: Cqe64 = self.ring.read_at(ci, Self::CQE_OFF)?;
+            let mut out = Completion::default();
+            match cqe::parse_slow(&mut Peek(&self.registry), &cqe, v1, STRIDE as u32, ci, &mut out) {
+                Parsed::Wc => return Some(out),
+                Parsed::Resize => return None,
+                Parsed::Swallowed => ci = ci.wrapping_add(1),
+            }
+        }
+    }
+
+    /// Zero-copy iteration over raw CQE views; the consumer index is published when the
+    /// returned iterator is dropped. Views do not touch the wr_id registry.
+    pub fn views(&mut self) -> Views<'_, STRIDE> {
+        Views::new(self)
+    }
+
+    #[inline(always)]
+    pub(crate) fn after_batch(&mut self, consumed: u32) {
+        match self.cfg.ci_update {
+            CiUpdate::EveryPoll => self.publish_ci(),
+            CiUpdate::EveryN(k) => {
+                self.unpublished = self.unpublished.wrapping_add(consumed);
+                if self.unpublished >= k.get() {
+                    self.publish_ci();
+                }
+            }
+            CiUpdate::Never => {}
+        }
+    }
+
+    /// Writes `ci & 0xffffff` to the doorbell record's set_ci word with release ordering
+    /// (spec §5): every CQE read before happens-before the device reusing its slot.
+    #[inline(always)]
+    pub fn publish_ci(&mut self) {
+        let w = set_ci_word(self.ci);
+        self.dbrec.store_be32(w, Ordering::Release);
+        self.last_set_ci = Some(w);
+        self.unpublished = 0;
+    }
+}
+
+impl CqStats {
+    #[cold]
+    fn note(&mut self, p: Parsed, out: &Completion) {
+        match p {
+            Parsed::Swallowed => self.swallowed += 1,
+            Parsed::Resize => self.resizes += 1,
+            Parsed::Wc if out.fault_kind != dvcq_provider::FaultKind::None => self.faults += 1,
+            Parsed::Wc => {}
+        }
+    }
+}
+
+impl<const STRIDE: usize> CqDriver for Mlx5Cq<STRIDE> {
+    fn info(&self) -> CqInfo {
+        CqInfo { vendor: "mlx5", entries: self.ring.entries(), cqe_size: STRIDE as u32, cqn: self.cqn }
+    }
+    fn poll(&mut self, out: &mut [Completion]) -> usize {
+        Mlx5Cq::poll(self, out)
+    }
+    fn peek(&self) -> Option<Completion> {
+        Mlx5Cq::peek(self)
+    }
+    fn ci(&self) -> u32 {
+        self.ci
+    }
+    fn update_ci(&mut self) {
+        self.publish_ci()
+    }
+}

@@ -1,0 +1,369 @@
+//! Translating one mlx5 CQE into a [`Completion`], exactly as rdma-core's `mlx5_parse_cqe`
+//! would fill `struct ibv_wc` (shared/spec/mlx5.md §7, §8), quirks included.
+//!
+//! The parser is generic over [`Resources`], so the same code consumes (advancing the
+//! wr_id tables, like a poll) or peeks (leaving them untouched).
+
+use crate::registry::Registry;
+use crate::status::syndrome_status;
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
+use dvcq_uapi::mlx5::err_cqe::ErrCqe;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
+
+/// How CQEs name their resource (`mctx->cqe_version`, spec §7.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CqeVersion {
+    /// Version 0: QP by `sop_drop_qpn`, SRQ by `srqn_uidx`.
+    #[default]
+    V0,
+    /// Version 1: QP (or XRC SRQ) by the user index in `srqn_uidx`.
+    V1,
+}
+
+/// What parsing one CQE produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parsed {
+    /// A completion (or fault item) was written.
+    Wc,
+    /// The CQE is consumed without a completion (SIG_ERR, ODP page fault), as rdma-core does.
+    Swallowed,
+    /// A RESIZE CQE: the device moved to a new ring.
+    Resize,
+}
+
+/// Access to the wr_id tables: consuming (poll) or read-only (peek).
+pub(crate) trait Resources {
+    /// QP slot for a QPN (version 0) or user index (version 1).
+    fn qp(&mut self, key: u32, v1: bool) -> Option<u32>;
+    /// SRQ slot for an SRQ number.
+    fn srq(&mut self, srqn: u32) -> Option<u32>;
+    /// The SRQ slot a QP receives from, and whether it has the RX checksum capability.
+    fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool);
+    /// Requester: (masked index, wr_id, wr_data) and retire up to the WQE.
+    fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8);
+    /// Non-SRQ receive: (index, wr_id) from the RQ tail.
+    fn rq_complete(&mut self, slot: u32) -> (u32, u64);
+    /// SRQ receive: wr_id at the unmasked index, `None` if beyond the SRQ.
+    fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64>;
+}
+
+/// The consuming view: the registry plus the poller's one-entry lookup cache (rdma-core's
+/// `cur_rsc`), so steady traffic on one QP never reaches the hash map.
+pub(crate) struct Consume<'a> {
+    pub reg: &'a mut Registry,
+    pub cache: &'a mut (u32, u32),
+}
+
+impl Resources for Consume<'_> {
+    #[inline(always)]
+    fn qp(&mut self, key: u32, v1: bool) -> Option<u32> {
+        if self.cache.0 == key {
+            return Some(self.cache.1);
+        }
+        let slot = if v1 { self.reg.slot_by_uidx(key) } else { self.reg.slot_by_qpn(key) }?;
+        *self.cache = (key, slot);
+        Some(slot)
+    }
+    #[inline]
+    fn srq(&mut self, srqn: u32) -> Option<u32> {
+        self.reg.srq_slot_by_srqn(srqn)
+    }
+    #[inline(always)]
+    fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool) {
+        self.reg.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
+    }
+    #[inline(always)]
+    fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8) {
+        match self.reg.qp_at(slot) {
+            Some(q) => q.sq.complete(wqe_counter),
+            None => (0, 0, 0xff),
+        }
+    }
+    #[inline(always)]
+    fn rq_complete(&mut self, slot: u32) -> (u32, u64) {
+        match self.reg.qp_at(slot) {
+            Some(q) => q.rq.complete(),
+            None => (0, 0),
+        }
+    }
+    #[inline]
+    fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
+        self.reg.srq_at(slot)?.complete(wqe_counter)
+    }
+}
+
+/// The read-only view used by peek.
+pub(crate) struct Peek<'a>(pub &'a Registry);
+
+impl Resources for Peek<'_> {
+    fn qp(&mut self, key: u32, v1: bool) -> Option<u32> {
+        if v1 {
+            self.0.slot_by_uidx(key)
+        } else {
+            self.0.slot_by_qpn(key)
+        }
+    }
+    fn srq(&mut self, srqn: u32) -> Option<u32> {
+        self.0.srq_slot_by_srqn(srqn)
+    }
+    fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool) {
+        self.0.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
+    }
+    fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8) {
+        self.0.qp_at_ref(slot).map_or((0, 0, 0xff), |q| q.sq.peek(wqe_counter))
+    }
+    fn rq_complete(&mut self, slot: u32) -> (u32, u64) {
+        self.0.qp_at_ref(slot).map_or((0, 0), |q| q.rq.peek())
+    }
+    fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
+        self.0.srq_at_ref(slot)?.peek(wqe_counter)
+    }
+}
+
+/// Writes a fault item for the CQE at ring position `pos`.
+#[cold]
+#[inline(never)]
+pub(crate) fn fault(out: &mut Completion, kind: FaultKind, pos: u32, value: u32) -> Parsed {
+    *out = Completion::from_fault(CqeFault { kind, position: pos, value });
+    Parsed::Wc
+}
+
+/// The resource key of a CQE: user index (version 1) or QPN (version 0).
+#[inline(always)]
+fn key(cqe: &Cqe64, v1: bool) -> u32 {
+    if v1 {
+        cqe.srqn_uidx()
+    } else {
+        cqe.qpn()
+    }
+}
+
+/// rdma-core `handle_good_req`: the completion opcode, flags and byte_len of a requester
+/// CQE, keyed on the WQE opcode the device echoes in `sop_drop_qpn >> 24` (spec §7.1).
+#[inline(always)]
+fn req_opcode(wqe_op: u8, byte_cnt: u32, wr_data: u8) -> (WcOpcode, WcFlags, u32) {
+    let r = match wqe_op {
+        wqe_opcode::RDMA_WRITE_IMM => (WcOpcode::RdmaWrite, WcFlags::WITH_IMM, 0),
+        wqe_opcode::RDMA_WRITE => (WcOpcode::RdmaWrite, WcFlags::empty(), 0),
+        wqe_opcode::SEND_IMM => (WcOpcode::Send, WcFlags::WITH_IMM, 0),
+        wqe_opcode::SEND | wqe_opcode::SEND_INVAL => (WcOpcode::Send, WcFlags::empty(), 0),
+        wqe_opcode::RDMA_READ => (WcOpcode::RdmaRead, WcFlags::empty(), byte_cnt),
+        wqe_opcode::ATOMIC_CS => (WcOpcode::CompSwap, WcFlags::empty(), 8),
+        wqe_opcode::ATOMIC_FA => (WcOpcode::FetchAdd, WcFlags::empty(), 8),
+        wqe_opcode::TSO => (WcOpcode::Tso, WcFlags::empty(), 0),
+        // UMR, SET_PSV, NOP and MMO completions take their opcode from what the poster
+        // recorded (rdma-core `wr_data[idx]`).
+        wqe_opcode::UMR | wqe_opcode::SET_PSV | wqe_opcode::NOP | wqe_opcode::MMO => {
+            (WcOpcode::from_u32(wr_data as u32).unwrap_or_default(), WcFlags::empty(), 0)
+        }
+        // rdma-core leaves `opcode` unset for any other WQE opcode (masked atomics, ...);
+        // a zeroed ibv_wc shows 0 (IBV_WC_SEND).
+        _ => (WcOpcode::Send, WcFlags::empty(), 0),
+    };
+    // rdma-core: a raw WQE recorded as IBV_WC_DRIVER2 overrides whatever the CQE said.
+    if wr_data == WcOpcode::Driver2 as u8 {
+        return (WcOpcode::Driver2, r.1, r.2);
+    }
+    r
+}
+
+/// Parses a successful requester CQE (opcode 0).
+#[inline(always)]
+pub(crate) fn parse_req<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+    let Some(slot) = res.qp(key(cqe, v1), v1) else {
+        return fault(out, FaultKind::UnknownQp, pos, key(cqe, v1));
+    };
+    let sop = cqe.sop_drop_qpn.get();
+    let (idx, wr_id, wr_data) = res.sq_complete(slot, cqe.wqe_counter.get());
+    let (opcode, wc_flags, byte_len) = req_opcode((sop >> 24) as u8, cqe.byte_cnt.get(), wr_data);
+    *out = Completion {
+        wr_id,
+        timestamp: cqe.timestamp.get(),
+        byte_len,
+        imm_data: 0,
+        qp_num: sop & QPN_MASK,
+        src_qp: 0,
+        wc_flags,
+        vendor_err: 0,
+        flow_tag_hash: 0,
+        status: WcStatus::Success,
+        opcode,
+        sl: 0,
+        dlid_path_bits: 0,
+        pkey_index: 0,
+        slid: 0,
+        wqe_index: idx as u16,
+        checksum: 0,
+        hdr_ok: 0,
+        hdr_type: 0,
+        fault_kind: FaultKind::None,
+    };
+    Parsed::Wc
+}
+
+/// Where a responder CQE's wr_id comes from.
+enum RecvTarget {
+    Rq(u32),
+    Srq(u32),
+}
+
+/// Resolves a responder CQE's receive queue (spec §7.5): version 0 looks up the SRQ when
+/// `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by user index and
+/// takes the SRQ it is attached to. Returns the target and the QP's RX-checksum capability.
+#[inline(always)]
+fn recv_target<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
+    if !v1 {
+        let srqn = cqe.srqn_uidx();
+        if srqn != 0 {
+            return match res.srq(srqn) {
+                Some(s) => Ok((RecvTarget::Srq(s), false)),
+                None => Err((FaultKind::UnknownSrq, srqn)),
+            };
+        }
+    }
+    let k = key(cqe, v1);
+    let slot = res.qp(k, v1).ok_or((FaultKind::UnknownQp, k))?;
+    match res.qp_attrs(slot) {
+        (Some(srq), _) => Ok((RecvTarget::Srq(srq), false)),
+        (None, csum) => Ok((RecvTarget::Rq(slot), csum)),
+    }
+}
+
+/// Parses a successful responder CQE (opcodes 1-4), rdma-core `handle_responder`.
+#[inline(always)]
+pub(crate) fn parse_resp<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+    let (target, rx_csum) = match recv_target(res, cqe, v1) {
+        Ok(t) => t,
+        Err((kind, v)) => return fault(out, kind, pos, v),
+    };
+    let wqe_counter = cqe.wqe_counter.get();
+    let (idx, wr_id) = match target {
+        RecvTarget::Rq(slot) => res.rq_complete(slot),
+        RecvTarget::Srq(slot) => match res.srq_complete(slot, wqe_counter) {
+            // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
+            Some(w) => (wqe_counter as u32, w),
+            None => return fault(out, FaultKind::BadField, pos, wqe_counter as u32),
+        },
+    };
+    let op = cqe.opcode();
+    let imm_word = cqe.imm_inval_pkey;
+    // Immediate data stays in network order (raw); the invalidated rkey is byte-swapped
+    // (Pitfall 11). RESP_SEND leaves imm_data unset.
+    let (opcode, mut wc_flags, imm_data) = match op {
+        cqe_opcode::RESP_WR_IMM => (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM, imm_word.raw()),
+        cqe_opcode::RESP_SEND_IMM => (WcOpcode::Recv, WcFlags::WITH_IMM, imm_word.raw()),
+        cqe_opcode::RESP_SEND_INV => (WcOpcode::Recv, WcFlags::WITH_INV, imm_word.get()),
+        _ => (WcOpcode::Recv, WcFlags::empty(), 0),
+    };
+    if cqe.grh() != 0 {
+        wc_flags |= WcFlags::GRH;
+    }
+    // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
+    // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
+    if rx_csum
+        && cqe.hds_ip_ext & (hds_ip_ext::L3_OK | hds_ip_ext::L4_OK) == hds_ip_ext::L3_OK | hds_ip_ext::L4_OK
+        && l3_hdr_type::of(cqe.l4_hdr_type_etc) == l3_hdr_type::IPV4
+    {
+        wc_flags |= WcFlags::IP_CSUM_OK;
+    }
+    let flags_rqpn = cqe.flags_rqpn.get();
+    *out = Completion {
+        wr_id,
+        timestamp: cqe.timestamp.get(),
+        byte_len: cqe.byte_cnt.get(),
+        imm_data,
+        qp_num: cqe.qpn(),
+        src_qp: flags_rqpn & QPN_MASK,
+        wc_flags,
+        vendor_err: 0,
+        flow_tag_hash: cqe.rss_hash_result.get(),
+        status: WcStatus::Success,
+        opcode,
+        // On RoCE this nibble is the packet type; rdma-core reports it as `sl` anyway.
+        sl: ((flags_rqpn >> 24) & 0xf) as u8,
+        dlid_path_bits: cqe.ml_path & 0x7f,
+        // rdma-core fills pkey_index from the low 16 bits even when the word holds
+        // immediate data or an rkey (Pitfall 11).
+        pkey_index: imm_word.get() as u16,
+        slid: cqe.slid.get(),
+        wqe_index: idx as u16,
+        checksum: cqe.check_sum.get(),
+        hdr_ok: cqe.hds_ip_ext,
+        hdr_type: cqe.l4_hdr_type_etc,
+        fault_kind: FaultKind::None,
+    };
+    Parsed::Wc
+}
+
+/// Parses an error CQE (opcodes 13, 14), rdma-core's error branch of `mlx5_parse_cqe`:
+/// status from the syndrome, `vendor_err`, wr_id as for success; opcode and byte_len stay
+/// unset (zero). An ODP page fault on an SRQ is swallowed, as rdma-core re-posts the WQE.
+#[cold]
+#[inline(never)]
+pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+    let e = ErrCqe::from_cqe(cqe);
+    let wqe_counter = e.wqe_counter.get();
+    let (idx, wr_id) = if cqe.opcode() == cqe_opcode::REQ_ERR {
+        let k = key(cqe, v1);
+        let Some(slot) = res.qp(k, v1) else {
+            return fault(out, FaultKind::UnknownQp, pos, k);
+        };
+        let (idx, wr_id, _) = res.sq_complete(slot, wqe_counter);
+        (idx, wr_id)
+    } else {
+        match recv_target(res, cqe, v1) {
+            Err((kind, v)) => return fault(out, kind, pos, v),
+            Ok((RecvTarget::Srq(slot), _)) => {
+                if e.syndrome == syndrome::REMOTE_ABORTED_ERR && e.vendor_err_synd == syndrome::VENDOR_ODP_PFAULT {
+                    return Parsed::Swallowed;
+                }
+                match res.srq_complete(slot, wqe_counter) {
+                    Some(w) => (wqe_counter as u32, w),
+                    None => return fault(out, FaultKind::BadField, pos, wqe_counter as u32),
+                }
+            }
+            Ok((RecvTarget::Rq(slot), _)) => res.rq_complete(slot),
+        }
+    };
+    *out = Completion {
+        wr_id,
+        qp_num: e.qpn(),
+        status: syndrome_status(e.syndrome),
+        vendor_err: e.vendor_err_synd as u32,
+        wqe_index: idx as u16,
+        ..Completion::default()
+    };
+    Parsed::Wc
+}
+
+/// Everything off the fast path: errors, swallowed CQEs, RESIZE, garbage.
+#[cold]
+#[inline(never)]
+pub(crate) fn parse_slow<R: Resources>(
+    res: &mut R,
+    cqe: &Cqe64,
+    v1: bool,
+    cqe_size: u32,
+    pos: u32,
+    out: &mut Completion,
+) -> Parsed {
+    let format = cqe.format();
+    if format == cqe_format::COMPRESSED || (format == cqe_format::INLINE_SCATTER_64 && cqe_size == 64) {
+        // Compression not enabled on this CQ, or inline-64 data that a 64-byte CQE has no
+        // room for: rdma-core would read before the CQE; we refuse.
+        return fault(out, FaultKind::BadFormat, pos, cqe.op_own as u32);
+    }
+    match cqe.opcode() {
+        cqe_opcode::REQ => parse_req(res, cqe, v1, pos, out),
+        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => parse_resp(res, cqe, v1, pos, out),
+        cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => parse_err(res, cqe, v1, pos, out),
+        // rdma-core records signature errors on the mkey and returns no completion
+        // (Pitfall 14).
+        cqe_opcode::SIG_ERR => Parsed::Swallowed,
+        cqe_opcode::RESIZE_CQ => Parsed::Resize,
+        // NO_PACKET is a tag-matching list completion; tag matching is not supported, so it
+        // is reported rather than misread (rdma-core fails the poll when app != TM).
+        op => fault(out, FaultKind::BadOpcode, pos, op as u32),
+    }
+}

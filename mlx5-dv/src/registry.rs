@@ -1,0 +1,455 @@
+//! The resource registry: the QPs and SRQs a CQ's CQEs may name, with the wr_id tables the
+//! application fills when it posts (shared/spec/mlx5.md §7.1-§7.5, §13.2).
+//!
+//! rdma-core keeps `wrid`, `wqe_head` and `wr_data` private, so a direct-verbs poller cannot
+//! recover `wr_id`s for work posted through `ibv_post_send`. Here the application records
+//! each post ([`SendQueue::post`], [`RecvQueue::post`], [`Srq::post`]) and the poller reads
+//! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
+//! table holds the identity mapping, so `wr_id` is the WQE index.
+
+use dvcq_provider::WcOpcode;
+use std::collections::HashMap;
+
+/// Marker in `wr_data` for "no opcode recorded for this WQE".
+const NO_WR_DATA: u8 = 0xff;
+
+/// Send-queue tracking: rdma-core's `sq.wrid`, `sq.wqe_head`, `sq.wr_data`, head and tail.
+#[derive(Debug, Clone)]
+pub struct SendQueue {
+    wrid: Box<[u64]>,
+    wqe_head: Box<[u32]>,
+    wr_data: Box<[u8]>,
+    mask: u32,
+    /// Next WQE index (in 64-byte WQEBBs), `sq.cur_post`.
+    cur_post: u32,
+    /// Work requests posted, `sq.head`.
+    head: u32,
+    /// Work requests retired, `sq.tail`.
+    tail: u32,
+}
+
+impl SendQueue {
+    fn new(wqe_cnt: u32) -> Self {
+        let n = wqe_cnt as usize;
+        Self {
+            wrid: (0..n as u64).collect(),
+            // Identity: each WQE is its own work request, so a CQE for index i retires it.
+            wqe_head: (0..wqe_cnt).collect(),
+            wr_data: vec![NO_WR_DATA; n].into_boxed_slice(),
+            mask: wqe_cnt - 1,
+            cur_post: 0,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    /// Records a posted send work request of `wqebbs` 64-byte blocks; returns the WQE index
+    /// its control segment carries (what the requester CQE's `wqe_counter` will be).
+    ///
+    /// Like rdma-core: `wrid[idx] = wr_id`, `wqe_head[idx] = head`, then `head += 1`,
+    /// `cur_post += wqebbs`. A later CQE for this WQE retires it and every older one.
+    pub fn post(&mut self, wr_id: u64, wqebbs: u32) -> u16 {
+        self.post_with_opcode(wr_id, wqebbs, None)
+    }
+
+    /// [`SendQueue::post`] for WQEs whose completion opcode the CQE cannot tell (UMR,
+    /// SET_PSV, NOP, MMO: rdma-core's `wr_data`), or `Driver2` for raw WQEs.
+    pub fn post_with_opcode(&mut self, wr_id: u64, wqebbs: u32, opcode: Option<WcOpcode>) -> u16 {
+        let idx = (self.cur_post & self.mask) as usize;
+        self.wrid[idx] = wr_id;
+        self.wqe_head[idx] = self.head;
+        self.wr_data[idx] = opcode.map_or(NO_WR_DATA, |o| o as u8);
+        let wqe = self.cur_post as u16;
+        self.head = self.head.wrapping_add(1);
+        self.cur_post = self.cur_post.wrapping_add(wqebbs.max(1));
+        wqe
+    }
+
+    /// Work requests posted but not yet retired by a CQE.
+    pub fn outstanding(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Entries in the table (`wqe_cnt`).
+    pub fn wqe_cnt(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The wr_id for a requester CQE's `wqe_counter` and retire everything up to it
+    /// (`sq.tail = wqe_head[idx] + 1`, Pitfall 8). Returns (masked index, wr_id, wr_data).
+    #[inline(always)]
+    pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
+        let idx = wqe_counter as u32 & self.mask;
+        let i = idx as usize;
+        // The tables have mask + 1 entries, so `i` is always in bounds; `get` keeps the
+        // hot path free of panics without relying on that.
+        let (Some(&wr_id), Some(&head), Some(&data)) = (self.wrid.get(i), self.wqe_head.get(i), self.wr_data.get(i)) else {
+            return (idx, 0, NO_WR_DATA);
+        };
+        self.tail = head.wrapping_add(1);
+        (idx, wr_id, data)
+    }
+
+    /// Like [`SendQueue::complete`] without retiring anything.
+    #[inline]
+    pub(crate) fn peek(&self, wqe_counter: u16) -> (u32, u64, u8) {
+        let idx = wqe_counter as u32 & self.mask;
+        let i = idx as usize;
+        (idx, self.wrid.get(i).copied().unwrap_or(0), self.wr_data.get(i).copied().unwrap_or(NO_WR_DATA))
+    }
+}
+
+/// Receive-queue tracking: rdma-core's `rq.wrid`, head and tail.
+#[derive(Debug, Clone)]
+pub struct RecvQueue {
+    wrid: Box<[u64]>,
+    mask: u32,
+    head: u32,
+    tail: u32,
+}
+
+impl RecvQueue {
+    fn new(wqe_cnt: u32) -> Self {
+        Self { wrid: (0..wqe_cnt as u64).collect(), mask: wqe_cnt - 1, head: 0, tail: 0 }
+    }
+
+    /// Records a posted receive; returns its WQE index.
+    pub fn post(&mut self, wr_id: u64) -> u16 {
+        let idx = self.head & self.mask;
+        if let Some(slot) = self.wrid.get_mut(idx as usize) {
+            *slot = wr_id;
+        }
+        self.head = self.head.wrapping_add(1);
+        idx as u16
+    }
+
+    /// Receives posted and not yet completed.
+    pub fn outstanding(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Entries in the table (`wqe_cnt`).
+    pub fn wqe_cnt(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// The wr_id of the next receive completion. rdma-core takes the index from its own
+    /// `rq.tail`, not from the CQE's `wqe_counter` (`handle_responder`; the same in the
+    /// kernel): receives complete in order on a non-SRQ RQ. Returns (index, wr_id).
+    #[inline(always)]
+    pub(crate) fn complete(&mut self) -> (u32, u64) {
+        let idx = self.tail & self.mask;
+        self.tail = self.tail.wrapping_add(1);
+        (idx, self.wrid.get(idx as usize).copied().unwrap_or(0))
+    }
+
+    #[inline]
+    pub(crate) fn peek(&self) -> (u32, u64) {
+        let idx = self.tail & self.mask;
+        (idx, self.wrid.get(idx as usize).copied().unwrap_or(0))
+    }
+}
+
+/// Shared receive queue tracking: rdma-core's `srq.wrid`, indexed by the CQE's
+/// `wqe_counter` **without masking** (Pitfall 9).
+#[derive(Debug, Clone)]
+pub struct Srq {
+    srqn: u32,
+    wrid: Box<[u64]>,
+    completed: u64,
+}
+
+impl Srq {
+    /// Records a receive posted at SRQ WQE index `wqe_index` (the SRQ's free-list position).
+    pub fn post(&mut self, wqe_index: u16, wr_id: u64) -> bool {
+        match self.wrid.get_mut(wqe_index as usize) {
+            Some(s) => {
+                *s = wr_id;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The SRQ number.
+    pub fn srqn(&self) -> u32 {
+        self.srqn
+    }
+
+    /// Receive completions seen on this SRQ.
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    #[inline]
+    pub(crate) fn complete(&mut self, wqe_counter: u16) -> Option<u64> {
+        let w = self.wrid.get(wqe_counter as usize).copied()?;
+        self.completed += 1;
+        Some(w)
+    }
+
+    #[inline]
+    pub(crate) fn peek(&self, wqe_counter: u16) -> Option<u64> {
+        self.wrid.get(wqe_counter as usize).copied()
+    }
+}
+
+/// How a QP is set up, as far as the CQ poller cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpConfig {
+    /// QP number (24 bits).
+    pub qpn: u32,
+    /// Send queue entries (`sq.wqe_cnt`, a power of two).
+    pub sq_wqe_cnt: u32,
+    /// Receive queue entries (`rq.wqe_cnt`, a power of two; ignored with an SRQ).
+    pub rq_wqe_cnt: u32,
+    /// The SRQ the QP receives from, by SRQ number.
+    pub srqn: Option<u32>,
+    /// The QP has the RX checksum capability (`MLX5_RX_CSUM_VALID`: raw-packet QPs), so
+    /// receives may carry `IBV_WC_IP_CSUM_OK`.
+    pub rx_csum: bool,
+    /// The QP is UD (informational: UD fields are filled for every responder CQE, as
+    /// rdma-core does).
+    pub ud: bool,
+}
+
+impl QpConfig {
+    /// An RC QP with the given queue sizes.
+    pub fn rc(qpn: u32, sq_wqe_cnt: u32, rq_wqe_cnt: u32) -> Self {
+        Self { qpn, sq_wqe_cnt, rq_wqe_cnt, srqn: None, rx_csum: false, ud: false }
+    }
+}
+
+/// One registered QP.
+#[derive(Debug, Clone)]
+pub struct Qp {
+    cfg: QpConfig,
+    /// Send queue tracking.
+    pub sq: SendQueue,
+    /// Receive queue tracking.
+    pub rq: RecvQueue,
+    srq: Option<u32>,
+    uidx: u32,
+}
+
+impl Qp {
+    /// The configuration it was registered with.
+    pub fn config(&self) -> &QpConfig {
+        &self.cfg
+    }
+    /// The user index assigned at registration (CQE version 1 lookups).
+    pub fn uidx(&self) -> u32 {
+        self.uidx
+    }
+    pub(crate) fn srq_slot(&self) -> Option<u32> {
+        self.srq
+    }
+}
+
+/// Errors registering resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// A queue size that is not a power of two from 1 to 2^16.
+    #[error("{what} of qp {qpn:#x} has {size} entries: must be a power of two from 1 to 65536")]
+    BadQueueSize {
+        /// The QP.
+        qpn: u32,
+        /// Which queue.
+        what: &'static str,
+        /// The size given.
+        size: u32,
+    },
+    /// A QPN or SRQN wider than 24 bits.
+    #[error("{what} {value:#x} does not fit in 24 bits")]
+    TooWide {
+        /// What number.
+        what: &'static str,
+        /// The value.
+        value: u32,
+    },
+    /// Registered twice.
+    #[error("{what} {value:#x} is already registered")]
+    Duplicate {
+        /// What number.
+        what: &'static str,
+        /// The value.
+        value: u32,
+    },
+    /// A QP that names an SRQ nobody registered.
+    #[error("qp {qpn:#x} names srq {srqn:#x}, which is not registered")]
+    NoSuchSrq {
+        /// The QP.
+        qpn: u32,
+        /// The SRQ.
+        srqn: u32,
+    },
+}
+
+/// The QPs and SRQs of a CQ, looked up by QPN (CQE version 0) or user index (version 1).
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    qps: Vec<Qp>,
+    srqs: Vec<Srq>,
+    by_qpn: HashMap<u32, u32>,
+    by_srqn: HashMap<u32, u32>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers an SRQ with `entries` WQE slots.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError`] for a duplicate, over-wide number, or an entry count that is zero
+    /// or above 65536.
+    pub fn add_srq(&mut self, srqn: u32, entries: u32) -> Result<&mut Srq, RegistryError> {
+        if srqn > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "srqn", value: srqn });
+        }
+        if entries == 0 || entries > 1 << 16 {
+            return Err(RegistryError::BadQueueSize { qpn: srqn, what: "srq", size: entries });
+        }
+        if self.by_srqn.contains_key(&srqn) {
+            return Err(RegistryError::Duplicate { what: "srqn", value: srqn });
+        }
+        let slot = self.srqs.len() as u32;
+        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: 0 });
+        self.by_srqn.insert(srqn, slot);
+        Ok(&mut self.srqs[slot as usize])
+    }
+
+    /// Registers a QP. Its user index (for CQE version 1) is its registration order:
+    /// 0, 1, 2, ... as ring images assign them.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError`] for bad sizes, duplicates, or an unknown SRQ.
+    pub fn add_qp(&mut self, cfg: QpConfig) -> Result<&mut Qp, RegistryError> {
+        if cfg.qpn > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "qpn", value: cfg.qpn });
+        }
+        for (what, size) in [("sq", cfg.sq_wqe_cnt), ("rq", cfg.rq_wqe_cnt)] {
+            if !size.is_power_of_two() || size > 1 << 16 {
+                return Err(RegistryError::BadQueueSize { qpn: cfg.qpn, what, size });
+            }
+        }
+        if self.by_qpn.contains_key(&cfg.qpn) {
+            return Err(RegistryError::Duplicate { what: "qpn", value: cfg.qpn });
+        }
+        let srq = match cfg.srqn {
+            Some(srqn) => Some(*self.by_srqn.get(&srqn).ok_or(RegistryError::NoSuchSrq { qpn: cfg.qpn, srqn })?),
+            None => None,
+        };
+        let slot = self.qps.len() as u32;
+        self.qps.push(Qp {
+            cfg,
+            sq: SendQueue::new(cfg.sq_wqe_cnt),
+            rq: RecvQueue::new(cfg.rq_wqe_cnt),
+            srq,
+            uidx: slot,
+        });
+        self.by_qpn.insert(cfg.qpn, slot);
+        Ok(&mut self.qps[slot as usize])
+    }
+
+    /// The QP with this number.
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.by_qpn.get(&qpn).map(|&s| &self.qps[s as usize])
+    }
+
+    /// The QP with this number, to record posts.
+    pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
+        self.by_qpn.get(&qpn).map(|&s| &mut self.qps[s as usize])
+    }
+
+    /// The SRQ with this number.
+    pub fn srq_mut(&mut self, srqn: u32) -> Option<&mut Srq> {
+        self.by_srqn.get(&srqn).map(|&s| &mut self.srqs[s as usize])
+    }
+
+    /// All QPs in registration (user index) order.
+    pub fn qps(&self) -> &[Qp] {
+        &self.qps
+    }
+
+    /// QP slot for a QPN (version 0) — slow path behind the poller's cache.
+    #[inline(never)]
+    pub(crate) fn slot_by_qpn(&self, qpn: u32) -> Option<u32> {
+        self.by_qpn.get(&qpn).copied()
+    }
+
+    /// QP slot for a user index (version 1): user indexes are registration order.
+    #[inline]
+    pub(crate) fn slot_by_uidx(&self, uidx: u32) -> Option<u32> {
+        ((uidx as usize) < self.qps.len()).then_some(uidx)
+    }
+
+    #[inline(never)]
+    pub(crate) fn srq_slot_by_srqn(&self, srqn: u32) -> Option<u32> {
+        self.by_srqn.get(&srqn).copied()
+    }
+
+    #[inline(always)]
+    pub(crate) fn qp_at(&mut self, slot: u32) -> Option<&mut Qp> {
+        self.qps.get_mut(slot as usize)
+    }
+
+    #[inline(always)]
+    pub(crate) fn qp_at_ref(&self, slot: u32) -> Option<&Qp> {
+        self.qps.get(slot as usize)
+    }
+
+    #[inline]
+    pub(crate) fn srq_at(&mut self, slot: u32) -> Option<&mut Srq> {
+        self.srqs.get_mut(slot as usize)
+    }
+
+    #[inline]
+    pub(crate) fn srq_at_ref(&self, slot: u32) -> Option<&Srq> {
+        self.srqs.get(slot as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_requester_cqe_retires_older_unsignaled_wqes() {
+        let mut r = Registry::new();
+        let qp = r.add_qp(QpConfig::rc(0x10, 16, 16)).unwrap();
+        qp.sq.post(100, 1); // unsignaled
+        qp.sq.post(101, 2); // unsignaled, 2 WQEBBs
+        let idx = qp.sq.post(102, 1); // signaled
+        assert_eq!(idx, 3);
+        assert_eq!(qp.sq.outstanding(), 3);
+        let (i, wr_id, _) = qp.sq.complete(idx);
+        assert_eq!((i, wr_id), (3, 102));
+        assert_eq!(qp.sq.outstanding(), 0);
+    }
+
+    #[test]
+    fn identity_tables_without_posts() {
+        let mut r = Registry::new();
+        let qp = r.add_qp(QpConfig::rc(1, 8, 4)).unwrap();
+        assert_eq!(qp.sq.complete(13).1, 5);
+        assert_eq!(qp.rq.complete().1, 0);
+        assert_eq!(qp.rq.complete().1, 1);
+    }
+
+    #[test]
+    fn rejects_bad_registrations() {
+        let mut r = Registry::new();
+        assert!(r.add_qp(QpConfig::rc(1, 3, 4)).is_err());
+        assert!(r.add_qp(QpConfig::rc(1 << 24, 4, 4)).is_err());
+        r.add_qp(QpConfig::rc(1, 4, 4)).unwrap();
+        assert!(r.add_qp(QpConfig::rc(1, 4, 4)).is_err());
+        let mut c = QpConfig::rc(2, 4, 4);
+        c.srqn = Some(9);
+        assert!(matches!(r.add_qp(c), Err(RegistryError::NoSuchSrq { .. })));
+    }
+}

@@ -1,0 +1,194 @@
+//! Zero-copy CQE views: read single fields straight from ring memory, without building a
+//! [`dvcq_provider::Completion`].
+
+use crate::cq::Mlx5Cq;
+use dvcq_provider::CqRing;
+use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
+use dvcq_uapi::mlx5::err_cqe::ErrCqe;
+use dvcq_uapi::{Be16, Be32};
+
+/// A lending iterator over software-owned CQEs. Each [`Views::next`] consumes one CQE; the
+/// consumer index is published (per the CQ's policy) when the iterator is dropped.
+///
+/// Views are raw: they do not advance the wr_id registry, so use either views or
+/// [`Mlx5Cq::poll`] for a given QP's receive queue.
+#[derive(Debug)]
+pub struct Views<'a, const STRIDE: usize> {
+    cq: &'a mut Mlx5Cq<STRIDE>,
+    consumed: u32,
+}
+
+impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
+    pub(crate) fn new(cq: &'a mut Mlx5Cq<STRIDE>) -> Self {
+        Self { cq, consumed: 0 }
+    }
+
+    /// The next CQE, consumed; `None` when the ring holds no more (or a RESIZE is pending).
+    #[inline(always)]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<CqeView<'_, STRIDE>> {
+        let ci = self.cq.ci();
+        let own = self.cq.owned(ci)?;
+        *self.cq.ci_mut() = ci.wrapping_add(1);
+        self.consumed += 1;
+        Some(CqeView { ring: self.cq.ring(), idx: ci, op_own: own })
+    }
+
+    /// The next CQE without consuming it.
+    #[inline]
+    pub fn peek(&self) -> Option<CqeView<'_, STRIDE>> {
+        let ci = self.cq.ci();
+        let own = self.cq.owned(ci)?;
+        Some(CqeView { ring: self.cq.ring(), idx: ci, op_own: own })
+    }
+}
+
+impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
+    fn drop(&mut self) {
+        self.cq.after_batch(self.consumed);
+    }
+}
+
+/// One software-owned CQE in ring memory. Accessors read the field they name (volatile),
+/// already converted from big-endian; nothing else is copied.
+#[derive(Debug, Clone, Copy)]
+pub struct CqeView<'a, const STRIDE: usize> {
+    ring: &'a CqRing<STRIDE>,
+    idx: u32,
+    op_own: u8,
+}
+
+impl<const STRIDE: usize> CqeView<'_, STRIDE> {
+    const BASE: usize = STRIDE - 64;
+
+    #[inline(always)]
+    fn be32(&self, at: usize) -> u32 {
+        self.ring.read_at::<Be32>(self.idx, Self::BASE + at).map_or(0, Be32::get)
+    }
+    #[inline(always)]
+    fn be16(&self, at: usize) -> u16 {
+        self.ring.read_at::<Be16>(self.idx, Self::BASE + at).map_or(0, Be16::get)
+    }
+    #[inline(always)]
+    fn byte(&self, at: usize) -> u8 {
+        self.ring.read_at::<u8>(self.idx, Self::BASE + at).unwrap_or(0)
+    }
+
+    /// Running consumer position of this CQE.
+    pub fn position(&self) -> u32 {
+        self.idx
+    }
+    /// The `op_own` byte as read by the ownership check.
+    #[inline(always)]
+    pub fn op_own(&self) -> u8 {
+        self.op_own
+    }
+    /// CQE opcode.
+    #[inline(always)]
+    pub fn opcode(&self) -> u8 {
+        op_own::opcode(self.op_own)
+    }
+    /// CQE format.
+    #[inline(always)]
+    pub fn format(&self) -> u8 {
+        op_own::format(self.op_own)
+    }
+    /// Solicited-event bit.
+    pub fn se(&self) -> bool {
+        op_own::se(self.op_own)
+    }
+    /// Local QPN (`sop_drop_qpn & 0xffffff`).
+    #[inline(always)]
+    pub fn qpn(&self) -> u32 {
+        self.be32(off::SOP_DROP_QPN) & QPN_MASK
+    }
+    /// WQE opcode echoed by requester CQEs.
+    #[inline(always)]
+    pub fn wqe_opcode(&self) -> u8 {
+        (self.be32(off::SOP_DROP_QPN) >> 24) as u8
+    }
+    /// WQE counter.
+    #[inline(always)]
+    pub fn wqe_counter(&self) -> u16 {
+        self.be16(off::WQE_COUNTER)
+    }
+    /// Byte count.
+    #[inline(always)]
+    pub fn byte_cnt(&self) -> u32 {
+        self.be32(off::BYTE_CNT)
+    }
+    /// Signature / validity iteration count.
+    pub fn signature(&self) -> u8 {
+        self.byte(off::SIGNATURE)
+    }
+    /// `srqn_uidx & 0xffffff`.
+    pub fn srqn_uidx(&self) -> u32 {
+        self.be32(32) & QPN_MASK
+    }
+    /// Immediate / invalidated rkey / P_Key word, converted to host order.
+    pub fn imm_inval_pkey(&self) -> u32 {
+        self.be32(36)
+    }
+    /// `flags_rqpn`.
+    pub fn flags_rqpn(&self) -> u32 {
+        self.be32(24)
+    }
+    /// Source LID.
+    pub fn slid(&self) -> u16 {
+        self.be16(22)
+    }
+    /// Timestamp.
+    pub fn timestamp(&self) -> u64 {
+        (u64::from(self.be32(48)) << 32) | u64::from(self.be32(52))
+    }
+    /// RSS hash result.
+    pub fn rss_hash_result(&self) -> u32 {
+        self.be32(12)
+    }
+    /// L4 checksum.
+    pub fn check_sum(&self) -> u16 {
+        self.be16(20)
+    }
+    /// `hds_ip_ext`.
+    pub fn hds_ip_ext(&self) -> u8 {
+        self.byte(28)
+    }
+    /// `l4_hdr_type_etc`.
+    pub fn l4_hdr_type_etc(&self) -> u8 {
+        self.byte(29)
+    }
+    /// The whole cqe64, copied.
+    pub fn cqe(&self) -> Cqe64 {
+        self.ring.read_at::<Cqe64>(self.idx, Self::BASE).unwrap_or_default()
+    }
+    /// The error CQE fields (meaningful for opcodes 13 and 14).
+    pub fn err(&self) -> ErrCqe {
+        bytemuck::cast(self.cqe())
+    }
+    /// Inline-scattered receive data: format 1 gives up to 32 bytes from the cqe64 itself,
+    /// format 2 up to 64 bytes from the first half of a 128-byte CQE (spec §4). Copies
+    /// `min(byte_cnt, capacity, out.len())` bytes into `out` and returns the count; 0 for
+    /// CQEs without inline data.
+    pub fn inline_data(&self, out: &mut [u8]) -> usize {
+        let (start, cap) = match self.format() {
+            1 => (Self::BASE, 32),
+            2 if STRIDE == 128 => (0, 64),
+            _ => return 0,
+        };
+        let n = (self.byte_cnt() as usize).min(cap).min(out.len());
+        match self.ring.read_bytes(self.idx, start, &mut out[..n]) {
+            Ok(()) => n,
+            Err(_) => 0,
+        }
+    }
+    /// The 40-byte GRH a 128-byte CQE carries before its cqe64 when `flags_rqpn` bit 29 is
+    /// set; `None` otherwise.
+    pub fn grh(&self) -> Option<[u8; 40]> {
+        if STRIDE != 128 || self.flags_rqpn() & dvcq_uapi::mlx5::cqe::flags_rqpn::L3_IN_CQE == 0 {
+            return None;
+        }
+        let mut g = [0u8; 40];
+        self.ring.read_bytes(self.idx, dvcq_uapi::mlx5::cqe::GRH_OFFSET_IN_CQE128, &mut g).ok()?;
+        Some(g)
+    }
+}
