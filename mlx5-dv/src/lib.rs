@@ -14,6 +14,8 @@
 pub mod cq;
 pub mod cqe;
 pub mod dump;
+#[cfg(any(test, feature = "model"))]
+pub mod model;
 pub mod registry;
 pub mod status;
 pub mod view;

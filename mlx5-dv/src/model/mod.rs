@@ -1,0 +1,330 @@
+//! A faithful software model of a ConnectX CQ (shared/spec/mlx5.md §15): it owns the ring,
+//! doorbell record and UAR page in page-aligned memory, initialises them as rdma-core does,
+//! and writes real CQEs in hardware order (body, then `op_own` with release ordering),
+//! flipping the owner bit every lap. It reads the consumer index from the doorbell record to
+//! know its free space; on overrun it records a CQ error and refuses, unless the CQ was
+//! created with overrun-ignore, in which case it overwrites.
+//!
+//! The model runs inline ([`Mlx5Model::push`]) or on its own thread
+//! ([`Mlx5Model::spawn_producer`]), so producer/consumer races are real.
+
+pub mod build;
+
+use crate::cq::{CqConfig, Mlx5Cq, Mlx5Error};
+use crate::registry::Registry;
+use build::Entry;
+use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
+use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
+use dvcq_uapi::mlx5::doorbell::{CI_MASK, SET_CI};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How software initialised the ring before the device wrote it (spec §3.3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RingInit {
+    /// rdma-core: zeroes, `op_own = 0xF0` (INVALID, owner 0).
+    #[default]
+    RdmaCore,
+    /// UCX/DPDK: `op_own = 0xF1`, signature 0xFF (wrong parity in lap 0).
+    Ucx,
+}
+
+/// Model set-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// Ring entries (power of two, 2 to 2^22).
+    pub entries: u32,
+    /// CQE size: 64 or 128.
+    pub cqe_size: u32,
+    /// The CQ number the model reports.
+    pub cqn: u32,
+    /// CQ context `oi`: overwrite on overrun instead of raising a CQ error.
+    pub overrun_ignore: bool,
+    /// Initial ring contents.
+    pub init: RingInit,
+}
+
+impl ModelConfig {
+    /// A 64-byte-CQE model with `entries` slots.
+    pub fn new(entries: u32) -> Self {
+        Self { entries, cqe_size: 64, cqn: 0x406, overrun_ignore: false, init: RingInit::RdmaCore }
+    }
+}
+
+/// Something the device reported asynchronously.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelEvent {
+    /// `MLX5_EVENT_TYPE_CQ_ERROR` (→ `IBV_EVENT_CQ_ERR`): the CQ overran (syndrome 1).
+    CqError {
+        /// CQ number.
+        cqn: u32,
+        /// PRM syndrome: 1 = overrun.
+        syndrome: u8,
+    },
+}
+
+/// Errors of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// Memory set-up failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// Bad model configuration.
+    #[error("model: {0}")]
+    Config(&'static str),
+    /// The CQ is full and was not created with overrun-ignore: the CQE was not written and
+    /// the CQ is now in error (as hardware raises CQ_ERR).
+    #[error("cq {cqn:#x} overrun at producer index {pi}: consumer index {ci} leaves no free slot")]
+    Overrun {
+        /// CQ number.
+        cqn: u32,
+        /// Producer counter.
+        pi: u32,
+        /// Consumer index read from the doorbell record (24 bits).
+        ci: u32,
+    },
+    /// The CQ is in the error state after an overrun; it accepts no more CQEs.
+    #[error("cq {cqn:#x} is in error after an overrun")]
+    CqInError {
+        /// CQ number.
+        cqn: u32,
+    },
+    /// A threaded producer waited too long for the consumer to free a slot.
+    #[error("producer stalled: no free slot for {ms} ms at producer index {pi}")]
+    Stalled {
+        /// Producer counter.
+        pi: u32,
+        /// How long it waited.
+        ms: u64,
+    },
+}
+
+/// Dispatch over the two CQE strides for the producer's writes.
+#[derive(Debug)]
+enum AnyRing {
+    R64(CqRing<64>),
+    R128(CqRing<128>),
+}
+
+impl AnyRing {
+    fn write(&self, idx: u32, off: usize, bytes: &[u8]) -> Result<(), ProviderError> {
+        match self {
+            AnyRing::R64(r) => r.write_bytes(idx, off, bytes),
+            AnyRing::R128(r) => r.write_bytes(idx, off, bytes),
+        }
+    }
+    fn publish(&self, idx: u32, off: usize, v: u8) -> Result<(), ProviderError> {
+        match self {
+            AnyRing::R64(r) => r.publish_u8(idx, off, v),
+            AnyRing::R128(r) => r.publish_u8(idx, off, v),
+        }
+    }
+}
+
+/// The mlx5 CQ model.
+#[derive(Debug)]
+pub struct Mlx5Model {
+    cfg: ModelConfig,
+    ring_mem: Arc<DmaBuffer>,
+    ring: AnyRing,
+    /// The page holding the doorbell record (set_ci at +0, arm at +4).
+    dbrec_mem: Arc<DmaBuffer>,
+    set_ci: DoorbellWord,
+    /// The UAR page; the CQ doorbell is at +0x20.
+    uar_mem: Arc<DmaBuffer>,
+    pi: u32,
+    in_error: bool,
+    events: Vec<ModelEvent>,
+}
+
+impl Mlx5Model {
+    /// Allocates and initialises a CQ.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] for a bad size, [`ModelError::Provider`] if memory fails.
+    pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
+        if !cfg.entries.is_power_of_two() || cfg.entries < 2 || cfg.entries > 1 << 22 {
+            return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
+        }
+        if cfg.cqe_size != 64 && cfg.cqe_size != 128 {
+            return Err(ModelError::Config("cqe_size must be 64 or 128"));
+        }
+        let (ring_mem, ring) = Self::alloc_ring(cfg.entries, cfg.cqe_size, cfg.init)?;
+        let dbrec_mem = Arc::new(DmaBuffer::new(4096)?);
+        let set_ci = dbrec_mem.doorbell(SET_CI * 4)?;
+        let uar_mem = Arc::new(DmaBuffer::new(4096)?);
+        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, in_error: false, events: Vec::new() })
+    }
+
+    fn alloc_ring(entries: u32, cqe_size: u32, init: RingInit) -> Result<(Arc<DmaBuffer>, AnyRing), ModelError> {
+        let mem = Arc::new(DmaBuffer::new(entries as usize * cqe_size as usize)?);
+        let ring = if cqe_size == 64 {
+            AnyRing::R64(mem.cq_ring::<64>(0, entries)?)
+        } else {
+            AnyRing::R128(mem.cq_ring::<128>(0, entries)?)
+        };
+        // Software, not the device, initialises the ring: every cqe64 gets an INVALID opcode.
+        let mut slot = Cqe64::invalid();
+        if init == RingInit::Ucx {
+            slot.op_own |= 1;
+            slot.signature = 0xff;
+        }
+        let bytes = bytemuck::bytes_of(&slot);
+        let off = cqe_size as usize - 64;
+        for i in 0..entries {
+            ring.write(i, off, &bytes[..63])?;
+            ring.publish(i, off + 63, bytes[63])?;
+        }
+        Ok((mem, ring))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> ModelConfig {
+        self.cfg
+    }
+
+    /// The producer counter: CQEs written so far.
+    pub fn pi(&self) -> u32 {
+        self.pi
+    }
+
+    /// Asynchronous events raised so far (CQ errors).
+    pub fn events(&self) -> &[ModelEvent] {
+        &self.events
+    }
+
+    /// True once an overrun put the CQ in error.
+    pub fn in_error(&self) -> bool {
+        self.in_error
+    }
+
+    /// The consumer index the device sees: `set_ci & 0xffffff` from the doorbell record.
+    pub fn device_ci(&self) -> u32 {
+        self.set_ci.load_be32(Ordering::Acquire) & CI_MASK
+    }
+
+    /// CQEs written and not yet released by the consumer, in 24-bit doorbell arithmetic.
+    pub fn used(&self) -> u32 {
+        self.pi.wrapping_sub(self.device_ci()) & CI_MASK
+    }
+
+    /// True if the next CQE fits without overrun.
+    pub fn has_room(&self) -> bool {
+        self.used() < self.cfg.entries
+    }
+
+    /// Writes one CQE as the device would: checks free space against the doorbell record;
+    /// writes the body, then `op_own` with the owner bit of this lap (release); `pi += 1`.
+    /// Returns the running position written.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Overrun`] (and a [`ModelEvent::CqError`]) when the CQ is full without
+    /// overrun-ignore; [`ModelError::CqInError`] afterwards.
+    pub fn push(&mut self, e: &Entry) -> Result<u32, ModelError> {
+        if self.in_error {
+            return Err(ModelError::CqInError { cqn: self.cfg.cqn });
+        }
+        if !self.has_room() && !self.cfg.overrun_ignore {
+            self.in_error = true;
+            self.events.push(ModelEvent::CqError { cqn: self.cfg.cqn, syndrome: 1 });
+            return Err(ModelError::Overrun { cqn: self.cfg.cqn, pi: self.pi, ci: self.device_ci() });
+        }
+        let pi = self.pi;
+        self.write_slot(pi, e, self.cfg.entries)?;
+        self.pi = pi.wrapping_add(1);
+        Ok(pi)
+    }
+
+    fn write_slot(&self, pi: u32, e: &Entry, entries: u32) -> Result<(), ModelError> {
+        let owner = ((pi & entries) != 0) as u8;
+        let off = self.cfg.cqe_size as usize - 64;
+        if self.cfg.cqe_size == 128 {
+            self.ring.write(pi, 0, &e.first_half)?;
+        }
+        let bytes = bytemuck::bytes_of(&e.cqe);
+        self.ring.write(pi, off, &bytes[..63])?;
+        let op = (e.cqe.op_own & !op_own::OWNER_MASK) | owner;
+        self.ring.publish(pi, off + 63, op)?;
+        Ok(())
+    }
+
+    /// Resizes the CQ (spec §10): writes a RESIZE CQE at `pi` in the old ring, then
+    /// continues at `pi + 1` in a new ring of `entries` slots (initialised like the first).
+    /// Returns the new ring for the poller's [`Mlx5Cq::switch_ring`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Mlx5Model::push`] for the RESIZE CQE, or [`ModelError::Config`].
+    pub fn resize<const STRIDE: usize>(&mut self, entries: u32) -> Result<CqRing<STRIDE>, ModelError> {
+        if STRIDE as u32 != self.cfg.cqe_size {
+            return Err(ModelError::Config("resize ring stride differs from the model's cqe size"));
+        }
+        if !entries.is_power_of_two() || entries < 2 || entries > 1 << 22 {
+            return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
+        }
+        self.push(&build::resize())?;
+        let (mem, ring) = Self::alloc_ring(entries, self.cfg.cqe_size, self.cfg.init)?;
+        self.ring_mem = mem;
+        self.ring = ring;
+        self.cfg.entries = entries;
+        Ok(self.ring_mem.cq_ring::<STRIDE>(0, entries)?)
+    }
+
+    /// Opens a poller on this CQ (`STRIDE` must equal the model's CQE size).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] for a stride mismatch, or the poller's own errors.
+    pub fn poller<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
+        if STRIDE as u32 != self.cfg.cqe_size {
+            return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
+        }
+        let mut cfg = cfg;
+        cfg.overrun_ignore = self.cfg.overrun_ignore;
+        let ring = self.ring_mem.cq_ring::<STRIDE>(0, self.cfg.entries)?;
+        let dbrec = self.dbrec_mem.doorbell(SET_CI * 4)?;
+        Mlx5Cq::new(ring, dbrec, self.cfg.cqn, 0, registry, cfg)
+    }
+
+    /// A copy of the ring's bytes as they are now (for ring images).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.cfg.entries as usize * self.cfg.cqe_size as usize];
+        // The buffer is exactly this long, so the read cannot fail.
+        let _ = self.ring_mem.read_bytes(0, &mut v);
+        v
+    }
+
+    /// The UAR page (the CQ doorbell lives at +0x20); kept for event mode.
+    pub fn uar(&self) -> &Arc<DmaBuffer> {
+        &self.uar_mem
+    }
+
+    /// Runs the model on its own thread, writing `entries` as fast as the consumer frees
+    /// slots (a paced traffic source, like senders throttled by credits). Returns the model
+    /// when done. Gives up with [`ModelError::Stalled`] after `stall` without progress.
+    pub fn spawn_producer<I>(mut self, entries: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
+    where
+        I: IntoIterator<Item = Entry> + Send + 'static,
+        I::IntoIter: Send,
+    {
+        std::thread::spawn(move || {
+            for e in entries {
+                let mut since = None;
+                while !self.has_room() {
+                    let t = *since.get_or_insert_with(Instant::now);
+                    if t.elapsed() > stall {
+                        return Err(ModelError::Stalled { pi: self.pi, ms: stall.as_millis() as u64 });
+                    }
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                }
+                self.push(&e)?;
+            }
+            Ok(self)
+        })
+    }
+}
