@@ -217,7 +217,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut n = 0;
         let v1 = self.cfg.cqe_version == CqeVersion::V1;
         if !self.resize_pending {
-            let mut res = Consume { reg: &mut self.registry, cache: &mut self.cache };
+            let mut res = Consume { reg: &mut self.registry, cache: &mut self.cache, faults: &mut self.stats.faults };
             while let Some(slot) = out.get_mut(n) {
                 let ci = self.ci;
                 let entries = self.ring.entries();
@@ -238,7 +238,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     }
                     _ => {
                         let p = cqe::parse_slow(&mut res, &cqe, v1, STRIDE as u32, ci, slot);
-                        self.stats.note(p, slot);
+                        match p {
+                            Parsed::Swallowed => self.stats.swallowed += 1,
+                            Parsed::Resize => self.stats.resizes += 1,
+                            Parsed::Wc => {}
+                        }
                         p
                     }
                 };
@@ -310,18 +314,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.dbrec.store_be32(w, Ordering::Release);
         self.last_set_ci = Some(w);
         self.unpublished = 0;
-    }
-}
-
-impl CqStats {
-    #[cold]
-    fn note(&mut self, p: Parsed, out: &Completion) {
-        match p {
-            Parsed::Swallowed => self.swallowed += 1,
-            Parsed::Resize => self.resizes += 1,
-            Parsed::Wc if out.fault_kind != dvcq_provider::FaultKind::None => self.faults += 1,
-            Parsed::Wc => {}
-        }
     }
 }
 

@@ -46,6 +46,8 @@ pub(crate) trait Resources {
     fn rq_complete(&mut self, slot: u32) -> (u32, u64);
     /// SRQ receive: wr_id at the unmasked index, `None` if beyond the SRQ.
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64>;
+    /// Counts a fault item (consuming view only).
+    fn note_fault(&mut self) {}
 }
 
 /// The consuming view: the registry plus the poller's one-entry lookup cache (rdma-core's
@@ -53,6 +55,7 @@ pub(crate) trait Resources {
 pub(crate) struct Consume<'a> {
     pub reg: &'a mut Registry,
     pub cache: &'a mut (u32, u32),
+    pub faults: &'a mut u64,
 }
 
 impl Resources for Consume<'_> {
@@ -91,6 +94,9 @@ impl Resources for Consume<'_> {
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
         self.reg.srq_at(slot)?.complete(wqe_counter)
     }
+    fn note_fault(&mut self) {
+        *self.faults += 1;
+    }
 }
 
 /// The read-only view used by peek.
@@ -124,7 +130,8 @@ impl Resources for Peek<'_> {
 /// Writes a fault item for the CQE at ring position `pos`.
 #[cold]
 #[inline(never)]
-pub(crate) fn fault(out: &mut Completion, kind: FaultKind, pos: u32, value: u32) -> Parsed {
+pub(crate) fn fault<R: Resources>(res: &mut R, out: &mut Completion, kind: FaultKind, pos: u32, value: u32) -> Parsed {
+    res.note_fault();
     *out = Completion::from_fault(CqeFault { kind, position: pos, value });
     Parsed::Wc
 }
@@ -172,7 +179,7 @@ fn req_opcode(wqe_op: u8, byte_cnt: u32, wr_data: u8) -> (WcOpcode, WcFlags, u32
 #[inline(always)]
 pub(crate) fn parse_req<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
     let Some(slot) = res.qp(key(cqe, v1), v1) else {
-        return fault(out, FaultKind::UnknownQp, pos, key(cqe, v1));
+        return fault(res, out, FaultKind::UnknownQp, pos, key(cqe, v1));
     };
     let sop = cqe.sop_drop_qpn.get();
     let (idx, wr_id, wr_data) = res.sq_complete(slot, cqe.wqe_counter.get());
@@ -235,7 +242,7 @@ fn recv_target<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool) -> Result<(Recv
 pub(crate) fn parse_resp<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
     let (target, rx_csum) = match recv_target(res, cqe, v1) {
         Ok(t) => t,
-        Err((kind, v)) => return fault(out, kind, pos, v),
+        Err((kind, v)) => return fault(res, out, kind, pos, v),
     };
     let wqe_counter = cqe.wqe_counter.get();
     let (idx, wr_id) = match target {
@@ -243,7 +250,7 @@ pub(crate) fn parse_resp<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: 
         RecvTarget::Srq(slot) => match res.srq_complete(slot, wqe_counter) {
             // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
             Some(w) => (wqe_counter as u32, w),
-            None => return fault(out, FaultKind::BadField, pos, wqe_counter as u32),
+            None => return fault(res, out, FaultKind::BadField, pos, wqe_counter as u32),
         },
     };
     let op = cqe.opcode();
@@ -307,20 +314,20 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     let (idx, wr_id) = if cqe.opcode() == cqe_opcode::REQ_ERR {
         let k = key(cqe, v1);
         let Some(slot) = res.qp(k, v1) else {
-            return fault(out, FaultKind::UnknownQp, pos, k);
+            return fault(res, out, FaultKind::UnknownQp, pos, k);
         };
         let (idx, wr_id, _) = res.sq_complete(slot, wqe_counter);
         (idx, wr_id)
     } else {
         match recv_target(res, cqe, v1) {
-            Err((kind, v)) => return fault(out, kind, pos, v),
+            Err((kind, v)) => return fault(res, out, kind, pos, v),
             Ok((RecvTarget::Srq(slot), _)) => {
                 if e.syndrome == syndrome::REMOTE_ABORTED_ERR && e.vendor_err_synd == syndrome::VENDOR_ODP_PFAULT {
                     return Parsed::Swallowed;
                 }
                 match res.srq_complete(slot, wqe_counter) {
                     Some(w) => (wqe_counter as u32, w),
-                    None => return fault(out, FaultKind::BadField, pos, wqe_counter as u32),
+                    None => return fault(res, out, FaultKind::BadField, pos, wqe_counter as u32),
                 }
             }
             Ok((RecvTarget::Rq(slot), _)) => res.rq_complete(slot),
@@ -352,7 +359,7 @@ pub(crate) fn parse_slow<R: Resources>(
     if format == cqe_format::COMPRESSED || (format == cqe_format::INLINE_SCATTER_64 && cqe_size == 64) {
         // Compression not enabled on this CQ, or inline-64 data that a 64-byte CQE has no
         // room for: rdma-core would read before the CQE; we refuse.
-        return fault(out, FaultKind::BadFormat, pos, cqe.op_own as u32);
+        return fault(res, out, FaultKind::BadFormat, pos, cqe.op_own as u32);
     }
     match cqe.opcode() {
         cqe_opcode::REQ => parse_req(res, cqe, v1, pos, out),
@@ -364,6 +371,6 @@ pub(crate) fn parse_slow<R: Resources>(
         cqe_opcode::RESIZE_CQ => Parsed::Resize,
         // NO_PACKET is a tag-matching list completion; tag matching is not supported, so it
         // is reported rather than misread (rdma-core fails the poll when app != TM).
-        op => fault(out, FaultKind::BadOpcode, pos, op as u32),
+        op => fault(res, out, FaultKind::BadOpcode, pos, op as u32),
     }
 }

@@ -135,6 +135,7 @@ pub struct Mlx5Model {
     /// The UAR page; the CQ doorbell is at +0x20.
     uar_mem: Arc<DmaBuffer>,
     pi: u32,
+    start: u32,
     in_error: bool,
     events: Vec<ModelEvent>,
 }
@@ -156,7 +157,7 @@ impl Mlx5Model {
         let dbrec_mem = Arc::new(DmaBuffer::new(4096)?);
         let set_ci = dbrec_mem.doorbell(SET_CI * 4)?;
         let uar_mem = Arc::new(DmaBuffer::new(4096)?);
-        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, in_error: false, events: Vec::new() })
+        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, start: 0, in_error: false, events: Vec::new() })
     }
 
     fn alloc_ring(entries: u32, cqe_size: u32, init: RingInit) -> Result<(Arc<DmaBuffer>, AnyRing), ModelError> {
@@ -179,6 +180,23 @@ impl Mlx5Model {
             ring.publish(i, off + 63, bytes[63])?;
         }
         Ok((mem, ring))
+    }
+
+    /// Moves a fresh CQ's producer counter (and the doorbell record, as if a consumer had
+    /// already consumed that far) to running position `pos`, to exercise counter wrap-around.
+    /// Open the poller with the same start ([`Mlx5Model::poller_at`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] once CQEs were written.
+    pub fn start_at(&mut self, pos: u32) -> Result<(), ModelError> {
+        if self.pi != 0 {
+            return Err(ModelError::Config("start_at only before the first CQE"));
+        }
+        self.pi = pos;
+        self.start = pos;
+        self.set_ci.store_be32(pos & CI_MASK, Ordering::Release);
+        Ok(())
     }
 
     /// The configuration.
@@ -274,12 +292,22 @@ impl Mlx5Model {
         Ok(self.ring_mem.cq_ring::<STRIDE>(0, entries)?)
     }
 
-    /// Opens a poller on this CQ (`STRIDE` must equal the model's CQE size).
+    /// Opens a poller on this CQ at the CQ's first position (`STRIDE` must equal the model's
+    /// CQE size).
     ///
     /// # Errors
     ///
     /// [`ModelError::Config`] for a stride mismatch, or the poller's own errors.
     pub fn poller<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
+        self.poller_at(registry, cfg, self.start)
+    }
+
+    /// [`Mlx5Model::poller`] starting at running consumer position `ci`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mlx5Model::poller`].
+    pub fn poller_at<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig, ci: u32) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
         if STRIDE as u32 != self.cfg.cqe_size {
             return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
         }
@@ -287,7 +315,7 @@ impl Mlx5Model {
         cfg.overrun_ignore = self.cfg.overrun_ignore;
         let ring = self.ring_mem.cq_ring::<STRIDE>(0, self.cfg.entries)?;
         let dbrec = self.dbrec_mem.doorbell(SET_CI * 4)?;
-        Mlx5Cq::new(ring, dbrec, self.cfg.cqn, 0, registry, cfg)
+        Mlx5Cq::new(ring, dbrec, self.cfg.cqn, ci, registry, cfg)
     }
 
     /// A copy of the ring's bytes as they are now (for ring images).

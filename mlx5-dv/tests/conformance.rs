@@ -1,0 +1,562 @@
+//! mlx5 poller conformance against the mlx5 hardware model: every CQE kind, ownership over
+//! many laps, counter wrap, doorbell masking, 128-byte CQEs, errors and garbage.
+
+use dvcq_mlx5_dv::model::build::{self, ErrSpec, RecvAddr};
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig, ModelError, ModelEvent, RingInit};
+use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry};
+use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_uapi::mlx5::cqe::{hds_ip_ext, QPN_MASK};
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+use std::num::NonZeroU32;
+
+const QPN: u32 = 0x1234;
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.add_qp(QpConfig::rc(QPN, 64, 64)).unwrap();
+    r
+}
+
+fn setup<const S: usize>(entries: u32, reg: Registry, cfg: CqConfig) -> (Mlx5Model, Mlx5Cq<S>) {
+    let mut mc = ModelConfig::new(entries);
+    mc.cqe_size = S as u32;
+    let m = Mlx5Model::new(mc).unwrap();
+    let cq = m.poller::<S>(reg, cfg).unwrap();
+    (m, cq)
+}
+
+fn poll_all<const S: usize>(cq: &mut Mlx5Cq<S>) -> Vec<Completion> {
+    let mut out = Vec::new();
+    let mut buf = [Completion::default(); 7];
+    loop {
+        let n = cq.poll(&mut buf);
+        out.extend_from_slice(&buf[..n]);
+        if n == 0 {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn requester_opcodes_map_like_rdma_core() {
+    let cases = [
+        (wqe_opcode::SEND, WcOpcode::Send, WcFlags::empty(), 0),
+        (wqe_opcode::SEND_INVAL, WcOpcode::Send, WcFlags::empty(), 0),
+        (wqe_opcode::SEND_IMM, WcOpcode::Send, WcFlags::WITH_IMM, 0),
+        (wqe_opcode::RDMA_WRITE, WcOpcode::RdmaWrite, WcFlags::empty(), 0),
+        (wqe_opcode::RDMA_WRITE_IMM, WcOpcode::RdmaWrite, WcFlags::WITH_IMM, 0),
+        (wqe_opcode::RDMA_READ, WcOpcode::RdmaRead, WcFlags::empty(), 4096),
+        (wqe_opcode::ATOMIC_CS, WcOpcode::CompSwap, WcFlags::empty(), 8),
+        (wqe_opcode::ATOMIC_FA, WcOpcode::FetchAdd, WcFlags::empty(), 8),
+        (wqe_opcode::TSO, WcOpcode::Tso, WcFlags::empty(), 0),
+    ];
+    let mut reg = registry();
+    let sq = &mut reg.qp_mut(QPN).unwrap().sq;
+    let idx: Vec<u16> = (0..cases.len()).map(|i| sq.post(1000 + i as u64, 1)).collect();
+    let (mut m, mut cq) = setup::<64>(16, reg, CqConfig::default());
+    for (i, (op, ..)) in cases.iter().enumerate() {
+        m.push(&build::req(QPN, idx[i], *op, 4096).timestamp(77)).unwrap();
+    }
+    let got = poll_all(&mut cq);
+    assert_eq!(got.len(), cases.len());
+    for (i, (c, (_, opcode, flags, len))) in got.iter().zip(cases).enumerate() {
+        assert_eq!(c.status, WcStatus::Success);
+        assert_eq!(c.opcode, opcode, "case {i}");
+        assert_eq!(c.wc_flags, flags, "case {i}");
+        assert_eq!(c.byte_len, len, "case {i}");
+        assert_eq!(c.wr_id, 1000 + i as u64);
+        assert_eq!(c.qp_num, QPN);
+        assert_eq!(c.timestamp, 77);
+        assert_eq!(c.src_qp, 0);
+        assert!(c.fault().is_none());
+    }
+}
+
+#[test]
+fn umr_nop_take_the_posted_opcode_and_driver2_overrides() {
+    let mut reg = registry();
+    let sq = &mut reg.qp_mut(QPN).unwrap().sq;
+    let a = sq.post_with_opcode(1, 1, Some(WcOpcode::LocalInv));
+    let b = sq.post_with_opcode(2, 1, Some(WcOpcode::Driver2));
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    m.push(&build::req(QPN, a, wqe_opcode::UMR, 0)).unwrap();
+    m.push(&build::req(QPN, b, wqe_opcode::SEND, 0)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got[0].opcode, WcOpcode::LocalInv);
+    assert_eq!(got[1].opcode, WcOpcode::Driver2);
+}
+
+#[test]
+fn one_requester_cqe_retires_all_older_unsignaled_wqes() {
+    let mut reg = registry();
+    let sq = &mut reg.qp_mut(QPN).unwrap().sq;
+    sq.post(10, 1);
+    sq.post(11, 3); // a 3-WQEBB WQE
+    let last = sq.post(12, 1);
+    assert_eq!(last, 4);
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    m.push(&build::req(QPN, last, wqe_opcode::SEND, 0)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].wr_id, 12);
+    assert_eq!(got[0].wqe_index, 4);
+    assert_eq!(cq.registry().qp(QPN).unwrap().sq.outstanding(), 0);
+}
+
+#[test]
+fn responder_opcodes_immediates_and_ud_fields() {
+    let mut reg = registry();
+    let rq = &mut reg.qp_mut(QPN).unwrap().rq;
+    for i in 0..4 {
+        rq.post(500 + i);
+    }
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    let addr = RecvAddr { src_qp: 0xabcdef, slid: 0x21, sl: 5, path_bits: 0x7f, grh: true };
+    m.push(&build::resp(cqe_opcode::RESP_WR_IMM, QPN, 0, 100, 0x1122_3344).recv_addr(addr)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 1, 200, 0x0000_ffff)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND_IMM, QPN, 2, 300, 0xdead_beef)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND_INV, QPN, 3, 400, 0x0102_0304)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got.len(), 4);
+    let w = got[0];
+    assert_eq!((w.opcode, w.wc_flags, w.byte_len, w.wr_id), (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM | WcFlags::GRH, 100, 500));
+    // Immediate data stays in network byte order inside the host integer.
+    assert_eq!(w.imm_data, u32::from_ne_bytes([0x11, 0x22, 0x33, 0x44]));
+    assert_eq!((w.src_qp, w.slid, w.sl, w.dlid_path_bits), (0xabcdef, 0x21, 5, 0x7f));
+    // pkey_index comes from the low 16 bits of the same word (rdma-core quirk).
+    assert_eq!(w.pkey_index, 0x3344);
+    assert_eq!((got[1].opcode, got[1].wc_flags, got[1].imm_data, got[1].pkey_index), (WcOpcode::Recv, WcFlags::empty(), 0, 0xffff));
+    assert_eq!((got[2].opcode, got[2].wc_flags), (WcOpcode::Recv, WcFlags::WITH_IMM));
+    assert_eq!(got[2].imm_data, u32::from_ne_bytes([0xde, 0xad, 0xbe, 0xef]));
+    assert_eq!((got[3].opcode, got[3].wc_flags, got[3].imm_data), (WcOpcode::Recv, WcFlags::WITH_INV, 0x0102_0304));
+    assert_eq!(got.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [500, 501, 502, 503]);
+}
+
+#[test]
+fn ip_csum_ok_needs_the_qp_capability_ipv4_and_both_ok_bits() {
+    let mut reg = Registry::new();
+    let mut c = QpConfig::rc(1, 8, 8);
+    c.rx_csum = true;
+    reg.add_qp(c).unwrap();
+    reg.add_qp(QpConfig::rc(2, 8, 8)).unwrap();
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    let ok = hds_ip_ext::L3_OK | hds_ip_ext::L4_OK;
+    let ipv4 = 2 << 2;
+    let ipv6 = 1 << 2;
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 1, 0, 64, 0).offloads(ok, ipv4, 0xbeef, 0x5555)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 1, 1, 64, 0).offloads(ok, ipv6, 0, 0)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 1, 2, 64, 0).offloads(hds_ip_ext::L3_OK, ipv4, 0, 0)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 2, 0, 64, 0).offloads(ok, ipv4, 0, 0)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got[0].wc_flags, WcFlags::IP_CSUM_OK);
+    assert_eq!((got[0].checksum, got[0].flow_tag_hash), (0xbeef, 0x5555));
+    assert!(got[1..].iter().all(|c| !c.wc_flags.contains(WcFlags::IP_CSUM_OK)));
+}
+
+#[test]
+fn every_syndrome_maps_to_its_status_with_vendor_err_and_wr_id() {
+    let expect = [
+        (syndrome::LOCAL_LENGTH_ERR, WcStatus::LocLenErr),
+        (syndrome::LOCAL_QP_OP_ERR, WcStatus::LocQpOpErr),
+        (syndrome::LOCAL_PROT_ERR, WcStatus::LocProtErr),
+        (syndrome::WR_FLUSH_ERR, WcStatus::WrFlushErr),
+        (syndrome::MW_BIND_ERR, WcStatus::MwBindErr),
+        (syndrome::BAD_RESP_ERR, WcStatus::BadRespErr),
+        (syndrome::LOCAL_ACCESS_ERR, WcStatus::LocAccessErr),
+        (syndrome::REMOTE_INVAL_REQ_ERR, WcStatus::RemInvReqErr),
+        (syndrome::REMOTE_ACCESS_ERR, WcStatus::RemAccessErr),
+        (syndrome::REMOTE_OP_ERR, WcStatus::RemOpErr),
+        (syndrome::TRANSPORT_RETRY_EXC_ERR, WcStatus::RetryExcErr),
+        (syndrome::RNR_RETRY_EXC_ERR, WcStatus::RnrRetryExcErr),
+        (syndrome::REMOTE_ABORTED_ERR, WcStatus::RemAbortErr),
+        (0x42, WcStatus::GeneralErr),
+    ];
+    for requester in [true, false] {
+        let mut reg = registry();
+        let qp = reg.qp_mut(QPN).unwrap();
+        let ids: Vec<u16> =
+            (0..expect.len()).map(|i| if requester { qp.sq.post(i as u64 + 7, 1) } else { qp.rq.post(i as u64 + 7) }).collect();
+        let (mut m, mut cq) = setup::<64>(16, reg, CqConfig::default());
+        for (i, (s, _)) in expect.iter().enumerate() {
+            let spec = ErrSpec {
+                requester,
+                qpn: QPN,
+                wqe_counter: ids[i],
+                syndrome: *s,
+                vendor_err_synd: 0x80 + i as u8,
+                hw_err_synd: 1,
+                hw_synd_type: 2,
+                wqe_opcode: wqe_opcode::SEND,
+                srqn_uidx: 0,
+            };
+            m.push(&build::err(spec)).unwrap();
+        }
+        let got = poll_all(&mut cq);
+        assert_eq!(got.len(), expect.len());
+        for (i, (c, (_, st))) in got.iter().zip(expect).enumerate() {
+            assert_eq!(c.status, st);
+            assert_eq!(c.vendor_err, 0x80 + i as u32);
+            assert_eq!(c.wr_id, i as u64 + 7);
+            assert_eq!(c.qp_num, QPN);
+            // opcode and byte_len are undefined for errors: a zeroed ibv_wc shows 0.
+            assert_eq!((c.opcode as u8, c.byte_len, c.wc_flags), (0, 0, WcFlags::empty()));
+        }
+    }
+}
+
+#[test]
+fn owner_bit_flips_over_many_laps_for_both_cqe_sizes() {
+    fn run<const S: usize>() {
+        let (mut m, mut cq) = setup::<S>(8, registry(), CqConfig::default());
+        let mut next = 0u32;
+        for lap in 0..200u32 {
+            let k = 1 + lap % 8;
+            for _ in 0..k {
+                m.push(&build::req(QPN, next as u16, wqe_opcode::SEND, 0)).unwrap();
+                next += 1;
+            }
+            let got = poll_all(&mut cq);
+            assert_eq!(got.len(), k as usize, "lap {lap}");
+            assert!(got.iter().all(|c| c.status == WcStatus::Success));
+            assert_eq!(cq.ci(), next);
+        }
+    }
+    run::<64>();
+    run::<128>();
+}
+
+#[test]
+fn ucx_style_initialised_ring_polls_the_same() {
+    let mut mc = ModelConfig::new(4);
+    mc.init = RingInit::Ucx;
+    let mut m = Mlx5Model::new(mc).unwrap();
+    let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
+    assert_eq!(cq.poll(&mut [Completion::default(); 4]), 0);
+    for i in 0..10u16 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+        assert_eq!(cq.poll_one().unwrap().wqe_index, i & 63);
+    }
+}
+
+#[test]
+fn consumer_counter_wraps_past_u32_max_and_dbrec_is_24_bits() {
+    let start = u32::MAX - 20;
+    let mut m = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+    m.start_at(start).unwrap();
+    let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
+    for i in 0..100u32 {
+        m.push(&build::req(QPN, i as u16, wqe_opcode::SEND, 0)).unwrap();
+        let c = cq.poll_one().unwrap();
+        assert_eq!(c.wr_id, (i & 63) as u64);
+        assert_eq!(cq.ci(), start.wrapping_add(i + 1));
+        assert_eq!(cq.last_set_ci(), Some(start.wrapping_add(i + 1) & 0xff_ffff));
+        assert_eq!(m.device_ci(), start.wrapping_add(i + 1) & 0xff_ffff);
+    }
+}
+
+#[test]
+fn empty_poll_still_writes_set_ci_like_rdma_core() {
+    let (_m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    assert_eq!(cq.last_set_ci(), None);
+    assert_eq!(cq.poll(&mut [Completion::default(); 2]), 0);
+    assert_eq!(cq.last_set_ci(), Some(0));
+}
+
+#[test]
+fn every_n_and_never_policies() {
+    let cfg = CqConfig { ci_update: CiUpdate::EveryN(NonZeroU32::new(4).unwrap()), ..CqConfig::default() };
+    let (mut m, mut cq) = setup::<64>(16, registry(), cfg);
+    for i in 0..3 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+    }
+    assert_eq!(cq.poll(&mut [Completion::default(); 8]), 3);
+    assert_eq!(m.device_ci(), 0, "3 < 4: not yet published");
+    m.push(&build::req(QPN, 3, wqe_opcode::SEND, 0)).unwrap();
+    cq.poll(&mut [Completion::default(); 8]);
+    assert_eq!(m.device_ci(), 4);
+
+    let never = CqConfig { ci_update: CiUpdate::Never, ..CqConfig::default() };
+    let m = Mlx5Model::new(ModelConfig::new(4)).unwrap();
+    assert!(m.poller::<64>(registry(), never).is_err(), "never needs overrun-ignore");
+    let mut mc = ModelConfig::new(4);
+    mc.overrun_ignore = true;
+    let mut m = Mlx5Model::new(mc).unwrap();
+    let mut cq = m.poller::<64>(registry(), never).unwrap();
+    for i in 0..40u16 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+        assert_eq!(cq.poll_one().unwrap().wqe_index, i & 63);
+    }
+    assert_eq!(m.device_ci(), 0);
+    assert_eq!(cq.last_set_ci(), None);
+}
+
+#[test]
+fn overrun_raises_cq_error_and_refuses() {
+    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    for i in 0..4 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+    }
+    let e = m.push(&build::req(QPN, 4, wqe_opcode::SEND, 0)).unwrap_err();
+    assert!(matches!(e, ModelError::Overrun { .. }));
+    assert_eq!(m.events(), &[ModelEvent::CqError { cqn: 0x406, syndrome: 1 }]);
+    assert!(matches!(m.push(&build::req(QPN, 4, wqe_opcode::SEND, 0)), Err(ModelError::CqInError { .. })));
+    // Nothing already written is lost.
+    assert_eq!(poll_all(&mut cq).len(), 4);
+}
+
+#[test]
+fn consumer_frees_space_through_the_doorbell_record() {
+    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    for i in 0..4 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+    }
+    assert!(!m.has_room());
+    assert_eq!(cq.poll(&mut [Completion::default(); 2]), 2);
+    assert!(m.has_room());
+    m.push(&build::req(QPN, 4, wqe_opcode::SEND, 0)).unwrap();
+    m.push(&build::req(QPN, 5, wqe_opcode::SEND, 0)).unwrap();
+    assert!(!m.has_room());
+}
+
+#[test]
+fn overrun_ignore_overwrites() {
+    let mut mc = ModelConfig::new(4);
+    mc.overrun_ignore = true;
+    let mut m = Mlx5Model::new(mc).unwrap();
+    for i in 0..6 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+    }
+    assert!(m.events().is_empty());
+    // Slots 0 and 1 now hold lap-1 CQEs; a consumer at position 0 sees the wrong parity.
+    let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
+    assert_eq!(cq.poll(&mut [Completion::default(); 8]), 0);
+}
+
+#[test]
+fn cqe_128_inline_scatter_and_grh() {
+    let mut reg = registry();
+    for i in 0..3 {
+        reg.qp_mut(QPN).unwrap().rq.post(i);
+    }
+    let (mut m, mut cq) = setup::<128>(4, reg, CqConfig::default());
+    let data64: Vec<u8> = (0..60).collect();
+    let data32: Vec<u8> = (100..120).collect();
+    let grh: [u8; 40] = core::array::from_fn(|i| i as u8 + 1);
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 0, 0).inline(&data64)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 1, 0, 0).inline(&data32)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 2, 64, 0).grh_in_cqe(grh)).unwrap();
+    let mut views = cq.views();
+    let mut buf = [0u8; 64];
+    let v = views.next().unwrap();
+    assert_eq!((v.format(), v.byte_cnt()), (2, 60));
+    let n = v.inline_data(&mut buf);
+    assert_eq!(&buf[..n], &data64[..]);
+    let v = views.next().unwrap();
+    assert_eq!(v.format(), 1);
+    let n = v.inline_data(&mut buf);
+    assert_eq!(&buf[..n], &data32[..]);
+    let v = views.next().unwrap();
+    assert_eq!(v.grh(), Some(grh));
+    assert!(views.next().is_none());
+}
+
+#[test]
+fn cqe_128_completions_match_64() {
+    let (mut m, mut cq) = setup::<128>(4, registry(), CqConfig::default());
+    m.push(&build::resp(cqe_opcode::RESP_SEND_IMM, QPN, 0, 9, 0x99).inline(b"hello")).unwrap();
+    let c = cq.poll_one().unwrap();
+    assert_eq!((c.opcode, c.byte_len, c.wc_flags), (WcOpcode::Recv, 5, WcFlags::WITH_IMM));
+}
+
+#[test]
+fn garbage_cqes_become_fault_items_and_good_neighbours_survive() {
+    let mut reg = registry();
+    reg.add_srq(0x77, 4).unwrap();
+    let (mut m, mut cq) = setup::<64>(16, reg, CqConfig::default());
+    let good = |i| build::req(QPN, i, wqe_opcode::SEND, 0);
+    m.push(&good(0)).unwrap();
+    let mut bad_op = build::req(QPN, 1, 0, 0);
+    bad_op.cqe.op_own = 7 << 4; // opcode 7 is undefined
+    m.push(&bad_op).unwrap();
+    let mut compressed = build::req(QPN, 1, 0, 0);
+    compressed.cqe.op_own = 3 << 2; // format 3 without compression enabled
+    m.push(&compressed).unwrap();
+    let mut inline64 = build::resp(cqe_opcode::RESP_SEND, QPN, 0, 4, 0);
+    inline64.cqe.op_own |= 2 << 2; // inline-64 on a 64-byte CQE
+    m.push(&inline64).unwrap();
+    m.push(&build::req(0x999, 1, wqe_opcode::SEND, 0)).unwrap(); // unknown QP
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 4, 0).srqn_uidx(0x55)).unwrap(); // unknown SRQ
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 9, 4, 0).srqn_uidx(0x77)).unwrap(); // SRQ index beyond
+    m.push(&good(1)).unwrap();
+    let got = poll_all(&mut cq);
+    let kinds: Vec<Option<FaultKind>> = got.iter().map(|c| c.fault().map(|f| f.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            None,
+            Some(FaultKind::BadOpcode),
+            Some(FaultKind::BadFormat),
+            Some(FaultKind::BadFormat),
+            Some(FaultKind::UnknownQp),
+            Some(FaultKind::UnknownSrq),
+            Some(FaultKind::BadField),
+            None
+        ]
+    );
+    let f = got[4].fault().unwrap();
+    assert_eq!((f.position, f.value), (4, 0x999));
+    assert!(got.iter().filter(|c| c.fault().is_some()).all(|c| c.status == WcStatus::GeneralErr));
+    assert_eq!(cq.stats().faults, 6);
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    use proptest::prelude::*;
+    proptest!(ProptestConfig::with_cases(256), |(slots in proptest::collection::vec(proptest::array::uniform32(any::<u8>()), 1..24))| {
+        let (mut m, mut cq) = setup::<64>(32, registry(), CqConfig::default());
+        let mut pushed = 0;
+        for s in &slots {
+            let mut b = [0u8; 64];
+            b[..32].copy_from_slice(s);
+            b[32..].copy_from_slice(s);
+            m.push(&build::raw(b)).unwrap();
+            pushed += 1;
+        }
+        let got = poll_all(&mut cq);
+        // INVALID-opcode CQEs are not software-owned and stop the poll, SIG_ERR and RESIZE
+        // produce nothing; every other CQE yields exactly one item.
+        prop_assert!(got.len() <= pushed);
+    });
+}
+
+#[test]
+fn sig_err_is_swallowed_and_resize_switches_rings() {
+    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+    m.push(&build::sig_err(0x1234)).unwrap();
+    m.push(&build::req(QPN, 1, wqe_opcode::SEND, 0)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got.iter().map(|c| c.wqe_index).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(cq.stats().swallowed, 1);
+    let new_ring = m.resize::<64>(16).unwrap();
+    m.push(&build::req(QPN, 2, wqe_opcode::SEND, 0)).unwrap();
+    assert_eq!(cq.poll(&mut [Completion::default(); 4]), 0);
+    assert!(cq.resize_pending());
+    assert_eq!(cq.poll(&mut [Completion::default(); 4]), 0);
+    cq.switch_ring(new_ring).unwrap();
+    for i in 3..15 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+    }
+    let got = poll_all(&mut cq);
+    assert_eq!(got.len(), 13);
+    assert_eq!(got[0].wqe_index, 2);
+    for i in 15..60 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+        assert_eq!(cq.poll_one().unwrap().wqe_index, i & 63);
+    }
+    assert_eq!(cq.stats().resizes, 1);
+}
+
+#[test]
+fn cqe_version_1_looks_up_by_user_index() {
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(0x100, 8, 8)).unwrap(); // uidx 0
+    reg.add_qp(QpConfig::rc(0x200, 8, 8)).unwrap(); // uidx 1
+    let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
+    let (mut m, mut cq) = setup::<64>(8, reg, cfg);
+    // In version 1 the QPN field is not used for lookup; srqn_uidx names the QP.
+    m.push(&build::req(0x200, 3, wqe_opcode::SEND, 0).srqn_uidx(1)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 0x100, 0, 8, 0).srqn_uidx(0)).unwrap();
+    m.push(&build::req(0x200, 3, wqe_opcode::SEND, 0).srqn_uidx(5)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!((got[0].qp_num, got[0].wqe_index), (0x200, 3));
+    assert_eq!((got[1].opcode, got[1].qp_num), (WcOpcode::Recv, 0x100));
+    assert_eq!(got[2].fault().map(|f| (f.kind, f.value)), Some((FaultKind::UnknownQp, 5)));
+}
+
+#[test]
+fn srq_receives_use_the_unmasked_counter() {
+    let mut reg = Registry::new();
+    reg.add_srq(0x33, 256).unwrap().post(200, 0xaaaa);
+    let mut c = QpConfig::rc(QPN, 8, 8);
+    c.srqn = Some(0x33);
+    reg.add_qp(c).unwrap();
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 200, 1, 0).srqn_uidx(0x33)).unwrap();
+    let c = cq.poll_one().unwrap();
+    assert_eq!((c.wr_id, c.wqe_index), (0xaaaa, 200));
+}
+
+#[test]
+fn odp_page_fault_on_srq_is_swallowed() {
+    let mut reg = Registry::new();
+    reg.add_srq(0x33, 16).unwrap();
+    reg.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap();
+    let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
+    let spec = ErrSpec {
+        qpn: QPN,
+        syndrome: syndrome::REMOTE_ABORTED_ERR,
+        vendor_err_synd: syndrome::VENDOR_ODP_PFAULT,
+        srqn_uidx: 0x33,
+        ..ErrSpec::default()
+    };
+    m.push(&build::err(spec)).unwrap();
+    m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+    let got = poll_all(&mut cq);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].opcode, WcOpcode::Send);
+}
+
+#[test]
+fn peek_does_not_consume() {
+    let mut reg = registry();
+    reg.qp_mut(QPN).unwrap().rq.post(41);
+    let (mut m, mut cq) = setup::<64>(4, reg, CqConfig::default());
+    assert!(cq.peek().is_none());
+    m.push(&build::sig_err(1)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 8, 0)).unwrap();
+    let p = cq.peek().unwrap();
+    let p2 = cq.peek().unwrap();
+    assert_eq!(p, p2);
+    assert_eq!(cq.ci(), 0);
+    assert_eq!(cq.poll_one().unwrap(), p);
+    assert_eq!(p.wr_id, 41);
+}
+
+#[test]
+fn views_read_fields_zero_copy_and_publish_on_drop() {
+    let (mut m, mut cq) = setup::<64>(8, registry(), CqConfig::default());
+    m.push(&build::req(QPN, 5, wqe_opcode::RDMA_READ, 4096)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 6, 128, 0)).unwrap();
+    {
+        let mut v = cq.views();
+        let a = v.next().unwrap();
+        assert_eq!((a.opcode(), a.qpn(), a.wqe_counter(), a.byte_cnt(), a.wqe_opcode()), (0, QPN, 5, 4096, wqe_opcode::RDMA_READ));
+        let b = v.peek().unwrap();
+        assert_eq!(b.position(), 1);
+        let b = v.next().unwrap();
+        assert_eq!((b.opcode(), b.wqe_counter(), b.byte_cnt()), (cqe_opcode::RESP_SEND, 6, 128));
+        assert_eq!(b.qpn() & QPN_MASK, QPN);
+        assert!(v.next().is_none());
+        assert_eq!(m.device_ci(), 0);
+    }
+    assert_eq!(m.device_ci(), 2);
+}
+
+#[test]
+fn poller_is_send_but_not_sync() {
+    fn is_send<T: Send>() {}
+    is_send::<Mlx5Cq<64>>();
+    // `Mlx5Cq: !Sync` is enforced by its ring handle; a compile-fail test would need an
+    // extra harness, so assert the auto trait through a negative-impl probe instead.
+    trait NotSync {
+        const IS_SYNC: bool = false;
+    }
+    impl<T: ?Sized> NotSync for T {}
+    struct Probe<T: ?Sized>(core::marker::PhantomData<T>);
+    #[allow(dead_code)]
+    impl<T: ?Sized + Sync> Probe<T> {
+        const IS_SYNC: bool = true;
+    }
+    assert!(!<Probe<Mlx5Cq<64>>>::IS_SYNC);
+}

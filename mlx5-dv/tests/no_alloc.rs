@@ -1,0 +1,67 @@
+//! The poll path allocates nothing: a counting global allocator around steady-state polls.
+
+use dvcq_mlx5_dv::model::build;
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::{CqConfig, QpConfig, Registry};
+use dvcq_provider::Completion;
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn poll_views_and_peek_do_not_allocate() {
+    let mut m = Mlx5Model::new(ModelConfig::new(256)).unwrap();
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(9, 256, 256)).unwrap();
+    let mut cq = m.poller::<64>(reg, CqConfig::default()).unwrap();
+    let mut buf = [Completion::default(); 16];
+    let mut total = 0;
+    for round in 0..50u32 {
+        for i in 0..200u32 {
+            let e = match i % 4 {
+                0 => build::req(9, i as u16, wqe_opcode::SEND, 0),
+                1 => build::resp(cqe_opcode::RESP_SEND_IMM, 9, i as u16, 64, 5),
+                2 => build::err(build::ErrSpec { requester: true, qpn: 9, syndrome: syndrome::WR_FLUSH_ERR, ..Default::default() }),
+                _ => build::req(0x777, 0, wqe_opcode::SEND, 0), // unknown QP: fault item
+            };
+            m.push(&e).unwrap();
+        }
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let _ = cq.peek();
+        let mut got = 0;
+        while got < 150 {
+            got += cq.poll(&mut buf);
+        }
+        {
+            let mut v = cq.views();
+            while let Some(x) = v.next() {
+                std::hint::black_box(x.byte_cnt());
+                got += 1;
+            }
+        }
+        got += cq.poll(&mut buf);
+        let after = ALLOCS.load(Ordering::Relaxed);
+        assert_eq!(after, before, "allocation in poll path (round {round})");
+        total += got;
+    }
+    assert_eq!(total, 50 * 200);
+}
