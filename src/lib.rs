@@ -11,3 +11,4 @@ pub use dvcq_uapi as uapi;
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 
 pub mod cli;
+pub mod decode;

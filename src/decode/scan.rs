@@ -1,0 +1,850 @@
+//! Finding CQE dumps in arbitrary text.
+//!
+//! Formats recognised (all read from their public printers, see the module docs of
+//! [`crate::decode`]):
+//! * rdma-core libmlx5: `mlx5: <host>: got completion with error:` (or the debug build's
+//!   `dump cqe for cqn 0x..:`, or the old kernel's `dump error cqe`) and four lines of four
+//!   `%08x` words;
+//! * Linux `print_hex_dump(..., DUMP_PREFIX_OFFSET, 16, 1, ...)`: `%.8x: ` and sixteen `%02x`
+//!   bytes a line, optionally after `cqe_dump: ` and a kernel log stamp;
+//! * DPDK `rte_hexdump`: a `<title> at [<ptr>], len=<n>` line, then `%08X:` and sixteen
+//!   ` %02X` bytes, ` | ` and an ASCII column;
+//! * a bare 64-byte hex string on one line;
+//! * irdma (with [`Vendor::Irdma`]): four or eight 64-bit qwords, `0x` optional.
+//!
+//! The scanner works on bytes and only slices at ASCII positions, so no input can make it
+//! panic.
+
+use super::irdma::decode_irdma;
+use super::mlx5::{decode_mlx5, Mlx5Options};
+use super::{Decoded, DumpFormat, Found, Problem, Report, Vendor};
+
+/// One input line with its 1-based number.
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    no: usize,
+    text: &'a str,
+}
+
+fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+fn hexv(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|v| v as u8)
+}
+
+fn hex8(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at + 8)?;
+    let mut v = 0u32;
+    for &c in s {
+        v = (v << 4) | hexv(c)? as u32;
+    }
+    Some(v)
+}
+
+fn word_boundary_before(b: &[u8], at: usize) -> bool {
+    at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_')
+}
+
+/// Shortens a line for an error message.
+fn excerpt(s: &str) -> String {
+    let t: String = s.trim().chars().take(48).collect();
+    if s.trim().chars().count() > 48 {
+        format!("{t}...")
+    } else {
+        t
+    }
+}
+
+/// Runs of `%08x` words separated by whitespace; the last word of a run may have text glued
+/// to it.
+fn word_runs(b: &[u8]) -> Vec<Vec<u32>> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let first = match hex8(b, i) {
+            Some(v) if word_boundary_before(b, i) => v,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // The first word must stand alone (followed by whitespace or the end), else it is
+        // part of a longer number or an offset such as `00000010:`.
+        if i + 8 < b.len() && !b[i + 8].is_ascii_whitespace() {
+            i += 8;
+            continue;
+        }
+        let mut run = vec![first];
+        let mut j = i + 8;
+        loop {
+            let mut k = j;
+            while k < b.len() && b[k].is_ascii_whitespace() {
+                k += 1;
+            }
+            if k == j {
+                break;
+            }
+            match hex8(b, k) {
+                Some(v) => {
+                    run.push(v);
+                    j = k + 8;
+                    if j < b.len() && !b[j].is_ascii_whitespace() {
+                        break; // glued text (or a longer number) ends the run
+                    }
+                }
+                None => break,
+            }
+        }
+        runs.push(run);
+        i = j.max(i + 1);
+    }
+    runs
+}
+
+/// A line of rdma-core words: four `%08x` words, anything before (log prefixes) and glued
+/// text after. `strict` (no header seen) wants exactly four words on the line.
+fn parse_words(s: &str, strict: bool) -> Option<[u32; 4]> {
+    let runs = word_runs(s.as_bytes());
+    let run = runs.iter().rev().find(|r| r.len() >= 4)?;
+    if strict && (run.len() != 4 || runs.iter().filter(|r| r.len() >= 2).count() != 1) {
+        return None;
+    }
+    let n = run.len();
+    Some([run[n - 4], run[n - 3], run[n - 2], run[n - 1]])
+}
+
+/// Why a line expected to hold four words does not.
+fn diagnose_words(s: &str) -> String {
+    let b = s.as_bytes();
+    for tok in s.split_ascii_whitespace() {
+        let t = tok.as_bytes();
+        let hexes = t.iter().filter(|c| c.is_ascii_hexdigit()).count();
+        if t.len() == 8 && hexes >= 5 && hexes < 8 {
+            let off = tok.as_ptr() as usize - s.as_ptr() as usize;
+            let (pos, &c) = t
+                .iter()
+                .enumerate()
+                .find(|(_, c)| !c.is_ascii_hexdigit())
+                .unwrap_or((0, &b'?'));
+            let ch = if c.is_ascii_graphic() {
+                (c as char).to_string()
+            } else {
+                format!("\\x{c:02x}")
+            };
+            return format!(
+                "non-hex character '{ch}' at column {} in word '{}'",
+                off + pos + 1,
+                String::from_utf8_lossy(t)
+            );
+        }
+    }
+    let best = word_runs(b).iter().map(|r| r.len()).max().unwrap_or(0);
+    if best > 0 {
+        format!("found {best} hex word(s), expected 4 (\"{}\")", excerpt(s))
+    } else {
+        format!("expected 4 hex words, found \"{}\"", excerpt(s))
+    }
+}
+
+/// A `print_hex_dump` or `rte_hexdump` line.
+#[derive(Clone, Debug)]
+struct OffLine {
+    offset: u32,
+    bytes: Vec<u8>,
+    /// Has DPDK's ` | ` ASCII column.
+    bar: bool,
+    /// Upper-case hex letters seen.
+    upper: bool,
+    /// Lower-case hex letters seen.
+    lower: bool,
+    /// Why the line is malformed.
+    bad: Option<String>,
+}
+
+fn parse_offset_line(s: &str) -> Option<OffLine> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i + 9 <= b.len() {
+        if b[i + 8] == b':' && word_boundary_before(b, i) {
+            if let Some(offset) = hex8(b, i) {
+                if let Some(l) = offset_tail(s, i + 9, offset) {
+                    return Some(l);
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+fn offset_tail(s: &str, start: usize, offset: u32) -> Option<OffLine> {
+    let rest = s.get(start..)?;
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let (hexpart, bar) = match rest.find(" | ") {
+        Some(p) => (&rest[..p], true),
+        None => (rest, false),
+    };
+    let toks: Vec<&str> = hexpart.split_ascii_whitespace().collect();
+    let two = toks.iter().filter(|t| t.len() == 2).count();
+    if toks.is_empty() || two * 2 < toks.len() || (!bar && two < 4) {
+        return None;
+    }
+    let offtxt = &s.as_bytes()[start - 9..start - 1];
+    let mut l = OffLine {
+        offset,
+        bytes: Vec::with_capacity(16),
+        bar,
+        upper: offtxt.iter().any(|c| c.is_ascii_uppercase()),
+        lower: offtxt.iter().any(|c| c.is_ascii_lowercase()),
+        bad: None,
+    };
+    for t in &toks {
+        let tb = t.as_bytes();
+        match (
+            tb.len(),
+            tb.first().and_then(|&c| hexv(c)),
+            tb.get(1).and_then(|&c| hexv(c)),
+        ) {
+            (2, Some(h), Some(lo)) => {
+                l.upper |= tb.iter().any(|c| c.is_ascii_uppercase());
+                l.lower |= tb.iter().any(|c| c.is_ascii_lowercase());
+                l.bytes.push((h << 4) | lo);
+            }
+            _ => {
+                let col = t.as_ptr() as usize - s.as_ptr() as usize + 1;
+                l.bad.get_or_insert(format!(
+                    "non-hex byte '{}' at column {col}",
+                    String::from_utf8_lossy(&tb[..tb.len().min(8)])
+                ));
+            }
+        }
+    }
+    if l.bad.is_none() && toks.len() > 16 {
+        l.bad = Some(format!(
+            "{} bytes on one line, at most 16 expected",
+            toks.len()
+        ));
+    }
+    Some(l)
+}
+
+/// A DPDK `rte_hexdump` title line: `<title> at [<ptr>], len=<n>`.
+fn parse_dpdk_title(s: &str) -> Option<(String, usize)> {
+    let at = s.find(" at [")?;
+    let close = s[at..].find("], len=")? + at;
+    let digits: String = s[close + 7..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let len = digits.parse().ok()?;
+    Some((s[..at].trim().to_string(), len))
+}
+
+/// Bare 64-byte hex string: the whole line is hex digits and whitespace (an optional `0x`).
+enum Bare {
+    Ok([u8; 64]),
+    Bad(String),
+}
+
+fn parse_bare(s: &str) -> Option<Bare> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    if t.is_empty()
+        || !t
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() || c == b' ' || c == b'\t')
+    {
+        return None;
+    }
+    let digits: Vec<u8> = t.bytes().filter_map(hexv).collect();
+    if digits.len() == 128 {
+        let mut out = [0u8; 64];
+        for (o, p) in out.iter_mut().zip(digits.chunks_exact(2)) {
+            *o = (p[0] << 4) | p[1];
+        }
+        return Some(Bare::Ok(out));
+    }
+    // Long all-hex lines that are not 64 bytes: a truncated or over-long bare dump. Shorter
+    // ones (a line of four words, a number) are not reported.
+    let tokens = t.split_ascii_whitespace().count();
+    if digits.len() >= 80 && tokens != 4 {
+        return Some(Bare::Bad(format!(
+            "bare hex string has {} hex digits, expected 128 (64 bytes)",
+            digits.len()
+        )));
+    }
+    None
+}
+
+fn is_rdma_core_header(s: &str) -> bool {
+    match s.find("mlx5: ") {
+        Some(p) => s[p..].contains(": got completion with error:"),
+        None => false,
+    }
+}
+
+fn is_debug_header(s: &str) -> bool {
+    s.contains("dump cqe for cqn 0x")
+}
+
+fn is_kernel_words_header(s: &str) -> bool {
+    s.trim_end().ends_with("dump error cqe")
+}
+
+/// What starts a new dump (used to detect a dump interrupted by another).
+fn starts_dump(s: &str) -> bool {
+    is_rdma_core_header(s)
+        || is_debug_header(s)
+        || is_kernel_words_header(s)
+        || parse_dpdk_title(s).is_some()
+        || parse_offset_line(s).is_some()
+}
+
+struct Scanner<'a> {
+    lines: Vec<Line<'a>>,
+    report: Report,
+}
+
+fn to64(bytes: &[u8]) -> Option<[u8; 64]> {
+    bytes.try_into().ok()
+}
+
+fn words_to_bytes(rows: &[[u32; 4]]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for (r, row) in rows.iter().enumerate().take(4) {
+        for (w, word) in row.iter().enumerate() {
+            out[r * 16 + w * 4..r * 16 + w * 4 + 4].copy_from_slice(&word.to_be_bytes());
+        }
+    }
+    out
+}
+
+impl<'a> Scanner<'a> {
+    fn problem(&mut self, line: usize, format: Option<DumpFormat>, reason: String) {
+        self.report.problems.push(Problem {
+            line,
+            format,
+            reason,
+        });
+    }
+
+    fn found_mlx5(&mut self, line: usize, format: DumpFormat, slot: Option<usize>, b: &[u8; 64]) {
+        let opts = Mlx5Options {
+            dpdk: format == DumpFormat::Dpdk,
+        };
+        self.report.dumps.push(Found {
+            line,
+            format,
+            slot,
+            cqe: Decoded::Mlx5(Box::new(decode_mlx5(b, opts))),
+        });
+    }
+
+    /// Index of the next non-blank line at or after `i`.
+    fn next_nonblank(&self, mut i: usize) -> usize {
+        while i < self.lines.len() && is_blank(self.lines[i].text) {
+            i += 1;
+        }
+        i
+    }
+
+    /// Four lines of words after a header at index `h`. Returns the index to continue at.
+    fn words_after_header(&mut self, h: usize, format: DumpFormat) -> usize {
+        let hno = self.lines[h].no;
+        let mut rows = Vec::with_capacity(4);
+        let mut i = h + 1;
+        while rows.len() < 4 {
+            i = self.next_nonblank(i);
+            let Some(l) = self.lines.get(i).copied() else {
+                self.problem(
+                    hno,
+                    Some(format),
+                    format!(
+                        "truncated dump: {} of 4 lines of words before the end of the input",
+                        rows.len()
+                    ),
+                );
+                return i;
+            };
+            if let Some(w) = parse_words(l.text, false) {
+                rows.push(w);
+                i += 1;
+                continue;
+            }
+            if starts_dump(l.text) {
+                self.problem(
+                    hno,
+                    Some(format),
+                    format!(
+                        "truncated dump: {} of 4 lines of words, then line {} starts another dump",
+                        rows.len(),
+                        l.no
+                    ),
+                );
+                return i;
+            }
+            self.problem(
+                l.no,
+                Some(format),
+                format!(
+                    "line {} of the dump that starts at line {hno}: {}",
+                    rows.len() + 1,
+                    diagnose_words(l.text)
+                ),
+            );
+            return i + 1;
+        }
+        let b = words_to_bytes(&rows);
+        self.found_mlx5(hno, format, None, &b);
+        // A fifth line of words means the dump does not have the rdma-core shape.
+        let mut j = self.next_nonblank(i);
+        let mut extra = 0;
+        while let Some(l) = self.lines.get(j) {
+            if parse_words(l.text, true).is_none() || starts_dump(l.text) {
+                break;
+            }
+            extra += 1;
+            j = self.next_nonblank(j + 1);
+        }
+        if extra > 0 {
+            self.problem(
+                self.lines[i].no,
+                Some(format),
+                format!(
+                    "wrong line count: {} lines of words after the header at line {hno}, expected 4 \
+                     (the first 4 were decoded)",
+                    4 + extra
+                ),
+            );
+            return j;
+        }
+        i
+    }
+
+    /// Headerless lines of words starting at index `s`.
+    fn bare_words(&mut self, s: usize) -> usize {
+        let mut rows: Vec<([u32; 4], usize)> = Vec::new();
+        let mut i = s;
+        loop {
+            let Some(l) = self.lines.get(i).copied() else {
+                break;
+            };
+            match parse_words(l.text, true) {
+                Some(w) => {
+                    rows.push((w, l.no));
+                    i += 1;
+                }
+                None if is_blank(l.text) => {
+                    let j = self.next_nonblank(i);
+                    match self.lines.get(j) {
+                        Some(n) if parse_words(n.text, true).is_some() => i = j,
+                        _ => break,
+                    }
+                }
+                None => break,
+            }
+        }
+        if rows.len() % 4 == 0 {
+            for chunk in rows.chunks_exact(4) {
+                let r: Vec<[u32; 4]> = chunk.iter().map(|c| c.0).collect();
+                let b = words_to_bytes(&r);
+                self.found_mlx5(chunk[0].1, DumpFormat::Words, None, &b);
+            }
+        } else if rows.len() > 1 {
+            self.problem(
+                rows[0].1,
+                Some(DumpFormat::Words),
+                format!(
+                    "wrong line count: {} lines of 4 hex words without a header, expected 4 per CQE",
+                    rows.len()
+                ),
+            );
+        }
+        i.max(s + 1)
+    }
+
+    /// A hexdump block (kernel or DPDK) starting at index `s`; `title` is a DPDK title seen
+    /// just before (line number, title, len).
+    fn hexdump(&mut self, s: usize, title: Option<(usize, String, usize)>) -> usize {
+        let mut rows: Vec<(OffLine, usize)> = Vec::new();
+        let mut i = s;
+        let first_no = self.lines[s].no;
+        let mut bad: Option<(usize, String)> = None;
+        while let Some(l) = self.lines.get(i).copied() {
+            let Some(o) = parse_offset_line(l.text) else {
+                if is_blank(l.text) {
+                    let j = self.next_nonblank(i);
+                    if let Some(n) = self.lines.get(j) {
+                        if let Some(o) = parse_offset_line(n.text) {
+                            if o.offset as usize == rows.len() * 16 && o.offset != 0 {
+                                i = j;
+                                continue;
+                            }
+                        }
+                    }
+                }
+                break;
+            };
+            let expect = rows.len() * 16;
+            if o.offset as usize != expect {
+                if o.offset == 0 && !rows.is_empty() {
+                    break; // a new dump starts
+                }
+                bad.get_or_insert((
+                    l.no,
+                    format!("offset {:#x} where {expect:#x} was expected", o.offset),
+                ));
+            }
+            if let Some(r) = &o.bad {
+                bad.get_or_insert((l.no, r.clone()));
+            }
+            if rows.last().is_some_and(|(p, _)| p.bytes.len() != 16) {
+                bad.get_or_insert((l.no, "a short line is followed by more bytes".into()));
+            }
+            rows.push((o, l.no));
+            i += 1;
+        }
+        let dpdk_lines = rows.iter().filter(|(o, _)| o.bar).count();
+        let mixed_case = rows.iter().any(|(o, _)| o.upper) && rows.iter().any(|(o, _)| o.lower);
+        let is_dpdk = title.is_some() || dpdk_lines > 0;
+        let format = if is_dpdk {
+            DumpFormat::Dpdk
+        } else {
+            DumpFormat::Kernel
+        };
+        let start_no = title.as_ref().map_or(first_no, |t| t.0);
+        if dpdk_lines > 0 && dpdk_lines < rows.len() {
+            bad.get_or_insert((
+                first_no,
+                "overlapping formats: DPDK rte_hexdump lines mixed with kernel print_hex_dump lines"
+                    .into(),
+            ));
+        } else if mixed_case && !is_dpdk {
+            bad.get_or_insert((
+                first_no,
+                "overlapping formats: upper- and lower-case hex mixed".into(),
+            ));
+        }
+        if let Some((no, why)) = bad {
+            self.problem(
+                no,
+                Some(format),
+                format!("dump starting at line {start_no}: {why}"),
+            );
+            return i;
+        }
+        let bytes: Vec<u8> = rows
+            .iter()
+            .flat_map(|(o, _)| o.bytes.iter().copied())
+            .collect();
+        if let Some((_, _, len)) = &title {
+            if bytes.len() != *len {
+                self.problem(
+                    start_no,
+                    Some(format),
+                    format!(
+                        "truncated dump: {} of the {len} bytes its title announces",
+                        bytes.len()
+                    ),
+                );
+                return i;
+            }
+        }
+        if bytes.len() < 64 || bytes.len() % 64 != 0 {
+            self.problem(
+                start_no,
+                Some(format),
+                format!(
+                    "truncated dump: {} bytes, expected a multiple of 64 ({} lines of 16)",
+                    bytes.len(),
+                    bytes.len().div_ceil(64).max(1) * 4
+                ),
+            );
+            return i;
+        }
+        let slots = bytes.len() / 64;
+        let mut any = false;
+        for k in 0..slots {
+            let Some(b) = to64(&bytes[k * 64..k * 64 + 64]) else {
+                continue;
+            };
+            let op = b[63] >> 4;
+            let wanted = slots == 1 || op == 13 || op == 14;
+            if wanted {
+                let no = rows.get(k * 4).map_or(start_no, |r| r.1);
+                self.found_mlx5(no, format, (slots > 1).then_some(k), &b);
+                any = true;
+            }
+        }
+        if !any {
+            self.problem(
+                start_no,
+                Some(format),
+                format!("ring dump of {slots} CQEs holds no error CQE (opcode 13 or 14)"),
+            );
+        }
+        i
+    }
+
+    /// A DPDK title line at index `t`.
+    fn dpdk_title(&mut self, t: usize, title: String, len: usize) -> usize {
+        let no = self.lines[t].no;
+        let j = self.next_nonblank(t + 1);
+        let has_rows = self
+            .lines
+            .get(j)
+            .is_some_and(|l| parse_offset_line(l.text).is_some());
+        // Only the CQ ring holds CQEs; DPDK also dumps the SQ/RQ WQEs and those are skipped.
+        let is_cq = title
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w == "CQ");
+        if !is_cq {
+            let mut i = j;
+            while self
+                .lines
+                .get(i)
+                .is_some_and(|l| parse_offset_line(l.text).is_some())
+            {
+                i += 1;
+            }
+            return i.max(t + 1);
+        }
+        if !has_rows {
+            self.problem(
+                no,
+                Some(DumpFormat::Dpdk),
+                format!("truncated dump: title announces {len} bytes, no hexdump lines follow"),
+            );
+            return t + 1;
+        }
+        self.hexdump(j, Some((no, title, len)))
+    }
+
+    fn run_mlx5(&mut self) {
+        let mut i = 0;
+        while i < self.lines.len() {
+            let l = self.lines[i];
+            let t = l.text;
+            if is_blank(t) {
+                i += 1;
+            } else if is_rdma_core_header(t) {
+                i = self.words_after_header(i, DumpFormat::RdmaCore);
+            } else if is_debug_header(t) {
+                i = self.words_after_header(i, DumpFormat::RdmaCoreDebug);
+            } else if is_kernel_words_header(t) {
+                let j = self.next_nonblank(i + 1);
+                if self
+                    .lines
+                    .get(j)
+                    .is_some_and(|n| parse_offset_line(n.text).is_some())
+                {
+                    i = self.hexdump(j, None);
+                } else {
+                    i = self.words_after_header(i, DumpFormat::KernelWords);
+                }
+            } else if let Some((title, len)) = parse_dpdk_title(t) {
+                i = self.dpdk_title(i, title, len);
+            } else if parse_offset_line(t).is_some() {
+                i = self.hexdump(i, None);
+            } else if let Some(bare) = parse_bare(t) {
+                match bare {
+                    Bare::Ok(b) => self.found_mlx5(l.no, DumpFormat::BareHex, None, &b),
+                    Bare::Bad(why) => self.problem(l.no, Some(DumpFormat::BareHex), why),
+                }
+                i += 1;
+            } else if parse_words(t, true).is_some() {
+                i = self.bare_words(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn run_irdma(&mut self) {
+        let mut i = 0;
+        while i < self.lines.len() {
+            let l = self.lines[i];
+            match qword_line(l.text) {
+                QLine::None => {
+                    i += 1;
+                }
+                QLine::Bad(why) => {
+                    self.problem(l.no, Some(DumpFormat::IrdmaQwords), why);
+                    i += 1;
+                }
+                QLine::Ok(_) => {
+                    let mut group: Vec<(Vec<u64>, usize)> = Vec::new();
+                    let mut bad = None;
+                    while let Some(n) = self.lines.get(i) {
+                        match qword_line(n.text) {
+                            QLine::Ok(q) => group.push((q, n.no)),
+                            QLine::Bad(why) => {
+                                bad = Some((n.no, why));
+                                i += 1;
+                                break;
+                            }
+                            QLine::None => break,
+                        }
+                        i += 1;
+                    }
+                    let start = group[0].1;
+                    if let Some((no, why)) = bad {
+                        self.problem(
+                            no,
+                            Some(DumpFormat::IrdmaQwords),
+                            format!("CQE starting at line {start}: {why}"),
+                        );
+                        continue;
+                    }
+                    let per_line = group.iter().all(|(q, _)| q.len() == 4 || q.len() == 8);
+                    if per_line && group.len() > 1 {
+                        for (q, no) in &group {
+                            self.found_irdma(*no, q);
+                        }
+                        continue;
+                    }
+                    let all: Vec<u64> = group.iter().flat_map(|(q, _)| q.iter().copied()).collect();
+                    if all.len() == 4 || all.len() == 8 {
+                        self.found_irdma(start, &all);
+                    } else {
+                        self.problem(
+                            start,
+                            Some(DumpFormat::IrdmaQwords),
+                            format!("found {} qwords, expected 4 or 8 per CQE", all.len()),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn found_irdma(&mut self, line: usize, q: &[u64]) {
+        self.report.dumps.push(Found {
+            line,
+            format: DumpFormat::IrdmaQwords,
+            slot: None,
+            cqe: Decoded::Irdma(Box::new(decode_irdma(q))),
+        });
+    }
+}
+
+enum QLine {
+    None,
+    Ok(Vec<u64>),
+    Bad(String),
+}
+
+/// A line holding 64-bit qwords (`%016llx`, optional `0x`, optional trailing `,`).
+fn qword_line(s: &str) -> QLine {
+    let mut out = Vec::new();
+    for tok in s.split_ascii_whitespace() {
+        let t = tok.trim_end_matches([',', ';']);
+        let (body, prefixed) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(b) => (b, true),
+            None => (t, false),
+        };
+        if body.len() != 16 {
+            continue;
+        }
+        match u64::from_str_radix(body, 16) {
+            Ok(v) if body.bytes().all(|c| c.is_ascii_hexdigit()) => out.push(v),
+            _ => {
+                let hexes = body.bytes().filter(|c| c.is_ascii_hexdigit()).count();
+                if prefixed || hexes >= 12 {
+                    let col = tok.as_ptr() as usize - s.as_ptr() as usize + 1;
+                    return QLine::Bad(format!(
+                        "non-hex character in qword '{}' at column {col}",
+                        excerpt(t)
+                    ));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        QLine::None
+    } else {
+        QLine::Ok(out)
+    }
+}
+
+/// Scans `text` for CQE dumps of `vendor`'s formats.
+pub fn scan(text: &str, vendor: Vendor) -> Report {
+    let lines = text
+        .split('\n')
+        .enumerate()
+        .map(|(i, t)| Line {
+            no: i + 1,
+            text: t.strip_suffix('\r').unwrap_or(t),
+        })
+        .collect();
+    let mut s = Scanner {
+        lines,
+        report: Report::default(),
+    };
+    match vendor {
+        Vendor::Mlx5 => s.run_mlx5(),
+        Vendor::Irdma => s.run_irdma(),
+    }
+    s.report.dumps.sort_by_key(|d| (d.line, d.slot));
+    s.report.problems.sort_by_key(|p| p.line);
+    s.report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_lines() {
+        assert_eq!(
+            parse_words("00000000 00008716 0a001f8e 000027d2", true),
+            Some([0, 0x8716, 0x0a001f8e, 0x27d2])
+        );
+        assert_eq!(
+            parse_words(
+                "Jan 1 host app[12]: 00000000 00008716 0a001f8e 000027d2completion",
+                false
+            ),
+            Some([0, 0x8716, 0x0a001f8e, 0x27d2])
+        );
+        assert_eq!(
+            parse_words("00000010: 00 00 00 00 00 00 00 00", false),
+            None
+        );
+        assert!(
+            diagnose_words("0000000g 00000000 00000000 00000000").contains("non-hex character 'g'")
+        );
+    }
+
+    #[test]
+    fn offset_lines() {
+        let k = parse_offset_line(
+            "[ 12.5] cqe_dump: 00000030: 00 00 00 00 00 00 88 13 0a 00 12 34 00 2a 00 d2",
+        )
+        .unwrap();
+        assert_eq!(k.offset, 0x30);
+        assert_eq!(k.bytes.len(), 16);
+        assert!(!k.bar);
+        let d = parse_offset_line(
+            "00000000: 00 00 00 00 73 65 65 6E 00 00 00 00 00 00 00 00 | ....seen........",
+        )
+        .unwrap();
+        assert!(d.bar && d.upper);
+        assert_eq!(d.bytes[7], 0x6e);
+    }
+
+    #[test]
+    fn titles() {
+        assert_eq!(
+            parse_dpdk_title("MLX5 Error CQ: at [0x17fe00000], len=1024"),
+            Some(("MLX5 Error CQ:".into(), 1024))
+        );
+    }
+}
