@@ -1,1 +1,23 @@
-//! dvcq irdma backend (in progress).
+//! dvcq's irdma (Intel E810 / X722 / GEN3) backend: the CQ poller and the irdma hardware
+//! model (shared/spec/irdma.md).
+//!
+//! FFI-free: the poller takes the ring ([`SlotRing`]), the shadow-area head word and a QP
+//! registry, and parses CQEs itself. The same poll code decodes a NIC's ring, a
+//! [`model`]'s, and a ring image's ([`image`]).
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod cq;
+mod cqe;
+mod flush;
+pub mod image;
+#[cfg(any(test, feature = "model"))]
+pub mod model;
+pub mod registry;
+pub mod ring;
+pub mod status;
+
+pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
+pub use registry::{Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk};
+pub use ring::{SlotBytes, SlotRing, SlotSource};
+pub use status::Compat;

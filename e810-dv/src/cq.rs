@@ -1,0 +1,446 @@
+//! The irdma CQ poller (shared/spec/irdma.md §2, §4.9): polarity tracking, ring head,
+//! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
+
+use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
+use crate::registry::QpRegistry;
+use crate::ring::{polarity, SlotRing, SlotSource};
+use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
+use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, WcStatus};
+use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
+use dvcq_uapi::irdma::HwRev;
+use dvcq_uapi::Le64;
+use std::sync::atomic::Ordering;
+
+/// Poll state shared by the live poller and the image decoder: the running consumer
+/// counter, the QP registry, and rdma-core's per-CQ scratch that leaks between CQEs.
+#[derive(Clone, Debug)]
+pub(crate) struct Engine {
+    /// Running consumer counter: head = `ci mod entries`, polarity = [`polarity`].
+    pub ci: u32,
+    pub log2: u32,
+    pub hw_rev: HwRev,
+    pub compat: Compat,
+    pub qps: QpRegistry,
+    /// `cur_cqe.bytes_xfered` as the last CQE left it (stale byte_len quirk, §4.3).
+    pub last_bytes: u32,
+    /// The CQE at `ci` already produced flushed completions (§4.5; see [`crate::flush`]).
+    pub parked: bool,
+    /// One-entry lookup cache: last completion context and its QP index (0 = none).
+    pub last_ctx: u64,
+    pub last_qp: u32,
+}
+
+impl Engine {
+    pub(crate) fn new(log2: u32, hw_rev: HwRev, compat: Compat, qps: QpRegistry) -> Self {
+        Self { ci: 0, log2, hw_rev, compat, qps, last_bytes: 0, parked: false, last_ctx: 0, last_qp: 0 }
+    }
+
+    #[inline(always)]
+    fn apply(&mut self, s: &Step) {
+        self.ci = self.ci.wrapping_add(s.slots);
+        self.parked = s.slots == 0;
+        if s.flags & F_SET_BYTES != 0 {
+            self.last_bytes = s.wc.byte_len;
+        }
+        if s.flags & F_ZERO_BYTES != 0 {
+            self.last_bytes = 0;
+        }
+        match s.queue {
+            Queue::None => {}
+            Queue::Sq => self.qps.at_mut(s.qp).sq.tail = s.tail,
+            Queue::Rq => self.qps.at_mut(s.qp).rq.tail = s.tail,
+        }
+        if s.queue != Queue::None {
+            self.last_qp = s.qp;
+            self.last_ctx = self.qps.at(s.qp).ctx();
+        }
+        if s.flags & (F_CLEAR_FIRST_SQ_WQ | F_PUSH_DROPPED) != 0 {
+            self.flag_effects(s);
+        }
+    }
+
+    #[cold]
+    fn flag_effects(&mut self, s: &Step) {
+        let qp = self.qps.at_mut(s.qp);
+        if s.flags & F_CLEAR_FIRST_SQ_WQ != 0 {
+            qp.first_sq_wq = false;
+        }
+        if s.flags & F_PUSH_DROPPED != 0 {
+            qp.push_dropped = true;
+        }
+    }
+
+    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9).
+    #[inline(always)]
+    pub(crate) fn poll<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            let pos = self.ci;
+            let Some(w3) = ring.valid_q3(pos, polarity(pos, self.log2)) else { break };
+            let Some(step) = self.translate(ring, pos, w3, self.parked) else { break };
+            self.apply(&step);
+            match step.kind {
+                Kind::Wc => {
+                    out[n] = step.wc;
+                    n += 1;
+                }
+                Kind::Skip => {}
+                Kind::Stop => break,
+            }
+        }
+        n
+    }
+
+    /// The completion the next `poll` would return first, without changing any state.
+    pub(crate) fn peek<R: SlotSource>(&self, ring: &R) -> Option<Completion> {
+        let mut pos = self.ci;
+        // Skipped CQEs (comp ctx 0) change nothing but the head; look past a bounded number.
+        for _ in 0..ring_entries(self.log2) {
+            let w3 = ring.valid_q3(pos, polarity(pos, self.log2))?;
+            let step = self.translate(ring, pos, w3, self.parked && pos == self.ci)?;
+            match step.kind {
+                Kind::Wc => return Some(step.wc),
+                Kind::Stop => return None,
+                Kind::Skip => pos = pos.wrapping_add(step.slots.max(1)),
+            }
+        }
+        None
+    }
+}
+
+fn ring_entries(log2: u32) -> u32 {
+    1u32 << log2.min(31)
+}
+
+/// How to open an irdma CQ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqConfig {
+    /// Hardware generation (decides flush parking, the GEN3 receive opcodes, SRQ).
+    pub hw_rev: HwRev,
+    /// rdma-core version behaviour to reproduce.
+    pub compat: Compat,
+    /// The CQ id (for [`CqInfo`]; 0 when unknown).
+    pub cq_id: u32,
+    /// The running consumer counter to start from (0 for a new CQ: head 0, polarity 1).
+    pub ci: u32,
+}
+
+/// Errors opening a CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CqError {
+    /// The shadow-area word is not usable (misaligned).
+    #[error("shadow area: {0}")]
+    Shadow(dvcq_provider::Error),
+}
+
+/// An irdma CQ poller over a ring in device memory.
+///
+/// `Send` but not `Sync`: one consumer per CQ. The poll path allocates nothing, takes no
+/// lock, makes no system call and cannot panic on ring contents: bad CQEs come back as fault
+/// items ([`Completion::fault`]).
+#[derive(Debug)]
+pub struct IrdmaCq {
+    ring: SlotRing,
+    shadow: DoorbellWord,
+    eng: Engine,
+    /// The head last written to shadow word 0.
+    published: Option<u32>,
+    cq_id: u32,
+}
+
+impl IrdmaCq {
+    /// Opens a CQ over `ring` whose consumer head goes to `shadow` (shadow-area byte 0,
+    /// §2.3 step 7), with the QPs in `qps`.
+    ///
+    /// # Errors
+    ///
+    /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned.
+    pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
+        shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
+        let mut eng = Engine::new(ring.entries().trailing_zeros(), cfg.hw_rev, cfg.compat, qps);
+        eng.ci = cfg.ci;
+        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id })
+    }
+
+    /// The QP registry.
+    pub fn qps(&self) -> &QpRegistry {
+        &self.eng.qps
+    }
+
+    /// The QP registry, to register QPs and record posts.
+    pub fn qps_mut(&mut self) -> &mut QpRegistry {
+        // Registry indexes may change: drop the lookup cache.
+        self.eng.last_ctx = 0;
+        &mut self.eng.qps
+    }
+
+    /// Hardware generation.
+    pub fn hw_rev(&self) -> HwRev {
+        self.eng.hw_rev
+    }
+
+    /// The ring head (`ci mod entries`).
+    pub fn head(&self) -> u32 {
+        self.eng.ci & (self.ring.entries() - 1)
+    }
+
+    /// The expected valid bit at the head.
+    pub fn polarity(&self) -> bool {
+        polarity(self.eng.ci, self.eng.log2)
+    }
+
+    /// The head last written to the shadow area, if any.
+    pub fn published_head(&self) -> Option<u32> {
+        self.published
+    }
+
+    /// Writes the head to shadow word 0 (release: every CQE read happens before hardware may
+    /// reuse the slots; §2.3 step 7, Pitfall 2). There is no acknowledge doorbell (§2.4).
+    #[inline]
+    fn publish(&mut self) {
+        let head = self.head();
+        if self.published != Some(head) {
+            // Alignment was checked in `new`, so the store cannot fail.
+            let _ = self.shadow.store_le64(u64::from(head), Ordering::Release);
+            self.published = Some(head);
+        }
+    }
+
+    /// Moves up to `out.len()` completions out of the ring and writes the new head to the
+    /// shadow area once. Returns how many were written.
+    #[inline]
+    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let before = self.eng.ci;
+        let n = match &self.ring {
+            SlotRing::Slots32(r) => self.eng.poll(r, out),
+            SlotRing::Slots64(r) => self.eng.poll(r, out),
+        };
+        if self.eng.ci != before {
+            self.publish();
+        }
+        n
+    }
+
+    /// The next completion without consuming it.
+    pub fn peek(&self) -> Option<Completion> {
+        match &self.ring {
+            SlotRing::Slots32(r) => self.eng.peek(r),
+            SlotRing::Slots64(r) => self.eng.peek(r),
+        }
+    }
+
+    /// Zero-copy iteration over raw CQEs. Each [`CqeView`] reads its fields from the ring;
+    /// the head is written to the shadow area when the iterator is dropped.
+    ///
+    /// Views are raw: they do not consult the QP registry, so work-queue tails do not move
+    /// and flush CQEs appear once as they are (no synthesised completions). Use them when
+    /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
+    pub fn views(&mut self) -> Views<'_> {
+        let ci = self.eng.ci;
+        Views { cq: self, ci }
+    }
+}
+
+impl CqDriver for IrdmaCq {
+    fn info(&self) -> CqInfo {
+        CqInfo { vendor: "irdma", entries: self.ring.entries(), cqe_size: self.ring.cqe_size(), cqn: self.cq_id }
+    }
+    fn poll(&mut self, out: &mut [Completion]) -> usize {
+        IrdmaCq::poll(self, out)
+    }
+    fn peek(&self) -> Option<Completion> {
+        IrdmaCq::peek(self)
+    }
+    fn ci(&self) -> u32 {
+        self.eng.ci
+    }
+    fn update_ci(&mut self) {
+        self.published = None;
+        self.publish();
+    }
+}
+
+/// The lending iterator of [`IrdmaCq::views`].
+#[derive(Debug)]
+pub struct Views<'a> {
+    cq: &'a mut IrdmaCq,
+    ci: u32,
+}
+
+impl Views<'_> {
+    /// The next valid CQE, consumed (one slot, or two for an extended CQE in 32-byte mode),
+    /// or `None` when the ring holds no more (or the extension is not valid yet).
+    #[allow(clippy::should_implement_trait)]
+    #[inline]
+    pub fn next(&mut self) -> Option<CqeView<'_>> {
+        let pos = self.ci;
+        let expect = polarity(pos, self.cq.eng.log2);
+        let (w3, slots) = match &self.cq.ring {
+            SlotRing::Slots32(r) => {
+                let w3 = r.valid_q3(pos, expect)?;
+                if w3 & q3::EXTCQE != 0 {
+                    r.ext(pos)?;
+                    (w3, 2)
+                } else {
+                    (w3, 1)
+                }
+            }
+            SlotRing::Slots64(r) => {
+                let w3 = r.valid_q3(pos, expect)?;
+                if w3 & q3::EXTCQE != 0 {
+                    r.ext(pos)?;
+                }
+                (w3, 1)
+            }
+        };
+        self.ci = pos.wrapping_add(slots);
+        Some(CqeView { ring: &self.cq.ring, pos, w3, compat: self.cq.eng.compat })
+    }
+}
+
+impl Drop for Views<'_> {
+    fn drop(&mut self) {
+        if self.cq.eng.ci != self.ci {
+            self.cq.eng.ci = self.ci;
+            self.cq.eng.parked = false;
+            self.cq.publish();
+        }
+    }
+}
+
+/// A CQE in the ring, read field by field (§1.4, §1.5).
+#[derive(Debug, Clone, Copy)]
+pub struct CqeView<'a> {
+    ring: &'a SlotRing,
+    pos: u32,
+    w3: u64,
+    compat: Compat,
+}
+
+macro_rules! word {
+    ($self:ident, $off:expr) => {
+        match $self.ring {
+            SlotRing::Slots32(r) => r.read::<Le64, { $off }>($self.pos).get(),
+            SlotRing::Slots64(r) => r.read::<Le64, { $off }>($self.pos).get(),
+        }
+    };
+}
+
+impl CqeView<'_> {
+    /// Running ring position of the CQE.
+    pub fn position(&self) -> u32 {
+        self.pos
+    }
+    /// qword3 as loaded (host order).
+    #[inline]
+    pub fn qword3(&self) -> u64 {
+        self.w3
+    }
+    /// `IRDMA_CQ_QPCTX` (qword1).
+    #[inline]
+    pub fn comp_ctx(&self) -> u64 {
+        word!(self, off::QWORD1)
+    }
+    /// `IRDMACQ_PAYLDLEN`.
+    #[inline]
+    pub fn payload_len(&self) -> u32 {
+        q0::payload_len(word!(self, off::QWORD0))
+    }
+    /// `IRDMACQ_TCPSQN_ROCEPSN_RTT_TS`.
+    #[inline]
+    pub fn tcp_seq_psn_rtt_ts(&self) -> u32 {
+        q0::tcp_seq_psn_rtt_ts(word!(self, off::QWORD0))
+    }
+    /// `IRDMACQ_QPID`.
+    #[inline]
+    pub fn qp_id(&self) -> u32 {
+        q2::qp_id(word!(self, off::QWORD2))
+    }
+    /// `IRDMACQ_UDSRCQPN` / `IRDMACQ_INVSTAG`.
+    #[inline]
+    pub fn src_qpn_or_inv_stag(&self) -> u32 {
+        q2::src_qpn_or_inv_stag(word!(self, off::QWORD2))
+    }
+    /// `IRDMA_CQ_WQEIDX` (quanta).
+    #[inline]
+    pub fn wqe_idx(&self) -> u16 {
+        q3::wqe_idx(self.w3)
+    }
+    /// `IRDMACQ_OP`.
+    #[inline]
+    pub fn op(&self) -> u8 {
+        q3::op(self.w3)
+    }
+    /// `IRDMA_CQ_SQ`.
+    #[inline]
+    pub fn is_sq(&self) -> bool {
+        self.w3 & q3::SQ != 0
+    }
+    /// `IRDMA_CQ_ERROR`.
+    #[inline]
+    pub fn error(&self) -> bool {
+        self.w3 & q3::ERROR != 0
+    }
+    /// `IRDMA_CQ_MAJERR`.
+    #[inline]
+    pub fn major_err(&self) -> u16 {
+        q3::major_err(self.w3)
+    }
+    /// `IRDMA_CQ_MINERR`.
+    #[inline]
+    pub fn minor_err(&self) -> u16 {
+        q3::minor_err(self.w3)
+    }
+    /// `IRDMACQ_SOEVENT`.
+    #[inline]
+    pub fn solicited(&self) -> bool {
+        self.w3 & q3::SOEVENT != 0
+    }
+    /// Bit 53: invalidate (RC receive) or IPv4 (UD receive).
+    #[inline]
+    pub fn stag_ipv4(&self) -> bool {
+        self.w3 & q3::STAG_IPV4 != 0
+    }
+    /// `IRDMA_CQ_SRQ`.
+    #[inline]
+    pub fn srq(&self) -> bool {
+        self.w3 & q3::SRQ != 0
+    }
+    /// `IRDMACQ_PSHDROP`.
+    #[inline]
+    pub fn push_dropped(&self) -> bool {
+        self.w3 & q3::PSHDROP != 0
+    }
+    /// `IRDMA_CQ_EXTCQE`.
+    #[inline]
+    pub fn extended(&self) -> bool {
+        self.w3 & q3::EXTCQE != 0
+    }
+    /// The status rdma-core would derive from the error fields alone (no QP context: the
+    /// SQ unknown-opcode override and the UD CIE rule are not applied).
+    pub fn status(&self) -> WcStatus {
+        if !self.error() {
+            return WcStatus::Success;
+        }
+        match classify_error(self.major_err(), self.minor_err(), self.compat).0 {
+            CompStatus::Flushed(c) => flush_code_status(c, self.compat),
+            _ => WcStatus::GeneralErr,
+        }
+    }
+    /// The extension words (qword4..7), if the CQE is extended.
+    pub fn ext(&self) -> Option<dvcq_uapi::irdma::ExtCqe> {
+        if !self.extended() {
+            return None;
+        }
+        match self.ring {
+            SlotRing::Slots32(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1))),
+            SlotRing::Slots64(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos)),
+        }
+    }
+    /// The immediate (host-order number as the CQE holds it), if IMMVALID.
+    pub fn imm(&self) -> Option<u32> {
+        let e = self.ext()?;
+        (e.qword7.get() & ext::IMMVALID != 0).then(|| e.imm_data())
+    }
+}

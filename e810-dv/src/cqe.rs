@@ -1,0 +1,271 @@
+//! One CQE → one [`Completion`]: rdma-core's `irdma_uk_cq_poll_cmpl` + `irdma_process_cqe`
+//! (shared/spec/irdma.md §4, §5), written as a pure function of the CQE words and the QP
+//! state that returns the completion and the state changes to apply.
+
+use crate::cq::Engine;
+use crate::flush;
+use crate::ring::SlotSource;
+use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus, Compat};
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcStatus};
+use dvcq_uapi::irdma::codes::{flush as flush_code, major};
+use dvcq_uapi::irdma::cqe::{q0, q2, q3, ExtCqe};
+use dvcq_uapi::irdma::HwRev;
+
+/// What a step does besides producing `wc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A completion (or fault item) to return.
+    Wc,
+    /// Consumed silently, continue (comp ctx 0: rdma-core's EFAULT, §4.2; iWARP connection
+    /// WQEs, §4.6).
+    Skip,
+    /// Consumed, and the poll call ends here (a flush CQE with an empty queue: rdma-core's
+    /// ENOENT, §4.6, Pitfall 11).
+    Stop,
+}
+
+/// Which work queue a step retires into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    None,
+    Sq,
+    Rq,
+}
+
+pub(crate) const F_SET_BYTES: u8 = 1;
+pub(crate) const F_CLEAR_FIRST_SQ_WQ: u8 = 2;
+pub(crate) const F_PUSH_DROPPED: u8 = 4;
+pub(crate) const F_ZERO_BYTES: u8 = 8;
+
+/// One translated CQE.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step {
+    pub wc: Completion,
+    pub kind: Kind,
+    /// Slots the head advances (0: the CQE stays parked, §4.5).
+    pub slots: u32,
+    pub qp: u32,
+    pub queue: Queue,
+    /// The queue's new tail.
+    pub tail: u32,
+    pub flags: u8,
+}
+
+impl Step {
+    #[inline(always)]
+    fn consumed(kind: Kind, slots: u32) -> Self {
+        Step { wc: Completion::default(), kind, slots, qp: 0, queue: Queue::None, tail: 0, flags: 0 }
+    }
+    #[cold]
+    fn fault(kind: FaultKind, pos: u32, value: u32, slots: u32) -> Self {
+        let wc = Completion::from_fault(CqeFault { kind, position: pos, value });
+        Step { wc, kind: Kind::Wc, slots, qp: 0, queue: Queue::None, tail: 0, flags: 0 }
+    }
+}
+
+impl Engine {
+    /// Translates the CQE at running position `pos` whose qword3 `w3` was found valid.
+    /// Returns `None` when its extension is not valid yet (try again later, nothing
+    /// consumed; §2.3 step 4). `parked` says whether this CQE already produced flushed
+    /// completions (the in-place minor rewrite of rdma-core, see [`crate::flush`]).
+    #[inline(always)]
+    pub(crate) fn translate<R: SlotSource>(&self, ring: &R, pos: u32, w3: u64, parked: bool) -> Option<Step> {
+        let [w0, w1, w2] = ring.body(pos);
+        let mut slots = 1;
+        let mut ext: Option<ExtCqe> = None;
+        if w3 & q3::EXTCQE != 0 {
+            ext = Some(ring.ext(pos)?);
+            slots += ring.ext_extra_slots();
+        }
+        let srq = w3 & q3::SRQ != 0 && self.compat == Compat::Current;
+        let ctx = if srq {
+            // GEN3 SRQ CQE: the QP context is qword5 (byte 40), qword1 holds the wr_id
+            // (§4.1). Only a 64-byte slot has a byte 40.
+            match ring.srq_ctx(pos) {
+                Some(c) if self.hw_rev == HwRev::Gen3 => c,
+                _ => return Some(Step::fault(FaultKind::BadFormat, pos, (w3 >> 32) as u32, slots)),
+            }
+        } else {
+            w1
+        };
+        // Comp ctx 0: a destroyed QP's CQE, consumed silently (EFAULT, §4.2).
+        if ctx == 0 {
+            return Some(Step::consumed(Kind::Skip, slots));
+        }
+        let qi = if ctx == self.last_ctx { self.last_qp } else {
+            match self.qps.find(ctx) {
+                Some(i) => i,
+                None => return Some(Step::fault(FaultKind::UnknownQp, pos, ctx as u32, slots)),
+            }
+        };
+        let qp = self.qps.at(qi);
+
+        let error = w3 & q3::ERROR != 0;
+        let mut major_err = q3::major_err(w3);
+        let (mut comp, mut minor_err) = if error {
+            classify_error(major_err, q3::minor_err(w3), self.compat)
+        } else {
+            (CompStatus::Success, 0)
+        };
+        let mut error = error;
+        if parked {
+            if let CompStatus::Flushed(_) = comp {
+                comp = CompStatus::Flushed(flush_code::GENERAL_ERR);
+                minor_err = flush_code::GENERAL_ERR;
+            }
+        }
+        let is_sq = w3 & q3::SQ != 0;
+        if error
+            && is_sq
+            && qp.ud
+            && qp.send_with_imm
+            && major_err >> 12 == major::CIE_NIBBLE
+            && self.compat == Compat::Current
+        {
+            // Non-fatal UD "CIE" errors are reported as success (v64+, §5.1).
+            comp = CompStatus::Success;
+            error = false;
+            major_err = 0;
+            minor_err = 0;
+        }
+
+        let mut wc = Completion::default();
+        wc.qp_num = q2::qp_id(w2);
+        wc.status = match comp {
+            CompStatus::Success => WcStatus::Success,
+            CompStatus::Flushed(code) => flush_code_status(code, self.compat),
+            CompStatus::Unknown => WcStatus::GeneralErr,
+        };
+        if error {
+            // Not written on success (§4.8): a zeroed ibv_wc keeps 0.
+            wc.vendor_err = vendor_err(major_err, minor_err);
+        }
+        let mut flags = 0u8;
+        let queue;
+        let tail;
+        let parks = self.hw_rev.parks_flush();
+        if is_sq {
+            queue = Queue::Sq;
+            let op;
+            if let CompStatus::Flushed(_) = comp {
+                // Flushed SQ WRs come from the SQ ring state, not from the CQE (§4.5).
+                let Some((idx, trk, new_tail)) = flush::next_sq(qp) else {
+                    return Some(Step::consumed(Kind::Stop, slots));
+                };
+                wc.wr_id = trk.wr_id;
+                wc.byte_len = trk.wr_len;
+                wc.wqe_index = idx as u16;
+                flags |= F_SET_BYTES;
+                op = trk.opcode;
+                tail = new_tail;
+                if flush::stays_parked(parks, qp.sq.head, new_tail) {
+                    slots = 0;
+                }
+            } else {
+                let idx = u32::from(q3::wqe_idx(w3));
+                if qp.first_sq_wq {
+                    if let Some(s) = conn_wqe(qp, qi, idx, slots) {
+                        return Some(s);
+                    }
+                    flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
+                }
+                let Some(trk) = qp.sq_trk.get(idx as usize) else {
+                    return Some(Step::fault(FaultKind::BadField, pos, idx, slots));
+                };
+                wc.wr_id = trk.wr_id;
+                if !error {
+                    wc.byte_len = trk.wr_len;
+                    flags |= F_SET_BYTES;
+                } else {
+                    // Quirk (§4.3, Pitfall 6): on a non-flush SQ error rdma-core leaves
+                    // bytes_xfered as the previous completion on this CQ set it.
+                    wc.byte_len = self.last_bytes;
+                }
+                wc.wqe_index = idx as u16;
+                op = q3::op(w3);
+                tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+                if w3 & q3::PSHDROP != 0 {
+                    flags |= F_PUSH_DROPPED;
+                }
+            }
+            match sq_opcode(op) {
+                Some(o) => wc.opcode = o,
+                // Quirk (§4.7, Pitfall 7): an opcode rdma-core has no case for leaves the
+                // opcode untouched and turns the status into GENERAL_ERR, even on success.
+                None => wc.status = WcStatus::GeneralErr,
+            }
+        } else {
+            queue = Queue::Rq;
+            let idx;
+            if srq {
+                // GEN3 SRQ: wr_id straight from qword1 (§4.1); the SRQ ring is not tracked.
+                wc.wr_id = w1;
+                idx = u32::from(q3::wqe_idx(w3));
+                tail = qp.rq.tail;
+            } else {
+                if comp == CompStatus::Success {
+                    // Hardware reports the RQ index in quanta (§4.4).
+                    idx = u32::from(q3::wqe_idx(w3)) >> qp.config().rq_shift;
+                    if idx >= qp.rq.size() || qp.rq_wrid.is_empty() {
+                        return Some(Step::fault(FaultKind::BadField, pos, idx, slots));
+                    }
+                } else {
+                    // Flushed or unknown error: the CQE's wqe_idx is ignored (§4.4, Pitfall 5).
+                    let Some(t) = flush::next_rq(qp) else {
+                        return Some(Step::consumed(Kind::Stop, slots));
+                    };
+                    idx = t;
+                }
+                wc.wr_id = qp.rq_entry(idx);
+                tail = (idx + 1) & qp.rq.mask();
+                if matches!(comp, CompStatus::Flushed(_)) && flush::stays_parked(parks, qp.rq.head, tail) {
+                    slots = 0;
+                }
+            }
+            wc.wqe_index = idx as u16;
+            wc.byte_len = q0::payload_len(w0);
+            flags |= F_SET_BYTES;
+            let imm_valid = ext.is_some_and(|e| e.imm_valid());
+            wc.opcode = rq_opcode(q3::op(w3), self.hw_rev == HwRev::Gen3, qp.send_with_imm, imm_valid, self.compat);
+        }
+        if let Some(e) = ext {
+            if e.imm_valid() {
+                // The CQE holds the immediate as a number; ibv_wc gets htonl() of it (§4.8).
+                wc.imm_data = e.imm_data().to_be();
+                wc.wc_flags |= WcFlags::WITH_IMM;
+            }
+        }
+        if queue == Queue::Rq && !qp.ud && w3 & q3::STAG_IPV4 != 0 {
+            // Same union as imm_data; bit 53 means IPv4 on UD QPs (Pitfall 8).
+            wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+            wc.wc_flags |= WcFlags::WITH_INV;
+        }
+        if qp.ud {
+            wc.src_qp = q2::src_qpn_or_inv_stag(w2);
+            // Quirk (§4.8, Pitfall 9): UD completions always carry IBV_WC_GRH.
+            wc.wc_flags |= WcFlags::GRH;
+        } else {
+            // Quirk (§4.8, Pitfall 9): RC/UC src_qp is the local QP number.
+            wc.src_qp = wc.qp_num;
+        }
+        if self.hw_rev == HwRev::Gen3 {
+            wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(w0));
+        }
+        Some(Step { wc, kind: Kind::Wc, slots, qp: qi, queue, tail, flags })
+    }
+}
+
+/// iWARP connection WQEs (§4.6): an SQ CQE below `conn_wqes` while the user SQ is empty is
+/// consumed silently and rdma-core zeroes its scratch completion. rdma-core advances the
+/// head there without the polarity flip (Pitfall 12), a bug dvcq does not copy: the head
+/// always moves by the normal rule.
+#[cold]
+fn conn_wqe(qp: &crate::registry::Qp, qi: u32, idx: u32, slots: u32) -> Option<Step> {
+    if idx < u32::from(qp.config().conn_wqes) && qp.sq.head == qp.sq.tail {
+        let mut s = Step::consumed(Kind::Skip, slots);
+        s.qp = qi;
+        s.flags = F_ZERO_BYTES | F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
+        return Some(s);
+    }
+    None
+}

@@ -1,0 +1,371 @@
+//! A software model of an irdma CQ (shared/spec/irdma.md §8): the ring and the shadow area
+//! in page-aligned memory, zeroed as rdma-core allocates them (§2.1); CQEs written body
+//! first and qword3 (with the valid bit) last with release ordering, the extension before
+//! the main qword3 (§8.2); the producer phase starts at 1 and flips on every wrap; the
+//! consumer head is read from shadow word 0 and one slot is always kept free (§8.6, §8.7);
+//! an overflow is recorded as a CQ error (`IRDMA_AE_CQ_OPERATION_ERROR`) and the CQE is
+//! dropped; extended CQEs take two slots on GEN1/GEN2; flushes follow GEN1/GEN2 (one CQE
+//! per queue) or GEN3 (one per WR) (§8.5).
+//!
+//! The model runs inline ([`IrdmaModel::push`]) or on its own thread
+//! ([`IrdmaModel::spawn_producer`]).
+
+mod bench;
+pub mod build;
+
+pub use bench::{bench_ring, BenchRing};
+pub use build::{ModelCqe, ModelExt};
+
+use crate::cq::{CqConfig, CqError, IrdmaCq};
+use crate::registry::QpRegistry;
+use crate::ring::{polarity, SlotRing};
+use crate::status::Compat;
+use build::le_bytes;
+use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
+use dvcq_uapi::irdma::codes::ae;
+use dvcq_uapi::irdma::cqe::off;
+use dvcq_uapi::irdma::shadow::{HEAD_OFFSET, SHADOW_AREA_SIZE};
+use dvcq_uapi::irdma::HwRev;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PAGE: usize = 4096;
+
+/// Model set-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// Ring slots (a power of two, 4 to 2^20).
+    pub entries: u32,
+    /// Hardware generation.
+    pub hw_rev: HwRev,
+    /// Slot size, 32 or 64 (64 when the 64-byte CQE feature is on: GEN3).
+    pub cqe_size: u32,
+    /// The CQ id the model reports in events.
+    pub cq_id: u32,
+}
+
+impl ModelConfig {
+    /// A model of generation `hw_rev` with `entries` slots of that generation's size.
+    pub fn new(hw_rev: HwRev, entries: u32) -> Self {
+        Self { entries, hw_rev, cqe_size: hw_rev.cqe_size() as u32, cq_id: 3 }
+    }
+}
+
+/// Something the device reported asynchronously.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelEvent {
+    /// `IRDMA_AE_CQ_OPERATION_ERROR` → `IB_EVENT_CQ_ERR` (§8.7).
+    CqError {
+        /// CQ id.
+        cq_id: u32,
+        /// The AE code (0x0203).
+        ae_code: u16,
+    },
+}
+
+/// Errors of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// Memory set-up failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// Opening the poller failed.
+    #[error(transparent)]
+    Cq(#[from] CqError),
+    /// Bad model configuration.
+    #[error("model: {0}")]
+    Config(&'static str),
+    /// No free slot: the CQE was dropped and the CQ is now in error (§8.7).
+    #[error("cq {cq_id} overflow at producer position {prod}: shadow head {head} leaves no free slot")]
+    Overflow {
+        /// CQ id.
+        cq_id: u32,
+        /// Producer running position.
+        prod: u32,
+        /// Head read from the shadow area.
+        head: u32,
+    },
+    /// The CQ is in error after an overflow and accepts no more CQEs.
+    #[error("cq {cq_id} is in error after an overflow")]
+    CqInError {
+        /// CQ id.
+        cq_id: u32,
+    },
+    /// A threaded producer waited too long for free space.
+    #[error("producer stalled for {ms} ms at position {prod}")]
+    Stalled {
+        /// Producer running position.
+        prod: u32,
+        /// How long it waited.
+        ms: u64,
+    },
+}
+
+/// The irdma CQ model.
+#[derive(Debug)]
+pub struct IrdmaModel {
+    cfg: ModelConfig,
+    ring_mem: Arc<DmaBuffer>,
+    ring: SlotRing,
+    shadow_mem: Arc<DmaBuffer>,
+    shadow_off: usize,
+    shadow: DoorbellWord,
+    log2: u32,
+    /// Producer running position (slot = prod mod entries, phase = polarity(prod)).
+    prod: u32,
+    in_error: bool,
+    events: Vec<ModelEvent>,
+}
+
+impl IrdmaModel {
+    /// A zeroed ring and shadow area (§2.1). GEN1 places the shadow area right after the
+    /// CQE pages in the same buffer; GEN2/GEN3 allocate it separately (§1.2).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] for a bad size, [`ModelError::Provider`] if mapping fails.
+    pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
+        if !cfg.entries.is_power_of_two() || !(4..=1 << 20).contains(&cfg.entries) {
+            return Err(ModelError::Config("entries must be a power of two from 4 to 2^20"));
+        }
+        let ring_bytes = (cfg.entries as usize * cfg.cqe_size as usize).div_ceil(PAGE) * PAGE;
+        let (ring_mem, shadow_mem, shadow_off) = if cfg.hw_rev.has_cq_resize() {
+            (Arc::new(DmaBuffer::new(ring_bytes)?), Arc::new(DmaBuffer::new(SHADOW_AREA_SIZE)?), 0)
+        } else {
+            let m = Arc::new(DmaBuffer::new(ring_bytes + SHADOW_AREA_SIZE)?);
+            (m.clone(), m, ring_bytes)
+        };
+        let ring = match cfg.cqe_size {
+            32 => SlotRing::Slots32(ring_mem.cq_ring::<32>(0, cfg.entries)?),
+            64 => SlotRing::Slots64(ring_mem.cq_ring::<64>(0, cfg.entries)?),
+            _ => return Err(ModelError::Config("cqe_size must be 32 or 64")),
+        };
+        let shadow = shadow_mem.doorbell(shadow_off + HEAD_OFFSET)?;
+        Ok(Self {
+            log2: cfg.entries.trailing_zeros(),
+            cfg,
+            ring_mem,
+            ring,
+            shadow_mem,
+            shadow_off,
+            shadow,
+            prod: 0,
+            in_error: false,
+            events: Vec::new(),
+        })
+    }
+
+    /// A poller on this model's ring and shadow area, starting at head 0, polarity 1.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Provider`] / [`ModelError::Cq`] if the handles cannot be made.
+    pub fn poller(&self, qps: QpRegistry, compat: Compat) -> Result<IrdmaCq, ModelError> {
+        let ring = match &self.ring {
+            SlotRing::Slots32(r) => SlotRing::Slots32(r.alias()),
+            SlotRing::Slots64(r) => SlotRing::Slots64(r.alias()),
+        };
+        let shadow = self.shadow_mem.doorbell(self.shadow_off + HEAD_OFFSET)?;
+        let cfg = CqConfig { hw_rev: self.cfg.hw_rev, compat, cq_id: self.cfg.cq_id, ci: 0 };
+        Ok(IrdmaCq::new(ring, shadow, qps, cfg)?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+    /// Producer running position.
+    pub fn prod(&self) -> u32 {
+        self.prod
+    }
+    /// Events raised so far.
+    pub fn events(&self) -> &[ModelEvent] {
+        &self.events
+    }
+    /// True after an overflow.
+    pub fn in_error(&self) -> bool {
+        self.in_error
+    }
+    /// The ring memory (for snapshots).
+    pub fn ring_mem(&self) -> &Arc<DmaBuffer> {
+        &self.ring_mem
+    }
+
+    /// The consumer head from shadow word 0 (acquire: pairs with the poller's release).
+    pub fn shadow_head(&self) -> u32 {
+        let h = self.shadow.load_le64(Ordering::Acquire).unwrap_or(0);
+        (h & u64::from(self.cfg.entries - 1)) as u32
+    }
+
+    /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
+    pub fn free_slots(&self) -> u32 {
+        let used = (self.prod.wrapping_sub(self.shadow_head())) & (self.cfg.entries - 1);
+        self.cfg.entries - 1 - used
+    }
+
+    fn slots_for(&self, c: &ModelCqe) -> u32 {
+        if c.extended() && matches!(self.ring, SlotRing::Slots32(_)) {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Writes one CQE if there is room. On no room, records a CQ error, drops the CQE and
+    /// refuses further CQEs (§8.7).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Overflow`], [`ModelError::CqInError`].
+    pub fn push(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
+        if self.in_error {
+            return Err(ModelError::CqInError { cq_id: self.cfg.cq_id });
+        }
+        if self.free_slots() < self.slots_for(c) {
+            self.in_error = true;
+            self.events.push(ModelEvent::CqError { cq_id: self.cfg.cq_id, ae_code: ae::CQ_OPERATION_ERROR });
+            return Err(ModelError::Overflow { cq_id: self.cfg.cq_id, prod: self.prod, head: self.shadow_head() });
+        }
+        self.write(c)
+    }
+
+    /// Writes several CQEs with [`IrdmaModel::push`]; stops at the first error.
+    ///
+    /// # Errors
+    ///
+    /// As [`IrdmaModel::push`].
+    pub fn push_all<'a>(&mut self, cs: impl IntoIterator<Item = &'a ModelCqe>) -> Result<(), ModelError> {
+        cs.into_iter().try_for_each(|c| self.push(c))
+    }
+
+    /// Waits (spinning, then yielding) until there is room, then writes. A model
+    /// convenience for threaded runs: real hardware would overflow instead.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Stalled`] after `stall` without room.
+    pub fn push_wait(&mut self, c: &ModelCqe, stall: Duration) -> Result<(), ModelError> {
+        let need = self.slots_for(c);
+        let mut spins = 0u32;
+        let mut since: Option<Instant> = None;
+        while self.free_slots() < need {
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+                continue;
+            }
+            std::thread::yield_now();
+            let t = *since.get_or_insert_with(Instant::now);
+            if t.elapsed() > stall {
+                return Err(ModelError::Stalled { prod: self.prod, ms: stall.as_millis() as u64 });
+            }
+        }
+        self.write(c)
+    }
+
+    /// Writes the CQE: body words, then (32-byte mode) the extension slot with its own phase,
+    /// then the main qword3 with the valid bit last (§8.2, §8.3).
+    fn write(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
+        let pos = self.prod;
+        let phase = polarity(pos, self.log2);
+        match &self.ring {
+            SlotRing::Slots32(r) => {
+                r.write_bytes(pos, 0, &le_bytes(c.body()))?;
+                if c.extended() {
+                    let next = pos.wrapping_add(1);
+                    r.write_bytes(next, 0, &le_bytes(c.ext_body()))?;
+                    r.publish_u64(next, off::QWORD3, c.ext_qword7(polarity(next, self.log2)))?;
+                }
+                r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
+            }
+            SlotRing::Slots64(r) => {
+                r.write_bytes(pos, 0, &le_bytes(c.body()))?;
+                r.write_bytes(pos, off::EXT, &le_bytes(c.ext_body()))?;
+                r.publish_u64(pos, off::EXT_QWORD7, c.ext_qword7(phase))?;
+                r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
+            }
+        }
+        self.prod = pos.wrapping_add(self.slots_for(c));
+        Ok(())
+    }
+
+    /// Flushes one work queue of a QP that went to error (§8.5): `outstanding` lists the
+    /// WQE indexes (quanta) of its outstanding WRs, oldest first. GEN1/GEN2 write one flush
+    /// CQE for the first (the provider synthesises the rest); GEN3 writes one per WR.
+    /// Returns the number of CQEs written.
+    ///
+    /// # Errors
+    ///
+    /// As [`IrdmaModel::push`].
+    pub fn flush(&mut self, ctx: u64, qp_num: u32, sq: bool, minor: u16, outstanding: &[u16]) -> Result<usize, ModelError> {
+        let n = if self.cfg.hw_rev.parks_flush() { outstanding.len().min(1) } else { outstanding.len() };
+        for (i, &w) in outstanding.iter().take(n).enumerate() {
+            // GEN3: only the first carries the specific code; the rest are general flushes.
+            let m = if i == 0 { minor } else { dvcq_uapi::irdma::codes::flush::GENERAL_ERR };
+            self.push(&ModelCqe::flush(ctx, qp_num, sq, w, m))?;
+        }
+        Ok(n)
+    }
+
+    /// Moves the model to its own thread, which writes `cqes` in order, waiting for room
+    /// (giving up with [`ModelError::Stalled`] after `stall` without progress), and returns
+    /// the model when done.
+    pub fn spawn_producer<I>(mut self, cqes: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
+    where
+        I: IntoIterator<Item = ModelCqe> + Send + 'static,
+    {
+        std::thread::spawn(move || {
+            for c in cqes {
+                self.push_wait(&c, stall)?;
+            }
+            Ok(self)
+        })
+    }
+
+    /// A copy of the ring bytes (a snapshot; may be torn while a producer thread runs).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.cfg.entries as usize * self.cfg.cqe_size as usize];
+        // In bounds by construction; an error would only leave zeros.
+        let _ = self.ring_mem.read_bytes(0, &mut v);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_one_slot_free_and_raises_cq_error() {
+        let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 4)).unwrap();
+        let c = ModelCqe::send(1, 1, 0, 3);
+        for _ in 0..3 {
+            m.push(&c).unwrap();
+        }
+        assert_eq!(m.free_slots(), 0);
+        assert!(matches!(m.push(&c), Err(ModelError::Overflow { .. })));
+        assert_eq!(m.events(), &[ModelEvent::CqError { cq_id: 3, ae_code: 0x0203 }]);
+        assert!(matches!(m.push(&c), Err(ModelError::CqInError { .. })));
+    }
+
+    #[test]
+    fn first_lap_valid_one_then_zero() {
+        let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 4)).unwrap();
+        let c = ModelCqe::send(1, 1, 5, 3);
+        m.push(&c).unwrap();
+        let s = m.snapshot();
+        let q3 = u64::from_le_bytes(s[24..32].try_into().unwrap());
+        assert_eq!(q3, 0xC300_0005_0000_0000, "spec §1.6 example");
+        assert_eq!(u64::from_le_bytes(s[8..16].try_into().unwrap()), 1);
+    }
+
+    #[test]
+    fn gen1_shadow_follows_ring_pages() {
+        let m = IrdmaModel::new(ModelConfig::new(HwRev::Gen1, 4)).unwrap();
+        assert!(Arc::ptr_eq(&m.ring_mem, &m.shadow_mem));
+        assert_eq!(m.shadow_off, PAGE);
+        assert!(IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 6)).is_err());
+    }
+}

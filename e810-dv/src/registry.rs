@@ -1,0 +1,427 @@
+//! The QP registry: completion-context handle → the QP's SQ/RQ tracking state
+//! (shared/spec/irdma.md §4.1-§4.4).
+//!
+//! An irdma CQE names its QP by the 64-bit completion context the provider passed at
+//! create-QP (qword1, §4.1); rdma-core dereferences it as `struct irdma_qp_uk *`. A direct
+//! poller cannot, so the application registers each QP here under the same handle and
+//! records its posts; the poller then reads the tables exactly as rdma-core reads
+//! `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue holds the identity mapping
+//! (`wr_id` = WQE index, one quantum per WQE, opcode SEND).
+
+use dvcq_uapi::irdma::codes::sq_op;
+use dvcq_uapi::irdma::HwRev;
+
+/// Transport of a QP: decides the receive-opcode rule (§4.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// RoCEv2: the QP has the `IRDMA_SEND_WITH_IMM` capability.
+    #[default]
+    Roce,
+    /// iWARP: no `IRDMA_SEND_WITH_IMM`; immediate presence decides the receive opcode.
+    Iwarp,
+}
+
+/// QP type as far as completions care (`ibv_qp.qp_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    #[default]
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram: `src_qp` from the CQE, `IBV_WC_GRH` always set.
+    Ud,
+}
+
+/// What the registry needs to know about a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpConfig {
+    /// The 24-bit QP number (only for diagnostics; completions take it from the CQE).
+    pub qp_num: u32,
+    /// QP type.
+    pub qp_type: QpType,
+    /// Transport.
+    pub transport: Transport,
+    /// SQ size in 32-byte quanta (a power of two, as rdma-core rounds it; 0 = no SQ).
+    pub sq_quanta: u32,
+    /// RQ size in WQEs (a power of two; 0 = no RQ).
+    pub rq_wqes: u32,
+    /// log2 of the RQ WQE size in quanta (`rq_wqe_size_multiplier = 1 << rq_shift`, 0..=3;
+    /// GEN1 uses 2, §4.4).
+    pub rq_shift: u8,
+    /// iWARP connection WQEs at the start of the SQ (`conn_wqes`, §4.6); 0 for RoCE.
+    pub conn_wqes: u16,
+}
+
+impl QpConfig {
+    /// An RC RoCE QP with the given queue sizes.
+    pub const fn rc(qp_num: u32, sq_quanta: u32, rq_wqes: u32) -> Self {
+        Self {
+            qp_num,
+            qp_type: QpType::Rc,
+            transport: Transport::Roce,
+            sq_quanta,
+            rq_wqes,
+            rq_shift: 0,
+            conn_wqes: 0,
+        }
+    }
+    /// A UD RoCE QP with the given queue sizes.
+    pub const fn ud(qp_num: u32, sq_quanta: u32, rq_wqes: u32) -> Self {
+        Self { qp_type: QpType::Ud, ..Self::rc(qp_num, sq_quanta, rq_wqes) }
+    }
+}
+
+/// Errors from registering QPs and recording posts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Completion context 0 means "destroyed QP" in a CQE and cannot be registered.
+    #[error("completion context 0 is reserved")]
+    NullContext,
+    /// The handle is already registered.
+    #[error("completion context {0:#x} is already registered")]
+    Duplicate(u64),
+    /// A queue size that is not a power of two or exceeds the 15-bit WQE index.
+    #[error("queue of {0} entries: must be 0 or a power of two up to 32768")]
+    BadSize(u32),
+    /// `rq_shift` above 3.
+    #[error("rq_shift {0} is above 3")]
+    BadShift(u8),
+    /// No such QP.
+    #[error("no qp with id {0}")]
+    NoQp(u32),
+    /// The work queue has no room (rdma-core's ENOMEM).
+    #[error("work queue full")]
+    Full,
+    /// A send of 0 or more than 8 quanta.
+    #[error("{0} quanta: a send WQE takes 1 to 8")]
+    BadQuanta(u16),
+}
+
+/// Index of a registered QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QpId(pub u32);
+
+/// One SQ tracking entry, `struct irdma_sq_uk_wr_trk_info`, plus the WQE opcode rdma-core
+/// reads from the SQ WQE header on the flush path (§4.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WrTrk {
+    /// `wrid`.
+    pub wr_id: u64,
+    /// `wr_len`: the sum of SGE lengths.
+    pub wr_len: u32,
+    /// `quanta` this WQE occupies.
+    pub quanta: u16,
+    /// The WQE opcode (`IRDMAQPSQ_OPCODE` of the WQE header).
+    pub opcode: u8,
+}
+
+/// A work-queue ring position pair, `struct irdma_ring` without the size (kept as a mask).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WqRing {
+    /// Next position to post (0..size-1).
+    pub head: u32,
+    /// Oldest position not yet retired (0..size-1).
+    pub tail: u32,
+    mask: u32,
+}
+
+impl WqRing {
+    fn new(size: u32) -> Self {
+        Self { head: 0, tail: 0, mask: size.wrapping_sub(1) }
+    }
+    /// Slots in the ring.
+    pub fn size(&self) -> u32 {
+        self.mask.wrapping_add(1)
+    }
+    /// `IRDMA_RING_USED_QUANTA`.
+    #[inline(always)]
+    pub fn used(&self) -> u32 {
+        self.head.wrapping_sub(self.tail) & self.mask
+    }
+    /// `IRDMA_RING_MORE_WORK`.
+    #[inline(always)]
+    pub fn more_work(&self) -> bool {
+        self.used() != 0
+    }
+    /// `IRDMA_RING_FREE_QUANTA`: one slot always stays free.
+    pub fn free(&self) -> u32 {
+        self.size().saturating_sub(self.used() + 1)
+    }
+    /// Sets head and tail (ring images), masked.
+    pub fn set(&mut self, head: u32, tail: u32) {
+        self.head = head & self.mask;
+        self.tail = tail & self.mask;
+    }
+    #[inline(always)]
+    pub(crate) fn mask(&self) -> u32 {
+        self.mask
+    }
+}
+
+/// A registered QP: rdma-core's `irdma_qp_uk` fields the poller reads.
+#[derive(Clone, Debug)]
+pub struct Qp {
+    ctx: u64,
+    cfg: QpConfig,
+    pub(crate) sq_trk: Box<[WrTrk]>,
+    pub(crate) rq_wrid: Box<[u64]>,
+    /// SQ ring in quanta.
+    pub sq: WqRing,
+    /// RQ ring in WQEs.
+    pub rq: WqRing,
+    pub(crate) first_sq_wq: bool,
+    /// Set when a CQE reported a dropped push-mode WQE (`push_dropped`, §4.3).
+    pub push_dropped: bool,
+    pub(crate) send_with_imm: bool,
+    pub(crate) ud: bool,
+}
+
+impl Qp {
+    /// The completion context it was registered under.
+    pub fn ctx(&self) -> u64 {
+        self.ctx
+    }
+    /// Its configuration.
+    pub fn config(&self) -> &QpConfig {
+        &self.cfg
+    }
+    /// The SQ tracking entry at quanta index `idx` (masked).
+    pub fn sq_entry(&self, idx: u32) -> WrTrk {
+        self.sq_trk.get((idx & self.sq.mask()) as usize).copied().unwrap_or_default()
+    }
+    /// The RQ wr_id at `idx` (masked).
+    pub fn rq_entry(&self, idx: u32) -> u64 {
+        self.rq_wrid.get((idx & self.rq.mask()) as usize).copied().unwrap_or_default()
+    }
+}
+
+/// The registry: QPs by completion context, with a small open-addressing index.
+#[derive(Clone, Debug, Default)]
+pub struct QpRegistry {
+    qps: Vec<Qp>,
+    /// (ctx, qp index + 1); 0 = empty. Capacity a power of two, at most half full.
+    index: Vec<(u64, u32)>,
+    chunk: u32,
+}
+
+#[inline(always)]
+fn hash(ctx: u64, mask: usize) -> usize {
+    (ctx.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & mask
+}
+
+fn check_size(n: u32) -> Result<(), RegistryError> {
+    if n == 0 || (n.is_power_of_two() && n <= 1 << 15) {
+        Ok(())
+    } else {
+        Err(RegistryError::BadSize(n))
+    }
+}
+
+impl QpRegistry {
+    /// An empty registry for a CQ of generation `hw_rev` (which fixes the SQ chunk size used
+    /// for NOP padding).
+    pub fn new(hw_rev: HwRev) -> Self {
+        Self { qps: Vec::new(), index: Vec::new(), chunk: hw_rev.sq_chunk_quanta() }
+    }
+
+    /// Registers a QP under completion context `ctx`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NullContext`], [`RegistryError::Duplicate`],
+    /// [`RegistryError::BadSize`], [`RegistryError::BadShift`].
+    pub fn register(&mut self, ctx: u64, cfg: QpConfig) -> Result<QpId, RegistryError> {
+        if ctx == 0 {
+            return Err(RegistryError::NullContext);
+        }
+        if self.find(ctx).is_some() {
+            return Err(RegistryError::Duplicate(ctx));
+        }
+        check_size(cfg.sq_quanta)?;
+        check_size(cfg.rq_wqes)?;
+        if cfg.rq_shift > 3 {
+            return Err(RegistryError::BadShift(cfg.rq_shift));
+        }
+        let sq_trk = (0..cfg.sq_quanta as u64)
+            .map(|i| WrTrk { wr_id: i, wr_len: 0, quanta: 1, opcode: sq_op::SEND })
+            .collect();
+        let rq_wrid = (0..cfg.rq_wqes as u64).collect();
+        let id = QpId(self.qps.len() as u32);
+        self.qps.push(Qp {
+            ctx,
+            cfg,
+            sq_trk,
+            rq_wrid,
+            sq: WqRing::new(cfg.sq_quanta),
+            rq: WqRing::new(cfg.rq_wqes),
+            first_sq_wq: cfg.conn_wqes > 0,
+            push_dropped: false,
+            send_with_imm: cfg.transport == Transport::Roce,
+            ud: cfg.qp_type == QpType::Ud,
+        });
+        self.rebuild_index();
+        Ok(id)
+    }
+
+    /// Removes the QP registered under `ctx`; returns whether there was one. Ids of QPs
+    /// registered later shift down by one.
+    pub fn unregister(&mut self, ctx: u64) -> bool {
+        match self.find(ctx) {
+            Some(i) => {
+                self.qps.remove(i as usize);
+                self.rebuild_index();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn rebuild_index(&mut self) {
+        let cap = (self.qps.len() * 2).next_power_of_two().max(8);
+        self.index.clear();
+        self.index.resize(cap, (0, 0));
+        for (i, qp) in self.qps.iter().enumerate() {
+            let mut h = hash(qp.ctx, cap - 1);
+            while self.index[h].1 != 0 {
+                h = (h + 1) & (cap - 1);
+            }
+            self.index[h] = (qp.ctx, i as u32 + 1);
+        }
+    }
+
+    /// The QP index for completion context `ctx`.
+    #[inline]
+    pub fn find(&self, ctx: u64) -> Option<u32> {
+        if self.index.is_empty() {
+            return None;
+        }
+        let mask = self.index.len() - 1;
+        let mut h = hash(ctx, mask);
+        loop {
+            let (c, i) = self.index[h];
+            if i == 0 {
+                return None;
+            }
+            if c == ctx {
+                return Some(i - 1);
+            }
+            h = (h + 1) & mask;
+        }
+    }
+
+    /// Number of registered QPs.
+    pub fn len(&self) -> usize {
+        self.qps.len()
+    }
+    /// True when no QP is registered.
+    pub fn is_empty(&self) -> bool {
+        self.qps.is_empty()
+    }
+
+    /// The QP with id `id`.
+    pub fn qp(&self, id: QpId) -> Option<&Qp> {
+        self.qps.get(id.0 as usize)
+    }
+    /// The QP with id `id`, mutably (to set ring positions).
+    pub fn qp_mut(&mut self, id: QpId) -> Option<&mut Qp> {
+        self.qps.get_mut(id.0 as usize)
+    }
+    #[inline(always)]
+    pub(crate) fn at(&self, i: u32) -> &Qp {
+        &self.qps[i as usize]
+    }
+    #[inline(always)]
+    pub(crate) fn at_mut(&mut self, i: u32) -> &mut Qp {
+        &mut self.qps[i as usize]
+    }
+
+    /// Records a posted send WR of `quanta` quanta (1..=8) and returns its SQ quanta index
+    /// (what the hardware's SQ CQE will carry as `wqe_idx`). Like rdma-core, a WR never
+    /// straddles an SQ chunk boundary: the gap is filled with 1-quantum NOP WQEs first
+    /// (§4.3). Unsignaled WRs are posted the same way; no CQE will name them.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NoQp`], [`RegistryError::BadQuanta`], [`RegistryError::Full`].
+    pub fn post_send(&mut self, id: QpId, wr_id: u64, wr_len: u32, quanta: u16, opcode: u8) -> Result<u16, RegistryError> {
+        let chunk = self.chunk;
+        let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
+        if quanta == 0 || quanta > 8 {
+            return Err(RegistryError::BadQuanta(quanta));
+        }
+        let q = quanta as u32;
+        let within = qp.sq.head % chunk;
+        let pad = if within + q > chunk { chunk - within } else { 0 };
+        if qp.sq.free() < pad + q {
+            return Err(RegistryError::Full);
+        }
+        for _ in 0..pad {
+            let h = qp.sq.head;
+            qp.sq_trk[h as usize] = WrTrk { wr_id: 0, wr_len: 0, quanta: 1, opcode: sq_op::NOP };
+            qp.sq.head = (h + 1) & qp.sq.mask();
+        }
+        let h = qp.sq.head;
+        qp.sq_trk[h as usize] = WrTrk { wr_id, wr_len, quanta, opcode };
+        qp.sq.head = (h + q) & qp.sq.mask();
+        Ok(h as u16)
+    }
+
+    /// Records a posted receive WR and returns its RQ index (the hardware reports it in
+    /// quanta: `index << rq_shift`).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NoQp`], [`RegistryError::Full`].
+    pub fn post_recv(&mut self, id: QpId, wr_id: u64) -> Result<u16, RegistryError> {
+        let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
+        if qp.rq.free() < 1 {
+            return Err(RegistryError::Full);
+        }
+        let h = qp.rq.head;
+        qp.rq_wrid[h as usize] = wr_id;
+        qp.rq.head = (h + 1) & qp.rq.mask();
+        Ok(h as u16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_many_handles() {
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        for i in 1..=100u64 {
+            r.register(i * 0x1000 + 0x7f00_0000_0000, QpConfig::rc(i as u32, 16, 16)).unwrap();
+        }
+        for i in 1..=100u64 {
+            assert_eq!(r.find(i * 0x1000 + 0x7f00_0000_0000), Some(i as u32 - 1));
+        }
+        assert_eq!(r.find(5), None);
+        assert_eq!(r.register(0, QpConfig::rc(1, 4, 4)), Err(RegistryError::NullContext));
+        assert!(matches!(r.register(0x7f00_0000_1000, QpConfig::rc(1, 4, 4)), Err(RegistryError::Duplicate(_))));
+        assert_eq!(r.register(9, QpConfig::rc(1, 6, 4)), Err(RegistryError::BadSize(6)));
+        assert!(r.unregister(0x7f00_0000_1000));
+        assert_eq!(r.find(0x7f00_0000_2000), Some(0));
+    }
+
+    #[test]
+    fn posts_pad_with_nops_at_chunk_boundaries() {
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        let id = r.register(1, QpConfig::rc(1, 32, 4)).unwrap();
+        assert_eq!(r.post_send(id, 10, 100, 3, sq_op::SEND), Ok(0));
+        assert_eq!(r.post_send(id, 11, 100, 3, sq_op::SEND), Ok(3));
+        // 6 + 3 > 8: two NOPs at 6 and 7, then the WR at 8.
+        assert_eq!(r.post_send(id, 12, 100, 3, sq_op::RDMA_WRITE), Ok(8));
+        let qp = r.qp(id).unwrap();
+        assert_eq!(qp.sq_entry(6).opcode, sq_op::NOP);
+        assert_eq!(qp.sq_entry(7).opcode, sq_op::NOP);
+        assert_eq!(qp.sq_entry(8).wr_id, 12);
+        assert_eq!(qp.sq.head, 11);
+        assert_eq!(r.post_recv(id, 7), Ok(0));
+        assert_eq!(r.post_recv(id, 8), Ok(1));
+        assert_eq!(r.post_recv(id, 9), Ok(2));
+        assert_eq!(r.post_recv(id, 10), Err(RegistryError::Full));
+    }
+}

@@ -1,0 +1,201 @@
+//! Major/minor error codes → `ibv_wc_status`, `vendor_err`, and the opcode tables
+//! (shared/spec/irdma.md §4.7, §5).
+
+use dvcq_provider::{WcOpcode, WcStatus};
+use dvcq_uapi::irdma::codes::{ae, flush, major, rq_op, sq_op};
+
+/// Which rdma-core behaviour to reproduce where versions differ (§10).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Compat {
+    /// rdma-core v52 and later (checked against v65): RoCE write-with-immediate receives are
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`, minor 11 is `IBV_WC_RNR_RETRY_EXC_ERR`, major 0xFFFE and
+    /// the UD "CIE" errors are handled.
+    #[default]
+    Current,
+    /// rdma-core v44 (Debian 12): RoCE write-with-immediate receives are `IBV_WC_RECV` with
+    /// `IBV_WC_WITH_IMM`, minor 11 is `IBV_WC_FATAL_ERR`, major 0xFFFE is a general error,
+    /// and the SRQ bit is not looked at.
+    V44,
+}
+
+/// The completion status rdma-core derives from qword3's error fields, before the SQ
+/// unknown-opcode override (§5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompStatus {
+    /// `IRDMA_COMPL_STATUS_SUCCESS`.
+    Success,
+    /// `IRDMA_COMPL_STATUS_FLUSHED`, with the (translated) flush code.
+    Flushed(u16),
+    /// `IRDMA_COMPL_STATUS_UNKNOWN`: any other error.
+    Unknown,
+}
+
+/// `irdma_flush_err_to_ib_wc_status` (§5.3): a flush (minor) code to a status.
+#[inline]
+pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
+    match minor {
+        flush::GENERAL_ERR => WcStatus::WrFlushErr,
+        flush::PROT_ERR => WcStatus::LocProtErr,
+        flush::REM_ACCESS_ERR => WcStatus::RemAccessErr,
+        flush::LOC_QP_OP_ERR => WcStatus::LocQpOpErr,
+        flush::REM_OP_ERR => WcStatus::RemOpErr,
+        flush::LOC_LEN_ERR => WcStatus::LocLenErr,
+        flush::RETRY_EXC_ERR => WcStatus::RetryExcErr,
+        flush::MW_BIND_ERR => WcStatus::MwBindErr,
+        flush::REM_INV_REQ_ERR => WcStatus::RemInvReqErr,
+        // Added after v44; v44 falls through to FATAL (§5.3, §10).
+        flush::RNR_RETRY_EXC_ERR if matches!(compat, Compat::Current) => WcStatus::RnrRetryExcErr,
+        _ => WcStatus::FatalErr,
+    }
+}
+
+/// `irdma_ae_to_qp_err_code` (§5.4): an asynchronous-event code to a flush code.
+pub const fn ae_to_flush_code(code: u16) -> u16 {
+    match code {
+        ae::AMP_BOUNDS_VIOLATION
+        | ae::AMP_INVALID_STAG
+        | ae::AMP_RIGHTS_VIOLATION
+        | ae::AMP_UNALLOCATED_STAG
+        | ae::AMP_BAD_PD
+        | ae::AMP_BAD_QP
+        | ae::AMP_BAD_STAG_KEY
+        | ae::AMP_BAD_STAG_INDEX
+        | ae::AMP_TO_WRAP
+        | ae::PRIV_OPERATION_DENIED => flush::PROT_ERR,
+        ae::UDA_XMIT_BAD_PD | ae::WQE_UNEXPECTED_OPCODE => flush::LOC_QP_OP_ERR,
+        ae::UDA_XMIT_DGRAM_TOO_SHORT
+        | ae::UDA_XMIT_DGRAM_TOO_LONG
+        | ae::UDA_L4LEN_INVALID
+        | ae::DDP_UBE_INVALID_MO
+        | ae::DDP_MSG_TOO_LONG => flush::LOC_LEN_ERR,
+        ae::AMP_INVALIDATE_NO_REMOTE_ACCESS | ae::IB_REMOTE_ACCESS_ERROR => flush::REM_ACCESS_ERR,
+        ae::AMP_MWBIND_BIND_DISABLED
+        | ae::AMP_MWBIND_TO_INVALID_PARENT
+        | ae::AMP_MWBIND_INVALID_BOUNDS
+        | ae::AMP_MWBIND_INVALID_RIGHTS => flush::MW_BIND_ERR,
+        ae::LLP_TOO_MANY_RETRIES => flush::RETRY_EXC_ERR,
+        ae::IB_INVALID_REQUEST => flush::REM_INV_REQ_ERR,
+        ae::LLP_SEGMENT_TOO_SMALL
+        | ae::LLP_RECEIVED_MPA_CRC_ERROR
+        | ae::ROCE_RSP_LENGTH_ERROR
+        | ae::IB_REMOTE_OP_ERROR => flush::REM_OP_ERR,
+        ae::LLP_TOO_MANY_RNRS => flush::RNR_RETRY_EXC_ERR,
+        ae::LCE_QP_CATASTROPHIC | ae::CATASTROPHIC_0703 | ae::CATASTROPHIC_0704 | ae::CATASTROPHIC_0705 => {
+            flush::FATAL_ERR
+        }
+        _ => flush::GENERAL_ERR,
+    }
+}
+
+/// The status decision of `irdma_uk_cq_poll_cmpl` (§5.1) for an error CQE; returns the
+/// status class and the minor code as rdma-core keeps it (translated for major 0xFFFE).
+/// The UD "CIE" case needs the QP type and is handled by the caller.
+#[inline]
+pub const fn classify_error(major_err: u16, minor_err: u16, compat: Compat) -> (CompStatus, u16) {
+    if major_err == major::FLUSH {
+        (CompStatus::Flushed(minor_err), minor_err)
+    } else if major_err == major::SRQ_FLUSH && matches!(compat, Compat::Current) {
+        let m = ae_to_flush_code(minor_err);
+        (CompStatus::Flushed(m), m)
+    } else {
+        (CompStatus::Unknown, minor_err)
+    }
+}
+
+/// `vendor_err` of an error completion: `(major << 16) | minor` (§5.5).
+#[inline(always)]
+pub const fn vendor_err(major_err: u16, minor_err: u16) -> u32 {
+    (major_err as u32) << 16 | minor_err as u32
+}
+
+/// `set_ib_wc_op_sq` (§4.7): the `ibv_wc` opcode of an SQ WQE opcode, or `None` for the
+/// opcodes rdma-core has no case for (it then overwrites the status with GENERAL_ERR).
+#[inline(always)]
+pub const fn sq_opcode(op: u8) -> Option<WcOpcode> {
+    Some(match op {
+        sq_op::RDMA_WRITE | sq_op::RDMA_WRITE_SOL => WcOpcode::RdmaWrite,
+        sq_op::RDMA_READ => WcOpcode::RdmaRead,
+        sq_op::SEND | sq_op::SEND_INV | sq_op::SEND_SOL | sq_op::SEND_SOL_INV => WcOpcode::Send,
+        sq_op::BIND_MW => WcOpcode::BindMw,
+        sq_op::ATOMIC_COMPARE_SWAP => WcOpcode::CompSwap,
+        sq_op::ATOMIC_FETCH_ADD => WcOpcode::FetchAdd,
+        sq_op::INV_STAG => WcOpcode::LocalInv,
+        _ => return None,
+    })
+}
+
+/// The receive opcode (§4.7): `set_ib_wc_op_rq` on GEN1/GEN2, `set_ib_wc_op_rq_gen_3` on
+/// GEN3. `send_with_imm_cap` is the QP's `IRDMA_SEND_WITH_IMM` capability (RoCE QPs).
+#[inline(always)]
+pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: bool, compat: Compat) -> WcOpcode {
+    let write_imm = if gen3 {
+        op == rq_op::GEN3_WRITE_IMM || op == rq_op::GEN3_WRITE_SOL_IMM
+    } else if !send_with_imm_cap {
+        // iWARP: the presence of immediate data decides.
+        imm_valid
+    } else if matches!(compat, Compat::V44) {
+        // Quirk (v44): the uk layer overwrote the RQ op with 0x3e/0x3f, which the RoCE switch
+        // never matches, so RoCE write-with-immediate receives are IBV_WC_RECV (§4.7, §10).
+        false
+    } else {
+        op == rq_op::ROCE_WRITE_ONLY_WITH_IMM || op == rq_op::ROCE_WRITE_LAST_WITH_IMM
+    };
+    if write_imm {
+        WcOpcode::RecvRdmaWithImm
+    } else {
+        WcOpcode::Recv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_table_matches_spec() {
+        let expect = [(1, 5), (2, 4), (3, 10), (4, 2), (5, 11), (6, 1), (7, 19), (8, 12), (9, 6), (10, 9), (11, 13), (0, 19), (12, 19), (0xffff, 19)];
+        for (minor, st) in expect {
+            assert_eq!(flush_code_status(minor, Compat::Current) as u32, st, "minor {minor}");
+        }
+        assert_eq!(flush_code_status(11, Compat::V44), WcStatus::FatalErr);
+    }
+
+    #[test]
+    fn ae_codes_translate() {
+        assert_eq!(ae_to_flush_code(0x0108), flush::PROT_ERR);
+        assert_eq!(ae_to_flush_code(0x020a), flush::LOC_QP_OP_ERR);
+        assert_eq!(ae_to_flush_code(0x0303), flush::LOC_LEN_ERR);
+        assert_eq!(ae_to_flush_code(0x020d), flush::REM_ACCESS_ERR);
+        assert_eq!(ae_to_flush_code(0x0119), flush::MW_BIND_ERR);
+        assert_eq!(ae_to_flush_code(0x050a), flush::RETRY_EXC_ERR);
+        assert_eq!(ae_to_flush_code(0x0208), flush::REM_INV_REQ_ERR);
+        assert_eq!(ae_to_flush_code(0x0316), flush::REM_OP_ERR);
+        assert_eq!(ae_to_flush_code(0x050f), flush::RNR_RETRY_EXC_ERR);
+        assert_eq!(ae_to_flush_code(0x0704), flush::FATAL_ERR);
+        assert_eq!(ae_to_flush_code(0x1234), flush::GENERAL_ERR);
+        assert_eq!(classify_error(0xfffe, 0x0108, Compat::Current), (CompStatus::Flushed(2), 2));
+        assert_eq!(classify_error(0xfffe, 0x0108, Compat::V44), (CompStatus::Unknown, 0x0108));
+        assert_eq!(classify_error(1, 3, Compat::Current), (CompStatus::Flushed(3), 3));
+        assert_eq!(classify_error(2, 3, Compat::Current), (CompStatus::Unknown, 3));
+        assert_eq!(vendor_err(1, 3), 0x0001_0003);
+    }
+
+    #[test]
+    fn opcode_tables() {
+        assert_eq!(sq_opcode(0x0d), Some(WcOpcode::RdmaWrite));
+        assert_eq!(sq_opcode(0x06), Some(WcOpcode::Send));
+        assert_eq!(sq_opcode(0x11), Some(WcOpcode::CompSwap));
+        assert_eq!(sq_opcode(0x0f), Some(WcOpcode::FetchAdd));
+        assert_eq!(sq_opcode(0x0a), Some(WcOpcode::LocalInv));
+        assert_eq!(sq_opcode(0x09), None);
+        assert_eq!(sq_opcode(0x0c), None);
+        assert_eq!(rq_opcode(0x0b, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x09, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x0b, false, true, true, Compat::V44), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x05, false, true, true, Compat::Current), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x00, false, false, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x00, false, false, false, Compat::Current), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x0d, true, true, false, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x0b, true, true, true, Compat::Current), WcOpcode::Recv);
+    }
+}
