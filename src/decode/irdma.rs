@@ -1,11 +1,12 @@
 //! Decoding one irdma (Intel E810 / X722) CQE given as 64-bit qwords
 //! (shared/spec/irdma.md §1.4, §1.5, §4.7, §5).
 //!
-//! The field extraction here is local; it should move to the `dvcq_uapi::irdma` accessors
-//! once that module is settled.
+//! Fields come from the `dvcq_uapi::irdma::cqe` accessors; the status mapping follows
+//! rdma-core's irdma provider (spec §5).
 
 use super::mlx5::{Meaning, StatusInfo};
 use crate::provider::WcStatus;
+use crate::uapi::irdma::cqe::{ext, q0, q2, q3};
 use serde::Serialize;
 
 /// Every field of one decoded irdma CQE.
@@ -63,10 +64,6 @@ pub struct IrdmaCqe {
     pub meaning: Option<Meaning>,
     /// Remarks.
     pub notes: Vec<String>,
-}
-
-fn bits(w: u64, hi: u32, lo: u32) -> u64 {
-    (w >> lo) & ((1u64 << (hi - lo + 1)) - 1)
 }
 
 /// Names of the SQ opcodes (rdma-core `providers/irdma/user.h` / `defs.h`).
@@ -184,13 +181,13 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
     if qwords.len() != 4 && qwords.len() != 8 {
         notes.push(format!("{} qwords given; 4 or 8 expected", qwords.len()));
     }
-    let q3 = q[3];
-    let error = bits(q3, 55, 55) == 1;
-    let major = bits(q3, 31, 16) as u16;
-    let minor = bits(q3, 15, 0) as u16;
-    let opcode = bits(q3, 61, 56) as u8;
-    let is_sq = bits(q3, 62, 62) == 1;
-    let extended = bits(q3, 50, 50) == 1;
+    let w3 = q[3];
+    let error = w3 & q3::ERROR != 0;
+    let major = q3::major_err(w3);
+    let minor = q3::minor_err(w3);
+    let opcode = q3::op(w3);
+    let is_sq = w3 & q3::SQ != 0;
+    let extended = w3 & q3::EXTCQE != 0;
     let mut minor_name = None;
     let status = if !error {
         if is_sq && !sq_op_known(opcode) {
@@ -237,10 +234,10 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
             "EXTCQE set: the extension (next slot, or bytes 32-63 on GEN3) was not given".into(),
         );
     }
-    let imm_valid = ext_given.then(|| extended && bits(q[7], 62, 62) == 1);
+    let imm_valid = ext_given.then(|| extended && q[7] & ext::IMMVALID != 0);
     IrdmaCqe {
         qwords: qwords.iter().map(|w| format!("{w:016x}")).collect(),
-        valid: bits(q3, 63, 63) as u8,
+        valid: q3::valid(w3) as u8,
         error,
         major_err: major,
         minor_err: minor,
@@ -249,19 +246,19 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
         opcode,
         opcode_name: if is_sq { sq_op_name(opcode) } else { None },
         queue: if is_sq { "SQ" } else { "RQ" },
-        wqe_idx: bits(q3, 46, 32) as u16,
+        wqe_idx: q3::wqe_idx(w3),
         extended,
-        push_dropped: bits(q3, 51, 51) == 1,
-        srq: bits(q3, 52, 52) == 1,
-        stag_or_ipv4: bits(q3, 53, 53) == 1,
-        solicited: bits(q3, 54, 54) == 1,
-        qp_id: bits(q[2], 55, 32) as u32,
-        src_qpn_or_stag: bits(q[2], 31, 0) as u32,
-        payload_len: bits(q[0], 31, 0) as u32,
-        tcp_psn_rtt: bits(q[0], 63, 32) as u32,
+        push_dropped: w3 & q3::PSHDROP != 0,
+        srq: w3 & q3::SRQ != 0,
+        stag_or_ipv4: w3 & q3::STAG_IPV4 != 0,
+        solicited: w3 & q3::SOEVENT != 0,
+        qp_id: q2::qp_id(q[2]),
+        src_qpn_or_stag: q2::src_qpn_or_inv_stag(q[2]),
+        payload_len: q0::payload_len(q[0]),
+        tcp_psn_rtt: q0::tcp_seq_psn_rtt_ts(q[0]),
         comp_ctx: format!("{:#018x}", q[1]),
         imm_valid,
-        imm_data: (imm_valid == Some(true)).then_some(bits(q[4], 31, 0) as u32),
+        imm_data: (imm_valid == Some(true)).then_some(ext::imm_low32(q[4])),
         status: status.into(),
         meaning,
         notes,

@@ -97,7 +97,8 @@ pub enum Decoded {
 pub struct Found {
     /// 1-based line where the dump (or, in a ring dump, this CQE's first row) starts.
     pub line: usize,
-    /// The printer.
+    /// The printer (JSON key `printer`, since a CQE has a `format` field of its own).
+    #[serde(rename = "printer")]
     pub format: DumpFormat,
     /// Index of the CQE in a dump of several (a DPDK ring), else `None`.
     pub slot: Option<usize>,
@@ -111,7 +112,8 @@ pub struct Found {
 pub struct Problem {
     /// 1-based line the problem is reported at.
     pub line: usize,
-    /// The printer the dump looked like, when known.
+    /// The printer the dump looked like, when known (JSON key `printer`).
+    #[serde(rename = "printer")]
     pub format: Option<DumpFormat>,
     /// Why it was not decoded.
     pub reason: String,

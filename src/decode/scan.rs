@@ -399,7 +399,20 @@ impl<'a> Scanner<'a> {
                     diagnose_words(l.text)
                 ),
             );
-            return i + 1;
+            // The rest of this dump's lines belong to it, not to a new headerless dump.
+            let mut left = 3 - rows.len();
+            let mut j = i + 1;
+            while left > 0 {
+                let k = self.next_nonblank(j);
+                match self.lines.get(k) {
+                    Some(n) if !starts_dump(n.text) && parse_words(n.text, false).is_some() => {
+                        j = k + 1;
+                        left -= 1;
+                    }
+                    _ => break,
+                }
+            }
+            return j;
         }
         let b = words_to_bytes(&rows);
         self.found_mlx5(hno, format, None, &b);
@@ -578,7 +591,11 @@ impl<'a> Scanner<'a> {
             let op = b[63] >> 4;
             let wanted = slots == 1 || op == 13 || op == 14;
             if wanted {
-                let no = rows.get(k * 4).map_or(start_no, |r| r.1);
+                let no = if slots == 1 {
+                    start_no
+                } else {
+                    rows.get(k * 4).map_or(start_no, |r| r.1)
+                };
                 self.found_mlx5(no, format, (slots > 1).then_some(k), &b);
                 any = true;
             }
@@ -681,28 +698,15 @@ impl<'a> Scanner<'a> {
                 }
                 QLine::Ok(_) => {
                     let mut group: Vec<(Vec<u64>, usize)> = Vec::new();
-                    let mut bad = None;
                     while let Some(n) = self.lines.get(i) {
                         match qword_line(n.text) {
                             QLine::Ok(q) => group.push((q, n.no)),
-                            QLine::Bad(why) => {
-                                bad = Some((n.no, why));
-                                i += 1;
-                                break;
-                            }
-                            QLine::None => break,
+                            // A bad line ends the group and is reported on its own.
+                            QLine::Bad(_) | QLine::None => break,
                         }
                         i += 1;
                     }
                     let start = group[0].1;
-                    if let Some((no, why)) = bad {
-                        self.problem(
-                            no,
-                            Some(DumpFormat::IrdmaQwords),
-                            format!("CQE starting at line {start}: {why}"),
-                        );
-                        continue;
-                    }
                     let per_line = group.iter().all(|(q, _)| q.len() == 4 || q.len() == 8);
                     if per_line && group.len() > 1 {
                         for (q, no) in &group {

@@ -1,0 +1,484 @@
+//! `dvcq decode`: vectors built from the layout (shared/spec/mlx5.md §1.1, §8) for every
+//! syndrome and every printer format, bad input, and the CLI contract.
+
+use dvcq::decode::{decode_mlx5, scan, Decoded, DumpFormat, Mlx5Options, Report, Vendor};
+use dvcq::mlx5::dump::{cqe_from_bytes, err_cqe_dump};
+use dvcq::uapi::mlx5::opcode::syndrome;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// (syndrome, ibv_wc_status value, ibv_wc_status_str) per rdma-core `mlx5_handle_error_cqe`.
+const TABLE: [(u8, u32, &str); 14] = [
+    (0x01, 1, "local length error"),
+    (0x02, 2, "local QP operation error"),
+    (0x04, 4, "local protection error"),
+    (0x05, 5, "Work Request Flushed Error"),
+    (0x06, 6, "memory management operation error"),
+    (0x10, 7, "bad response error"),
+    (0x11, 8, "local access error"),
+    (0x12, 9, "remote invalid request error"),
+    (0x13, 10, "remote access error"),
+    (0x14, 11, "remote operation error"),
+    (0x15, 12, "transport retry counter exceeded"),
+    (0x16, 13, "RNR retry counter exceeded"),
+    (0x22, 16, "aborted error"),
+    (0x7f, 21, "general error"),
+];
+
+/// An error CQE built field by field from the layout.
+fn err_cqe(op_own: u8, synd: u8, vendor: u8, qpn: u32, wqe_op: u8, ctr: u16) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[32..36].copy_from_slice(&0x0000_1234u32.to_be_bytes()); // srqn / uidx
+    b[52] = 0x03; // hw_err_synd
+    b[53] = 0x01; // hw_synd_type
+    b[54] = vendor;
+    b[55] = synd;
+    b[56..60].copy_from_slice(&(((wqe_op as u32) << 24) | qpn).to_be_bytes());
+    b[60..62].copy_from_slice(&ctr.to_be_bytes());
+    b[62] = 0x5a;
+    b[63] = op_own;
+    b
+}
+
+fn rdma_core(host: &str, b: &[u8; 64]) -> String {
+    err_cqe_dump(host, &cqe_from_bytes(b))
+}
+
+fn kernel(b: &[u8; 64], prefix: &str) -> String {
+    let mut s = String::new();
+    for (r, row) in b.chunks(16).enumerate() {
+        let bytes: Vec<String> = row.iter().map(|x| format!("{x:02x}")).collect();
+        s += &format!("{prefix}{:08x}: {}\n", r * 16, bytes.join(" "));
+    }
+    s
+}
+
+fn dpdk(ring: &[u8]) -> String {
+    let mut s = format!("MLX5 Error CQ: at [0x17fe3c000], len={}\n", ring.len());
+    for (r, row) in ring.chunks(16).enumerate() {
+        let mut l = format!("{:08X}:", r * 16);
+        for x in row {
+            l += &format!(" {x:02X}");
+        }
+        l += " | ";
+        for &x in row {
+            l.push(if (b' '..=b'~').contains(&x) {
+                x as char
+            } else {
+                '.'
+            });
+        }
+        s += &l;
+        s.push('\n');
+    }
+    s
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn only_mlx5(r: &Report, i: usize) -> &dvcq::decode::Mlx5Cqe {
+    match &r.dumps[i].cqe {
+        Decoded::Mlx5(c) => c,
+        Decoded::Irdma(_) => panic!("not mlx5"),
+    }
+}
+
+fn check_fields(c: &dvcq::decode::Mlx5Cqe, synd: u8, status: u32, text: &str) {
+    assert_eq!(c.syndrome, Some(synd));
+    assert_eq!(
+        c.status.as_ref().unwrap().value,
+        status,
+        "syndrome {synd:#x}"
+    );
+    assert_eq!(c.status.as_ref().unwrap().text, text);
+    assert_eq!(c.qpn, 0x00ab_cdef);
+    assert_eq!(c.wqe_counter, 0x1234);
+    assert_eq!(c.srqn_uidx, 0x1234);
+    assert_eq!(c.hw_err_synd, Some(3));
+    assert_eq!(c.hw_synd_type, Some(1));
+    assert_eq!(c.signature, 0x5a);
+    assert!(c.meaning.is_some());
+}
+
+#[test]
+fn every_syndrome_in_every_format() {
+    for (synd, status, text) in TABLE {
+        let b = err_cqe(0xd3, synd, 0x88, 0xabcdef, 0x08, 0x1234);
+        let spaced: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+        let inputs = [
+            (rdma_core("node-7", &b), DumpFormat::RdmaCore),
+            (kernel(&b, "[ 4021.118290] cqe_dump: "), DumpFormat::Kernel),
+            (kernel(&b, ""), DumpFormat::Kernel),
+            (dpdk(&b), DumpFormat::Dpdk),
+            (hex(&b), DumpFormat::BareHex),
+            (spaced.join(" "), DumpFormat::BareHex),
+        ];
+        for (text_in, fmt) in inputs {
+            let r = scan(
+                &format!("noise before\n{text_in}\nnoise after\n"),
+                Vendor::Mlx5,
+            );
+            assert!(r.problems.is_empty(), "{fmt:?} {synd:#x}: {:?}", r.problems);
+            assert_eq!(r.dumps.len(), 1, "{fmt:?} {synd:#x}");
+            assert_eq!(r.dumps[0].format, fmt);
+            assert_eq!(r.dumps[0].line, 2);
+            let c = only_mlx5(&r, 0);
+            check_fields(c, synd, status, text);
+            assert_eq!(c.opcode_name, "MLX5_CQE_REQ_ERR");
+            assert_eq!(c.wqe_opcode_name, Some("MLX5_OPCODE_RDMA_WRITE"));
+            assert_eq!(c.owner, 1);
+            assert_eq!(c.se, 1);
+        }
+    }
+}
+
+#[test]
+fn real_dump_with_log_prefixes_blank_lines_and_glued_text() {
+    // From a public blog post (ecosystem.md §c): an RNR retry error on a SEND.
+    let text = "\
+2024-05-01T10:00:00.123 app[77]: mlx5: n136-096-142: got completion with error:
+2024-05-01T10:00:00.123 app[77]: 00000000 00000000 00000000 00000000
+
+2024-05-01T10:00:00.123 app[77]: 00000000 00000000 00000000 00000000
+
+2024-05-01T10:00:00.123 app[77]: 00000000 00000000 00000000 00000000
+
+2024-05-01T10:00:00.123 app[77]: 00000000 00008716 0a001f8e 000027d2completion was found in CQ with status 0xd
+got bad completion with status: 0xd, vendor syndrome: 0x87
+";
+    let r = scan(text, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.dumps.len(), 1);
+    let c = only_mlx5(&r, 0);
+    assert_eq!(c.syndrome_name, Some("MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR"));
+    assert_eq!(c.vendor_err_synd, Some(0x87));
+    assert!(c
+        .vendor_err_meaning
+        .as_ref()
+        .unwrap()
+        .contains("undocumented"));
+    assert_eq!(c.status.as_ref().unwrap().name, "IBV_WC_RNR_RETRY_EXC_ERR");
+    assert_eq!(c.qpn, 0x1f8e);
+    assert_eq!(c.wqe_opcode_name, Some("MLX5_OPCODE_SEND"));
+    assert_eq!((c.signature, c.owner, c.se), (0x27, 0, 1));
+}
+
+#[test]
+fn responder_error_and_documented_vendor_syndromes() {
+    let b = err_cqe(0xe0, syndrome::REMOTE_ABORTED_ERR, 0x93, 0x55, 0, 7);
+    let c = decode_mlx5(&b, Mlx5Options::default());
+    assert_eq!(c.opcode_name, "MLX5_CQE_RESP_ERR");
+    assert_eq!(c.wqe_opcode, None);
+    assert!(c
+        .vendor_err_meaning
+        .as_ref()
+        .unwrap()
+        .contains("ODP_PFAULT"));
+    assert!(c.notes.iter().any(|n| n.contains("swallows")));
+    let c = decode_mlx5(&err_cqe(0xe0, 0x22, 0x99, 1, 0, 0), Mlx5Options::default());
+    assert!(c
+        .vendor_err_meaning
+        .as_ref()
+        .unwrap()
+        .contains("UCT_IB_MLX5_CQE_VENDOR_SYND_PSN"));
+    let c = decode_mlx5(
+        &err_cqe(0xd0, 0x05, 0xf9, 1, 0x0a, 0),
+        Mlx5Options::default(),
+    );
+    assert!(c.notes.iter().any(|n| n.contains("does not print")));
+}
+
+#[test]
+fn dpdk_ring_with_marker_bytes() {
+    // A 4-CQE ring: success, the error CQE (marked "seen" by the PMD, new and old offsets
+    // and bytes 1-5), success, never written.
+    let mut ok = [0u8; 64];
+    ok[44..48].copy_from_slice(&64u32.to_be_bytes());
+    ok[56..60].copy_from_slice(&0x0a00_0123u32.to_be_bytes());
+    ok[63] = 0x00;
+    let mut e = err_cqe(0xd0, syndrome::LOCAL_PROT_ERR, 0x51, 0xabcdef, 0x0a, 0x1234);
+    e[1..6].copy_from_slice(b"xxxxx");
+    e[4..9].copy_from_slice(b"seen\0");
+    e[36..41].copy_from_slice(b"seen\0");
+    let mut inv = [0u8; 64];
+    inv[63] = 0xf0;
+    let ring: Vec<u8> = [ok, e, ok, inv].concat();
+    let text = format!(
+        "Unexpected CQE error syndrome 0x04 CQN = 1 SQN = 291 wqe_counter = 4660 wq_ci = 9 cq_ci = 1\n\n\n\n{}\n\n\nMLX5 Error SQ: at [0x17fe40000], len=64\n{}",
+        dpdk(&ring),
+        dpdk(&[0x11u8; 64]).lines().skip(1).collect::<Vec<_>>().join("\n")
+    );
+    let r = scan(&text, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(
+        r.dumps.len(),
+        1,
+        "only the error CQE of the ring, not the SQ dump"
+    );
+    assert_eq!(r.dumps[0].slot, Some(1));
+    assert_eq!(r.dumps[0].line, 5 + 1 + 4);
+    let c = only_mlx5(&r, 0);
+    check_fields(c, 0x04, 4, "local protection error");
+    assert!(
+        c.notes.iter().any(|n| n.contains("marker")),
+        "{:?}",
+        c.notes
+    );
+    assert!(
+        !c.notes.iter().any(|n| n.contains("reserved")),
+        "{:?}",
+        c.notes
+    );
+}
+
+#[test]
+fn success_cqes_in_bare_hex() {
+    let mut b = [0u8; 64];
+    b[24..28].copy_from_slice(&0x0000_0777u32.to_be_bytes());
+    b[36..40].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+    b[44..48].copy_from_slice(&4096u32.to_be_bytes());
+    b[56..60].copy_from_slice(&0x0000_0042u32.to_be_bytes());
+    b[63] = 0x31; // RESP_SEND_IMM, owner 1
+    let r = scan(&hex(&b), Vendor::Mlx5);
+    let c = only_mlx5(&r, 0);
+    assert_eq!(c.opcode_name, "MLX5_CQE_RESP_SEND_IMM");
+    assert_eq!(c.status.as_ref().unwrap().value, 0);
+    assert_eq!(c.byte_cnt, Some(4096));
+    assert_eq!(c.src_qp, Some(0x777));
+    assert_eq!(c.imm_inval_pkey, Some(0xdead_beef));
+    assert_eq!(c.syndrome, None);
+}
+
+#[test]
+fn several_dumps_and_bad_ones_in_one_log() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0x2a8af, 0x10, 3);
+    let mut text = String::new();
+    text += "boot\n"; // 1
+    text += &rdma_core("a", &good); // 2-6
+    text += "mlx5: b: got completion with error:\n"; // 7: truncated by the next header
+    text += "00000000 00000000 00000000 00000000\n"; // 8
+    text += &rdma_core("c", &good); // 9-13
+    text += "mlx5: d: got completion with error:\n"; // 14
+    text += "00000000 00000000 00000000 00000000\n"; // 15
+    text += "0000z000 00000000 00000000 00000000\n"; // 16: non-hex
+    text += "00000000 00000000 00000000 00000000\n"; // 17
+    text += "00000000 00000000 00000000 00000000\n"; // 18
+    text += &kernel(&good, "cqe_dump: ")
+        .lines()
+        .take(3)
+        .map(|l| format!("{l}\n"))
+        .collect::<String>(); // 19-21 truncated
+    text += "unrelated\n"; // 22
+    text += &hex(&good)[..120]; // 23: bare string too short
+    text += "\n";
+    text += &kernel(&good, "cqe_dump: "); // 24-27
+    let r = scan(&text, Vendor::Mlx5);
+    let lines: Vec<usize> = r.dumps.iter().map(|d| d.line).collect();
+    assert_eq!(lines, vec![2, 9, 24]);
+    let bad: Vec<usize> = r.problems.iter().map(|p| p.line).collect();
+    assert_eq!(bad, vec![7, 16, 19, 23], "{:#?}", r.problems);
+    assert!(r.problems[0].reason.contains("truncated"));
+    assert!(r.problems[1].reason.contains("non-hex character 'z'"));
+    assert!(r.problems[2].reason.contains("truncated"));
+    assert!(r.problems[3].reason.contains("120 hex digits"));
+}
+
+#[test]
+fn wrong_line_counts_and_overlapping_formats() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 1, 0x10, 3);
+    // Five lines of words after a header.
+    let mut t = rdma_core("h", &good);
+    t += "00000000 00000000 00000000 00000000\n";
+    let r = scan(&t, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 1);
+    assert_eq!(r.problems.len(), 1);
+    assert!(r.problems[0].reason.contains("wrong line count"));
+    assert_eq!(r.problems[0].line, 6);
+    // Header followed by a kernel hexdump: the header is reported, the hexdump decoded.
+    let t = format!("mlx5: h: got completion with error:\n{}", kernel(&good, ""));
+    let r = scan(&t, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 1);
+    assert_eq!(r.dumps[0].format, DumpFormat::Kernel);
+    assert_eq!(r.problems[0].line, 1);
+    // DPDK and kernel lines in one block.
+    let k = kernel(&good, "");
+    let d = dpdk(&good);
+    let mixed: Vec<&str> = k
+        .lines()
+        .take(2)
+        .chain(d.lines().skip(3))
+        .chain(std::iter::once(""))
+        .collect();
+    let r = scan(&mixed.join("\n"), Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    assert!(
+        r.problems[0].reason.contains("overlapping"),
+        "{:?}",
+        r.problems
+    );
+    // Offsets out of order.
+    let mut lines: Vec<String> = kernel(&good, "").lines().map(String::from).collect();
+    lines.swap(1, 2);
+    let r = scan(&lines.join("\n"), Vendor::Mlx5);
+    assert!(r.problems[0].reason.contains("offset"), "{:?}", r.problems);
+    // Headerless words: 3 lines.
+    let r = scan(
+        "00000000 00000000 00000000 00000000\n".repeat(3).as_str(),
+        Vendor::Mlx5,
+    );
+    assert!(r.problems[0].reason.contains("wrong line count"));
+    // DPDK title with fewer bytes than announced.
+    let d = dpdk(&good).replace("len=64", "len=128");
+    let r = scan(&d, Vendor::Mlx5);
+    assert!(r.problems[0].reason.contains("128"), "{:?}", r.problems);
+}
+
+#[test]
+fn headerless_and_old_kernel_words() {
+    let good = err_cqe(0xd2, 0x01, 0x00, 9, 0x0a, 3);
+    let words: String = rdma_core("x", &good)
+        .lines()
+        .skip(1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let r = scan(&words, Vendor::Mlx5);
+    assert_eq!(r.dumps[0].format, DumpFormat::Words);
+    let t = format!(
+        "[ 5.1] mlx5_0:dump_cqe:262:(pid 0): dump error cqe\n{}",
+        words
+            .lines()
+            .map(|l| format!("[ 5.1] {l}\n"))
+            .collect::<String>()
+    );
+    let r = scan(&t, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.dumps[0].format, DumpFormat::KernelWords);
+    assert_eq!(only_mlx5(&r, 0).syndrome, Some(1));
+    let t = format!("mlx5_poll_one:1040: dump cqe for cqn 0x406:\n{words}");
+    let r = scan(&t, Vendor::Mlx5);
+    assert_eq!(r.dumps[0].format, DumpFormat::RdmaCoreDebug);
+}
+
+#[test]
+fn irdma_qwords() {
+    let text = "\
+E810 CQE:
+0x0000000000000040 0x00007f00deadbeef 0x0000001200000000 0xc080000500010003
+one per line:
+0000000000000000
+0000000000000000
+0000000000000000
+c300000500000000
+bad: 0x00000000000000zz 0 0 0
+three: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000
+";
+    let r = scan(text, Vendor::Irdma);
+    assert_eq!(r.dumps.len(), 2, "{:?}", r.problems);
+    let Decoded::Irdma(c) = &r.dumps[0].cqe else {
+        panic!()
+    };
+    assert_eq!(r.dumps[0].line, 2);
+    assert!(c.error);
+    assert_eq!(c.status.name, "IBV_WC_REM_ACCESS_ERR");
+    assert_eq!(c.vendor_err, Some(0x0001_0003));
+    assert_eq!(c.qp_id, 0x12);
+    assert_eq!(c.wqe_idx, 5);
+    assert_eq!(c.queue, "SQ");
+    let Decoded::Irdma(c) = &r.dumps[1].cqe else {
+        panic!()
+    };
+    assert_eq!(r.dumps[1].line, 4);
+    assert_eq!(c.opcode_name, Some("IRDMA_OP_TYPE_SEND"));
+    assert_eq!(c.status.value, 0);
+    let bad: Vec<usize> = r.problems.iter().map(|p| p.line).collect();
+    assert_eq!(bad, vec![8, 9], "{:?}", r.problems);
+}
+
+fn run_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn cli_exit_codes_text_and_json() {
+    let good = rdma_core("h", &err_cqe(0xd2, 0x13, 0x88, 0x2a8af, 0x10, 3));
+    let (rc, out, _) = run_cli(&["decode"], &good);
+    assert_eq!(rc, 0);
+    assert!(out.contains("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"));
+    assert!(out.contains("10 IBV_WC_REM_ACCESS_ERR \"remote access error\""));
+    assert!(out.contains("remote side"));
+
+    let (rc, out, _) = run_cli(&["decode", "-", "--json"], &good);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["type"], "cqe");
+    assert_eq!(v["vendor"], "mlx5");
+    assert_eq!(v["printer"], "rdma-core");
+    assert_eq!(v["format"], 0);
+    assert_eq!(v["line"], 1);
+    assert_eq!(v["syndrome"], 0x13);
+    assert_eq!(v["vendor_err_synd"], 0x88);
+    assert_eq!(v["qpn"], 0x2a8af);
+    assert_eq!(v["status"]["value"], 10);
+    assert_eq!(v["status"]["text"], "remote access error");
+
+    let bad = format!("{good}mlx5: h: got completion with error:\n00000000\n");
+    let (rc, out, err) = run_cli(&["decode"], &bad);
+    assert_eq!(rc, 1);
+    assert!(out.contains("dump 1: line 1"));
+    assert!(err.contains("line 7"), "{err}");
+    let (rc, out, _) = run_cli(&["decode", "--json"], &bad);
+    assert_eq!(rc, 1);
+    let kinds: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds, vec!["cqe", "problem"]);
+
+    let (rc, _, err) = run_cli(&["decode"], "nothing here\n");
+    assert_eq!(rc, 1);
+    assert!(err.contains("no CQE dump found"));
+    let (rc, _, err) = run_cli(&["decode", "/nonexistent/dvcq-decode-input"], "");
+    assert_eq!(rc, 2);
+    assert!(err.contains("cannot read"));
+    let (rc, _, _) = run_cli(&["decode", "--vendor", "bogus"], "");
+    assert_eq!(rc, 2);
+    let (rc, out, _) = run_cli(&["decode", "--help"], "");
+    assert_eq!(rc, 0);
+    assert!(out.contains("Exit status"));
+    let (rc, out, _) = run_cli(
+        &["decode", "--vendor", "irdma"],
+        "0 0 0 0\n0x0 0x0 0x0 0xc080000000010001\n",
+    );
+    assert_eq!(rc, 1, "{out}"); // "0x0" is not a qword: nothing decodes
+    let (rc, out, _) = run_cli(
+        &["decode", "--vendor", "irdma"],
+        "0000000000000000 0000000000000000 0000000000000000 c080000000010001\n",
+    );
+    assert_eq!(rc, 0);
+    assert!(out.contains("IBV_WC_WR_FLUSH_ERR"));
+}
