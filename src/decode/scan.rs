@@ -121,7 +121,7 @@ fn diagnose_words(s: &str) -> String {
     for tok in s.split_ascii_whitespace() {
         let t = tok.as_bytes();
         let hexes = t.iter().filter(|c| c.is_ascii_hexdigit()).count();
-        if t.len() == 8 && hexes >= 5 && hexes < 8 {
+        if t.len() == 8 && (5..8).contains(&hexes) {
             let off = tok.as_ptr() as usize - s.as_ptr() as usize;
             let (pos, &c) = t
                 .iter()
@@ -445,10 +445,7 @@ impl<'a> Scanner<'a> {
     fn bare_words(&mut self, s: usize) -> usize {
         let mut rows: Vec<([u32; 4], usize)> = Vec::new();
         let mut i = s;
-        loop {
-            let Some(l) = self.lines.get(i).copied() else {
-                break;
-            };
+        while let Some(l) = self.lines.get(i).copied() {
             match parse_words(l.text, true) {
                 Some(w) => {
                     rows.push((w, l.no));
