@@ -180,6 +180,11 @@ impl IrdmaCq {
         self.eng.hw_rev
     }
 
+    /// The running consumer counter (head = `ci mod entries`; valid bit 1 on even laps).
+    pub fn ci(&self) -> u32 {
+        self.eng.ci
+    }
+
     /// The ring head (`ci mod entries`).
     pub fn head(&self) -> u32 {
         self.eng.ci & (self.ring.entries() - 1)

@@ -17,6 +17,7 @@ pub use bench::{bench_ring, BenchRing};
 pub use build::{ModelCqe, ModelExt};
 
 use crate::cq::{CqConfig, CqError, IrdmaCq};
+use crate::image::{ImageHeader, ImageQp, IrdmaImage};
 use crate::registry::QpRegistry;
 use crate::ring::{polarity, SlotRing};
 use crate::status::Compat;
@@ -291,6 +292,34 @@ impl IrdmaModel {
         Ok(())
     }
 
+    /// Writes raw bytes into slot `slot` (garbage, hand-made CQEs): the bytes before
+    /// qword3 first, then qword3 (bytes 24..32) with release ordering, then any bytes after
+    /// it. Does not move the producer position and ignores free space.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] if `bytes` is not exactly one slot.
+    pub fn write_raw(&mut self, slot: u32, bytes: &[u8]) -> Result<(), ModelError> {
+        if bytes.len() != self.cfg.cqe_size as usize {
+            return Err(ModelError::Config("write_raw takes exactly one slot of bytes"));
+        }
+        let q3 = u64::from_le_bytes(bytes[24..32].try_into().unwrap_or([0; 8]));
+        match &self.ring {
+            SlotRing::Slots32(r) => {
+                r.write_bytes(slot, 0, &bytes[..24])?;
+                r.publish_u64(slot, off::QWORD3, q3)?;
+            }
+            SlotRing::Slots64(r) => {
+                r.write_bytes(slot, 0, &bytes[..24])?;
+                r.write_bytes(slot, 32, &bytes[32..56])?;
+                let q7 = u64::from_le_bytes(bytes[56..64].try_into().unwrap_or([0; 8]));
+                r.publish_u64(slot, off::EXT_QWORD7, q7)?;
+                r.publish_u64(slot, off::QWORD3, q3)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes one work queue of a QP that went to error (§8.5): `outstanding` lists the
     /// WQE indexes (quanta) of its outstanding WRs, oldest first. GEN1/GEN2 write one flush
     /// CQE for the first (the provider synthesises the rest); GEN3 writes one per WR.
@@ -322,6 +351,13 @@ impl IrdmaModel {
             }
             Ok(self)
         })
+    }
+
+    /// The ring as a ring image (ring-image.md) with consumer counter `ci` and the given qp
+    /// lines: CQE handle h must be the h-th qp line for the image to decode.
+    pub fn export_image(&self, ci: u32, qps: &[ImageQp]) -> IrdmaImage {
+        let header = ImageHeader { cqe_size: self.cfg.cqe_size, entries: self.cfg.entries, ci, hw_rev: self.cfg.hw_rev };
+        IrdmaImage { header, qps: qps.to_vec(), slots: self.snapshot() }
     }
 
     /// A copy of the ring bytes (a snapshot; may be torn while a producer thread runs).

@@ -1,0 +1,84 @@
+//! The poll path allocates nothing: a counting global allocator sees zero allocations while
+//! the poller drains rings of every CQE kind (plain, extended, UD, errors, flushes, faults).
+
+use dvcq_e810_dv::model::{bench_ring, IrdmaModel, ModelConfig, ModelCqe};
+use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
+use dvcq_provider::Completion;
+use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
+use dvcq_uapi::irdma::HwRev;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn poll_peek_and_views_do_not_allocate() {
+    let gen = HwRev::Gen2;
+    let mut m = IrdmaModel::new(ModelConfig::new(gen, 128)).unwrap();
+    let mut qps = QpRegistry::new(gen);
+    let id = qps.register(1, QpConfig::rc(5, 64, 64)).unwrap();
+    qps.register(2, QpConfig::ud(6, 64, 64)).unwrap();
+    let mut cq = m.poller(qps, Compat::Current).unwrap();
+    for i in 0..10u64 {
+        cq.qps_mut().post_send(id, i, 1, 2, sq_op::RDMA_WRITE).unwrap();
+        cq.qps_mut().post_recv(id, i).unwrap();
+    }
+    let cqes = [
+        ModelCqe::send(1, 5, 0, sq_op::RDMA_WRITE),
+        ModelCqe::recv(1, 5, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 8).with_imm(3),
+        ModelCqe::recv(2, 6, 0, 0, rq_op::ROCE_SEND_ONLY, 8).with_ud(9, true, [1; 6], Some(3)),
+        ModelCqe::send(1, 5, 2, sq_op::RDMA_WRITE).with_error(2, 2),
+        ModelCqe::send(0x77, 5, 0, sq_op::SEND),
+        ModelCqe::flush(1, 5, true, 4, flush::LOC_LEN_ERR),
+        ModelCqe::flush_general(1, 5, false, 0),
+    ];
+    m.push_all(cqes.iter()).unwrap();
+    let mut out = [Completion::default(); 4];
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let _ = cq.peek();
+    let mut total = 0;
+    loop {
+        let n = cq.poll(&mut out);
+        total += n;
+        if n == 0 {
+            break;
+        }
+    }
+    let after = ALLOCS.load(Ordering::Relaxed);
+    assert_eq!(after - before, 0, "poll allocated");
+    assert!(total > 10, "{total}");
+
+    let mut b = bench_ring(64).unwrap();
+    b.refill().unwrap();
+    let mut out = vec![Completion::default(); 16];
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let got = b.drain(&mut out, 16);
+    let mut v = b.cq.views();
+    assert!(v.next().is_none());
+    drop(v);
+    let after = ALLOCS.load(Ordering::Relaxed);
+    assert_eq!(got, 64);
+    assert_eq!(after - before, 0, "bench drain allocated");
+}
