@@ -1,7 +1,9 @@
 //! The irdma CQ poller (shared/spec/irdma.md §2, §4.9): polarity tracking, ring head,
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
-use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
+use crate::cqe::{
+    Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES,
+};
 use crate::registry::QpRegistry;
 use crate::ring::{polarity, SlotRing, SlotSource};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
@@ -19,20 +21,33 @@ pub(crate) struct Engine {
     pub ci: u32,
     pub log2: u32,
     pub hw_rev: HwRev,
+    pub gen3: bool,
     pub compat: Compat,
     pub qps: QpRegistry,
     /// `cur_cqe.bytes_xfered` as the last CQE left it (stale byte_len quirk, §4.3).
     pub last_bytes: u32,
     /// The CQE at `ci` already produced flushed completions (§4.5; see [`crate::flush`]).
     pub parked: bool,
-    /// One-entry lookup cache: last completion context and its QP index (0 = none).
+    /// One-entry lookup cache: last completion context and its QP index (ctx 0 = none; also
+    /// 0 while a flush CQE is parked, which keeps the fast path off it).
     pub last_ctx: u64,
     pub last_qp: u32,
 }
 
 impl Engine {
     pub(crate) fn new(log2: u32, hw_rev: HwRev, compat: Compat, qps: QpRegistry) -> Self {
-        Self { ci: 0, log2, hw_rev, compat, qps, last_bytes: 0, parked: false, last_ctx: 0, last_qp: 0 }
+        Self {
+            ci: 0,
+            log2,
+            hw_rev,
+            gen3: hw_rev == HwRev::Gen3,
+            compat,
+            qps,
+            last_bytes: 0,
+            parked: false,
+            last_ctx: 0,
+            last_qp: 0,
+        }
     }
 
     #[inline(always)]
@@ -54,6 +69,10 @@ impl Engine {
             self.last_qp = s.qp;
             self.last_ctx = self.qps.at(s.qp).ctx();
         }
+        if self.parked {
+            // Keep a parked flush CQE off the fast path.
+            self.last_ctx = 0;
+        }
         if s.flags & (F_CLEAR_FIRST_SQ_WQ | F_PUSH_DROPPED) != 0 {
             self.flag_effects(s);
         }
@@ -70,25 +89,51 @@ impl Engine {
         }
     }
 
-    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9).
+    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9): the common case inline
+    /// ([`Engine::fast`]), everything else out of line.
     #[inline(always)]
     pub(crate) fn poll<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
         let mut n = 0;
+        // The counter lives in a register for the loop; the slow path reads and updates the
+        // field, so it is synchronised around that call.
+        let mut ci = self.ci;
+        let log2 = self.log2;
         while n < out.len() {
-            let pos = self.ci;
-            let Some(w3) = ring.valid_q3(pos, polarity(pos, self.log2)) else { break };
-            let Some(step) = self.translate(ring, pos, w3, self.parked) else { break };
-            self.apply(&step);
-            match step.kind {
-                Kind::Wc => {
-                    out[n] = step.wc;
-                    n += 1;
-                }
+            let Some(w3) = ring.valid_q3(ci, polarity(ci, log2)) else {
+                break;
+            };
+            let [w0, w1, w2] = ring.body(ci);
+            if self.fast(w0, w1, w2, w3, &mut out[n]) {
+                ci = ci.wrapping_add(1);
+                n += 1;
+                continue;
+            }
+            self.ci = ci;
+            let kind = self.slow(ring, ci, w3, &mut out[n]);
+            ci = self.ci;
+            match kind {
+                Kind::Wc => n += 1,
                 Kind::Skip => {}
                 Kind::Stop => break,
             }
         }
+        self.ci = ci;
         n
+    }
+
+    /// The general path for one CQE: translate, apply, and write the completion if any.
+    /// `Kind::Stop` also stands for "extension not valid yet" (nothing consumed).
+    #[cold]
+    #[inline(never)]
+    fn slow<R: SlotSource>(&mut self, ring: &R, pos: u32, w3: u64, wc: &mut Completion) -> Kind {
+        let Some(step) = self.translate(ring, pos, w3, self.parked) else {
+            return Kind::Stop;
+        };
+        self.apply(&step);
+        if step.kind == Kind::Wc {
+            *wc = step.wc;
+        }
+        step.kind
     }
 
     /// The completion the next `poll` would return first, without changing any state.
@@ -156,11 +201,24 @@ impl IrdmaCq {
     /// # Errors
     ///
     /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned.
-    pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
-        shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
+    pub fn new(
+        ring: SlotRing,
+        shadow: DoorbellWord,
+        qps: QpRegistry,
+        cfg: CqConfig,
+    ) -> Result<Self, CqError> {
+        shadow
+            .load_le64(Ordering::Relaxed)
+            .map_err(CqError::Shadow)?;
         let mut eng = Engine::new(ring.entries().trailing_zeros(), cfg.hw_rev, cfg.compat, qps);
         eng.ci = cfg.ci;
-        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id })
+        Ok(Self {
+            ring,
+            shadow,
+            eng,
+            published: None,
+            cq_id: cfg.cq_id,
+        })
     }
 
     /// The QP registry.
@@ -214,8 +272,24 @@ impl IrdmaCq {
 
     /// Moves up to `out.len()` completions out of the ring and writes the new head to the
     /// shadow area once. Returns how many were written.
-    #[inline]
+    #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        // An empty CQ is the common case of a busy-poll loop: answer it inline with one
+        // valid-bit check, and keep the batch loop out of line.
+        let ci = self.eng.ci;
+        let expect = polarity(ci, self.eng.log2);
+        let ready = match &self.ring {
+            SlotRing::Slots32(r) => r.valid_q3(ci, expect).is_some(),
+            SlotRing::Slots64(r) => r.valid_q3(ci, expect).is_some(),
+        };
+        if !ready {
+            return 0;
+        }
+        self.poll_batch(out)
+    }
+
+    #[inline(never)]
+    fn poll_batch(&mut self, out: &mut [Completion]) -> usize {
         let before = self.eng.ci;
         let n = match &self.ring {
             SlotRing::Slots32(r) => self.eng.poll(r, out),
@@ -249,7 +323,12 @@ impl IrdmaCq {
 
 impl CqDriver for IrdmaCq {
     fn info(&self) -> CqInfo {
-        CqInfo { vendor: "irdma", entries: self.ring.entries(), cqe_size: self.ring.cqe_size(), cqn: self.cq_id }
+        CqInfo {
+            vendor: "irdma",
+            entries: self.ring.entries(),
+            cqe_size: self.ring.cqe_size(),
+            cqn: self.cq_id,
+        }
     }
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         IrdmaCq::poll(self, out)
@@ -300,7 +379,12 @@ impl Views<'_> {
             }
         };
         self.ci = pos.wrapping_add(slots);
-        Some(CqeView { ring: &self.cq.ring, pos, w3, compat: self.cq.eng.compat })
+        Some(CqeView {
+            ring: &self.cq.ring,
+            pos,
+            w3,
+            compat: self.cq.eng.compat,
+        })
     }
 }
 
@@ -309,6 +393,7 @@ impl Drop for Views<'_> {
         if self.cq.eng.ci != self.ci {
             self.cq.eng.ci = self.ci;
             self.cq.eng.parked = false;
+            self.cq.eng.last_ctx = 0;
             self.cq.publish();
         }
     }
@@ -439,8 +524,12 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotRing::Slots32(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1))),
-            SlotRing::Slots64(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos)),
+            SlotRing::Slots32(r) => {
+                Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1)))
+            }
+            SlotRing::Slots64(r) => {
+                Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos))
+            }
         }
     }
     /// The immediate (host-order number as the CQE holds it), if IMMVALID.

@@ -75,7 +75,10 @@ pub struct ImageError {
 }
 
 fn err(line: usize, msg: impl Into<String>) -> ImageError {
-    ImageError { line, msg: msg.into() }
+    ImageError {
+        line,
+        msg: msg.into(),
+    }
 }
 
 /// One decoded item.
@@ -103,7 +106,10 @@ pub struct EndState {
 
 fn parse_num(v: &str, hex: bool) -> Option<u32> {
     if hex {
-        let h = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v);
+        let h = v
+            .strip_prefix("0x")
+            .or_else(|| v.strip_prefix("0X"))
+            .unwrap_or(v);
         u32::from_str_radix(h, 16).ok()
     } else {
         v.parse().ok()
@@ -126,11 +132,27 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
     let ci = num("ci")?;
     match (get("vendor"), cqe_size) {
         (Some("irdma"), 32 | 64) | (None, 32) => {}
-        (Some("irdma"), s) => return Err(err(line, format!("cqe_size={s}: irdma slots are 32 or 64 bytes"))),
-        (v, s) => return Err(err(line, format!("not an irdma ring (vendor={}, cqe_size={s})", v.unwrap_or("default")))),
+        (Some("irdma"), s) => {
+            return Err(err(
+                line,
+                format!("cqe_size={s}: irdma slots are 32 or 64 bytes"),
+            ))
+        }
+        (v, s) => {
+            return Err(err(
+                line,
+                format!(
+                    "not an irdma ring (vendor={}, cqe_size={s})",
+                    v.unwrap_or("default")
+                ),
+            ))
+        }
     }
     if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
-        return Err(err(line, format!("entries={entries}: must be a power of two from 2 to 2^22")));
+        return Err(err(
+            line,
+            format!("entries={entries}: must be a power of two from 2 to 2^22"),
+        ));
     }
     let hw_rev = match get("hw_rev") {
         None => HwRev::Gen2,
@@ -139,7 +161,12 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
             .and_then(HwRev::from_u8)
             .ok_or_else(|| err(line, format!("hw_rev={v}: must be 1, 2 or 3")))?,
     };
-    Ok(ImageHeader { cqe_size, entries, ci, hw_rev })
+    Ok(ImageHeader {
+        cqe_size,
+        entries,
+        ci,
+        hw_rev,
+    })
 }
 
 /// Builds a `qp` line from its words: `key=value` pairs and bare flags (`srq`, `ud`);
@@ -193,7 +220,10 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
     }
     for n in [q.sq_wqe_cnt, q.rq_wqe_cnt] {
         if n != 0 && (!n.is_power_of_two() || n > 1 << 15) {
-            return Err(err(line, format!("work queue of {n} entries: irdma queues are powers of two up to 32768")));
+            return Err(err(
+                line,
+                format!("work queue of {n} entries: irdma queues are powers of two up to 32768"),
+            ));
         }
     }
     Ok(q)
@@ -205,10 +235,17 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
 ///
 /// [`ImageError`] (line 0) if `slots` is not `entries * cqe_size` bytes or there are more
 /// than 64 QPs.
-pub fn image_from_parts(header: ImageHeader, qps: Vec<ImageQp>, slots: Vec<u8>) -> Result<IrdmaImage, ImageError> {
+pub fn image_from_parts(
+    header: ImageHeader,
+    qps: Vec<ImageQp>,
+    slots: Vec<u8>,
+) -> Result<IrdmaImage, ImageError> {
     let want = header.entries as usize * header.cqe_size as usize;
     if slots.len() != want {
-        return Err(err(0, format!("{} slot bytes, expected {want}", slots.len())));
+        return Err(err(
+            0,
+            format!("{} slot bytes, expected {want}", slots.len()),
+        ));
     }
     if qps.len() > 64 {
         return Err(err(0, format!("{} qp lines: at most 64", qps.len())));
@@ -274,7 +311,10 @@ pub fn parse_irdma_image(text: &str) -> Result<IrdmaImage, ImageError> {
                 }
                 let b = l.as_bytes();
                 if b.len() != s * 2 || words.next().is_some() {
-                    return Err(err(line, format!("slot line must be {} hex characters", s * 2)));
+                    return Err(err(
+                        line,
+                        format!("slot line must be {} hex characters", s * 2),
+                    ));
                 }
                 for pair in b.chunks_exact(2) {
                     match (hex_byte(pair[0]), hex_byte(pair[1])) {
@@ -288,7 +328,10 @@ pub fn parse_irdma_image(text: &str) -> Result<IrdmaImage, ImageError> {
     }
     let h = header.ok_or_else(|| err(last, "no ring line"))?;
     if nslots != h.entries as usize {
-        return Err(err(last, format!("{nslots} slot lines, expected {}", h.entries)));
+        return Err(err(
+            last,
+            format!("{nslots} slot lines, expected {}", h.entries),
+        ));
     }
     image_from_parts(h, qps, slots)
 }
@@ -302,7 +345,11 @@ impl IrdmaImage {
             h.cqe_size, h.entries, h.ci, h.hw_rev as u8
         );
         for q in &self.qps {
-            let _ = write!(s, "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}", q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt);
+            let _ = write!(
+                s,
+                "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}",
+                q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt
+            );
             match q.srq {
                 Some(0) => s.push_str(" srq"),
                 Some(n) => {
@@ -316,7 +363,12 @@ impl IrdmaImage {
             if q.rq_shift != 0 {
                 let _ = write!(s, " rq_shift={}", q.rq_shift);
             }
-            for (k, v) in [("sq_head", q.sq_head), ("sq_tail", q.sq_tail), ("rq_head", q.rq_head), ("rq_tail", q.rq_tail)] {
+            for (k, v) in [
+                ("sq_head", q.sq_head),
+                ("sq_tail", q.sq_tail),
+                ("rq_head", q.rq_head),
+                ("rq_tail", q.rq_tail),
+            ] {
                 if let Some(v) = v {
                     let _ = write!(s, " {k}={v}");
                 }
@@ -363,7 +415,13 @@ impl IrdmaImage {
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndState) {
     let h = img.header;
     let Some(ring) = SlotBytes::new(img.slots.clone(), h.cqe_size as usize) else {
-        return (Vec::new(), EndState { ci: h.ci, dbrec_ci: None });
+        return (
+            Vec::new(),
+            EndState {
+                ci: h.ci,
+                dbrec_ci: None,
+            },
+        );
     };
     let mut eng = Engine::new(h.entries.trailing_zeros(), h.hw_rev, compat, img.registry());
     eng.ci = h.ci;
@@ -372,14 +430,21 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
     let mut out = [Completion::default(); 32];
     // Bound the work on garbage: every slot can be consumed at most once per lap and a
     // parked flush yields at most one completion per WQE.
-    let wqs: u64 = img.qps.iter().map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt)).sum();
+    let wqs: u64 = img
+        .qps
+        .iter()
+        .map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt))
+        .sum();
     let mut budget = 4 * u64::from(h.entries) + wqs + 64;
     loop {
         let before = eng.ci;
         let n = eng.poll(&ring, &mut out);
         for wc in &out[..n] {
             items.push(match wc.fault() {
-                Some(f) => DecodeItem::Bad { slot: f.position & mask, reason: f.kind },
+                Some(f) => DecodeItem::Bad {
+                    slot: f.position & mask,
+                    reason: f.kind,
+                },
                 None => DecodeItem::Wc(*wc),
             });
         }
@@ -389,7 +454,13 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
         }
     }
     let dbrec_ci = (eng.ci != h.ci).then_some(eng.ci & mask);
-    (items, EndState { ci: eng.ci, dbrec_ci })
+    (
+        items,
+        EndState {
+            ci: eng.ci,
+            dbrec_ci,
+        },
+    )
 }
 
 /// The canonical `wc` line of a completion.
@@ -437,7 +508,10 @@ mod tests {
     use super::*;
 
     fn slot(q: [u64; 4]) -> String {
-        q.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+        q.iter()
+            .flat_map(|w| w.to_le_bytes())
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     #[test]
@@ -469,14 +543,20 @@ mod tests {
         assert_eq!(e.line, 1);
         let e = parse_irdma_image("\nring cqe_size=64 entries=2 ci=0\n").unwrap_err();
         assert!(e.msg.contains("not an irdma ring"), "{e}");
-        let e = parse_irdma_image("ring cqe_size=32 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n").unwrap_err();
+        let e = parse_irdma_image(
+            "ring cqe_size=32 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 2);
         let e = parse_irdma_image("ring cqe_size=32 entries=2 ci=0\n00\n").unwrap_err();
         assert_eq!(e.line, 2);
         let z = "0".repeat(64);
         let e = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{z}\n")).unwrap_err();
         assert!(e.msg.contains("1 slot lines"), "{e}");
-        let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n")).unwrap();
+        let ok = parse_irdma_image(&format!(
+            "ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n"
+        ))
+        .unwrap();
         assert_eq!(ok.header.hw_rev, HwRev::Gen1);
         let (items, end) = decode_image(&ok, Compat::Current);
         assert!(items.is_empty());

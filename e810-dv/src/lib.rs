@@ -9,6 +9,7 @@
 
 pub mod cq;
 mod cqe;
+mod fast;
 mod flush;
 pub mod image;
 #[cfg(any(test, feature = "model"))]
@@ -18,6 +19,8 @@ pub mod ring;
 pub mod status;
 
 pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
-pub use registry::{Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk};
+pub use registry::{
+    Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,
+};
 pub use ring::{SlotBytes, SlotRing, SlotSource};
 pub use status::Compat;

@@ -42,7 +42,9 @@ fn poll_peek_and_views_do_not_allocate() {
     qps.register(2, QpConfig::ud(6, 64, 64)).unwrap();
     let mut cq = m.poller(qps, Compat::Current).unwrap();
     for i in 0..10u64 {
-        cq.qps_mut().post_send(id, i, 1, 2, sq_op::RDMA_WRITE).unwrap();
+        cq.qps_mut()
+            .post_send(id, i, 1, 2, sq_op::RDMA_WRITE)
+            .unwrap();
         cq.qps_mut().post_recv(id, i).unwrap();
     }
     let cqes = [

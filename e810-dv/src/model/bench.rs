@@ -37,7 +37,8 @@ pub fn bench_ring(n: u32) -> Result<BenchRing, ModelError> {
     let entries = (n + 1).next_power_of_two().max(4);
     let model = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries))?;
     let mut qps = QpRegistry::new(HwRev::Gen2);
-    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(|_| ModelError::Config("bench qp"))?;
+    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ))
+        .map_err(|_| ModelError::Config("bench qp"))?;
     let cq = model.poller(qps, Compat::Current)?;
     let lap = (0..n)
         .map(|i| {
@@ -67,7 +68,9 @@ impl BenchRing {
         self.lap.len()
     }
 
-    /// Polls in batches of `batch` until the ring is empty; returns completions seen.
+    /// Polls in batches of `batch` until the ring is empty; returns completions seen. Not
+    /// inlined, so profilers can attribute the poll cost to it.
+    #[inline(never)]
     pub fn drain(&mut self, out: &mut [Completion], batch: usize) -> usize {
         let b = batch.clamp(1, out.len().max(1)).min(out.len());
         let mut total = 0;
