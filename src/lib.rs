@@ -10,5 +10,6 @@ pub use dvcq_uapi as uapi;
 
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 
+pub mod bench;
 pub mod cli;
 pub mod decode;

@@ -2,6 +2,7 @@
 //! consumer-index doorbell (shared/spec/mlx5.md §3, §5).
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
+use crate::fields::RingCqe;
 use crate::registry::Registry;
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError};
@@ -10,6 +11,10 @@ use dvcq_uapi::mlx5::doorbell::set_ci_word;
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
+
+const FAST_REQ: u8 = 0;
+const FAST_RESP: u8 = 1;
+const SLOW: u8 = 2;
 
 /// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,7 +102,15 @@ pub const fn expected_owner(ci: u32, entries: u32) -> u8 {
 /// and the owner bit matches the lap parity.
 #[inline(always)]
 pub const fn is_sw_owned(op_own_byte: u8, ci: u32, entries: u32) -> bool {
-    op_own::opcode(op_own_byte) != cqe_opcode::INVALID && (op_own_byte & 1) == expected_owner(ci, entries)
+    sw_owned_by_lap(op_own_byte, ci / entries)
+}
+
+/// The same test given the lap number `ci >> log2(entries)`: rotating `op_own ^ parity`
+/// right by one puts the owner mismatch in bit 7 and the opcode in bits 6:3, so one
+/// unsigned compare checks "owner matches and opcode is not INVALID (0xF)".
+#[inline(always)]
+pub const fn sw_owned_by_lap(op_own_byte: u8, lap: u32) -> bool {
+    (op_own_byte ^ (lap & 1) as u8).rotate_right(1) < (cqe_opcode::INVALID << 3)
 }
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
@@ -106,6 +119,28 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     pub(crate) const CQE_OFF: usize = STRIDE - 64;
     /// Offset of `op_own` inside a slot.
     pub(crate) const OWN_OFF: usize = STRIDE - 1;
+    /// Fast-path class of every `op_own` byte: successful requester and responder CQEs
+    /// with a format this stride supports go inline; errors, compression, opcodes >= 5 and
+    /// inline-64 data on 64-byte CQEs go to the slow path. One load replaces a compare
+    /// chain.
+    const CLASS: [u8; 256] = {
+        let mut t = [SLOW; 256];
+        let mut b = 0;
+        while b < 256 {
+            let own = b as u8;
+            let format = op_own::format(own);
+            let format_ok = format == 0 || format == 1 || (format == 2 && STRIDE == 128);
+            if format_ok {
+                match op_own::opcode(own) {
+                    cqe_opcode::REQ => t[b] = FAST_REQ,
+                    cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => t[b] = FAST_RESP,
+                    _ => {}
+                }
+            }
+            b += 1;
+        }
+        t
+    };
 
     /// Opens a poller on `ring` with the doorbell record's `set_ci` word `dbrec`, starting
     /// at running consumer counter `ci` (0 for a new CQ).
@@ -212,51 +247,75 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// SIG_ERR CQEs are consumed without a completion, as rdma-core does. After a RESIZE CQE
     /// the call returns early and later calls return 0 until [`Mlx5Cq::switch_ring`].
     /// The consumer index is published as [`CqConfig::ci_update`] says.
-    #[inline]
+    ///
+    /// The empty case (nothing to poll) is decided inline; the loop itself is out of line.
+    #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let n = if out.is_empty() || self.resize_pending || self.owned(self.ci).is_none() {
+            0
+        } else {
+            self.poll_loop(out)
+        };
+        self.after_batch(n as u32);
+        n
+    }
+
+    #[inline(never)]
+    fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
+        if self.cfg.cqe_version == CqeVersion::V1 {
+            self.poll_loop_v::<true>(out)
+        } else {
+            self.poll_loop_v::<false>(out)
+        }
+    }
+
+    /// The poll loop, specialised for the CQE version so the lookup key costs nothing.
+    #[inline(always)]
+    fn poll_loop_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
+        let ring = self.ring.view();
+        let shift = ring.entries().trailing_zeros();
+        let mut ci = self.ci;
+        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, faults: 0 };
+        let (mut swallowed, mut resized) = (0u64, false);
         let mut n = 0;
-        let v1 = self.cfg.cqe_version == CqeVersion::V1;
-        if !self.resize_pending {
-            let mut res = Consume { reg: &mut self.registry, cache: &mut self.cache, faults: &mut self.stats.faults };
-            while let Some(slot) = out.get_mut(n) {
-                let ci = self.ci;
-                let entries = self.ring.entries();
-                let Some(own) = self.ring.owned_at(ci, Self::OWN_OFF, |b| is_sw_owned(b, ci, entries)) else {
-                    break;
-                };
-                let Some(cqe) = self.ring.read_at::<Cqe64>(ci, Self::CQE_OFF) else {
-                    break;
-                };
-                self.ci = ci.wrapping_add(1);
-                // One compare sends errors, compression and opcodes >= 8 to the slow path
-                // (UCX's trick, spec §2); inline-64 on 64-byte CQEs goes there too.
-                let fast = (own & op_own::SLOW_MASK) < op_own::SLOW_MIN && !(STRIDE == 64 && own & 0x08 != 0);
-                let parsed = match op_own::opcode(own) {
-                    cqe_opcode::REQ if fast => cqe::parse_req(&mut res, &cqe, v1, ci, slot),
-                    cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if fast => {
-                        cqe::parse_resp(&mut res, &cqe, v1, ci, slot)
-                    }
-                    _ => {
-                        let p = cqe::parse_slow(&mut res, &cqe, v1, STRIDE as u32, ci, slot);
-                        match p {
-                            Parsed::Swallowed => self.stats.swallowed += 1,
-                            Parsed::Resize => self.stats.resizes += 1,
-                            Parsed::Wc => {}
-                        }
-                        p
-                    }
-                };
-                match parsed {
-                    Parsed::Wc => n += 1,
-                    Parsed::Swallowed => {}
-                    Parsed::Resize => {
-                        self.resize_pending = true;
+        while let Some(slot) = out.get_mut(n) {
+            let cur = ci;
+            let Some(own) = ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, cur >> shift)) else {
+                break;
+            };
+            ci = cur.wrapping_add(1);
+            let cqe = RingCqe { ring, idx: cur, op_own: own };
+            let parsed = match Self::CLASS[own as usize] {
+                FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
+                FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
+                _ => {
+                    let Some(cqe) = ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
                         break;
+                    };
+                    match cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot) {
+                        Parsed::Swallowed => {
+                            swallowed += 1;
+                            continue;
+                        }
+                        Parsed::Resize => {
+                            resized = true;
+                            break;
+                        }
+                        Parsed::Wc => Parsed::Wc,
                     }
                 }
-            }
+            };
+            debug_assert_eq!(parsed, Parsed::Wc);
+            n += 1;
         }
-        self.after_batch(n as u32);
+        self.ci = ci;
+        self.cache = (res.cache_key, res.cache_slot);
+        self.stats.faults += res.faults;
+        self.stats.swallowed += swallowed;
+        if resized {
+            self.stats.resizes += 1;
+            self.resize_pending = true;
+        }
         n
     }
 
@@ -278,7 +337,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             self.owned(ci)?;
             let cqe: Cqe64 = self.ring.read_at(ci, Self::CQE_OFF)?;
             let mut out = Completion::default();
-            match cqe::parse_slow(&mut Peek(&self.registry), &cqe, v1, STRIDE as u32, ci, &mut out) {
+            match cqe::parse_slow(&mut Peek(&self.registry), cqe, v1, STRIDE as u32, ci, &mut out) {
                 Parsed::Wc => return Some(out),
                 Parsed::Resize => return None,
                 Parsed::Swallowed => ci = ci.wrapping_add(1),

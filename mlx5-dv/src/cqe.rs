@@ -4,10 +4,11 @@
 //! The parser is generic over [`Resources`], so the same code consumes (advancing the
 //! wr_id tables, like a poll) or peeks (leaving them untouched).
 
+use crate::fields::CqeFields;
 use crate::registry::Registry;
 use crate::status::syndrome_status;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
-use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
+use dvcq_uapi::mlx5::cqe::{flags_rqpn, hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 
@@ -51,21 +52,24 @@ pub(crate) trait Resources {
 }
 
 /// The consuming view: the registry plus the poller's one-entry lookup cache (rdma-core's
-/// `cur_rsc`), so steady traffic on one QP never reaches the hash map.
+/// `cur_rsc`), so steady traffic on one QP never reaches the hash map. A local value during
+/// a poll, so the cache lives in registers; the poller stores it back afterwards.
 pub(crate) struct Consume<'a> {
     pub reg: &'a mut Registry,
-    pub cache: &'a mut (u32, u32),
-    pub faults: &'a mut u64,
+    pub cache_key: u32,
+    pub cache_slot: u32,
+    pub faults: u64,
 }
 
 impl Resources for Consume<'_> {
     #[inline(always)]
     fn qp(&mut self, key: u32, v1: bool) -> Option<u32> {
-        if self.cache.0 == key {
-            return Some(self.cache.1);
+        if self.cache_key == key {
+            return Some(self.cache_slot);
         }
         let slot = if v1 { self.reg.slot_by_uidx(key) } else { self.reg.slot_by_qpn(key) }?;
-        *self.cache = (key, slot);
+        self.cache_key = key;
+        self.cache_slot = slot;
         Some(slot)
     }
     #[inline]
@@ -95,7 +99,7 @@ impl Resources for Consume<'_> {
         self.reg.srq_at(slot)?.complete(wqe_counter)
     }
     fn note_fault(&mut self) {
-        *self.faults += 1;
+        self.faults += 1;
     }
 }
 
@@ -138,7 +142,7 @@ pub(crate) fn fault<R: Resources>(res: &mut R, out: &mut Completion, kind: Fault
 
 /// The resource key of a CQE: user index (version 1) or QPN (version 0).
 #[inline(always)]
-fn key(cqe: &Cqe64, v1: bool) -> u32 {
+fn key<C: CqeFields>(cqe: &C, v1: bool) -> u32 {
     if v1 {
         cqe.srqn_uidx()
     } else {
@@ -146,68 +150,112 @@ fn key(cqe: &Cqe64, v1: bool) -> u32 {
     }
 }
 
-/// rdma-core `handle_good_req`: the completion opcode, flags and byte_len of a requester
-/// CQE, keyed on the WQE opcode the device echoes in `sop_drop_qpn >> 24` (spec §7.1).
-#[inline(always)]
-fn req_opcode(wqe_op: u8, byte_cnt: u32, wr_data: u8) -> (WcOpcode, WcFlags, u32) {
-    let r = match wqe_op {
-        wqe_opcode::RDMA_WRITE_IMM => (WcOpcode::RdmaWrite, WcFlags::WITH_IMM, 0),
-        wqe_opcode::RDMA_WRITE => (WcOpcode::RdmaWrite, WcFlags::empty(), 0),
-        wqe_opcode::SEND_IMM => (WcOpcode::Send, WcFlags::WITH_IMM, 0),
-        wqe_opcode::SEND | wqe_opcode::SEND_INVAL => (WcOpcode::Send, WcFlags::empty(), 0),
-        wqe_opcode::RDMA_READ => (WcOpcode::RdmaRead, WcFlags::empty(), byte_cnt),
-        wqe_opcode::ATOMIC_CS => (WcOpcode::CompSwap, WcFlags::empty(), 8),
-        wqe_opcode::ATOMIC_FA => (WcOpcode::FetchAdd, WcFlags::empty(), 8),
-        wqe_opcode::TSO => (WcOpcode::Tso, WcFlags::empty(), 0),
-        // UMR, SET_PSV, NOP and MMO completions take their opcode from what the poster
-        // recorded (rdma-core `wr_data[idx]`).
-        wqe_opcode::UMR | wqe_opcode::SET_PSV | wqe_opcode::NOP | wqe_opcode::MMO => {
-            (WcOpcode::from_u32(wr_data as u32).unwrap_or_default(), WcFlags::empty(), 0)
-        }
-        // rdma-core leaves `opcode` unset for any other WQE opcode (masked atomics, ...);
-        // a zeroed ibv_wc shows 0 (IBV_WC_SEND).
-        _ => (WcOpcode::Send, WcFlags::empty(), 0),
-    };
-    // rdma-core: a raw WQE recorded as IBV_WC_DRIVER2 overrides whatever the CQE said.
+/// How a requester completion gets its `byte_len` (rdma-core `handle_good_req`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReqLen {
+    /// Left undefined (SEND, WRITE, ...).
+    Unset,
+    /// The CQE's byte count (RDMA READ).
+    ByteCnt,
+    /// 8 (atomics).
+    Eight,
+}
+
+/// Requester translation of one WQE opcode.
+#[derive(Debug, Clone, Copy)]
+struct ReqMap {
+    opcode: WcOpcode,
+    flags: WcFlags,
+    len: ReqLen,
+    /// The opcode comes from what the poster recorded (`wr_data`): UMR, SET_PSV, NOP, MMO.
+    from_wr_data: bool,
+}
+
+/// rdma-core `handle_good_req` as a table indexed by the WQE opcode the device echoes in
+/// `sop_drop_qpn >> 24` (spec §7.1): one load instead of a branch tree. WQE opcodes rdma-core
+/// does not list leave `opcode` unset; a zeroed ibv_wc shows 0 (IBV_WC_SEND), as here.
+const REQ_MAP: [ReqMap; 256] = {
+    let unset = ReqMap { opcode: WcOpcode::Send, flags: WcFlags::empty(), len: ReqLen::Unset, from_wr_data: false };
+    let mut t = [unset; 256];
+    t[wqe_opcode::RDMA_WRITE_IMM as usize] = ReqMap { opcode: WcOpcode::RdmaWrite, flags: WcFlags::WITH_IMM, ..unset };
+    t[wqe_opcode::RDMA_WRITE as usize] = ReqMap { opcode: WcOpcode::RdmaWrite, ..unset };
+    t[wqe_opcode::SEND_IMM as usize] = ReqMap { flags: WcFlags::WITH_IMM, ..unset };
+    t[wqe_opcode::RDMA_READ as usize] = ReqMap { opcode: WcOpcode::RdmaRead, len: ReqLen::ByteCnt, ..unset };
+    t[wqe_opcode::ATOMIC_CS as usize] = ReqMap { opcode: WcOpcode::CompSwap, len: ReqLen::Eight, ..unset };
+    t[wqe_opcode::ATOMIC_FA as usize] = ReqMap { opcode: WcOpcode::FetchAdd, len: ReqLen::Eight, ..unset };
+    t[wqe_opcode::TSO as usize] = ReqMap { opcode: WcOpcode::Tso, ..unset };
+    t[wqe_opcode::UMR as usize] = ReqMap { from_wr_data: true, ..unset };
+    t[wqe_opcode::SET_PSV as usize] = ReqMap { from_wr_data: true, ..unset };
+    t[wqe_opcode::NOP as usize] = ReqMap { from_wr_data: true, ..unset };
+    t[wqe_opcode::MMO as usize] = ReqMap { from_wr_data: true, ..unset };
+    t
+};
+
+/// The requester opcode for the rare cases: `wr_data` opcodes and rdma-core's DRIVER2
+/// override (a raw WQE recorded as IBV_WC_DRIVER2 wins over whatever the CQE said).
+#[cold]
+fn req_opcode_from_wr_data(m: ReqMap, wr_data: u8) -> WcOpcode {
     if wr_data == WcOpcode::Driver2 as u8 {
-        return (WcOpcode::Driver2, r.1, r.2);
+        WcOpcode::Driver2
+    } else if m.from_wr_data {
+        WcOpcode::from_u32(wr_data as u32).unwrap_or_default()
+    } else {
+        m.opcode
     }
-    r
 }
 
 /// Parses a successful requester CQE (opcode 0).
 #[inline(always)]
-pub(crate) fn parse_req<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+pub(crate) fn parse_req<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
     let Some(slot) = res.qp(key(cqe, v1), v1) else {
         return fault(res, out, FaultKind::UnknownQp, pos, key(cqe, v1));
     };
-    let sop = cqe.sop_drop_qpn.get();
-    let (idx, wr_id, wr_data) = res.sq_complete(slot, cqe.wqe_counter.get());
-    let (opcode, wc_flags, byte_len) = req_opcode((sop >> 24) as u8, cqe.byte_cnt.get(), wr_data);
-    *out = Completion {
-        wr_id,
-        timestamp: cqe.timestamp.get(),
-        byte_len,
-        imm_data: 0,
-        qp_num: sop & QPN_MASK,
-        src_qp: 0,
-        wc_flags,
-        vendor_err: 0,
-        flow_tag_hash: 0,
-        status: WcStatus::Success,
-        opcode,
-        sl: 0,
-        dlid_path_bits: 0,
-        pkey_index: 0,
-        slid: 0,
-        wqe_index: idx as u16,
-        checksum: 0,
-        hdr_ok: 0,
-        hdr_type: 0,
-        fault_kind: FaultKind::None,
-    };
+    let sop = cqe.sop_drop_qpn();
+    let (idx, wr_id, wr_data) = res.sq_complete(slot, cqe.wqe_counter());
+    let m = REQ_MAP[(sop >> 24) as usize];
+    // Only the fields rdma-core's `handle_good_req` defines are written (see `Completion`).
+    out.wr_id = wr_id;
+    out.qp_num = sop & QPN_MASK;
+    out.wc_flags = m.flags;
+    out.status = WcStatus::Success;
+    out.opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 { req_opcode_from_wr_data(m, wr_data) } else { m.opcode };
+    out.fault_kind = FaultKind::None;
+    out.wqe_index = idx as u16;
+    match m.len {
+        ReqLen::Unset => {}
+        ReqLen::ByteCnt => out.byte_len = cqe.byte_cnt(),
+        ReqLen::Eight => out.byte_len = 8,
+    }
+    out.timestamp = cqe.timestamp();
     Parsed::Wc
 }
+
+/// Where a responder completion's `imm_data` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RespImm {
+    Unset,
+    Raw,
+    Swapped,
+}
+
+/// Responder translation of one CQE opcode.
+#[derive(Debug, Clone, Copy)]
+struct RespMap {
+    opcode: WcOpcode,
+    flags: WcFlags,
+    imm: RespImm,
+}
+
+/// rdma-core `handle_responder`'s opcode switch as a table indexed by the CQE opcode (only
+/// entries 1-4 are reached).
+const RESP_MAP: [RespMap; 16] = {
+    let recv = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::empty(), imm: RespImm::Unset };
+    let mut t = [recv; 16];
+    t[cqe_opcode::RESP_WR_IMM as usize] = RespMap { opcode: WcOpcode::RecvRdmaWithImm, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
+    t[cqe_opcode::RESP_SEND_IMM as usize] = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
+    t[cqe_opcode::RESP_SEND_INV as usize] = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_INV, imm: RespImm::Swapped };
+    t
+};
 
 /// Where a responder CQE's wr_id comes from.
 enum RecvTarget {
@@ -219,7 +267,7 @@ enum RecvTarget {
 /// `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by user index and
 /// takes the SRQ it is attached to. Returns the target and the QP's RX-checksum capability.
 #[inline(always)]
-fn recv_target<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
+fn recv_target<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
     if !v1 {
         let srqn = cqe.srqn_uidx();
         if srqn != 0 {
@@ -237,14 +285,34 @@ fn recv_target<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool) -> Result<(Recv
     }
 }
 
+/// Raw-packet QPs with the RX checksum capability: fills the Ethernet extras (checksum,
+/// header flags and types, RSS hash) and returns `IBV_WC_IP_CSUM_OK` when L3 and L4 are OK
+/// and the packet is IPv4 (rdma-core `get_csum_ok`). Out of line: transport QPs never ask.
+#[cold]
+#[inline(never)]
+fn eth_extras<C: CqeFields>(cqe: &C, out: &mut Completion) -> WcFlags {
+    let hds = cqe.hds_ip_ext();
+    let l4_hdr_type_etc = cqe.l4_hdr_type_etc();
+    out.hdr_ok = hds;
+    out.hdr_type = l4_hdr_type_etc;
+    out.checksum = cqe.check_sum();
+    out.flow_tag_hash = cqe.rss_hash_result();
+    let ok = hds_ip_ext::L3_OK | hds_ip_ext::L4_OK;
+    if hds & ok == ok && l3_hdr_type::of(l4_hdr_type_etc) == l3_hdr_type::IPV4 {
+        WcFlags::IP_CSUM_OK
+    } else {
+        WcFlags::empty()
+    }
+}
+
 /// Parses a successful responder CQE (opcodes 1-4), rdma-core `handle_responder`.
 #[inline(always)]
-pub(crate) fn parse_resp<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+pub(crate) fn parse_resp<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
     let (target, rx_csum) = match recv_target(res, cqe, v1) {
         Ok(t) => t,
         Err((kind, v)) => return fault(res, out, kind, pos, v),
     };
-    let wqe_counter = cqe.wqe_counter.get();
+    let wqe_counter = cqe.wqe_counter();
     let (idx, wr_id) = match target {
         RecvTarget::Rq(slot) => res.rq_complete(slot),
         RecvTarget::Srq(slot) => match res.srq_complete(slot, wqe_counter) {
@@ -253,53 +321,40 @@ pub(crate) fn parse_resp<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: 
             None => return fault(res, out, FaultKind::BadField, pos, wqe_counter as u32),
         },
     };
-    let op = cqe.opcode();
-    let imm_word = cqe.imm_inval_pkey;
-    // Immediate data stays in network order (raw); the invalidated rkey is byte-swapped
-    // (Pitfall 11). RESP_SEND leaves imm_data unset.
-    let (opcode, mut wc_flags, imm_data) = match op {
-        cqe_opcode::RESP_WR_IMM => (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM, imm_word.raw()),
-        cqe_opcode::RESP_SEND_IMM => (WcOpcode::Recv, WcFlags::WITH_IMM, imm_word.raw()),
-        cqe_opcode::RESP_SEND_INV => (WcOpcode::Recv, WcFlags::WITH_INV, imm_word.get()),
-        _ => (WcOpcode::Recv, WcFlags::empty(), 0),
-    };
-    if cqe.grh() != 0 {
-        wc_flags |= WcFlags::GRH;
-    }
+    let imm_word = cqe.imm_inval_pkey();
+    let flags_rqpn = cqe.flags_rqpn();
+    let m = RESP_MAP[cqe.opcode() as usize & 0xf];
+    // GRH when either GRH bit (29:28) of flags_rqpn is set; IBV_WC_GRH is bit 0.
+    let mut wc_flags = m.flags | WcFlags::from_bits_retain(((flags_rqpn >> flags_rqpn::GRH_SHIFT) & 3 != 0) as u32);
     // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
     // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
-    if rx_csum
-        && cqe.hds_ip_ext & (hds_ip_ext::L3_OK | hds_ip_ext::L4_OK) == hds_ip_ext::L3_OK | hds_ip_ext::L4_OK
-        && l3_hdr_type::of(cqe.l4_hdr_type_etc) == l3_hdr_type::IPV4
-    {
-        wc_flags |= WcFlags::IP_CSUM_OK;
+    if rx_csum {
+        wc_flags |= eth_extras(cqe, out);
     }
-    let flags_rqpn = cqe.flags_rqpn.get();
-    *out = Completion {
-        wr_id,
-        timestamp: cqe.timestamp.get(),
-        byte_len: cqe.byte_cnt.get(),
-        imm_data,
-        qp_num: cqe.qpn(),
-        src_qp: flags_rqpn & QPN_MASK,
-        wc_flags,
-        vendor_err: 0,
-        flow_tag_hash: cqe.rss_hash_result.get(),
-        status: WcStatus::Success,
-        opcode,
-        // On RoCE this nibble is the packet type; rdma-core reports it as `sl` anyway.
-        sl: ((flags_rqpn >> 24) & 0xf) as u8,
-        dlid_path_bits: cqe.ml_path & 0x7f,
-        // rdma-core fills pkey_index from the low 16 bits even when the word holds
-        // immediate data or an rkey (Pitfall 11).
-        pkey_index: imm_word.get() as u16,
-        slid: cqe.slid.get(),
-        wqe_index: idx as u16,
-        checksum: cqe.check_sum.get(),
-        hdr_ok: cqe.hds_ip_ext,
-        hdr_type: cqe.l4_hdr_type_etc,
-        fault_kind: FaultKind::None,
-    };
+    // Immediate data stays in network order (raw); the invalidated rkey is byte-swapped
+    // (Pitfall 11). RESP_SEND leaves imm_data unset.
+    match m.imm {
+        RespImm::Unset => {}
+        RespImm::Raw => out.imm_data = imm_word.raw(),
+        RespImm::Swapped => out.imm_data = imm_word.get(),
+    }
+    out.wr_id = wr_id;
+    out.byte_len = cqe.byte_cnt();
+    out.qp_num = cqe.qpn();
+    out.wc_flags = wc_flags;
+    out.status = WcStatus::Success;
+    out.opcode = m.opcode;
+    out.fault_kind = FaultKind::None;
+    // On RoCE this nibble is the packet type; rdma-core reports it as `sl` anyway.
+    out.sl = ((flags_rqpn >> 24) & 0xf) as u8;
+    out.wqe_index = idx as u16;
+    // rdma-core fills pkey_index from the low 16 bits even when the word holds immediate
+    // data or an rkey (Pitfall 11).
+    out.pkey_index = imm_word.get() as u16;
+    out.src_qp = flags_rqpn & QPN_MASK;
+    out.slid = cqe.slid();
+    out.dlid_path_bits = cqe.ml_path() & 0x7f;
+    out.timestamp = cqe.timestamp();
     Parsed::Wc
 }
 
@@ -333,14 +388,15 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
             Ok((RecvTarget::Rq(slot), _)) => res.rq_complete(slot),
         }
     };
-    *out = Completion {
-        wr_id,
-        qp_num: e.qpn(),
-        status: syndrome_status(e.syndrome),
-        vendor_err: e.vendor_err_synd as u32,
-        wqe_index: idx as u16,
-        ..Completion::default()
-    };
+    // rdma-core's error branch: status, vendor_err, wr_id, qp_num and wc_flags = 0; opcode
+    // and byte_len are left undefined.
+    out.wr_id = wr_id;
+    out.qp_num = e.qpn();
+    out.wc_flags = WcFlags::empty();
+    out.status = syndrome_status(e.syndrome);
+    out.vendor_err = e.vendor_err_synd as u32;
+    out.fault_kind = FaultKind::None;
+    out.wqe_index = idx as u16;
     Parsed::Wc
 }
 
@@ -349,7 +405,7 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
 #[inline(never)]
 pub(crate) fn parse_slow<R: Resources>(
     res: &mut R,
-    cqe: &Cqe64,
+    cqe: Cqe64,
     v1: bool,
     cqe_size: u32,
     pos: u32,
@@ -362,9 +418,9 @@ pub(crate) fn parse_slow<R: Resources>(
         return fault(res, out, FaultKind::BadFormat, pos, cqe.op_own as u32);
     }
     match cqe.opcode() {
-        cqe_opcode::REQ => parse_req(res, cqe, v1, pos, out),
-        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => parse_resp(res, cqe, v1, pos, out),
-        cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => parse_err(res, cqe, v1, pos, out),
+        cqe_opcode::REQ => parse_req(res, &cqe, v1, pos, out),
+        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => parse_resp(res, &cqe, v1, pos, out),
+        cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => parse_err(res, &cqe, v1, pos, out),
         // rdma-core records signature errors on the mkey and returns no completion
         // (Pitfall 14).
         cqe_opcode::SIG_ERR => Parsed::Swallowed,

@@ -14,6 +14,7 @@
 pub mod cq;
 pub mod cqe;
 pub mod dump;
+mod fields;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod registry;

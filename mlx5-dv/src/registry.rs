@@ -13,12 +13,19 @@ use std::collections::HashMap;
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
 const NO_WR_DATA: u8 = 0xff;
 
+/// One send-queue table entry: rdma-core's `wrid[i]`, `wqe_head[i]` and `wr_data[i]`, kept
+/// together so a completion touches one cache line and one bounds check.
+#[derive(Debug, Clone, Copy)]
+struct SqEntry {
+    wr_id: u64,
+    wqe_head: u32,
+    wr_data: u8,
+}
+
 /// Send-queue tracking: rdma-core's `sq.wrid`, `sq.wqe_head`, `sq.wr_data`, head and tail.
 #[derive(Debug, Clone)]
 pub struct SendQueue {
-    wrid: Box<[u64]>,
-    wqe_head: Box<[u32]>,
-    wr_data: Box<[u8]>,
+    table: Box<[SqEntry]>,
     mask: u32,
     /// Next WQE index (in 64-byte WQEBBs), `sq.cur_post`.
     cur_post: u32,
@@ -30,12 +37,10 @@ pub struct SendQueue {
 
 impl SendQueue {
     fn new(wqe_cnt: u32) -> Self {
-        let n = wqe_cnt as usize;
         Self {
-            wrid: (0..n as u64).collect(),
-            // Identity: each WQE is its own work request, so a CQE for index i retires it.
-            wqe_head: (0..wqe_cnt).collect(),
-            wr_data: vec![NO_WR_DATA; n].into_boxed_slice(),
+            // Identity: each WQE is its own work request with wr_id = its index, so a CQE
+            // for index i retires it.
+            table: (0..wqe_cnt).map(|i| SqEntry { wr_id: i as u64, wqe_head: i, wr_data: NO_WR_DATA }).collect(),
             mask: wqe_cnt - 1,
             cur_post: 0,
             head: 0,
@@ -56,9 +61,9 @@ impl SendQueue {
     /// SET_PSV, NOP, MMO: rdma-core's `wr_data`), or `Driver2` for raw WQEs.
     pub fn post_with_opcode(&mut self, wr_id: u64, wqebbs: u32, opcode: Option<WcOpcode>) -> u16 {
         let idx = (self.cur_post & self.mask) as usize;
-        self.wrid[idx] = wr_id;
-        self.wqe_head[idx] = self.head;
-        self.wr_data[idx] = opcode.map_or(NO_WR_DATA, |o| o as u8);
+        if let Some(e) = self.table.get_mut(idx) {
+            *e = SqEntry { wr_id, wqe_head: self.head, wr_data: opcode.map_or(NO_WR_DATA, |o| o as u8) };
+        }
         let wqe = self.cur_post as u16;
         self.head = self.head.wrapping_add(1);
         self.cur_post = self.cur_post.wrapping_add(wqebbs.max(1));
@@ -80,22 +85,22 @@ impl SendQueue {
     #[inline(always)]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as u32 & self.mask;
-        let i = idx as usize;
-        // The tables have mask + 1 entries, so `i` is always in bounds; `get` keeps the
-        // hot path free of panics without relying on that.
-        let (Some(&wr_id), Some(&head), Some(&data)) = (self.wrid.get(i), self.wqe_head.get(i), self.wr_data.get(i)) else {
-            return (idx, 0, NO_WR_DATA);
-        };
-        self.tail = head.wrapping_add(1);
-        (idx, wr_id, data)
+        // The table has mask + 1 entries, so `idx` is always in bounds; `get` keeps the hot
+        // path free of panics without relying on that.
+        match self.table.get(idx as usize) {
+            Some(e) => {
+                self.tail = e.wqe_head.wrapping_add(1);
+                (idx, e.wr_id, e.wr_data)
+            }
+            None => (idx, 0, NO_WR_DATA),
+        }
     }
 
     /// Like [`SendQueue::complete`] without retiring anything.
     #[inline]
     pub(crate) fn peek(&self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as u32 & self.mask;
-        let i = idx as usize;
-        (idx, self.wrid.get(i).copied().unwrap_or(0), self.wr_data.get(i).copied().unwrap_or(NO_WR_DATA))
+        self.table.get(idx as usize).map_or((idx, 0, NO_WR_DATA), |e| (idx, e.wr_id, e.wr_data))
     }
 }
 
@@ -205,8 +210,10 @@ pub struct QpConfig {
     pub rq_wqe_cnt: u32,
     /// The SRQ the QP receives from, by SRQ number.
     pub srqn: Option<u32>,
-    /// The QP has the RX checksum capability (`MLX5_RX_CSUM_VALID`: raw-packet QPs), so
-    /// receives may carry `IBV_WC_IP_CSUM_OK`.
+    /// A raw-packet (Ethernet) QP with the RX checksum capability (`MLX5_RX_CSUM_VALID`):
+    /// its receives may carry `IBV_WC_IP_CSUM_OK`, and their completions carry the raw
+    /// Ethernet extras (L4 checksum, header flags and types, RSS hash). Those CQE bytes are
+    /// reserved for IB/RoCE transport QPs, so other QPs leave the extras unwritten.
     pub rx_csum: bool,
     /// The QP is UD (informational: UD fields are filled for every responder CQE, as
     /// rdma-core does).

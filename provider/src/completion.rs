@@ -265,8 +265,14 @@ bitflags::bitflags! {
 /// One work completion: every field of `struct ibv_wc`, plus the raw extras a direct poller
 /// reads from the CQE.
 ///
-/// Fields that verbs leave undefined for a completion (for example `byte_len` of a
-/// successful SEND, or `opcode` of an error) are zero, as in a zeroed `ibv_wc`.
+/// # Undefined fields
+///
+/// Like `ibv_poll_cq`, a poll writes only the fields that are defined for the completion it
+/// returns (for example not `byte_len` of a successful SEND, nor `opcode` or `byte_len` of
+/// an error, nor the receive-only fields of a send completion); the others keep what the
+/// slot held before. `status`, `wr_id`, `qp_num`, `wc_flags`, `wqe_index` and the fault
+/// marker are always written. Start from [`Completion::default`] (zeroes) and clear slots
+/// between polls if you want zeroes there, as ring-image decoding does.
 ///
 /// # Fault items
 ///
@@ -275,13 +281,13 @@ bitflags::bitflags! {
 /// code that only checks the status still treats it as a failure, `wr_id` is the ring
 /// position (running consumer counter) of the CQE, and `qp_num` the raw QPN or user index
 /// the CQE named. Completions before and after it in the same batch are unaffected.
+///
+/// The layout groups the fields every completion writes, so a poll stores few words.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Completion {
     /// The work request id (`wr_id`), or the WQE index when no wr_id table is registered.
     pub wr_id: u64,
-    /// Raw completion timestamp from the CQE (device clock; 0 when the CQE has none).
-    pub timestamp: u64,
     /// `byte_len`.
     pub byte_len: u32,
     /// `imm_data` exactly as `ibv_wc` holds it: the immediate in network byte order read as a
@@ -289,42 +295,49 @@ pub struct Completion {
     pub imm_data: u32,
     /// `qp_num`: the local QP number.
     pub qp_num: u32,
-    /// `src_qp`: the remote QP number (UD and responder completions).
-    pub src_qp: u32,
     /// `wc_flags`.
     pub wc_flags: WcFlags,
-    /// `vendor_err`: the vendor error syndrome of an error completion.
-    pub vendor_err: u32,
-    /// RSS hash result or flow tag, where the CQE carries one (0 otherwise).
-    pub flow_tag_hash: u32,
     /// `status`.
     pub status: WcStatus,
     /// `opcode`.
     pub opcode: WcOpcode,
-    /// `sl`: service level.
-    pub sl: u8,
-    /// `dlid_path_bits`.
-    pub dlid_path_bits: u8,
-    /// `pkey_index`.
-    pub pkey_index: u16,
-    /// `slid`: source LID.
-    pub slid: u16,
-    /// The raw 16-bit WQE counter (mlx5) or WQE ring index (irdma) this completion retires.
-    pub wqe_index: u16,
-    /// Raw L4 checksum from the CQE (Ethernet receives; 0 otherwise).
-    pub checksum: u16,
-    /// Raw header-check flags: mlx5 `hds_ip_ext` (L2/L3/L4 OK bits).
-    pub hdr_ok: u8,
-    /// Raw header types: mlx5 `l4_hdr_type_etc`.
-    pub hdr_type: u8,
     /// [`FaultKind::None`] for a completion; otherwise this is a fault item (read it with
     /// [`Completion::fault`]).
     pub fault_kind: FaultKind,
+    /// `sl`: service level.
+    pub sl: u8,
+    /// The WQE index this completion retires: the index into the queue's wr_id table
+    /// (mlx5: masked for SQ/RQ, unmasked for SRQ; irdma: the SQ/RQ ring index).
+    pub wqe_index: u16,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `src_qp`: the remote QP number (UD and responder completions).
+    pub src_qp: u32,
+    /// `vendor_err`: the vendor error syndrome of an error completion.
+    pub vendor_err: u32,
+    /// `slid`: source LID.
+    pub slid: u16,
+    /// `dlid_path_bits`.
+    pub dlid_path_bits: u8,
+    /// Raw header-check flags: mlx5 `hds_ip_ext` (L2/L3/L4 OK bits); raw Ethernet receives.
+    pub hdr_ok: u8,
+    /// Raw header types: mlx5 `l4_hdr_type_etc`; raw Ethernet receives.
+    pub hdr_type: u8,
+    /// Raw L4 checksum from the CQE; raw Ethernet receives.
+    pub checksum: u16,
+    /// Raw completion timestamp from the CQE (device clock).
+    pub timestamp: u64,
+    /// RSS hash result or flow tag; raw Ethernet receives.
+    pub flow_tag_hash: u32,
 }
 
 const_assert_eq!(size_of::<Completion>(), 64);
 const_assert_eq!(offset_of!(Completion, wr_id), 0);
-const_assert_eq!(offset_of!(Completion, status), 44);
+const_assert_eq!(offset_of!(Completion, byte_len), 8);
+const_assert_eq!(offset_of!(Completion, qp_num), 16);
+const_assert_eq!(offset_of!(Completion, status), 24);
+const_assert_eq!(offset_of!(Completion, wqe_index), 28);
+const_assert_eq!(offset_of!(Completion, timestamp), 48);
 
 impl Completion {
     /// A fault item for the CQE at ring position `position` (see the type's docs).

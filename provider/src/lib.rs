@@ -25,4 +25,4 @@ pub use doorbell::DoorbellWord;
 pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
-pub use ring::{CqRing, KeepAlive};
+pub use ring::{CqRing, KeepAlive, RingView};

@@ -181,51 +181,37 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         }
     }
 
-    /// Copies a `T` out of slot `idx` at offset `OFF` with a volatile read. Call only after
+    /// Copies a `T` out of slot `idx` at offset `OFF` with volatile reads. Call only after
     /// [`CqRing::owned`] said the slot is software-owned (the fence orders this read).
     #[inline(always)]
     pub fn read<T: Pod, const OFF: usize>(&self, idx: u32) -> T {
         const { assert!(OFF + size_of::<T>() <= STRIDE && OFF % align_of::<T>() == 0 && align_of::<T>() <= 64) };
-        let p = self.slot(idx).wrapping_add(OFF);
-        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE, 64)),
-        // T is Pod so any bytes are a valid T, and the read is volatile because the device
-        // owns the memory; the ownership check + acquire fence ordered it after the device's
-        // writes.
-        unsafe { core::ptr::read_volatile(p.cast::<T>()) }
+        // SAFETY: in bounds and aligned (checked at compile time above).
+        unsafe { self.view().copy_out(idx, OFF) }
     }
 
-    /// [`CqRing::owned`] with the offset as an argument: for callers whose offset is an
-    /// associated constant of a generic type. With a constant `off` the bounds check folds
-    /// away after inlining; an out-of-slot `off` reads as "not owned".
+    /// A copyable view of the ring for hot loops (base and mask live in registers).
+    #[inline(always)]
+    pub fn view(&self) -> RingView<'_, STRIDE> {
+        RingView { base: self.base, mask: self.mask, _ring: PhantomData }
+    }
+
+    /// See [`RingView::owned_at`].
     #[inline(always)]
     pub fn owned_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
-        if off >= STRIDE {
-            return None;
-        }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and ownership bytes are
-        // only written atomically.
-        let b = unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed);
-        if is_sw_owned(b) {
-            // See `owned`: orders the body reads after the ownership check.
-            fence(Ordering::Acquire);
-            Some(b)
-        } else {
-            None
-        }
+        self.view().owned_at(idx, off, is_sw_owned)
     }
 
-    /// [`CqRing::read`] with the offset as an argument; `None` if `T` at `off` would leave
-    /// the slot or be misaligned (folds away for constant offsets).
+    /// See [`RingView::read_at`].
     #[inline(always)]
     pub fn read_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
-        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
-            return None;
-        }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds and aligned (checked; slots are aligned to min(STRIDE, 64)), T is
-        // Pod, and the volatile read follows an ownership check + acquire fence.
-        Some(unsafe { core::ptr::read_volatile(p.cast::<T>()) })
+        self.view().read_at(idx, off)
+    }
+
+    /// See [`RingView::read_owned_at`].
+    #[inline(always)]
+    pub fn read_owned_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
+        self.view().read_owned_at(idx, off)
     }
 
     /// Copies `out.len()` bytes from slot `idx` starting at `off` (cold paths: inline data,
@@ -318,6 +304,132 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         unsafe { AtomicU64::from_ptr(p.cast()) }.store(v_le.to_le(), Ordering::Release);
         Ok(())
     }
+}
+
+/// A borrowed, copyable view of a [`CqRing`]: the ring's base and mask by value, so a poll
+/// loop keeps them in registers. Same accessors and rules as the ring.
+#[derive(Debug, Clone, Copy)]
+pub struct RingView<'a, const STRIDE: usize> {
+    base: NonNull<u8>,
+    mask: u32,
+    _ring: PhantomData<&'a CqRing<STRIDE>>,
+}
+
+impl<const STRIDE: usize> RingView<'_, STRIDE> {
+    /// Number of slots.
+    #[inline(always)]
+    pub fn entries(&self) -> u32 {
+        self.mask + 1
+    }
+
+    #[inline(always)]
+    fn slot(&self, idx: u32) -> *mut u8 {
+        let off = (idx & self.mask) as usize * STRIDE;
+        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the
+        // ring's creator guaranteed is inside one mapping (the view borrows the ring).
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
+    /// [`CqRing::owned`] with the offset as an argument: for callers whose offset is an
+    /// associated constant of a generic type. With a constant `off` the bounds check folds
+    /// away after inlining; an out-of-slot `off` reads as "not owned".
+    #[inline(always)]
+    pub fn owned_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
+        if off >= STRIDE {
+            return None;
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and ownership bytes are
+        // only written atomically.
+        let b = unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed);
+        if is_sw_owned(b) {
+            // See `owned`: orders the body reads after the ownership check.
+            fence(Ordering::Acquire);
+            Some(b)
+        } else {
+            None
+        }
+    }
+
+    /// [`CqRing::read`] with the offset as an argument; `None` if `T` at `off` would leave
+    /// the slot or be misaligned (folds away for constant offsets).
+    #[inline(always)]
+    pub fn read_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
+        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
+            return None;
+        }
+        // SAFETY: range and alignment checked just above.
+        Some(unsafe { self.copy_out(idx, off) })
+    }
+
+    /// Copies a `T` out of an entry the consumer **owns** with a plain (non-volatile) read,
+    /// so the compiler loads only the fields that are used: the poll fast path.
+    ///
+    /// This is sound only after [`CqRing::owned`]/[`CqRing::owned_at`] returned `Some` for
+    /// the same `idx`, and before the consumer publishes a consumer index past it: the
+    /// producer wrote the entry before its release store of the ownership byte (made visible
+    /// by the acquire fence) and will not write it again until it sees the consumer index
+    /// move past it. (A CQ created with overrun-ignore gives up that guarantee: the device
+    /// may then overwrite an unconsumed entry, and the application must size the CQ so it
+    /// never does.) `None` if `T` at `off` leaves the slot or is misaligned (folds away).
+    #[inline(always)]
+    pub fn read_owned_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
+        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
+            return None;
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE,
+        // 64)); T is Pod; no concurrent write per the ownership protocol documented above,
+        // and the acquire fence in `owned_at` ordered the producer's writes before this read.
+        Some(unsafe { core::ptr::read(p.cast::<T>()) })
+    }
+
+    /// Volatile copy of a `T` at `off` of slot `idx`, a machine word at a time (a volatile
+    /// read of a whole struct may be lowered to single bytes).
+    ///
+    /// # Safety
+    ///
+    /// `off + size_of::<T>() <= STRIDE` and `off` is a multiple of `align_of::<T>()`.
+    #[inline(always)]
+    unsafe fn copy_out<T: Pod>(&self, idx: u32, off: usize) -> T {
+        let p = self.slot(idx).wrapping_add(off);
+        // Small fields in one load of their own width (alignment is guaranteed by the
+        // caller: `off` is a multiple of `align_of::<T>()` and the slot is 8-aligned).
+        match (size_of::<T>(), align_of::<T>()) {
+            // SAFETY: in bounds per the caller; u8 has no alignment.
+            (1, _) => return bytemuck::cast_slice::<u8, T>(&[unsafe { core::ptr::read_volatile(p) }])[0],
+            (2, 2) => {
+                // SAFETY: in bounds and 2-aligned per the caller.
+                let w = unsafe { core::ptr::read_volatile(p.cast::<u16>()) };
+                return bytemuck::pod_read_unaligned(&w.to_ne_bytes());
+            }
+            (4, 4) => {
+                // SAFETY: in bounds and 4-aligned per the caller.
+                let w = unsafe { core::ptr::read_volatile(p.cast::<u32>()) };
+                return bytemuck::pod_read_unaligned(&w.to_ne_bytes());
+            }
+            _ => {}
+        }
+        let mut v = T::zeroed();
+        let dst = bytemuck::bytes_of_mut(&mut v);
+        if size_of::<T>() % 8 == 0 && off % 8 == 0 {
+            for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+                // SAFETY: the caller guarantees the range is inside the slot; `slot` is
+                // aligned to min(STRIDE, 64) >= 8 and `off % 8 == 0`, so each word is
+                // 8-aligned; volatile because the device owns the memory, ordered after the
+                // ownership check by the acquire fence in `owned`.
+                let w = unsafe { core::ptr::read_volatile(p.add(i * 8).cast::<u64>()) };
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+        } else {
+            for (i, b) in dst.iter_mut().enumerate() {
+                // SAFETY: in bounds per the caller; bytes need no alignment.
+                *b = unsafe { core::ptr::read_volatile(p.add(i)) };
+            }
+        }
+        v
+    }
+
 }
 
 fn check_range(off: usize, len: usize, limit: usize) -> Result<(), Error> {

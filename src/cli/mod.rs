@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod bench;
 pub mod decode;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
@@ -15,6 +16,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Benchmarks on the hardware models (perftest-style output).
+    Bench(bench::BenchArgs),
     /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
     Decode(decode::DecodeArgs),
 }
@@ -23,6 +26,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Bench(a) => a.run(),
         Command::Decode(a) => a.run(),
     };
     match result {

@@ -1,0 +1,102 @@
+//! The mlx5 benchmark target: a model ring of 64- or 128-byte CQEs on one QP.
+
+use super::{BenchTarget, Mix};
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, Registry};
+use dvcq_provider::Completion;
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+
+const QPN: u32 = 0x1c7;
+
+/// mlx5 model + poller, with one lap of CQEs precomputed.
+#[derive(Debug)]
+pub struct Mlx5Bench<const S: usize> {
+    model: Mlx5Model,
+    cq: Mlx5Cq<S>,
+    lap: Vec<Entry>,
+    out: Vec<Completion>,
+}
+
+impl<const S: usize> Mlx5Bench<S> {
+    /// A ring of `entries` CQEs with the given mix.
+    ///
+    /// # Errors
+    ///
+    /// A message when the model or poller cannot be set up.
+    pub fn new(entries: u32, mix: Mix) -> Result<Self, String> {
+        let mut mc = ModelConfig::new(entries);
+        mc.cqe_size = S as u32;
+        // The baseline run prepares laps without polling, so the model must not stop on a
+        // full ring: overrun-ignore, as UCX creates its CQs.
+        mc.overrun_ignore = true;
+        let model = Mlx5Model::new(mc).map_err(|e| e.to_string())?;
+        let mut reg = Registry::new();
+        reg.add_qp(QpConfig::rc(QPN, 1 << 16, 1 << 16)).map_err(|e| e.to_string())?;
+        let cq = model.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
+        let lap = (0..entries)
+            .map(|i| {
+                let ctr = (i / 2) as u16;
+                let send = match mix {
+                    Mix::Send => true,
+                    Mix::Recv => false,
+                    Mix::SendRecv | Mix::Errors => i % 2 == 0,
+                };
+                if mix == Mix::Errors && i % 16 == 15 {
+                    build::err(ErrSpec { requester: true, qpn: QPN, wqe_counter: ctr, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() })
+                } else if send {
+                    build::req(QPN, ctr, wqe_opcode::SEND, 0)
+                } else {
+                    build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
+                }
+            })
+            .collect();
+        Ok(Self { model, cq, lap, out: vec![Completion::default(); entries as usize] })
+    }
+}
+
+impl<const S: usize> BenchTarget for Mlx5Bench<S> {
+    fn name(&self) -> String {
+        format!("mlx5 model, {S}-byte CQEs")
+    }
+    fn entries(&self) -> u32 {
+        self.lap.len() as u32
+    }
+    fn prepare_lap(&mut self) {
+        for e in &self.lap {
+            // overrun-ignore: the model never refuses.
+            let _ = self.model.push(e);
+        }
+    }
+    #[inline(never)]
+    fn poll_full(&mut self, batch: usize) -> usize {
+        let mut total = 0;
+        let batch = batch.max(1);
+        loop {
+            let end = (total + batch).min(self.out.len());
+            if total == end {
+                return total;
+            }
+            let n = self.cq.poll(&mut self.out[total..end]);
+            if n == 0 {
+                return total;
+            }
+            total += n;
+        }
+    }
+    #[inline(never)]
+    fn poll_views(&mut self) -> usize {
+        let mut v = self.cq.views();
+        let mut n = 0;
+        while let Some(x) = v.next() {
+            std::hint::black_box((x.opcode(), x.qpn(), x.wqe_counter(), x.byte_cnt()));
+            n += 1;
+        }
+        n
+    }
+    #[inline(never)]
+    fn poll_empty(&mut self, batch: usize) -> usize {
+        let end = batch.clamp(1, self.out.len());
+        self.cq.poll(&mut self.out[..end])
+    }
+}

@@ -1,0 +1,143 @@
+//! Poll microbenchmarks on model-filled rings (`dvcq bench poll`).
+//!
+//! A *lap* fills the ring with `entries` CQEs through the hardware model (not timed), then
+//! drains it with the poll path under test (timed). Time is reported as the median ns/CQE
+//! over repetitions. Instructions are counted by running the same binary under
+//! `valgrind --tool=callgrind` twice, once polling and once only preparing the same laps,
+//! and dividing the difference by the number of CQEs: only the poll path is counted.
+
+mod mlx5;
+
+use serde::Serialize;
+use std::time::Instant;
+
+pub use mlx5::Mlx5Bench;
+
+/// Which poll path to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Batch poll into full `Completion`s.
+    Full,
+    /// Zero-copy views reading opcode, qpn, wqe counter and byte count.
+    View,
+    /// Poll calls on an empty ring (cost per call, not per CQE).
+    Empty,
+}
+
+/// Completion mix of a lap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    /// Alternating send (requester) and receive (responder) completions on one QP.
+    SendRecv,
+    /// Requester completions only.
+    Send,
+    /// Responder completions only.
+    Recv,
+    /// Send/receive with one flush error in every 16 completions.
+    Errors,
+}
+
+/// A backend prepared for benchmarking.
+pub trait BenchTarget {
+    /// Name shown in the banner.
+    fn name(&self) -> String;
+    /// Ring entries (CQEs per lap).
+    fn entries(&self) -> u32;
+    /// Writes one lap of CQEs into the ring through the model.
+    fn prepare_lap(&mut self);
+    /// Drains the lap with batch polls of `batch`; returns completions polled.
+    fn poll_full(&mut self, batch: usize) -> usize;
+    /// Drains the lap with zero-copy views; returns CQEs seen.
+    fn poll_views(&mut self) -> usize;
+    /// One poll call on an empty ring; returns completions (always 0).
+    fn poll_empty(&mut self, batch: usize) -> usize;
+}
+
+/// Benchmark parameters.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Params {
+    /// Poll path.
+    pub mode: Mode,
+    /// Batch size for full polls.
+    pub batch: usize,
+    /// Laps per repetition.
+    pub laps: u32,
+    /// Repetitions (the median is reported).
+    pub reps: u32,
+    /// Only prepare the laps, never poll (the callgrind baseline).
+    pub prepare_only: bool,
+}
+
+/// The result of one benchmark row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Backend name.
+    pub target: String,
+    /// Poll path.
+    pub mode: Mode,
+    /// Batch size.
+    pub batch: usize,
+    /// CQEs (or, for `empty`, poll calls) per repetition.
+    pub per_rep: u64,
+    /// Median ns per CQE (per call for `empty`).
+    pub ns_median: f64,
+    /// Fastest repetition, ns per CQE.
+    pub ns_min: f64,
+    /// Millions of CQEs per second at the median.
+    pub mcqe_per_s: f64,
+    /// Instructions per CQE (per call for `empty`) under callgrind, if measured.
+    pub instr: Option<f64>,
+}
+
+/// Runs the benchmark and returns its row (without instruction counts).
+pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
+    let mut per_rep_ns = Vec::with_capacity(p.reps as usize);
+    let mut per_rep = 0u64;
+    for _ in 0..p.reps.max(1) {
+        let mut ns = 0u128;
+        let mut count = 0u64;
+        for _ in 0..p.laps.max(1) {
+            match p.mode {
+                Mode::Empty => {
+                    if p.prepare_only {
+                        count += t.entries() as u64;
+                        continue;
+                    }
+                    let start = Instant::now();
+                    for _ in 0..t.entries() {
+                        std::hint::black_box(t.poll_empty(p.batch));
+                    }
+                    ns += start.elapsed().as_nanos();
+                    count += t.entries() as u64;
+                }
+                Mode::Full | Mode::View => {
+                    t.prepare_lap();
+                    if p.prepare_only {
+                        count += t.entries() as u64;
+                        continue;
+                    }
+                    let start = Instant::now();
+                    let got = if p.mode == Mode::Full { t.poll_full(p.batch) } else { t.poll_views() };
+                    ns += start.elapsed().as_nanos();
+                    count += got as u64;
+                }
+            }
+        }
+        per_rep = count;
+        per_rep_ns.push(ns as f64 / count.max(1) as f64);
+    }
+    per_rep_ns.sort_by(|a, b| a.total_cmp(b));
+    let median = per_rep_ns[per_rep_ns.len() / 2];
+    Report {
+        target: t.name(),
+        mode: p.mode,
+        batch: p.batch,
+        per_rep,
+        ns_median: median,
+        ns_min: per_rep_ns[0],
+        mcqe_per_s: if median > 0.0 { 1e3 / median } else { 0.0 },
+        instr: None,
+    }
+}

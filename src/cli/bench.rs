@@ -1,0 +1,203 @@
+//! `dvcq bench poll`: poll microbenchmarks on the hardware models, perftest-style.
+
+use super::CliError;
+use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+/// Arguments of `dvcq bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchWhat,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BenchWhat {
+    /// Poll-path cost: ns/CQE (median of repetitions) and, with --callgrind, instructions/CQE.
+    Poll(PollArgs),
+}
+
+/// Backends the benchmark can drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Vendor {
+    Mlx5,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct PollArgs {
+    /// Device model to poll.
+    #[arg(long, value_enum, default_value = "mlx5")]
+    vendor: Vendor,
+    /// CQE size in bytes (mlx5: 64 or 128).
+    #[arg(long, default_value_t = 64)]
+    cqe_size: u32,
+    /// Ring entries, i.e. CQEs per lap (power of two).
+    #[arg(long, default_value_t = 4096)]
+    entries: u32,
+    /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// Batch size for `--mode full` / `empty`.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Completion mix.
+    #[arg(long, value_enum, default_value = "send-recv")]
+    mix: Mix,
+    /// Laps (ring fills) per repetition.
+    #[arg(long, default_value_t = 16)]
+    laps: u32,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 11)]
+    reps: u32,
+    /// Also count instructions per CQE under valgrind --tool=callgrind (needs valgrind).
+    #[arg(long)]
+    callgrind: bool,
+    /// Print JSON lines instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Internal: prepare laps without polling (the callgrind baseline).
+    #[arg(long, hide = true)]
+    prepare_only: bool,
+}
+
+impl BenchArgs {
+    /// Runs the subcommand.
+    pub fn run(&self) -> Result<ExitCode, CliError> {
+        match &self.what {
+            BenchWhat::Poll(p) => p.run(),
+        }
+    }
+}
+
+fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
+    if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 {
+        return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
+    }
+    let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size) {
+        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix).map_err(CliError)?),
+        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix).map_err(CliError)?),
+        (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
+    };
+    Ok(t)
+}
+
+impl PollArgs {
+    fn rows(&self) -> Vec<(Mode, usize)> {
+        match self.mode {
+            Some(m) => vec![(m, self.batch)],
+            None => vec![(Mode::Full, 16), (Mode::Full, 1), (Mode::View, 1), (Mode::Empty, 16)],
+        }
+    }
+
+    fn run(&self) -> Result<ExitCode, CliError> {
+        if self.batch == 0 {
+            return Err(CliError("--batch 0: the batch size must be at least 1".into()));
+        }
+        let mut reports = Vec::new();
+        for (mode, batch) in self.rows() {
+            let mut t = target(self)?;
+            let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only: self.prepare_only };
+            let mut r = bench::run(t.as_mut(), &p);
+            if self.callgrind {
+                r.instr = Some(self.instructions(mode, batch)?);
+            }
+            reports.push(r);
+        }
+        if self.prepare_only {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if self.json {
+            for r in &reports {
+                println!("{}", serde_json::to_string(r).map_err(|e| CliError(e.to_string()))?);
+            }
+        } else {
+            self.print_table(&reports);
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    fn print_table(&self, reports: &[Report]) {
+        let line = "-".repeat(88);
+        println!("{line}");
+        println!("                         dvcq poll benchmark");
+        println!(" Device         : {:<28} CQE size       : {}[B]", reports[0].target, self.cqe_size);
+        println!(" Ring entries   : {:<28} Completion mix : {:?}", self.entries, self.mix);
+        println!(" Laps per rep   : {:<28} Repetitions    : {}", self.laps, self.reps);
+        println!("{line}");
+        println!(" #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE");
+        for r in reports {
+            let mode = match r.mode {
+                Mode::Full => "full",
+                Mode::View => "view",
+                Mode::Empty => "empty*",
+            };
+            let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
+            println!(
+                " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {}",
+                mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr
+            );
+        }
+        println!("{line}");
+        println!(" empty*: cost of one poll call on an empty ring (per call, not per CQE)");
+        if reports.iter().all(|r| r.instr.is_none()) {
+            println!(" add --callgrind for instructions per CQE (valgrind, poll path only)");
+        }
+    }
+
+    /// Instructions per CQE (or per empty call): callgrind totals of a polling run minus a
+    /// run that prepares the same laps without polling, divided by the CQE count.
+    fn instructions(&self, mode: Mode, batch: usize) -> Result<f64, CliError> {
+        let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
+        let laps = self.laps.min(8);
+        let run = |prepare_only: bool| -> Result<u64, CliError> {
+            let out = std::env::temp_dir().join(format!("dvcq-callgrind-{}-{}.out", std::process::id(), prepare_only));
+            let mut cmd = Command::new("valgrind");
+            cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
+            cmd.arg(&exe).args(["bench", "poll", "--json", "--reps", "1"]);
+            cmd.args(["--laps", &laps.to_string(), "--entries", &self.entries.to_string()]);
+            cmd.args(["--cqe-size", &self.cqe_size.to_string(), "--batch", &batch.to_string()]);
+            let mode_s = match mode {
+                Mode::Full => "full",
+                Mode::View => "view",
+                Mode::Empty => "empty",
+            };
+            cmd.args(["--mode", mode_s]);
+            cmd.args(["--mix", mix_name(self.mix)]);
+            if prepare_only {
+                cmd.arg("--prepare-only");
+            }
+            let status = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().map_err(|e| {
+                CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`"))
+            })?;
+            if !status.success() {
+                return Err(CliError(format!("valgrind run failed ({status})")));
+            }
+            let total = totals(&out);
+            let _ = std::fs::remove_file(&out);
+            total
+        };
+        let with = run(false)?;
+        let base = run(true)?;
+        let n = laps as f64 * self.entries as f64;
+        Ok(with.saturating_sub(base) as f64 / n)
+    }
+}
+
+fn mix_name(m: Mix) -> &'static str {
+    match m {
+        Mix::SendRecv => "send-recv",
+        Mix::Send => "send",
+        Mix::Recv => "recv",
+        Mix::Errors => "errors",
+    }
+}
+
+/// The `totals:` (or `summary:`) instruction count of a callgrind output file.
+fn totals(path: &PathBuf) -> Result<u64, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| CliError(format!("{}: no totals line in callgrind output", path.display())))
+}
