@@ -102,7 +102,7 @@ pub const fn expected_owner(ci: u32, entries: u32) -> u8 {
 /// and the owner bit matches the lap parity.
 #[inline(always)]
 pub const fn is_sw_owned(op_own_byte: u8, ci: u32, entries: u32) -> bool {
-    sw_owned_by_lap(op_own_byte, ci / entries)
+    sw_owned_by_lap(op_own_byte, expected_owner(ci, entries) as u32)
 }
 
 /// The same test given the lap number `ci >> log2(entries)`: rotating `op_own ^ parity`
@@ -248,14 +248,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// the call returns early and later calls return 0 until [`Mlx5Cq::switch_ring`].
     /// The consumer index is published as [`CqConfig::ci_update`] says.
     ///
-    /// The empty case (nothing to poll) is decided inline; the loop itself is out of line.
+    ///
+    /// The empty case is decided inline (one ownership test); the loop is out of line.
     #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let n = if out.is_empty() || self.resize_pending || self.owned(self.ci).is_none() {
-            0
-        } else {
-            self.poll_loop(out)
-        };
+        let n = if !out.is_empty() && !self.resize_pending && self.owned(self.ci).is_some() { self.poll_loop(out) } else { 0 };
         self.after_batch(n as u32);
         n
     }
@@ -273,19 +270,18 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn poll_loop_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
         let ring = self.ring.view();
-        let shift = ring.entries().trailing_zeros();
+        let entries = ring.entries();
         let mut ci = self.ci;
-        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, faults: 0 };
-        let (mut swallowed, mut resized) = (0u64, false);
+        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, stats: &mut self.stats };
         let mut n = 0;
         while let Some(slot) = out.get_mut(n) {
             let cur = ci;
-            let Some(own) = ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, cur >> shift)) else {
+            let Some(own) = ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, entries) as u32)) else {
                 break;
             };
             ci = cur.wrapping_add(1);
             let cqe = RingCqe { ring, idx: cur, op_own: own };
-            let parsed = match Self::CLASS[own as usize] {
+            match Self::CLASS[own as usize] {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
                 _ => {
@@ -293,29 +289,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         break;
                     };
                     match cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot) {
+                        Parsed::Wc => Parsed::Wc,
                         Parsed::Swallowed => {
-                            swallowed += 1;
+                            res.stats.swallowed += 1;
                             continue;
                         }
                         Parsed::Resize => {
-                            resized = true;
+                            res.stats.resizes += 1;
+                            self.resize_pending = true;
                             break;
                         }
-                        Parsed::Wc => Parsed::Wc,
                     }
                 }
             };
-            debug_assert_eq!(parsed, Parsed::Wc);
             n += 1;
         }
         self.ci = ci;
         self.cache = (res.cache_key, res.cache_slot);
-        self.stats.faults += res.faults;
-        self.stats.swallowed += swallowed;
-        if resized {
-            self.stats.resizes += 1;
-            self.resize_pending = true;
-        }
         n
     }
 
@@ -353,6 +343,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     #[inline(always)]
     pub(crate) fn after_batch(&mut self, consumed: u32) {
+        if self.cfg.ci_update == CiUpdate::EveryPoll {
+            self.publish_ci();
+            return;
+        }
+        self.after_batch_cadence(consumed);
+    }
+
+    fn after_batch_cadence(&mut self, consumed: u32) {
         match self.cfg.ci_update {
             CiUpdate::EveryPoll => self.publish_ci(),
             CiUpdate::EveryN(k) => {

@@ -58,7 +58,8 @@ pub(crate) struct Consume<'a> {
     pub reg: &'a mut Registry,
     pub cache_key: u32,
     pub cache_slot: u32,
-    pub faults: u64,
+    /// Touched only on cold paths.
+    pub stats: &'a mut crate::cq::CqStats,
 }
 
 impl Resources for Consume<'_> {
@@ -99,7 +100,7 @@ impl Resources for Consume<'_> {
         self.reg.srq_at(slot)?.complete(wqe_counter)
     }
     fn note_fault(&mut self) {
-        self.faults += 1;
+        self.stats.faults += 1;
     }
 }
 

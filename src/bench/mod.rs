@@ -53,6 +53,9 @@ pub trait BenchTarget {
     fn poll_views(&mut self) -> usize;
     /// One poll call on an empty ring; returns completions (always 0).
     fn poll_empty(&mut self, batch: usize) -> usize;
+    /// The callgrind baseline of `poll_empty`: the same call shape doing nothing, so the
+    /// difference is the poll call alone.
+    fn noop(&mut self, batch: usize) -> usize;
 }
 
 /// Benchmark parameters.
@@ -101,13 +104,15 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
         for _ in 0..p.laps.max(1) {
             match p.mode {
                 Mode::Empty => {
-                    if p.prepare_only {
-                        count += t.entries() as u64;
-                        continue;
-                    }
                     let start = Instant::now();
-                    for _ in 0..t.entries() {
-                        std::hint::black_box(t.poll_empty(p.batch));
+                    if p.prepare_only {
+                        for _ in 0..t.entries() {
+                            std::hint::black_box(t.noop(std::hint::black_box(p.batch)));
+                        }
+                    } else {
+                        for _ in 0..t.entries() {
+                            std::hint::black_box(t.poll_empty(std::hint::black_box(p.batch)));
+                        }
                     }
                     ns += start.elapsed().as_nanos();
                     count += t.entries() as u64;
