@@ -11,7 +11,9 @@ use crate::cq::Engine;
 use crate::registry::{QpConfig, QpRegistry, QpType, Transport};
 use crate::ring::SlotBytes;
 use crate::status::Compat;
-use dvcq_provider::{Completion, FaultKind};
+pub use dvcq_provider::image::{format_decode, wc_line, DecodeItem, EndState, ImageError};
+use dvcq_provider::image::{parse_image, parse_num, write_slots, RawImage};
+use dvcq_provider::Completion;
 use dvcq_uapi::irdma::HwRev;
 use std::fmt::Write as _;
 
@@ -64,56 +66,8 @@ pub struct IrdmaImage {
     pub slots: Vec<u8>,
 }
 
-/// A parse error, with the 1-based line it was found on (0 when not tied to a line).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {msg}")]
-pub struct ImageError {
-    /// 1-based line number.
-    pub line: usize,
-    /// What was wrong.
-    pub msg: String,
-}
-
 fn err(line: usize, msg: impl Into<String>) -> ImageError {
-    ImageError {
-        line,
-        msg: msg.into(),
-    }
-}
-
-/// One decoded item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodeItem {
-    /// A work completion.
-    Wc(Completion),
-    /// A CQE that could not become one: the ring slot and the reason.
-    Bad {
-        /// Slot index (`position mod entries`).
-        slot: u32,
-        /// Why.
-        reason: FaultKind,
-    },
-}
-
-/// The state after decoding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EndState {
-    /// Final running consumer counter.
-    pub ci: u32,
-    /// The head last written to the shadow area, or `None` if nothing was consumed.
-    pub dbrec_ci: Option<u32>,
-}
-
-fn parse_num(v: &str, hex: bool) -> Option<u32> {
-    if hex {
-        let h = v
-            .strip_prefix("0x")
-            .or_else(|| v.strip_prefix("0X"))
-            .unwrap_or(v);
-        u32::from_str_radix(h, 16).ok()
-    } else {
-        v.parse().ok()
-    }
+    ImageError::new(line, msg)
 }
 
 /// Builds the irdma header from the `ring` line's key/value words (unknown keys ignored).
@@ -253,87 +207,25 @@ pub fn image_from_parts(
     Ok(IrdmaImage { header, qps, slots })
 }
 
-fn hex_byte(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// Parses an irdma ring image from text.
 ///
 /// # Errors
 ///
 /// [`ImageError`] with the line number of the first problem.
 pub fn parse_irdma_image(text: &str) -> Result<IrdmaImage, ImageError> {
-    let mut header: Option<ImageHeader> = None;
-    let mut qps = Vec::new();
-    let mut slots = Vec::new();
-    let mut nslots = 0usize;
-    let mut last = 0;
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        last = line;
-        let l = raw.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let mut words = l.split_whitespace();
-        let first = words.next().unwrap_or("");
-        match (first, header) {
-            ("ring", None) => {
-                let kv: Vec<(&str, &str)> = words.filter_map(|w| w.split_once('=')).collect();
-                header = Some(header_from_words(&kv, line)?);
-            }
-            ("ring", Some(_)) => return Err(err(line, "a second ring line")),
-            (_, None) => return Err(err(line, "expected the ring line first")),
-            ("qp", Some(_)) => {
-                if nslots > 0 {
-                    return Err(err(line, "qp line after slot lines"));
-                }
-                if qps.len() == 64 {
-                    return Err(err(line, "more than 64 qp lines"));
-                }
-                let kv: Vec<(&str, Option<&str>)> = words
-                    .map(|w| match w.split_once('=') {
-                        Some((k, v)) => (k, Some(v)),
-                        None => (w, None),
-                    })
-                    .collect();
-                qps.push(qp_from_words(&kv, line)?);
-            }
-            (_, Some(h)) => {
-                let s = h.cqe_size as usize;
-                if nslots == h.entries as usize {
-                    return Err(err(line, format!("more than {} slot lines", h.entries)));
-                }
-                let b = l.as_bytes();
-                if b.len() != s * 2 || words.next().is_some() {
-                    return Err(err(
-                        line,
-                        format!("slot line must be {} hex characters", s * 2),
-                    ));
-                }
-                for pair in b.chunks_exact(2) {
-                    match (hex_byte(pair[0]), hex_byte(pair[1])) {
-                        (Some(hi), Some(lo)) => slots.push(hi << 4 | lo),
-                        _ => return Err(err(line, "slot line has a non-hex character")),
-                    }
-                }
-                nslots += 1;
-            }
-        }
-    }
-    let h = header.ok_or_else(|| err(last, "no ring line"))?;
-    if nslots != h.entries as usize {
-        return Err(err(
-            last,
-            format!("{nslots} slot lines, expected {}", h.entries),
-        ));
-    }
-    image_from_parts(h, qps, slots)
+    let raw = parse_image(text)?;
+    from_raw(&raw)
+}
+
+/// Builds an irdma image from a parsed container (the shared text parser's output).
+///
+/// # Errors
+///
+/// [`ImageError`] for a non-irdma ring or invalid irdma words.
+pub fn from_raw(raw: &RawImage) -> Result<IrdmaImage, ImageError> {
+    let header = header_from_words(&raw.ring_pairs(), raw.ring_line)?;
+    let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
+    image_from_parts(header, qps, raw.slots.clone())
 }
 
 impl IrdmaImage {
@@ -375,12 +267,7 @@ impl IrdmaImage {
             }
             s.push('\n');
         }
-        for slot in self.slots.chunks(h.cqe_size as usize) {
-            for b in slot {
-                let _ = write!(s, "{b:02x}");
-            }
-            s.push('\n');
-        }
+        write_slots(&mut s, &self.slots, h.cqe_size as usize);
         s
     }
 
@@ -439,15 +326,7 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
     loop {
         let before = eng.ci;
         let n = eng.poll(&ring, &mut out);
-        for wc in &out[..n] {
-            items.push(match wc.fault() {
-                Some(f) => DecodeItem::Bad {
-                    slot: f.position & mask,
-                    reason: f.kind,
-                },
-                None => DecodeItem::Wc(*wc),
-            });
-        }
+        items.extend(out[..n].iter().map(|wc| DecodeItem::from_completion(wc, h.entries)));
         budget = budget.saturating_sub(n as u64 + 1);
         if (n == 0 && eng.ci == before) || budget == 0 {
             break;
@@ -461,46 +340,6 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
             dbrec_ci,
         },
     )
-}
-
-/// The canonical `wc` line of a completion.
-pub fn wc_line(wc: &Completion) -> String {
-    format!(
-        "wc wqe_idx={} status={} opcode={} vendor_err={:#x} byte_len={} imm={:#x} qp_num={:#x} src_qp={:#x} wc_flags={:#x} pkey_index={} slid={} sl={} dlid_path_bits={}",
-        wc.wqe_index,
-        wc.status as u8,
-        wc.opcode as u8,
-        wc.vendor_err,
-        wc.byte_len,
-        wc.imm_data,
-        wc.qp_num,
-        wc.src_qp,
-        wc.wc_flags.bits(),
-        wc.pkey_index,
-        wc.slid,
-        wc.sl,
-        wc.dlid_path_bits
-    )
-}
-
-/// The canonical lines of a decode: `wc ...` / `bad slot=... reason=...` and `end ...`,
-/// each ending in a newline.
-pub fn format_decode(items: &[DecodeItem], end: &EndState) -> String {
-    let mut s = String::new();
-    for it in items {
-        match it {
-            DecodeItem::Wc(wc) => s.push_str(&wc_line(wc)),
-            DecodeItem::Bad { slot, reason } => {
-                let _ = write!(s, "bad slot={slot} reason={}", reason.word());
-            }
-        }
-        s.push('\n');
-    }
-    let _ = match end.dbrec_ci {
-        Some(d) => writeln!(s, "end ci={} dbrec_ci={d}", end.ci),
-        None => writeln!(s, "end ci={} dbrec_ci=none", end.ci),
-    };
-    s
 }
 
 #[cfg(test)]
@@ -541,11 +380,13 @@ mod tests {
     fn parse_errors_carry_line_numbers() {
         let e = parse_irdma_image("ring cqe_size=32 entries=3 ci=0\n").unwrap_err();
         assert_eq!(e.line, 1);
-        let e = parse_irdma_image("\nring cqe_size=64 entries=2 ci=0\n").unwrap_err();
+        let z64 = "0".repeat(128);
+        let e = parse_irdma_image(&format!("\nring cqe_size=64 entries=2 ci=0\n{z64}\n{z64}\n")).unwrap_err();
         assert!(e.msg.contains("not an irdma ring"), "{e}");
-        let e = parse_irdma_image(
-            "ring cqe_size=32 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n",
-        )
+        let z32 = "0".repeat(64);
+        let e = parse_irdma_image(&format!(
+            "ring cqe_size=32 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n{z32}\n{z32}\n"
+        ))
         .unwrap_err();
         assert_eq!(e.line, 2);
         let e = parse_irdma_image("ring cqe_size=32 entries=2 ci=0\n00\n").unwrap_err();

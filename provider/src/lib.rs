@@ -6,20 +6,20 @@
 //! - [`CqDriver`]: the operations every backend implements.
 //! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
-//! - [`DmaBuffer`] (feature `model`): page-aligned memory for device models.
+//! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
+//! - [`image`]: the ring-image text container and canonical completion lines.
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod completion;
-#[cfg(feature = "model")]
 mod dma;
 mod doorbell;
 mod driver;
 mod error;
 mod fault;
+pub mod image;
 mod ring;
 
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
-#[cfg(feature = "model")]
 pub use dma::DmaBuffer;
 pub use doorbell::DoorbellWord;
 pub use driver::{CqDriver, CqInfo};

@@ -1,0 +1,325 @@
+//! Ring images (shared/ring-image.md): the vendor-neutral text container — the `ring` line,
+//! `qp` lines and one hex line per slot — and the canonical completion lines a decode
+//! prints. Vendor crates interpret the words and the slot bytes.
+
+use crate::completion::Completion;
+use crate::fault::FaultKind;
+use std::fmt::Write as _;
+
+/// Which hardware family an image holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageVendor {
+    /// ConnectX (`cqe_size` 64 or 128).
+    Mlx5,
+    /// E810/X722 (`cqe_size` 32 or 64).
+    Irdma,
+}
+
+/// A parse error with the 1-based line it was found on (0 when not tied to a line).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {msg}")]
+pub struct ImageError {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong.
+    pub msg: String,
+}
+
+impl ImageError {
+    /// An error at `line`.
+    pub fn new(line: usize, msg: impl Into<String>) -> Self {
+        Self { line, msg: msg.into() }
+    }
+}
+
+/// One `qp` line: its line number and words (`key=value`, or a bare flag like `ud`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QpWords {
+    /// 1-based line number.
+    pub line: usize,
+    /// Words in order.
+    pub words: Vec<(String, Option<String>)>,
+}
+
+impl QpWords {
+    /// The words as borrowed pairs.
+    pub fn pairs(&self) -> Vec<(&str, Option<&str>)> {
+        self.words.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
+    }
+}
+
+/// A parsed image container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawImage {
+    /// Line of the `ring` line.
+    pub ring_line: usize,
+    /// The `ring` line's `key=value` words (unknown keys kept, for vendor parsers).
+    pub ring_words: Vec<(String, String)>,
+    /// Bytes per slot.
+    pub cqe_size: u32,
+    /// Slots.
+    pub entries: u32,
+    /// The running consumer counter.
+    pub ci: u32,
+    /// Which family (from `vendor=` or the slot size).
+    pub vendor: ImageVendor,
+    /// The `qp` lines, in order.
+    pub qps: Vec<QpWords>,
+    /// `entries * cqe_size` bytes, slot 0 first, in memory order.
+    pub slots: Vec<u8>,
+}
+
+impl RawImage {
+    /// The value of a `ring` line word.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.ring_words.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The `ring` line's words as borrowed pairs.
+    pub fn ring_pairs(&self) -> Vec<(&str, &str)> {
+        self.ring_words.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+}
+
+/// A decimal (`hex = false`) or hexadecimal (`0x` optional) number.
+pub fn parse_num(v: &str, hex: bool) -> Option<u32> {
+    if hex {
+        let h = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v);
+        u32::from_str_radix(h, 16).ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+fn hex_nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Parses the ring line's common words and decides the vendor (ring-image.md: `vendor`
+/// defaults to mlx5 for 64/128-byte CQEs; 32 implies irdma).
+fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32, ImageVendor), ImageError> {
+    let get = |k: &str| words.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str());
+    let num = |k: &str| -> Result<u32, ImageError> {
+        let v = get(k).ok_or_else(|| ImageError::new(line, format!("ring line lacks {k}=")))?;
+        parse_num(v, false).ok_or_else(|| ImageError::new(line, format!("{k}={v} is not a decimal number")))
+    };
+    let cqe_size = num("cqe_size")?;
+    let entries = num("entries")?;
+    let ci = num("ci")?;
+    let vendor = match (get("vendor"), cqe_size) {
+        (Some("mlx5"), 64 | 128) | (None, 64 | 128) => ImageVendor::Mlx5,
+        (Some("irdma"), 32 | 64) | (None, 32) => ImageVendor::Irdma,
+        (Some(v @ ("mlx5" | "irdma")), s) => {
+            return Err(ImageError::new(line, format!("cqe_size={s} is not a {v} CQE size (mlx5: 64, 128; irdma: 32, 64)")))
+        }
+        (Some(v), _) => return Err(ImageError::new(line, format!("vendor={v}: must be mlx5 or irdma"))),
+        (None, s) => return Err(ImageError::new(line, format!("cqe_size={s}: must be 32, 64 or 128"))),
+    };
+    if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
+        return Err(ImageError::new(line, format!("entries={entries}: must be a power of two from 2 to 4194304")));
+    }
+    Ok((cqe_size, entries, ci, vendor))
+}
+
+/// Parses an image's text: blank and `#` lines anywhere, one `ring` line, up to 64 `qp`
+/// lines, then exactly `entries` slot lines of `cqe_size * 2` hex characters.
+///
+/// # Errors
+///
+/// [`ImageError`] naming the line of the first problem and what it is.
+pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
+    let mut img: Option<RawImage> = None;
+    let mut nslots = 0usize;
+    let mut last = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        last = line;
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let mut words = l.split_whitespace();
+        let first = words.next().unwrap_or("");
+        let Some(im) = img.as_mut() else {
+            if first != "ring" {
+                return Err(ImageError::new(line, format!("expected the ring line first, found {first:?}")));
+            }
+            let mut kv = Vec::new();
+            for w in words {
+                let (k, v) = w.split_once('=').ok_or_else(|| ImageError::new(line, format!("ring line word {w:?} is not key=value")))?;
+                kv.push((k.to_string(), v.to_string()));
+            }
+            let (cqe_size, entries, ci, vendor) = ring_header(&kv, line)?;
+            img = Some(RawImage {
+                ring_line: line,
+                ring_words: kv,
+                cqe_size,
+                entries,
+                ci,
+                vendor,
+                qps: Vec::new(),
+                slots: Vec::with_capacity(entries as usize * cqe_size as usize),
+            });
+            continue;
+        };
+        match first {
+            "ring" => return Err(ImageError::new(line, "a second ring line")),
+            "qp" => {
+                if nslots > 0 {
+                    return Err(ImageError::new(line, "qp line after the first slot line"));
+                }
+                if im.qps.len() == 64 {
+                    return Err(ImageError::new(line, "more than 64 qp lines"));
+                }
+                let words = words
+                    .map(|w| match w.split_once('=') {
+                        Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                        None => (w.to_string(), None),
+                    })
+                    .collect();
+                im.qps.push(QpWords { line, words });
+            }
+            _ => {
+                let want = im.cqe_size as usize * 2;
+                if nslots == im.entries as usize {
+                    return Err(ImageError::new(line, format!("more than entries={} slot lines", im.entries)));
+                }
+                let b = l.as_bytes();
+                if b.len() != want {
+                    return Err(ImageError::new(
+                        line,
+                        format!("slot {nslots}: {} characters, expected {want} hex characters (cqe_size={})", b.len(), im.cqe_size),
+                    ));
+                }
+                for (col, pair) in b.chunks_exact(2).enumerate() {
+                    match (hex_nibble(pair[0]), hex_nibble(pair[1])) {
+                        (Some(hi), Some(lo)) => im.slots.push(hi << 4 | lo),
+                        _ => {
+                            return Err(ImageError::new(
+                                line,
+                                format!("slot {nslots}: non-hex character near column {}", col * 2 + 1),
+                            ))
+                        }
+                    }
+                }
+                nslots += 1;
+            }
+        }
+    }
+    let im = img.ok_or_else(|| ImageError::new(last, "no ring line"))?;
+    if nslots != im.entries as usize {
+        return Err(ImageError::new(last, format!("{nslots} slot lines, expected entries={}", im.entries)));
+    }
+    Ok(im)
+}
+
+/// Appends one lowercase hex line per `cqe_size` bytes of `slots`.
+pub fn write_slots(out: &mut String, slots: &[u8], cqe_size: usize) {
+    for slot in slots.chunks(cqe_size.max(1)) {
+        for b in slot {
+            let _ = write!(out, "{b:02x}");
+        }
+        out.push('\n');
+    }
+}
+
+/// One decoded item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeItem {
+    /// A work completion.
+    Wc(Completion),
+    /// A CQE that could not become one: the ring slot and the reason.
+    Bad {
+        /// Slot index (`position mod entries`).
+        slot: u32,
+        /// Why.
+        reason: FaultKind,
+    },
+}
+
+impl DecodeItem {
+    /// The item for a polled completion or fault item of a ring with `entries` slots.
+    pub fn from_completion(wc: &Completion, entries: u32) -> Self {
+        match wc.fault() {
+            Some(f) => DecodeItem::Bad { slot: f.position & entries.wrapping_sub(1), reason: f.kind },
+            None => DecodeItem::Wc(*wc),
+        }
+    }
+}
+
+/// The state after decoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndState {
+    /// Final running consumer counter.
+    pub ci: u32,
+    /// What was last written to the consumer-index doorbell, or `None` if nothing was.
+    pub dbrec_ci: Option<u32>,
+}
+
+/// The canonical `wc` line of a completion (ring-image.md).
+pub fn wc_line(wc: &Completion) -> String {
+    format!(
+        "wc wqe_idx={} status={} opcode={} vendor_err={:#x} byte_len={} imm={:#x} qp_num={:#x} src_qp={:#x} wc_flags={:#x} pkey_index={} slid={} sl={} dlid_path_bits={}",
+        wc.wqe_index,
+        wc.status as u8,
+        wc.opcode as u8,
+        wc.vendor_err,
+        wc.byte_len,
+        wc.imm_data,
+        wc.qp_num,
+        wc.src_qp,
+        wc.wc_flags.bits(),
+        wc.pkey_index,
+        wc.slid,
+        wc.sl,
+        wc.dlid_path_bits
+    )
+}
+
+/// The canonical lines of a decode: `wc ...` / `bad slot=... reason=...`, then `end ...`,
+/// each ending in a newline.
+pub fn format_decode(items: &[DecodeItem], end: &EndState) -> String {
+    let mut s = String::new();
+    for it in items {
+        match it {
+            DecodeItem::Wc(wc) => s.push_str(&wc_line(wc)),
+            DecodeItem::Bad { slot, reason } => {
+                let _ = write!(s, "bad slot={slot} reason={}", reason.word());
+            }
+        }
+        s.push('\n');
+    }
+    let _ = match end.dbrec_ci {
+        Some(d) => writeln!(s, "end ci={} dbrec_ci={d}", end.ci),
+        None => writeln!(s, "end ci={} dbrec_ci=none", end.ci),
+    };
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_parses_and_reports_lines() {
+        let slot = "00".repeat(64);
+        let text = format!("# c\nring cqe_size=64 entries=2 ci=5 cqe_ver=1\nqp qpn=1a sq_wqe_cnt=4 rq_wqe_cnt=4 ud\n{slot}\n\n{slot}\n");
+        let im = parse_image(&text).unwrap();
+        assert_eq!((im.vendor, im.entries, im.ci, im.get("cqe_ver")), (ImageVendor::Mlx5, 2, 5, Some("1")));
+        assert_eq!(im.qps[0].pairs()[3], ("ud", None));
+        assert_eq!(im.slots.len(), 128);
+
+        let bad = format!("ring cqe_size=64 entries=2 ci=0\n{slot}\n{}zz\n", "00".repeat(63));
+        assert_eq!(parse_image(&bad).unwrap_err().line, 3);
+        assert_eq!(parse_image("ring cqe_size=64 entries=3 ci=0\n").unwrap_err().line, 1);
+        assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{slot}\n")).unwrap_err().line, 2);
+        assert_eq!(parse_image("qp qpn=1\n").unwrap_err().line, 1);
+        assert!(parse_image("ring cqe_size=32 entries=2 ci=0 vendor=mlx5\n").is_err());
+        assert_eq!(parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}\n{}\n", "00".repeat(32), "00".repeat(32))).unwrap().vendor, ImageVendor::Irdma);
+    }
+}
