@@ -21,6 +21,13 @@ const_assert_eq!(size_of::<MiniCqe>(), 8);
 pub type MiniCqeArray = [MiniCqe; 8];
 const_assert_eq!(size_of::<MiniCqeArray>(), 64);
 
+/// Most mini-CQEs in one enhanced-layout block: the block's opcode nibble holds the count
+/// minus one, and UCX asserts at most seven (shared/spec/mlx5.md §9.4).
+pub const MAX_ENHANCED_MINIS: usize = 7;
+
+/// Mini-CQEs per basic-layout array slot (shared/spec/mlx5.md §9.3).
+pub const MINIS_PER_ARRAY: usize = 8;
+
 /// Hardware mini-CQE format codes (`mini_cqe_res_format`, DPDK `mlx5_prm.h`).
 pub mod mini_format {
     /// RX hash result + byte count.
@@ -93,5 +100,79 @@ impl MiniCqe {
     #[inline(always)]
     pub const fn s_wqe_opcode(&self) -> u8 {
         self.bytes[2]
+    }
+
+    const fn from_parts(a: [u8; 2], b: [u8; 2], c: [u8; 4]) -> Self {
+        MiniCqe {
+            bytes: [a[0], a[1], b[0], b[1], c[0], c[1], c[2], c[3]],
+        }
+    }
+    /// A responder HASH mini-CQE: RX hash result in bytes 0-3, byte count in 4-7.
+    pub const fn hash(rx_hash_result: u32, byte_cnt: u32) -> Self {
+        let h = rx_hash_result.to_be_bytes();
+        Self::from_parts([h[0], h[1]], [h[2], h[3]], byte_cnt.to_be_bytes())
+    }
+    /// A responder CSUM (`stride_idx` 0) or CSUM_STRIDX mini-CQE: checksum in bytes 0-1,
+    /// stride index in 2-3, byte count in 4-7.
+    pub const fn csum(checksum: u16, stride_idx: u16, byte_cnt: u32) -> Self {
+        Self::from_parts(
+            checksum.to_be_bytes(),
+            stride_idx.to_be_bytes(),
+            byte_cnt.to_be_bytes(),
+        )
+    }
+    /// A responder FTAG_STRIDX mini-CQE: flow tag bits 23:8 in bytes 0-1, stride index in
+    /// 2-3, flow tag bits 7:0 in byte 4, the 24-bit byte count in bytes 5-7.
+    pub const fn ftag(flow_tag: u32, stride_idx: u16, byte_cnt24: u32) -> Self {
+        let t = ((flow_tag >> 8) as u16).to_be_bytes();
+        let c = ((flow_tag << 24) | (byte_cnt24 & 0x00ff_ffff)).to_be_bytes();
+        Self::from_parts(t, stride_idx.to_be_bytes(), c)
+    }
+    /// A responder L34H_STRIDX mini-CQE: header type in byte 0, stride index in bytes 2-3,
+    /// byte count in 4-7.
+    pub const fn l34h(hdr_type: u8, stride_idx: u16, byte_cnt: u32) -> Self {
+        Self::from_parts(
+            [hdr_type, 0],
+            stride_idx.to_be_bytes(),
+            byte_cnt.to_be_bytes(),
+        )
+    }
+    /// A requester mini-CQE: WQE counter in bytes 0-1, the WQE opcode in byte 2 (kernel and
+    /// UCX placement; DPDK declares byte 3, spec §9.2), byte count in 4-7.
+    pub const fn requester(wqe_counter: u16, s_wqe_opcode: u8, byte_cnt: u32) -> Self {
+        Self::from_parts(
+            wqe_counter.to_be_bytes(),
+            [s_wqe_opcode, 0],
+            byte_cnt.to_be_bytes(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constructors_round_trip_through_accessors() {
+        let h = MiniCqe::hash(0xdead_beef, 1500);
+        assert_eq!((h.rx_hash_result(), h.byte_cnt()), (0xdead_beef, 1500));
+        let c = MiniCqe::csum(0xabcd, 7, 64);
+        assert_eq!(
+            (c.checksum(), c.stride_idx(), c.byte_cnt()),
+            (0xabcd, 7, 64)
+        );
+        let f = MiniCqe::ftag(0x12_3456, 9, 0xab_cdef);
+        assert_eq!(
+            (f.flow_tag(), f.stride_idx(), f.byte_cnt24()),
+            (0x12_3456, 9, 0xab_cdef)
+        );
+        let l = MiniCqe::l34h(0x29, 3, 99);
+        assert_eq!((l.hdr_type(), l.stride_idx(), l.byte_cnt()), (0x29, 3, 99));
+        let r = MiniCqe::requester(0x1234, 0x0a, 8);
+        assert_eq!(
+            (r.wqe_counter(), r.s_wqe_opcode(), r.byte_cnt()),
+            (0x1234, 0x0a, 8)
+        );
+        assert_eq!(r.bytes, [0x12, 0x34, 0x0a, 0, 0, 0, 0, 8]);
     }
 }
