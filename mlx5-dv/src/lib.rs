@@ -15,6 +15,7 @@ pub mod cq;
 pub mod cqe;
 pub mod dump;
 mod fields;
+pub mod image;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod registry;

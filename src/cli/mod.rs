@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod bench;
 pub mod decode;
+pub mod ring;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
 #[derive(Debug, Parser)]
@@ -18,6 +19,8 @@ pub struct Cli {
 enum Command {
     /// Benchmarks on the hardware models (perftest-style output).
     Bench(bench::BenchArgs),
+    /// Ring images: decode one, or export a model scenario as one.
+    Ring(ring::RingArgs),
     /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
     Decode(decode::DecodeArgs),
 }
@@ -28,6 +31,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Bench(a) => a.run(),
         Command::Decode(a) => a.run(),
+        Command::Ring(a) => a.run(),
     };
     match result {
         Ok(code) => code,

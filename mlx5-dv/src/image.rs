@@ -1,0 +1,254 @@
+//! mlx5 ring images (shared/ring-image.md): reading the mlx5 words of an image, decoding
+//! its slots with the same poller a live CQ uses, and writing images (the model exports
+//! its ring this way).
+//!
+//! Work queues get identity wr_id tables, so `wqe_idx` is the index rdma-core would use into
+//! its wr_id table (masked for SQ/RQ, unmasked for SRQ). User indexes (`cqe_ver=1`) are the
+//! `qp` lines' order, 0, 1, 2, ...
+
+use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
+use crate::cqe::CqeVersion;
+use crate::registry::{QpConfig, Registry};
+use dvcq_provider::image::{parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage};
+use dvcq_provider::{Completion, DmaBuffer};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// SRQ table size for images: SRQ wr_ids are indexed by the unmasked 16-bit counter.
+const IMAGE_SRQ_ENTRIES: u32 = 1 << 16;
+
+/// A `qp` line of an mlx5 image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageQp {
+    /// 24-bit QP number.
+    pub qpn: u32,
+    /// Send queue entries (power of two).
+    pub sq_wqe_cnt: u32,
+    /// Receive queue entries (power of two).
+    pub rq_wqe_cnt: u32,
+    /// `srq` (`Some(None)`) or `srq=<hex srqn>` (`Some(Some(n))`).
+    pub srq: Option<Option<u32>>,
+    /// UD QP.
+    pub ud: bool,
+}
+
+/// An mlx5 ring image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mlx5Image {
+    /// 64 or 128.
+    pub cqe_size: u32,
+    /// Slots.
+    pub entries: u32,
+    /// The running consumer counter.
+    pub ci: u32,
+    /// How CQEs name their QP.
+    pub cqe_version: CqeVersion,
+    /// `comp=` and `mini=` words, when the CQ was created with CQE compression.
+    pub compression: Option<(String, String)>,
+    /// The `qp` lines.
+    pub qps: Vec<ImageQp>,
+    /// `entries * cqe_size` bytes.
+    pub slots: Vec<u8>,
+}
+
+/// Parses an mlx5 ring image.
+///
+/// # Errors
+///
+/// [`ImageError`] with the line of the first problem.
+pub fn parse_mlx5_image(text: &str) -> Result<Mlx5Image, ImageError> {
+    from_raw(&parse_image(text)?)
+}
+
+/// The mlx5 reading of a parsed container.
+///
+/// # Errors
+///
+/// [`ImageError`] for an irdma ring or invalid mlx5 words.
+pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
+    let line = raw.ring_line;
+    if raw.vendor != ImageVendor::Mlx5 {
+        return Err(ImageError::new(line, "not an mlx5 ring (vendor=irdma or cqe_size=32)"));
+    }
+    let cqe_version = match raw.get("cqe_ver") {
+        None | Some("0") => CqeVersion::V0,
+        Some("1") => CqeVersion::V1,
+        Some(v) => return Err(ImageError::new(line, format!("cqe_ver={v}: must be 0 or 1"))),
+    };
+    let compression = match (raw.get("comp"), raw.get("mini")) {
+        (None, None) => None,
+        (Some(c), m) => Some((c.to_string(), m.unwrap_or("hash").to_string())),
+        (None, Some(_)) => return Err(ImageError::new(line, "mini= without comp=")),
+    };
+    let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Mlx5Image {
+        cqe_size: raw.cqe_size,
+        entries: raw.entries,
+        ci: raw.ci,
+        cqe_version,
+        compression,
+        qps,
+        slots: raw.slots.clone(),
+    })
+}
+
+fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp, ImageError> {
+    let mut q = ImageQp { qpn: 0, sq_wqe_cnt: 0, rq_wqe_cnt: 0, srq: None, ud: false };
+    let mut have = [false; 3];
+    for &(k, v) in words {
+        let need = |hex: bool| -> Result<u32, ImageError> {
+            let v = v.ok_or_else(|| ImageError::new(line, format!("{k} needs a value")))?;
+            parse_num(v, hex).ok_or_else(|| ImageError::new(line, format!("{k}={v} is not a valid number")))
+        };
+        match k {
+            "qpn" => {
+                q.qpn = need(true)?;
+                have[0] = true;
+            }
+            "sq_wqe_cnt" => {
+                q.sq_wqe_cnt = need(false)?;
+                have[1] = true;
+            }
+            "rq_wqe_cnt" => {
+                q.rq_wqe_cnt = need(false)?;
+                have[2] = true;
+            }
+            "srq" => q.srq = Some(if v.is_some() { Some(need(true)?) } else { None }),
+            "ud" => q.ud = true,
+            _ => {}
+        }
+    }
+    if have != [true; 3] {
+        return Err(ImageError::new(line, "qp line needs qpn=, sq_wqe_cnt= and rq_wqe_cnt="));
+    }
+    if q.qpn > 0xff_ffff {
+        return Err(ImageError::new(line, format!("qpn {:#x} is wider than 24 bits", q.qpn)));
+    }
+    for (what, n) in [("sq_wqe_cnt", q.sq_wqe_cnt), ("rq_wqe_cnt", q.rq_wqe_cnt)] {
+        if !n.is_power_of_two() || n > 1 << 16 {
+            return Err(ImageError::new(line, format!("{what}={n}: mlx5 work queues are powers of two up to 65536")));
+        }
+    }
+    Ok(q)
+}
+
+impl Mlx5Image {
+    /// The registry the image's `qp` lines describe (identity wr_id tables).
+    ///
+    /// # Errors
+    ///
+    /// [`ImageError`] for duplicate QPNs.
+    pub fn registry(&self) -> Result<Registry, ImageError> {
+        let mut r = Registry::new();
+        for (i, q) in self.qps.iter().enumerate() {
+            let srqn = match q.srq {
+                None => None,
+                Some(Some(n)) => Some(n),
+                // A bare `srq`: an SRQ of its own, with a number no CQE names (reachable
+                // through the QP's user index with cqe_ver=1).
+                Some(None) => Some(0xff_ffff - i as u32),
+            };
+            if let Some(n) = srqn {
+                if r.srq_mut(n).is_none() {
+                    r.add_srq(n, IMAGE_SRQ_ENTRIES).map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
+                }
+            }
+            let cfg = QpConfig { qpn: q.qpn, sq_wqe_cnt: q.sq_wqe_cnt, rq_wqe_cnt: q.rq_wqe_cnt, srqn, rx_csum: false, ud: q.ud };
+            r.add_qp(cfg).map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
+        }
+        Ok(r)
+    }
+
+    /// The image as text, parseable by [`parse_mlx5_image`].
+    pub fn to_text(&self) -> String {
+        let mut s = format!("ring cqe_size={} entries={} ci={} vendor=mlx5", self.cqe_size, self.entries, self.ci);
+        if self.cqe_version == CqeVersion::V1 {
+            s.push_str(" cqe_ver=1");
+        }
+        if let Some((c, m)) = &self.compression {
+            let _ = write!(s, " comp={c} mini={m}");
+        }
+        s.push('\n');
+        for q in &self.qps {
+            let _ = write!(s, "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}", q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt);
+            match q.srq {
+                Some(Some(n)) => {
+                    let _ = write!(s, " srq={n:x}");
+                }
+                Some(None) => s.push_str(" srq"),
+                None => {}
+            }
+            if q.ud {
+                s.push_str(" ud");
+            }
+            s.push('\n');
+        }
+        write_slots(&mut s, &self.slots, self.cqe_size as usize);
+        s
+    }
+
+    /// An image of a ring's bytes with the QPs of `registry`, at consumer position `ci`.
+    pub fn from_ring(cqe_size: u32, ci: u32, version: CqeVersion, registry: &Registry, slots: Vec<u8>) -> Self {
+        let entries = (slots.len() / cqe_size.max(1) as usize) as u32;
+        let qps = registry
+            .qps()
+            .iter()
+            .map(|q| {
+                let c = q.config();
+                ImageQp { qpn: c.qpn, sq_wqe_cnt: c.sq_wqe_cnt, rq_wqe_cnt: c.rq_wqe_cnt, srq: c.srqn.map(Some), ud: c.ud }
+            })
+            .collect();
+        Self { cqe_size, entries, ci, cqe_version: version, compression: None, qps, slots }
+    }
+}
+
+/// Decodes an image into the canonical items, in poll order, and the end state.
+///
+/// # Errors
+///
+/// [`ImageError`] when the image cannot be set up (duplicate QPs, compression this build
+/// does not read, memory).
+pub fn decode_image(img: &Mlx5Image) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
+    if let Some((c, _)) = &img.compression {
+        return Err(ImageError::new(0, format!("comp={c}: compressed mlx5 rings are not decoded by this build")));
+    }
+    let registry = img.registry()?;
+    let setup = |e: dvcq_provider::Error| ImageError::new(0, format!("setting up the ring: {e}"));
+    let mem = Arc::new(DmaBuffer::new(img.slots.len()).map_err(setup)?);
+    let db = Arc::new(DmaBuffer::new(64).map_err(setup)?);
+    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false };
+    match img.cqe_size {
+        64 => decode_with::<64>(img, &mem, &db, registry, cfg),
+        128 => decode_with::<128>(img, &mem, &db, registry, cfg),
+        s => Err(ImageError::new(0, format!("cqe_size={s}: mlx5 CQEs are 64 or 128 bytes"))),
+    }
+}
+
+fn decode_with<const S: usize>(
+    img: &Mlx5Image,
+    mem: &Arc<DmaBuffer>,
+    db: &Arc<DmaBuffer>,
+    registry: Registry,
+    cfg: CqConfig,
+) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
+    let setup = |e: dvcq_provider::Error| ImageError::new(0, format!("setting up the ring: {e}"));
+    let ring = mem.cq_ring::<S>(0, img.entries).map_err(setup)?;
+    for (i, slot) in img.slots.chunks_exact(S).enumerate() {
+        ring.write_bytes(i as u32, 0, &slot[..S - 1]).map_err(setup)?;
+        ring.publish_u8(i as u32, S - 1, slot[S - 1]).map_err(setup)?;
+    }
+    let dbrec = db.doorbell(0).map_err(setup)?;
+    let mut cq = Mlx5Cq::<S>::new(ring, dbrec, 0, img.ci, registry, cfg).map_err(|e| ImageError::new(0, e.to_string()))?;
+    let mut items = Vec::new();
+    // Each slot can be consumed at most once before the lap parity turns against it.
+    for _ in 0..=img.entries {
+        // A fresh zeroed completion each time: fields verbs leave undefined print as 0.
+        let mut wc = [Completion::default()];
+        if cq.poll(&mut wc) == 0 {
+            break;
+        }
+        items.push(DecodeItem::from_completion(&wc[0], img.entries));
+    }
+    let dbrec_ci = (cq.ci() != img.ci).then(|| cq.last_set_ci()).flatten();
+    Ok((items, EndState { ci: cq.ci(), dbrec_ci }))
+}

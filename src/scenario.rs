@@ -1,0 +1,164 @@
+//! Model scenarios: short, realistic CQ histories played on the hardware models, so a ring
+//! can be exported as an image (`dvcq ring export`) and decoded anywhere.
+//!
+//! Each scenario first moves the consumer part-way round the ring (so the image starts
+//! mid-ring and wraps), then leaves a mix of completions unconsumed.
+
+use crate::mlx5::image::Mlx5Image;
+use crate::mlx5::model::build::{self, ErrSpec, RecvAddr};
+use crate::mlx5::model::{Mlx5Model, ModelConfig};
+use crate::mlx5::{CqConfig, CqeVersion, QpConfig, Registry};
+use crate::provider::Completion;
+use crate::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+use dvcq_e810_dv::image::ImageQp as IrdmaImageQp;
+use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaModelConfig, ModelCqe};
+use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry};
+use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
+use dvcq_uapi::irdma::HwRev;
+
+/// The scenarios `dvcq ring export` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Sends, RDMA read, receives with immediate / invalidate, UD with GRH, an error and its
+    /// flushes, and a CQE from a QP nobody registered.
+    Mixed,
+    /// One error completion for every error class the device reports.
+    Errors,
+    /// A ring that wrapped several times, with the last lap part-consumed.
+    Laps,
+}
+
+const QP_A: u32 = 0x1a2;
+const QP_B: u32 = 0x1b3;
+
+/// Plays `scenario` on an mlx5 model with `entries` slots of `cqe_size` bytes and returns
+/// the ring image.
+///
+/// # Errors
+///
+/// A message when the model cannot be set up or the ring is too small for the scenario.
+pub fn mlx5(scenario: Scenario, entries: u32, cqe_size: u32) -> Result<Mlx5Image, String> {
+    let mut mc = ModelConfig::new(entries);
+    mc.cqe_size = cqe_size;
+    let mut model = Mlx5Model::new(mc).map_err(|e| e.to_string())?;
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
+    let mut ud = QpConfig::rc(QP_B, 64, 64);
+    ud.ud = true;
+    reg.add_qp(ud).map_err(|e| e.to_string())?;
+    let image_reg = reg.clone();
+    let v = CqeVersion::V0;
+    let ci = match cqe_size {
+        64 => drive::<64>(&mut model, reg, scenario)?,
+        128 => drive::<128>(&mut model, reg, scenario)?,
+        s => return Err(format!("cqe size {s}: mlx5 CQEs are 64 or 128 bytes")),
+    };
+    Ok(Mlx5Image::from_ring(cqe_size, ci, v, &image_reg, model.snapshot()))
+}
+
+fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -> Result<u32, String> {
+    let mut cq = m.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
+    let entries = m.config().entries;
+    let push = |m: &mut Mlx5Model, e: build::Entry| m.push(&e).map(|_| ()).map_err(|e| format!("{e} (use more --entries)"));
+    let mut buf = [Completion::default(); 16];
+    // Consume a part of the ring first so the image starts mid-ring.
+    let warm = match scenario {
+        Scenario::Laps => entries * 3 + entries / 2,
+        _ => entries / 2 + 1,
+    };
+    for i in 0..warm {
+        push(m, build::req(QP_A, i as u16, wqe_opcode::SEND, 0))?;
+        while cq.poll(&mut buf) > 0 {}
+    }
+    let entries_left = |m: &Mlx5Model| entries - m.used();
+    match scenario {
+        Scenario::Mixed => {
+            let addr = RecvAddr { src_qp: 0x4d2, slid: 7, sl: 3, path_bits: 1, grh: true };
+            let items = [
+                build::req(QP_A, 0, wqe_opcode::SEND, 0),
+                build::req(QP_A, 1, wqe_opcode::RDMA_READ, 4096),
+                build::resp(cqe_opcode::RESP_WR_IMM, QP_A, 0, 256, 0x1122_3344),
+                build::resp(cqe_opcode::RESP_SEND_INV, QP_A, 1, 64, 0x00ab_cdef),
+                build::resp(cqe_opcode::RESP_SEND_IMM, QP_B, 0, 512, 0xcafe).recv_addr(addr),
+                build::sig_err(0x5500),
+                build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: 2, syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR, vendor_err_synd: 0x81, wqe_opcode: wqe_opcode::SEND, ..ErrSpec::default() }),
+                build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: 3, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() }),
+                build::err(ErrSpec { requester: false, qpn: QP_A, wqe_counter: 2, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() }),
+                build::req(0x999, 0, wqe_opcode::SEND, 0),
+            ];
+            if items.len() as u32 > entries_left(m) {
+                return Err(format!("the mixed scenario needs {} free slots; use more --entries", items.len()));
+            }
+            for e in items {
+                push(m, e)?;
+            }
+        }
+        Scenario::Errors => {
+            let all = syndrome::ALL;
+            if all.len() as u32 > entries_left(m) {
+                return Err(format!("the errors scenario needs {} free slots; use more --entries", all.len()));
+            }
+            for (i, s) in all.into_iter().enumerate() {
+                push(m, build::err(ErrSpec { requester: i % 2 == 0, qpn: QP_A, wqe_counter: i as u16, syndrome: s, vendor_err_synd: 0x80 + i as u8, hw_err_synd: 1, hw_synd_type: 2, ..ErrSpec::default() }))?;
+            }
+        }
+        Scenario::Laps => {
+            for i in 0..entries_left(m) {
+                let e = if i % 2 == 0 { build::req(QP_A, i as u16, wqe_opcode::SEND, 0) } else { build::resp(cqe_opcode::RESP_SEND, QP_A, i as u16, i, 0) };
+                push(m, e)?;
+            }
+        }
+    }
+    Ok(cq.ci())
+}
+
+/// Plays `scenario` on an irdma model (GEN2 unless `hw_rev` says otherwise) with `entries`
+/// 32-byte slots (64 on GEN3) and returns the ring image text.
+///
+/// # Errors
+///
+/// A message when the model cannot be set up or the ring is too small for the scenario.
+pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, String> {
+    let mut m = IrdmaModel::new(IrdmaModelConfig::new(hw_rev, entries)).map_err(|e| e.to_string())?;
+    let mut qps = QpRegistry::new(hw_rev);
+    qps.register(1, IrdmaQpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
+    qps.register(2, IrdmaQpConfig::ud(QP_B, 64, 64)).map_err(|e| e.to_string())?;
+    let mut cq = m.poller(qps, Compat::Current).map_err(|e| e.to_string())?;
+    let mut buf = [Completion::default(); 16];
+    let warm = match scenario {
+        Scenario::Laps => entries * 3 + entries / 2,
+        _ => entries / 2 + 1,
+    };
+    // Warm-up CQEs name no QP (comp_ctx 0): the provider skips them, as for a destroyed QP.
+    for _ in 0..warm {
+        m.push(&ModelCqe::send(0, 0, 0, sq_op::SEND)).map_err(|e| e.to_string())?;
+        while cq.poll(&mut buf) > 0 {}
+    }
+    let items: Vec<ModelCqe> = match scenario {
+        Scenario::Mixed => vec![
+            ModelCqe::send(1, QP_A, 0, sq_op::SEND),
+            ModelCqe::send(1, QP_A, 1, sq_op::RDMA_READ),
+            ModelCqe::recv(1, QP_A, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 256).with_imm(0x1122_3344),
+            ModelCqe::recv(1, QP_A, 1, 0, rq_op::ROCE_SEND_ONLY, 64).with_inv(0xabcdef),
+            ModelCqe::recv(2, QP_B, 0, 0, rq_op::ROCE_SEND_ONLY_WITH_IMM, 512).with_imm(0xcafe).with_ud(0x4d2, true, [2, 0, 0, 0, 0, 1], None),
+            ModelCqe::flush(1, QP_A, true, 2, flush::RETRY_EXC_ERR),
+            ModelCqe::send(7, 0x999, 0, sq_op::SEND),
+        ],
+        Scenario::Errors => [flush::GENERAL_ERR, flush::PROT_ERR, flush::REM_ACCESS_ERR, flush::LOC_QP_OP_ERR, flush::REM_OP_ERR, flush::LOC_LEN_ERR, flush::FATAL_ERR, flush::RETRY_EXC_ERR, flush::MW_BIND_ERR, flush::REM_INV_REQ_ERR]
+            .iter()
+            .enumerate()
+            .map(|(i, &minor)| ModelCqe::send(1, QP_A, i as u16, sq_op::SEND).with_error(0x8000, minor))
+            .collect(),
+        Scenario::Laps => (0..entries - 1)
+            .map(|i| if i % 2 == 0 { ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND) } else { ModelCqe::recv(1, QP_A, (i / 2 % 64) as u16, 0, rq_op::ROCE_SEND_ONLY, i) })
+            .collect(),
+    };
+    for c in &items {
+        m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
+    }
+    let img_qps = [
+        IrdmaImageQp { qpn: QP_A, sq_wqe_cnt: 64, rq_wqe_cnt: 64, sq_head: Some(3), rq_head: Some(2), ..Default::default() },
+        IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
+    ];
+    Ok(m.export_image(cq.ci(), &img_qps).to_text())
+}
