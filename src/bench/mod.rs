@@ -6,11 +6,13 @@
 //! `valgrind --tool=callgrind` twice, once polling and once only preparing the same laps,
 //! and dividing the difference by the number of CQEs: only the poll path is counted.
 
+mod irdma;
 mod mlx5;
 
 use serde::Serialize;
 use std::time::Instant;
 
+pub use irdma::IrdmaBench;
 pub use mlx5::Mlx5Bench;
 
 /// Which poll path to measure.
@@ -47,6 +49,8 @@ pub trait BenchTarget {
     fn entries(&self) -> u32;
     /// Writes one lap of CQEs into the ring through the model.
     fn prepare_lap(&mut self);
+    /// Lets the model reuse the lap's slots without polling them (prepare-only baseline).
+    fn discard_lap(&mut self) {}
     /// Drains the lap with batch polls of `batch`; returns completions polled.
     fn poll_full(&mut self, batch: usize) -> usize;
     /// Drains the lap with zero-copy views; returns CQEs seen.
@@ -120,6 +124,7 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
                 Mode::Full | Mode::View => {
                     t.prepare_lap();
                     if p.prepare_only {
+                        t.discard_lap();
                         count += t.entries() as u64;
                         continue;
                     }

@@ -22,6 +22,7 @@ enum BenchWhat {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Vendor {
     Mlx5,
+    Irdma,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -29,9 +30,9 @@ struct PollArgs {
     /// Device model to poll.
     #[arg(long, value_enum, default_value = "mlx5")]
     vendor: Vendor,
-    /// CQE size in bytes (mlx5: 64 or 128).
-    #[arg(long, default_value_t = 64)]
-    cqe_size: u32,
+    /// CQE size in bytes (mlx5: 64 or 128; irdma: 32). Default: 64 for mlx5, 32 for irdma.
+    #[arg(long)]
+    cqe_size: Option<u32>,
     /// Ring entries, i.e. CQEs per lap (power of two).
     #[arg(long, default_value_t = 4096)]
     entries: u32,
@@ -74,15 +75,24 @@ fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
     if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 {
         return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
     }
-    let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size) {
+    let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size()) {
         (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix).map_err(CliError)?),
         (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix).map_err(CliError)?),
         (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
+        (Vendor::Irdma, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
+        (Vendor::Irdma, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
     };
     Ok(t)
 }
 
 impl PollArgs {
+    fn cqe_size(&self) -> u32 {
+        self.cqe_size.unwrap_or(match self.vendor {
+            Vendor::Mlx5 => 64,
+            Vendor::Irdma => 32,
+        })
+    }
+
     fn rows(&self) -> Vec<(Mode, usize)> {
         match self.mode {
             Some(m) => vec![(m, self.batch)],
@@ -121,9 +131,9 @@ impl PollArgs {
         let line = "-".repeat(88);
         println!("{line}");
         println!("                         dvcq poll benchmark");
-        println!(" Device         : {:<28} CQE size       : {}[B]", reports[0].target, self.cqe_size);
-        println!(" Ring entries   : {:<28} Completion mix : {:?}", self.entries, self.mix);
-        println!(" Laps per rep   : {:<28} Repetitions    : {}", self.laps, self.reps);
+        println!(" Device         : {:<34} CQE size       : {}[B]", reports[0].target, self.cqe_size());
+        println!(" Ring entries   : {:<34} Completion mix : {}", self.entries, mix_name(self.mix));
+        println!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps);
         println!("{line}");
         println!(" #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE");
         for r in reports {
@@ -156,7 +166,11 @@ impl PollArgs {
             cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
             cmd.arg(&exe).args(["bench", "poll", "--json", "--reps", "1"]);
             cmd.args(["--laps", &laps.to_string(), "--entries", &self.entries.to_string()]);
-            cmd.args(["--cqe-size", &self.cqe_size.to_string(), "--batch", &batch.to_string()]);
+            cmd.args(["--cqe-size", &self.cqe_size().to_string(), "--batch", &batch.to_string()]);
+            cmd.args(["--vendor", match self.vendor {
+                Vendor::Mlx5 => "mlx5",
+                Vendor::Irdma => "irdma",
+            }]);
             let mode_s = match mode {
                 Mode::Full => "full",
                 Mode::View => "view",

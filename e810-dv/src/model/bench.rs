@@ -63,6 +63,11 @@ impl BenchRing {
         self.model.push_all(self.lap.iter())
     }
 
+    /// Marks the lap consumed without polling it (the benchmark's prepare-only baseline).
+    pub fn discard(&mut self) {
+        self.model.release_all();
+    }
+
     /// CQEs per lap.
     pub fn lap_len(&self) -> usize {
         self.lap.len()

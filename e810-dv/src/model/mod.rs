@@ -218,6 +218,16 @@ impl IrdmaModel {
         (h & u64::from(self.cfg.entries - 1)) as u32
     }
 
+    /// Plays a consumer that drained everything written so far: stores the producer
+    /// position as the shadow-area head. For benchmark baselines that write laps without
+    /// polling them.
+    pub fn release_all(&mut self) {
+        let head = u64::from(self.prod & (self.cfg.entries - 1));
+        // The shadow word is 8-aligned by construction; a failure would only leave the
+        // model full, which the caller sees as refused CQEs.
+        let _ = self.shadow.store_le64(head, Ordering::Release);
+    }
+
     /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
     pub fn free_slots(&self) -> u32 {
         let used = (self.prod.wrapping_sub(self.shadow_head())) & (self.cfg.entries - 1);

@@ -1,0 +1,68 @@
+//! The irdma benchmark target: the E810 (GEN2) model ring of 32-byte CQEs, half SQ and half
+//! RQ completions on one QP (e810-dv's `bench_ring`).
+
+use super::{BenchTarget, Mix};
+use dvcq_e810_dv::model::{bench_ring, BenchRing};
+use dvcq_provider::Completion;
+
+/// irdma model + poller with one lap of CQEs precomputed.
+#[derive(Debug)]
+pub struct IrdmaBench {
+    ring: BenchRing,
+    out: Vec<Completion>,
+}
+
+impl IrdmaBench {
+    /// A lap of `entries - 1` CQEs (irdma keeps one slot free) in a ring of `entries`.
+    ///
+    /// # Errors
+    ///
+    /// A message when the mix is not the send/recv one, or the model cannot be set up.
+    pub fn new(entries: u32, mix: Mix) -> Result<Self, String> {
+        if mix != Mix::SendRecv {
+            return Err("the irdma benchmark runs the send-recv mix only".into());
+        }
+        let ring = bench_ring(entries - 1).map_err(|e| e.to_string())?;
+        Ok(Self { out: vec![Completion::default(); ring.lap_len()], ring })
+    }
+}
+
+impl BenchTarget for IrdmaBench {
+    fn name(&self) -> String {
+        "irdma model (GEN2), 32-byte CQEs".into()
+    }
+    fn entries(&self) -> u32 {
+        self.ring.lap_len() as u32
+    }
+    fn prepare_lap(&mut self) {
+        // The lap always fits: the previous one was drained (or discarded in the baseline).
+        let _ = self.ring.refill();
+    }
+    fn discard_lap(&mut self) {
+        self.ring.discard();
+    }
+    #[inline(never)]
+    fn poll_full(&mut self, batch: usize) -> usize {
+        self.ring.drain(&mut self.out, batch)
+    }
+    #[inline(never)]
+    fn poll_views(&mut self) -> usize {
+        let mut v = self.ring.cq.views();
+        let mut n = 0;
+        while let Some(x) = v.next() {
+            std::hint::black_box((x.op(), x.comp_ctx(), x.wqe_idx(), x.payload_len()));
+            n += 1;
+        }
+        n
+    }
+    #[inline(never)]
+    fn poll_empty(&mut self, batch: usize) -> usize {
+        let end = batch.clamp(1, self.out.len());
+        self.ring.cq.poll(&mut self.out[..end])
+    }
+    #[inline(never)]
+    fn noop(&mut self, batch: usize) -> usize {
+        let end = batch.clamp(1, self.out.len());
+        std::hint::black_box(&mut self.out[..end]).len() - end
+    }
+}
