@@ -3,17 +3,18 @@
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
 use crate::fields::RingCqe;
+use crate::mini::{CompressionConfig, MiniState};
 use crate::registry::Registry;
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::set_ci_word;
-use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 
-const FAST_REQ: u8 = 0;
-const FAST_RESP: u8 = 1;
+pub(crate) const FAST_REQ: u8 = 0;
+pub(crate) const FAST_RESP: u8 = 1;
 const SLOW: u8 = 2;
 
 /// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
@@ -38,6 +39,10 @@ pub struct CqConfig {
     pub ci_update: CiUpdate,
     /// The CQ was created with `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (`oi = 1`).
     pub overrun_ignore: bool,
+    /// CQE compression (spec §9): `None` unless the CQ was created with it. On a device
+    /// this comes from the CQ's creation attributes ([`CompressionConfig::from_dv_attr`]
+    /// for `mlx5dv_create_cq`), never from the CQEs.
+    pub compression: Option<CompressionConfig>,
 }
 
 /// Errors opening an mlx5 poller.
@@ -64,6 +69,8 @@ pub struct CqStats {
     pub faults: u64,
     /// RESIZE CQEs seen.
     pub resizes: u64,
+    /// Compressed sessions (basic titles, enhanced blocks) opened.
+    pub sessions: u64,
 }
 
 /// An mlx5 CQ opened for polling: `STRIDE` is the CQE size, 64 or 128.
@@ -72,18 +79,20 @@ pub struct CqStats {
 /// free-running `u32` (rdma-core's `cons_index`); it is masked only to address a slot.
 #[derive(Debug)]
 pub struct Mlx5Cq<const STRIDE: usize> {
-    ring: CqRing<STRIDE>,
+    pub(crate) ring: CqRing<STRIDE>,
     dbrec: DoorbellWord,
-    ci: u32,
-    cfg: CqConfig,
+    pub(crate) ci: u32,
+    pub(crate) cfg: CqConfig,
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
-    cache: (u32, u32),
+    pub(crate) cache: (u32, u32),
     unpublished: u32,
     last_set_ci: Option<u32>,
     resize_pending: bool,
     cqn: u32,
-    registry: Registry,
-    stats: CqStats,
+    pub(crate) registry: Registry,
+    pub(crate) stats: CqStats,
+    /// Compression state (mini.rs); untouched on CQs without compression.
+    pub(crate) mini: MiniState,
 }
 
 /// A poller for 64-byte CQEs.
@@ -123,7 +132,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// with a format this stride supports go inline; errors, compression, opcodes >= 5 and
     /// inline-64 data on 64-byte CQEs go to the slow path. One load replaces a compare
     /// chain.
-    const CLASS: [u8; 256] = {
+    pub(crate) const CLASS: [u8; 256] = {
         let mut t = [SLOW; 256];
         let mut b = 0;
         while b < 256 {
@@ -173,6 +182,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             cqn,
             registry,
             stats: CqStats::default(),
+            mini: MiniState::new(cfg.compression, ci),
         })
     }
 
@@ -226,6 +236,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         Ok(())
     }
 
+    /// Records a consumed RESIZE CQE: polling stops until [`Mlx5Cq::switch_ring`].
+    pub(crate) fn note_resize(&mut self) {
+        self.stats.resizes += 1;
+        self.resize_pending = true;
+    }
+
     pub(crate) fn ring(&self) -> &CqRing<STRIDE> {
         &self.ring
     }
@@ -252,13 +268,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// The empty case is decided inline (one ownership test); the loop is out of line.
     #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        if self.cfg.compression.is_some() {
+            // Compressed CQs poll through mini.rs: one test per call, none per CQE.
+            return self.poll_compressed(out);
+        }
         let n = if !out.is_empty() && !self.resize_pending && self.owned(self.ci).is_some() { self.poll_loop(out) } else { 0 };
         self.after_batch(n as u32);
         n
     }
 
     #[inline(never)]
-    fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
+    pub(crate) fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
             self.poll_loop_v::<true>(out)
         } else {
@@ -285,6 +305,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
                 _ => {
+                    if op_own::format(own) == cqe_format::COMPRESSED && self.cfg.compression.is_some() {
+                        // A basic-layout title: stop before it; mini.rs opens the session.
+                        ci = cur;
+                        self.mini.title_at_ci = true;
+                        break;
+                    }
                     let Some(cqe) = ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
                         break;
                     };
@@ -318,6 +344,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// The next completion without consuming it (no tables advance, ci unchanged).
     /// Swallowed CQEs ahead of it are looked past.
     pub fn peek(&self) -> Option<Completion> {
+        if self.cfg.compression.is_some() {
+            return self.peek_compressed();
+        }
         if self.resize_pending {
             return None;
         }
@@ -337,6 +366,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// Zero-copy iteration over raw CQE views; the consumer index is published when the
     /// returned iterator is dropped. Views do not touch the wr_id registry.
+    ///
+    /// Views are raw CQEs: on a CQ created with compression they show titles, mini-CQE
+    /// arrays and blocks as they are, undecompressed; poll such CQs with [`Mlx5Cq::poll`].
     pub fn views(&mut self) -> Views<'_, STRIDE> {
         Views::new(self)
     }

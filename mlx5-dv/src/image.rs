@@ -216,7 +216,7 @@ pub fn decode_image(img: &Mlx5Image) -> Result<(Vec<DecodeItem>, EndState), Imag
     let setup = |e: dvcq_provider::Error| ImageError::new(0, format!("setting up the ring: {e}"));
     let mem = Arc::new(DmaBuffer::new(img.slots.len()).map_err(setup)?);
     let db = Arc::new(DmaBuffer::new(64).map_err(setup)?);
-    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false };
+    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false, compression: None };
     match img.cqe_size {
         64 => decode_with::<64>(img, &mem, &db, registry, cfg),
         128 => decode_with::<128>(img, &mem, &db, registry, cfg),

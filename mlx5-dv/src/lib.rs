@@ -16,6 +16,7 @@ pub mod cqe;
 pub mod dump;
 mod fields;
 pub mod image;
+pub mod mini;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod registry;
@@ -24,6 +25,7 @@ pub mod view;
 
 pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error};
 pub use cqe::CqeVersion;
+pub use mini::{CompLayout, CompressionConfig, MiniFormat};
 pub use registry::{QpConfig, Registry, RegistryError};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};
