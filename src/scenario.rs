@@ -22,7 +22,8 @@ pub enum Scenario {
     /// Sends, RDMA read, receives with immediate / invalidate, UD with GRH, an error and its
     /// flushes, and a CQE from a QP nobody registered.
     Mixed,
-    /// One error completion for every error class the device reports.
+    /// Error completions of every class the device reports (mlx5: one CQE per syndrome;
+    /// irdma: flush CQEs with every minor code).
     Errors,
     /// A ring that wrapped several times, with the last lap part-consumed.
     Laps,
@@ -147,7 +148,7 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         Scenario::Errors => [flush::GENERAL_ERR, flush::PROT_ERR, flush::REM_ACCESS_ERR, flush::LOC_QP_OP_ERR, flush::REM_OP_ERR, flush::LOC_LEN_ERR, flush::FATAL_ERR, flush::RETRY_EXC_ERR, flush::MW_BIND_ERR, flush::REM_INV_REQ_ERR]
             .iter()
             .enumerate()
-            .map(|(i, &minor)| ModelCqe::send(1, QP_A, i as u16, sq_op::SEND).with_error(0x8000, minor))
+            .map(|(i, &minor)| ModelCqe::flush(1, QP_A, true, i as u16, minor))
             .collect(),
         Scenario::Laps => (0..entries - 1)
             .map(|i| if i % 2 == 0 { ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND) } else { ModelCqe::recv(1, QP_A, (i / 2 % 64) as u16, 0, rq_op::ROCE_SEND_ONLY, i) })
@@ -156,8 +157,11 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
     for c in &items {
         m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
     }
+    // Work-queue positions the flushes walk (GEN1/GEN2 generate one completion per
+    // outstanding WQE from them).
+    let sq_head = if scenario == Scenario::Errors { 10 } else { 3 };
     let img_qps = [
-        IrdmaImageQp { qpn: QP_A, sq_wqe_cnt: 64, rq_wqe_cnt: 64, sq_head: Some(3), rq_head: Some(2), ..Default::default() },
+        IrdmaImageQp { qpn: QP_A, sq_wqe_cnt: 64, rq_wqe_cnt: 64, sq_head: Some(sq_head), rq_head: Some(2), ..Default::default() },
         IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
     ];
     Ok(m.export_image(cq.ci(), &img_qps).to_text())
