@@ -139,11 +139,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     #[inline(always)]
     pub fn load_u8<const OFF: usize>(&self, idx: u32) -> u8 {
         const { assert!(OFF < STRIDE) };
-        let p = self.slot(idx).wrapping_add(OFF);
-        // SAFETY: `p` is in bounds (OFF < STRIDE, `slot` is in bounds), u8 needs no
-        // alignment, and the producer writes ownership bytes only atomically, so an atomic
-        // load does not race with a non-atomic write.
-        unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed)
+        self.view().load_u8_at(idx, OFF).unwrap_or(0)
     }
 
     /// The consumer half of the ownership rule: loads the ownership byte at `OFF` of slot
@@ -151,15 +147,8 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     /// body read after it, and returns the byte. Returns `None` (and no fence) otherwise.
     #[inline(always)]
     pub fn owned<const OFF: usize>(&self, idx: u32, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
-        let b = self.load_u8::<OFF>(idx);
-        if is_sw_owned(b) {
-            // The device wrote the body before this byte (release); this fence makes those
-            // body writes visible to the reads that follow (mlx5.md §3.2, irdma.md §2.3).
-            fence(Ordering::Acquire);
-            Some(b)
-        } else {
-            None
-        }
+        const { assert!(OFF < STRIDE) };
+        self.view().owned_at(idx, OFF, is_sw_owned)
     }
 
     /// Same as [`CqRing::owned`] for an ownership bit inside a little-endian 64-bit word at
@@ -167,18 +156,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     #[inline(always)]
     pub fn owned_u64<const OFF: usize>(&self, idx: u32, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
         const { assert!(OFF + 8 <= STRIDE && OFF % 8 == 0) };
-        let p = self.slot(idx).wrapping_add(OFF);
-        // SAFETY: in bounds (checked above), 8-aligned (slot is aligned to min(STRIDE, 64)
-        // and STRIDE >= 8 is a power of two, OFF % 8 == 0), and the producer writes this word
-        // only with atomic stores.
-        let w = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
-        if is_sw_owned(w) {
-            // See `owned`.
-            fence(Ordering::Acquire);
-            Some(w)
-        } else {
-            None
-        }
+        self.view().owned_u64_at(idx, OFF, is_sw_owned)
     }
 
     /// Copies a `T` out of slot `idx` at offset `OFF` with volatile reads. Call only after
@@ -330,25 +308,40 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         unsafe { self.base.as_ptr().add(off) }
     }
 
+    /// The ownership byte at `off` of slot `idx` (relaxed atomic load, no fence); `None`
+    /// if `off` is outside the slot.
+    #[inline(always)]
+    pub fn load_u8_at(&self, idx: u32, off: usize) -> Option<u8> {
+        if off >= STRIDE {
+            return None;
+        }
+        let p = self.slot(idx).wrapping_add(off);
+        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and the producer writes
+        // ownership bytes only atomically, so this atomic load never races a plain write.
+        Some(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed))
+    }
+
     /// [`CqRing::owned`] with the offset as an argument: for callers whose offset is an
     /// associated constant of a generic type. With a constant `off` the bounds check folds
     /// away after inlining; an out-of-slot `off` reads as "not owned".
     #[inline(always)]
     pub fn owned_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
-        if off >= STRIDE {
+        acquire_if(self.load_u8_at(idx, off)?, is_sw_owned)
+    }
+
+    /// [`CqRing::owned_u64`] with the offset as an argument; `None` if the word is outside
+    /// the slot or misaligned.
+    #[inline(always)]
+    pub fn owned_u64_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
+        if off + 8 > STRIDE || off % 8 != 0 {
             return None;
         }
         let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and ownership bytes are
-        // only written atomically.
-        let b = unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed);
-        if is_sw_owned(b) {
-            // See `owned`: orders the body reads after the ownership check.
-            fence(Ordering::Acquire);
-            Some(b)
-        } else {
-            None
-        }
+        // SAFETY: in bounds (checked), 8-aligned (slots are aligned to min(STRIDE, 64) and
+        // STRIDE >= 8 is a power of two; off % 8 == 0), and the producer writes this word
+        // only with atomic stores.
+        let w = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
+        acquire_if(w, is_sw_owned)
     }
 
     /// [`CqRing::read`] with the offset as an argument; `None` if `T` at `off` would leave
@@ -430,6 +423,19 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         v
     }
 
+}
+
+/// The decision point of the ownership rule: if the producer's ownership mark says the
+/// entry is the consumer's, issue the acquire fence that orders every later body read after
+/// the producer's release store of the mark (mlx5.md §3.2, irdma.md §2.3).
+#[inline(always)]
+fn acquire_if<W: Copy>(mark: W, is_sw_owned: impl FnOnce(W) -> bool) -> Option<W> {
+    if is_sw_owned(mark) {
+        fence(Ordering::Acquire);
+        Some(mark)
+    } else {
+        None
+    }
 }
 
 fn check_range(off: usize, len: usize, limit: usize) -> Result<(), Error> {
