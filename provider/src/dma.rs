@@ -17,11 +17,9 @@ pub struct DmaBuffer {
     len: usize,
 }
 
-// SAFETY: the mapping is process-wide memory; the raw pointer is only dereferenced through
-// the atomic/volatile accessors of CqRing and DoorbellWord, which are sound from any thread.
+// SAFETY: the mapping is process-wide memory; the raw pointer is only dereferenced through the atomic/volatile accessors of CqRing and DoorbellWord, which are sound from any thread.
 unsafe impl Send for DmaBuffer {}
-// SAFETY: as above; sharing the buffer only shares the address, and every access to the
-// bytes goes through atomic or volatile operations that follow the ring's ownership rule.
+// SAFETY: as above; sharing the buffer only shares the address, and every access to the bytes goes through atomic or volatile operations that follow the ring's ownership rule.
 unsafe impl Sync for DmaBuffer {}
 
 impl DmaBuffer {
@@ -67,9 +65,7 @@ impl DmaBuffer {
             return Err(Error::OutOfBounds { what: "dma buffer ring", offset, len: entries as usize * STRIDE, limit: self.len });
         }
         let keep: KeepAlive = self.clone();
-        // SAFETY: the range [offset, offset + entries * STRIDE) lies inside this mapping
-        // (checked above); the mapping lives as long as `keep`, which the ring and its
-        // aliases hold; the buffer is only accessed through ring/doorbell accessors.
+        // SAFETY: the range [offset, offset + entries * STRIDE) lies inside this mapping (checked above); the mapping lives as long as `keep`, which the ring and its aliases hold; the buffer is only accessed through ring/doorbell accessors.
         unsafe { CqRing::with_keepalive(self.as_ptr().add(offset), entries, Some(keep)) }
     }
 
@@ -84,8 +80,7 @@ impl DmaBuffer {
             return Err(Error::OutOfBounds { what: "dma buffer doorbell", offset, len: 8, limit: self.len });
         }
         let keep: KeepAlive = self.clone();
-        // SAFETY: 8 bytes at `offset` are inside the mapping (checked); the mapping lives as
-        // long as `keep`; the bytes are only accessed atomically through DoorbellWord.
+        // SAFETY: 8 bytes at `offset` are inside the mapping (checked); the mapping lives as long as `keep`; the bytes are only accessed atomically through DoorbellWord.
         unsafe { DoorbellWord::with_keepalive(self.as_ptr().add(offset), Some(keep)) }
     }
 
@@ -99,8 +94,7 @@ impl DmaBuffer {
             return Err(Error::OutOfBounds { what: "dma buffer", offset, len: out.len(), limit: self.len });
         }
         for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: inside the mapping (checked); volatile because a device or model thread
-            // may write the memory concurrently (a snapshot may be torn; callers accept that).
+            // SAFETY: inside the mapping (checked); volatile because a device or model thread may write the memory concurrently (a snapshot may be torn; callers accept that).
             *b = unsafe { core::ptr::read_volatile(self.as_ptr().add(offset + i)) };
         }
         Ok(())

@@ -18,8 +18,7 @@ pub struct DoorbellWord {
     _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
-// SAFETY: a pointer to device-shared memory; nothing is tied to the creating thread, and the
-// caller of `new` promised the memory outlives the value.
+// SAFETY: a pointer to device-shared memory; nothing is tied to the creating thread, and the caller of `new` promised the memory outlives the value.
 unsafe impl Send for DoorbellWord {}
 
 impl DoorbellWord {
@@ -65,8 +64,7 @@ impl DoorbellWord {
 
     #[inline(always)]
     fn word32(&self) -> &AtomicU32 {
-        // SAFETY: `new` checked non-null and 4-byte alignment, and its caller guaranteed the
-        // memory lives as long as `self` and is only accessed atomically.
+        // SAFETY: `new` checked non-null and 4-byte alignment, and its caller guaranteed the memory lives as long as `self` and is only accessed atomically.
         unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().cast()) }
     }
 
@@ -107,8 +105,7 @@ impl DoorbellWord {
         if self.ptr.as_ptr() as usize % 8 != 0 {
             return Err(Error::Misaligned { what: "doorbell qword", addr: self.ptr.as_ptr() as usize, align: 8 });
         }
-        // SAFETY: 8-aligned (checked), and `new`'s caller guaranteed 8 live bytes accessed
-        // only atomically when the 64-bit accessors are used.
+        // SAFETY: 8-aligned (checked), and `new`'s caller guaranteed 8 live bytes accessed only atomically when the 64-bit accessors are used.
         Ok(unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().cast()) })
     }
 }

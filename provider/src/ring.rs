@@ -48,8 +48,7 @@ pub struct CqRing<const STRIDE: usize> {
     _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
-// SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound
-// to the creating thread. The caller of `new` promised the memory outlives this value.
+// SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound to the creating thread. The caller of `new` promised the memory outlives this value.
 unsafe impl<const STRIDE: usize> Send for CqRing<STRIDE> {}
 
 impl<const STRIDE: usize> CqRing<STRIDE> {
@@ -128,8 +127,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     #[inline(always)]
     fn slot(&self, idx: u32) -> *mut u8 {
         let off = (idx & self.mask) as usize * STRIDE;
-        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which `new`'s
-        // caller guaranteed is inside one mapping; the result is therefore in bounds.
+        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which `new`'s caller guaranteed is inside one mapping; the result is therefore in bounds.
         unsafe { self.base.as_ptr().add(off) }
     }
 
@@ -202,8 +200,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         check_range(off, out.len(), STRIDE)?;
         let p = self.slot(idx).wrapping_add(off);
         for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: `off + i < STRIDE` (checked), so in bounds; u8 has no alignment; volatile
-            // because the device owns the memory.
+            // SAFETY: `off + i < STRIDE` (checked), so in bounds; u8 has no alignment; volatile because the device owns the memory.
             *b = unsafe { core::ptr::read_volatile(p.add(i)) };
         }
         Ok(())
@@ -223,9 +220,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         while i + 8 <= bytes.len() && (p as usize + i) % 8 == 0 {
             let mut w = [0u8; 8];
             w.copy_from_slice(&bytes[i..i + 8]);
-            // SAFETY: in bounds (checked), 8-aligned (tested in the loop condition); volatile
-            // because the consumer reads this memory concurrently (it will not read these
-            // bytes before the release store of the ownership byte).
+            // SAFETY: in bounds (checked), 8-aligned (tested in the loop condition); volatile because the consumer reads this memory concurrently (it will not read these bytes before the release store of the ownership byte).
             unsafe { core::ptr::write_volatile(p.add(i).cast::<u64>(), u64::from_ne_bytes(w)) };
             i += 8;
         }
@@ -277,8 +272,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
             return Err(Error::Misaligned { what: "ownership word", addr: off, align: 8 });
         }
         let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds and 8-aligned (checked; slots are at least 8-aligned); the
-        // ownership word is only accessed atomically.
+        // SAFETY: in bounds and 8-aligned (checked; slots are at least 8-aligned); the ownership word is only accessed atomically.
         unsafe { AtomicU64::from_ptr(p.cast()) }.store(v_le.to_le(), Ordering::Release);
         Ok(())
     }
@@ -303,8 +297,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
     #[inline(always)]
     fn slot(&self, idx: u32) -> *mut u8 {
         let off = (idx & self.mask) as usize * STRIDE;
-        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the
-        // ring's creator guaranteed is inside one mapping (the view borrows the ring).
+        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
         unsafe { self.base.as_ptr().add(off) }
     }
 
@@ -316,8 +309,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
             return None;
         }
         let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and the producer writes
-        // ownership bytes only atomically, so this atomic load never races a plain write.
+        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and the producer writes ownership bytes only atomically, so this atomic load never races a plain write.
         Some(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed))
     }
 
@@ -337,9 +329,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
             return None;
         }
         let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (checked), 8-aligned (slots are aligned to min(STRIDE, 64) and
-        // STRIDE >= 8 is a power of two; off % 8 == 0), and the producer writes this word
-        // only with atomic stores.
+        // SAFETY: in bounds (checked), 8-aligned (slots are aligned to min(STRIDE, 64) and STRIDE >= 8 is a power of two; off % 8 == 0), and the producer writes this word only with atomic stores.
         let w = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
         acquire_if(w, is_sw_owned)
     }
@@ -371,9 +361,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
             return None;
         }
         let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE,
-        // 64)); T is Pod; no concurrent write per the ownership protocol documented above,
-        // and the acquire fence in `owned_at` ordered the producer's writes before this read.
+        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE, 64)); T is Pod; no concurrent write per the ownership protocol documented above, and the acquire fence in `owned_at` ordered the producer's writes before this read.
         Some(unsafe { core::ptr::read(p.cast::<T>()) })
     }
 
@@ -407,10 +395,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         let dst = bytemuck::bytes_of_mut(&mut v);
         if size_of::<T>() % 8 == 0 && off % 8 == 0 {
             for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-                // SAFETY: the caller guarantees the range is inside the slot; `slot` is
-                // aligned to min(STRIDE, 64) >= 8 and `off % 8 == 0`, so each word is
-                // 8-aligned; volatile because the device owns the memory, ordered after the
-                // ownership check by the acquire fence in `owned`.
+                // SAFETY: the caller guarantees the range is inside the slot; `slot` is aligned to min(STRIDE, 64) >= 8 and `off % 8 == 0`, so each word is 8-aligned; volatile because the device owns the memory, ordered after the ownership check by the acquire fence in `owned`.
                 let w = unsafe { core::ptr::read_volatile(p.add(i * 8).cast::<u64>()) };
                 chunk.copy_from_slice(&w.to_ne_bytes());
             }
