@@ -303,6 +303,7 @@ impl<const REQ: bool> CqeFields for MiniFields<'_, REQ> {
 
 /// Translates one decompressed completion (requester or responder, by the title).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // the parse functions' arguments plus the mini's
 fn decompress<R: Resources>(
     res: &mut R,
     title: &Cqe64,

@@ -9,10 +9,13 @@
 //! ([`Mlx5Model::spawn_producer`]), so producer/consumer races are real.
 
 pub mod build;
+pub mod compress;
 
 use crate::cq::{CqConfig, Mlx5Cq, Mlx5Error};
 use crate::registry::Registry;
 use build::Entry;
+use compress::{Compression, Compressor};
+use crate::mini::CompLayout;
 use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::{CI_MASK, SET_CI};
@@ -43,12 +46,15 @@ pub struct ModelConfig {
     pub overrun_ignore: bool,
     /// Initial ring contents.
     pub init: RingInit,
+    /// CQE compression (spec §9): the CQ's creation attributes and the back-pressure
+    /// policy; `None` for a CQ created without it.
+    pub compression: Option<Compression>,
 }
 
 impl ModelConfig {
     /// A 64-byte-CQE model with `entries` slots.
     pub fn new(entries: u32) -> Self {
-        Self { entries, cqe_size: 64, cqn: 0x406, overrun_ignore: false, init: RingInit::RdmaCore }
+        Self { entries, cqe_size: 64, cqn: 0x406, overrun_ignore: false, init: RingInit::RdmaCore, compression: None }
     }
 }
 
@@ -121,6 +127,12 @@ impl AnyRing {
             AnyRing::R128(r) => r.publish_u8(idx, off, v),
         }
     }
+    fn store(&self, idx: u32, off: usize, v: u8) -> Result<(), ProviderError> {
+        match self {
+            AnyRing::R64(r) => r.store_u8(idx, off, v),
+            AnyRing::R128(r) => r.store_u8(idx, off, v),
+        }
+    }
 }
 
 /// The mlx5 CQ model.
@@ -138,6 +150,8 @@ pub struct Mlx5Model {
     start: u32,
     in_error: bool,
     events: Vec<ModelEvent>,
+    /// Session forming, for a CQ created with compression.
+    comp: Option<Compressor>,
 }
 
 impl Mlx5Model {
@@ -153,14 +167,20 @@ impl Mlx5Model {
         if cfg.cqe_size != 64 && cfg.cqe_size != 128 {
             return Err(ModelError::Config("cqe_size must be 64 or 128"));
         }
-        let (ring_mem, ring) = Self::alloc_ring(cfg.entries, cfg.cqe_size, cfg.init)?;
+        let (ring_mem, ring) = Self::alloc_ring(&cfg, cfg.entries)?;
         let dbrec_mem = Arc::new(DmaBuffer::new(4096)?);
         let set_ci = dbrec_mem.doorbell(SET_CI * 4)?;
         let uar_mem = Arc::new(DmaBuffer::new(4096)?);
-        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, start: 0, in_error: false, events: Vec::new() })
+        let comp = cfg.compression.map(Compressor::new);
+        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, start: 0, in_error: false, events: Vec::new(), comp })
     }
 
-    fn alloc_ring(entries: u32, cqe_size: u32, init: RingInit) -> Result<(Arc<DmaBuffer>, AnyRing), ModelError> {
+    fn enhanced(&self) -> bool {
+        self.cfg.compression.is_some_and(|c| c.layout == CompLayout::Enhanced)
+    }
+
+    fn alloc_ring(cfg: &ModelConfig, entries: u32) -> Result<(Arc<DmaBuffer>, AnyRing), ModelError> {
+        let (cqe_size, init) = (cfg.cqe_size, cfg.init);
         let mem = Arc::new(DmaBuffer::new(entries as usize * cqe_size as usize)?);
         let ring = if cqe_size == 64 {
             AnyRing::R64(mem.cq_ring::<64>(0, entries)?)
@@ -171,6 +191,12 @@ impl Mlx5Model {
         let mut slot = Cqe64::invalid();
         if init == RingInit::Ucx {
             slot.op_own |= 1;
+            slot.signature = 0xff;
+        }
+        if cfg.compression.is_some_and(|c| c.layout == CompLayout::Enhanced) {
+            // Enhanced compression exists only on DevX CQs, whose creators (UCX, DPDK) set
+            // the validity iteration count to 0xFF so that lap 0 never matches a slot the
+            // device has not written (spec §3.3, DPDK `MLX5_CQE_VIC_INIT`).
             slot.signature = 0xff;
         }
         let bytes = bytemuck::bytes_of(&slot);
@@ -234,6 +260,50 @@ impl Mlx5Model {
         self.used() < self.cfg.entries
     }
 
+    /// Slots the next [`Mlx5Model::push`] may write at most: 1, or on a compressing CQ the
+    /// buffered completions plus one (the push may complete or end their session).
+    pub fn next_write_slots(&self) -> u32 {
+        1 + self.comp.as_ref().map_or(0, |c| c.pending())
+    }
+
+    /// True if the next [`Mlx5Model::push`] cannot overrun the CQ (room for
+    /// [`Mlx5Model::next_write_slots`]).
+    pub fn can_push(&self) -> bool {
+        self.room_for(self.next_write_slots())
+    }
+
+    /// Advances the producer counter by `n` without writing anything, as the slots of a
+    /// session the device never writes (holes): for hand-built garbage sessions.
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] while completions are buffered for a session.
+    pub fn skip(&mut self, n: u32) -> Result<(), ModelError> {
+        if self.comp.as_ref().is_some_and(|c| c.pending() > 0) {
+            return Err(ModelError::Config("skip with a session buffered; flush first"));
+        }
+        self.pi = self.pi.wrapping_add(n);
+        Ok(())
+    }
+
+    /// Room for `n` more slots without overrun.
+    fn room_for(&self, n: u32) -> bool {
+        self.used().saturating_add(n) <= self.cfg.entries
+    }
+
+    /// The overrun rule for a write of `n` slots (spec §15.5).
+    fn check_room(&mut self, n: u32) -> Result<(), ModelError> {
+        if self.in_error {
+            return Err(ModelError::CqInError { cqn: self.cfg.cqn });
+        }
+        if !self.room_for(n) && !self.cfg.overrun_ignore {
+            self.in_error = true;
+            self.events.push(ModelEvent::CqError { cqn: self.cfg.cqn, syndrome: 1 });
+            return Err(ModelError::Overrun { cqn: self.cfg.cqn, pi: self.pi, ci: self.device_ci() });
+        }
+        Ok(())
+    }
+
     /// Writes one CQE as the device would: checks free space against the doorbell record;
     /// writes the body, then `op_own` with the owner bit of this lap (release); `pi += 1`.
     /// Returns the running position written.
@@ -242,15 +312,19 @@ impl Mlx5Model {
     ///
     /// [`ModelError::Overrun`] (and a [`ModelEvent::CqError`]) when the CQ is full without
     /// overrun-ignore; [`ModelError::CqInError`] afterwards.
+    ///
+    /// On a CQ created with compression the completion may be held back to form a session
+    /// ([`compress`]); it reaches the ring with its session, or at [`Mlx5Model::flush`].
     pub fn push(&mut self, e: &Entry) -> Result<u32, ModelError> {
-        if self.in_error {
-            return Err(ModelError::CqInError { cqn: self.cfg.cqn });
+        if self.comp.is_some() {
+            return self.push_compressed(e);
         }
-        if !self.has_room() && !self.cfg.overrun_ignore {
-            self.in_error = true;
-            self.events.push(ModelEvent::CqError { cqn: self.cfg.cqn, syndrome: 1 });
-            return Err(ModelError::Overrun { cqn: self.cfg.cqn, pi: self.pi, ci: self.device_ci() });
-        }
+        self.push_regular(e)
+    }
+
+    /// Writes one regular CQE now.
+    fn push_regular(&mut self, e: &Entry) -> Result<u32, ModelError> {
+        self.check_room(1)?;
         let pi = self.pi;
         self.write_slot(pi, e, self.cfg.entries)?;
         self.pi = pi.wrapping_add(1);
@@ -264,6 +338,16 @@ impl Mlx5Model {
             self.ring.write(pi, 0, &e.first_half)?;
         }
         let bytes = bytemuck::bytes_of(&e.cqe);
+        if self.enhanced() {
+            // Enhanced compression: validity is the 8-bit iteration count in byte 62
+            // (spec §9.4), so that byte is published last; the owner bit still follows the
+            // lap (§15.3). `op_own` is stored atomically before it, as ownership bytes are.
+            let vic = (pi >> entries.trailing_zeros()) as u8;
+            self.ring.write(pi, off, &bytes[..62])?;
+            self.ring.store(pi, off + 63, (e.cqe.op_own & !op_own::OWNER_MASK) | owner)?;
+            self.ring.publish(pi, off + 62, vic)?;
+            return Ok(());
+        }
         self.ring.write(pi, off, &bytes[..63])?;
         let op = (e.cqe.op_own & !op_own::OWNER_MASK) | owner;
         self.ring.publish(pi, off + 63, op)?;
@@ -285,7 +369,7 @@ impl Mlx5Model {
             return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
         }
         self.push(&build::resize())?;
-        let (mem, ring) = Self::alloc_ring(entries, self.cfg.cqe_size, self.cfg.init)?;
+        let (mem, ring) = Self::alloc_ring(&self.cfg, entries)?;
         self.ring_mem = mem;
         self.ring = ring;
         self.cfg.entries = entries;
@@ -313,6 +397,20 @@ impl Mlx5Model {
         }
         let mut cfg = cfg;
         cfg.overrun_ignore = self.cfg.overrun_ignore;
+        cfg.compression = self.cfg.compression.map(|c| c.cq_config());
+        self.poller_as(registry, cfg, ci)
+    }
+
+    /// A poller opened with exactly `cfg`, not the CQ's creation attributes (overrun-ignore,
+    /// compression): a poller told the wrong thing, for garbage tests.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mlx5Model::poller`].
+    pub fn poller_as<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig, ci: u32) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
+        if STRIDE as u32 != self.cfg.cqe_size {
+            return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
+        }
         let ring = self.ring_mem.cq_ring::<STRIDE>(0, self.cfg.entries)?;
         let dbrec = self.dbrec_mem.doorbell(SET_CI * 4)?;
         Mlx5Cq::new(ring, dbrec, self.cfg.cqn, ci, registry, cfg)
@@ -340,18 +438,25 @@ impl Mlx5Model {
         I::IntoIter: Send,
     {
         std::thread::spawn(move || {
-            for e in entries {
+            let wait_for_room = |m: &Self, n: u32| {
                 let mut since = None;
-                while !self.has_room() {
+                while !m.room_for(n) {
                     let t = *since.get_or_insert_with(Instant::now);
                     if t.elapsed() > stall {
-                        return Err(ModelError::Stalled { pi: self.pi, ms: stall.as_millis() as u64 });
+                        return Err(ModelError::Stalled { pi: m.pi, ms: stall.as_millis() as u64 });
                     }
                     std::hint::spin_loop();
                     std::thread::yield_now();
                 }
+                Ok(())
+            };
+            for e in entries {
+                wait_for_room(&self, self.next_write_slots())?;
                 self.push(&e)?;
             }
+            // The stream is over: no more back-pressure holds the last session.
+            wait_for_room(&self, self.next_write_slots() - 1)?;
+            self.flush()?;
             Ok(self)
         })
     }

@@ -1,0 +1,719 @@
+//! CQE compression (shared/spec/mlx5.md §9): the model forms mini-CQE sessions in the basic
+//! and enhanced layouts with every mini format, and the poller must return exactly the
+//! completions the same stream gives uncompressed, over many laps, across poll batches and
+//! the ring end, mixed with errors, SIG_ERR and RESIZE; garbage gives fault items.
+
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
+use dvcq_mlx5_dv::model::compress::{self, Compression, Policy};
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::{CompLayout, CompressionConfig, CqConfig, CqStats, MiniFormat, Mlx5Cq, QpConfig, Registry};
+use dvcq_provider::{Completion, FaultKind, WcStatus};
+use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
+use dvcq_uapi::{Be16, Be32};
+use proptest::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// RC QP, receives on its own RQ.
+const QP_RC: u32 = 0x100;
+/// Raw Ethernet QP with RX checksum: completions carry hash, checksum and header bytes.
+const QP_ETH: u32 = 0x200;
+/// QP on the SRQ.
+const QP_SRQ: u32 = 0x300;
+const SRQN: u32 = 0x55;
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.add_srq(SRQN, 1 << 16).unwrap();
+    r.add_qp(QpConfig::rc(QP_RC, 256, 256)).unwrap();
+    r.add_qp(QpConfig { rx_csum: true, ..QpConfig::rc(QP_ETH, 64, 256) }).unwrap();
+    r.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QP_SRQ, 64, 64) }).unwrap();
+    r
+}
+
+/// splitmix64, for deterministic streams.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Per-QP WQE counters, continued across runs.
+#[derive(Default)]
+struct Counters {
+    rc_rq: u16,
+    eth_rq: u16,
+    srq: u16,
+    sq: u16,
+}
+
+/// One run of completions of one kind: within a run only what a mini-CQE of `format`
+/// carries varies, so the model may compress it; runs differ in kind and timestamp.
+fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) -> Vec<Entry> {
+    let mut rng = Rng(seed);
+    let ts = rng.next();
+    let imm = rng.next() as u32;
+    let mut v = Vec::new();
+    match kind % 8 {
+        // Receives on the RC QP, with or without immediate data.
+        0 | 1 => {
+            let op = if kind % 8 == 0 { cqe_opcode::RESP_SEND } else { cqe_opcode::RESP_SEND_IMM };
+            for _ in 0..len {
+                v.push(build::resp(op, QP_RC, ctr.rc_rq, rng.below(9000) as u32, imm).timestamp(ts));
+                ctr.rc_rq = ctr.rc_rq.wrapping_add(1);
+            }
+        }
+        // Ethernet receives: the field the format carries varies per completion.
+        2 | 3 => {
+            let (mut hds, mut hdr, mut csum, mut hash) = (0x07, 0x28u8, 0x1234u16, 0xabcd_0000u32);
+            for _ in 0..len {
+                match format {
+                    MiniFormat::Hash => hash = rng.next() as u32,
+                    MiniFormat::Csum | MiniFormat::CsumStridx => csum = rng.next() as u16,
+                    MiniFormat::L34hStridx => hdr = rng.next() as u8,
+                    MiniFormat::FtagStridx => {}
+                }
+                if rng.below(16) == 0 {
+                    // A header flag no mini-CQE carries: ends any session.
+                    hds ^= 0x04;
+                }
+                let bytes = rng.below(1 << 14) as u32;
+                v.push(
+                    build::resp(cqe_opcode::RESP_SEND, QP_ETH, ctr.eth_rq, bytes, 0)
+                        .offloads(hds, hdr, csum, hash)
+                        .timestamp(ts),
+                );
+                ctr.eth_rq = ctr.eth_rq.wrapping_add(1);
+            }
+        }
+        // Receives on the SRQ (wr_id indexed by the WQE counter).
+        4 => {
+            for _ in 0..len {
+                v.push(
+                    build::resp(cqe_opcode::RESP_SEND, QP_SRQ, ctr.srq, rng.below(4096) as u32, 0)
+                        .srqn_uidx(SRQN)
+                        .timestamp(ts),
+                );
+                ctr.srq = ctr.srq.wrapping_add(1);
+            }
+        }
+        // Sends: requester minis carry the WQE counter and opcode.
+        5 | 6 => {
+            for _ in 0..len {
+                let op = [
+                    wqe_opcode::SEND,
+                    wqe_opcode::RDMA_WRITE,
+                    wqe_opcode::RDMA_READ,
+                    wqe_opcode::ATOMIC_FA,
+                    wqe_opcode::SEND_IMM,
+                ][rng.below(5) as usize];
+                ctr.sq = ctr.sq.wrapping_add(1 + rng.below(3) as u16);
+                v.push(build::req(QP_RC, ctr.sq, op, rng.below(1 << 20) as u32).timestamp(ts));
+            }
+        }
+        // An error (always a regular CQE, ending any session), or a swallowed SIG_ERR.
+        _ => {
+            if rng.below(4) == 0 {
+                v.push(build::sig_err(0x77));
+            } else {
+                let requester = rng.below(2) == 0;
+                let (qpn, wqe_counter) = if requester { (QP_RC, ctr.sq) } else { (QP_RC, ctr.rc_rq) };
+                if !requester {
+                    ctr.rc_rq = ctr.rc_rq.wrapping_add(1);
+                }
+                v.push(build::err(ErrSpec {
+                    requester,
+                    qpn,
+                    wqe_counter,
+                    syndrome: syndrome::WR_FLUSH_ERR,
+                    vendor_err_synd: 0xf9,
+                    ..ErrSpec::default()
+                }));
+            }
+        }
+    }
+    v
+}
+
+fn stream(runs: &[(u8, u32, u64)], format: MiniFormat) -> Vec<Entry> {
+    let mut ctr = Counters::default();
+    runs.iter().flat_map(|&(k, len, seed)| run(k, len, seed, format, &mut ctr)).collect()
+}
+
+fn model<const S: usize>(entries: u32, comp: Option<Compression>, start: u32) -> Mlx5Model {
+    let mut mc = ModelConfig::new(entries);
+    mc.cqe_size = S as u32;
+    mc.compression = comp;
+    let mut m = Mlx5Model::new(mc).unwrap();
+    m.start_at(start).unwrap();
+    m
+}
+
+/// Polls one batch of up to `b` into fresh zeroed completions (fields verbs leave
+/// undefined stay zero, so batch boundaries cannot show in the result).
+fn poll_batch<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Completion>) -> usize {
+    let mut buf = [Completion::default(); 32];
+    let n = cq.poll(&mut buf[..b.clamp(1, 32)]);
+    out.extend_from_slice(&buf[..n]);
+    n
+}
+
+/// Feeds `entries` through a model (compressing per `comp`) and a poller with random batch
+/// sizes, polling whenever the model has no room; returns every item and the stats.
+fn drive<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+    batch_seed: u64,
+) -> (Vec<Completion>, CqStats) {
+    let mut m = model::<S>(ring, comp, start);
+    let mut cq = m.poller::<S>(registry(), CqConfig::default()).unwrap();
+    let mut rng = Rng(batch_seed);
+    let mut out = Vec::new();
+    let mut make_room = |m: &Mlx5Model, cq: &mut Mlx5Cq<S>, out: &mut Vec<Completion>| {
+        let mut idle = 0;
+        while !m.can_push() {
+            if poll_batch(cq, 1 + rng.below(20) as usize, out) == 0 {
+                idle += 1;
+                assert!(idle < 1000, "no progress: model pi {} ci {}", m.pi(), cq.ci());
+            }
+        }
+    };
+    for e in entries {
+        make_room(&m, &mut cq, &mut out);
+        m.push(e).unwrap();
+    }
+    make_room(&m, &mut cq, &mut out);
+    m.flush().unwrap();
+    while poll_batch(&mut cq, 16, &mut out) > 0 {}
+    assert_eq!(cq.session_left(), 0);
+    (out, cq.stats())
+}
+
+fn assert_same(a: &[Completion], b: &[Completion], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: item counts differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x, y, "{what}: item {i} differs");
+    }
+}
+
+fn comp(layout: CompLayout, format: MiniFormat, policy: Policy) -> Option<Compression> {
+    Some(Compression { layout, format, policy })
+}
+
+fn arb_runs() -> impl Strategy<Value = Vec<(u8, u32, u64)>> {
+    prop::collection::vec((0u8..8, 1u32..40, any::<u64>()), 1..40)
+}
+
+fn arb_layout() -> impl Strategy<Value = CompLayout> {
+    prop_oneof![Just(CompLayout::Basic), Just(CompLayout::Enhanced)]
+}
+
+fn arb_format() -> impl Strategy<Value = MiniFormat> {
+    prop::sample::select(MiniFormat::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// The same stream, compression off and on, polls to identical items in order: every
+    /// layout and format, random session lengths, small rings (many laps), random batches,
+    /// and a start position near the 32-bit counter wrap.
+    #[test]
+    fn compressed_and_uncompressed_streams_poll_identically(
+        runs in arb_runs(),
+        layout in arb_layout(),
+        format in arb_format(),
+        seed in any::<u64>(),
+        max in 1u32..80,
+        ring_log in 3u32..8,
+        near_wrap in any::<bool>(),
+        batch_seed in any::<u64>(),
+    ) {
+        let entries = stream(&runs, format);
+        let ring = 1 << ring_log;
+        let start = if near_wrap { u32::MAX - 3 * ring } else { 0 };
+        let (want, _) = drive::<64>(&entries, ring, None, start, batch_seed);
+        for policy in [Policy::Always, Policy::RandomRuns { seed, max }, Policy::Never] {
+            let (got, _) = drive::<64>(&entries, ring, comp(layout, format, policy), start, batch_seed ^ 1);
+            assert_same(&got, &want, &format!("{layout:?}/{format:?}/{policy:?}"));
+        }
+    }
+
+    /// 128-byte CQEs: mini-CQE arrays and blocks sit in the cqe64 half of the slot.
+    #[test]
+    fn compressed_128_byte_cqes_poll_identically(runs in arb_runs(), layout in arb_layout(), format in arb_format(), seed in any::<u64>()) {
+        let entries = stream(&runs, format);
+        let (want, _) = drive::<128>(&entries, 16, None, 0, seed);
+        let (got, _) = drive::<128>(&entries, 16, comp(layout, format, Policy::RandomRuns { seed, max: 20 }), 0, seed);
+        assert_same(&got, &want, "128-byte");
+    }
+
+    /// Garbage on a compressed CQ (arbitrary raw CQEs in the stream): no panic, and every
+    /// item before the first garbage CQE is the one the clean stream gives.
+    #[test]
+    fn garbage_never_panics_and_loses_nothing_before_it(
+        runs in arb_runs(),
+        layout in arb_layout(),
+        format in arb_format(),
+        junk in prop::collection::vec((any::<usize>(), prop::array::uniform32(any::<u8>()), prop::array::uniform32(any::<u8>()), 0u8..4), 1..4),
+    ) {
+        let clean = stream(&runs, format);
+        let (want, _) = drive::<64>(&clean, 32, None, 0, 7);
+        let mut dirty = clean.clone();
+        let mut first = usize::MAX;
+        for (at, a, b, fmt) in junk {
+            let mut bytes = [0u8; 64];
+            bytes[..32].copy_from_slice(&a);
+            bytes[32..].copy_from_slice(&b);
+            // Mostly format 3 (titles and blocks with random counts).
+            bytes[63] = (bytes[63] & !op_own::FORMAT_MASK) | (fmt.max(2) << op_own::FORMAT_SHIFT);
+            let at = at % (dirty.len() + 1);
+            dirty.insert(at, build::raw(bytes));
+            first = first.min(at);
+        }
+        let mut m = model::<64>(32, comp(layout, format, Policy::Always), 0);
+        let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
+        let mut got = Vec::new();
+        for e in &dirty {
+            let mut tries = 0;
+            while !m.can_push() && tries < 200 {
+                poll_batch(&mut cq, 5, &mut got);
+                tries += 1;
+            }
+            if !m.can_push() {
+                // Garbage can run the poller past the producer (a count it could not
+                // refute); the model then sees no room. Stop feeding there.
+                break;
+            }
+            m.push(e).unwrap();
+        }
+        if m.can_push() {
+            m.flush().unwrap();
+        }
+        for _ in 0..100 {
+            poll_batch(&mut cq, 7, &mut got);
+        }
+        // Every clean entry before the first garbage CQE gives one item (SIG_ERR none).
+        let sig_err = |e: &Entry| e.cqe.opcode() == cqe_opcode::SIG_ERR;
+        let n = dirty[..first].iter().filter(|e| !sig_err(e)).count();
+        prop_assert!(got.len() >= n);
+        prop_assert_eq!(&got[..n], &want[..n]);
+        let _ = cq.peek();
+    }
+}
+
+/// Every layout and mini format, deterministic, on long streams over many laps: the
+/// sessions really form (most completions are compressed) and poll identically.
+#[test]
+fn every_layout_and_format_over_many_laps() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for format in MiniFormat::ALL {
+            let runs: Vec<_> = (0..200u64).map(|i| ((i % 7) as u8, 1 + (i * 37 % 60) as u32, i)).collect();
+            let entries = stream(&runs, format);
+            let (want, _) = drive::<64>(&entries, 16, None, 0, 3);
+            let (got, stats) = drive::<64>(&entries, 16, comp(layout, format, Policy::Always), 0, 5);
+            assert_same(&got, &want, &format!("{layout:?}/{format:?}"));
+            assert!(stats.sessions > 100, "{layout:?}/{format:?}: only {} sessions", stats.sessions);
+            assert!(entries.len() > 16 * 300, "enough laps to wrap the 8-bit iteration count");
+        }
+    }
+}
+
+/// A fully compressed receive stream: after the first lap every completion but the titles
+/// is decompressed from a mini-CQE.
+#[test]
+fn fully_compressed_lap_helper() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let lap = compress::bench_lap(256, QP_RC, false);
+        let (want, _) = drive::<64>(&lap, 256, None, 0, 1);
+        let (got, stats) = drive::<64>(&lap, 256, comp(layout, MiniFormat::Hash, Policy::Always), 0, 1);
+        assert_same(&got, &want, "bench lap");
+        let expect = if layout == CompLayout::Basic { 4 } else { 255 / 7 + 1 };
+        assert_eq!(stats.sessions, expect, "{layout:?}");
+        let sends = compress::bench_lap(256, QP_RC, true);
+        let (want, _) = drive::<64>(&sends, 256, None, 0, 1);
+        let (got, _) = drive::<64>(&sends, 256, comp(layout, MiniFormat::Csum, Policy::Always), 0, 1);
+        assert_same(&got, &want, "bench lap, sends");
+    }
+}
+
+fn poller<const S: usize>(m: &Mlx5Model) -> Mlx5Cq<S> {
+    m.poller::<S>(registry(), CqConfig::default()).unwrap()
+}
+
+fn recv(i: u16, bytes: u32) -> Entry {
+    build::resp(cqe_opcode::RESP_SEND, QP_RC, i, bytes, 0).timestamp(99)
+}
+
+/// A basic session split over poll batches of 1 and 3 and across the ring end; afterwards
+/// its holes and arrays are INVALID again and the title keeps its own bytes.
+#[test]
+fn basic_session_across_batches_and_ring_end_then_holes_are_reinvalidated() {
+    let ring = 32;
+    let mut m = model::<64>(ring, comp(CompLayout::Basic, MiniFormat::Csum, Policy::Always), 25);
+    let mut cq = poller::<64>(&m);
+    let entries: Vec<_> = (0..20).map(|i| recv(i, 100 + i as u32)).collect();
+    m.push_all(&entries).unwrap();
+    assert_eq!(m.pi(), 45);
+    let mut got = Vec::new();
+    assert_eq!(poll_batch(&mut cq, 1, &mut got), 1);
+    assert_eq!(cq.session_left(), 19);
+    let peeked = cq.peek().unwrap();
+    assert_eq!(poll_batch(&mut cq, 3, &mut got), 3);
+    assert_eq!(got[1], peeked);
+    while poll_batch(&mut cq, 3, &mut got) > 0 {}
+    assert_eq!(got.len(), 20);
+    for (i, c) in got.iter().enumerate() {
+        assert_eq!(
+            (c.status, c.byte_len, c.wqe_index as usize, c.timestamp),
+            (WcStatus::Success, 100 + i as u32, i, 99)
+        );
+    }
+    assert_eq!(cq.ci(), 45);
+    let snap = m.snapshot();
+    let own = |pos: u32| snap[(pos % ring) as usize * 64 + 63];
+    assert_eq!(op_own::format(own(25)), cqe_format::COMPRESSED, "the title keeps its bytes");
+    for pos in 26..45 {
+        assert_eq!(own(pos), 0xf0, "slot of position {pos} re-invalidated");
+    }
+    // The next lap reuses those slots for regular CQEs without confusion.
+    let more: Vec<_> = (20..60).map(|i| recv(i, 7)).collect();
+    let mut got = Vec::new();
+    for e in &more {
+        while !m.can_push() {
+            poll_batch(&mut cq, 4, &mut got);
+        }
+        m.push(e).unwrap();
+    }
+    m.flush().unwrap();
+    while poll_batch(&mut cq, 4, &mut got) > 0 {}
+    assert_eq!(got.len(), 40);
+    assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.wqe_index as usize == (20 + i) % 256));
+}
+
+/// The enhanced layout: the title is the previous regular CQE, blocks of up to seven
+/// follow, the 8-bit iteration count wraps, and a block straddles the ring end.
+#[test]
+fn enhanced_blocks_follow_their_title_across_the_ring_end() {
+    let ring = 8;
+    let mut m = model::<64>(ring, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), 255 * ring + 5);
+    let mut cq = poller::<64>(&m);
+    let entries: Vec<_> = (0..15).map(|i| recv(i, 10 + i as u32)).collect();
+    // Title at 255*8+5, then blocks of 7 (the first straddles the ring end and the lap
+    // count's wrap from 255 to 0), then one of 7.
+    let mut got = Vec::new();
+    for e in &entries {
+        while !m.can_push() {
+            poll_batch(&mut cq, 2, &mut got);
+        }
+        m.push(e).unwrap();
+    }
+    m.flush().unwrap();
+    while poll_batch(&mut cq, 2, &mut got) > 0 {}
+    assert_eq!(got.len(), 15);
+    assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.byte_len == 10 + i as u32));
+    assert_eq!(cq.stats().sessions, 2);
+}
+
+/// A compressed CQ also carrying errors, SIG_ERR and a RESIZE: sessions end at each, and
+/// the stream after the resize compresses again in the new ring.
+#[test]
+fn errors_sig_err_and_resize_on_a_compressed_cq() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let mut m = model::<64>(64, comp(layout, MiniFormat::Hash, Policy::Always), 0);
+        let mut cq = poller::<64>(&m);
+        let flush = |wqe_counter| {
+            build::err(ErrSpec {
+                requester: false,
+                qpn: QP_RC,
+                wqe_counter,
+                syndrome: syndrome::LOCAL_PROT_ERR,
+                ..ErrSpec::default()
+            })
+        };
+        let mut ctr = 0u16;
+        let mut next = |n: u16| {
+            let v: Vec<_> = (ctr..ctr + n).map(|i| recv(i, i as u32)).collect();
+            ctr += n;
+            v
+        };
+        m.push_all(&next(10)).unwrap();
+        m.push(&flush(99)).unwrap();
+        m.push_all(&next(9)).unwrap();
+        m.push(&build::sig_err(3)).unwrap();
+        m.push_all(&next(5)).unwrap();
+        let new_ring = m.resize::<64>(16).unwrap();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, 6, &mut got) > 0 {}
+        assert!(cq.resize_pending());
+        cq.switch_ring(new_ring).unwrap();
+        m.push_all(&next(12)).unwrap();
+        while poll_batch(&mut cq, 6, &mut got) > 0 {}
+        assert_eq!(got.len(), 37, "{layout:?}");
+        assert_eq!(got[10].status, WcStatus::LocProtErr);
+        let ok: Vec<_> = got.iter().filter(|c| c.is_ok()).map(|c| c.byte_len).collect();
+        assert_eq!(ok, (0..36).collect::<Vec<_>>());
+        let s = cq.stats();
+        assert_eq!((s.resizes, s.swallowed, s.faults), (1, 1, 0));
+        assert!(s.sessions >= 4, "{layout:?}: {s:?}");
+    }
+}
+
+/// A format-3 CQE on a CQ created without compression is a BadFormat fault item; what came
+/// before is intact and nothing panics.
+#[test]
+fn compressed_cqes_on_a_cq_without_compression_are_bad_format() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let mut m = model::<64>(64, comp(layout, MiniFormat::Csum, Policy::Always), 0);
+        let mut cq = m.poller_as::<64>(registry(), CqConfig::default(), 0).unwrap();
+        m.push(&build::err(ErrSpec {
+            requester: true,
+            qpn: QP_RC,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            ..ErrSpec::default()
+        }))
+        .unwrap();
+        m.push_all(&(0..20).map(|i| recv(i, 1)).collect::<Vec<_>>()).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            poll_batch(&mut cq, 8, &mut got);
+        }
+        assert_eq!(got[0].status, WcStatus::WrFlushErr, "{layout:?}");
+        let first_fault = got.iter().position(|c| c.fault().is_some()).expect("a fault item");
+        assert!(got[1..first_fault].iter().all(|c| c.is_ok()));
+        assert_eq!(got[first_fault].fault().unwrap().kind, FaultKind::BadFormat, "{layout:?}");
+    }
+}
+
+/// A CQ told the wrong mini format (the device writes CSUM, the poller was told HASH): the
+/// format is not in the CQE, so this is not detectable; the completions are all there,
+/// with the hash taken from the wrong bytes, and nothing panics.
+#[test]
+fn wrong_mini_format_is_undetectable_but_harmless() {
+    let mut m = model::<64>(64, comp(CompLayout::Basic, MiniFormat::Csum, Policy::Always), 0);
+    let told = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+    let mut cq = m.poller_as::<64>(registry(), CqConfig { compression: Some(told), ..CqConfig::default() }, 0).unwrap();
+    let entries: Vec<_> = (0..20)
+        .map(|i| build::resp(cqe_opcode::RESP_SEND, QP_ETH, i, 60, 0).offloads(7, 0x28, 0x1000 + i, 0x5555))
+        .collect();
+    m.push_all(&entries).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 8, &mut got) > 0 {}
+    assert_eq!(got.len(), 20);
+    assert!(got.iter().all(|c| c.is_ok() && c.byte_len == 60));
+    assert_eq!(got[3].checksum, 0x1000, "the title's checksum, not the mini's");
+}
+
+fn title(opcode: u8, qpn: u32, ctr: u16, count: u32) -> Entry {
+    let mut c = Cqe64 {
+        sop_drop_qpn: Be32::new(qpn),
+        wqe_counter: Be16::new(ctr),
+        byte_cnt: Be32::new(count),
+        ..Cqe64::default()
+    };
+    c.op_own = op_own::make(opcode, cqe_format::COMPRESSED, false, 0);
+    Entry::from(c)
+}
+
+fn array(byte_cnts: [u32; 8]) -> Entry {
+    let mut b = [0u8; 64];
+    for (i, n) in byte_cnts.iter().enumerate() {
+        b[8 * i + 4..8 * i + 8].copy_from_slice(&n.to_be_bytes());
+    }
+    build::raw(b)
+}
+
+/// A basic title whose count exceeds the free slots is a Truncated fault item: count 55 at
+/// position 10 of a 64-slot ring whose device still sees consumer index 0 (54 free), while
+/// 54 is a session. Counts of 0 or 1 are BadField.
+#[test]
+fn session_count_beyond_free_slots_is_truncated() {
+    let told = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+    // The consumer index is published only after 1000 CQEs: the device still sees 0.
+    let cfg = CqConfig {
+        compression: Some(told),
+        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
+        ..CqConfig::default()
+    };
+    for (count, want) in [
+        (55, Some(FaultKind::Truncated)),
+        (1000, Some(FaultKind::Truncated)),
+        (1, Some(FaultKind::BadField)),
+        (0, Some(FaultKind::BadField)),
+        (54, None),
+    ] {
+        let mut m = model::<64>(64, None, 0);
+        let mut cq = m.poller_as::<64>(registry(), cfg, 0).unwrap();
+        for i in 0..10 {
+            m.push(&recv(i, 5)).unwrap();
+        }
+        m.push(&title(cqe_opcode::RESP_SEND, QP_RC, 10, count)).unwrap();
+        m.push(&array([1, 2, 3, 4, 5, 6, 7, 8])).unwrap();
+        let mut got = Vec::new();
+        assert_eq!(poll_batch(&mut cq, 10, &mut got), 10);
+        let peeked = cq.peek();
+        assert_eq!(poll_batch(&mut cq, 1, &mut got), 1);
+        assert_eq!(peeked.as_ref(), got.last(), "count {count}");
+        match want {
+            Some(kind) => {
+                let f = got[10].fault().expect("fault item");
+                assert_eq!((f.kind, f.position), (kind, 10), "count {count}");
+                assert_eq!(cq.ci(), 11);
+            }
+            None => {
+                assert!(got[10].is_ok() && got[10].byte_len == 1);
+                assert_eq!(cq.session_left(), 53);
+            }
+        }
+    }
+}
+
+/// A truncated basic session (the device wrote a regular CQE where the session has a
+/// hole): the completions before it, one Truncated fault item, then that CQE.
+#[test]
+fn hole_holding_a_cqe_truncates_the_session() {
+    let mut m = model::<64>(64, None, 0);
+    let cq_cfg = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+    let mut cq =
+        m.poller_as::<64>(registry(), CqConfig { compression: Some(cq_cfg), ..CqConfig::default() }, 0).unwrap();
+    m.push(&title(cqe_opcode::RESP_SEND, QP_RC, 0, 20)).unwrap();
+    m.push(&array([10, 11, 12, 13, 14, 15, 16, 17])).unwrap();
+    m.skip(3).unwrap();
+    m.push(&recv(77, 4242)).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 3, &mut got) > 0 {}
+    assert_eq!(got.len(), 7);
+    assert_eq!(got[..5].iter().map(|c| c.byte_len).collect::<Vec<_>>(), [10, 11, 12, 13, 14]);
+    let f = got[5].fault().unwrap();
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, 0, 20));
+    assert_eq!(got[6].byte_len, 4242);
+    assert_eq!(cq.session_left(), 0);
+    assert_eq!(cq.ci(), 6);
+}
+
+/// Enhanced garbage: a block with no title before it (the poller opened mid-session) is a
+/// Truncated fault that consumes the block; a block count above seven is BadField; an
+/// error CQE as title is BadOpcode.
+#[test]
+fn enhanced_blocks_without_a_usable_title_are_faults() {
+    let enh = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always);
+    // Poller opened at the block, after the title.
+    let mut m = model::<64>(64, enh, 0);
+    m.push_all(&(0..5).map(|i| recv(i, 1)).collect::<Vec<_>>()).unwrap();
+    m.push(&recv(5, 1).timestamp(1)).unwrap();
+    m.flush().unwrap();
+    let mut cq = m.poller_at::<64>(registry(), CqConfig::default(), 1).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 4, &mut got) > 0 {}
+    let f = got[0].fault().unwrap();
+    assert_eq!((f.kind, f.value), (FaultKind::Truncated, 4));
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[1].status, got[1].timestamp), (WcStatus::Success, 1));
+    // A block claiming eight minis (opcode nibble 7).
+    let mut m = model::<64>(64, enh, 0);
+    let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
+    m.push(&recv(0, 1)).unwrap();
+    m.flush().unwrap();
+    let mut b = Cqe64 { op_own: op_own::make(7, cqe_format::COMPRESSED, false, 0), ..Cqe64::default() };
+    m.push(&Entry::from(b)).unwrap();
+    m.push(&build::err(ErrSpec {
+        requester: true,
+        qpn: QP_RC,
+        syndrome: syndrome::WR_FLUSH_ERR,
+        ..ErrSpec::default()
+    }))
+    .unwrap();
+    b.op_own = op_own::make(1, cqe_format::COMPRESSED, false, 0);
+    m.push(&Entry::from(b)).unwrap();
+    m.skip(1).unwrap();
+    m.push(&recv(1, 1)).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 4, &mut got) > 0 {}
+    let kinds: Vec<_> = got.iter().map(|c| c.fault().map(|f| f.kind)).collect();
+    assert_eq!(kinds, [None, Some(FaultKind::BadField), None, Some(FaultKind::BadOpcode), None]);
+}
+
+/// The producer on its own thread compresses (random runs) while the consumer polls: the
+/// completions match the uncompressed reference in order.
+#[test]
+fn threaded_producer_with_compression() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let runs: Vec<_> = (0..3000u64).map(|i| ((i * 5 % 7) as u8, 1 + (i * 13 % 30) as u32, i)).collect();
+        let entries = stream(&runs, MiniFormat::CsumStridx);
+        let (want, _) = drive::<64>(&entries, 64, None, 0, 9);
+        let m = model::<64>(64, comp(layout, MiniFormat::CsumStridx, Policy::RandomRuns { seed: 42, max: 40 }), 0);
+        let mut cq = poller::<64>(&m);
+        let total = want.len();
+        let h = m.spawn_producer(entries, std::time::Duration::from_secs(20));
+        let mut got = Vec::with_capacity(total);
+        let t0 = std::time::Instant::now();
+        while got.len() < total {
+            poll_batch(&mut cq, 16, &mut got);
+            assert!(t0.elapsed().as_secs() < 60, "stuck at {} of {total}", got.len());
+        }
+        h.join().unwrap().unwrap();
+        assert_same(&got, &want, &format!("threaded {layout:?}"));
+        assert!(cq.stats().sessions > 1000);
+    }
+}
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts allocations per thread, so other tests running in parallel do not interfere.
+struct Counting;
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls in a const-initialised
+// thread-local `Cell` (no allocation, no destructor).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Polling and peeking compressed sessions allocates nothing.
+#[test]
+fn compressed_poll_does_not_allocate() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let mut m = model::<64>(256, comp(layout, MiniFormat::Hash, Policy::Always), 0);
+        let mut cq = poller::<64>(&m);
+        let lap = compress::bench_lap(256, QP_RC, false);
+        let mut buf = [Completion::default(); 16];
+        let mut total = 0;
+        for _ in 0..20 {
+            m.push_all(&lap).unwrap();
+            let before = ALLOCS.with(Cell::get);
+            loop {
+                let _ = cq.peek();
+                let n = cq.poll(&mut buf);
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            assert_eq!(ALLOCS.with(Cell::get), before, "{layout:?}");
+        }
+        assert_eq!(total, 20 * 256);
+    }
+}
