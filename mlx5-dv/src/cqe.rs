@@ -259,7 +259,8 @@ const RESP_MAP: [RespMap; 16] = {
 };
 
 /// Where a responder CQE's wr_id comes from.
-enum RecvTarget {
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RecvTarget {
     Rq(u32),
     Srq(u32),
 }
@@ -268,7 +269,7 @@ enum RecvTarget {
 /// `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by user index and
 /// takes the SRQ it is attached to. Returns the target and the QP's RX-checksum capability.
 #[inline(always)]
-fn recv_target<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
+pub(crate) fn recv_target<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
     if !v1 {
         let srqn = cqe.srqn_uidx();
         if srqn != 0 {
