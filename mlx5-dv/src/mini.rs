@@ -26,9 +26,9 @@
 //! call), and the uncompressed loop in `cq.rs` only sees a format-3 CQE in its slow path.
 
 use crate::cq::{sw_owned_by_lap, Mlx5Cq, FAST_REQ, FAST_RESP};
-use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, Resources};
+use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
 use crate::fields::{CqeFields, RingCqe};
-use dvcq_provider::{Completion, CqeFault, FaultKind, RingView};
+use dvcq_provider::{Completion, CqeFault, FaultKind, RingView, WcFlags};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{mini_format, MiniCqe, MiniCqeArray, MAX_ENHANCED_MINIS, MINIS_PER_ARRAY};
@@ -324,6 +324,87 @@ fn decompress<R: Resources>(
     }
 }
 
+/// One responder completion of a session from its template: what `cqe::parse_resp` writes,
+/// with the wr_id and WQE index taken from the receive queue as it would (the RQ tail, or
+/// the SRQ slot of the WQE counter) and the byte count from the mini-CQE. The fields are
+/// exactly those `parse_resp` writes for a QP without Ethernet extras, so undefined fields
+/// keep what the slot held, as with an uncompressed CQE (checked by the tests).
+#[inline(always)]
+fn fill_resp<R: Resources>(
+    res: &mut R,
+    target: RecvTarget,
+    tpl: &Completion,
+    byte_cnt: u32,
+    ctr: u16,
+    pos: u32,
+    out: &mut Completion,
+) {
+    let (idx, wr_id) = match target {
+        RecvTarget::Rq(q) => res.rq_complete(q),
+        RecvTarget::Srq(s) => match res.srq_complete(s, ctr) {
+            // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
+            Some(w) => (ctr as u32, w),
+            None => {
+                cqe::fault(res, out, FaultKind::BadField, pos, ctr as u32);
+                return;
+            }
+        },
+    };
+    if tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV) {
+        out.imm_data = tpl.imm_data;
+    }
+    out.wr_id = wr_id;
+    out.byte_len = byte_cnt;
+    out.qp_num = tpl.qp_num;
+    out.wc_flags = tpl.wc_flags;
+    out.status = tpl.status;
+    out.opcode = tpl.opcode;
+    out.fault_kind = FaultKind::None;
+    out.sl = tpl.sl;
+    out.wqe_index = idx as u16;
+    out.pkey_index = tpl.pkey_index;
+    out.src_qp = tpl.src_qp;
+    out.slid = tpl.slid;
+    out.dlid_path_bits = tpl.dlid_path_bits;
+    out.timestamp = tpl.timestamp;
+}
+
+/// Resources whose lookups are already done: translating a title into a template
+/// completion without touching the registry.
+struct Resolved(RecvTarget);
+
+impl Resources for Resolved {
+    fn qp(&mut self, _: u32, _: bool) -> Option<u32> {
+        Some(0)
+    }
+    fn srq(&mut self, _: u32) -> Option<u32> {
+        Some(0)
+    }
+    fn qp_attrs(&self, _: u32) -> (Option<u32>, bool) {
+        match self.0 {
+            RecvTarget::Rq(_) => (None, false),
+            RecvTarget::Srq(s) => (Some(s), false),
+        }
+    }
+    fn sq_complete(&mut self, _: u32, _: u16) -> (u32, u64, u8) {
+        (0, 0, 0xff)
+    }
+    fn rq_complete(&mut self, _: u32) -> (u32, u64) {
+        (0, 0)
+    }
+    fn srq_complete(&mut self, _: u32, _: u16) -> Option<u64> {
+        Some(0)
+    }
+}
+
+/// The fault item for a session cut short: a hole the device wrote (spec §9.3).
+#[cold]
+#[inline(never)]
+fn truncated<R: Resources>(res: &mut R, start: u32, count: u32) -> Completion {
+    res.note_fault();
+    Completion::from_fault(CqeFault { kind: FaultKind::Truncated, position: start, value: count })
+}
+
 /// What a title (basic) or block (enhanced) opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -395,6 +476,8 @@ pub(crate) struct MiniState {
     next_ctr: u16,
     /// Enhanced: a title has been captured.
     have_title: bool,
+    /// The responder template for the current title, once computed in this poll call.
+    template: Option<Option<(RecvTarget, Completion)>>,
     title: Cqe64,
     /// The mini-CQE array (basic) or block (enhanced) being decompressed, copied out of the
     /// ring so its slot can be re-invalidated and released while the session goes on.
@@ -416,6 +499,7 @@ impl MiniState {
             requester: false,
             next_ctr: 0,
             have_title: false,
+            template: None,
             title: Cqe64::default(),
             arr: [MiniCqe::default(); MINIS_PER_ARRAY],
         }
@@ -465,6 +549,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// CQEs, opens the sessions it meets, and publishes the consumer index once.
     #[inline(never)]
     pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
+        self.mini.template = None;
         let n = if out.is_empty() || self.resize_pending() {
             0
         } else if self.cfg.cqe_version == CqeVersion::V1 {
@@ -547,6 +632,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     // before the title's owner byte (spec §9.3), so the title's ownership
                     // check covers it.
                     st.title = head;
+                    st.template = None;
                     st.next_ctr = head.wqe_counter.get();
                     st.arr = ring.read_owned_at(t.wrapping_add(1), Self::CQE_OFF).unwrap_or_default();
                 }
@@ -575,65 +661,140 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// there: the session was truncated, and one fault item ends it (the CQE there is
     /// polled normally afterwards).
     fn drain<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
+        match (self.mini.enhanced, self.mini.requester) {
+            (false, false) => self.drain_kind::<V1, false, false>(out),
+            (false, true) => self.drain_kind::<V1, true, false>(out),
+            (true, false) => self.drain_kind::<V1, false, true>(out),
+            (true, true) => self.drain_kind::<V1, true, true>(out),
+        }
+    }
+
+    /// The receive queue and the constant part of a responder session's completions, when
+    /// every completion differs only in wr_id, WQE index and byte count: not for QPs with
+    /// Ethernet extras (their checksum flags follow each mini-CQE), nor FTAG_STRIDX (the
+    /// flow tag replaces the QPN), nor titles that give fault items. Computed once per poll
+    /// call and title (the registry may change between calls).
+    fn resp_template<const V1: bool>(&mut self) -> Option<(RecvTarget, Completion)> {
+        if let Some(t) = self.mini.template {
+            return t;
+        }
+        let st = &self.mini;
+        let t = if st.format == MiniFormat::FtagStridx {
+            None
+        } else {
+            let f =
+                MiniFields::<false> { title: &st.title, mini: MiniCqe::default(), format: st.format, wqe_counter: 0 };
+            let mut res = Consume {
+                reg: &mut self.registry,
+                cache_key: self.cache.0,
+                cache_slot: self.cache.1,
+                stats: &mut self.stats,
+            };
+            let found = cqe::recv_target(&mut res, &f, V1);
+            self.cache = (res.cache_key, res.cache_slot);
+            match found {
+                Ok((target, false)) => {
+                    let mut tpl = Completion::default();
+                    cqe::parse_resp(&mut Resolved(target), &f, V1, st.start, &mut tpl);
+                    (tpl.fault_kind == FaultKind::None).then_some((target, tpl))
+                }
+                _ => None,
+            }
+        };
+        self.mini.template = Some(t);
+        t
+    }
+
+    /// [`Mlx5Cq::drain`] for one kind of session (requester or responder) and layout: the
+    /// session state lives in locals during the loop and is stored back once. In the
+    /// enhanced layout a block that follows the drained one continues with the same title,
+    /// so it is opened here without going back through the regular loop.
+    #[inline(always)]
+    fn drain_kind<const V1: bool, const REQ: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
+        let fast = if REQ { None } else { self.resp_template::<V1>() };
+        let entries = self.ring.entries();
+        let seen = (!self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
         let ring = self.ring.view();
-        let shift = ring.entries().trailing_zeros();
+        let shift = entries.trailing_zeros();
         let mut res = Consume {
             reg: &mut self.registry,
             cache_key: self.cache.0,
             cache_slot: self.cache.1,
             stats: &mut self.stats,
         };
-        let st = &mut self.mini;
         let cq_ring = &self.ring;
+        let st = &mut self.mini;
+        let format = st.format;
+        let title = &st.title;
+        let arr = &mut st.arr;
+        let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
+        let mut ctr = st.next_ctr;
         let mut ci = self.ci;
         let mut n = 0;
-        while let Some(slot) = out.get_mut(n) {
-            if st.left == 0 {
+        'blocks: loop {
+            let take = (left as usize).min(out.len() - n);
+            for slot in &mut out[n..n + take] {
+                let pos = start.wrapping_add(i);
+                if i != 0 {
+                    if ENH || (i != 1 && i % MINIS_PER_ARRAY as u32 != 0) {
+                        let written = if ENH {
+                            Self::enh_owned(ring, pos, shift).is_some()
+                        } else {
+                            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
+                        };
+                        if written {
+                            *slot = truncated(&mut res, start, count);
+                            left = 0;
+                            n += 1;
+                            break 'blocks;
+                        }
+                    } else if i != 1 {
+                        *arr = ring.read_owned_at(pos, Self::CQE_OFF).unwrap_or_default();
+                    }
+                    let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
+                    if ENH {
+                        let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
+                    }
+                }
+                // Basic: mini i % 8 of the current array; enhanced: i < 7 of the block.
+                let mini = arr[i as usize % MINIS_PER_ARRAY];
+                if REQ {
+                    let f = MiniFields::<true> { title, mini, format, wqe_counter: mini.wqe_counter() };
+                    cqe::parse_req(&mut res, &f, V1, pos, slot);
+                } else if let Some((target, tpl)) = &fast {
+                    fill_resp(&mut res, *target, tpl, mini.byte_cnt(), ctr, pos, slot);
+                    ctr = ctr.wrapping_add(1);
+                } else {
+                    let f = MiniFields::<false> { title, mini, format, wqe_counter: ctr };
+                    cqe::parse_resp(&mut res, &f, V1, pos, slot);
+                    ctr = ctr.wrapping_add(1);
+                }
+                i += 1;
+                ci = pos.wrapping_add(1);
+                left -= 1;
+                n += 1;
+            }
+            if !ENH || left != 0 || n == out.len() {
                 break;
             }
-            let i = st.idx;
-            let pos = st.start.wrapping_add(i);
-            if i != 0 {
-                let array = !st.enhanced && (i == 1 || i % MINIS_PER_ARRAY as u32 == 0);
-                if array {
-                    if i % MINIS_PER_ARRAY as u32 == 0 {
-                        st.arr = ring.read_owned_at(pos, Self::CQE_OFF).unwrap_or_default();
-                    }
-                } else {
-                    let written = if st.enhanced {
-                        Self::enh_owned(ring, pos, shift).is_some()
-                    } else {
-                        ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
-                    };
-                    if written {
-                        res.stats.faults += 1;
-                        *slot = Completion::from_fault(CqeFault {
-                            kind: FaultKind::Truncated,
-                            position: st.start,
-                            value: st.count,
-                        });
-                        st.left = 0;
-                        ci = pos;
-                        n += 1;
-                        break;
-                    }
-                }
-                let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-                if st.enhanced {
-                    let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
-                }
+            // The next slot: another block of the same session?
+            let Some(own) = Self::enh_owned(ring, ci, shift) else {
+                break;
+            };
+            let next = op_own::opcode(own) as u32 + 1;
+            let free = seen.map_or(entries, |s| entries.saturating_sub(ci.wrapping_sub(s) & CI_MASK));
+            if op_own::format(own) != cqe_format::COMPRESSED || next as usize > MAX_ENHANCED_MINIS || next > free {
+                break;
             }
-            let k = if st.enhanced { i as usize } else { i as usize % MINIS_PER_ARRAY };
-            let mini = st.arr.get(k).copied().unwrap_or_default();
-            let ctr = st.next_ctr;
-            let parsed = decompress(&mut res, &st.title, st.requester, st.format, mini, ctr, V1, pos, slot);
-            debug_assert_eq!(parsed, Parsed::Wc);
-            st.next_ctr = ctr.wrapping_add(!st.requester as u16);
-            st.idx = i + 1;
-            st.left -= 1;
-            ci = pos.wrapping_add(1);
-            n += 1;
+            *arr = ring.read_owned_at(ci, Self::CQE_OFF).unwrap_or_default();
+            res.stats.sessions += 1;
+            (start, count, i, left) = (ci, next, 0, next);
         }
+        st.start = start;
+        st.count = count;
+        st.idx = i;
+        st.next_ctr = ctr;
+        st.left = left;
         self.ci = ci;
         self.cache = (res.cache_key, res.cache_slot);
         n
@@ -693,6 +854,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if let Some(p) = last_regular {
             let st = &mut self.mini;
             st.title = ring.read_owned_at(p, Self::CQE_OFF).unwrap_or_default();
+            st.template = None;
             // The first block after a title continues at the title's counter + 1 (kernel
             // `mlx5e_read_enhanced_title_slot`, UCX).
             st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
