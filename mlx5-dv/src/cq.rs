@@ -9,7 +9,7 @@ use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::set_ci_word;
-use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
+use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 
@@ -278,7 +278,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     #[inline(never)]
-    pub(crate) fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
+    fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
             self.poll_loop_v::<true>(out)
         } else {
@@ -305,12 +305,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
                 _ => {
-                    if op_own::format(own) == cqe_format::COMPRESSED && self.cfg.compression.is_some() {
-                        // A basic-layout title: stop before it; mini.rs opens the session.
-                        ci = cur;
-                        self.mini.title_at_ci = true;
-                        break;
-                    }
                     let Some(cqe) = ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
                         break;
                     };

@@ -21,11 +21,11 @@
 //! Everything else, the timestamp included, comes from the title (Pitfall 15).
 //!
 //! A session can straddle poll batches and the ring end: the poller keeps the title and the
-//! current mini-CQE array in [`MiniState`] and drains an open session first on the next
+//! current mini-CQE array in its compression state and drains an open session first on the next
 //! call. On a CQ created without compression, `poll` never comes here (one flag test per
 //! call), and the uncompressed loop in `cq.rs` only sees a format-3 CQE in its slow path.
 
-use crate::cq::{sw_owned_by_lap, Mlx5Cq, FAST_REQ, FAST_RESP};
+use crate::cq::{expected_owner, sw_owned_by_lap, Mlx5Cq, FAST_REQ, FAST_RESP};
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
 use crate::fields::{CqeFields, RingCqe};
 use dvcq_provider::{Completion, CqeFault, FaultKind, RingView, WcFlags};
@@ -456,8 +456,6 @@ fn check_block(block_op_own: u8, title: Option<&Cqe64>, free: u32) -> Open {
 /// position) and, for the enhanced layout, the title for the next block.
 #[derive(Debug, Clone)]
 pub(crate) struct MiniState {
-    /// Set by the uncompressed loop when it stops at a basic-layout title (not consumed).
-    pub(crate) title_at_ci: bool,
     enhanced: bool,
     format: MiniFormat,
     /// The running consumer counter when the poller was opened: what the device saw
@@ -476,7 +474,7 @@ pub(crate) struct MiniState {
     next_ctr: u16,
     /// Enhanced: a title has been captured.
     have_title: bool,
-    /// The responder template for the current title, once computed in this poll call.
+    /// The responder template for the current title, once computed.
     template: Option<Option<(RecvTarget, Completion)>>,
     title: Cqe64,
     /// The mini-CQE array (basic) or block (enhanced) being decompressed, copied out of the
@@ -488,7 +486,6 @@ impl MiniState {
     pub(crate) fn new(cfg: Option<CompressionConfig>, ci: u32) -> Self {
         let c = cfg.unwrap_or_default();
         Self {
-            title_at_ci: false,
             enhanced: c.layout == CompLayout::Enhanced,
             format: c.format,
             open_ci: ci,
@@ -549,7 +546,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// CQEs, opens the sessions it meets, and publishes the consumer index once.
     #[inline(never)]
     pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
-        self.mini.template = None;
         let n = if out.is_empty() || self.resize_pending() {
             0
         } else if self.cfg.cqe_version == CqeVersion::V1 {
@@ -574,10 +570,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 break;
             }
             let (m, at_session) = if self.mini.enhanced {
-                self.poll_loop_enhanced::<V1>(&mut out[n..])
+                self.poll_loop_regular::<V1, true>(&mut out[n..])
             } else {
-                let m = self.poll_loop(&mut out[n..]);
-                (m, core::mem::take(&mut self.mini.title_at_ci))
+                self.poll_loop_regular::<V1, false>(&mut out[n..])
             };
             n += m;
             if !at_session {
@@ -672,8 +667,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// The receive queue and the constant part of a responder session's completions, when
     /// every completion differs only in wr_id, WQE index and byte count: not for QPs with
     /// Ethernet extras (their checksum flags follow each mini-CQE), nor FTAG_STRIDX (the
-    /// flow tag replaces the QPN), nor titles that give fault items. Computed once per poll
-    /// call and title (the registry may change between calls).
+    /// flow tag replaces the QPN), nor titles that give fault items. Computed once per
+    /// title: the registry only grows and a registered QP's slot and settings never change,
+    /// so a template stays right (a title without one takes the generic path, which looks
+    /// everything up per completion). A registry that can remove or reconfigure QPs must
+    /// reset `MiniState::template` when it does.
     fn resp_template<const V1: bool>(&mut self) -> Option<(RecvTarget, Completion)> {
         if let Some(t) = self.mini.template {
             return t;
@@ -800,11 +798,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
-    /// The enhanced-layout counterpart of the uncompressed poll loop (`cq.rs`): ownership by
-    /// the iteration count, and it stops (without consuming) at a block. The last regular
-    /// CQE it passed becomes the title: copied before the consumer index can release its
-    /// slot. Returns the items written and whether it stopped at a block.
-    fn poll_loop_enhanced<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
+    /// The regular CQEs of a compressed CQ: the uncompressed poll loop (`cq.rs`, which
+    /// stays free of compression checks) with the layout's ownership test (owner bit, or
+    /// the iteration count when `ENH`), stopping without consuming at a title or block.
+    /// Enhanced: the last regular CQE passed becomes the title, copied before the consumer
+    /// index can release its slot. Returns the items written and whether it stopped at a
+    /// session.
+    fn poll_loop_regular<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
         let ring = self.ring.view();
         let shift = ring.entries().trailing_zeros();
         let mut ci = self.ci;
@@ -819,7 +819,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut n = 0;
         while let Some(slot) = out.get_mut(n) {
             let cur = ci;
-            let Some(own) = Self::enh_owned(ring, cur, shift) else {
+            let own = if ENH {
+                Self::enh_owned(ring, cur, shift)
+            } else {
+                ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, ring.entries()) as u32))
+            };
+            let Some(own) = own else {
                 break;
             };
             if op_own::format(own) == cqe_format::COMPRESSED {
@@ -851,7 +856,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             };
             n += 1;
         }
-        if let Some(p) = last_regular {
+        if let (true, Some(p)) = (ENH, last_regular) {
             let st = &mut self.mini;
             st.title = ring.read_owned_at(p, Self::CQE_OFF).unwrap_or_default();
             st.template = None;
