@@ -6,8 +6,9 @@
 
 use crate::mlx5::image::Mlx5Image;
 use crate::mlx5::model::build::{self, ErrSpec, RecvAddr};
+use crate::mlx5::model::compress::{Compression, Policy};
 use crate::mlx5::model::{Mlx5Model, ModelConfig};
-use crate::mlx5::{CqConfig, CqeVersion, QpConfig, Registry};
+use crate::mlx5::{CompressionConfig, CqConfig, CqeVersion, QpConfig, Registry};
 use crate::provider::Completion;
 use crate::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use dvcq_e810_dv::image::ImageQp as IrdmaImageQp;
@@ -27,20 +28,25 @@ pub enum Scenario {
     Errors,
     /// A ring that wrapped several times, with the last lap part-consumed.
     Laps,
+    /// Runs of same-kind completions (receives, then sends, then an error): what a device
+    /// under PCIe back-pressure compresses (use with `--compression`).
+    Stream,
 }
 
 const QP_A: u32 = 0x1a2;
 const QP_B: u32 = 0x1b3;
 
-/// Plays `scenario` on an mlx5 model with `entries` slots of `cqe_size` bytes and returns
-/// the ring image.
+/// Plays `scenario` on an mlx5 model with `entries` slots of `cqe_size` bytes, on a CQ
+/// created with `compression` (the model then compresses every run it can), and returns the
+/// ring image.
 ///
 /// # Errors
 ///
 /// A message when the model cannot be set up or the ring is too small for the scenario.
-pub fn mlx5(scenario: Scenario, entries: u32, cqe_size: u32) -> Result<Mlx5Image, String> {
+pub fn mlx5(scenario: Scenario, entries: u32, cqe_size: u32, compression: Option<CompressionConfig>) -> Result<Mlx5Image, String> {
     let mut mc = ModelConfig::new(entries);
     mc.cqe_size = cqe_size;
+    mc.compression = compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
     let mut model = Mlx5Model::new(mc).map_err(|e| e.to_string())?;
     let mut reg = Registry::new();
     reg.add_qp(QpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
@@ -54,11 +60,12 @@ pub fn mlx5(scenario: Scenario, entries: u32, cqe_size: u32) -> Result<Mlx5Image
         128 => drive::<128>(&mut model, reg, scenario)?,
         s => return Err(format!("cqe size {s}: mlx5 CQEs are 64 or 128 bytes")),
     };
-    Ok(Mlx5Image::from_ring(cqe_size, ci, v, &image_reg, model.snapshot()))
+    Ok(Mlx5Image::from_ring(cqe_size, ci, v, compression, &image_reg, model.snapshot()))
 }
 
 fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -> Result<u32, String> {
     let mut cq = m.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
+    let compressed = m.config().compression.is_some();
     let entries = m.config().entries;
     let push = |m: &mut Mlx5Model, e: build::Entry| m.push(&e).map(|_| ()).map_err(|e| format!("{e} (use more --entries)"));
     let mut buf = [Completion::default(); 16];
@@ -69,6 +76,9 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
     };
     for i in 0..warm {
         push(m, build::req(QP_A, i as u16, wqe_opcode::SEND, 0))?;
+        if compressed {
+            m.flush().map_err(|e| e.to_string())?;
+        }
         while cq.poll(&mut buf) > 0 {}
     }
     let entries_left = |m: &Mlx5Model| entries - m.used();
@@ -109,6 +119,20 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
                 push(m, e)?;
             }
         }
+        Scenario::Stream => {
+            let n = entries_left(m).saturating_sub(1);
+            let recvs = n / 2;
+            for i in 0..recvs {
+                push(m, build::resp(cqe_opcode::RESP_SEND, QP_A, i as u16, 100 + i, 0))?;
+            }
+            for i in 0..n - recvs {
+                push(m, build::req(QP_A, i as u16, wqe_opcode::SEND, 0))?;
+            }
+            push(m, build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: (n - recvs) as u16, syndrome: syndrome::LOCAL_PROT_ERR, vendor_err_synd: 0x51, ..ErrSpec::default() }))?;
+        }
+    }
+    if compressed {
+        m.flush().map_err(|e| e.to_string())?;
     }
     Ok(cq.ci())
 }
@@ -150,7 +174,7 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
             .enumerate()
             .map(|(i, &minor)| ModelCqe::flush(1, QP_A, true, i as u16, minor))
             .collect(),
-        Scenario::Laps => (0..entries - 1)
+        Scenario::Laps | Scenario::Stream => (0..entries - 1)
             .map(|i| if i % 2 == 0 { ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND) } else { ModelCqe::recv(1, QP_A, (i / 2 % 64) as u16, 0, rq_op::ROCE_SEND_ONLY, i) })
             .collect(),
     };

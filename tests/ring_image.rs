@@ -15,9 +15,9 @@ use proptest::prelude::*;
 
 #[test]
 fn every_scenario_round_trips_and_decodes() {
-    for sc in [Scenario::Mixed, Scenario::Errors, Scenario::Laps] {
+    for sc in [Scenario::Mixed, Scenario::Errors, Scenario::Laps, Scenario::Stream] {
         for size in [64, 128] {
-            let img = scenario::mlx5(sc, 32, size).unwrap();
+            let img = scenario::mlx5(sc, 32, size, None).unwrap();
             let text = img.to_text();
             assert_eq!(parse_mlx5_image(&text).unwrap(), img, "{sc:?}/{size}");
             let out = decode_text(&text).unwrap();
@@ -34,8 +34,24 @@ fn every_scenario_round_trips_and_decodes() {
 }
 
 #[test]
+fn compressed_rings_decode_like_uncompressed_ones() {
+    use dvcq::mlx5::{CompLayout, CompressionConfig, MiniFormat};
+    let plain = decode_text(&scenario::mlx5(Scenario::Stream, 64, 64, None).unwrap().to_text()).unwrap();
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for format in [MiniFormat::Hash, MiniFormat::Csum, MiniFormat::CsumStridx] {
+            let img = scenario::mlx5(Scenario::Stream, 64, 64, Some(CompressionConfig { layout, format })).unwrap();
+            let text = img.to_text();
+            assert!(text.starts_with(&format!("ring cqe_size=64 entries=64 ci=33 vendor=mlx5 comp={} mini={}", layout.word(), format.word())), "{}", text.lines().next().unwrap());
+            assert_eq!(parse_mlx5_image(&text).unwrap(), img);
+            assert_ne!(img.slots, scenario::mlx5(Scenario::Stream, 64, 64, None).unwrap().slots, "the model compressed something");
+            assert_eq!(decode_text(&text).unwrap(), plain, "{layout:?}/{format:?}");
+        }
+    }
+}
+
+#[test]
 fn mixed_scenario_decodes_to_the_expected_lines() {
-    let out = decode_text(&scenario::mlx5(Scenario::Mixed, 16, 64).unwrap().to_text()).unwrap();
+    let out = decode_text(&scenario::mlx5(Scenario::Mixed, 16, 64, None).unwrap().to_text()).unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 10, "{out}");
     assert_eq!(lines[0], "wc wqe_idx=0 status=0 opcode=0 vendor_err=0x0 byte_len=0 imm=0x0 qp_num=0x1a2 src_qp=0x0 wc_flags=0x0 pkey_index=0 slid=0 sl=0 dlid_path_bits=0");
@@ -72,7 +88,7 @@ fn decoding_an_image_equals_polling_the_live_ring() {
     for e in &kinds {
         m.push(e).unwrap();
     }
-    let img = Mlx5Image::from_ring(64, live.ci(), CqeVersion::V0, &image_reg, m.snapshot());
+    let img = Mlx5Image::from_ring(64, live.ci(), CqeVersion::V0, None, &image_reg, m.snapshot());
     let (items, end) = decode_image(&img).unwrap();
     let mut want = Vec::new();
     loop {
@@ -107,6 +123,8 @@ fn malformed_images_name_the_line_and_the_problem() {
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n{s}\n{s}\n"), 2, "qpn=zz"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=3 rq_wqe_cnt=1\n{s}\n{s}\n"), 2, "powers of two"),
         (&format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=2\n{s}\n{s}\n"), 1, "cqe_ver=2"),
+        (&format!("ring cqe_size=64 entries=2 ci=0 comp=zip\n{s}\n{s}\n"), 1, "comp=zip"),
+        (&format!("ring cqe_size=64 entries=2 ci=0 comp=basic mini=md5\n{s}\n{s}\n"), 1, "mini=md5"),
     ];
     for (text, line, what) in cases {
         let e = decode_text(text).unwrap_err();

@@ -8,6 +8,7 @@
 
 use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
 use crate::cqe::CqeVersion;
+use crate::mini::{CompLayout, CompressionConfig, MiniFormat};
 use crate::registry::{QpConfig, Registry};
 use dvcq_provider::image::{parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage};
 use dvcq_provider::{Completion, DmaBuffer};
@@ -43,8 +44,8 @@ pub struct Mlx5Image {
     pub ci: u32,
     /// How CQEs name their QP.
     pub cqe_version: CqeVersion,
-    /// `comp=` and `mini=` words, when the CQ was created with CQE compression.
-    pub compression: Option<(String, String)>,
+    /// `comp=` and `mini=`: the CQ was created with CQE compression.
+    pub compression: Option<CompressionConfig>,
     /// The `qp` lines.
     pub qps: Vec<ImageQp>,
     /// `entries * cqe_size` bytes.
@@ -77,7 +78,15 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
     };
     let compression = match (raw.get("comp"), raw.get("mini")) {
         (None, None) => None,
-        (Some(c), m) => Some((c.to_string(), m.unwrap_or("hash").to_string())),
+        (Some(c), m) => {
+            let layout = CompLayout::from_word(c)
+                .ok_or_else(|| ImageError::new(line, format!("comp={c}: must be basic or enhanced")))?;
+            let m = m.unwrap_or(MiniFormat::Hash.word());
+            let format = MiniFormat::from_word(m).ok_or_else(|| {
+                ImageError::new(line, format!("mini={m}: must be hash, csum, csum_stridx, ftag_stridx or l34h_stridx"))
+            })?;
+            Some(CompressionConfig { layout, format })
+        }
         (None, Some(_)) => return Err(ImageError::new(line, "mini= without comp=")),
     };
     let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
@@ -165,8 +174,8 @@ impl Mlx5Image {
         if self.cqe_version == CqeVersion::V1 {
             s.push_str(" cqe_ver=1");
         }
-        if let Some((c, m)) = &self.compression {
-            let _ = write!(s, " comp={c} mini={m}");
+        if let Some(c) = &self.compression {
+            let _ = write!(s, " comp={} mini={}", c.layout.word(), c.format.word());
         }
         s.push('\n');
         for q in &self.qps {
@@ -187,8 +196,16 @@ impl Mlx5Image {
         s
     }
 
-    /// An image of a ring's bytes with the QPs of `registry`, at consumer position `ci`.
-    pub fn from_ring(cqe_size: u32, ci: u32, version: CqeVersion, registry: &Registry, slots: Vec<u8>) -> Self {
+    /// An image of a ring's bytes with the QPs of `registry`, at consumer position `ci`, of
+    /// a CQ created with `compression` (or none).
+    pub fn from_ring(
+        cqe_size: u32,
+        ci: u32,
+        version: CqeVersion,
+        compression: Option<CompressionConfig>,
+        registry: &Registry,
+        slots: Vec<u8>,
+    ) -> Self {
         let entries = (slots.len() / cqe_size.max(1) as usize) as u32;
         let qps = registry
             .qps()
@@ -198,7 +215,7 @@ impl Mlx5Image {
                 ImageQp { qpn: c.qpn, sq_wqe_cnt: c.sq_wqe_cnt, rq_wqe_cnt: c.rq_wqe_cnt, srq: c.srqn.map(Some), ud: c.ud }
             })
             .collect();
-        Self { cqe_size, entries, ci, cqe_version: version, compression: None, qps, slots }
+        Self { cqe_size, entries, ci, cqe_version: version, compression, qps, slots }
     }
 }
 
@@ -206,17 +223,13 @@ impl Mlx5Image {
 ///
 /// # Errors
 ///
-/// [`ImageError`] when the image cannot be set up (duplicate QPs, compression this build
-/// does not read, memory).
+/// [`ImageError`] when the image cannot be set up (duplicate QPs, memory).
 pub fn decode_image(img: &Mlx5Image) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
-    if let Some((c, _)) = &img.compression {
-        return Err(ImageError::new(0, format!("comp={c}: compressed mlx5 rings are not decoded by this build")));
-    }
     let registry = img.registry()?;
     let setup = |e: dvcq_provider::Error| ImageError::new(0, format!("setting up the ring: {e}"));
     let mem = Arc::new(DmaBuffer::new(img.slots.len()).map_err(setup)?);
     let db = Arc::new(DmaBuffer::new(64).map_err(setup)?);
-    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false, compression: None };
+    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false, compression: img.compression };
     match img.cqe_size {
         64 => decode_with::<64>(img, &mem, &db, registry, cfg),
         128 => decode_with::<128>(img, &mem, &db, registry, cfg),

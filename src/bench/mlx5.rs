@@ -2,8 +2,9 @@
 
 use super::{BenchTarget, Mix};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
+use dvcq_mlx5_dv::model::compress::{self, Compression, Policy};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
-use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, Registry};
+use dvcq_mlx5_dv::{CompressionConfig, CqConfig, Mlx5Cq, QpConfig, Registry};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 
@@ -19,14 +20,16 @@ pub struct Mlx5Bench<const S: usize> {
 }
 
 impl<const S: usize> Mlx5Bench<S> {
-    /// A ring of `entries` CQEs with the given mix.
+    /// A ring of `entries` CQEs with the given mix, on a CQ created with `compression`
+    /// (every lap then compresses fully: the model is under constant back-pressure).
     ///
     /// # Errors
     ///
-    /// A message when the model or poller cannot be set up.
-    pub fn new(entries: u32, mix: Mix) -> Result<Self, String> {
+    /// A message when the model or poller cannot be set up, or the mix cannot compress.
+    pub fn new(entries: u32, mix: Mix, compression: Option<CompressionConfig>) -> Result<Self, String> {
         let mut mc = ModelConfig::new(entries);
         mc.cqe_size = S as u32;
+        mc.compression = compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
         // The baseline run prepares laps without polling, so the model must not stop on a
         // full ring: overrun-ignore, as UCX creates its CQs.
         mc.overrun_ignore = true;
@@ -34,14 +37,21 @@ impl<const S: usize> Mlx5Bench<S> {
         let mut reg = Registry::new();
         reg.add_qp(QpConfig::rc(QPN, 1 << 16, 1 << 16)).map_err(|e| e.to_string())?;
         let cq = model.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
-        let lap = (0..entries)
+        // Single-kind mixes use consecutive WQE counters, so the same lap is what a
+        // compressing device turns into full sessions: compressed and plain runs compare
+        // like for like.
+        let lap = match mix {
+            Mix::Send => Some(compress::bench_lap(entries, QPN, true)),
+            Mix::Recv => Some(compress::bench_lap(entries, QPN, false)),
+            _ if compression.is_some() => {
+                return Err("--compression needs --mix send or --mix recv (sessions hold one kind of completion)".into())
+            }
+            _ => None,
+        };
+        let lap = lap.unwrap_or_else(|| (0..entries)
             .map(|i| {
                 let ctr = (i / 2) as u16;
-                let send = match mix {
-                    Mix::Send => true,
-                    Mix::Recv => false,
-                    Mix::SendRecv | Mix::Errors => i % 2 == 0,
-                };
+                let send = i % 2 == 0;
                 if mix == Mix::Errors && i % 16 == 15 {
                     build::err(ErrSpec { requester: true, qpn: QPN, wqe_counter: ctr, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() })
                 } else if send {
@@ -50,14 +60,17 @@ impl<const S: usize> Mlx5Bench<S> {
                     build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
                 }
             })
-            .collect();
+            .collect());
         Ok(Self { model, cq, lap, out: vec![Completion::default(); entries as usize] })
     }
 }
 
 impl<const S: usize> BenchTarget for Mlx5Bench<S> {
     fn name(&self) -> String {
-        format!("mlx5 model, {S}-byte CQEs")
+        match self.model.config().compression {
+            Some(c) => format!("mlx5 model, {S}-byte CQEs, {} compression", c.layout.word()),
+            None => format!("mlx5 model, {S}-byte CQEs"),
+        }
     }
     fn entries(&self) -> u32 {
         self.lap.len() as u32
@@ -67,6 +80,8 @@ impl<const S: usize> BenchTarget for Mlx5Bench<S> {
             // overrun-ignore: the model never refuses.
             let _ = self.model.push(e);
         }
+        // Write a session the compressor still holds back.
+        let _ = self.model.flush();
     }
     #[inline(never)]
     fn poll_full(&mut self, batch: usize) -> usize {

@@ -54,6 +54,12 @@ struct PollArgs {
     /// Also count instructions per CQE under valgrind --tool=callgrind (needs valgrind).
     #[arg(long)]
     callgrind: bool,
+    /// mlx5: a CQ created with CQE compression, fully compressed (needs --mix send or recv).
+    #[arg(long, value_enum, default_value = "none")]
+    compression: super::ring::CompressionArg,
+    /// mlx5: the responder mini-CQE format of a compressed CQ.
+    #[arg(long, default_value = "hash", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
+    mini: String,
     /// Print JSON lines instead of the table.
     #[arg(long)]
     json: bool,
@@ -75,9 +81,13 @@ fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
     if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 {
         return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
     }
+    let comp = a.compression.config(&a.mini)?;
+    if comp.is_some() && a.vendor != Vendor::Mlx5 {
+        return Err(CliError("--compression applies to mlx5 only".into()));
+    }
     let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size()) {
-        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix).map_err(CliError)?),
-        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix).map_err(CliError)?),
+        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp).map_err(CliError)?),
+        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp).map_err(CliError)?),
         (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
         (Vendor::Irdma, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
         (Vendor::Irdma, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
@@ -178,6 +188,12 @@ impl PollArgs {
             };
             cmd.args(["--mode", mode_s]);
             cmd.args(["--mix", mix_name(self.mix)]);
+            let comp = match self.compression {
+                super::ring::CompressionArg::None => "none",
+                super::ring::CompressionArg::Basic => "basic",
+                super::ring::CompressionArg::Enhanced => "enhanced",
+            };
+            cmd.args(["--compression", comp, "--mini", &self.mini]);
             if prepare_only {
                 cmd.arg("--prepare-only");
             }

@@ -37,7 +37,38 @@ enum RingWhat {
         /// irdma hardware generation: 1 (X722), 2 (E810), 3.
         #[arg(long, default_value_t = 2)]
         hw_rev: u8,
+        /// mlx5: create the CQ with CQE compression in this layout (the model then
+        /// compresses every run of compatible completions).
+        #[arg(long, value_enum, default_value = "none")]
+        compression: CompressionArg,
+        /// mlx5: the responder mini-CQE format of a compressed CQ.
+        #[arg(long, default_value = "hash", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
+        mini: String,
     },
+}
+
+/// CQE compression layouts for `--compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CompressionArg {
+    /// No compression.
+    None,
+    /// The basic layout (`mlx5dv_create_cq`).
+    Basic,
+    /// The enhanced layout (DevX CQs).
+    Enhanced,
+}
+
+impl CompressionArg {
+    /// The CQ setting, with mini-CQE format word `mini`.
+    pub(crate) fn config(self, mini: &str) -> Result<Option<crate::mlx5::CompressionConfig>, CliError> {
+        let layout = match self {
+            CompressionArg::None => return Ok(None),
+            CompressionArg::Basic => crate::mlx5::CompLayout::Basic,
+            CompressionArg::Enhanced => crate::mlx5::CompLayout::Enhanced,
+        };
+        let format = crate::mlx5::MiniFormat::from_word(mini).ok_or_else(|| CliError(format!("--mini {mini}: unknown mini-CQE format")))?;
+        Ok(Some(crate::mlx5::CompressionConfig { layout, format }))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -56,13 +87,18 @@ impl RingArgs {
                 print!("{out}");
                 Ok(ExitCode::SUCCESS)
             }
-            RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev } => {
+            RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev, compression, mini } => {
                 if !entries.is_power_of_two() || *entries < 4 || *entries > 1 << 22 {
                     return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
                 }
                 let text = match vendor {
-                    ExportVendor::Mlx5 => scenario::mlx5(*scenario, *entries, *cqe_size).map_err(CliError)?.to_text(),
+                    ExportVendor::Mlx5 => {
+                        scenario::mlx5(*scenario, *entries, *cqe_size, compression.config(mini)?).map_err(CliError)?.to_text()
+                    }
                     ExportVendor::Irdma => {
+                        if *compression != CompressionArg::None {
+                            return Err(CliError("--compression applies to mlx5 rings only".into()));
+                        }
                         let rev = dvcq_uapi::irdma::HwRev::from_u8(*hw_rev)
                             .ok_or_else(|| CliError(format!("--hw-rev {hw_rev}: must be 1, 2 or 3")))?;
                         scenario::irdma(*scenario, *entries, rev).map_err(CliError)?
