@@ -286,47 +286,87 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
-    /// The poll loop, specialised for the CQE version so the lookup key costs nothing.
+    /// The poll loop, specialised for the CQE version so the lookup key costs nothing:
+    /// runs of fast-path CQEs in [`Mlx5Cq::fast_run`], each CQE off the fast path through
+    /// the out-of-line [`Mlx5Cq::slow_one`], so the fast loop keeps nothing alive for it.
     #[inline(always)]
     fn poll_loop_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        loop {
+            let (k, slow) = self.fast_run::<V1>(out.get_mut(n..).unwrap_or_default());
+            n += k;
+            if !slow {
+                return n;
+            }
+            let Some(slot) = out.get_mut(n) else {
+                return n;
+            };
+            match self.slow_one::<V1>(slot) {
+                Parsed::Wc => n += 1,
+                Parsed::Swallowed => {}
+                Parsed::Resize => return n,
+            }
+        }
+    }
+
+    /// Polls successful requester/responder CQEs into `out` until the ring is empty, `out`
+    /// is full, or the next CQE needs the slow path; returns the count and whether it
+    /// stopped at a slow-path CQE (left unconsumed at `self.ci`).
+    #[inline(always)]
+    fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
         let ring = self.ring.view();
         let entries = ring.entries();
         let mut ci = self.ci;
         let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, stats: &mut self.stats };
         let mut n = 0;
+        let mut slow = false;
         while let Some(slot) = out.get_mut(n) {
             let cur = ci;
             let Some(own) = ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, entries) as u32)) else {
                 break;
             };
-            ci = cur.wrapping_add(1);
             let cqe = RingCqe { ring, idx: cur, op_own: own };
             match Self::CLASS[own as usize] {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
                 _ => {
-                    let Some(cqe) = ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
-                        break;
-                    };
-                    match cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot) {
-                        Parsed::Wc => Parsed::Wc,
-                        Parsed::Swallowed => {
-                            res.stats.swallowed += 1;
-                            continue;
-                        }
-                        Parsed::Resize => {
-                            res.stats.resizes += 1;
-                            self.resize_pending = true;
-                            break;
-                        }
-                    }
+                    slow = true;
+                    break;
                 }
             };
+            ci = cur.wrapping_add(1);
             n += 1;
         }
         self.ci = ci;
         self.cache = (res.cache_key, res.cache_slot);
-        n
+        (n, slow)
+    }
+
+    /// Consumes the CQE at `self.ci` through the slow path: errors, swallowed CQEs,
+    /// RESIZE, garbage.
+    #[cold]
+    #[inline(never)]
+    fn slow_one<const V1: bool>(&mut self, slot: &mut Completion) -> Parsed {
+        let cur = self.ci;
+        if self.owned(cur).is_none() {
+            return Parsed::Resize;
+        }
+        let Some(cqe) = self.ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
+            return Parsed::Resize;
+        };
+        self.ci = cur.wrapping_add(1);
+        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, stats: &mut self.stats };
+        let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
+        self.cache = (res.cache_key, res.cache_slot);
+        match p {
+            Parsed::Swallowed => self.stats.swallowed += 1,
+            Parsed::Resize => {
+                self.stats.resizes += 1;
+                self.resize_pending = true;
+            }
+            Parsed::Wc => {}
+        }
+        p
     }
 
     /// Polls one completion.

@@ -45,6 +45,18 @@ pub(crate) trait Resources {
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8);
     /// Non-SRQ receive: (index, wr_id) from the RQ tail.
     fn rq_complete(&mut self, slot: u32) -> (u32, u64);
+    /// A receive on QP `slot` in one registry access: `Ok((index, wr_id, rx_csum))` from
+    /// the RQ tail, or `Err(srq_slot)` when the QP receives from an SRQ.
+    #[inline(always)]
+    fn recv_on_qp(&mut self, slot: u32) -> Result<(u32, u64, bool), u32> {
+        match self.qp_attrs(slot) {
+            (Some(srq), _) => Err(srq),
+            (None, csum) => {
+                let (i, w) = self.rq_complete(slot);
+                Ok((i, w, csum))
+            }
+        }
+    }
     /// SRQ receive: wr_id at the unmasked index, `None` if beyond the SRQ.
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64>;
     /// Counts a fault item (consuming view only).
@@ -93,6 +105,20 @@ impl Resources for Consume<'_> {
         match self.reg.qp_at(slot) {
             Some(q) => q.rq.complete(),
             None => (0, 0),
+        }
+    }
+    #[inline(always)]
+    fn recv_on_qp(&mut self, slot: u32) -> Result<(u32, u64, bool), u32> {
+        match self.reg.qp_at(slot) {
+            Some(q) => match q.srq_slot() {
+                Some(srq) => Err(srq),
+                None => {
+                    let csum = q.config().rx_csum;
+                    let (i, w) = q.rq.complete();
+                    Ok((i, w, csum))
+                }
+            },
+            None => Ok((0, 0, false)),
         }
     }
     #[inline]
@@ -231,6 +257,16 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bo
     Parsed::Wc
 }
 
+/// An SRQ receive: wr_id by the unmasked counter (Pitfall 9); `Err(counter)` when the
+/// counter is beyond the SRQ.
+#[inline]
+fn srq_recv<R: Resources>(res: &mut R, srq: u32, wqe_counter: u16) -> Result<(u32, u64, bool), u32> {
+    match res.srq_complete(srq, wqe_counter) {
+        Some(w) => Ok((wqe_counter as u32, w, false)),
+        None => Err(wqe_counter as u32),
+    }
+}
+
 /// Where a responder completion's `imm_data` comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RespImm {
@@ -292,13 +328,11 @@ pub(crate) fn recv_target<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: 
 /// and the packet is IPv4 (rdma-core `get_csum_ok`). Out of line: transport QPs never ask.
 #[cold]
 #[inline(never)]
-fn eth_extras<C: CqeFields>(cqe: &C, out: &mut Completion) -> WcFlags {
-    let hds = cqe.hds_ip_ext();
-    let l4_hdr_type_etc = cqe.l4_hdr_type_etc();
+fn eth_extras(hds: u8, l4_hdr_type_etc: u8, check_sum: u16, rss_hash: u32, out: &mut Completion) -> WcFlags {
     out.hdr_ok = hds;
     out.hdr_type = l4_hdr_type_etc;
-    out.checksum = cqe.check_sum();
-    out.flow_tag_hash = cqe.rss_hash_result();
+    out.checksum = check_sum;
+    out.flow_tag_hash = rss_hash;
     let ok = hds_ip_ext::L3_OK | hds_ip_ext::L4_OK;
     if hds & ok == ok && l3_hdr_type::of(l4_hdr_type_etc) == l3_hdr_type::IPV4 {
         WcFlags::IP_CSUM_OK
@@ -310,18 +344,35 @@ fn eth_extras<C: CqeFields>(cqe: &C, out: &mut Completion) -> WcFlags {
 /// Parses a successful responder CQE (opcodes 1-4), rdma-core `handle_responder`.
 #[inline(always)]
 pub(crate) fn parse_resp<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
-    let (target, rx_csum) = match recv_target(res, cqe, v1) {
-        Ok(t) => t,
-        Err((kind, v)) => return fault(res, out, kind, pos, v),
+    // The receive queue (spec §7.5): in version 0 a non-zero srqn names an SRQ; otherwise
+    // the QP (by QPN or user index) tells whether it has an RQ or an SRQ.
+    let srq = if !v1 && cqe.srqn_uidx() != 0 {
+        let srqn = cqe.srqn_uidx();
+        match res.srq(srqn) {
+            Some(s) => Some(s),
+            None => return fault(res, out, FaultKind::UnknownSrq, pos, srqn),
+        }
+    } else {
+        None
     };
-    let wqe_counter = cqe.wqe_counter();
-    let (idx, wr_id) = match target {
-        RecvTarget::Rq(slot) => res.rq_complete(slot),
-        RecvTarget::Srq(slot) => match res.srq_complete(slot, wqe_counter) {
-            // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
-            Some(w) => (wqe_counter as u32, w),
-            None => return fault(res, out, FaultKind::BadField, pos, wqe_counter as u32),
+    let (idx, wr_id, rx_csum) = match srq {
+        Some(s) => match srq_recv(res, s, cqe.wqe_counter()) {
+            Ok(v) => v,
+            Err(ctr) => return fault(res, out, FaultKind::BadField, pos, ctr),
         },
+        None => {
+            let k = key(cqe, v1);
+            let Some(slot) = res.qp(k, v1) else {
+                return fault(res, out, FaultKind::UnknownQp, pos, k);
+            };
+            match res.recv_on_qp(slot) {
+                Ok(v) => v,
+                Err(s) => match srq_recv(res, s, cqe.wqe_counter()) {
+                    Ok(v) => v,
+                    Err(ctr) => return fault(res, out, FaultKind::BadField, pos, ctr),
+                },
+            }
+        }
     };
     let imm_word = cqe.imm_inval_pkey();
     let flags_rqpn = cqe.flags_rqpn();
@@ -331,7 +382,9 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: b
     // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
     // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
     if rx_csum {
-        wc_flags |= eth_extras(cqe, out);
+        // Field values, not the CQE handle, cross into the cold function, so the fast path
+        // never has to materialise the handle in memory.
+        wc_flags |= eth_extras(cqe.hds_ip_ext(), cqe.l4_hdr_type_etc(), cqe.check_sum(), cqe.rss_hash_result(), out);
     }
     // Immediate data stays in network order (raw); the invalidated rkey is byte-swapped
     // (Pitfall 11). RESP_SEND leaves imm_data unset.
