@@ -2,16 +2,15 @@
 //! consumer-index doorbell (shared/spec/mlx5.md §3, §5).
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
+use crate::doorbell::CiPublisher;
 use crate::fields::RingCqe;
 use crate::mini::{CompressionConfig, MiniState};
 use crate::registry::Registry;
 use crate::view::Views;
-use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError};
+use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError, RingView};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
-use dvcq_uapi::mlx5::doorbell::set_ci_word;
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use std::num::NonZeroU32;
-use std::sync::atomic::Ordering;
 
 pub(crate) const FAST_REQ: u8 = 0;
 pub(crate) const FAST_RESP: u8 = 1;
@@ -80,13 +79,11 @@ pub struct CqStats {
 #[derive(Debug)]
 pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) ring: CqRing<STRIDE>,
-    dbrec: DoorbellWord,
     pub(crate) ci: u32,
     pub(crate) cfg: CqConfig,
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
     pub(crate) cache: (u32, u32),
-    unpublished: u32,
-    last_set_ci: Option<u32>,
+    pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
     cqn: u32,
     pub(crate) registry: Registry,
@@ -172,12 +169,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
         Ok(Self {
             ring,
-            dbrec,
             ci,
             cfg,
             cache: (u32::MAX, 0),
-            unpublished: 0,
-            last_set_ci: None,
+            doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
             cqn,
             registry,
@@ -203,7 +198,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// The last value written to the doorbell record's set_ci word, if any.
     pub fn last_set_ci(&self) -> Option<u32> {
-        self.last_set_ci
+        self.doorbell.last_set_ci()
     }
 
     /// Counters of swallowed CQEs, faults and resizes.
@@ -242,12 +237,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.resize_pending = true;
     }
 
-    pub(crate) fn ring(&self) -> &CqRing<STRIDE> {
-        &self.ring
-    }
-
-    pub(crate) fn ci_mut(&mut self) -> &mut u32 {
-        &mut self.ci
+    /// The parts a view iterator borrows: ring geometry, the counter, the doorbell.
+    pub(crate) fn view_parts(&mut self) -> (RingView<'_, STRIDE>, &mut u32, &mut CiPublisher) {
+        (self.ring.view(), &mut self.ci, &mut self.doorbell)
     }
 
     /// Is the entry at running position `ci` software-owned? Issues the acquire fence if so.
@@ -409,34 +401,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     #[inline(always)]
     pub(crate) fn after_batch(&mut self, consumed: u32) {
-        if self.cfg.ci_update == CiUpdate::EveryPoll {
-            self.publish_ci();
-            return;
-        }
-        self.after_batch_cadence(consumed);
-    }
-
-    fn after_batch_cadence(&mut self, consumed: u32) {
-        match self.cfg.ci_update {
-            CiUpdate::EveryPoll => self.publish_ci(),
-            CiUpdate::EveryN(k) => {
-                self.unpublished = self.unpublished.wrapping_add(consumed);
-                if self.unpublished >= k.get() {
-                    self.publish_ci();
-                }
-            }
-            CiUpdate::Never => {}
-        }
+        self.doorbell.after_batch(self.ci, consumed);
     }
 
     /// Writes `ci & 0xffffff` to the doorbell record's set_ci word with release ordering
     /// (spec §5): every CQE read before happens-before the device reusing its slot.
     #[inline(always)]
     pub fn publish_ci(&mut self) {
-        let w = set_ci_word(self.ci);
-        self.dbrec.store_be32(w, Ordering::Release);
-        self.last_set_ci = Some(w);
-        self.unpublished = 0;
+        self.doorbell.publish(self.ci);
     }
 }
 

@@ -13,6 +13,7 @@
 
 pub mod cq;
 pub mod cqe;
+mod doorbell;
 pub mod dump;
 mod fields;
 pub mod image;

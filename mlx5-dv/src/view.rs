@@ -1,8 +1,9 @@
 //! Zero-copy CQE views: read single fields straight from ring memory, without building a
 //! [`dvcq_provider::Completion`].
 
-use crate::cq::Mlx5Cq;
-use dvcq_provider::CqRing;
+use crate::cq::{is_sw_owned, Mlx5Cq};
+use crate::doorbell::CiPublisher;
+use dvcq_provider::RingView;
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::{Be16, Be32};
@@ -11,41 +12,56 @@ use dvcq_uapi::{Be16, Be32};
 /// consumer index is published (per the CQ's policy) when the iterator is dropped.
 ///
 /// Views are raw: they do not advance the wr_id registry, so use either views or
-/// [`Mlx5Cq::poll`] for a given QP's receive queue.
+/// [`Mlx5Cq::poll`] for a given QP's receive queue. The iterator borrows the CQ's parts
+/// separately and keeps the ring geometry and the counter in registers.
 #[derive(Debug)]
 pub struct Views<'a, const STRIDE: usize> {
-    cq: &'a mut Mlx5Cq<STRIDE>,
-    consumed: u32,
+    ring: RingView<'a, STRIDE>,
+    ci: &'a mut u32,
+    cur: u32,
+    doorbell: &'a mut CiPublisher,
+    stopped: bool,
 }
 
 impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
     pub(crate) fn new(cq: &'a mut Mlx5Cq<STRIDE>) -> Self {
-        Self { cq, consumed: 0 }
+        let stopped = cq.resize_pending();
+        let (ring, ci, doorbell) = cq.view_parts();
+        Self { ring, cur: *ci, ci, doorbell, stopped }
+    }
+
+    #[inline(always)]
+    fn owned_at(&self, pos: u32) -> Option<u8> {
+        if self.stopped {
+            return None;
+        }
+        let entries = self.ring.entries();
+        self.ring.owned_at(pos, STRIDE - 1, |b| is_sw_owned(b, pos, entries))
     }
 
     /// The next CQE, consumed; `None` when the ring holds no more (or a RESIZE is pending).
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<CqeView<'_, STRIDE>> {
-        let ci = self.cq.ci();
-        let own = self.cq.owned(ci)?;
-        *self.cq.ci_mut() = ci.wrapping_add(1);
-        self.consumed += 1;
-        Some(CqeView { ring: self.cq.ring(), idx: ci, op_own: own })
+        let pos = self.cur;
+        let own = self.owned_at(pos)?;
+        self.cur = pos.wrapping_add(1);
+        Some(CqeView { ring: self.ring, idx: pos, op_own: own })
     }
 
     /// The next CQE without consuming it.
     #[inline]
     pub fn peek(&self) -> Option<CqeView<'_, STRIDE>> {
-        let ci = self.cq.ci();
-        let own = self.cq.owned(ci)?;
-        Some(CqeView { ring: self.cq.ring(), idx: ci, op_own: own })
+        let own = self.owned_at(self.cur)?;
+        Some(CqeView { ring: self.ring, idx: self.cur, op_own: own })
     }
 }
 
 impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
     fn drop(&mut self) {
-        self.cq.after_batch(self.consumed);
+        let consumed = self.cur.wrapping_sub(*self.ci);
+        *self.ci = self.cur;
+        self.doorbell.after_batch(self.cur, consumed);
     }
 }
 
@@ -53,7 +69,7 @@ impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
 /// already converted from big-endian; nothing else is copied.
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a, const STRIDE: usize> {
-    ring: &'a CqRing<STRIDE>,
+    ring: RingView<'a, STRIDE>,
     idx: u32,
     op_own: u8,
 }

@@ -124,13 +124,6 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         self.base.as_ptr() as usize
     }
 
-    #[inline(always)]
-    fn slot(&self, idx: u32) -> *mut u8 {
-        let off = (idx & self.mask) as usize * STRIDE;
-        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which `new`'s caller guaranteed is inside one mapping; the result is therefore in bounds.
-        unsafe { self.base.as_ptr().add(off) }
-    }
-
     /// Loads the byte at `OFF` of slot `idx` with relaxed ordering (no fence). Use
     /// [`CqRing::owned`] to decide ownership; this is for peeking at bytes that carry no
     /// ordering duty.
@@ -190,8 +183,57 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         self.view().read_owned_at(idx, off)
     }
 
+    /// See [`RingView::read_bytes`].
+    pub fn read_bytes(&self, idx: u32, off: usize, out: &mut [u8]) -> Result<(), Error> {
+        self.view().read_bytes(idx, off, out)
+    }
+
+    /// See [`RingView::write_bytes`].
+    pub fn write_bytes(&self, idx: u32, off: usize, bytes: &[u8]) -> Result<(), Error> {
+        self.view().write_bytes(idx, off, bytes)
+    }
+
+    /// See [`RingView::publish_u8`].
+    pub fn publish_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
+        self.view().publish_u8(idx, off, v)
+    }
+
+    /// See [`RingView::store_u8`].
+    pub fn store_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
+        self.view().store_u8(idx, off, v)
+    }
+
+    /// See [`RingView::publish_u64`].
+    pub fn publish_u64(&self, idx: u32, off: usize, v_le: u64) -> Result<(), Error> {
+        self.view().publish_u64(idx, off, v_le)
+    }
+}
+
+/// A borrowed, copyable view of a [`CqRing`]: the ring's base and mask by value, so a poll
+/// loop keeps them in registers. Same accessors and rules as the ring.
+#[derive(Debug, Clone, Copy)]
+pub struct RingView<'a, const STRIDE: usize> {
+    base: NonNull<u8>,
+    mask: u32,
+    _ring: PhantomData<&'a CqRing<STRIDE>>,
+}
+
+impl<const STRIDE: usize> RingView<'_, STRIDE> {
+    /// Number of slots.
+    #[inline(always)]
+    pub fn entries(&self) -> u32 {
+        self.mask + 1
+    }
+
+    #[inline(always)]
+    fn slot(&self, idx: u32) -> *mut u8 {
+        let off = (idx & self.mask) as usize * STRIDE;
+        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
+        unsafe { self.base.as_ptr().add(off) }
+    }
+
     /// Copies `out.len()` bytes from slot `idx` starting at `off` (cold paths: inline data,
-    /// dumps). Same ordering duty as [`CqRing::read`].
+    /// dumps). Same ordering duty as [`RingView::read_at`].
     ///
     /// # Errors
     ///
@@ -275,30 +317,6 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         // SAFETY: in bounds and 8-aligned (checked; slots are at least 8-aligned); the ownership word is only accessed atomically.
         unsafe { AtomicU64::from_ptr(p.cast()) }.store(v_le.to_le(), Ordering::Release);
         Ok(())
-    }
-}
-
-/// A borrowed, copyable view of a [`CqRing`]: the ring's base and mask by value, so a poll
-/// loop keeps them in registers. Same accessors and rules as the ring.
-#[derive(Debug, Clone, Copy)]
-pub struct RingView<'a, const STRIDE: usize> {
-    base: NonNull<u8>,
-    mask: u32,
-    _ring: PhantomData<&'a CqRing<STRIDE>>,
-}
-
-impl<const STRIDE: usize> RingView<'_, STRIDE> {
-    /// Number of slots.
-    #[inline(always)]
-    pub fn entries(&self) -> u32 {
-        self.mask + 1
-    }
-
-    #[inline(always)]
-    fn slot(&self, idx: u32) -> *mut u8 {
-        let off = (idx & self.mask) as usize * STRIDE;
-        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
-        unsafe { self.base.as_ptr().add(off) }
     }
 
     /// The ownership byte at `off` of slot `idx` (relaxed atomic load, no fence); `None`
