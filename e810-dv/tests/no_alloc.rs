@@ -6,32 +6,10 @@ use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
 use dvcq_provider::Completion;
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use dvcq_provider::testing::{allocations, CountingAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 #[test]
 fn poll_peek_and_views_do_not_allocate() {
@@ -58,7 +36,7 @@ fn poll_peek_and_views_do_not_allocate() {
     ];
     m.push_all(cqes.iter()).unwrap();
     let mut out = [Completion::default(); 4];
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     let _ = cq.peek();
     let mut total = 0;
     loop {
@@ -68,19 +46,19 @@ fn poll_peek_and_views_do_not_allocate() {
             break;
         }
     }
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = allocations();
     assert_eq!(after - before, 0, "poll allocated");
     assert!(total > 10, "{total}");
 
     let mut b = bench_ring(64).unwrap();
     b.refill().unwrap();
     let mut out = vec![Completion::default(); 16];
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     let got = b.drain(&mut out, 16);
     let mut v = b.cq.views();
     assert!(v.next().is_none());
     drop(v);
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = allocations();
     assert_eq!(got, 64);
     assert_eq!(after - before, 0, "bench drain allocated");
 }

@@ -12,8 +12,6 @@ use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 use dvcq_uapi::{Be16, Be32};
 use proptest::prelude::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 
 /// RC QP, receives on its own RQ.
 const QP_RC: u32 = 0x100;
@@ -699,29 +697,8 @@ fn threaded_producer_with_compression() {
     }
 }
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Counts allocations per thread, so other tests running in parallel do not interfere.
-struct Counting;
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls in a const-initialised
-// thread-local `Cell` (no allocation, no destructor).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: dvcq_provider::testing::CountingAlloc = dvcq_provider::testing::CountingAlloc;
 
 /// Polling and peeking compressed sessions allocates nothing.
 #[test]
@@ -734,7 +711,7 @@ fn compressed_poll_does_not_allocate() {
         let mut total = 0;
         for _ in 0..20 {
             m.push_all(&lap).unwrap();
-            let before = ALLOCS.with(Cell::get);
+            let before = dvcq_provider::testing::allocations();
             loop {
                 let _ = cq.peek();
                 let n = cq.poll(&mut buf);
@@ -743,7 +720,7 @@ fn compressed_poll_does_not_allocate() {
                     break;
                 }
             }
-            assert_eq!(ALLOCS.with(Cell::get), before, "{layout:?}");
+            assert_eq!(dvcq_provider::testing::allocations(), before, "{layout:?}");
         }
         assert_eq!(total, 20 * 256);
     }

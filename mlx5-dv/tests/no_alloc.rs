@@ -5,27 +5,10 @@ use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, QpConfig, Registry};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-}
+use dvcq_provider::testing::{allocations, CountingAlloc};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 #[test]
 fn poll_views_and_peek_do_not_allocate() {
@@ -45,7 +28,7 @@ fn poll_views_and_peek_do_not_allocate() {
             };
             m.push(&e).unwrap();
         }
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = allocations();
         let _ = cq.peek();
         let mut got = 0;
         while got < 150 {
@@ -59,7 +42,7 @@ fn poll_views_and_peek_do_not_allocate() {
             }
         }
         got += cq.poll(&mut buf);
-        let after = ALLOCS.load(Ordering::Relaxed);
+        let after = allocations();
         assert_eq!(after, before, "allocation in poll path (round {round})");
         total += got;
     }

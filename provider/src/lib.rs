@@ -18,6 +18,8 @@ mod error;
 mod fault;
 pub mod image;
 mod ring;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
 pub use dma::DmaBuffer;

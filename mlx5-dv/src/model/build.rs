@@ -187,9 +187,7 @@ pub fn sig_err(mkey: u32) -> Entry {
 
 /// The RESIZE CQE written into the old ring of a resized CQ.
 pub fn resize() -> Entry {
-    let mut c = Cqe64::default();
-    c.op_own = op_own::make(cqe_opcode::RESIZE_CQ, cqe_format::NO_INLINE, false, 0);
-    c.into()
+    Cqe64 { op_own: op_own::make(cqe_opcode::RESIZE_CQ, cqe_format::NO_INLINE, false, 0), ..Cqe64::default() }.into()
 }
 
 /// Arbitrary bytes as a CQE (for garbage tests): only the owner bit is replaced at write.

@@ -365,7 +365,7 @@ impl Mlx5Model {
         if STRIDE as u32 != self.cfg.cqe_size {
             return Err(ModelError::Config("resize ring stride differs from the model's cqe size"));
         }
-        if !entries.is_power_of_two() || entries < 2 || entries > 1 << 22 {
+        if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
             return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
         }
         self.push(&build::resize())?;
