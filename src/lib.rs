@@ -37,6 +37,6 @@ pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOp
 
 pub mod bench;
 pub mod cli;
+pub mod decode;
 pub mod image;
 pub mod scenario;
-pub mod decode;

@@ -43,7 +43,12 @@ const QP_B: u32 = 0x1b3;
 /// # Errors
 ///
 /// A message when the model cannot be set up or the ring is too small for the scenario.
-pub fn mlx5(scenario: Scenario, entries: u32, cqe_size: u32, compression: Option<CompressionConfig>) -> Result<Mlx5Image, String> {
+pub fn mlx5(
+    scenario: Scenario,
+    entries: u32,
+    cqe_size: u32,
+    compression: Option<CompressionConfig>,
+) -> Result<Mlx5Image, String> {
     let mut mc = ModelConfig::new(entries);
     mc.cqe_size = cqe_size;
     mc.compression = compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
@@ -67,7 +72,8 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
     let mut cq = m.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
     let compressed = m.config().compression.is_some();
     let entries = m.config().entries;
-    let push = |m: &mut Mlx5Model, e: build::Entry| m.push(&e).map(|_| ()).map_err(|e| format!("{e} (use more --entries)"));
+    let push =
+        |m: &mut Mlx5Model, e: build::Entry| m.push(&e).map(|_| ()).map_err(|e| format!("{e} (use more --entries)"));
     let mut buf = [Completion::default(); 16];
     // Consume a part of the ring first so the image starts mid-ring.
     let warm = match scenario {
@@ -92,9 +98,31 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
                 build::resp(cqe_opcode::RESP_SEND_INV, QP_A, 1, 64, 0x00ab_cdef),
                 build::resp(cqe_opcode::RESP_SEND_IMM, QP_B, 0, 512, 0xcafe).recv_addr(addr),
                 build::sig_err(0x5500),
-                build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: 2, syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR, vendor_err_synd: 0x81, wqe_opcode: wqe_opcode::SEND, ..ErrSpec::default() }),
-                build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: 3, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() }),
-                build::err(ErrSpec { requester: false, qpn: QP_A, wqe_counter: 2, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() }),
+                build::err(ErrSpec {
+                    requester: true,
+                    qpn: QP_A,
+                    wqe_counter: 2,
+                    syndrome: syndrome::TRANSPORT_RETRY_EXC_ERR,
+                    vendor_err_synd: 0x81,
+                    wqe_opcode: wqe_opcode::SEND,
+                    ..ErrSpec::default()
+                }),
+                build::err(ErrSpec {
+                    requester: true,
+                    qpn: QP_A,
+                    wqe_counter: 3,
+                    syndrome: syndrome::WR_FLUSH_ERR,
+                    vendor_err_synd: 0xf9,
+                    ..ErrSpec::default()
+                }),
+                build::err(ErrSpec {
+                    requester: false,
+                    qpn: QP_A,
+                    wqe_counter: 2,
+                    syndrome: syndrome::WR_FLUSH_ERR,
+                    vendor_err_synd: 0xf9,
+                    ..ErrSpec::default()
+                }),
                 build::req(0x999, 0, wqe_opcode::SEND, 0),
             ];
             if items.len() as u32 > entries_left(m) {
@@ -110,12 +138,28 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
                 return Err(format!("the errors scenario needs {} free slots; use more --entries", all.len()));
             }
             for (i, s) in all.into_iter().enumerate() {
-                push(m, build::err(ErrSpec { requester: i % 2 == 0, qpn: QP_A, wqe_counter: i as u16, syndrome: s, vendor_err_synd: 0x80 + i as u8, hw_err_synd: 1, hw_synd_type: 2, ..ErrSpec::default() }))?;
+                push(
+                    m,
+                    build::err(ErrSpec {
+                        requester: i % 2 == 0,
+                        qpn: QP_A,
+                        wqe_counter: i as u16,
+                        syndrome: s,
+                        vendor_err_synd: 0x80 + i as u8,
+                        hw_err_synd: 1,
+                        hw_synd_type: 2,
+                        ..ErrSpec::default()
+                    }),
+                )?;
             }
         }
         Scenario::Laps => {
             for i in 0..entries_left(m) {
-                let e = if i % 2 == 0 { build::req(QP_A, i as u16, wqe_opcode::SEND, 0) } else { build::resp(cqe_opcode::RESP_SEND, QP_A, i as u16, i, 0) };
+                let e = if i % 2 == 0 {
+                    build::req(QP_A, i as u16, wqe_opcode::SEND, 0)
+                } else {
+                    build::resp(cqe_opcode::RESP_SEND, QP_A, i as u16, i, 0)
+                };
                 push(m, e)?;
             }
         }
@@ -128,7 +172,17 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
             for i in 0..n - recvs {
                 push(m, build::req(QP_A, i as u16, wqe_opcode::SEND, 0))?;
             }
-            push(m, build::err(ErrSpec { requester: true, qpn: QP_A, wqe_counter: (n - recvs) as u16, syndrome: syndrome::LOCAL_PROT_ERR, vendor_err_synd: 0x51, ..ErrSpec::default() }))?;
+            push(
+                m,
+                build::err(ErrSpec {
+                    requester: true,
+                    qpn: QP_A,
+                    wqe_counter: (n - recvs) as u16,
+                    syndrome: syndrome::LOCAL_PROT_ERR,
+                    vendor_err_synd: 0x51,
+                    ..ErrSpec::default()
+                }),
+            )?;
         }
     }
     if compressed {
@@ -165,17 +219,39 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
             ModelCqe::send(1, QP_A, 1, sq_op::RDMA_READ),
             ModelCqe::recv(1, QP_A, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 256).with_imm(0x1122_3344),
             ModelCqe::recv(1, QP_A, 1, 0, rq_op::ROCE_SEND_ONLY, 64).with_inv(0xabcdef),
-            ModelCqe::recv(2, QP_B, 0, 0, rq_op::ROCE_SEND_ONLY_WITH_IMM, 512).with_imm(0xcafe).with_ud(0x4d2, true, [2, 0, 0, 0, 0, 1], None),
+            ModelCqe::recv(2, QP_B, 0, 0, rq_op::ROCE_SEND_ONLY_WITH_IMM, 512).with_imm(0xcafe).with_ud(
+                0x4d2,
+                true,
+                [2, 0, 0, 0, 0, 1],
+                None,
+            ),
             ModelCqe::flush(1, QP_A, true, 2, flush::RETRY_EXC_ERR),
             ModelCqe::send(7, 0x999, 0, sq_op::SEND),
         ],
-        Scenario::Errors => [flush::GENERAL_ERR, flush::PROT_ERR, flush::REM_ACCESS_ERR, flush::LOC_QP_OP_ERR, flush::REM_OP_ERR, flush::LOC_LEN_ERR, flush::FATAL_ERR, flush::RETRY_EXC_ERR, flush::MW_BIND_ERR, flush::REM_INV_REQ_ERR]
-            .iter()
-            .enumerate()
-            .map(|(i, &minor)| ModelCqe::flush(1, QP_A, true, i as u16, minor))
-            .collect(),
+        Scenario::Errors => [
+            flush::GENERAL_ERR,
+            flush::PROT_ERR,
+            flush::REM_ACCESS_ERR,
+            flush::LOC_QP_OP_ERR,
+            flush::REM_OP_ERR,
+            flush::LOC_LEN_ERR,
+            flush::FATAL_ERR,
+            flush::RETRY_EXC_ERR,
+            flush::MW_BIND_ERR,
+            flush::REM_INV_REQ_ERR,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &minor)| ModelCqe::flush(1, QP_A, true, i as u16, minor))
+        .collect(),
         Scenario::Laps | Scenario::Stream => (0..entries - 1)
-            .map(|i| if i % 2 == 0 { ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND) } else { ModelCqe::recv(1, QP_A, (i / 2 % 64) as u16, 0, rq_op::ROCE_SEND_ONLY, i) })
+            .map(|i| {
+                if i % 2 == 0 {
+                    ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND)
+                } else {
+                    ModelCqe::recv(1, QP_A, (i / 2 % 64) as u16, 0, rq_op::ROCE_SEND_ONLY, i)
+                }
+            })
             .collect(),
     };
     for c in &items {
@@ -185,7 +261,14 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
     // outstanding WQE from them).
     let sq_head = if scenario == Scenario::Errors { 10 } else { 3 };
     let img_qps = [
-        IrdmaImageQp { qpn: QP_A, sq_wqe_cnt: 64, rq_wqe_cnt: 64, sq_head: Some(sq_head), rq_head: Some(2), ..Default::default() },
+        IrdmaImageQp {
+            qpn: QP_A,
+            sq_wqe_cnt: 64,
+            rq_wqe_cnt: 64,
+            sq_head: Some(sq_head),
+            rq_head: Some(2),
+            ..Default::default()
+        },
         IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
     ];
     Ok(m.export_image(cq.ci(), &img_qps).to_text())

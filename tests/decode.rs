@@ -62,11 +62,7 @@ fn dpdk(ring: &[u8]) -> String {
         }
         l += " | ";
         for &x in row {
-            l.push(if (b' '..=b'~').contains(&x) {
-                x as char
-            } else {
-                '.'
-            });
+            l.push(if (b' '..=b'~').contains(&x) { x as char } else { '.' });
         }
         s += &l;
         s.push('\n');
@@ -87,11 +83,7 @@ fn only_mlx5(r: &Report, i: usize) -> &dvcq::decode::Mlx5Cqe {
 
 fn check_fields(c: &dvcq::decode::Mlx5Cqe, synd: u8, status: u32, text: &str) {
     assert_eq!(c.syndrome, Some(synd));
-    assert_eq!(
-        c.status.as_ref().unwrap().value,
-        status,
-        "syndrome {synd:#x}"
-    );
+    assert_eq!(c.status.as_ref().unwrap().value, status, "syndrome {synd:#x}");
     assert_eq!(c.status.as_ref().unwrap().text, text);
     assert_eq!(c.qpn, 0x00ab_cdef);
     assert_eq!(c.wqe_counter, 0x1234);
@@ -116,10 +108,7 @@ fn every_syndrome_in_every_format() {
             (spaced.join(" "), DumpFormat::BareHex),
         ];
         for (text_in, fmt) in inputs {
-            let r = scan(
-                &format!("noise before\n{text_in}\nnoise after\n"),
-                Vendor::Mlx5,
-            );
+            let r = scan(&format!("noise before\n{text_in}\nnoise after\n"), Vendor::Mlx5);
             assert!(r.problems.is_empty(), "{fmt:?} {synd:#x}: {:?}", r.problems);
             assert_eq!(r.dumps.len(), 1, "{fmt:?} {synd:#x}");
             assert_eq!(r.dumps[0].format, fmt);
@@ -154,11 +143,7 @@ got bad completion with status: 0xd, vendor syndrome: 0x87
     let c = only_mlx5(&r, 0);
     assert_eq!(c.syndrome_name, Some("MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR"));
     assert_eq!(c.vendor_err_synd, Some(0x87));
-    assert!(c
-        .vendor_err_meaning
-        .as_ref()
-        .unwrap()
-        .contains("undocumented"));
+    assert!(c.vendor_err_meaning.as_ref().unwrap().contains("undocumented"));
     assert_eq!(c.status.as_ref().unwrap().name, "IBV_WC_RNR_RETRY_EXC_ERR");
     assert_eq!(c.qpn, 0x1f8e);
     assert_eq!(c.wqe_opcode_name, Some("MLX5_OPCODE_SEND"));
@@ -171,22 +156,11 @@ fn responder_error_and_documented_vendor_syndromes() {
     let c = decode_mlx5(&b, Mlx5Options::default());
     assert_eq!(c.opcode_name, "MLX5_CQE_RESP_ERR");
     assert_eq!(c.wqe_opcode, None);
-    assert!(c
-        .vendor_err_meaning
-        .as_ref()
-        .unwrap()
-        .contains("ODP_PFAULT"));
+    assert!(c.vendor_err_meaning.as_ref().unwrap().contains("ODP_PFAULT"));
     assert!(c.notes.iter().any(|n| n.contains("swallows")));
     let c = decode_mlx5(&err_cqe(0xe0, 0x22, 0x99, 1, 0, 0), Mlx5Options::default());
-    assert!(c
-        .vendor_err_meaning
-        .as_ref()
-        .unwrap()
-        .contains("UCT_IB_MLX5_CQE_VENDOR_SYND_PSN"));
-    let c = decode_mlx5(
-        &err_cqe(0xd0, 0x05, 0xf9, 1, 0x0a, 0),
-        Mlx5Options::default(),
-    );
+    assert!(c.vendor_err_meaning.as_ref().unwrap().contains("UCT_IB_MLX5_CQE_VENDOR_SYND_PSN"));
+    let c = decode_mlx5(&err_cqe(0xd0, 0x05, 0xf9, 1, 0x0a, 0), Mlx5Options::default());
     assert!(c.notes.iter().any(|n| n.contains("does not print")));
 }
 
@@ -212,25 +186,13 @@ fn dpdk_ring_with_marker_bytes() {
     );
     let r = scan(&text, Vendor::Mlx5);
     assert!(r.problems.is_empty(), "{:?}", r.problems);
-    assert_eq!(
-        r.dumps.len(),
-        1,
-        "only the error CQE of the ring, not the SQ dump"
-    );
+    assert_eq!(r.dumps.len(), 1, "only the error CQE of the ring, not the SQ dump");
     assert_eq!(r.dumps[0].slot, Some(1));
     assert_eq!(r.dumps[0].line, 5 + 1 + 4);
     let c = only_mlx5(&r, 0);
     check_fields(c, 0x04, 4, "local protection error");
-    assert!(
-        c.notes.iter().any(|n| n.contains("marker")),
-        "{:?}",
-        c.notes
-    );
-    assert!(
-        !c.notes.iter().any(|n| n.contains("reserved")),
-        "{:?}",
-        c.notes
-    );
+    assert!(c.notes.iter().any(|n| n.contains("marker")), "{:?}", c.notes);
+    assert!(!c.notes.iter().any(|n| n.contains("reserved")), "{:?}", c.notes);
 }
 
 #[test]
@@ -265,11 +227,7 @@ fn several_dumps_and_bad_ones_in_one_log() {
     text += "0000z000 00000000 00000000 00000000\n"; // 16: non-hex
     text += "00000000 00000000 00000000 00000000\n"; // 17
     text += "00000000 00000000 00000000 00000000\n"; // 18
-    text += &kernel(&good, "cqe_dump: ")
-        .lines()
-        .take(3)
-        .map(|l| format!("{l}\n"))
-        .collect::<String>(); // 19-21 truncated
+    text += &kernel(&good, "cqe_dump: ").lines().take(3).map(|l| format!("{l}\n")).collect::<String>(); // 19-21 truncated
     text += "unrelated\n"; // 22
     text += &hex(&good)[..120]; // 23: bare string too short
     text += "\n";
@@ -305,29 +263,17 @@ fn wrong_line_counts_and_overlapping_formats() {
     // DPDK and kernel lines in one block.
     let k = kernel(&good, "");
     let d = dpdk(&good);
-    let mixed: Vec<&str> = k
-        .lines()
-        .take(2)
-        .chain(d.lines().skip(3))
-        .chain(std::iter::once(""))
-        .collect();
+    let mixed: Vec<&str> = k.lines().take(2).chain(d.lines().skip(3)).chain(std::iter::once("")).collect();
     let r = scan(&mixed.join("\n"), Vendor::Mlx5);
     assert!(r.dumps.is_empty());
-    assert!(
-        r.problems[0].reason.contains("overlapping"),
-        "{:?}",
-        r.problems
-    );
+    assert!(r.problems[0].reason.contains("overlapping"), "{:?}", r.problems);
     // Offsets out of order.
     let mut lines: Vec<String> = kernel(&good, "").lines().map(String::from).collect();
     lines.swap(1, 2);
     let r = scan(&lines.join("\n"), Vendor::Mlx5);
     assert!(r.problems[0].reason.contains("offset"), "{:?}", r.problems);
     // Headerless words: 3 lines.
-    let r = scan(
-        "00000000 00000000 00000000 00000000\n".repeat(3).as_str(),
-        Vendor::Mlx5,
-    );
+    let r = scan("00000000 00000000 00000000 00000000\n".repeat(3).as_str(), Vendor::Mlx5);
     assert!(r.problems[0].reason.contains("wrong line count"));
     // DPDK title with fewer bytes than announced.
     let d = dpdk(&good).replace("len=64", "len=128");
@@ -338,19 +284,12 @@ fn wrong_line_counts_and_overlapping_formats() {
 #[test]
 fn headerless_and_old_kernel_words() {
     let good = err_cqe(0xd2, 0x01, 0x00, 9, 0x0a, 3);
-    let words: String = rdma_core("x", &good)
-        .lines()
-        .skip(1)
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let words: String = rdma_core("x", &good).lines().skip(1).map(|l| format!("{l}\n")).collect();
     let r = scan(&words, Vendor::Mlx5);
     assert_eq!(r.dumps[0].format, DumpFormat::Words);
     let t = format!(
         "[ 5.1] mlx5_0:dump_cqe:262:(pid 0): dump error cqe\n{}",
-        words
-            .lines()
-            .map(|l| format!("[ 5.1] {l}\n"))
-            .collect::<String>()
+        words.lines().map(|l| format!("[ 5.1] {l}\n")).collect::<String>()
     );
     let r = scan(&t, Vendor::Mlx5);
     assert!(r.problems.is_empty(), "{:?}", r.problems);
@@ -376,9 +315,7 @@ three: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000
 ";
     let r = scan(text, Vendor::Irdma);
     assert_eq!(r.dumps.len(), 2, "{:?}", r.problems);
-    let Decoded::Irdma(c) = &r.dumps[0].cqe else {
-        panic!()
-    };
+    let Decoded::Irdma(c) = &r.dumps[0].cqe else { panic!() };
     assert_eq!(r.dumps[0].line, 2);
     assert!(c.error);
     assert_eq!(c.status.name, "IBV_WC_REM_ACCESS_ERR");
@@ -386,9 +323,7 @@ three: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000
     assert_eq!(c.qp_id, 0x12);
     assert_eq!(c.wqe_idx, 5);
     assert_eq!(c.queue, "SQ");
-    let Decoded::Irdma(c) = &r.dumps[1].cqe else {
-        panic!()
-    };
+    let Decoded::Irdma(c) = &r.dumps[1].cqe else { panic!() };
     assert_eq!(r.dumps[1].line, 4);
     assert_eq!(c.opcode_name, Some("IRDMA_OP_TYPE_SEND"));
     assert_eq!(c.status.value, 0);
@@ -404,12 +339,7 @@ fn run_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -450,12 +380,7 @@ fn cli_exit_codes_text_and_json() {
     assert_eq!(rc, 1);
     let kinds: Vec<String> = out
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(kinds, vec!["cqe", "problem"]);
 
@@ -470,10 +395,7 @@ fn cli_exit_codes_text_and_json() {
     let (rc, out, _) = run_cli(&["decode", "--help"], "");
     assert_eq!(rc, 0);
     assert!(out.contains("Exit status"));
-    let (rc, out, _) = run_cli(
-        &["decode", "--vendor", "irdma"],
-        "0 0 0 0\n0x0 0x0 0x0 0xc080000000010001\n",
-    );
+    let (rc, out, _) = run_cli(&["decode", "--vendor", "irdma"], "0 0 0 0\n0x0 0x0 0x0 0xc080000000010001\n");
     assert_eq!(rc, 1, "{out}"); // "0x0" is not a qword: nothing decodes
     let (rc, out, _) = run_cli(
         &["decode", "--vendor", "irdma"],

@@ -41,9 +41,21 @@ fn compressed_rings_decode_like_uncompressed_ones() {
         for format in [MiniFormat::Hash, MiniFormat::Csum, MiniFormat::CsumStridx] {
             let img = scenario::mlx5(Scenario::Stream, 64, 64, Some(CompressionConfig { layout, format })).unwrap();
             let text = img.to_text();
-            assert!(text.starts_with(&format!("ring cqe_size=64 entries=64 ci=33 vendor=mlx5 comp={} mini={}", layout.word(), format.word())), "{}", text.lines().next().unwrap());
+            assert!(
+                text.starts_with(&format!(
+                    "ring cqe_size=64 entries=64 ci=33 vendor=mlx5 comp={} mini={}",
+                    layout.word(),
+                    format.word()
+                )),
+                "{}",
+                text.lines().next().unwrap()
+            );
             assert_eq!(parse_mlx5_image(&text).unwrap(), img);
-            assert_ne!(img.slots, scenario::mlx5(Scenario::Stream, 64, 64, None).unwrap().slots, "the model compressed something");
+            assert_ne!(
+                img.slots,
+                scenario::mlx5(Scenario::Stream, 64, 64, None).unwrap().slots,
+                "the model compressed something"
+            );
             assert_eq!(decode_text(&text).unwrap(), plain, "{layout:?}/{format:?}");
         }
     }
@@ -60,7 +72,11 @@ fn mixed_scenario_decodes_to_the_expected_lines() {
     let imm = u32::from_ne_bytes(0x1122_3344u32.to_be_bytes());
     assert!(lines[2].contains(&format!("opcode=129 vendor_err=0x0 byte_len=256 imm={imm:#x}")), "{}", lines[2]);
     assert!(lines[3].contains("opcode=128") && lines[3].contains("imm=0xabcdef") && lines[3].contains("wc_flags=0x8"));
-    assert!(lines[4].contains("src_qp=0x4d2") && lines[4].contains("wc_flags=0x3") && lines[4].contains("slid=7 sl=3 dlid_path_bits=1"));
+    assert!(
+        lines[4].contains("src_qp=0x4d2")
+            && lines[4].contains("wc_flags=0x3")
+            && lines[4].contains("slid=7 sl=3 dlid_path_bits=1")
+    );
     assert!(lines[5].starts_with("wc wqe_idx=2 status=12 opcode=0 vendor_err=0x81"));
     assert!(lines[6].starts_with("wc wqe_idx=3 status=5") && lines[7].starts_with("wc wqe_idx=2 status=5"));
     assert!(lines[8].starts_with("bad slot=") && lines[8].ends_with("reason=unknown_qp"));
@@ -81,7 +97,13 @@ fn decoding_an_image_equals_polling_the_live_ring() {
     let kinds = [
         build::resp(cqe_opcode::RESP_SEND_IMM, 0x10, 0, 33, 0xdead_beef),
         build::req(0x10, 9, wqe_opcode::ATOMIC_FA, 0),
-        build::err(ErrSpec { requester: false, qpn: 0x10, syndrome: syndrome::LOCAL_PROT_ERR, vendor_err_synd: 0x55, ..ErrSpec::default() }),
+        build::err(ErrSpec {
+            requester: false,
+            qpn: 0x10,
+            syndrome: syndrome::LOCAL_PROT_ERR,
+            vendor_err_synd: 0x55,
+            ..ErrSpec::default()
+        }),
         build::req(0x11, 0, wqe_opcode::SEND, 0),
         build::req(0x10, 10, wqe_opcode::RDMA_WRITE_IMM, 0),
     ];
@@ -119,9 +141,17 @@ fn malformed_images_name_the_line_and_the_problem() {
         (&format!("ring cqe_size=64 entries=2 ci=0\n{s}\n{}\n", &s[2..]), 3, "expected 128 hex"),
         (&format!("ring cqe_size=64 entries=2 ci=0\n{s}\n{}g0\n", &s[2..]), 3, "non-hex"),
         (&format!("ring cqe_size=64 entries=2 ci=0\n{s}\n"), 2, "1 slot lines"),
-        (&format!("ring cqe_size=64 entries=2 ci=0\n{s}\nqp qpn=1 sq_wqe_cnt=1 rq_wqe_cnt=1\n{s}\n"), 3, "qp line after"),
+        (
+            &format!("ring cqe_size=64 entries=2 ci=0\n{s}\nqp qpn=1 sq_wqe_cnt=1 rq_wqe_cnt=1\n{s}\n"),
+            3,
+            "qp line after",
+        ),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n{s}\n{s}\n"), 2, "qpn=zz"),
-        (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=3 rq_wqe_cnt=1\n{s}\n{s}\n"), 2, "powers of two"),
+        (
+            &format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=3 rq_wqe_cnt=1\n{s}\n{s}\n"),
+            2,
+            "powers of two",
+        ),
         (&format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=2\n{s}\n{s}\n"), 1, "cqe_ver=2"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=zip\n{s}\n{s}\n"), 1, "comp=zip"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=basic mini=md5\n{s}\n{s}\n"), 1, "mini=md5"),

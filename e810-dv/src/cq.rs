@@ -1,9 +1,7 @@
 //! The irdma CQ poller (shared/spec/irdma.md §2, §4.9): polarity tracking, ring head,
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
-use crate::cqe::{
-    Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES,
-};
+use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::registry::QpRegistry;
 use crate::ring::{polarity, SlotRing, SlotSource};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
@@ -201,24 +199,11 @@ impl IrdmaCq {
     /// # Errors
     ///
     /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned.
-    pub fn new(
-        ring: SlotRing,
-        shadow: DoorbellWord,
-        qps: QpRegistry,
-        cfg: CqConfig,
-    ) -> Result<Self, CqError> {
-        shadow
-            .load_le64(Ordering::Relaxed)
-            .map_err(CqError::Shadow)?;
+    pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
+        shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
         let mut eng = Engine::new(ring.entries().trailing_zeros(), cfg.hw_rev, cfg.compat, qps);
         eng.ci = cfg.ci;
-        Ok(Self {
-            ring,
-            shadow,
-            eng,
-            published: None,
-            cq_id: cfg.cq_id,
-        })
+        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id })
     }
 
     /// The QP registry.
@@ -323,12 +308,7 @@ impl IrdmaCq {
 
 impl CqDriver for IrdmaCq {
     fn info(&self) -> CqInfo {
-        CqInfo {
-            vendor: "irdma",
-            entries: self.ring.entries(),
-            cqe_size: self.ring.cqe_size(),
-            cqn: self.cq_id,
-        }
+        CqInfo { vendor: "irdma", entries: self.ring.entries(), cqe_size: self.ring.cqe_size(), cqn: self.cq_id }
     }
     fn poll(&mut self, out: &mut [Completion]) -> usize {
         IrdmaCq::poll(self, out)
@@ -379,12 +359,7 @@ impl Views<'_> {
             }
         };
         self.ci = pos.wrapping_add(slots);
-        Some(CqeView {
-            ring: &self.cq.ring,
-            pos,
-            w3,
-            compat: self.cq.eng.compat,
-        })
+        Some(CqeView { ring: &self.cq.ring, pos, w3, compat: self.cq.eng.compat })
     }
 }
 
@@ -524,12 +499,8 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotRing::Slots32(r) => {
-                Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1)))
-            }
-            SlotRing::Slots64(r) => {
-                Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos))
-            }
+            SlotRing::Slots32(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1))),
+            SlotRing::Slots64(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos)),
         }
     }
     /// The immediate (host-order number as the CQE holds it), if IMMVALID.

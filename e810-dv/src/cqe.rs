@@ -5,9 +5,7 @@
 use crate::cq::Engine;
 use crate::flush;
 use crate::ring::SlotSource;
-use crate::status::{
-    classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus, Compat,
-};
+use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus, Compat};
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcStatus};
 use dvcq_uapi::irdma::codes::{flush as flush_code, major};
 use dvcq_uapi::irdma::cqe::{q0, q2, q3, ExtCqe};
@@ -56,32 +54,12 @@ pub(crate) struct Step {
 impl Step {
     #[inline(always)]
     fn consumed(kind: Kind, slots: u32) -> Self {
-        Step {
-            wc: Completion::default(),
-            kind,
-            slots,
-            qp: 0,
-            queue: Queue::None,
-            tail: 0,
-            flags: 0,
-        }
+        Step { wc: Completion::default(), kind, slots, qp: 0, queue: Queue::None, tail: 0, flags: 0 }
     }
     #[cold]
     fn fault(kind: FaultKind, pos: u32, value: u32, slots: u32) -> Self {
-        let wc = Completion::from_fault(CqeFault {
-            kind,
-            position: pos,
-            value,
-        });
-        Step {
-            wc,
-            kind: Kind::Wc,
-            slots,
-            qp: 0,
-            queue: Queue::None,
-            tail: 0,
-            flags: 0,
-        }
+        let wc = Completion::from_fault(CqeFault { kind, position: pos, value });
+        Step { wc, kind: Kind::Wc, slots, qp: 0, queue: Queue::None, tail: 0, flags: 0 }
     }
 }
 
@@ -93,13 +71,7 @@ impl Engine {
     // Completion has private fields, so it cannot be built with an initializer here.
     #[allow(clippy::field_reassign_with_default)]
     #[inline]
-    pub(crate) fn translate<R: SlotSource>(
-        &self,
-        ring: &R,
-        pos: u32,
-        w3: u64,
-        parked: bool,
-    ) -> Option<Step> {
+    pub(crate) fn translate<R: SlotSource>(&self, ring: &R, pos: u32, w3: u64, parked: bool) -> Option<Step> {
         let [w0, w1, w2] = ring.body(pos);
         let mut slots = 1;
         let mut ext: Option<ExtCqe> = None;
@@ -113,14 +85,7 @@ impl Engine {
             // (§4.1). Only a 64-byte slot has a byte 40.
             match ring.srq_ctx(pos) {
                 Some(c) if self.hw_rev == HwRev::Gen3 => c,
-                _ => {
-                    return Some(Step::fault(
-                        FaultKind::BadFormat,
-                        pos,
-                        (w3 >> 32) as u32,
-                        slots,
-                    ))
-                }
+                _ => return Some(Step::fault(FaultKind::BadFormat, pos, (w3 >> 32) as u32, slots)),
             }
         } else {
             w1
@@ -141,11 +106,8 @@ impl Engine {
 
         let error = w3 & q3::ERROR != 0;
         let mut major_err = q3::major_err(w3);
-        let (mut comp, mut minor_err) = if error {
-            classify_error(major_err, q3::minor_err(w3), self.compat)
-        } else {
-            (CompStatus::Success, 0)
-        };
+        let (mut comp, mut minor_err) =
+            if error { classify_error(major_err, q3::minor_err(w3), self.compat) } else { (CompStatus::Success, 0) };
         let mut error = error;
         if parked {
             if let CompStatus::Flushed(_) = comp {
@@ -206,8 +168,7 @@ impl Engine {
                     if let Some(s) = conn_wqe(qp, qi, idx, slots) {
                         return Some(s);
                     }
-                    flags |=
-                        F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
+                    flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
                 }
                 let Some(trk) = qp.sq_trk.get(idx as usize) else {
                     return Some(Step::fault(FaultKind::BadField, pos, idx, slots));
@@ -258,9 +219,7 @@ impl Engine {
                 }
                 wc.wr_id = qp.rq_entry(idx);
                 tail = (idx + 1) & qp.rq.mask();
-                if matches!(comp, CompStatus::Flushed(_))
-                    && flush::stays_parked(parks, qp.rq.head, tail)
-                {
+                if matches!(comp, CompStatus::Flushed(_)) && flush::stays_parked(parks, qp.rq.head, tail) {
                     slots = 0;
                 }
             }
@@ -268,13 +227,7 @@ impl Engine {
             wc.byte_len = q0::payload_len(w0);
             flags |= F_SET_BYTES;
             let imm_valid = ext.is_some_and(|e| e.imm_valid());
-            wc.opcode = rq_opcode(
-                q3::op(w3),
-                self.hw_rev == HwRev::Gen3,
-                qp.send_with_imm,
-                imm_valid,
-                self.compat,
-            );
+            wc.opcode = rq_opcode(q3::op(w3), self.hw_rev == HwRev::Gen3, qp.send_with_imm, imm_valid, self.compat);
         }
         if let Some(e) = ext {
             if e.imm_valid() {
@@ -299,15 +252,7 @@ impl Engine {
         if self.hw_rev == HwRev::Gen3 {
             wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(w0));
         }
-        Some(Step {
-            wc,
-            kind: Kind::Wc,
-            slots,
-            qp: qi,
-            queue,
-            tail,
-            flags,
-        })
+        Some(Step { wc, kind: Kind::Wc, slots, qp: qi, queue, tail, flags })
     }
 }
 
@@ -320,8 +265,7 @@ fn conn_wqe(qp: &crate::registry::Qp, qi: u32, idx: u32, slots: u32) -> Option<S
     if idx < u32::from(qp.config().conn_wqes) && qp.sq.head == qp.sq.tail {
         let mut s = Step::consumed(Kind::Skip, slots);
         s.qp = qi;
-        s.flags = F_ZERO_BYTES
-            | (F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes)));
+        s.flags = F_ZERO_BYTES | (F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes)));
         return Some(s);
     }
     None

@@ -86,27 +86,13 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
     let ci = num("ci")?;
     match (get("vendor"), cqe_size) {
         (Some("irdma"), 32 | 64) | (None, 32) => {}
-        (Some("irdma"), s) => {
-            return Err(err(
-                line,
-                format!("cqe_size={s}: irdma slots are 32 or 64 bytes"),
-            ))
-        }
+        (Some("irdma"), s) => return Err(err(line, format!("cqe_size={s}: irdma slots are 32 or 64 bytes"))),
         (v, s) => {
-            return Err(err(
-                line,
-                format!(
-                    "not an irdma ring (vendor={}, cqe_size={s})",
-                    v.unwrap_or("default")
-                ),
-            ))
+            return Err(err(line, format!("not an irdma ring (vendor={}, cqe_size={s})", v.unwrap_or("default"))))
         }
     }
     if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
-        return Err(err(
-            line,
-            format!("entries={entries}: must be a power of two from 2 to 2^22"),
-        ));
+        return Err(err(line, format!("entries={entries}: must be a power of two from 2 to 2^22")));
     }
     let hw_rev = match get("hw_rev") {
         None => HwRev::Gen2,
@@ -115,12 +101,7 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
             .and_then(HwRev::from_u8)
             .ok_or_else(|| err(line, format!("hw_rev={v}: must be 1, 2 or 3")))?,
     };
-    Ok(ImageHeader {
-        cqe_size,
-        entries,
-        ci,
-        hw_rev,
-    })
+    Ok(ImageHeader { cqe_size, entries, ci, hw_rev })
 }
 
 /// Builds a `qp` line from its words: `key=value` pairs and bare flags (`srq`, `ud`);
@@ -174,10 +155,7 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
     }
     for n in [q.sq_wqe_cnt, q.rq_wqe_cnt] {
         if n != 0 && (!n.is_power_of_two() || n > 1 << 15) {
-            return Err(err(
-                line,
-                format!("work queue of {n} entries: irdma queues are powers of two up to 32768"),
-            ));
+            return Err(err(line, format!("work queue of {n} entries: irdma queues are powers of two up to 32768")));
         }
     }
     Ok(q)
@@ -189,17 +167,10 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
 ///
 /// [`ImageError`] (line 0) if `slots` is not `entries * cqe_size` bytes or there are more
 /// than 64 QPs.
-pub fn image_from_parts(
-    header: ImageHeader,
-    qps: Vec<ImageQp>,
-    slots: Vec<u8>,
-) -> Result<IrdmaImage, ImageError> {
+pub fn image_from_parts(header: ImageHeader, qps: Vec<ImageQp>, slots: Vec<u8>) -> Result<IrdmaImage, ImageError> {
     let want = header.entries as usize * header.cqe_size as usize;
     if slots.len() != want {
-        return Err(err(
-            0,
-            format!("{} slot bytes, expected {want}", slots.len()),
-        ));
+        return Err(err(0, format!("{} slot bytes, expected {want}", slots.len())));
     }
     if qps.len() > 64 {
         return Err(err(0, format!("{} qp lines: at most 64", qps.len())));
@@ -237,11 +208,7 @@ impl IrdmaImage {
             h.cqe_size, h.entries, h.ci, h.hw_rev as u8
         );
         for q in &self.qps {
-            let _ = write!(
-                s,
-                "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}",
-                q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt
-            );
+            let _ = write!(s, "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}", q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt);
             match q.srq {
                 Some(0) => s.push_str(" srq"),
                 Some(n) => {
@@ -255,12 +222,9 @@ impl IrdmaImage {
             if q.rq_shift != 0 {
                 let _ = write!(s, " rq_shift={}", q.rq_shift);
             }
-            for (k, v) in [
-                ("sq_head", q.sq_head),
-                ("sq_tail", q.sq_tail),
-                ("rq_head", q.rq_head),
-                ("rq_tail", q.rq_tail),
-            ] {
+            for (k, v) in
+                [("sq_head", q.sq_head), ("sq_tail", q.sq_tail), ("rq_head", q.rq_head), ("rq_tail", q.rq_tail)]
+            {
                 if let Some(v) = v {
                     let _ = write!(s, " {k}={v}");
                 }
@@ -302,13 +266,7 @@ impl IrdmaImage {
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndState) {
     let h = img.header;
     let Some(ring) = SlotBytes::new(img.slots.clone(), h.cqe_size as usize) else {
-        return (
-            Vec::new(),
-            EndState {
-                ci: h.ci,
-                dbrec_ci: None,
-            },
-        );
+        return (Vec::new(), EndState { ci: h.ci, dbrec_ci: None });
     };
     let mut eng = Engine::new(h.entries.trailing_zeros(), h.hw_rev, compat, img.registry());
     eng.ci = h.ci;
@@ -317,11 +275,7 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
     let mut out = [Completion::default(); 32];
     // Bound the work on garbage: every slot can be consumed at most once per lap and a
     // parked flush yields at most one completion per WQE.
-    let wqs: u64 = img
-        .qps
-        .iter()
-        .map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt))
-        .sum();
+    let wqs: u64 = img.qps.iter().map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt)).sum();
     let mut budget = 4 * u64::from(h.entries) + wqs + 64;
     loop {
         let before = eng.ci;
@@ -333,13 +287,7 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
         }
     }
     let dbrec_ci = (eng.ci != h.ci).then_some(eng.ci & mask);
-    (
-        items,
-        EndState {
-            ci: eng.ci,
-            dbrec_ci,
-        },
-    )
+    (items, EndState { ci: eng.ci, dbrec_ci })
 }
 
 #[cfg(test)]
@@ -347,10 +295,7 @@ mod tests {
     use super::*;
 
     fn slot(q: [u64; 4]) -> String {
-        q.iter()
-            .flat_map(|w| w.to_le_bytes())
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        q.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
     }
 
     #[test]
@@ -394,10 +339,7 @@ mod tests {
         let z = "0".repeat(64);
         let e = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{z}\n")).unwrap_err();
         assert!(e.msg.contains("1 slot lines"), "{e}");
-        let ok = parse_irdma_image(&format!(
-            "ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n"
-        ))
-        .unwrap();
+        let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n")).unwrap();
         assert_eq!(ok.header.hw_rev, HwRev::Gen1);
         let (items, end) = decode_image(&ok, Compat::Current);
         assert!(items.is_empty());

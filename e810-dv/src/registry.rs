@@ -56,22 +56,11 @@ pub struct QpConfig {
 impl QpConfig {
     /// An RC RoCE QP with the given queue sizes.
     pub const fn rc(qp_num: u32, sq_quanta: u32, rq_wqes: u32) -> Self {
-        Self {
-            qp_num,
-            qp_type: QpType::Rc,
-            transport: Transport::Roce,
-            sq_quanta,
-            rq_wqes,
-            rq_shift: 0,
-            conn_wqes: 0,
-        }
+        Self { qp_num, qp_type: QpType::Rc, transport: Transport::Roce, sq_quanta, rq_wqes, rq_shift: 0, conn_wqes: 0 }
     }
     /// A UD RoCE QP with the given queue sizes.
     pub const fn ud(qp_num: u32, sq_quanta: u32, rq_wqes: u32) -> Self {
-        Self {
-            qp_type: QpType::Ud,
-            ..Self::rc(qp_num, sq_quanta, rq_wqes)
-        }
+        Self { qp_type: QpType::Ud, ..Self::rc(qp_num, sq_quanta, rq_wqes) }
     }
 }
 
@@ -131,11 +120,7 @@ pub struct WqRing {
 
 impl WqRing {
     fn new(size: u32) -> Self {
-        Self {
-            head: 0,
-            tail: 0,
-            mask: size.wrapping_sub(1),
-        }
+        Self { head: 0, tail: 0, mask: size.wrapping_sub(1) }
     }
     /// Slots in the ring.
     pub fn size(&self) -> u32 {
@@ -195,17 +180,11 @@ impl Qp {
     }
     /// The SQ tracking entry at quanta index `idx` (masked).
     pub fn sq_entry(&self, idx: u32) -> WrTrk {
-        self.sq_trk
-            .get((idx & self.sq.mask()) as usize)
-            .copied()
-            .unwrap_or_default()
+        self.sq_trk.get((idx & self.sq.mask()) as usize).copied().unwrap_or_default()
     }
     /// The RQ wr_id at `idx` (masked).
     pub fn rq_entry(&self, idx: u32) -> u64 {
-        self.rq_wrid
-            .get((idx & self.rq.mask()) as usize)
-            .copied()
-            .unwrap_or_default()
+        self.rq_wrid.get((idx & self.rq.mask()) as usize).copied().unwrap_or_default()
     }
 }
 
@@ -235,11 +214,7 @@ impl QpRegistry {
     /// An empty registry for a CQ of generation `hw_rev` (which fixes the SQ chunk size used
     /// for NOP padding).
     pub fn new(hw_rev: HwRev) -> Self {
-        Self {
-            qps: Vec::new(),
-            index: Vec::new(),
-            chunk: hw_rev.sq_chunk_quanta(),
-        }
+        Self { qps: Vec::new(), index: Vec::new(), chunk: hw_rev.sq_chunk_quanta() }
     }
 
     /// Registers a QP under completion context `ctx`.
@@ -260,14 +235,8 @@ impl QpRegistry {
         if cfg.rq_shift > 3 {
             return Err(RegistryError::BadShift(cfg.rq_shift));
         }
-        let sq_trk = (0..cfg.sq_quanta as u64)
-            .map(|i| WrTrk {
-                wr_id: i,
-                wr_len: 0,
-                quanta: 1,
-                opcode: sq_op::SEND,
-            })
-            .collect();
+        let sq_trk =
+            (0..cfg.sq_quanta as u64).map(|i| WrTrk { wr_id: i, wr_len: 0, quanta: 1, opcode: sq_op::SEND }).collect();
         let rq_wrid = (0..cfg.rq_wqes as u64).collect();
         let id = QpId(self.qps.len() as u32);
         self.qps.push(Qp {
@@ -379,40 +348,23 @@ impl QpRegistry {
         opcode: u8,
     ) -> Result<u16, RegistryError> {
         let chunk = self.chunk;
-        let qp = self
-            .qps
-            .get_mut(id.0 as usize)
-            .ok_or(RegistryError::NoQp(id.0))?;
+        let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
         if quanta == 0 || quanta > 8 {
             return Err(RegistryError::BadQuanta(quanta));
         }
         let q = quanta as u32;
         let within = qp.sq.head % chunk;
-        let pad = if within + q > chunk {
-            chunk - within
-        } else {
-            0
-        };
+        let pad = if within + q > chunk { chunk - within } else { 0 };
         if qp.sq.free() < pad + q {
             return Err(RegistryError::Full);
         }
         for _ in 0..pad {
             let h = qp.sq.head;
-            qp.sq_trk[h as usize] = WrTrk {
-                wr_id: 0,
-                wr_len: 0,
-                quanta: 1,
-                opcode: sq_op::NOP,
-            };
+            qp.sq_trk[h as usize] = WrTrk { wr_id: 0, wr_len: 0, quanta: 1, opcode: sq_op::NOP };
             qp.sq.head = (h + 1) & qp.sq.mask();
         }
         let h = qp.sq.head;
-        qp.sq_trk[h as usize] = WrTrk {
-            wr_id,
-            wr_len,
-            quanta,
-            opcode,
-        };
+        qp.sq_trk[h as usize] = WrTrk { wr_id, wr_len, quanta, opcode };
         qp.sq.head = (h + q) & qp.sq.mask();
         Ok(h as u16)
     }
@@ -424,10 +376,7 @@ impl QpRegistry {
     ///
     /// [`RegistryError::NoQp`], [`RegistryError::Full`].
     pub fn post_recv(&mut self, id: QpId, wr_id: u64) -> Result<u16, RegistryError> {
-        let qp = self
-            .qps
-            .get_mut(id.0 as usize)
-            .ok_or(RegistryError::NoQp(id.0))?;
+        let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
         if qp.rq.free() < 1 {
             return Err(RegistryError::Full);
         }
@@ -446,28 +395,15 @@ mod tests {
     fn lookup_many_handles() {
         let mut r = QpRegistry::new(HwRev::Gen2);
         for i in 1..=100u64 {
-            r.register(
-                i * 0x1000 + 0x7f00_0000_0000,
-                QpConfig::rc(i as u32, 16, 16),
-            )
-            .unwrap();
+            r.register(i * 0x1000 + 0x7f00_0000_0000, QpConfig::rc(i as u32, 16, 16)).unwrap();
         }
         for i in 1..=100u64 {
             assert_eq!(r.find(i * 0x1000 + 0x7f00_0000_0000), Some(i as u32 - 1));
         }
         assert_eq!(r.find(5), None);
-        assert_eq!(
-            r.register(0, QpConfig::rc(1, 4, 4)),
-            Err(RegistryError::NullContext)
-        );
-        assert!(matches!(
-            r.register(0x7f00_0000_1000, QpConfig::rc(1, 4, 4)),
-            Err(RegistryError::Duplicate(_))
-        ));
-        assert_eq!(
-            r.register(9, QpConfig::rc(1, 6, 4)),
-            Err(RegistryError::BadSize(6))
-        );
+        assert_eq!(r.register(0, QpConfig::rc(1, 4, 4)), Err(RegistryError::NullContext));
+        assert!(matches!(r.register(0x7f00_0000_1000, QpConfig::rc(1, 4, 4)), Err(RegistryError::Duplicate(_))));
+        assert_eq!(r.register(9, QpConfig::rc(1, 6, 4)), Err(RegistryError::BadSize(6)));
         assert!(r.unregister(0x7f00_0000_1000));
         assert_eq!(r.find(0x7f00_0000_2000), Some(0));
     }

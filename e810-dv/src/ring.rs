@@ -87,8 +87,7 @@ impl SlotSource for CqRing<32> {
     }
     #[inline(always)]
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect)
-            .map(u64::from_le)
+        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
@@ -124,8 +123,7 @@ impl SlotSource for CqRing<64> {
     }
     #[inline(always)]
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect)
-            .map(u64::from_le)
+        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
@@ -167,11 +165,7 @@ impl SlotBytes {
         if n == 0 || !n.is_power_of_two() || n > 1 << 24 {
             return None;
         }
-        Some(Self {
-            bytes,
-            stride,
-            log2: n.trailing_zeros(),
-        })
+        Some(Self { bytes, stride, log2: n.trailing_zeros() })
     }
     /// Bytes per slot.
     pub fn stride(&self) -> usize {
@@ -216,11 +210,7 @@ impl SlotSource for SlotBytes {
         (q3::valid(w) == expect).then_some(w)
     }
     fn body(&self, pos: u32) -> [u64; 3] {
-        [
-            self.word(pos, off::QWORD0),
-            self.word(pos, off::QWORD1),
-            self.word(pos, off::QWORD2),
-        ]
+        [self.word(pos, off::QWORD0), self.word(pos, off::QWORD1), self.word(pos, off::QWORD2)]
     }
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
         if self.stride == 64 {

@@ -80,10 +80,9 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
         | ae::ROCE_RSP_LENGTH_ERROR
         | ae::IB_REMOTE_OP_ERROR => flush::REM_OP_ERR,
         ae::LLP_TOO_MANY_RNRS => flush::RNR_RETRY_EXC_ERR,
-        ae::LCE_QP_CATASTROPHIC
-        | ae::CATASTROPHIC_0703
-        | ae::CATASTROPHIC_0704
-        | ae::CATASTROPHIC_0705 => flush::FATAL_ERR,
+        ae::LCE_QP_CATASTROPHIC | ae::CATASTROPHIC_0703 | ae::CATASTROPHIC_0704 | ae::CATASTROPHIC_0705 => {
+            flush::FATAL_ERR
+        }
         _ => flush::GENERAL_ERR,
     }
 }
@@ -128,13 +127,7 @@ pub const fn sq_opcode(op: u8) -> Option<WcOpcode> {
 /// The receive opcode (§4.7): `set_ib_wc_op_rq` on GEN1/GEN2, `set_ib_wc_op_rq_gen_3` on
 /// GEN3. `send_with_imm_cap` is the QP's `IRDMA_SEND_WITH_IMM` capability (RoCE QPs).
 #[inline(always)]
-pub const fn rq_opcode(
-    op: u8,
-    gen3: bool,
-    send_with_imm_cap: bool,
-    imm_valid: bool,
-    compat: Compat,
-) -> WcOpcode {
+pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: bool, compat: Compat) -> WcOpcode {
     let write_imm = if gen3 {
         op == rq_op::GEN3_WRITE_IMM || op == rq_op::GEN3_WRITE_SOL_IMM
     } else if !send_with_imm_cap {
@@ -177,11 +170,7 @@ mod tests {
             (0xffff, 19),
         ];
         for (minor, st) in expect {
-            assert_eq!(
-                flush_code_status(minor, Compat::Current) as u32,
-                st,
-                "minor {minor}"
-            );
+            assert_eq!(flush_code_status(minor, Compat::Current) as u32, st, "minor {minor}");
         }
         assert_eq!(flush_code_status(11, Compat::V44), WcStatus::FatalErr);
     }
@@ -199,22 +188,10 @@ mod tests {
         assert_eq!(ae_to_flush_code(0x050f), flush::RNR_RETRY_EXC_ERR);
         assert_eq!(ae_to_flush_code(0x0704), flush::FATAL_ERR);
         assert_eq!(ae_to_flush_code(0x1234), flush::GENERAL_ERR);
-        assert_eq!(
-            classify_error(0xfffe, 0x0108, Compat::Current),
-            (CompStatus::Flushed(2), 2)
-        );
-        assert_eq!(
-            classify_error(0xfffe, 0x0108, Compat::V44),
-            (CompStatus::Unknown, 0x0108)
-        );
-        assert_eq!(
-            classify_error(1, 3, Compat::Current),
-            (CompStatus::Flushed(3), 3)
-        );
-        assert_eq!(
-            classify_error(2, 3, Compat::Current),
-            (CompStatus::Unknown, 3)
-        );
+        assert_eq!(classify_error(0xfffe, 0x0108, Compat::Current), (CompStatus::Flushed(2), 2));
+        assert_eq!(classify_error(0xfffe, 0x0108, Compat::V44), (CompStatus::Unknown, 0x0108));
+        assert_eq!(classify_error(1, 3, Compat::Current), (CompStatus::Flushed(3), 3));
+        assert_eq!(classify_error(2, 3, Compat::Current), (CompStatus::Unknown, 3));
         assert_eq!(vendor_err(1, 3), 0x0001_0003);
     }
 
@@ -227,37 +204,13 @@ mod tests {
         assert_eq!(sq_opcode(0x0a), Some(WcOpcode::LocalInv));
         assert_eq!(sq_opcode(0x09), None);
         assert_eq!(sq_opcode(0x0c), None);
-        assert_eq!(
-            rq_opcode(0x0b, false, true, true, Compat::Current),
-            WcOpcode::RecvRdmaWithImm
-        );
-        assert_eq!(
-            rq_opcode(0x09, false, true, true, Compat::Current),
-            WcOpcode::RecvRdmaWithImm
-        );
-        assert_eq!(
-            rq_opcode(0x0b, false, true, true, Compat::V44),
-            WcOpcode::Recv
-        );
-        assert_eq!(
-            rq_opcode(0x05, false, true, true, Compat::Current),
-            WcOpcode::Recv
-        );
-        assert_eq!(
-            rq_opcode(0x00, false, false, true, Compat::Current),
-            WcOpcode::RecvRdmaWithImm
-        );
-        assert_eq!(
-            rq_opcode(0x00, false, false, false, Compat::Current),
-            WcOpcode::Recv
-        );
-        assert_eq!(
-            rq_opcode(0x0d, true, true, false, Compat::Current),
-            WcOpcode::RecvRdmaWithImm
-        );
-        assert_eq!(
-            rq_opcode(0x0b, true, true, true, Compat::Current),
-            WcOpcode::Recv
-        );
+        assert_eq!(rq_opcode(0x0b, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x09, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x0b, false, true, true, Compat::V44), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x05, false, true, true, Compat::Current), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x00, false, false, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x00, false, false, false, Compat::Current), WcOpcode::Recv);
+        assert_eq!(rq_opcode(0x0d, true, true, false, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x0b, true, true, true, Compat::Current), WcOpcode::Recv);
     }
 }

@@ -50,10 +50,7 @@ fn every_sq_opcode() {
         (sq_op::RDMA_READ_INV_STAG, None),
     ];
     for (i, (op, _)) in table.iter().enumerate() {
-        let w = cq
-            .qps_mut()
-            .post_send(id, 100 + i as u64, 10 * i as u32, 1, *op)
-            .unwrap();
+        let w = cq.qps_mut().post_send(id, 100 + i as u64, 10 * i as u32, 1, *op).unwrap();
         m.push(&ModelCqe::send(CTX, QPN, w, *op)).unwrap();
     }
     let got = poll_all(&mut cq);
@@ -71,11 +68,7 @@ fn every_sq_opcode() {
                 assert_eq!(wc.opcode, *o);
             }
             None => {
-                assert_eq!(
-                    wc.status,
-                    WcStatus::GeneralErr,
-                    "unknown SQ op → GENERAL_ERR (§4.7)"
-                );
+                assert_eq!(wc.status, WcStatus::GeneralErr, "unknown SQ op → GENERAL_ERR (§4.7)");
                 assert_eq!(wc.opcode, WcOpcode::Send, "opcode left untouched (zero)");
                 assert!(wc.fault().is_none());
             }
@@ -95,19 +88,11 @@ fn receives_imm_inv_and_version_difference() {
         for i in 0..5 {
             cq.qps_mut().post_recv(id, 500 + i).unwrap();
         }
-        m.push(&ModelCqe::recv(CTX, QPN, 0, 2, rq_op::ROCE_SEND_ONLY, 100))
-            .unwrap();
-        m.push(
-            &ModelCqe::recv(CTX, QPN, 1, 2, rq_op::ROCE_SEND_ONLY_WITH_IMM, 101)
-                .with_imm(0x1122_3344),
-        )
-        .unwrap();
-        m.push(&ModelCqe::recv(CTX, QPN, 2, 2, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 102).with_imm(7))
-            .unwrap();
-        m.push(&ModelCqe::recv(CTX, QPN, 3, 2, rq_op::ROCE_WRITE_LAST_WITH_IMM, 103).with_imm(8))
-            .unwrap();
-        m.push(&ModelCqe::recv(CTX, QPN, 4, 2, rq_op::ROCE_SEND_ONLY, 104).with_inv(0xabcd))
-            .unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 2, rq_op::ROCE_SEND_ONLY, 100)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 1, 2, rq_op::ROCE_SEND_ONLY_WITH_IMM, 101).with_imm(0x1122_3344)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 2, 2, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 102).with_imm(7)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 3, 2, rq_op::ROCE_WRITE_LAST_WITH_IMM, 103).with_imm(8)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 4, 2, rq_op::ROCE_SEND_ONLY, 104).with_inv(0xabcd)).unwrap();
         let got = poll_all(&mut cq);
         assert_eq!(got.len(), 5);
         for (i, wc) in got.iter().enumerate() {
@@ -120,16 +105,8 @@ fn receives_imm_inv_and_version_difference() {
         assert_eq!(got[0].wc_flags, WcFlags::empty());
         assert_eq!(got[1].opcode, WcOpcode::Recv);
         assert_eq!(got[1].wc_flags, WcFlags::WITH_IMM);
-        assert_eq!(
-            got[1].imm_data,
-            0x1122_3344u32.to_be(),
-            "htonl of the numeric immediate"
-        );
-        let wimm = if compat == Compat::Current {
-            WcOpcode::RecvRdmaWithImm
-        } else {
-            WcOpcode::Recv
-        };
+        assert_eq!(got[1].imm_data, 0x1122_3344u32.to_be(), "htonl of the numeric immediate");
+        let wimm = if compat == Compat::Current { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
         assert_eq!(got[2].opcode, wimm);
         assert_eq!(got[3].opcode, wimm);
         assert_eq!(got[4].wc_flags, WcFlags::WITH_INV);
@@ -143,8 +120,7 @@ fn iwarp_receive_opcode_follows_immediate() {
     let mut cfg = QpConfig::rc(QPN, 16, 16);
     cfg.transport = Transport::Iwarp;
     let (mut m, mut cq, _) = setup(HwRev::Gen1, 16, cfg, Compat::Current);
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 1).with_imm(5))
-        .unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 1).with_imm(5)).unwrap();
     m.push(&ModelCqe::recv(CTX, QPN, 1, 0, 0x0b, 2)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[0].opcode, WcOpcode::RecvRdmaWithImm);
@@ -155,23 +131,11 @@ fn iwarp_receive_opcode_follows_immediate() {
 fn ud_receives_carry_src_qp_grh_and_ipv4_is_not_invalidate() {
     let (mut m, mut cq, _) = setup(HwRev::Gen2, 16, QpConfig::ud(QPN, 16, 16), Compat::Current);
     let mac = [2, 0, 0, 0, 0, 9];
-    m.push(
-        &ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 60).with_ud(
-            0x77,
-            true,
-            mac,
-            Some(5),
-        ),
-    )
-    .unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 60).with_ud(0x77, true, mac, Some(5))).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[0].src_qp, 0x77);
-    assert_eq!(
-        got[0].wc_flags,
-        WcFlags::GRH,
-        "IPv4 bit is not WITH_INV on UD"
-    );
+    assert_eq!(got[0].wc_flags, WcFlags::GRH, "IPv4 bit is not WITH_INV on UD");
     assert_eq!(got[0].byte_len, 60);
     assert_eq!(got[1].wc_flags, WcFlags::GRH, "UD always GRH (§4.8)");
     assert_eq!(got[1].src_qp, 0, "UD SQ src_qp = qword2 low (0 here)");
@@ -186,12 +150,10 @@ fn error_classes_and_vendor_err() {
     m.push(&ModelCqe::send(CTX, QPN, w0, sq_op::SEND)).unwrap();
     // A non-flush SQ error: status GENERAL_ERR, byte_len stale (= previous 11).
     let w1 = cq.qps_mut().post_send(id, 2, 22, 1, sq_op::SEND).unwrap();
-    m.push(&ModelCqe::send(CTX, QPN, w1, sq_op::SEND).with_error(0x0005, 0x0042))
-        .unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, w1, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
     // RQ unknown error: uses the RQ tail, byte_len = payload.
     cq.qps_mut().post_recv(id, 9).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 7, 0, rq_op::ROCE_SEND_ONLY, 3).with_error(0x0006, 1))
-        .unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 7, 0, rq_op::ROCE_SEND_ONLY, 3).with_error(0x0006, 1)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[1].status, WcStatus::GeneralErr);
     assert_eq!(got[1].vendor_err, 0x0005_0042);
@@ -207,41 +169,17 @@ fn error_classes_and_vendor_err() {
 fn every_flush_code_maps_as_rdma_core() {
     let codes: [(u16, WcStatus, WcStatus); 12] = [
         (flush::INVALID, WcStatus::FatalErr, WcStatus::FatalErr),
-        (
-            flush::GENERAL_ERR,
-            WcStatus::WrFlushErr,
-            WcStatus::WrFlushErr,
-        ),
+        (flush::GENERAL_ERR, WcStatus::WrFlushErr, WcStatus::WrFlushErr),
         (flush::PROT_ERR, WcStatus::LocProtErr, WcStatus::LocProtErr),
-        (
-            flush::REM_ACCESS_ERR,
-            WcStatus::RemAccessErr,
-            WcStatus::RemAccessErr,
-        ),
-        (
-            flush::LOC_QP_OP_ERR,
-            WcStatus::LocQpOpErr,
-            WcStatus::LocQpOpErr,
-        ),
+        (flush::REM_ACCESS_ERR, WcStatus::RemAccessErr, WcStatus::RemAccessErr),
+        (flush::LOC_QP_OP_ERR, WcStatus::LocQpOpErr, WcStatus::LocQpOpErr),
         (flush::REM_OP_ERR, WcStatus::RemOpErr, WcStatus::RemOpErr),
         (flush::LOC_LEN_ERR, WcStatus::LocLenErr, WcStatus::LocLenErr),
         (flush::FATAL_ERR, WcStatus::FatalErr, WcStatus::FatalErr),
-        (
-            flush::RETRY_EXC_ERR,
-            WcStatus::RetryExcErr,
-            WcStatus::RetryExcErr,
-        ),
+        (flush::RETRY_EXC_ERR, WcStatus::RetryExcErr, WcStatus::RetryExcErr),
         (flush::MW_BIND_ERR, WcStatus::MwBindErr, WcStatus::MwBindErr),
-        (
-            flush::REM_INV_REQ_ERR,
-            WcStatus::RemInvReqErr,
-            WcStatus::RemInvReqErr,
-        ),
-        (
-            flush::RNR_RETRY_EXC_ERR,
-            WcStatus::RnrRetryExcErr,
-            WcStatus::FatalErr,
-        ),
+        (flush::REM_INV_REQ_ERR, WcStatus::RemInvReqErr, WcStatus::RemInvReqErr),
+        (flush::RNR_RETRY_EXC_ERR, WcStatus::RnrRetryExcErr, WcStatus::FatalErr),
     ];
     for (code, cur, v44) in codes {
         for (compat, want) in [(Compat::Current, cur), (Compat::V44, v44)] {
@@ -261,21 +199,16 @@ fn every_flush_code_maps_as_rdma_core() {
 fn gen3_srq_flush_major_translates_ae_code() {
     let (mut m, mut cq, id) = setup(HwRev::Gen3, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
     cq.qps_mut().post_recv(id, 5).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 0).with_error(0xfffe, 0x0108))
-        .unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 0).with_error(0xfffe, 0x0108)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[0].status, WcStatus::LocProtErr);
-    assert_eq!(
-        got[0].vendor_err, 0xfffe_0002,
-        "minor after translation (§4.8)"
-    );
+    assert_eq!(got[0].vendor_err, 0xfffe_0002, "minor after translation (§4.8)");
 }
 
 #[test]
 fn gen3_srq_completion_and_timestamp() {
     let (mut m, mut cq, _) = setup(HwRev::Gen3, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
-    m.push(&ModelCqe::srq_recv(CTX, QPN, 0xdead_beef, 77, 0x0d).with_tcp_seq(1234))
-        .unwrap();
+    m.push(&ModelCqe::srq_recv(CTX, QPN, 0xdead_beef, 77, 0x0d).with_tcp_seq(1234)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[0].wr_id, 0xdead_beef);
     assert_eq!(got[0].byte_len, 77);
@@ -288,8 +221,7 @@ fn gen3_srq_completion_and_timestamp() {
 fn ud_cie_send_errors_are_success_on_current() {
     let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::ud(QPN, 16, 16), Compat::Current);
     let w = cq.qps_mut().post_send(id, 3, 30, 1, sq_op::SEND).unwrap();
-    m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0xe001, 2))
-        .unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0xe001, 2)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got[0].status, WcStatus::Success);
     assert_eq!(got[0].vendor_err, 0);
@@ -301,29 +233,18 @@ fn flush_many(gen: HwRev, n: u64, batch: usize) {
     // SQ: n WRs of 3 quanta (NOP pads at chunk boundaries), one completed, the rest flushed.
     let mut sq_idx = Vec::new();
     for i in 0..n {
-        sq_idx.push(
-            cq.qps_mut()
-                .post_send(id, 1000 + i, i as u32, 3, sq_op::RDMA_WRITE)
-                .unwrap(),
-        );
+        sq_idx.push(cq.qps_mut().post_send(id, 1000 + i, i as u32, 3, sq_op::RDMA_WRITE).unwrap());
     }
     let mut rq_idx = Vec::new();
     for i in 0..n {
         rq_idx.push(cq.qps_mut().post_recv(id, 2000 + i).unwrap());
     }
-    m.push(&ModelCqe::send(CTX, QPN, sq_idx[0], sq_op::RDMA_WRITE))
-        .unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, sq_idx[0], sq_op::RDMA_WRITE)).unwrap();
     assert_eq!(
-        m.flush(CTX, QPN, true, flush::REM_ACCESS_ERR, &sq_idx[1..])
-            .unwrap(),
-        if gen == HwRev::Gen3 {
-            n as usize - 1
-        } else {
-            1
-        }
+        m.flush(CTX, QPN, true, flush::REM_ACCESS_ERR, &sq_idx[1..]).unwrap(),
+        if gen == HwRev::Gen3 { n as usize - 1 } else { 1 }
     );
-    m.flush(CTX, QPN, false, flush::GENERAL_ERR, &rq_idx)
-        .unwrap();
+    m.flush(CTX, QPN, false, flush::GENERAL_ERR, &rq_idx).unwrap();
     let mut got = Vec::new();
     let mut out = vec![Completion::default(); batch];
     loop {
@@ -337,11 +258,7 @@ fn flush_many(gen: HwRev, n: u64, batch: usize) {
     assert_eq!(got[0].status, WcStatus::Success);
     for (i, wc) in got[1..n as usize].iter().enumerate() {
         assert_eq!(wc.wr_id, 1001 + i as u64, "{gen:?} batch {batch}");
-        let want = if i == 0 {
-            WcStatus::RemAccessErr
-        } else {
-            WcStatus::WrFlushErr
-        };
+        let want = if i == 0 { WcStatus::RemAccessErr } else { WcStatus::WrFlushErr };
         assert_eq!(wc.status, want);
         assert_eq!(wc.opcode, WcOpcode::RdmaWrite, "opcode from the WQE");
         assert_eq!(wc.byte_len, i as u32 + 1, "flushed SQ byte_len = wr_len");
@@ -352,11 +269,7 @@ fn flush_many(gen: HwRev, n: u64, batch: usize) {
         assert_eq!(wc.status, WcStatus::WrFlushErr);
         // GEN3 maps receive op 0x00 to RECV_RDMA_WITH_IMM, and the model's flush CQEs carry
         // op 0: rdma-core would report the same (verbs leaves it undefined for flushes).
-        let op = if gen == HwRev::Gen3 {
-            WcOpcode::RecvRdmaWithImm
-        } else {
-            WcOpcode::Recv
-        };
+        let op = if gen == HwRev::Gen3 { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
         assert_eq!(wc.opcode, op);
         assert_eq!(wc.vendor_err, 0x0001_0001);
     }
@@ -379,8 +292,7 @@ fn flush_of_many_outstanding_wqes_gen2_and_gen3() {
 #[test]
 fn flush_with_empty_queue_consumes_and_ends_the_poll() {
     let (mut m, mut cq, _) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
-    m.push(&ModelCqe::flush_general(CTX, QPN, false, 0))
-        .unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, false, 0)).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
     let mut out = [Completion::default(); 8];
     assert_eq!(cq.poll(&mut out), 0, "ENOENT ends the call (Pitfall 11)");
@@ -394,15 +306,11 @@ fn destroyed_qp_ctx_zero_is_skipped_and_unknown_handle_is_a_fault() {
     m.push(&ModelCqe::send(0, QPN, 0, sq_op::SEND)).unwrap();
     m.push(&ModelCqe::send(0x999, QPN, 0, sq_op::SEND)).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
-    m.push(&ModelCqe::send(CTX, QPN, 0x7fff, sq_op::SEND))
-        .unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, 0x7fff, sq_op::SEND)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!(got.len(), 3);
     let f = got[0].fault().unwrap();
-    assert_eq!(
-        (f.kind, f.position, f.value),
-        (FaultKind::UnknownQp, 1, 0x999)
-    );
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::UnknownQp, 1, 0x999));
     assert!(got[1].is_ok());
     assert_eq!(got[2].fault().unwrap().kind, FaultKind::BadField);
     assert_eq!(cq.ci(), 4);
@@ -430,11 +338,7 @@ fn extended_cqe_across_the_wrap_and_many_laps() {
             for k in 0..3u32 {
                 let r = cq.qps_mut().post_recv(id, u64::from(seq)).unwrap();
                 let c = ModelCqe::recv(CTX, QPN, r, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, seq);
-                let c = if (seq + k) % 2 == 0 {
-                    c.with_imm(seq)
-                } else {
-                    c
-                };
+                let c = if (seq + k) % 2 == 0 { c.with_imm(seq) } else { c };
                 m.push(&c).unwrap();
                 seq += 1;
             }
@@ -452,11 +356,7 @@ fn extended_cqe_across_the_wrap_and_many_laps() {
                     n += 1;
                 }
             }
-            assert_eq!(
-                m.shadow_head(),
-                cq.head(),
-                "head masking: shadow holds ci mod entries"
-            );
+            assert_eq!(m.shadow_head(), cq.head(), "head masking: shadow holds ci mod entries");
             assert!(cq.head() < entries);
         }
         assert!(cq.ci() > 4 * entries);
@@ -484,8 +384,7 @@ fn peek_and_views() {
     let w = cq.qps_mut().post_send(id, 77, 5, 1, sq_op::SEND).unwrap();
     m.push(&ModelCqe::send(0, QPN, 0, sq_op::SEND)).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND)).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0x0b, 9).with_imm(0x55))
-        .unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0x0b, 9).with_imm(0x55)).unwrap();
     assert_eq!(cq.peek().unwrap().wr_id, 77, "peek looks past skipped CQEs");
     assert_eq!(cq.ci(), 0);
     {
@@ -509,12 +408,7 @@ fn peek_and_views() {
 fn push_dropped_and_solicited_do_not_change_the_completion() {
     let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
     let w = cq.qps_mut().post_send(id, 1, 0, 1, sq_op::SEND).unwrap();
-    m.push(
-        &ModelCqe::send(CTX, QPN, w, sq_op::SEND)
-            .push_dropped()
-            .solicited(),
-    )
-    .unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).push_dropped().solicited()).unwrap();
     let got = poll_all(&mut cq);
     assert!(got[0].is_ok());
     assert!(cq.qps().qp(id).unwrap().push_dropped);

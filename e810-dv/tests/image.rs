@@ -12,21 +12,9 @@ use proptest::prelude::*;
 fn scenario(gen: HwRev) {
     let entries = 32;
     let mut m = IrdmaModel::new(ModelConfig::new(gen, entries)).unwrap();
-    let qp_a = ImageQp {
-        qpn: 0x21,
-        sq_wqe_cnt: 16,
-        rq_wqe_cnt: 16,
-        sq_head: Some(6),
-        rq_head: Some(5),
-        ..Default::default()
-    };
-    let qp_b = ImageQp {
-        qpn: 0x22,
-        sq_wqe_cnt: 8,
-        rq_wqe_cnt: 8,
-        ud: true,
-        ..Default::default()
-    };
+    let qp_a =
+        ImageQp { qpn: 0x21, sq_wqe_cnt: 16, rq_wqe_cnt: 16, sq_head: Some(6), rq_head: Some(5), ..Default::default() };
+    let qp_b = ImageQp { qpn: 0x22, sq_wqe_cnt: 8, rq_wqe_cnt: 8, ud: true, ..Default::default() };
     // The live poller with the same registry the image implies.
     let mut qps = QpRegistry::new(gen);
     let a = qps.register(1, QpConfig::rc(0x21, 16, 16)).unwrap();
@@ -45,23 +33,11 @@ fn scenario(gen: HwRev) {
     let ci = cq.ci();
     assert_eq!(ci, 27);
     m.push(&ModelCqe::send(1, 0x21, 0, sq_op::SEND)).unwrap();
-    m.push(
-        &ModelCqe::recv(1, 0x21, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 10).with_imm(0xa1b2c3d4),
-    )
-    .unwrap();
-    m.push(
-        &ModelCqe::recv(2, 0x22, 0, 0, rq_op::ROCE_SEND_ONLY, 20).with_ud(
-            0x99,
-            true,
-            [1, 2, 3, 4, 5, 6],
-            None,
-        ),
-    )
-    .unwrap();
-    m.push(&ModelCqe::send(2, 0x22, 0, sq_op::SEND).with_error(3, 4))
+    m.push(&ModelCqe::recv(1, 0x21, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 10).with_imm(0xa1b2c3d4)).unwrap();
+    m.push(&ModelCqe::recv(2, 0x22, 0, 0, rq_op::ROCE_SEND_ONLY, 20).with_ud(0x99, true, [1, 2, 3, 4, 5, 6], None))
         .unwrap();
-    m.push(&ModelCqe::flush(1, 0x21, true, 1, flush::LOC_LEN_ERR))
-        .unwrap();
+    m.push(&ModelCqe::send(2, 0x22, 0, sq_op::SEND).with_error(3, 4)).unwrap();
+    m.push(&ModelCqe::flush(1, 0x21, true, 1, flush::LOC_LEN_ERR)).unwrap();
     m.push(&ModelCqe::flush_general(1, 0x21, false, 1)).unwrap();
     m.push(&ModelCqe::send(7, 0x21, 0, sq_op::SEND)).unwrap();
     let img = m.export_image(ci, &[qp_a, qp_b]);
@@ -97,11 +73,7 @@ fn scenario(gen: HwRev) {
     // RQ tail moved to 1 after the recv, so 4 remain; + 1 unknown handle.
     let expect_flush_sq = 5;
     let expect_flush_rq = 4;
-    assert_eq!(
-        items.len(),
-        4 + expect_flush_sq + expect_flush_rq + 1,
-        "{lines}"
-    );
+    assert_eq!(items.len(), 4 + expect_flush_sq + expect_flush_rq + 1, "{lines}");
 }
 
 #[test]

@@ -3,10 +3,10 @@
 
 use dvcq_e810_dv::model::{bench_ring, IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
+use dvcq_provider::testing::{allocations, CountingAlloc};
 use dvcq_provider::Completion;
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
-use dvcq_provider::testing::{allocations, CountingAlloc};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -20,9 +20,7 @@ fn poll_peek_and_views_do_not_allocate() {
     qps.register(2, QpConfig::ud(6, 64, 64)).unwrap();
     let mut cq = m.poller(qps, Compat::Current).unwrap();
     for i in 0..10u64 {
-        cq.qps_mut()
-            .post_send(id, i, 1, 2, sq_op::RDMA_WRITE)
-            .unwrap();
+        cq.qps_mut().post_send(id, i, 1, 2, sq_op::RDMA_WRITE).unwrap();
         cq.qps_mut().post_recv(id, i).unwrap();
     }
     let cqes = [

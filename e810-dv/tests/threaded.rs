@@ -15,19 +15,12 @@ const WQ: u32 = 1024;
 
 fn count() -> u64 {
     let default = 10_000_000;
-    std::env::var("DVCQ_IRDMA_THREADED_CQES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var("DVCQ_IRDMA_THREADED_CQES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn cqe(gen: HwRev, k: u64) -> ModelCqe {
     // GEN2 RoCE reports the IB opcode, GEN3 its own op types (§4.7).
-    let wimm = if gen == HwRev::Gen3 {
-        rq_op::GEN3_WRITE_IMM
-    } else {
-        rq_op::ROCE_WRITE_ONLY_WITH_IMM
-    };
+    let wimm = if gen == HwRev::Gen3 { rq_op::GEN3_WRITE_IMM } else { rq_op::ROCE_WRITE_ONLY_WITH_IMM };
     let i = (k / 2) as u32;
     let idx = (i % WQ) as u16;
     if k % 2 == 0 {

@@ -264,7 +264,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // Compressed CQs poll through mini.rs: one test per call, none per CQE.
             return self.poll_compressed(out);
         }
-        let n = if !out.is_empty() && !self.resize_pending && self.owned(self.ci).is_some() { self.poll_loop(out) } else { 0 };
+        let n = if !out.is_empty() && !self.resize_pending && self.owned(self.ci).is_some() {
+            self.poll_loop(out)
+        } else {
+            0
+        };
         self.after_batch(n as u32);
         n
     }
@@ -309,12 +313,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let ring = self.ring.view();
         let entries = ring.entries();
         let mut ci = self.ci;
-        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, stats: &mut self.stats };
+        let mut res = Consume {
+            reg: &mut self.registry,
+            cache_key: self.cache.0,
+            cache_slot: self.cache.1,
+            stats: &mut self.stats,
+        };
         let mut n = 0;
         let mut slow = false;
         while let Some(slot) = out.get_mut(n) {
             let cur = ci;
-            let Some(own) = ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, entries) as u32)) else {
+            let Some(own) =
+                ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, entries) as u32))
+            else {
                 break;
             };
             let cqe = RingCqe { ring, idx: cur, op_own: own };
@@ -347,7 +358,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return Parsed::Resize;
         };
         self.ci = cur.wrapping_add(1);
-        let mut res = Consume { reg: &mut self.registry, cache_key: self.cache.0, cache_slot: self.cache.1, stats: &mut self.stats };
+        let mut res = Consume {
+            reg: &mut self.registry,
+            cache_key: self.cache.0,
+            cache_slot: self.cache.1,
+            stats: &mut self.stats,
+        };
         let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
         self.cache = (res.cache_key, res.cache_slot);
         match p {

@@ -233,7 +233,13 @@ fn req_opcode_from_wr_data(m: ReqMap, wr_data: u8) -> WcOpcode {
 
 /// Parses a successful requester CQE (opcode 0).
 #[inline(always)]
-pub(crate) fn parse_req<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+pub(crate) fn parse_req<R: Resources, C: CqeFields>(
+    res: &mut R,
+    cqe: &C,
+    v1: bool,
+    pos: u32,
+    out: &mut Completion,
+) -> Parsed {
     let Some(slot) = res.qp(key(cqe, v1), v1) else {
         return fault(res, out, FaultKind::UnknownQp, pos, key(cqe, v1));
     };
@@ -245,7 +251,11 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bo
     out.qp_num = sop & QPN_MASK;
     out.wc_flags = m.flags;
     out.status = WcStatus::Success;
-    out.opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 { req_opcode_from_wr_data(m, wr_data) } else { m.opcode };
+    out.opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 {
+        req_opcode_from_wr_data(m, wr_data)
+    } else {
+        m.opcode
+    };
     out.fault_kind = FaultKind::None;
     out.wqe_index = idx as u16;
     match m.len {
@@ -288,9 +298,12 @@ struct RespMap {
 const RESP_MAP: [RespMap; 16] = {
     let recv = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::empty(), imm: RespImm::Unset };
     let mut t = [recv; 16];
-    t[cqe_opcode::RESP_WR_IMM as usize] = RespMap { opcode: WcOpcode::RecvRdmaWithImm, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
-    t[cqe_opcode::RESP_SEND_IMM as usize] = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
-    t[cqe_opcode::RESP_SEND_INV as usize] = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_INV, imm: RespImm::Swapped };
+    t[cqe_opcode::RESP_WR_IMM as usize] =
+        RespMap { opcode: WcOpcode::RecvRdmaWithImm, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
+    t[cqe_opcode::RESP_SEND_IMM as usize] =
+        RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_IMM, imm: RespImm::Raw };
+    t[cqe_opcode::RESP_SEND_INV as usize] =
+        RespMap { opcode: WcOpcode::Recv, flags: WcFlags::WITH_INV, imm: RespImm::Swapped };
     t
 };
 
@@ -305,7 +318,11 @@ pub(crate) enum RecvTarget {
 /// `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by user index and
 /// takes the SRQ it is attached to. Returns the target and the QP's RX-checksum capability.
 #[inline(always)]
-pub(crate) fn recv_target<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
+pub(crate) fn recv_target<R: Resources, C: CqeFields>(
+    res: &mut R,
+    cqe: &C,
+    v1: bool,
+) -> Result<(RecvTarget, bool), (FaultKind, u32)> {
     if !v1 {
         let srqn = cqe.srqn_uidx();
         if srqn != 0 {
@@ -343,7 +360,13 @@ fn eth_extras(hds: u8, l4_hdr_type_etc: u8, check_sum: u16, rss_hash: u32, out: 
 
 /// Parses a successful responder CQE (opcodes 1-4), rdma-core `handle_responder`.
 #[inline(always)]
-pub(crate) fn parse_resp<R: Resources, C: CqeFields>(res: &mut R, cqe: &C, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
+pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
+    res: &mut R,
+    cqe: &C,
+    v1: bool,
+    pos: u32,
+    out: &mut Completion,
+) -> Parsed {
     // The receive queue (spec §7.5): in version 0 a non-zero srqn names an SRQ; otherwise
     // the QP (by QPN or user index) tells whether it has an RQ or an SRQ.
     let srq = if !v1 && cqe.srqn_uidx() != 0 {

@@ -58,9 +58,7 @@ mod tests {
     #[test]
     fn matches_rdma_core_layout() {
         let mut b = [0u8; 64];
-        b[52..64].copy_from_slice(&[
-            0x00, 0x00, 0x87, 0x16, 0x0a, 0x00, 0x1f, 0x8e, 0x00, 0x00, 0x27, 0xd2,
-        ]);
+        b[52..64].copy_from_slice(&[0x00, 0x00, 0x87, 0x16, 0x0a, 0x00, 0x1f, 0x8e, 0x00, 0x00, 0x27, 0xd2]);
         let text = err_cqe_dump("n136-096-142", &cqe_from_bytes(&b));
         let want = "mlx5: n136-096-142: got completion with error:\n\
                     00000000 00000000 00000000 00000000\n\

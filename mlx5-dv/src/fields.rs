@@ -5,10 +5,10 @@
 //! Both go through [`CqeFields`], so the translation code exists once. Offsets come from the
 //! uapi layout (`offset_of!` on [`Cqe64`]), never from hand-written numbers.
 
+use core::mem::offset_of;
 use dvcq_provider::RingView;
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::{Be16, Be32, Be64};
-use core::mem::offset_of;
 
 /// The cqe64 fields the translation reads, converted to host order.
 pub(crate) trait CqeFields {

@@ -10,7 +10,9 @@ use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
 use crate::cqe::CqeVersion;
 use crate::mini::{CompLayout, CompressionConfig, MiniFormat};
 use crate::registry::{QpConfig, Registry};
-use dvcq_provider::image::{parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage};
+use dvcq_provider::image::{
+    parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage,
+};
 use dvcq_provider::{Completion, DmaBuffer};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -159,10 +161,18 @@ impl Mlx5Image {
             };
             if let Some(n) = srqn {
                 if r.srq_mut(n).is_none() {
-                    r.add_srq(n, IMAGE_SRQ_ENTRIES).map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
+                    r.add_srq(n, IMAGE_SRQ_ENTRIES)
+                        .map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
                 }
             }
-            let cfg = QpConfig { qpn: q.qpn, sq_wqe_cnt: q.sq_wqe_cnt, rq_wqe_cnt: q.rq_wqe_cnt, srqn, rx_csum: false, ud: q.ud };
+            let cfg = QpConfig {
+                qpn: q.qpn,
+                sq_wqe_cnt: q.sq_wqe_cnt,
+                rq_wqe_cnt: q.rq_wqe_cnt,
+                srqn,
+                rx_csum: false,
+                ud: q.ud,
+            };
             r.add_qp(cfg).map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
         }
         Ok(r)
@@ -212,7 +222,13 @@ impl Mlx5Image {
             .iter()
             .map(|q| {
                 let c = q.config();
-                ImageQp { qpn: c.qpn, sq_wqe_cnt: c.sq_wqe_cnt, rq_wqe_cnt: c.rq_wqe_cnt, srq: c.srqn.map(Some), ud: c.ud }
+                ImageQp {
+                    qpn: c.qpn,
+                    sq_wqe_cnt: c.sq_wqe_cnt,
+                    rq_wqe_cnt: c.rq_wqe_cnt,
+                    srq: c.srqn.map(Some),
+                    ud: c.ud,
+                }
             })
             .collect();
         Self { cqe_size, entries, ci, cqe_version: version, compression, qps, slots }
@@ -229,7 +245,12 @@ pub fn decode_image(img: &Mlx5Image) -> Result<(Vec<DecodeItem>, EndState), Imag
     let setup = |e: dvcq_provider::Error| ImageError::new(0, format!("setting up the ring: {e}"));
     let mem = Arc::new(DmaBuffer::new(img.slots.len()).map_err(setup)?);
     let db = Arc::new(DmaBuffer::new(64).map_err(setup)?);
-    let cfg = CqConfig { cqe_version: img.cqe_version, ci_update: CiUpdate::EveryPoll, overrun_ignore: false, compression: img.compression };
+    let cfg = CqConfig {
+        cqe_version: img.cqe_version,
+        ci_update: CiUpdate::EveryPoll,
+        overrun_ignore: false,
+        compression: img.compression,
+    };
     match img.cqe_size {
         64 => decode_with::<64>(img, &mem, &db, registry, cfg),
         128 => decode_with::<128>(img, &mem, &db, registry, cfg),
@@ -251,7 +272,8 @@ fn decode_with<const S: usize>(
         ring.publish_u8(i as u32, S - 1, slot[S - 1]).map_err(setup)?;
     }
     let dbrec = db.doorbell(0).map_err(setup)?;
-    let mut cq = Mlx5Cq::<S>::new(ring, dbrec, 0, img.ci, registry, cfg).map_err(|e| ImageError::new(0, e.to_string()))?;
+    let mut cq =
+        Mlx5Cq::<S>::new(ring, dbrec, 0, img.ci, registry, cfg).map_err(|e| ImageError::new(0, e.to_string()))?;
     let mut items = Vec::new();
     // Each slot can be consumed at most once before the lap parity turns against it.
     for _ in 0..=img.entries {

@@ -119,13 +119,19 @@ fn responder_opcodes_immediates_and_ud_fields() {
     let got = poll_all(&mut cq);
     assert_eq!(got.len(), 4);
     let w = got[0];
-    assert_eq!((w.opcode, w.wc_flags, w.byte_len, w.wr_id), (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM | WcFlags::GRH, 100, 500));
+    assert_eq!(
+        (w.opcode, w.wc_flags, w.byte_len, w.wr_id),
+        (WcOpcode::RecvRdmaWithImm, WcFlags::WITH_IMM | WcFlags::GRH, 100, 500)
+    );
     // Immediate data stays in network byte order inside the host integer.
     assert_eq!(w.imm_data, u32::from_ne_bytes([0x11, 0x22, 0x33, 0x44]));
     assert_eq!((w.src_qp, w.slid, w.sl, w.dlid_path_bits), (0xabcdef, 0x21, 5, 0x7f));
     // pkey_index comes from the low 16 bits of the same word (rdma-core quirk).
     assert_eq!(w.pkey_index, 0x3344);
-    assert_eq!((got[1].opcode, got[1].wc_flags, got[1].imm_data, got[1].pkey_index), (WcOpcode::Recv, WcFlags::empty(), 0, 0xffff));
+    assert_eq!(
+        (got[1].opcode, got[1].wc_flags, got[1].imm_data, got[1].pkey_index),
+        (WcOpcode::Recv, WcFlags::empty(), 0, 0xffff)
+    );
     assert_eq!((got[2].opcode, got[2].wc_flags), (WcOpcode::Recv, WcFlags::WITH_IMM));
     assert_eq!(got[2].imm_data, u32::from_ne_bytes([0xde, 0xad, 0xbe, 0xef]));
     assert_eq!((got[3].opcode, got[3].wc_flags, got[3].imm_data), (WcOpcode::Recv, WcFlags::WITH_INV, 0x0102_0304));
@@ -174,8 +180,9 @@ fn every_syndrome_maps_to_its_status_with_vendor_err_and_wr_id() {
     for requester in [true, false] {
         let mut reg = registry();
         let qp = reg.qp_mut(QPN).unwrap();
-        let ids: Vec<u16> =
-            (0..expect.len()).map(|i| if requester { qp.sq.post(i as u64 + 7, 1) } else { qp.rq.post(i as u64 + 7) }).collect();
+        let ids: Vec<u16> = (0..expect.len())
+            .map(|i| if requester { qp.sq.post(i as u64 + 7, 1) } else { qp.rq.post(i as u64 + 7) })
+            .collect();
         let (mut m, mut cq) = setup::<64>(16, reg, CqConfig::default());
         for (i, (s, _)) in expect.iter().enumerate() {
             let spec = ErrSpec {
@@ -531,7 +538,10 @@ fn views_read_fields_zero_copy_and_publish_on_drop() {
     {
         let mut v = cq.views();
         let a = v.next().unwrap();
-        assert_eq!((a.opcode(), a.qpn(), a.wqe_counter(), a.byte_cnt(), a.wqe_opcode()), (0, QPN, 5, 4096, wqe_opcode::RDMA_READ));
+        assert_eq!(
+            (a.opcode(), a.qpn(), a.wqe_counter(), a.byte_cnt(), a.wqe_opcode()),
+            (0, QPN, 5, 4096, wqe_opcode::RDMA_READ)
+        );
         let b = v.peek().unwrap();
         assert_eq!(b.position(), 1);
         let b = v.next().unwrap();

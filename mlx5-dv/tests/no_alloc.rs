@@ -3,9 +3,9 @@
 use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, QpConfig, Registry};
+use dvcq_provider::testing::{allocations, CountingAlloc};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
-use dvcq_provider::testing::{allocations, CountingAlloc};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -23,7 +23,12 @@ fn poll_views_and_peek_do_not_allocate() {
             let e = match i % 4 {
                 0 => build::req(9, i as u16, wqe_opcode::SEND, 0),
                 1 => build::resp(cqe_opcode::RESP_SEND_IMM, 9, i as u16, 64, 5),
-                2 => build::err(build::ErrSpec { requester: true, qpn: 9, syndrome: syndrome::WR_FLUSH_ERR, ..Default::default() }),
+                2 => build::err(build::ErrSpec {
+                    requester: true,
+                    qpn: 9,
+                    syndrome: syndrome::WR_FLUSH_ERR,
+                    ..Default::default()
+                }),
                 _ => build::req(0x777, 0, wqe_opcode::SEND, 0), // unknown QP: fault item
             };
             m.push(&e).unwrap();

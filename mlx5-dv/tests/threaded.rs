@@ -10,10 +10,11 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use std::time::{Duration, Instant};
 
 fn count() -> u64 {
-    std::env::var("DVCQ_THREADED_CQES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if cfg!(debug_assertions) { 1_000_000 } else { 10_000_000 })
+    std::env::var("DVCQ_THREADED_CQES").ok().and_then(|v| v.parse().ok()).unwrap_or(if cfg!(debug_assertions) {
+        1_000_000
+    } else {
+        10_000_000
+    })
 }
 
 fn run<const S: usize>(n: u64, entries: u32) {
@@ -42,7 +43,8 @@ fn run<const S: usize>(n: u64, entries: u32) {
         for c in &buf[..k] {
             assert_eq!(c.timestamp, next, "lost, duplicated or reordered completion");
             assert_eq!(c.status, WcStatus::Success);
-            let (op, idx) = if next % 2 == 0 { (WcOpcode::Send, (next / 2) as u16) } else { (WcOpcode::Recv, (next / 2) as u16) };
+            let (op, idx) =
+                if next % 2 == 0 { (WcOpcode::Send, (next / 2) as u16) } else { (WcOpcode::Recv, (next / 2) as u16) };
             assert_eq!((c.opcode, c.wqe_index), (op, idx), "at {next}");
             if next % 2 == 1 {
                 assert_eq!(c.byte_len, (next % 4096) as u32);

@@ -59,10 +59,19 @@ impl DmaBuffer {
     /// # Errors
     ///
     /// [`Error::OutOfBounds`] if the ring does not fit, or the errors of [`CqRing::new`].
-    pub fn cq_ring<const STRIDE: usize>(self: &Arc<Self>, offset: usize, entries: u32) -> Result<CqRing<STRIDE>, Error> {
+    pub fn cq_ring<const STRIDE: usize>(
+        self: &Arc<Self>,
+        offset: usize,
+        entries: u32,
+    ) -> Result<CqRing<STRIDE>, Error> {
         let len = (entries as usize).checked_mul(STRIDE).and_then(|l| l.checked_add(offset));
         if len.is_none_or(|end| end > self.len) {
-            return Err(Error::OutOfBounds { what: "dma buffer ring", offset, len: entries as usize * STRIDE, limit: self.len });
+            return Err(Error::OutOfBounds {
+                what: "dma buffer ring",
+                offset,
+                len: entries as usize * STRIDE,
+                limit: self.len,
+            });
         }
         let keep: KeepAlive = self.clone();
         // SAFETY: the range [offset, offset + entries * STRIDE) lies inside this mapping (checked above); the mapping lives as long as `keep`, which the ring and its aliases hold; the buffer is only accessed through ring/doorbell accessors.

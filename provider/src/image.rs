@@ -115,7 +115,10 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
         (Some("mlx5"), 64 | 128) | (None, 64 | 128) => ImageVendor::Mlx5,
         (Some("irdma"), 32 | 64) | (None, 32) => ImageVendor::Irdma,
         (Some(v @ ("mlx5" | "irdma")), s) => {
-            return Err(ImageError::new(line, format!("cqe_size={s} is not a {v} CQE size (mlx5: 64, 128; irdma: 32, 64)")))
+            return Err(ImageError::new(
+                line,
+                format!("cqe_size={s} is not a {v} CQE size (mlx5: 64, 128; irdma: 32, 64)"),
+            ))
         }
         (Some(v), _) => return Err(ImageError::new(line, format!("vendor={v}: must be mlx5 or irdma"))),
         (None, s) => return Err(ImageError::new(line, format!("cqe_size={s}: must be 32, 64 or 128"))),
@@ -151,7 +154,9 @@ pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
             }
             let mut kv = Vec::new();
             for w in words {
-                let (k, v) = w.split_once('=').ok_or_else(|| ImageError::new(line, format!("ring line word {w:?} is not key=value")))?;
+                let (k, v) = w
+                    .split_once('=')
+                    .ok_or_else(|| ImageError::new(line, format!("ring line word {w:?} is not key=value")))?;
                 kv.push((k.to_string(), v.to_string()));
             }
             let (cqe_size, entries, ci, vendor) = ring_header(&kv, line)?;
@@ -193,7 +198,11 @@ pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
                 if b.len() != want {
                     return Err(ImageError::new(
                         line,
-                        format!("slot {nslots}: {} characters, expected {want} hex characters (cqe_size={})", b.len(), im.cqe_size),
+                        format!(
+                            "slot {nslots}: {} characters, expected {want} hex characters (cqe_size={})",
+                            b.len(),
+                            im.cqe_size
+                        ),
                     ));
                 }
                 for (col, pair) in b.chunks_exact(2).enumerate() {
@@ -320,6 +329,11 @@ mod tests {
         assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{slot}\n")).unwrap_err().line, 2);
         assert_eq!(parse_image("qp qpn=1\n").unwrap_err().line, 1);
         assert!(parse_image("ring cqe_size=32 entries=2 ci=0 vendor=mlx5\n").is_err());
-        assert_eq!(parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}\n{}\n", "00".repeat(32), "00".repeat(32))).unwrap().vendor, ImageVendor::Irdma);
+        assert_eq!(
+            parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}\n{}\n", "00".repeat(32), "00".repeat(32)))
+                .unwrap()
+                .vendor,
+            ImageVendor::Irdma
+        );
     }
 }

@@ -91,11 +91,7 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         }
         let align = STRIDE.min(64);
         if base.as_ptr() as usize % align != 0 {
-            return Err(Error::Misaligned {
-                what: "cq ring",
-                addr: base.as_ptr() as usize,
-                align,
-            });
+            return Err(Error::Misaligned { what: "cq ring", addr: base.as_ptr() as usize, align });
         }
         Ok(Self { base, mask: entries - 1, _keep: keep, _not_sync: PhantomData })
     }
@@ -425,7 +421,6 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         }
         v
     }
-
 }
 
 /// The decision point of the ownership rule: if the producer's ownership mark says the

@@ -29,7 +29,8 @@ impl<const S: usize> Mlx5Bench<S> {
     pub fn new(entries: u32, mix: Mix, compression: Option<CompressionConfig>) -> Result<Self, String> {
         let mut mc = ModelConfig::new(entries);
         mc.cqe_size = S as u32;
-        mc.compression = compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
+        mc.compression =
+            compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
         // The baseline run prepares laps without polling, so the model must not stop on a
         // full ring: overrun-ignore, as UCX creates its CQs.
         mc.overrun_ignore = true;
@@ -48,19 +49,28 @@ impl<const S: usize> Mlx5Bench<S> {
             }
             _ => None,
         };
-        let lap = lap.unwrap_or_else(|| (0..entries)
-            .map(|i| {
-                let ctr = (i / 2) as u16;
-                let send = i % 2 == 0;
-                if mix == Mix::Errors && i % 16 == 15 {
-                    build::err(ErrSpec { requester: true, qpn: QPN, wqe_counter: ctr, syndrome: syndrome::WR_FLUSH_ERR, vendor_err_synd: 0xf9, ..ErrSpec::default() })
-                } else if send {
-                    build::req(QPN, ctr, wqe_opcode::SEND, 0)
-                } else {
-                    build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
-                }
-            })
-            .collect());
+        let lap = lap.unwrap_or_else(|| {
+            (0..entries)
+                .map(|i| {
+                    let ctr = (i / 2) as u16;
+                    let send = i % 2 == 0;
+                    if mix == Mix::Errors && i % 16 == 15 {
+                        build::err(ErrSpec {
+                            requester: true,
+                            qpn: QPN,
+                            wqe_counter: ctr,
+                            syndrome: syndrome::WR_FLUSH_ERR,
+                            vendor_err_synd: 0xf9,
+                            ..ErrSpec::default()
+                        })
+                    } else if send {
+                        build::req(QPN, ctr, wqe_opcode::SEND, 0)
+                    } else {
+                        build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
+                    }
+                })
+                .collect()
+        });
         Ok(Self { model, cq, lap, out: vec![Completion::default(); entries as usize] })
     }
 }

@@ -177,10 +177,13 @@ impl PollArgs {
             cmd.arg(&exe).args(["bench", "poll", "--json", "--reps", "1"]);
             cmd.args(["--laps", &laps.to_string(), "--entries", &self.entries.to_string()]);
             cmd.args(["--cqe-size", &self.cqe_size().to_string(), "--batch", &batch.to_string()]);
-            cmd.args(["--vendor", match self.vendor {
-                Vendor::Mlx5 => "mlx5",
-                Vendor::Irdma => "irdma",
-            }]);
+            cmd.args([
+                "--vendor",
+                match self.vendor {
+                    Vendor::Mlx5 => "mlx5",
+                    Vendor::Irdma => "irdma",
+                },
+            ]);
             let mode_s = match mode {
                 Mode::Full => "full",
                 Mode::View => "view",
@@ -197,9 +200,10 @@ impl PollArgs {
             if prepare_only {
                 cmd.arg("--prepare-only");
             }
-            let status = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().map_err(|e| {
-                CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`"))
-            })?;
+            let status =
+                cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().map_err(|e| {
+                    CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`"))
+                })?;
             if !status.success() {
                 return Err(CliError(format!("valgrind run failed ({status})")));
             }

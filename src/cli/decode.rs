@@ -52,8 +52,7 @@ impl DecodeArgs {
         let mut raw = Vec::new();
         let name = match &self.input {
             Some(p) if p.as_os_str() != "-" => {
-                raw = std::fs::read(p)
-                    .map_err(|e| CliError(format!("decode: cannot read {}: {e}", p.display())))?;
+                raw = std::fs::read(p).map_err(|e| CliError(format!("decode: cannot read {}: {e}", p.display())))?;
                 p.display().to_string()
             }
             _ => {
@@ -69,11 +68,7 @@ impl DecodeArgs {
             VendorArg::Irdma => Vendor::Irdma,
         };
         let report = scan(&text, vendor);
-        let out = if self.json {
-            render_json(&report)?
-        } else {
-            render_human(&report, &name)
-        };
+        let out = if self.json { render_json(&report)? } else { render_human(&report, &name) };
         let mut so = std::io::stdout().lock();
         so.write_all(out.as_bytes())
             .and_then(|_| so.flush())

@@ -66,7 +66,8 @@ impl CompressionArg {
             CompressionArg::Basic => crate::mlx5::CompLayout::Basic,
             CompressionArg::Enhanced => crate::mlx5::CompLayout::Enhanced,
         };
-        let format = crate::mlx5::MiniFormat::from_word(mini).ok_or_else(|| CliError(format!("--mini {mini}: unknown mini-CQE format")))?;
+        let format = crate::mlx5::MiniFormat::from_word(mini)
+            .ok_or_else(|| CliError(format!("--mini {mini}: unknown mini-CQE format")))?;
         Ok(Some(crate::mlx5::CompressionConfig { layout, format }))
     }
 }
@@ -92,9 +93,9 @@ impl RingArgs {
                     return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
                 }
                 let text = match vendor {
-                    ExportVendor::Mlx5 => {
-                        scenario::mlx5(*scenario, *entries, *cqe_size, compression.config(mini)?).map_err(CliError)?.to_text()
-                    }
+                    ExportVendor::Mlx5 => scenario::mlx5(*scenario, *entries, *cqe_size, compression.config(mini)?)
+                        .map_err(CliError)?
+                        .to_text(),
                     ExportVendor::Irdma => {
                         if *compression != CompressionArg::None {
                             return Err(CliError("--compression applies to mlx5 rings only".into()));

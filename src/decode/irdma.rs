@@ -89,10 +89,7 @@ fn sq_op_name(op: u8) -> Option<&'static str> {
 
 /// SQ opcodes `set_ib_wc_op_sq` knows; any other SQ opcode makes the status GENERAL_ERR.
 fn sq_op_known(op: u8) -> bool {
-    matches!(
-        op,
-        0x00 | 0x0d | 0x01 | 0x03..=0x06 | 0x08 | 0x11 | 0x0f | 0x0a
-    )
+    matches!(op, 0x00 | 0x0d | 0x01 | 0x03..=0x06 | 0x08 | 0x11 | 0x0f | 0x0a)
 }
 
 fn flush_name(minor: u16) -> Option<&'static str> {
@@ -230,9 +227,7 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
     let meaning = if error { status_meaning(status) } else { None };
     let ext_given = qwords.len() >= 8;
     if extended && !ext_given {
-        notes.push(
-            "EXTCQE set: the extension (next slot, or bytes 32-63 on GEN3) was not given".into(),
-        );
+        notes.push("EXTCQE set: the extension (next slot, or bytes 32-63 on GEN3) was not given".into());
     }
     let imm_valid = ext_given.then(|| extended && q[7] & ext::IMMVALID != 0);
     IrdmaCqe {
@@ -283,10 +278,7 @@ fn status_meaning(s: WcStatus) -> Option<Meaning> {
             return Some(Meaning {
                 side: "local",
                 summary: "the QP hit a fatal (catastrophic) error and was flushed",
-                causes: vec![
-                    "QP catastrophic async event (check dmesg for irdma AE messages)",
-                    "unknown flush code",
-                ],
+                causes: vec!["QP catastrophic async event (check dmesg for irdma AE messages)", "unknown flush code"],
             })
         }
         WcStatus::GeneralErr => {
@@ -321,16 +313,7 @@ mod tests {
         assert_eq!(d.vendor_err, Some(0x0001_0001));
         assert_eq!(d.minor_err_name, Some("FLUSH_GENERAL_ERR"));
         // Extended RQ WRITE_WITH_IMM.
-        let d = decode_irdma(&[
-            0,
-            0,
-            0,
-            0x8B04_0000_0000_0000,
-            0x1234,
-            0,
-            0,
-            0xC000_0000_0000_0000,
-        ]);
+        let d = decode_irdma(&[0, 0, 0, 0x8B04_0000_0000_0000, 0x1234, 0, 0, 0xC000_0000_0000_0000]);
         assert_eq!(d.queue, "RQ");
         assert!(d.extended);
         assert_eq!(d.imm_data, Some(0x1234));

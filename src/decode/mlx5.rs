@@ -37,11 +37,7 @@ pub struct StatusInfo {
 
 impl From<WcStatus> for StatusInfo {
     fn from(s: WcStatus) -> Self {
-        StatusInfo {
-            value: s as u32,
-            name: s.name(),
-            text: s.as_str(),
-        }
+        StatusInfo { value: s as u32, name: s.name(), text: s.as_str() }
     }
 }
 
@@ -223,32 +219,20 @@ pub fn decode_mlx5(bytes: &[u8; 64], opts: Mlx5Options) -> Mlx5Cqe {
             d.byte_cnt = Some(cqe.byte_cnt.get());
             d.status = Some(WcStatus::Success.into());
         }
-        cqe_opcode::RESP_WR_IMM
-        | cqe_opcode::RESP_SEND
-        | cqe_opcode::RESP_SEND_IMM
-        | cqe_opcode::RESP_SEND_INV => {
+        cqe_opcode::RESP_WR_IMM | cqe_opcode::RESP_SEND | cqe_opcode::RESP_SEND_IMM | cqe_opcode::RESP_SEND_INV => {
             d.byte_cnt = Some(cqe.byte_cnt.get());
             d.src_qp = Some(cqe.src_qp());
             d.slid = Some(cqe.slid.get());
             d.imm_inval_pkey = Some(cqe.imm_inval_pkey.get());
             d.status = Some(WcStatus::Success.into());
         }
-        cqe_opcode::RESIZE_CQ => d
-            .notes
-            .push("resize marker: rdma-core returns no work completion for it".into()),
-        cqe_opcode::SIG_ERR => d.notes.push(
-            "signature error: rdma-core records it on the mkey and returns no work completion"
-                .into(),
-        ),
-        cqe_opcode::INVALID => d
-            .notes
-            .push("invalid: a slot software initialised and hardware never wrote".into()),
-        cqe_opcode::NO_PACKET => d
-            .notes
-            .push("tag-matching list operation completion (app byte 40 = 1)".into()),
-        _ => d.notes.push(format!(
-            "opcode {op} is not defined by rdma-core or the kernel"
-        )),
+        cqe_opcode::RESIZE_CQ => d.notes.push("resize marker: rdma-core returns no work completion for it".into()),
+        cqe_opcode::SIG_ERR => {
+            d.notes.push("signature error: rdma-core records it on the mkey and returns no work completion".into())
+        }
+        cqe_opcode::INVALID => d.notes.push("invalid: a slot software initialised and hardware never wrote".into()),
+        cqe_opcode::NO_PACKET => d.notes.push("tag-matching list operation completion (app byte 40 = 1)".into()),
+        _ => d.notes.push(format!("opcode {op} is not defined by rdma-core or the kernel")),
     }
     d
 }
@@ -270,28 +254,18 @@ fn decode_error(b: &[u8; 64], d: &mut Mlx5Cqe) {
     if !nonzero.is_empty() {
         d.notes.push(format!(
             "reserved bytes are not zero (offsets {}): unusual for an error CQE, check the dump",
-            nonzero
-                .iter()
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+            nonzero.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
         ));
     }
     // rdma-core `mlx5_parse_cqe` dumps every error CQE except these two (and ODP faults).
     if s == syndrome::WR_FLUSH_ERR || s == syndrome::TRANSPORT_RETRY_EXC_ERR {
-        d.notes.push(
-            "rdma-core does not print its \"got completion with error\" dump for this syndrome"
-                .into(),
-        );
+        d.notes.push("rdma-core does not print its \"got completion with error\" dump for this syndrome".into());
     }
     if d.opcode == cqe_opcode::RESP_ERR
         && s == syndrome::REMOTE_ABORTED_ERR
         && e.vendor_err_synd == syndrome::VENDOR_ODP_PFAULT
     {
-        d.notes.push(
-            "on an SRQ, rdma-core re-posts the WQE and swallows this CQE (no work completion)"
-                .into(),
-        );
+        d.notes.push("on an SRQ, rdma-core re-posts the WQE and swallows this CQE (no work completion)".into());
     }
 }
 
@@ -403,10 +377,7 @@ pub(crate) fn meaning(s: u8) -> Meaning {
         syndrome::REMOTE_OP_ERR => (
             "remote",
             "the responder could not complete the operation",
-            &[
-                "the remote receive WQE failed (its buffer too small or bad lkey)",
-                "remote QP went to the error state",
-            ],
+            &["the remote receive WQE failed (its buffer too small or bad lkey)", "remote QP went to the error state"],
         ),
         syndrome::TRANSPORT_RETRY_EXC_ERR => (
             "network or remote",
@@ -440,11 +411,7 @@ pub(crate) fn meaning(s: u8) -> Meaning {
             &["undocumented: check the firmware release notes or ask the vendor"],
         ),
     };
-    Meaning {
-        side,
-        summary,
-        causes: causes.to_vec(),
-    }
+    Meaning { side, summary, causes: causes.to_vec() }
 }
 
 #[cfg(test)]
@@ -468,10 +435,7 @@ mod tests {
         assert_eq!(d.opcode_name, "MLX5_CQE_REQ_ERR");
         assert_eq!(d.syndrome_name, Some("MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR"));
         assert_eq!(d.status.as_ref().unwrap().value, 13);
-        assert_eq!(
-            d.status.as_ref().unwrap().text,
-            "RNR retry counter exceeded"
-        );
+        assert_eq!(d.status.as_ref().unwrap().text, "RNR retry counter exceeded");
         assert_eq!(d.qpn, 0x1f8e);
         assert_eq!(d.wqe_opcode_name, Some("MLX5_OPCODE_SEND"));
         assert_eq!(d.wqe_counter, 5);

@@ -27,9 +27,7 @@ mod render;
 mod scan;
 
 pub use irdma::{decode_irdma, IrdmaCqe};
-pub use mlx5::{
-    decode_mlx5, Meaning, Mlx5Cqe, Mlx5Options, StatusInfo, DPDK_MARKER, DPDK_MARKER_OFFSETS,
-};
+pub use mlx5::{decode_mlx5, Meaning, Mlx5Cqe, Mlx5Options, StatusInfo, DPDK_MARKER, DPDK_MARKER_OFFSETS};
 pub use scan::scan;
 
 use serde::Serialize;

@@ -9,19 +9,11 @@ fn kv(out: &mut String, k: &str, v: impl core::fmt::Display) {
 }
 
 fn status(out: &mut String, s: &StatusInfo) {
-    kv(
-        out,
-        "ibv_wc_status",
-        format_args!("{} {} \"{}\"", s.value, s.name, s.text),
-    );
+    kv(out, "ibv_wc_status", format_args!("{} {} \"{}\"", s.value, s.name, s.text));
 }
 
 fn meaning(out: &mut String, m: &Meaning) {
-    kv(
-        out,
-        "meaning",
-        format_args!("{} side: {}", m.side, m.summary),
-    );
+    kv(out, "meaning", format_args!("{} side: {}", m.side, m.summary));
     for c in &m.causes {
         let _ = writeln!(out, "  {:<16} - {c}", "");
     }
@@ -36,16 +28,8 @@ fn notes(out: &mut String, n: &[String]) {
 /// The text `dvcq decode` prints for one dump; `index` counts from 1.
 pub fn render_text(index: usize, f: &Found) -> String {
     let mut out = String::new();
-    let slot = f
-        .slot
-        .map(|s| format!(", CQE {s} of the ring"))
-        .unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "dump {index}: line {} ({}{slot})",
-        f.line,
-        f.format.describe()
-    );
+    let slot = f.slot.map(|s| format!(", CQE {s} of the ring")).unwrap_or_default();
+    let _ = writeln!(out, "dump {index}: line {} ({}{slot})", f.line, f.format.describe());
     match &f.cqe {
         Decoded::Mlx5(c) => mlx5(&mut out, c),
         Decoded::Irdma(c) => irdma(&mut out, c),
@@ -63,51 +47,24 @@ fn opt_name(v: Option<u8>, n: Option<&str>) -> String {
 
 fn mlx5(out: &mut String, c: &Mlx5Cqe) {
     for (i, row) in c.raw.as_bytes().chunks(32).enumerate() {
-        let words: Vec<&str> = row
-            .chunks(8)
-            .map(|w| core::str::from_utf8(w).unwrap_or("?"))
-            .collect();
+        let words: Vec<&str> = row.chunks(8).map(|w| core::str::from_utf8(w).unwrap_or("?")).collect();
         kv(out, if i == 0 { "bytes" } else { "" }, words.join(" "));
     }
-    kv(
-        out,
-        "opcode",
-        format_args!("{} {}", c.opcode, c.opcode_name),
-    );
+    kv(out, "opcode", format_args!("{} {}", c.opcode, c.opcode_name));
     kv(out, "owner", c.owner);
     kv(out, "se", c.se);
-    kv(
-        out,
-        "format",
-        format_args!("{} ({})", c.format, c.format_name),
-    );
+    kv(out, "format", format_args!("{} ({})", c.format, c.format_name));
     if let Some(s) = c.syndrome {
         kv(out, "syndrome", opt_name(Some(s), c.syndrome_name));
-        kv(
-            out,
-            "vendor_err_synd",
-            c.vendor_err_meaning.as_deref().unwrap_or("-"),
-        );
-        kv(
-            out,
-            "hw_err_synd",
-            format_args!("{:#04x}", c.hw_err_synd.unwrap_or(0)),
-        );
-        kv(
-            out,
-            "hw_synd_type",
-            format_args!("{:#04x}", c.hw_synd_type.unwrap_or(0)),
-        );
+        kv(out, "vendor_err_synd", c.vendor_err_meaning.as_deref().unwrap_or("-"));
+        kv(out, "hw_err_synd", format_args!("{:#04x}", c.hw_err_synd.unwrap_or(0)));
+        kv(out, "hw_synd_type", format_args!("{:#04x}", c.hw_synd_type.unwrap_or(0)));
     }
     if c.wqe_opcode.is_some() {
         kv(out, "wqe_opcode", opt_name(c.wqe_opcode, c.wqe_opcode_name));
     }
     kv(out, "qpn", format_args!("{:#x}", c.qpn));
-    kv(
-        out,
-        "wqe_counter",
-        format_args!("{} ({:#06x})", c.wqe_counter, c.wqe_counter),
-    );
+    kv(out, "wqe_counter", format_args!("{} ({:#06x})", c.wqe_counter, c.wqe_counter));
     kv(out, "signature", format_args!("{:#04x}", c.signature));
     kv(out, "srqn/uidx", format_args!("{:#x}", c.srqn_uidx));
     if let Some(b) = c.byte_cnt {
@@ -127,11 +84,7 @@ fn mlx5(out: &mut String, c: &Mlx5Cqe) {
     }
     match &c.status {
         Some(s) => status(out, s),
-        None => kv(
-            out,
-            "ibv_wc_status",
-            "none (rdma-core returns no work completion)",
-        ),
+        None => kv(out, "ibv_wc_status", "none (rdma-core returns no work completion)"),
     }
     if let Some(m) = &c.meaning {
         meaning(out, m);
@@ -144,32 +97,16 @@ fn irdma(out: &mut String, c: &IrdmaCqe) {
     kv(out, "valid", c.valid);
     kv(out, "error", c.error);
     kv(out, "queue", c.queue);
-    kv(
-        out,
-        "opcode",
-        format_args!("{:#04x} {}", c.opcode, c.opcode_name.unwrap_or("")),
-    );
+    kv(out, "opcode", format_args!("{:#04x} {}", c.opcode, c.opcode_name.unwrap_or("")));
     kv(out, "wqe_idx", c.wqe_idx);
     kv(out, "qp_id", format_args!("{:#x}", c.qp_id));
     if c.error {
         kv(out, "major_err", format_args!("{:#06x}", c.major_err));
-        kv(
-            out,
-            "minor_err",
-            format_args!("{:#06x} {}", c.minor_err, c.minor_err_name.unwrap_or("")),
-        );
-        kv(
-            out,
-            "vendor_err",
-            format_args!("{:#010x}", c.vendor_err.unwrap_or(0)),
-        );
+        kv(out, "minor_err", format_args!("{:#06x} {}", c.minor_err, c.minor_err_name.unwrap_or("")));
+        kv(out, "vendor_err", format_args!("{:#010x}", c.vendor_err.unwrap_or(0)));
     }
     kv(out, "payload_len", c.payload_len);
-    kv(
-        out,
-        "src_qpn/stag",
-        format_args!("{:#x}", c.src_qpn_or_stag),
-    );
+    kv(out, "src_qpn/stag", format_args!("{:#x}", c.src_qpn_or_stag));
     kv(out, "comp_ctx", &c.comp_ctx);
     let flags: Vec<&str> = [
         (c.extended, "EXTCQE"),

@@ -123,16 +123,8 @@ fn diagnose_words(s: &str) -> String {
         let hexes = t.iter().filter(|c| c.is_ascii_hexdigit()).count();
         if t.len() == 8 && (5..8).contains(&hexes) {
             let off = tok.as_ptr() as usize - s.as_ptr() as usize;
-            let (pos, &c) = t
-                .iter()
-                .enumerate()
-                .find(|(_, c)| !c.is_ascii_hexdigit())
-                .unwrap_or((0, &b'?'));
-            let ch = if c.is_ascii_graphic() {
-                (c as char).to_string()
-            } else {
-                format!("\\x{c:02x}")
-            };
+            let (pos, &c) = t.iter().enumerate().find(|(_, c)| !c.is_ascii_hexdigit()).unwrap_or((0, &b'?'));
+            let ch = if c.is_ascii_graphic() { (c as char).to_string() } else { format!("\\x{c:02x}") };
             return format!(
                 "non-hex character '{ch}' at column {} in word '{}'",
                 off + pos + 1,
@@ -204,11 +196,7 @@ fn offset_tail(s: &str, start: usize, offset: u32) -> Option<OffLine> {
     };
     for t in &toks {
         let tb = t.as_bytes();
-        match (
-            tb.len(),
-            tb.first().and_then(|&c| hexv(c)),
-            tb.get(1).and_then(|&c| hexv(c)),
-        ) {
+        match (tb.len(), tb.first().and_then(|&c| hexv(c)), tb.get(1).and_then(|&c| hexv(c))) {
             (2, Some(h), Some(lo)) => {
                 l.upper |= tb.iter().any(|c| c.is_ascii_uppercase());
                 l.lower |= tb.iter().any(|c| c.is_ascii_lowercase());
@@ -224,10 +212,7 @@ fn offset_tail(s: &str, start: usize, offset: u32) -> Option<OffLine> {
         }
     }
     if l.bad.is_none() && toks.len() > 16 {
-        l.bad = Some(format!(
-            "{} bytes on one line, at most 16 expected",
-            toks.len()
-        ));
+        l.bad = Some(format!("{} bytes on one line, at most 16 expected", toks.len()));
     }
     Some(l)
 }
@@ -236,10 +221,7 @@ fn offset_tail(s: &str, start: usize, offset: u32) -> Option<OffLine> {
 fn parse_dpdk_title(s: &str) -> Option<(String, usize)> {
     let at = s.find(" at [")?;
     let close = s[at..].find("], len=")? + at;
-    let digits: String = s[close + 7..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
+    let digits: String = s[close + 7..].chars().take_while(|c| c.is_ascii_digit()).collect();
     let len = digits.parse().ok()?;
     Some((s[..at].trim().to_string(), len))
 }
@@ -252,15 +234,8 @@ enum Bare {
 
 fn parse_bare(s: &str) -> Option<Bare> {
     let t = s.trim();
-    let t = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    if t.is_empty()
-        || !t
-            .bytes()
-            .all(|c| c.is_ascii_hexdigit() || c == b' ' || c == b'\t')
-    {
+    let t = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
+    if t.is_empty() || !t.bytes().all(|c| c.is_ascii_hexdigit() || c == b' ' || c == b'\t') {
         return None;
     }
     let digits: Vec<u8> = t.bytes().filter_map(hexv).collect();
@@ -275,10 +250,7 @@ fn parse_bare(s: &str) -> Option<Bare> {
     // ones (a line of four words, a number) are not reported.
     let tokens = t.split_ascii_whitespace().count();
     if digits.len() >= 80 && tokens != 4 {
-        return Some(Bare::Bad(format!(
-            "bare hex string has {} hex digits, expected 128 (64 bytes)",
-            digits.len()
-        )));
+        return Some(Bare::Bad(format!("bare hex string has {} hex digits, expected 128 (64 bytes)", digits.len())));
     }
     None
 }
@@ -328,23 +300,12 @@ fn words_to_bytes(rows: &[[u32; 4]]) -> [u8; 64] {
 
 impl<'a> Scanner<'a> {
     fn problem(&mut self, line: usize, format: Option<DumpFormat>, reason: String) {
-        self.report.problems.push(Problem {
-            line,
-            format,
-            reason,
-        });
+        self.report.problems.push(Problem { line, format, reason });
     }
 
     fn found_mlx5(&mut self, line: usize, format: DumpFormat, slot: Option<usize>, b: &[u8; 64]) {
-        let opts = Mlx5Options {
-            dpdk: format == DumpFormat::Dpdk,
-        };
-        self.report.dumps.push(Found {
-            line,
-            format,
-            slot,
-            cqe: Decoded::Mlx5(Box::new(decode_mlx5(b, opts))),
-        });
+        let opts = Mlx5Options { dpdk: format == DumpFormat::Dpdk };
+        self.report.dumps.push(Found { line, format, slot, cqe: Decoded::Mlx5(Box::new(decode_mlx5(b, opts))) });
     }
 
     /// Index of the next non-blank line at or after `i`.
@@ -366,10 +327,7 @@ impl<'a> Scanner<'a> {
                 self.problem(
                     hno,
                     Some(format),
-                    format!(
-                        "truncated dump: {} of 4 lines of words before the end of the input",
-                        rows.len()
-                    ),
+                    format!("truncated dump: {} of 4 lines of words before the end of the input", rows.len()),
                 );
                 return i;
             };
@@ -393,11 +351,7 @@ impl<'a> Scanner<'a> {
             self.problem(
                 l.no,
                 Some(format),
-                format!(
-                    "line {} of the dump that starts at line {hno}: {}",
-                    rows.len() + 1,
-                    diagnose_words(l.text)
-                ),
+                format!("line {} of the dump that starts at line {hno}: {}", rows.len() + 1, diagnose_words(l.text)),
             );
             // The rest of this dump's lines belong to it, not to a new headerless dump.
             let mut left = 3 - rows.len();
@@ -471,10 +425,7 @@ impl<'a> Scanner<'a> {
             self.problem(
                 rows[0].1,
                 Some(DumpFormat::Words),
-                format!(
-                    "wrong line count: {} lines of 4 hex words without a header, expected 4 per CQE",
-                    rows.len()
-                ),
+                format!("wrong line count: {} lines of 4 hex words without a header, expected 4 per CQE", rows.len()),
             );
         }
         i.max(s + 1)
@@ -507,10 +458,7 @@ impl<'a> Scanner<'a> {
                 if o.offset == 0 && !rows.is_empty() {
                     break; // a new dump starts
                 }
-                bad.get_or_insert((
-                    l.no,
-                    format!("offset {:#x} where {expect:#x} was expected", o.offset),
-                ));
+                bad.get_or_insert((l.no, format!("offset {:#x} where {expect:#x} was expected", o.offset)));
             }
             if let Some(r) = &o.bad {
                 bad.get_or_insert((l.no, r.clone()));
@@ -524,45 +472,27 @@ impl<'a> Scanner<'a> {
         let dpdk_lines = rows.iter().filter(|(o, _)| o.bar).count();
         let mixed_case = rows.iter().any(|(o, _)| o.upper) && rows.iter().any(|(o, _)| o.lower);
         let is_dpdk = title.is_some() || dpdk_lines > 0;
-        let format = if is_dpdk {
-            DumpFormat::Dpdk
-        } else {
-            DumpFormat::Kernel
-        };
+        let format = if is_dpdk { DumpFormat::Dpdk } else { DumpFormat::Kernel };
         let start_no = title.as_ref().map_or(first_no, |t| t.0);
         if dpdk_lines > 0 && dpdk_lines < rows.len() {
             bad.get_or_insert((
                 first_no,
-                "overlapping formats: DPDK rte_hexdump lines mixed with kernel print_hex_dump lines"
-                    .into(),
+                "overlapping formats: DPDK rte_hexdump lines mixed with kernel print_hex_dump lines".into(),
             ));
         } else if mixed_case && !is_dpdk {
-            bad.get_or_insert((
-                first_no,
-                "overlapping formats: upper- and lower-case hex mixed".into(),
-            ));
+            bad.get_or_insert((first_no, "overlapping formats: upper- and lower-case hex mixed".into()));
         }
         if let Some((no, why)) = bad {
-            self.problem(
-                no,
-                Some(format),
-                format!("dump starting at line {start_no}: {why}"),
-            );
+            self.problem(no, Some(format), format!("dump starting at line {start_no}: {why}"));
             return i;
         }
-        let bytes: Vec<u8> = rows
-            .iter()
-            .flat_map(|(o, _)| o.bytes.iter().copied())
-            .collect();
+        let bytes: Vec<u8> = rows.iter().flat_map(|(o, _)| o.bytes.iter().copied()).collect();
         if let Some((_, _, len)) = &title {
             if bytes.len() != *len {
                 self.problem(
                     start_no,
                     Some(format),
-                    format!(
-                        "truncated dump: {} of the {len} bytes its title announces",
-                        bytes.len()
-                    ),
+                    format!("truncated dump: {} of the {len} bytes its title announces", bytes.len()),
                 );
                 return i;
             }
@@ -588,11 +518,7 @@ impl<'a> Scanner<'a> {
             let op = b[63] >> 4;
             let wanted = slots == 1 || op == 13 || op == 14;
             if wanted {
-                let no = if slots == 1 {
-                    start_no
-                } else {
-                    rows.get(k * 4).map_or(start_no, |r| r.1)
-                };
+                let no = if slots == 1 { start_no } else { rows.get(k * 4).map_or(start_no, |r| r.1) };
                 self.found_mlx5(no, format, (slots > 1).then_some(k), &b);
                 any = true;
             }
@@ -611,21 +537,12 @@ impl<'a> Scanner<'a> {
     fn dpdk_title(&mut self, t: usize, title: String, len: usize) -> usize {
         let no = self.lines[t].no;
         let j = self.next_nonblank(t + 1);
-        let has_rows = self
-            .lines
-            .get(j)
-            .is_some_and(|l| parse_offset_line(l.text).is_some());
+        let has_rows = self.lines.get(j).is_some_and(|l| parse_offset_line(l.text).is_some());
         // Only the CQ ring holds CQEs; DPDK also dumps the SQ/RQ WQEs and those are skipped.
-        let is_cq = title
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|w| w == "CQ");
+        let is_cq = title.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "CQ");
         if !is_cq {
             let mut i = j;
-            while self
-                .lines
-                .get(i)
-                .is_some_and(|l| parse_offset_line(l.text).is_some())
-            {
+            while self.lines.get(i).is_some_and(|l| parse_offset_line(l.text).is_some()) {
                 i += 1;
             }
             return i.max(t + 1);
@@ -654,11 +571,7 @@ impl<'a> Scanner<'a> {
                 i = self.words_after_header(i, DumpFormat::RdmaCoreDebug);
             } else if is_kernel_words_header(t) {
                 let j = self.next_nonblank(i + 1);
-                if self
-                    .lines
-                    .get(j)
-                    .is_some_and(|n| parse_offset_line(n.text).is_some())
-                {
+                if self.lines.get(j).is_some_and(|n| parse_offset_line(n.text).is_some()) {
                     i = self.hexdump(j, None);
                 } else {
                     i = self.words_after_header(i, DumpFormat::KernelWords);
@@ -760,10 +673,7 @@ fn qword_line(s: &str) -> QLine {
                 let hexes = body.bytes().filter(|c| c.is_ascii_hexdigit()).count();
                 if prefixed || hexes >= 12 {
                     let col = tok.as_ptr() as usize - s.as_ptr() as usize + 1;
-                    return QLine::Bad(format!(
-                        "non-hex character in qword '{}' at column {col}",
-                        excerpt(t)
-                    ));
+                    return QLine::Bad(format!("non-hex character in qword '{}' at column {col}", excerpt(t)));
                 }
             }
         }
@@ -780,15 +690,9 @@ pub fn scan(text: &str, vendor: Vendor) -> Report {
     let lines = text
         .split('\n')
         .enumerate()
-        .map(|(i, t)| Line {
-            no: i + 1,
-            text: t.strip_suffix('\r').unwrap_or(t),
-        })
+        .map(|(i, t)| Line { no: i + 1, text: t.strip_suffix('\r').unwrap_or(t) })
         .collect();
-    let mut s = Scanner {
-        lines,
-        report: Report::default(),
-    };
+    let mut s = Scanner { lines, report: Report::default() };
     match vendor {
         Vendor::Mlx5 => s.run_mlx5(),
         Vendor::Irdma => s.run_irdma(),
@@ -804,39 +708,24 @@ mod tests {
 
     #[test]
     fn word_lines() {
+        assert_eq!(parse_words("00000000 00008716 0a001f8e 000027d2", true), Some([0, 0x8716, 0x0a001f8e, 0x27d2]));
         assert_eq!(
-            parse_words("00000000 00008716 0a001f8e 000027d2", true),
+            parse_words("Jan 1 host app[12]: 00000000 00008716 0a001f8e 000027d2completion", false),
             Some([0, 0x8716, 0x0a001f8e, 0x27d2])
         );
-        assert_eq!(
-            parse_words(
-                "Jan 1 host app[12]: 00000000 00008716 0a001f8e 000027d2completion",
-                false
-            ),
-            Some([0, 0x8716, 0x0a001f8e, 0x27d2])
-        );
-        assert_eq!(
-            parse_words("00000010: 00 00 00 00 00 00 00 00", false),
-            None
-        );
-        assert!(
-            diagnose_words("0000000g 00000000 00000000 00000000").contains("non-hex character 'g'")
-        );
+        assert_eq!(parse_words("00000010: 00 00 00 00 00 00 00 00", false), None);
+        assert!(diagnose_words("0000000g 00000000 00000000 00000000").contains("non-hex character 'g'"));
     }
 
     #[test]
     fn offset_lines() {
-        let k = parse_offset_line(
-            "[ 12.5] cqe_dump: 00000030: 00 00 00 00 00 00 88 13 0a 00 12 34 00 2a 00 d2",
-        )
-        .unwrap();
+        let k =
+            parse_offset_line("[ 12.5] cqe_dump: 00000030: 00 00 00 00 00 00 88 13 0a 00 12 34 00 2a 00 d2").unwrap();
         assert_eq!(k.offset, 0x30);
         assert_eq!(k.bytes.len(), 16);
         assert!(!k.bar);
-        let d = parse_offset_line(
-            "00000000: 00 00 00 00 73 65 65 6E 00 00 00 00 00 00 00 00 | ....seen........",
-        )
-        .unwrap();
+        let d =
+            parse_offset_line("00000000: 00 00 00 00 73 65 65 6E 00 00 00 00 00 00 00 00 | ....seen........").unwrap();
         assert!(d.bar && d.upper);
         assert_eq!(d.bytes[7], 0x6e);
     }

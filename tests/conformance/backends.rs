@@ -75,7 +75,14 @@ impl<const S: usize> Backend for Mlx5<S> {
         self.model.push(&e).unwrap();
     }
     fn fail_send(&mut self, idx: u16) {
-        let spec = ErrSpec { requester: true, qpn: QPN, wqe_counter: idx, syndrome: syndrome::REMOTE_ACCESS_ERR, vendor_err_synd: 0x88, ..ErrSpec::default() };
+        let spec = ErrSpec {
+            requester: true,
+            qpn: QPN,
+            wqe_counter: idx,
+            syndrome: syndrome::REMOTE_ACCESS_ERR,
+            vendor_err_synd: 0x88,
+            ..ErrSpec::default()
+        };
         self.model.push(&build::err(spec)).unwrap();
     }
     fn unknown_qp(&mut self) {

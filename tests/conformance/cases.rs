@@ -24,7 +24,10 @@ pub fn sends_complete_in_order_with_their_wr_ids<B: Backend>() {
     let got = drain(&mut b, 8);
     assert_eq!(got.len(), 5);
     for (i, c) in got.iter().enumerate() {
-        assert_eq!((c.status, c.opcode, c.qp_num, c.wr_id), (WcStatus::Success, WcOpcode::Send, QPN, 0x1000 + i as u64));
+        assert_eq!(
+            (c.status, c.opcode, c.qp_num, c.wr_id),
+            (WcStatus::Success, WcOpcode::Send, QPN, 0x1000 + i as u64)
+        );
         assert!(c.fault().is_none());
     }
 }

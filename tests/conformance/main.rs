@@ -35,11 +35,16 @@ fn real_devices_or_a_clear_skip() {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     if devs.is_empty() {
-        println!("skip: no RDMA device (/sys/class/infiniband is empty or absent); mlx5/irdma/rxe hardware backends not run");
+        println!(
+            "skip: no RDMA device (/sys/class/infiniband is empty or absent); mlx5/irdma/rxe hardware backends not run"
+        );
         return;
     }
     // Attaching to a device needs the rdma-core glue (its own issue); until then, say so.
-    println!("skip: RDMA devices present ({}), but this build has no rdma-core glue to attach to them", devs.join(", "));
+    println!(
+        "skip: RDMA devices present ({}), but this build has no rdma-core glue to attach to them",
+        devs.join(", ")
+    );
 }
 
 // Keep `Backend` in scope for the macro's paths.

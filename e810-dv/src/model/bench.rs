@@ -37,8 +37,7 @@ pub fn bench_ring(n: u32) -> Result<BenchRing, ModelError> {
     let entries = (n + 1).next_power_of_two().max(4);
     let model = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries))?;
     let mut qps = QpRegistry::new(HwRev::Gen2);
-    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ))
-        .map_err(|_| ModelError::Config("bench qp"))?;
+    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(|_| ModelError::Config("bench qp"))?;
     let cq = model.poller(qps, Compat::Current)?;
     let lap = (0..n)
         .map(|i| {

@@ -55,28 +55,14 @@ impl ModelCqe {
     /// A successful SQ completion of the signaled WQE at quanta index `wqe_idx` with SQ
     /// opcode `op` (`codes::sq_op`).
     pub fn send(ctx: u64, qp_num: u32, wqe_idx: u16, op: u8) -> Self {
-        Self {
-            ctx,
-            qp_num,
-            sq: true,
-            op,
-            wqe_idx,
-            ..Self::default()
-        }
+        Self { ctx, qp_num, sq: true, op, wqe_idx, ..Self::default() }
     }
 
     /// A successful receive of `len` bytes into RQ WQE `rq_idx` of a QP whose RQ WQEs are
     /// `1 << rq_shift` quanta: hardware reports `rq_idx << rq_shift` (§4.4). `op` is the
     /// received opcode (GEN2 RoCE: the IB opcode, `codes::rq_op`).
     pub fn recv(ctx: u64, qp_num: u32, rq_idx: u16, rq_shift: u8, op: u8, len: u32) -> Self {
-        Self {
-            ctx,
-            qp_num,
-            op,
-            wqe_idx: rq_idx << rq_shift,
-            payload_len: len,
-            ..Self::default()
-        }
+        Self { ctx, qp_num, op, wqe_idx: rq_idx << rq_shift, payload_len: len, ..Self::default() }
     }
 
     /// Adds immediate data (extended CQE).
@@ -129,14 +115,7 @@ impl ModelCqe {
     /// A flush CQE for one queue (§8.5): error, major 1, `minor` (GENERAL unless the QP has
     /// a specific flush code), payload length 0.
     pub fn flush(ctx: u64, qp_num: u32, sq: bool, wqe_idx: u16, minor: u16) -> Self {
-        Self {
-            ctx,
-            qp_num,
-            sq,
-            wqe_idx,
-            error: Some((major::FLUSH, minor)),
-            ..Self::default()
-        }
+        Self { ctx, qp_num, sq, wqe_idx, error: Some((major::FLUSH, minor)), ..Self::default() }
     }
 
     /// [`ModelCqe::flush`] with `FLUSH_GENERAL_ERR`.
@@ -146,18 +125,8 @@ impl ModelCqe {
 
     /// A GEN3 SRQ receive: qword1 carries `wr_id`, qword5 the QP context (§4.1).
     pub fn srq_recv(qp_ctx: u64, qp_num: u32, wr_id: u64, len: u32, op: u8) -> Self {
-        let mut c = Self {
-            ctx: wr_id,
-            qp_num,
-            op,
-            payload_len: len,
-            srq: true,
-            ..Self::default()
-        };
-        c.ext = Some(ModelExt {
-            srq_qp_ctx: qp_ctx,
-            ..ModelExt::default()
-        });
+        let mut c = Self { ctx: wr_id, qp_num, op, payload_len: len, srq: true, ..Self::default() };
+        c.ext = Some(ModelExt { srq_qp_ctx: qp_ctx, ..ModelExt::default() });
         c
     }
 
@@ -168,11 +137,7 @@ impl ModelCqe {
 
     /// qwords 0..2 (host order).
     pub fn body(&self) -> [u64; 3] {
-        [
-            q0::make(self.payload_len, self.tcp_seq_psn_rtt_ts),
-            self.ctx,
-            q2::make(self.qp_num, self.src_qpn_or_stag),
-        ]
+        [q0::make(self.payload_len, self.tcp_seq_psn_rtt_ts), self.ctx, q2::make(self.qp_num, self.src_qpn_or_stag)]
     }
 
     /// qword3 with the given valid bit.
@@ -193,8 +158,7 @@ impl ModelCqe {
     /// Extension qwords 4..6 (host order); zeros without an extension.
     pub fn ext_body(&self) -> [u64; 3] {
         let Some(e) = self.ext else { return [0; 3] };
-        let q6 =
-            e.smac.map_or(0, ext::smac_bits) | u64::from(e.vlan.unwrap_or(0)) << ext::UDVLAN_SHIFT;
+        let q6 = e.smac.map_or(0, ext::smac_bits) | u64::from(e.vlan.unwrap_or(0)) << ext::UDVLAN_SHIFT;
         [u64::from(e.imm.unwrap_or(0)), e.srq_qp_ctx, q6]
     }
 

@@ -49,12 +49,7 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// A model of generation `hw_rev` with `entries` slots of that generation's size.
     pub fn new(hw_rev: HwRev, entries: u32) -> Self {
-        Self {
-            entries,
-            hw_rev,
-            cqe_size: hw_rev.cqe_size() as u32,
-            cq_id: 3,
-        }
+        Self { entries, hw_rev, cqe_size: hw_rev.cqe_size() as u32, cq_id: 3 }
     }
 }
 
@@ -84,9 +79,7 @@ pub enum ModelError {
     #[error("model: {0}")]
     Config(&'static str),
     /// No free slot: the CQE was dropped and the CQ is now in error (§8.7).
-    #[error(
-        "cq {cq_id} overflow at producer position {prod}: shadow head {head} leaves no free slot"
-    )]
+    #[error("cq {cq_id} overflow at producer position {prod}: shadow head {head} leaves no free slot")]
     Overflow {
         /// CQ id.
         cq_id: u32,
@@ -136,17 +129,11 @@ impl IrdmaModel {
     /// [`ModelError::Config`] for a bad size, [`ModelError::Provider`] if mapping fails.
     pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
         if !cfg.entries.is_power_of_two() || !(4..=1 << 20).contains(&cfg.entries) {
-            return Err(ModelError::Config(
-                "entries must be a power of two from 4 to 2^20",
-            ));
+            return Err(ModelError::Config("entries must be a power of two from 4 to 2^20"));
         }
         let ring_bytes = (cfg.entries as usize * cfg.cqe_size as usize).div_ceil(PAGE) * PAGE;
         let (ring_mem, shadow_mem, shadow_off) = if cfg.hw_rev.has_cq_resize() {
-            (
-                Arc::new(DmaBuffer::new(ring_bytes)?),
-                Arc::new(DmaBuffer::new(SHADOW_AREA_SIZE)?),
-                0,
-            )
+            (Arc::new(DmaBuffer::new(ring_bytes)?), Arc::new(DmaBuffer::new(SHADOW_AREA_SIZE)?), 0)
         } else {
             let m = Arc::new(DmaBuffer::new(ring_bytes + SHADOW_AREA_SIZE)?);
             (m.clone(), m, ring_bytes)
@@ -182,12 +169,7 @@ impl IrdmaModel {
             SlotRing::Slots64(r) => SlotRing::Slots64(r.alias()),
         };
         let shadow = self.shadow_mem.doorbell(self.shadow_off + HEAD_OFFSET)?;
-        let cfg = CqConfig {
-            hw_rev: self.cfg.hw_rev,
-            compat,
-            cq_id: self.cfg.cq_id,
-            ci: 0,
-        };
+        let cfg = CqConfig { hw_rev: self.cfg.hw_rev, compat, cq_id: self.cfg.cq_id, ci: 0 };
         Ok(IrdmaCq::new(ring, shadow, qps, cfg)?)
     }
 
@@ -250,21 +232,12 @@ impl IrdmaModel {
     /// [`ModelError::Overflow`], [`ModelError::CqInError`].
     pub fn push(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
         if self.in_error {
-            return Err(ModelError::CqInError {
-                cq_id: self.cfg.cq_id,
-            });
+            return Err(ModelError::CqInError { cq_id: self.cfg.cq_id });
         }
         if self.free_slots() < self.slots_for(c) {
             self.in_error = true;
-            self.events.push(ModelEvent::CqError {
-                cq_id: self.cfg.cq_id,
-                ae_code: ae::CQ_OPERATION_ERROR,
-            });
-            return Err(ModelError::Overflow {
-                cq_id: self.cfg.cq_id,
-                prod: self.prod,
-                head: self.shadow_head(),
-            });
+            self.events.push(ModelEvent::CqError { cq_id: self.cfg.cq_id, ae_code: ae::CQ_OPERATION_ERROR });
+            return Err(ModelError::Overflow { cq_id: self.cfg.cq_id, prod: self.prod, head: self.shadow_head() });
         }
         self.write(c)
     }
@@ -274,10 +247,7 @@ impl IrdmaModel {
     /// # Errors
     ///
     /// As [`IrdmaModel::push`].
-    pub fn push_all<'a>(
-        &mut self,
-        cs: impl IntoIterator<Item = &'a ModelCqe>,
-    ) -> Result<(), ModelError> {
+    pub fn push_all<'a>(&mut self, cs: impl IntoIterator<Item = &'a ModelCqe>) -> Result<(), ModelError> {
         cs.into_iter().try_for_each(|c| self.push(c))
     }
 
@@ -300,10 +270,7 @@ impl IrdmaModel {
             std::thread::yield_now();
             let t = *since.get_or_insert_with(Instant::now);
             if t.elapsed() > stall {
-                return Err(ModelError::Stalled {
-                    prod: self.prod,
-                    ms: stall.as_millis() as u64,
-                });
+                return Err(ModelError::Stalled { prod: self.prod, ms: stall.as_millis() as u64 });
             }
         }
         self.write(c)
@@ -344,9 +311,7 @@ impl IrdmaModel {
     /// [`ModelError::Config`] if `bytes` is not exactly one slot.
     pub fn write_raw(&mut self, slot: u32, bytes: &[u8]) -> Result<(), ModelError> {
         if bytes.len() != self.cfg.cqe_size as usize {
-            return Err(ModelError::Config(
-                "write_raw takes exactly one slot of bytes",
-            ));
+            return Err(ModelError::Config("write_raw takes exactly one slot of bytes"));
         }
         let q3 = u64::from_le_bytes(bytes[24..32].try_into().unwrap_or([0; 8]));
         match &self.ring {
@@ -381,18 +346,10 @@ impl IrdmaModel {
         minor: u16,
         outstanding: &[u16],
     ) -> Result<usize, ModelError> {
-        let n = if self.cfg.hw_rev.parks_flush() {
-            outstanding.len().min(1)
-        } else {
-            outstanding.len()
-        };
+        let n = if self.cfg.hw_rev.parks_flush() { outstanding.len().min(1) } else { outstanding.len() };
         for (i, &w) in outstanding.iter().take(n).enumerate() {
             // GEN3: only the first carries the specific code; the rest are general flushes.
-            let m = if i == 0 {
-                minor
-            } else {
-                dvcq_uapi::irdma::codes::flush::GENERAL_ERR
-            };
+            let m = if i == 0 { minor } else { dvcq_uapi::irdma::codes::flush::GENERAL_ERR };
             self.push(&ModelCqe::flush(ctx, qp_num, sq, w, m))?;
         }
         Ok(n)
@@ -401,11 +358,7 @@ impl IrdmaModel {
     /// Moves the model to its own thread, which writes `cqes` in order, waiting for room
     /// (giving up with [`ModelError::Stalled`] after `stall` without progress), and returns
     /// the model when done.
-    pub fn spawn_producer<I>(
-        mut self,
-        cqes: I,
-        stall: Duration,
-    ) -> std::thread::JoinHandle<Result<Self, ModelError>>
+    pub fn spawn_producer<I>(mut self, cqes: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
     where
         I: IntoIterator<Item = ModelCqe> + Send + 'static,
     {
@@ -420,17 +373,9 @@ impl IrdmaModel {
     /// The ring as a ring image (ring-image.md) with consumer counter `ci` and the given qp
     /// lines: CQE handle h must be the h-th qp line for the image to decode.
     pub fn export_image(&self, ci: u32, qps: &[ImageQp]) -> IrdmaImage {
-        let header = ImageHeader {
-            cqe_size: self.cfg.cqe_size,
-            entries: self.cfg.entries,
-            ci,
-            hw_rev: self.cfg.hw_rev,
-        };
-        IrdmaImage {
-            header,
-            qps: qps.to_vec(),
-            slots: self.snapshot(),
-        }
+        let header =
+            ImageHeader { cqe_size: self.cfg.cqe_size, entries: self.cfg.entries, ci, hw_rev: self.cfg.hw_rev };
+        IrdmaImage { header, qps: qps.to_vec(), slots: self.snapshot() }
     }
 
     /// A copy of the ring bytes (a snapshot; may be torn while a producer thread runs).
@@ -455,13 +400,7 @@ mod tests {
         }
         assert_eq!(m.free_slots(), 0);
         assert!(matches!(m.push(&c), Err(ModelError::Overflow { .. })));
-        assert_eq!(
-            m.events(),
-            &[ModelEvent::CqError {
-                cq_id: 3,
-                ae_code: 0x0203
-            }]
-        );
+        assert_eq!(m.events(), &[ModelEvent::CqError { cq_id: 3, ae_code: 0x0203 }]);
         assert!(matches!(m.push(&c), Err(ModelError::CqInError { .. })));
     }
 

@@ -12,10 +12,10 @@ pub mod build;
 pub mod compress;
 
 use crate::cq::{CqConfig, Mlx5Cq, Mlx5Error};
+use crate::mini::CompLayout;
 use crate::registry::Registry;
 use build::Entry;
 use compress::{Compression, Compressor};
-use crate::mini::CompLayout;
 use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::{CI_MASK, SET_CI};
@@ -172,7 +172,19 @@ impl Mlx5Model {
         let set_ci = dbrec_mem.doorbell(SET_CI * 4)?;
         let uar_mem = Arc::new(DmaBuffer::new(4096)?);
         let comp = cfg.compression.map(Compressor::new);
-        Ok(Self { cfg, ring_mem, ring, dbrec_mem, set_ci, uar_mem, pi: 0, start: 0, in_error: false, events: Vec::new(), comp })
+        Ok(Self {
+            cfg,
+            ring_mem,
+            ring,
+            dbrec_mem,
+            set_ci,
+            uar_mem,
+            pi: 0,
+            start: 0,
+            in_error: false,
+            events: Vec::new(),
+            comp,
+        })
     }
 
     fn enhanced(&self) -> bool {
@@ -391,7 +403,12 @@ impl Mlx5Model {
     /// # Errors
     ///
     /// As [`Mlx5Model::poller`].
-    pub fn poller_at<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig, ci: u32) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
+    pub fn poller_at<const STRIDE: usize>(
+        &self,
+        registry: Registry,
+        cfg: CqConfig,
+        ci: u32,
+    ) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
         if STRIDE as u32 != self.cfg.cqe_size {
             return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
         }
@@ -407,7 +424,12 @@ impl Mlx5Model {
     /// # Errors
     ///
     /// As [`Mlx5Model::poller`].
-    pub fn poller_as<const STRIDE: usize>(&self, registry: Registry, cfg: CqConfig, ci: u32) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
+    pub fn poller_as<const STRIDE: usize>(
+        &self,
+        registry: Registry,
+        cfg: CqConfig,
+        ci: u32,
+    ) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
         if STRIDE as u32 != self.cfg.cqe_size {
             return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
         }

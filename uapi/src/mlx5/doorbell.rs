@@ -43,9 +43,7 @@ pub const fn set_ci_word(ci: u32) -> u32 {
 /// The arm word: `(sn & 3) << 28 | cmd | (ci & 0xffffff)`.
 #[inline(always)]
 pub const fn arm_word(sn: u32, solicited: bool, ci: u32) -> u32 {
-    ((sn & 3) << ARM_SN_SHIFT)
-        | if solicited { CMD_REQ_NOT_SOL } else { CMD_REQ_NOT }
-        | (ci & CI_MASK)
+    ((sn & 3) << ARM_SN_SHIFT) | if solicited { CMD_REQ_NOT_SOL } else { CMD_REQ_NOT } | (ci & CI_MASK)
 }
 
 /// The 64-bit value stored at UAR + 0x20: in memory order BE32(arm word) then BE32(cqn).

@@ -49,12 +49,7 @@ impl MiniCqe {
     }
     #[inline(always)]
     const fn be32(&self, at: usize) -> u32 {
-        u32::from_be_bytes([
-            self.bytes[at],
-            self.bytes[at + 1],
-            self.bytes[at + 2],
-            self.bytes[at + 3],
-        ])
+        u32::from_be_bytes([self.bytes[at], self.bytes[at + 1], self.bytes[at + 2], self.bytes[at + 3]])
     }
     /// Bytes 4-7: byte count (all formats except FTAG_STRIDX).
     #[inline(always)]
@@ -103,9 +98,7 @@ impl MiniCqe {
     }
 
     const fn from_parts(a: [u8; 2], b: [u8; 2], c: [u8; 4]) -> Self {
-        MiniCqe {
-            bytes: [a[0], a[1], b[0], b[1], c[0], c[1], c[2], c[3]],
-        }
+        MiniCqe { bytes: [a[0], a[1], b[0], b[1], c[0], c[1], c[2], c[3]] }
     }
     /// A responder HASH mini-CQE: RX hash result in bytes 0-3, byte count in 4-7.
     pub const fn hash(rx_hash_result: u32, byte_cnt: u32) -> Self {
@@ -115,11 +108,7 @@ impl MiniCqe {
     /// A responder CSUM (`stride_idx` 0) or CSUM_STRIDX mini-CQE: checksum in bytes 0-1,
     /// stride index in 2-3, byte count in 4-7.
     pub const fn csum(checksum: u16, stride_idx: u16, byte_cnt: u32) -> Self {
-        Self::from_parts(
-            checksum.to_be_bytes(),
-            stride_idx.to_be_bytes(),
-            byte_cnt.to_be_bytes(),
-        )
+        Self::from_parts(checksum.to_be_bytes(), stride_idx.to_be_bytes(), byte_cnt.to_be_bytes())
     }
     /// A responder FTAG_STRIDX mini-CQE: flow tag bits 23:8 in bytes 0-1, stride index in
     /// 2-3, flow tag bits 7:0 in byte 4, the 24-bit byte count in bytes 5-7.
@@ -131,20 +120,12 @@ impl MiniCqe {
     /// A responder L34H_STRIDX mini-CQE: header type in byte 0, stride index in bytes 2-3,
     /// byte count in 4-7.
     pub const fn l34h(hdr_type: u8, stride_idx: u16, byte_cnt: u32) -> Self {
-        Self::from_parts(
-            [hdr_type, 0],
-            stride_idx.to_be_bytes(),
-            byte_cnt.to_be_bytes(),
-        )
+        Self::from_parts([hdr_type, 0], stride_idx.to_be_bytes(), byte_cnt.to_be_bytes())
     }
     /// A requester mini-CQE: WQE counter in bytes 0-1, the WQE opcode in byte 2 (kernel and
     /// UCX placement; DPDK declares byte 3, spec §9.2), byte count in 4-7.
     pub const fn requester(wqe_counter: u16, s_wqe_opcode: u8, byte_cnt: u32) -> Self {
-        Self::from_parts(
-            wqe_counter.to_be_bytes(),
-            [s_wqe_opcode, 0],
-            byte_cnt.to_be_bytes(),
-        )
+        Self::from_parts(wqe_counter.to_be_bytes(), [s_wqe_opcode, 0], byte_cnt.to_be_bytes())
     }
 }
 
@@ -157,22 +138,13 @@ mod tests {
         let h = MiniCqe::hash(0xdead_beef, 1500);
         assert_eq!((h.rx_hash_result(), h.byte_cnt()), (0xdead_beef, 1500));
         let c = MiniCqe::csum(0xabcd, 7, 64);
-        assert_eq!(
-            (c.checksum(), c.stride_idx(), c.byte_cnt()),
-            (0xabcd, 7, 64)
-        );
+        assert_eq!((c.checksum(), c.stride_idx(), c.byte_cnt()), (0xabcd, 7, 64));
         let f = MiniCqe::ftag(0x12_3456, 9, 0xab_cdef);
-        assert_eq!(
-            (f.flow_tag(), f.stride_idx(), f.byte_cnt24()),
-            (0x12_3456, 9, 0xab_cdef)
-        );
+        assert_eq!((f.flow_tag(), f.stride_idx(), f.byte_cnt24()), (0x12_3456, 9, 0xab_cdef));
         let l = MiniCqe::l34h(0x29, 3, 99);
         assert_eq!((l.hdr_type(), l.stride_idx(), l.byte_cnt()), (0x29, 3, 99));
         let r = MiniCqe::requester(0x1234, 0x0a, 8);
-        assert_eq!(
-            (r.wqe_counter(), r.s_wqe_opcode(), r.byte_cnt()),
-            (0x1234, 0x0a, 8)
-        );
+        assert_eq!((r.wqe_counter(), r.s_wqe_opcode(), r.byte_cnt()), (0x1234, 0x0a, 8));
         assert_eq!(r.bytes, [0x12, 0x34, 0x0a, 0, 0, 0, 0, 8]);
     }
 }
