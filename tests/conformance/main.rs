@@ -34,17 +34,25 @@ fn real_devices_or_a_clear_skip() {
     let devs: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
-    if devs.is_empty() {
-        println!(
-            "skip: no RDMA device (/sys/class/infiniband is empty or absent); mlx5/irdma/rxe hardware backends not run"
-        );
-        return;
+    let line = if devs.is_empty() {
+        "skip: no RDMA device (/sys/class/infiniband is empty or absent); mlx5/irdma/rxe hardware backends not run"
+            .to_string()
+    } else {
+        // Attaching to a device needs the rdma-core glue (its own issue); until then, say so.
+        format!(
+            "skip: RDMA devices present ({}), but this build has no rdma-core glue to attach to them",
+            devs.join(", ")
+        )
+    };
+    // Written to the process's stderr directly, past the test harness's output capture, so
+    // the skip shows in every test run, not only with --nocapture.
+    use std::io::Write as _;
+    match std::fs::OpenOptions::new().write(true).open("/dev/stderr") {
+        Ok(mut f) => {
+            let _ = writeln!(f, "{line}");
+        }
+        Err(_) => eprintln!("{line}"),
     }
-    // Attaching to a device needs the rdma-core glue (its own issue); until then, say so.
-    println!(
-        "skip: RDMA devices present ({}), but this build has no rdma-core glue to attach to them",
-        devs.join(", ")
-    );
 }
 
 // Keep `Backend` in scope for the macro's paths.
