@@ -313,12 +313,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let ring = self.ring.view();
         let entries = ring.entries();
         let mut ci = self.ci;
-        let mut res = Consume {
-            reg: &mut self.registry,
-            cache_key: self.cache.0,
-            cache_slot: self.cache.1,
-            stats: &mut self.stats,
-        };
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let mut n = 0;
         let mut slow = false;
         while let Some(slot) = out.get_mut(n) {
@@ -341,7 +336,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             n += 1;
         }
         self.ci = ci;
-        self.cache = (res.cache_key, res.cache_slot);
+        self.cache = res.cache();
         (n, slow)
     }
 
@@ -358,14 +353,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return Parsed::Resize;
         };
         self.ci = cur.wrapping_add(1);
-        let mut res = Consume {
-            reg: &mut self.registry,
-            cache_key: self.cache.0,
-            cache_slot: self.cache.1,
-            stats: &mut self.stats,
-        };
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
-        self.cache = (res.cache_key, res.cache_slot);
+        self.cache = res.cache();
         match p {
             Parsed::Swallowed => self.stats.swallowed += 1,
             Parsed::Resize => {

@@ -74,6 +74,20 @@ pub(crate) struct Consume<'a> {
     pub stats: &'a mut crate::cq::CqStats,
 }
 
+impl<'a> Consume<'a> {
+    /// The consuming view over a poller's registry, its lookup cache and its counters.
+    #[inline(always)]
+    pub(crate) fn new(reg: &'a mut Registry, cache: (u32, u32), stats: &'a mut crate::cq::CqStats) -> Self {
+        Self { reg, cache_key: cache.0, cache_slot: cache.1, stats }
+    }
+
+    /// The lookup cache to keep for the next poll.
+    #[inline(always)]
+    pub(crate) fn cache(&self) -> (u32, u32) {
+        (self.cache_key, self.cache_slot)
+    }
+}
+
 impl Resources for Consume<'_> {
     #[inline(always)]
     fn qp(&mut self, key: u32, v1: bool) -> Option<u32> {

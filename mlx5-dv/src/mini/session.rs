@@ -393,14 +393,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         } else {
             let f =
                 MiniFields::<false> { title: &st.title, mini: MiniCqe::default(), format: st.format, wqe_counter: 0 };
-            let mut res = Consume {
-                reg: &mut self.registry,
-                cache_key: self.cache.0,
-                cache_slot: self.cache.1,
-                stats: &mut self.stats,
-            };
+            let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
             let found = cqe::recv_target(&mut res, &f, V1);
-            self.cache = (res.cache_key, res.cache_slot);
+            self.cache = res.cache();
             match found {
                 Ok((target, false)) => {
                     let mut tpl = Completion::default();
@@ -425,12 +420,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let seen = (!self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
         let ring = self.ring.view();
         let shift = entries.trailing_zeros();
-        let mut res = Consume {
-            reg: &mut self.registry,
-            cache_key: self.cache.0,
-            cache_slot: self.cache.1,
-            stats: &mut self.stats,
-        };
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let cq_ring = &self.ring;
         let st = &mut self.mini;
         let format = st.format;
@@ -505,7 +495,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         st.next_ctr = ctr;
         st.left = left;
         self.ci = ci;
-        self.cache = (res.cache_key, res.cache_slot);
+        self.cache = res.cache();
         n
     }
 
@@ -519,12 +509,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let ring = self.ring.view();
         let shift = ring.entries().trailing_zeros();
         let mut ci = self.ci;
-        let mut res = Consume {
-            reg: &mut self.registry,
-            cache_key: self.cache.0,
-            cache_slot: self.cache.1,
-            stats: &mut self.stats,
-        };
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let (mut resized, mut block) = (false, false);
         let mut last_regular = None;
         let mut n = 0;
@@ -577,7 +562,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             st.have_title = true;
         }
         self.ci = ci;
-        self.cache = (res.cache_key, res.cache_slot);
+        self.cache = res.cache();
         if resized {
             self.note_resize();
         }

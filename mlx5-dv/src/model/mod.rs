@@ -409,9 +409,6 @@ impl Mlx5Model {
         cfg: CqConfig,
         ci: u32,
     ) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
-        if STRIDE as u32 != self.cfg.cqe_size {
-            return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
-        }
         let mut cfg = cfg;
         cfg.overrun_ignore = self.cfg.overrun_ignore;
         cfg.compression = self.cfg.compression.map(|c| c.cq_config());
