@@ -1,7 +1,7 @@
 //! Translating one mlx5 CQE into a [`Completion`], exactly as rdma-core's `mlx5_parse_cqe`
 //! would fill `struct ibv_wc` (shared/spec/mlx5.md §7, §8), quirks included.
 //!
-//! The parser is generic over [`Resources`], so the same code consumes (advancing the
+//! The parser is generic over `Resources`, so the same code consumes (advancing the
 //! wr_id tables, like a poll) or peeks (leaving them untouched).
 
 use crate::fields::CqeFields;

@@ -181,7 +181,7 @@ const fn session_opcode(opcode: u8) -> bool {
 ///   (HASH), the L4 checksum (CSUM, CSUM_STRIDX), the flow tag in `sop_drop_qpn` bits 23:0
 ///   with a 24-bit byte count (FTAG_STRIDX), or the header-type byte 29 (L34H_STRIDX).
 ///
-/// Stride indexes are for striding RQs, which dvcq does not drive; a [`Completion`] has no
+/// Stride indexes are for striding RQs, which dvcq does not drive; a [`Completion`](dvcq_provider::Completion) has no
 /// field for them, so they are not carried over.
 pub fn expand(title: &Cqe64, mini: MiniCqe, format: MiniFormat, i: u32) -> Cqe64 {
     let mut c = *title;

@@ -31,7 +31,7 @@ use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, wqe_opcode};
 use dvcq_uapi::Be16;
 
 /// Longest basic-layout session the model writes. A device bounds it by
-/// `cqe_comp_caps.max_num` (`mlx5dv_query_device`); 64 is the model's choice **[INFERRED]**.
+/// `cqe_comp_caps.max_num` (`mlx5dv_query_device`); 64 is the model's choice (inferred, spec §15.9).
 pub const BASIC_MAX_SESSION: u32 = 64;
 
 /// When the model compresses: a stand-in for PCIe back-pressure.
