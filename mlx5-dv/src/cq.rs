@@ -264,13 +264,38 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // Compressed CQs poll through mini.rs: one test per call, none per CQE.
             return self.poll_compressed(out);
         }
-        let n = if !out.is_empty() && !self.resize_pending && self.owned(self.ci).is_some() {
-            self.poll_loop(out)
-        } else {
-            0
+        if self.resize_pending {
+            self.after_batch(0);
+            return 0;
+        }
+        let ci = self.ci;
+        let n = match (self.owned(ci), out) {
+            (None, _) | (_, []) => 0,
+            // One completion asked for and a fast-path CQE there: parse it inline (the
+            // UCX-style one-at-a-time poll pays no loop or call).
+            (Some(own), [slot]) if Self::CLASS[own as usize] != SLOW => self.poll_single(own, slot),
+            (Some(_), out) => self.poll_loop(out),
         };
         self.after_batch(n as u32);
         n
+    }
+
+    /// One fast-path CQE at `ci` (ownership already checked, `own` its `op_own`) into
+    /// `slot`: the one-at-a-time poll, without the loop's set-up.
+    #[inline(never)]
+    fn poll_single(&mut self, own: u8, slot: &mut Completion) -> usize {
+        let ci = self.ci;
+        self.ci = ci.wrapping_add(1);
+        let cqe = RingCqe { ring: self.ring.view(), idx: ci, op_own: own };
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
+        if Self::CLASS[own as usize] == FAST_REQ {
+            cqe::parse_req(&mut res, &cqe, v1, ci, slot);
+        } else {
+            cqe::parse_resp(&mut res, &cqe, v1, ci, slot);
+        }
+        self.cache = res.cache();
+        1
     }
 
     #[inline(never)]
