@@ -5,7 +5,7 @@
 
 use crate::cq::Engine;
 use crate::status::{rq_opcode, sq_opcode};
-use dvcq_provider::{Completion, WcFlags, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::irdma::cqe::{q0, q2, q3};
 
 /// qword3 bits that send a CQE down the general path.
@@ -38,9 +38,8 @@ impl Engine {
         };
         let qp_num = q2::qp_id(w2);
         let idx = u32::from(q3::wqe_idx(w3));
-        let mut c = Completion::default();
-        let bytes;
-        if w3 & q3::SQ != 0 {
+        let mut flags = WcFlags::empty();
+        let (wr_id, bytes, opcode, wqe_index) = if w3 & q3::SQ != 0 {
             if qp.first_sq_wq {
                 return false;
             }
@@ -50,40 +49,41 @@ impl Engine {
             let Some(op) = SQ_OPS[usize::from(q3::op(w3))] else {
                 return false;
             };
-            c.wr_id = trk.wr_id;
-            bytes = trk.wr_len;
-            c.opcode = op;
             qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
-            c.wqe_index = idx as u16;
+            (trk.wr_id, trk.wr_len, op, idx)
         } else {
             // Hardware reports the RQ index in quanta (§4.4).
             let ri = idx >> qp.config().rq_shift;
             let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
                 return false;
             };
-            c.wr_id = wr_id;
-            bytes = q0::payload_len(w0);
-            c.opcode = rq_opcode(q3::op(w3), gen3, qp.send_with_imm, false, compat);
             qp.rq.tail = (ri + 1) & qp.rq.mask();
-            c.wqe_index = ri as u16;
             if !qp.ud && w3 & q3::STAG_IPV4 != 0 {
-                c.imm_data = q2::src_qpn_or_inv_stag(w2);
-                c.wc_flags = WcFlags::WITH_INV;
+                wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+                flags = WcFlags::WITH_INV;
             }
-        }
-        c.byte_len = bytes;
-        c.qp_num = qp_num;
-        c.status = WcStatus::Success;
+            (wr_id, q0::payload_len(w0), rq_opcode(q3::op(w3), gen3, qp.send_with_imm, false, compat), ri)
+        };
+        // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8):
+        // vendor_err, pkey_index, slid, sl and dlid_path_bits keep what the slot held, as
+        // `Completion` documents.
+        wc.wr_id = wr_id;
+        wc.opcode = opcode;
+        wc.wqe_index = wqe_index as u16;
+        wc.byte_len = bytes;
+        wc.qp_num = qp_num;
+        wc.status = WcStatus::Success;
+        wc.fault_kind = FaultKind::None;
         if qp.ud {
-            c.src_qp = q2::src_qpn_or_inv_stag(w2);
-            c.wc_flags |= WcFlags::GRH;
+            wc.src_qp = q2::src_qpn_or_inv_stag(w2);
+            flags |= WcFlags::GRH;
         } else {
-            c.src_qp = qp_num;
+            wc.src_qp = qp_num;
         }
+        wc.wc_flags = flags;
         if gen3 {
-            c.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(w0));
+            wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(w0));
         }
-        *wc = c;
         self.last_bytes = bytes;
         true
     }

@@ -278,6 +278,8 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
     let wqs: u64 = img.qps.iter().map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt)).sum();
     let mut budget = 4 * u64::from(h.entries) + wqs + 64;
     loop {
+        // Fresh zeroed slots each time: fields verbs leave undefined print as 0.
+        out.fill(Completion::default());
         let before = eng.ci;
         let n = eng.poll(&ring, &mut out);
         items.extend(out[..n].iter().map(|wc| DecodeItem::from_completion(wc, h.entries)));

@@ -267,12 +267,13 @@ bitflags::bitflags! {
 ///
 /// # Undefined fields
 ///
-/// Like `ibv_poll_cq`, a poll writes only the fields that are defined for the completion it
-/// returns (for example not `byte_len` of a successful SEND, nor `opcode` or `byte_len` of
-/// an error, nor the receive-only fields of a send completion); the others keep what the
-/// slot held before. `status`, `wr_id`, `qp_num`, `wc_flags`, `wqe_index` and the fault
-/// marker are always written. Start from [`Completion::default`] (zeroes) and clear slots
-/// between polls if you want zeroes there, as ring-image decoding does.
+/// Like `ibv_poll_cq`, a poll always writes the fields that are defined for the
+/// completion it returns: `status`, `wr_id`, `qp_num`, `wc_flags`, `wqe_index` and the fault
+/// marker, plus whatever else that kind of completion defines. Fields verbs leave undefined
+/// (for example `byte_len` of a successful mlx5 SEND, `opcode` of an error, the receive-only
+/// fields of a send) are not part of the result: a backend may leave what the slot held
+/// there, as rdma-core does. Start from [`Completion::default`] and clear slots between
+/// polls if you want zeroes there, as ring-image decoding does.
 ///
 /// # Fault items
 ///
