@@ -85,6 +85,9 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) cache: (u32, u32),
     pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
+    /// `compression.is_some() || resize_pending`: the one test `poll` makes before its
+    /// fast path.
+    detour: bool,
     cqn: u32,
     pub(crate) registry: Registry,
     pub(crate) stats: CqStats,
@@ -174,6 +177,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             cache: (u32::MAX, 0),
             doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
+            detour: cfg.compression.is_some(),
             cqn,
             registry,
             stats: CqStats::default(),
@@ -228,6 +232,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
         self.ring = ring;
         self.resize_pending = false;
+        self.detour = self.cfg.compression.is_some();
         Ok(())
     }
 
@@ -235,6 +240,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     pub(crate) fn note_resize(&mut self) {
         self.stats.resizes += 1;
         self.resize_pending = true;
+        self.detour = true;
     }
 
     /// The parts a view iterator borrows: ring geometry, the counter, the doorbell.
@@ -260,13 +266,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// The empty case is decided inline (one ownership test); the loop is out of line.
     #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
-        if self.cfg.compression.is_some() {
-            // Compressed CQs poll through mini.rs: one test per call, none per CQE.
-            return self.poll_compressed(out);
-        }
-        if self.resize_pending {
-            self.after_batch(0);
-            return 0;
+        if self.detour {
+            return self.poll_detour(out);
         }
         let ci = self.ci;
         let n = match (self.owned(ci), out) {
@@ -296,6 +297,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
         self.cache = res.cache();
         1
+    }
+
+    /// Compressed CQs (mini.rs) and a pending resize: one flag test per poll call brings
+    /// them here, none per CQE.
+    #[cold]
+    #[inline(never)]
+    fn poll_detour(&mut self, out: &mut [Completion]) -> usize {
+        if self.cfg.compression.is_some() {
+            return self.poll_compressed(out);
+        }
+        // A RESIZE CQE was consumed: nothing more until `switch_ring`.
+        self.after_batch(0);
+        0
     }
 
     #[inline(never)]
@@ -383,10 +397,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.cache = res.cache();
         match p {
             Parsed::Swallowed => self.stats.swallowed += 1,
-            Parsed::Resize => {
-                self.stats.resizes += 1;
-                self.resize_pending = true;
-            }
+            Parsed::Resize => self.note_resize(),
             Parsed::Wc => {}
         }
         p
@@ -439,7 +450,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// (spec §5): every CQE read before happens-before the device reusing its slot.
     #[inline(always)]
     pub fn publish_ci(&mut self) {
-        self.doorbell.publish(self.ci);
+        self.doorbell.publish_now(self.ci);
     }
 }
 
