@@ -471,3 +471,29 @@ impl<const STRIDE: usize> CqDriver for Mlx5Cq<STRIDE> {
         self.publish_ci()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rotate_test_equals_rdma_cores_ownership_rule() {
+        for b in 0..=255u8 {
+            for parity in 0..2u32 {
+                let rdma_core = op_own::opcode(b) != cqe_opcode::INVALID && u32::from(b & 1) == parity;
+                assert_eq!(sw_owned_by_lap(b, parity), rdma_core, "op_own {b:#x} parity {parity}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn expected_owner_is_the_lap_parity_of_the_unmasked_counter(ci in any::<u32>(), log2 in 1u32..=22) {
+            let entries = 1u32 << log2;
+            prop_assert_eq!(u32::from(expected_owner(ci, entries)), (ci >> log2) & 1);
+            // The parity of a position and of the same slot one lap later always differ.
+            prop_assert_ne!(expected_owner(ci, entries), expected_owner(ci.wrapping_add(entries), entries));
+        }
+    }
+}
