@@ -76,10 +76,14 @@ fn log2_of(entries: u32) -> u32 {
     entries.trailing_zeros()
 }
 
-impl SlotSource for CqRing<32> {
+/// Both strides in one implementation: `S` is a constant, so the stride tests fold away.
+impl<const S: usize> SlotSource for CqRing<S>
+where
+    CqRing<S>: sealed::Sealed,
+{
     #[inline(always)]
     fn ext_extra_slots(&self) -> u32 {
-        1
+        u32::from(S == 32)
     }
     #[inline(always)]
     fn log2(&self) -> u32 {
@@ -99,49 +103,24 @@ impl SlotSource for CqRing<32> {
     }
     #[inline]
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
-        // The extension is the next slot, written with that slot's pass phase: the same
-        // polarity rule at pos + 1 covers rdma-core's "invert when it wrapped to 0" (§2.3).
-        let next = pos.wrapping_add(1);
-        let expect = polarity(next, self.log2());
-        self.owned_u64::<{ off::QWORD3 }>(next, |w| ext::valid(u64::from_le(w)) == expect)?;
-        Some(self.read::<ExtCqe, 0>(next))
-    }
-    #[inline]
-    fn srq_ctx(&self, _pos: u32) -> Option<u64> {
-        None
-    }
-}
-
-impl SlotSource for CqRing<64> {
-    #[inline(always)]
-    fn ext_extra_slots(&self) -> u32 {
-        0
-    }
-    #[inline(always)]
-    fn log2(&self) -> u32 {
-        log2_of(self.entries())
-    }
-    #[inline(always)]
-    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
-    }
-    #[inline(always)]
-    fn body(&self, pos: u32) -> [u64; 3] {
-        [
-            self.read::<Le64, { off::QWORD0 }>(pos).get(),
-            self.read::<Le64, { off::QWORD1 }>(pos).get(),
-            self.read::<Le64, { off::QWORD2 }>(pos).get(),
-        ]
-    }
-    #[inline]
-    fn ext(&self, pos: u32) -> Option<ExtCqe> {
-        let expect = polarity(pos, self.log2());
-        self.owned_u64::<{ off::EXT_QWORD7 }>(pos, |w| ext::valid(u64::from_le(w)) == expect)?;
-        Some(self.read::<ExtCqe, { off::EXT }>(pos))
+        let view = self.view();
+        if S == 32 {
+            // The extension is the next slot, written with that slot's pass phase: the same
+            // polarity rule at pos + 1 covers rdma-core's "invert when it wrapped to 0" (§2.3).
+            let next = pos.wrapping_add(1);
+            let expect = polarity(next, self.log2());
+            view.owned_u64_at(next, off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
+            view.read_at::<ExtCqe>(next, 0)
+        } else {
+            let expect = polarity(pos, self.log2());
+            view.owned_u64_at(pos, off::EXT_QWORD7, |w| ext::valid(u64::from_le(w)) == expect)?;
+            view.read_at::<ExtCqe>(pos, off::EXT)
+        }
     }
     #[inline]
     fn srq_ctx(&self, pos: u32) -> Option<u64> {
-        Some(self.read::<Le64, { off::EXT_QWORD5 }>(pos).get())
+        // Byte 40 exists only in 64-byte slots.
+        self.view().read_at::<Le64>(pos, off::EXT_QWORD5).map(Le64::get)
     }
 }
 
