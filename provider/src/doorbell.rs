@@ -2,7 +2,6 @@
 //! `set_ci`/`arm`, irdma's shadow area).
 
 use crate::error::Error;
-use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -15,7 +14,6 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub struct DoorbellWord {
     ptr: NonNull<u8>,
     _keep: Option<crate::ring::KeepAlive>,
-    _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
 // SAFETY: a pointer to device-shared memory; nothing is tied to the creating thread, and the caller of `new` promised the memory outlives the value.
@@ -53,13 +51,13 @@ impl DoorbellWord {
         if ptr.as_ptr() as usize % 4 != 0 {
             return Err(Error::Misaligned { what: "doorbell word", addr: ptr.as_ptr() as usize, align: 4 });
         }
-        Ok(Self { ptr, _keep: keep, _not_sync: PhantomData })
+        Ok(Self { ptr, _keep: keep })
     }
 
     /// A second handle on the same word (for the device model); sound because the contract
     /// of [`DoorbellWord::new`] covers every alias.
     pub fn alias(&self) -> Self {
-        Self { ptr: self.ptr, _keep: self._keep.clone(), _not_sync: PhantomData }
+        Self { ptr: self.ptr, _keep: self._keep.clone() }
     }
 
     #[inline(always)]

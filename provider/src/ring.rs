@@ -38,14 +38,14 @@ pub const MAX_ENTRIES: u32 = 1 << 24;
 
 /// A ring of `entries` slots of `STRIDE` bytes in memory shared with a producer.
 ///
-/// `Send` (the memory is not tied to a thread) but not `Sync`: each side of a ring owns its
+/// `Send` (the memory is not tied to a thread) but not `Sync` (its raw pointer sees to that):
+/// each side of a ring owns its
 /// own `CqRing` value. All accessors mask the index, so every access stays inside the ring.
 #[derive(Debug)]
 pub struct CqRing<const STRIDE: usize> {
     base: NonNull<u8>,
     mask: u32,
     _keep: Option<KeepAlive>,
-    _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
 // SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound to the creating thread. The caller of `new` promised the memory outlives this value.
@@ -93,14 +93,14 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         if base.as_ptr() as usize % align != 0 {
             return Err(Error::Misaligned { what: "cq ring", addr: base.as_ptr() as usize, align });
         }
-        Ok(Self { base, mask: entries - 1, _keep: keep, _not_sync: PhantomData })
+        Ok(Self { base, mask: entries - 1, _keep: keep })
     }
 
     /// A second handle on the same memory, for the other side of the ring (a model's
     /// producer thread) or a decoder. Sound because the contract of [`CqRing::new`] covers
     /// every alias.
     pub fn alias(&self) -> Self {
-        Self { base: self.base, mask: self.mask, _keep: self._keep.clone(), _not_sync: PhantomData }
+        Self { base: self.base, mask: self.mask, _keep: self._keep.clone() }
     }
 
     /// Number of slots.
