@@ -39,8 +39,8 @@ pub const MAX_ENTRIES: u32 = 1 << 24;
 /// A ring of `entries` slots of `STRIDE` bytes in memory shared with a producer.
 ///
 /// `Send` (the memory is not tied to a thread) but not `Sync` (its raw pointer sees to that):
-/// each side of a ring owns its
-/// own `CqRing` value. All accessors mask the index, so every access stays inside the ring.
+/// each side of a ring owns its own `CqRing` value. All accessors mask the index, so every
+/// access stays inside the ring.
 #[derive(Debug)]
 pub struct CqRing<const STRIDE: usize> {
     base: NonNull<u8>,
