@@ -3,7 +3,7 @@
 
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::registry::QpRegistry;
-use crate::ring::{polarity, SlotRing, SlotSource};
+use crate::ring::{polarity, SlotRing, SlotSource, SlotView};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
 use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, WcStatus};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
@@ -177,6 +177,16 @@ pub enum CqError {
     Shadow(dvcq_provider::Error),
 }
 
+/// Writes `head` to shadow word 0 unless it is already there (release ordering).
+#[inline]
+fn publish_head(shadow: &DoorbellWord, published: &mut Option<u32>, head: u32) {
+    if *published != Some(head) {
+        // Alignment was checked in `IrdmaCq::new`, so the store cannot fail.
+        let _ = shadow.store_le64(u64::from(head), Ordering::Release);
+        *published = Some(head);
+    }
+}
+
 /// An irdma CQ poller over a ring in device memory.
 ///
 /// `Send` but not `Sync`: one consumer per CQ. The poll path allocates nothing, takes no
@@ -248,11 +258,7 @@ impl IrdmaCq {
     #[inline]
     fn publish(&mut self) {
         let head = self.head();
-        if self.published != Some(head) {
-            // Alignment was checked in `new`, so the store cannot fail.
-            let _ = self.shadow.store_le64(u64::from(head), Ordering::Release);
-            self.published = Some(head);
-        }
+        publish_head(&self.shadow, &mut self.published, head);
     }
 
     /// Moves up to `out.len()` completions out of the ring and writes the new head to the
@@ -301,8 +307,8 @@ impl IrdmaCq {
     /// and flush CQEs appear once as they are (no synthesised completions). Use them when
     /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
     pub fn views(&mut self) -> Views<'_> {
-        let ci = self.eng.ci;
-        Views { cq: self, ci }
+        let IrdmaCq { ring, shadow, eng, published, .. } = self;
+        Views { ring: ring.view(), ci: eng.ci, log2: eng.log2, compat: eng.compat, eng, shadow, published }
     }
 }
 
@@ -325,11 +331,17 @@ impl CqDriver for IrdmaCq {
     }
 }
 
-/// The lending iterator of [`IrdmaCq::views`].
+/// The lending iterator of [`IrdmaCq::views`]. It borrows the CQ's parts separately and
+/// keeps the ring geometry and the counter by value.
 #[derive(Debug)]
 pub struct Views<'a> {
-    cq: &'a mut IrdmaCq,
+    ring: SlotView<'a>,
     ci: u32,
+    log2: u32,
+    compat: Compat,
+    eng: &'a mut Engine,
+    shadow: &'a DoorbellWord,
+    published: &'a mut Option<u32>,
 }
 
 impl Views<'_> {
@@ -339,9 +351,9 @@ impl Views<'_> {
     #[inline]
     pub fn next(&mut self) -> Option<CqeView<'_>> {
         let pos = self.ci;
-        let expect = polarity(pos, self.cq.eng.log2);
-        let (w3, slots) = match &self.cq.ring {
-            SlotRing::Slots32(r) => {
+        let expect = polarity(pos, self.log2);
+        let (w3, slots) = match &self.ring {
+            SlotView::V32(r) => {
                 let w3 = r.valid_q3(pos, expect)?;
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
@@ -350,7 +362,7 @@ impl Views<'_> {
                     (w3, 1)
                 }
             }
-            SlotRing::Slots64(r) => {
+            SlotView::V64(r) => {
                 let w3 = r.valid_q3(pos, expect)?;
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
@@ -359,17 +371,18 @@ impl Views<'_> {
             }
         };
         self.ci = pos.wrapping_add(slots);
-        Some(CqeView { ring: &self.cq.ring, pos, w3, compat: self.cq.eng.compat })
+        Some(CqeView { ring: self.ring, pos, w3, compat: self.compat })
     }
 }
 
 impl Drop for Views<'_> {
     fn drop(&mut self) {
-        if self.cq.eng.ci != self.ci {
-            self.cq.eng.ci = self.ci;
-            self.cq.eng.parked = false;
-            self.cq.eng.last_ctx = 0;
-            self.cq.publish();
+        if self.eng.ci != self.ci {
+            self.eng.ci = self.ci;
+            self.eng.parked = false;
+            self.eng.last_ctx = 0;
+            let head = self.ci & ((1 << self.log2) - 1);
+            publish_head(self.shadow, self.published, head);
         }
     }
 }
@@ -377,7 +390,7 @@ impl Drop for Views<'_> {
 /// A CQE in the ring, read field by field (§1.4, §1.5).
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a> {
-    ring: &'a SlotRing,
+    ring: SlotView<'a>,
     pos: u32,
     w3: u64,
     compat: Compat,
@@ -386,8 +399,8 @@ pub struct CqeView<'a> {
 macro_rules! word {
     ($self:ident, $off:expr) => {
         match $self.ring {
-            SlotRing::Slots32(r) => r.read::<Le64, { $off }>($self.pos).get(),
-            SlotRing::Slots64(r) => r.read::<Le64, { $off }>($self.pos).get(),
+            SlotView::V32(r) => r.read_at::<Le64>($self.pos, $off).map_or(0, Le64::get),
+            SlotView::V64(r) => r.read_at::<Le64>($self.pos, $off).map_or(0, Le64::get),
         }
     };
 }
@@ -499,8 +512,8 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotRing::Slots32(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, 0>(self.pos.wrapping_add(1))),
-            SlotRing::Slots64(r) => Some(r.read::<dvcq_uapi::irdma::ExtCqe, { off::EXT }>(self.pos)),
+            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.wrapping_add(1), 0),
+            SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos, off::EXT),
         }
     }
     /// The immediate (host-order number as the CQE holds it), if IMMVALID.

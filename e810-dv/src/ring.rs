@@ -6,7 +6,7 @@
 //! a position is 1 on even laps and 0 on odd ones ([`polarity`]; irdma.md §2.1, §2.3; the
 //! same rule ring-image.md states for `ci`).
 
-use dvcq_provider::CqRing;
+use dvcq_provider::{CqRing, RingView};
 use dvcq_uapi::irdma::cqe::{ext, off, q3, ExtCqe};
 use dvcq_uapi::Le64;
 
@@ -68,6 +68,8 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for dvcq_provider::CqRing<32> {}
     impl Sealed for dvcq_provider::CqRing<64> {}
+    impl Sealed for dvcq_provider::RingView<'_, 32> {}
+    impl Sealed for dvcq_provider::RingView<'_, 64> {}
     impl Sealed for super::SlotBytes {}
 }
 
@@ -76,10 +78,11 @@ fn log2_of(entries: u32) -> u32 {
     entries.trailing_zeros()
 }
 
-/// Both strides in one implementation: `S` is a constant, so the stride tests fold away.
-impl<const S: usize> SlotSource for CqRing<S>
+/// Both strides in one implementation over the ring's view (base and mask by value): `S`
+/// is a constant, so the stride tests fold away.
+impl<'a, const S: usize> SlotSource for RingView<'a, S>
 where
-    CqRing<S>: sealed::Sealed,
+    RingView<'a, S>: sealed::Sealed,
 {
     #[inline(always)]
     fn ext_extra_slots(&self) -> u32 {
@@ -91,36 +94,85 @@ where
     }
     #[inline(always)]
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.owned_u64::<{ off::QWORD3 }>(pos, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
+        self.owned_u64_at(pos, off::QWORD3, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
-        [
-            self.read::<Le64, { off::QWORD0 }>(pos).get(),
-            self.read::<Le64, { off::QWORD1 }>(pos).get(),
-            self.read::<Le64, { off::QWORD2 }>(pos).get(),
-        ]
+        let w = |off| self.read_at::<Le64>(pos, off).map_or(0, Le64::get);
+        [w(off::QWORD0), w(off::QWORD1), w(off::QWORD2)]
     }
     #[inline]
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
-        let view = self.view();
         if S == 32 {
             // The extension is the next slot, written with that slot's pass phase: the same
             // polarity rule at pos + 1 covers rdma-core's "invert when it wrapped to 0" (§2.3).
             let next = pos.wrapping_add(1);
             let expect = polarity(next, self.log2());
-            view.owned_u64_at(next, off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
-            view.read_at::<ExtCqe>(next, 0)
+            self.owned_u64_at(next, off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
+            self.read_at::<ExtCqe>(next, 0)
         } else {
             let expect = polarity(pos, self.log2());
-            view.owned_u64_at(pos, off::EXT_QWORD7, |w| ext::valid(u64::from_le(w)) == expect)?;
-            view.read_at::<ExtCqe>(pos, off::EXT)
+            self.owned_u64_at(pos, off::EXT_QWORD7, |w| ext::valid(u64::from_le(w)) == expect)?;
+            self.read_at::<ExtCqe>(pos, off::EXT)
         }
     }
     #[inline]
     fn srq_ctx(&self, pos: u32) -> Option<u64> {
         // Byte 40 exists only in 64-byte slots.
-        self.view().read_at::<Le64>(pos, off::EXT_QWORD5).map(Le64::get)
+        self.read_at::<Le64>(pos, off::EXT_QWORD5).map(Le64::get)
+    }
+}
+
+/// A ring handle reads through its view.
+impl<const S: usize> SlotSource for CqRing<S>
+where
+    CqRing<S>: sealed::Sealed,
+    for<'a> RingView<'a, S>: SlotSource,
+{
+    #[inline(always)]
+    fn ext_extra_slots(&self) -> u32 {
+        self.view().ext_extra_slots()
+    }
+    #[inline(always)]
+    fn log2(&self) -> u32 {
+        self.view().log2()
+    }
+    #[inline(always)]
+    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
+        self.view().valid_q3(pos, expect)
+    }
+    #[inline(always)]
+    fn body(&self, pos: u32) -> [u64; 3] {
+        self.view().body(pos)
+    }
+    #[inline]
+    fn ext(&self, pos: u32) -> Option<ExtCqe> {
+        self.view().ext(pos)
+    }
+    #[inline]
+    fn srq_ctx(&self, pos: u32) -> Option<u64> {
+        self.view().srq_ctx(pos)
+    }
+}
+
+/// A copyable view of a [`SlotRing`] (geometry by value), for iterators that must not
+/// reload it from the CQ on every CQE.
+#[derive(Debug, Clone, Copy)]
+pub enum SlotView<'a> {
+    /// 32-byte slots.
+    V32(RingView<'a, 32>),
+    /// 64-byte slots.
+    V64(RingView<'a, 64>),
+}
+
+impl SlotRing {
+    /// The ring's view.
+    #[inline(always)]
+    pub fn view(&self) -> SlotView<'_> {
+        match self {
+            Self::Slots32(r) => SlotView::V32(r.view()),
+            Self::Slots64(r) => SlotView::V64(r.view()),
+        }
     }
 }
 
