@@ -283,8 +283,8 @@ impl IrdmaCq {
     fn poll_batch(&mut self, out: &mut [Completion]) -> usize {
         let before = self.eng.ci;
         let n = match &self.ring {
-            SlotRing::Slots32(r) => self.eng.poll(r, out),
-            SlotRing::Slots64(r) => self.eng.poll(r, out),
+            SlotRing::Slots32(r) => self.eng.poll(&r.view(), out),
+            SlotRing::Slots64(r) => self.eng.poll(&r.view(), out),
         };
         if self.eng.ci != before {
             self.publish();
