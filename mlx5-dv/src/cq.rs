@@ -57,6 +57,14 @@ pub enum Mlx5Error {
     /// A resize was expected (or not expected) by the poller.
     #[error("{0}")]
     Resize(&'static str),
+    /// A poller's CQE size differs from the CQ's.
+    #[error("a poller for {stride}-byte CQEs cannot read a CQ of {cqe_size}-byte CQEs")]
+    StrideMismatch {
+        /// The poller's CQE size.
+        stride: u32,
+        /// The CQ's CQE size.
+        cqe_size: u32,
+    },
 }
 
 /// Counters of CQEs that produced no ordinary completion.

@@ -428,7 +428,7 @@ impl Mlx5Model {
         ci: u32,
     ) -> Result<Mlx5Cq<STRIDE>, Mlx5Error> {
         if STRIDE as u32 != self.cfg.cqe_size {
-            return Err(Mlx5Error::Resize("poller stride differs from the model's cqe size"));
+            return Err(Mlx5Error::StrideMismatch { stride: STRIDE as u32, cqe_size: self.cfg.cqe_size });
         }
         let ring = self.ring_mem.cq_ring::<STRIDE>(0, self.cfg.entries)?;
         let dbrec = self.dbrec_mem.doorbell(SET_CI * 4)?;
