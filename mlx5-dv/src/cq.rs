@@ -396,7 +396,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if self.owned(cur).is_none() {
             return Parsed::Resize;
         }
-        let Some(cqe) = self.ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
+        let Some(cqe) = self.ring.read_at::<Cqe64>(cur, Self::CQE_OFF) else {
             return Parsed::Resize;
         };
         self.ci = cur.wrapping_add(1);

@@ -105,7 +105,7 @@ impl CqeFields for Cqe64 {
 }
 
 /// A software-owned cqe64 in ring memory at running position `idx`: each accessor is one
-/// plain load ([`RingView::read_owned_at`]), valid between the ownership check and the next
+/// volatile load ([`RingView::read_at`]), valid between the ownership check and the next
 /// consumer-index publication.
 #[derive(Clone, Copy)]
 pub(crate) struct RingCqe<'a, const S: usize> {
@@ -120,7 +120,7 @@ impl<const S: usize> RingCqe<'_, S> {
 
     #[inline(always)]
     fn get<T: bytemuck::Pod + Default>(&self, off: usize) -> T {
-        self.ring.read_owned_at::<T>(self.idx, Self::BASE + off).unwrap_or_default()
+        self.ring.read_at::<T>(self.idx, Self::BASE + off).unwrap_or_default()
     }
 }
 

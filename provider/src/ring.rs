@@ -173,12 +173,6 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         self.view().read_at(idx, off)
     }
 
-    /// See [`RingView::read_owned_at`].
-    #[inline(always)]
-    pub fn read_owned_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
-        self.view().read_owned_at(idx, off)
-    }
-
     /// See [`RingView::read_bytes`].
     pub fn read_bytes(&self, idx: u32, off: usize, out: &mut [u8]) -> Result<(), Error> {
         self.view().read_bytes(idx, off, out)
@@ -357,26 +351,6 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         }
         // SAFETY: range and alignment checked just above.
         Some(unsafe { self.copy_out(idx, off) })
-    }
-
-    /// Copies a `T` out of an entry the consumer **owns** with a plain (non-volatile) read,
-    /// so the compiler loads only the fields that are used: the poll fast path.
-    ///
-    /// This is sound only after [`CqRing::owned`]/[`CqRing::owned_at`] returned `Some` for
-    /// the same `idx`, and before the consumer publishes a consumer index past it: the
-    /// producer wrote the entry before its release store of the ownership byte (made visible
-    /// by the acquire fence) and will not write it again until it sees the consumer index
-    /// move past it. (A CQ created with overrun-ignore gives up that guarantee: the device
-    /// may then overwrite an unconsumed entry, and the application must size the CQ so it
-    /// never does.) `None` if `T` at `off` leaves the slot or is misaligned (folds away).
-    #[inline(always)]
-    pub fn read_owned_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
-        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
-            return None;
-        }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds and aligned (checked above; slots are aligned to min(STRIDE, 64)); T is Pod; no concurrent write per the ownership protocol documented above, and the acquire fence in `owned_at` ordered the producer's writes before this read.
-        Some(unsafe { core::ptr::read(p.cast::<T>()) })
     }
 
     /// Volatile copy of a `T` at `off` of slot `idx`, a machine word at a time (a volatile

@@ -304,7 +304,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let t = self.ci;
         let free = self.free_slots(t);
         let ring = self.ring.view();
-        let Some(head) = ring.read_owned_at::<Cqe64>(t, Self::CQE_OFF) else {
+        let Some(head) = ring.read_at::<Cqe64>(t, Self::CQE_OFF) else {
             return 0;
         };
         let open = if self.mini.enhanced {
@@ -332,7 +332,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 if st.enhanced {
                     // The block's minis are in its own slot; the title was captured when
                     // the loop passed it.
-                    st.arr = ring.read_owned_at(t, Self::CQE_OFF).unwrap_or_default();
+                    st.arr = ring.read_at(t, Self::CQE_OFF).unwrap_or_default();
                 } else {
                     // Array 0 is the slot after the title; the device wrote every array
                     // before the title's owner byte (spec §9.3), so the title's ownership
@@ -340,7 +340,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     st.title = head;
                     st.template = None;
                     st.next_ctr = head.wqe_counter.get();
-                    st.arr = ring.read_owned_at(t.wrapping_add(1), Self::CQE_OFF).unwrap_or_default();
+                    st.arr = ring.read_at(t.wrapping_add(1), Self::CQE_OFF).unwrap_or_default();
                 }
                 st.requester = st.title.opcode() == cqe_opcode::REQ;
                 0
@@ -448,7 +448,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                             break 'blocks;
                         }
                     } else if i != 1 {
-                        *arr = ring.read_owned_at(pos, Self::CQE_OFF).unwrap_or_default();
+                        *arr = ring.read_at(pos, Self::CQE_OFF).unwrap_or_default();
                     }
                     let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
                     if ENH {
@@ -485,7 +485,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             if op_own::format(own) != cqe_format::COMPRESSED || next as usize > MAX_ENHANCED_MINIS || next > free {
                 break;
             }
-            *arr = ring.read_owned_at(ci, Self::CQE_OFF).unwrap_or_default();
+            *arr = ring.read_at(ci, Self::CQE_OFF).unwrap_or_default();
             res.stats.sessions += 1;
             (start, count, i, left) = (ci, next, 0, next);
         }
@@ -534,7 +534,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
                 _ => {
-                    let Some(c) = ring.read_owned_at::<Cqe64>(cur, Self::CQE_OFF) else {
+                    let Some(c) = ring.read_at::<Cqe64>(cur, Self::CQE_OFF) else {
                         break;
                     };
                     match cqe::parse_slow(&mut res, c, V1, STRIDE as u32, cur, slot) {
@@ -554,7 +554,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
         if let (true, Some(p)) = (ENH, last_regular) {
             let st = &mut self.mini;
-            st.title = ring.read_owned_at(p, Self::CQE_OFF).unwrap_or_default();
+            st.title = ring.read_at(p, Self::CQE_OFF).unwrap_or_default();
             st.template = None;
             // The first block after a title continues at the title's counter + 1 (kernel
             // `mlx5e_read_enhanced_title_slot`, UCX).
@@ -586,7 +586,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let pos = st.start.wrapping_add(i);
             let mut arr = st.arr;
             if i != 0 && !st.enhanced && i % MINIS_PER_ARRAY as u32 == 0 {
-                arr = ring.read_owned_at(pos, Self::CQE_OFF).unwrap_or_default();
+                arr = ring.read_at(pos, Self::CQE_OFF).unwrap_or_default();
             } else if i != 0 && (st.enhanced || i != 1) {
                 let written = if st.enhanced {
                     Self::enh_owned(ring, pos, shift).is_some()
