@@ -1,0 +1,98 @@
+//! The `dvcq` binary end to end: good runs produce the documented output, bad arguments and
+//! files give one clear error line and exit status 2.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn dvcq(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dvcq");
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bench_prints_json_rows() {
+    let o = dvcq(
+        &["bench", "poll", "--mode", "full", "--batch", "4", "--reps", "1", "--laps", "1", "--entries", "64", "--json"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = String::from_utf8(o.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(v["mode"], "full");
+    assert_eq!(v["batch"], 4);
+    assert_eq!(v["per_rep"], 64);
+    assert!(v["ns_median"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bench_table_has_the_perftest_layout() {
+    let o = dvcq(&["bench", "poll", "--vendor", "irdma", "--reps", "1", "--laps", "1", "--entries", "64"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains(" #mode   #batch   #cqes/rep   ns/CQE[median]"), "{out}");
+    assert!(out.contains("irdma model (GEN2)"), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|b| b.parse::<u32>().is_ok()))
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(rows, ["full", "full", "view", "empty*"], "{out}");
+}
+
+#[test]
+fn bad_arguments_are_one_clear_line_and_status_2() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["bench", "poll", "--entries", "3"], "--entries 3"),
+        (&["bench", "poll", "--batch", "0"], "--batch 0"),
+        (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
+        (&["bench", "poll", "--compression", "basic"], "--compression needs --mix send or --mix recv"),
+        (&["ring", "export", "--vendor", "irdma", "--compression", "basic"], "mlx5 rings only"),
+        (&["ring", "export", "--vendor", "irdma", "--hw-rev", "7"], "--hw-rev 7"),
+    ];
+    for (args, what) in cases {
+        let o = dvcq(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.starts_with("dvcq: ") && e.contains(what), "{args:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
+    }
+    // clap's own usage errors also exit 2.
+    assert_eq!(dvcq(&["bench", "poll", "--mode", "fast"], None).status.code(), Some(2));
+}
+
+#[test]
+fn ring_export_pipes_into_ring_decode() {
+    let img = dvcq(&["ring", "export", "--scenario", "stream", "--entries", "32", "--compression", "enhanced"], None);
+    assert!(img.status.success(), "{}", stderr(&img));
+    let text = String::from_utf8(img.stdout).unwrap();
+    assert!(text.starts_with("ring cqe_size=64 entries=32 ci=17 vendor=mlx5 comp=enhanced mini=hash"));
+    let dec = dvcq(&["ring", "decode", "-"], Some(&text));
+    assert!(dec.status.success(), "{}", stderr(&dec));
+    let out = String::from_utf8(dec.stdout).unwrap();
+    assert!(out.lines().last().unwrap().starts_with("end ci="), "{out}");
+    assert!(out.lines().filter(|l| l.starts_with("wc ")).count() >= 10, "{out}");
+}
+
+#[test]
+fn unreadable_and_malformed_images_name_the_file_and_line() {
+    let o = dvcq(&["ring", "decode", "no-such-image.txt"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no-such-image.txt"), "{}", stderr(&o));
+    let o = dvcq(&["ring", "decode", "-"], Some("ring cqe_size=64 entries=2 ci=0\nzz\n"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("stdin: line 2"), "{}", stderr(&o));
+}
