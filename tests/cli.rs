@@ -1,23 +1,10 @@
 //! The `dvcq` binary end to end: good runs produce the documented output, bad arguments and
 //! files give one clear error line and exit status 2.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod support;
 
-fn dvcq(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dvcq");
-    if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
+use std::process::Output;
+use support::dvcq;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

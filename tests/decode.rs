@@ -1,11 +1,11 @@
 //! `dvcq decode`: vectors built from the layout (shared/spec/mlx5.md §1.1, §8) for every
 //! syndrome and every printer format, bad input, and the CLI contract.
 
+mod support;
+
 use dvcq::decode::{decode_mlx5, scan, Decoded, DumpFormat, Mlx5Options, Report, Vendor};
 use dvcq::mlx5::dump::{cqe_from_bytes, err_cqe_dump};
 use dvcq::uapi::mlx5::opcode::syndrome;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 /// (syndrome, ibv_wc_status value, ibv_wc_status_str) per rdma-core `mlx5_handle_error_cqe`.
 const TABLE: [(u8, u32, &str); 14] = [
@@ -332,15 +332,7 @@ three: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000
 }
 
 fn run_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = support::dvcq(args, Some(stdin));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),

@@ -191,6 +191,25 @@ fn poll_batch<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Comple
     n
 }
 
+/// Pushes `entries`, polling in batches of `batch` whenever the model has no room, then
+/// flushes the compressor and drains the ring into `got`.
+fn push_and_drain<const S: usize>(
+    m: &mut Mlx5Model,
+    cq: &mut Mlx5Cq<S>,
+    entries: &[Entry],
+    batch: usize,
+    got: &mut Vec<Completion>,
+) {
+    for e in entries {
+        while !m.can_push() {
+            poll_batch(cq, batch, got);
+        }
+        m.push(e).unwrap();
+    }
+    m.flush().unwrap();
+    while poll_batch(cq, batch, got) > 0 {}
+}
+
 /// Feeds `entries` through a model (compressing per `comp`) and a poller with random batch
 /// sizes, polling whenever the model has no room; returns every item and the stats.
 fn drive<const S: usize>(
@@ -419,14 +438,7 @@ fn basic_session_across_batches_and_ring_end_then_holes_are_reinvalidated() {
     // The next lap reuses those slots for regular CQEs without confusion.
     let more: Vec<_> = (20..60).map(|i| recv(i, 7)).collect();
     let mut got = Vec::new();
-    for e in &more {
-        while !m.can_push() {
-            poll_batch(&mut cq, 4, &mut got);
-        }
-        m.push(e).unwrap();
-    }
-    m.flush().unwrap();
-    while poll_batch(&mut cq, 4, &mut got) > 0 {}
+    push_and_drain(&mut m, &mut cq, &more, 4, &mut got);
     assert_eq!(got.len(), 40);
     assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.wqe_index as usize == (20 + i) % 256));
 }
@@ -442,14 +454,7 @@ fn enhanced_blocks_follow_their_title_across_the_ring_end() {
     // Title at 255*8+5, then blocks of 7 (the first straddles the ring end and the lap
     // count's wrap from 255 to 0), then one of 7.
     let mut got = Vec::new();
-    for e in &entries {
-        while !m.can_push() {
-            poll_batch(&mut cq, 2, &mut got);
-        }
-        m.push(e).unwrap();
-    }
-    m.flush().unwrap();
-    while poll_batch(&mut cq, 2, &mut got) > 0 {}
+    push_and_drain(&mut m, &mut cq, &entries, 2, &mut got);
     assert_eq!(got.len(), 15);
     assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.byte_len == 10 + i as u32));
     assert_eq!(cq.stats().sessions, 2);

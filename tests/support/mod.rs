@@ -1,0 +1,20 @@
+//! Shared by the integration tests that run the `dvcq` binary.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `dvcq` with `args`, feeding `stdin` (or nothing) to it.
+pub fn dvcq(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dvcq");
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
