@@ -3,7 +3,7 @@
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
 use crate::doorbell::CiPublisher;
-use crate::fields::RingCqe;
+use crate::fast::Stop;
 use crate::mini::{CompressionConfig, MiniState};
 use crate::registry::Registry;
 use crate::view::Views;
@@ -182,6 +182,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             ring,
             ci,
             cfg,
+            // No QP cached yet: a key no CQE can carry; the first CQE takes the slow path.
             cache: (u32::MAX, 0),
             doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
@@ -270,41 +271,20 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// the call returns early and later calls return 0 until [`Mlx5Cq::switch_ring`].
     /// The consumer index is published as [`CqConfig::ci_update`] says.
     ///
-    ///
     /// The empty case is decided inline (one ownership test); the loop is out of line.
     #[inline(always)]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         if self.detour {
             return self.poll_detour(out);
         }
-        let ci = self.ci;
-        let n = match (self.owned(ci), out) {
+        let n = match (self.owned(self.ci), out) {
             (None, _) | (_, []) => 0,
-            // One completion asked for and a fast-path CQE there: parse it inline (the
-            // UCX-style one-at-a-time poll pays no loop or call).
-            (Some(own), [slot]) if Self::CLASS[own as usize] != SLOW => self.poll_single(own, slot),
+            // The one-at-a-time poll (UCX style) skips the loop's set-up.
+            (Some(_), [wc]) => self.poll_single(wc),
             (Some(_), out) => self.poll_loop(out),
         };
         self.after_batch(n as u32);
         n
-    }
-
-    /// One fast-path CQE at `ci` (ownership already checked, `own` its `op_own`) into
-    /// `slot`: the one-at-a-time poll, without the loop's set-up.
-    #[inline(never)]
-    fn poll_single(&mut self, own: u8, slot: &mut Completion) -> usize {
-        let ci = self.ci;
-        self.ci = ci.wrapping_add(1);
-        let cqe = RingCqe { ring: self.ring.view(), idx: ci, op_own: own };
-        let v1 = self.cfg.cqe_version == CqeVersion::V1;
-        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-        if Self::CLASS[own as usize] == FAST_REQ {
-            cqe::parse_req(&mut res, &cqe, v1, ci, slot);
-        } else {
-            cqe::parse_resp(&mut res, &cqe, v1, ci, slot);
-        }
-        self.cache = res.cache();
-        1
     }
 
     /// Compressed CQs (mini.rs) and a pending resize: one flag test per poll call brings
@@ -320,6 +300,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         0
     }
 
+    /// One completion: the fast path if it applies, the loop otherwise.
+    #[inline(never)]
+    fn poll_single(&mut self, wc: &mut Completion) -> usize {
+        let fast =
+            if self.cfg.cqe_version == CqeVersion::V1 { self.fast_one::<true>(wc) } else { self.fast_one::<false>(wc) };
+        match fast {
+            Some(()) => 1,
+            None => self.poll_loop(core::slice::from_mut(wc)),
+        }
+    }
+
     #[inline(never)]
     fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
@@ -329,76 +320,57 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
-    /// The poll loop, specialised for the CQE version so the lookup key costs nothing:
-    /// runs of fast-path CQEs in [`Mlx5Cq::fast_run`], each CQE off the fast path through
-    /// the out-of-line [`Mlx5Cq::slow_one`], so the fast loop keeps nothing alive for it.
+    /// The poll loop, specialised for the CQE version: runs of fast-path CQEs of the cached
+    /// QP in [`Mlx5Cq::fast_run`] (fast.rs); a CQE of another QP switches the cache and
+    /// starts a new run; each CQE off the fast path goes through the out-of-line
+    /// [`Mlx5Cq::slow_one`], so the fast loop keeps nothing alive for it.
     #[inline(always)]
     fn poll_loop_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         loop {
-            let (k, slow) = self.fast_run::<V1>(out.get_mut(n..).unwrap_or_default());
+            let (k, stop) = self.fast_run::<V1>(out.get_mut(n..).unwrap_or_default());
             n += k;
-            if !slow {
-                return n;
+            match stop {
+                Stop::Full => return n,
+                Stop::Miss(key) => {
+                    if let Some(slot) = self.lookup_qp::<V1>(key) {
+                        self.cache = (key, slot);
+                        continue;
+                    }
+                    // Unknown QP: the slow path turns the CQE into a fault item.
+                }
+                Stop::Other => {}
             }
             let Some(slot) = out.get_mut(n) else {
                 return n;
             };
+            // Either the ring is empty here or the CQE needs the slow path.
             match self.slow_one::<V1>(slot) {
-                Parsed::Wc => n += 1,
-                Parsed::Swallowed => {}
-                Parsed::Resize => return n,
+                Some(Parsed::Wc) => n += 1,
+                Some(Parsed::Swallowed) => {}
+                Some(Parsed::Resize) | None => return n,
             }
         }
     }
 
-    /// Polls successful requester/responder CQEs into `out` until the ring is empty, `out`
-    /// is full, or the next CQE needs the slow path; returns the count and whether it
-    /// stopped at a slow-path CQE (left unconsumed at `self.ci`).
-    #[inline(always)]
-    fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
-        let ring = self.ring.view();
-        let entries = ring.entries();
-        let mut ci = self.ci;
-        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-        let mut n = 0;
-        let mut slow = false;
-        while let Some(slot) = out.get_mut(n) {
-            let cur = ci;
-            let Some(own) =
-                ring.owned_at(cur, Self::OWN_OFF, |b| sw_owned_by_lap(b, expected_owner(cur, entries) as u32))
-            else {
-                break;
-            };
-            let cqe = RingCqe { ring, idx: cur, op_own: own };
-            match Self::CLASS[own as usize] {
-                FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
-                FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
-                _ => {
-                    slow = true;
-                    break;
-                }
-            };
-            ci = cur.wrapping_add(1);
-            n += 1;
+    /// The registry slot of the QP a CQE names (QPN or user index), off the hot loop.
+    #[inline(never)]
+    fn lookup_qp<const V1: bool>(&self, key: u32) -> Option<u32> {
+        if V1 {
+            self.registry.slot_by_uidx(key)
+        } else {
+            self.registry.slot_by_qpn(key)
         }
-        self.ci = ci;
-        self.cache = res.cache();
-        (n, slow)
     }
 
     /// Consumes the CQE at `self.ci` through the slow path: errors, swallowed CQEs,
-    /// RESIZE, garbage.
+    /// RESIZE, garbage. `None` when the ring is empty there.
     #[cold]
     #[inline(never)]
-    fn slow_one<const V1: bool>(&mut self, slot: &mut Completion) -> Parsed {
+    fn slow_one<const V1: bool>(&mut self, slot: &mut Completion) -> Option<Parsed> {
         let cur = self.ci;
-        if self.owned(cur).is_none() {
-            return Parsed::Resize;
-        }
-        let Some(cqe) = self.ring.read_at::<Cqe64>(cur, Self::CQE_OFF) else {
-            return Parsed::Resize;
-        };
+        self.owned(cur)?;
+        let cqe = self.ring.read_at::<Cqe64>(cur, Self::CQE_OFF)?;
         self.ci = cur.wrapping_add(1);
         let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
@@ -408,7 +380,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             Parsed::Resize => self.note_resize(),
             Parsed::Wc => {}
         }
-        p
+        Some(p)
     }
 
     /// Polls one completion.

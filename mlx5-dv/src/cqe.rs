@@ -7,7 +7,7 @@
 use crate::fields::CqeFields;
 use crate::registry::Registry;
 use crate::status::syndrome_status;
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcHead, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
@@ -193,7 +193,7 @@ fn key<C: CqeFields>(cqe: &C, v1: bool) -> u32 {
 
 /// How a requester completion gets its `byte_len` (rdma-core `handle_good_req`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReqLen {
+pub(crate) enum ReqLen {
     /// Left undefined (SEND, WRITE, ...).
     Unset,
     /// The CQE's byte count (RDMA READ).
@@ -204,18 +204,18 @@ enum ReqLen {
 
 /// Requester translation of one WQE opcode.
 #[derive(Debug, Clone, Copy)]
-struct ReqMap {
-    opcode: WcOpcode,
-    flags: WcFlags,
-    len: ReqLen,
+pub(crate) struct ReqMap {
+    pub(crate) opcode: WcOpcode,
+    pub(crate) flags: WcFlags,
+    pub(crate) len: ReqLen,
     /// The opcode comes from what the poster recorded (`wr_data`): UMR, SET_PSV, NOP, MMO.
-    from_wr_data: bool,
+    pub(crate) from_wr_data: bool,
 }
 
 /// rdma-core `handle_good_req` as a table indexed by the WQE opcode the device echoes in
 /// `sop_drop_qpn >> 24` (spec §7.1): one load instead of a branch tree. WQE opcodes rdma-core
 /// does not list leave `opcode` unset; a zeroed ibv_wc shows 0 (IBV_WC_SEND), as here.
-const REQ_MAP: [ReqMap; 256] = {
+pub(crate) const REQ_MAP: [ReqMap; 256] = {
     let unset = ReqMap { opcode: WcOpcode::Send, flags: WcFlags::empty(), len: ReqLen::Unset, from_wr_data: false };
     let mut t = [unset; 256];
     t[wqe_opcode::RDMA_WRITE_IMM as usize] = ReqMap { opcode: WcOpcode::RdmaWrite, flags: WcFlags::WITH_IMM, ..unset };
@@ -235,7 +235,7 @@ const REQ_MAP: [ReqMap; 256] = {
 /// The requester opcode for the rare cases: `wr_data` opcodes and rdma-core's DRIVER2
 /// override (a raw WQE recorded as IBV_WC_DRIVER2 wins over whatever the CQE said).
 #[cold]
-fn req_opcode_from_wr_data(m: ReqMap, wr_data: u8) -> WcOpcode {
+pub(crate) fn req_opcode_from_wr_data(m: ReqMap, wr_data: u8) -> WcOpcode {
     if wr_data == WcOpcode::Driver2 as u8 {
         WcOpcode::Driver2
     } else if m.from_wr_data {
@@ -263,14 +263,14 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(
     // Only the fields rdma-core's `handle_good_req` defines are written (see `Completion`).
     out.wr_id = wr_id;
     out.qp_num = sop & QPN_MASK;
-    out.wc_flags = m.flags;
-    out.status = WcStatus::Success;
-    out.opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 {
+    let opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 {
         req_opcode_from_wr_data(m, wr_data)
     } else {
         m.opcode
     };
-    out.fault_kind = FaultKind::None;
+    // The head word also zeroes `sl`, undefined for a send completion, as the fast path
+    // (fast.rs) does.
+    out.set_head(WcHead::success(opcode, m.flags, 0).word());
     out.wqe_index = idx as u16;
     match m.len {
         ReqLen::Unset => {}
@@ -293,7 +293,7 @@ fn srq_recv<R: Resources>(res: &mut R, srq: u32, wqe_counter: u16) -> Result<(u3
 
 /// Where a responder completion's `imm_data` comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RespImm {
+pub(crate) enum RespImm {
     Unset,
     Raw,
     Swapped,
@@ -301,15 +301,15 @@ enum RespImm {
 
 /// Responder translation of one CQE opcode.
 #[derive(Debug, Clone, Copy)]
-struct RespMap {
-    opcode: WcOpcode,
-    flags: WcFlags,
-    imm: RespImm,
+pub(crate) struct RespMap {
+    pub(crate) opcode: WcOpcode,
+    pub(crate) flags: WcFlags,
+    pub(crate) imm: RespImm,
 }
 
 /// rdma-core `handle_responder`'s opcode switch as a table indexed by the CQE opcode (only
 /// entries 1-4 are reached).
-const RESP_MAP: [RespMap; 16] = {
+pub(crate) const RESP_MAP: [RespMap; 16] = {
     let recv = RespMap { opcode: WcOpcode::Recv, flags: WcFlags::empty(), imm: RespImm::Unset };
     let mut t = [recv; 16];
     t[cqe_opcode::RESP_WR_IMM as usize] =

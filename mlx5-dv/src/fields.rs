@@ -122,6 +122,27 @@ impl<const S: usize> RingCqe<'_, S> {
     fn get<T: bytemuck::Pod + Default>(&self, off: usize) -> T {
         self.ring.read_at::<T>(self.idx, Self::BASE + off).unwrap_or_default()
     }
+
+    /// The big-endian word at `off` of the cqe64, one volatile load.
+    #[inline(always)]
+    pub(crate) fn be32(&self, off: usize) -> Be32 {
+        self.get(off)
+    }
+    /// The big-endian half-word at `off` of the cqe64.
+    #[inline(always)]
+    pub(crate) fn be16(&self, off: usize) -> Be16 {
+        self.get(off)
+    }
+    /// The big-endian double word at `off` of the cqe64.
+    #[inline(always)]
+    pub(crate) fn be64(&self, off: usize) -> Be64 {
+        self.get(off)
+    }
+    /// The byte at `off` of the cqe64.
+    #[inline(always)]
+    pub(crate) fn byte(&self, off: usize) -> u8 {
+        self.get(off)
+    }
 }
 
 impl<const S: usize> CqeFields for RingCqe<'_, S> {

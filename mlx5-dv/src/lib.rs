@@ -15,6 +15,7 @@ pub mod cq;
 pub mod cqe;
 mod doorbell;
 pub mod dump;
+mod fast;
 mod fields;
 pub mod image;
 pub mod mini;

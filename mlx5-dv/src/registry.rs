@@ -7,7 +7,7 @@
 //! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
-use dvcq_provider::WcOpcode;
+use dvcq_provider::{Pow2Table, WcOpcode};
 use std::collections::HashMap;
 
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
@@ -16,17 +16,16 @@ const NO_WR_DATA: u8 = 0xff;
 /// One send-queue table entry: rdma-core's `wrid[i]`, `wqe_head[i]` and `wr_data[i]`, kept
 /// together so a completion touches one cache line and one bounds check.
 #[derive(Debug, Clone, Copy)]
-struct SqEntry {
-    wr_id: u64,
+pub(crate) struct SqEntry {
+    pub(crate) wr_id: u64,
     wqe_head: u32,
-    wr_data: u8,
+    pub(crate) wr_data: u8,
 }
 
 /// Send-queue tracking: rdma-core's `sq.wrid`, `sq.wqe_head`, `sq.wr_data`, head and tail.
 #[derive(Debug, Clone)]
 pub struct SendQueue {
-    table: Box<[SqEntry]>,
-    mask: u32,
+    table: Pow2Table<SqEntry>,
     /// Next WQE index (in 64-byte WQEBBs), `sq.cur_post`.
     cur_post: u32,
     /// Work requests posted, `sq.head`.
@@ -36,16 +35,20 @@ pub struct SendQueue {
 }
 
 impl SendQueue {
-    fn new(wqe_cnt: u32) -> Self {
-        Self {
+    /// `None` unless `wqe_cnt` is a power of two.
+    fn new(wqe_cnt: u32) -> Option<Self> {
+        Some(Self {
             // Identity: each WQE is its own work request with wr_id = its index, so a CQE
             // for index i retires it.
-            table: (0..wqe_cnt).map(|i| SqEntry { wr_id: i as u64, wqe_head: i, wr_data: NO_WR_DATA }).collect(),
-            mask: wqe_cnt - 1,
+            table: Pow2Table::from_fn(wqe_cnt as usize, |i| SqEntry {
+                wr_id: i as u64,
+                wqe_head: i as u32,
+                wr_data: NO_WR_DATA,
+            })?,
             cur_post: 0,
             head: 0,
             tail: 0,
-        }
+        })
     }
 
     /// Records a posted send work request of `wqebbs` 64-byte blocks; returns the WQE index
@@ -60,10 +63,8 @@ impl SendQueue {
     /// [`SendQueue::post`] for WQEs whose completion opcode the CQE cannot tell (UMR,
     /// SET_PSV, NOP, MMO: rdma-core's `wr_data`), or `Driver2` for raw WQEs.
     pub fn post_with_opcode(&mut self, wr_id: u64, wqebbs: u32, opcode: Option<WcOpcode>) -> u16 {
-        let idx = (self.cur_post & self.mask) as usize;
-        if let Some(e) = self.table.get_mut(idx) {
-            *e = SqEntry { wr_id, wqe_head: self.head, wr_data: opcode.map_or(NO_WR_DATA, |o| o as u8) };
-        }
+        *self.table.at_mut(self.cur_post as usize) =
+            SqEntry { wr_id, wqe_head: self.head, wr_data: opcode.map_or(NO_WR_DATA, |o| o as u8) };
         let wqe = self.cur_post as u16;
         self.head = self.head.wrapping_add(1);
         self.cur_post = self.cur_post.wrapping_add(wqebbs.max(1));
@@ -77,53 +78,61 @@ impl SendQueue {
 
     /// Entries in the table (`wqe_cnt`).
     pub fn wqe_cnt(&self) -> u32 {
-        self.mask + 1
+        self.table.len() as u32
     }
 
     /// The wr_id for a requester CQE's `wqe_counter` and retire everything up to it
     /// (`sq.tail = wqe_head[idx] + 1`, Pitfall 8). Returns (masked index, wr_id, wr_data).
     #[inline(always)]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
-        let idx = wqe_counter as u32 & self.mask;
-        // The table has mask + 1 entries, so `idx` is always in bounds; `get` keeps the hot
-        // path free of panics without relying on that.
-        match self.table.get(idx as usize) {
-            Some(e) => {
-                self.tail = e.wqe_head.wrapping_add(1);
-                (idx, e.wr_id, e.wr_data)
-            }
-            None => (idx, 0, NO_WR_DATA),
-        }
+        let idx = wqe_counter as usize & self.table.mask();
+        let e = self.table.at(idx);
+        self.tail = e.wqe_head.wrapping_add(1);
+        (idx as u32, e.wr_id, e.wr_data)
+    }
+
+    /// The wr_id table (`wqe_cnt` entries, a power of two), for a poll loop that indexes
+    /// it with `wqe_counter & (len - 1)`.
+    #[inline(always)]
+    pub(crate) fn table(&self) -> &Pow2Table<SqEntry> {
+        &self.table
+    }
+
+    /// Retires every work request up to and including the one at masked index `idx`: what
+    /// [`SendQueue::complete`] does, for a poll loop that looks entries up with
+    /// [`SendQueue::peek`] and retires once, after its last requester CQE.
+    #[inline(always)]
+    pub(crate) fn retire_through(&mut self, idx: u32) {
+        self.tail = self.table.at(idx as usize).wqe_head.wrapping_add(1);
     }
 
     /// Like [`SendQueue::complete`] without retiring anything.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn peek(&self, wqe_counter: u16) -> (u32, u64, u8) {
-        let idx = wqe_counter as u32 & self.mask;
-        self.table.get(idx as usize).map_or((idx, 0, NO_WR_DATA), |e| (idx, e.wr_id, e.wr_data))
+        let idx = wqe_counter as usize & self.table.mask();
+        let e = self.table.at(idx);
+        (idx as u32, e.wr_id, e.wr_data)
     }
 }
 
 /// Receive-queue tracking: rdma-core's `rq.wrid`, head and tail.
 #[derive(Debug, Clone)]
 pub struct RecvQueue {
-    wrid: Box<[u64]>,
-    mask: u32,
+    wrid: Pow2Table<u64>,
     head: u32,
     tail: u32,
 }
 
 impl RecvQueue {
-    fn new(wqe_cnt: u32) -> Self {
-        Self { wrid: (0..wqe_cnt as u64).collect(), mask: wqe_cnt - 1, head: 0, tail: 0 }
+    /// `None` unless `wqe_cnt` is a power of two.
+    fn new(wqe_cnt: u32) -> Option<Self> {
+        Some(Self { wrid: Pow2Table::from_fn(wqe_cnt as usize, |i| i as u64)?, head: 0, tail: 0 })
     }
 
     /// Records a posted receive; returns its WQE index.
     pub fn post(&mut self, wr_id: u64) -> u16 {
-        let idx = self.head & self.mask;
-        if let Some(slot) = self.wrid.get_mut(idx as usize) {
-            *slot = wr_id;
-        }
+        let idx = self.head as usize & self.wrid.mask();
+        *self.wrid.at_mut(idx) = wr_id;
         self.head = self.head.wrapping_add(1);
         idx as u16
     }
@@ -135,7 +144,7 @@ impl RecvQueue {
 
     /// Entries in the table (`wqe_cnt`).
     pub fn wqe_cnt(&self) -> u32 {
-        self.mask + 1
+        self.wrid.len() as u32
     }
 
     /// The wr_id of the next receive completion. rdma-core takes the index from its own
@@ -143,15 +152,39 @@ impl RecvQueue {
     /// kernel): receives complete in order on a non-SRQ RQ. Returns (index, wr_id).
     #[inline(always)]
     pub(crate) fn complete(&mut self) -> (u32, u64) {
-        let idx = self.tail & self.mask;
+        let at = self.at(self.tail);
         self.tail = self.tail.wrapping_add(1);
-        (idx, self.wrid.get(idx as usize).copied().unwrap_or(0))
+        at
     }
 
     #[inline]
     pub(crate) fn peek(&self) -> (u32, u64) {
-        let idx = self.tail & self.mask;
-        (idx, self.wrid.get(idx as usize).copied().unwrap_or(0))
+        self.at(self.tail)
+    }
+
+    /// (index, wr_id) of the receive at running position `pos`.
+    #[inline(always)]
+    pub(crate) fn at(&self, pos: u32) -> (u32, u64) {
+        let idx = pos as usize & self.wrid.mask();
+        (idx as u32, *self.wrid.at(idx))
+    }
+
+    /// The wr_id table (`wqe_cnt` entries, a power of two), indexed by the masked tail.
+    #[inline(always)]
+    pub(crate) fn wrids(&self) -> &Pow2Table<u64> {
+        &self.wrid
+    }
+
+    /// The running position of the next receive completion.
+    #[inline(always)]
+    pub(crate) fn tail(&self) -> u32 {
+        self.tail
+    }
+
+    /// Records that every receive before running position `tail` has completed.
+    #[inline(always)]
+    pub(crate) fn set_tail(&mut self, tail: u32) {
+        self.tail = tail;
     }
 }
 
@@ -251,6 +284,12 @@ impl Qp {
     pub(crate) fn srq_slot(&self) -> Option<u32> {
         self.srq
     }
+    /// Receives complete from the QP's own RQ with nothing else to fill: no SRQ, no raw
+    /// Ethernet extras. Such QPs take the poll fast path for responder CQEs too.
+    #[inline(always)]
+    pub(crate) fn plain_rq(&self) -> bool {
+        self.srq.is_none() && !self.cfg.rx_csum
+    }
 }
 
 /// Errors registering resources.
@@ -339,11 +378,14 @@ impl Registry {
         if cfg.qpn > dvcq_uapi::mlx5::cqe::QPN_MASK {
             return Err(RegistryError::TooWide { what: "qpn", value: cfg.qpn });
         }
+        let bad = |what, size| RegistryError::BadQueueSize { qpn: cfg.qpn, what, size };
         for (what, size) in [("sq", cfg.sq_wqe_cnt), ("rq", cfg.rq_wqe_cnt)] {
-            if !size.is_power_of_two() || size > 1 << 16 {
-                return Err(RegistryError::BadQueueSize { qpn: cfg.qpn, what, size });
+            if size > 1 << 16 {
+                return Err(bad(what, size));
             }
         }
+        let sq = SendQueue::new(cfg.sq_wqe_cnt).ok_or(bad("sq", cfg.sq_wqe_cnt))?;
+        let rq = RecvQueue::new(cfg.rq_wqe_cnt).ok_or(bad("rq", cfg.rq_wqe_cnt))?;
         if self.by_qpn.contains_key(&cfg.qpn) {
             return Err(RegistryError::Duplicate { what: "qpn", value: cfg.qpn });
         }
@@ -352,13 +394,7 @@ impl Registry {
             None => None,
         };
         let slot = self.qps.len() as u32;
-        self.qps.push(Qp {
-            cfg,
-            sq: SendQueue::new(cfg.sq_wqe_cnt),
-            rq: RecvQueue::new(cfg.rq_wqe_cnt),
-            srq,
-            uidx: slot,
-        });
+        self.qps.push(Qp { cfg, sq, rq, srq, uidx: slot });
         self.by_qpn.insert(cfg.qpn, slot);
         Ok(&mut self.qps[slot as usize])
     }

@@ -272,7 +272,8 @@ bitflags::bitflags! {
 /// marker, plus whatever else that kind of completion defines. Fields verbs leave undefined
 /// (for example `byte_len` of a successful mlx5 SEND, `opcode` of an error, the receive-only
 /// fields of a send) are not part of the result: a backend may leave what the slot held
-/// there, as rdma-core does. Start from [`Completion::default`] and clear slots between
+/// there, as rdma-core does, or write a zero (mlx5 writes `wc_flags` through `sl` as one
+/// word, so a send completion's `sl` reads 0). Start from [`Completion::default`] and clear slots between
 /// polls if you want zeroes there, as ring-image decoding does.
 ///
 /// # Fault items
@@ -340,7 +341,67 @@ const_assert_eq!(offset_of!(Completion, status), 24);
 const_assert_eq!(offset_of!(Completion, wqe_index), 28);
 const_assert_eq!(offset_of!(Completion, timestamp), 48);
 
+/// The eight bytes of a [`Completion`] from `wc_flags` to `sl`, which a poller can keep
+/// precomputed per opcode ([`WcHead::word`]) and write with one store
+/// ([`Completion::set_head`]).
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WcHead {
+    /// `wc_flags`.
+    pub wc_flags: WcFlags,
+    /// `status`.
+    pub status: WcStatus,
+    /// `opcode`.
+    pub opcode: WcOpcode,
+    /// The fault marker ([`FaultKind::None`] for a completion).
+    pub fault_kind: FaultKind,
+    /// `sl`.
+    pub sl: u8,
+}
+
+const_assert_eq!(size_of::<WcHead>(), 8);
+const_assert_eq!(offset_of!(Completion, wc_flags), 20);
+const_assert_eq!(offset_of!(Completion, opcode), 25);
+const_assert_eq!(offset_of!(Completion, fault_kind), 26);
+const_assert_eq!(offset_of!(Completion, sl), 27);
+
+impl WcHead {
+    /// A successful completion's head.
+    pub const fn success(opcode: WcOpcode, wc_flags: WcFlags, sl: u8) -> WcHead {
+        WcHead { wc_flags, status: WcStatus::Success, opcode, fault_kind: FaultKind::None, sl }
+    }
+
+    /// The head packed as the eight bytes it occupies in a [`Completion`].
+    pub const fn word(self) -> WcHeadWord {
+        let f = self.wc_flags.bits().to_ne_bytes();
+        WcHeadWord(u64::from_ne_bytes([
+            f[0],
+            f[1],
+            f[2],
+            f[3],
+            self.status as u8,
+            self.opcode as u8,
+            self.fault_kind as u8,
+            self.sl,
+        ]))
+    }
+}
+
+/// A [`WcHead`] packed into the eight bytes it occupies in a [`Completion`], for
+/// [`Completion::set_head`]. Only [`WcHead::word`] makes one, so its bytes are always a
+/// valid head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WcHeadWord(u64);
+
 impl Completion {
+    /// Writes `wc_flags`, `status`, `opcode`, the fault marker and `sl` with one store.
+    #[inline(always)]
+    pub fn set_head(&mut self, h: WcHeadWord) {
+        let p = (self as *mut Completion).cast::<u8>();
+        // SAFETY: bytes 20..28 of a Completion are wc_flags, status, opcode, fault_kind and sl (offsets pinned above), and `h` holds the bytes of a valid WcHead in that order (only `WcHead::word` builds one), so every field keeps a valid value; the range is inside `*self`, held exclusively; unaligned because offset 20 is only 4-aligned.
+        unsafe { p.add(offset_of!(Completion, wc_flags)).cast::<u64>().write_unaligned(h.0) }
+    }
+
     /// A fault item for the CQE at ring position `position` (see the type's docs).
     #[cold]
     pub fn from_fault(f: CqeFault) -> Completion {
@@ -397,6 +458,26 @@ mod tests {
             }
         }
         assert!(WcOpcode::Recv.is_recv() && !WcOpcode::RdmaRead.is_recv());
+    }
+
+    #[test]
+    fn set_head_writes_exactly_the_head_fields() {
+        let before = Completion { wr_id: 9, qp_num: 5, wqe_index: 3, pkey_index: 0xffff, ..Completion::default() };
+        let mut c = before;
+        let h = WcHead {
+            wc_flags: WcFlags::GRH | WcFlags::WITH_IMM,
+            status: WcStatus::RemAbortErr,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            fault_kind: FaultKind::BadField,
+            sl: 0xa,
+        };
+        c.set_head(h.word());
+        assert_eq!(
+            (c.wc_flags, c.status, c.opcode, c.fault_kind, c.sl),
+            (h.wc_flags, h.status, h.opcode, h.fault_kind, h.sl)
+        );
+        // Neighbours are untouched.
+        assert_eq!((c.wr_id, c.qp_num, c.wqe_index, c.pkey_index), (9, 5, 3, 0xffff));
     }
 
     #[test]

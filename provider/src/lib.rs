@@ -17,14 +17,16 @@ mod driver;
 mod error;
 mod fault;
 pub mod image;
+mod pow2;
 mod ring;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use completion::{Completion, WcFlags, WcOpcode, WcStatus};
+pub use completion::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode, WcStatus};
 pub use dma::DmaBuffer;
 pub use doorbell::DoorbellWord;
 pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
+pub use pow2::Pow2Table;
 pub use ring::{CqRing, KeepAlive, RingView};

@@ -329,6 +329,17 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         acquire_if(self.load_u8_at(idx, off)?, is_sw_owned)
     }
 
+    /// The ownership test and the dispatch in one step: loads the ownership byte at `off` of
+    /// slot `idx`, maps it with `classify`, and issues the acquire fence only when the result
+    /// is `Some` (the entry is the consumer's). A poll loop whose class table also encodes
+    /// ownership tests and dispatches with one table load.
+    #[inline(always)]
+    pub fn owned_map_at<T>(&self, idx: u32, off: usize, classify: impl FnOnce(u8) -> Option<T>) -> Option<T> {
+        let class = classify(self.load_u8_at(idx, off)?)?;
+        fence(Ordering::Acquire);
+        Some(class)
+    }
+
     /// [`CqRing::owned_u64`] with the offset as an argument; `None` if the word is outside
     /// the slot or misaligned.
     #[inline(always)]

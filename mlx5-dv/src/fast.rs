@@ -1,0 +1,336 @@
+//! The poll fast path: runs of successful requester and responder CQEs of one QP, the
+//! steady state of a busy CQ.
+//!
+//! What makes it cheap, per CQE:
+//! - **One table load tests ownership and dispatches.** [`Mlx5Cq::OWNED_CLASS`] is indexed
+//!   by `op_own ^ expected_owner`: entries whose owner bit mismatches or whose opcode is
+//!   INVALID read [`EMPTY`], so the rdma-core ownership rule and the opcode/format switch
+//!   are the same load.
+//! - **The QP is looked up once per run, not per CQE.** The run holds the cached QP's send
+//!   and receive queues; a CQE only compares its QPN (or user index) with the cached key, in
+//!   wire byte order. A CQE of another QP ends the run ([`Stop::Miss`]) and the poller looks
+//!   the QP up and starts a new run.
+//! - **Queue state is written back once per run:** the RQ tail lives in a register and the
+//!   SQ retires through its last completed WQE at the end, which is what rdma-core's
+//!   per-CQE updates amount to.
+//! - **Every CQE field is read from ring memory once** (volatile loads cannot be merged).
+//!
+//! Anything else (errors, SRQ receives, raw Ethernet QPs, inline data on 64-byte CQEs,
+//! RESIZE, garbage) stops the run at that CQE, unconsumed, for the slow path in `cq.rs`.
+
+use crate::cq::{expected_owner, Mlx5Cq};
+use crate::cqe::{req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
+use crate::fields::RingCqe;
+use crate::registry::{Qp, SqEntry};
+use core::mem::offset_of;
+use dvcq_provider::{Completion, Pow2Table, RingView, WcFlags, WcHead, WcHeadWord, WcOpcode};
+use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
+use dvcq_uapi::mlx5::opcode::cqe_opcode;
+
+/// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
+/// CQE needs the slow path; the poller tells the two apart after the run.
+pub(crate) const STOP: u8 = 0;
+/// A successful requester CQE.
+const REQ: u8 = 1;
+/// A successful responder CQE (opcodes 1-4).
+const RESP: u8 = 2;
+
+/// Why a fast run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// `out` is full.
+    Full,
+    /// The CQE at the poller's counter is not a fast-path CQE, or the ring is empty there.
+    Other,
+    /// The CQE at the poller's counter names another QP: this key (QPN or user index).
+    Miss(u32),
+}
+
+/// The class of an `op_own` byte already XORed with the expected owner bit.
+const fn owned_class(b: u8, stride: usize, resp: bool) -> u8 {
+    // The owner bit now reads 0 when it matches the lap parity (spec §3.1).
+    if b & 1 != 0 || op_own::opcode(b) == cqe_opcode::INVALID {
+        return STOP;
+    }
+    let format = op_own::format(b);
+    if !(format == 0 || format == 1 || (format == 2 && stride == 128)) {
+        return STOP;
+    }
+    match op_own::opcode(b) {
+        cqe_opcode::REQ => REQ,
+        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if resp => RESP,
+        _ => STOP,
+    }
+}
+
+const fn owned_class_table(stride: usize, resp: bool) -> [u8; 256] {
+    let mut t = [STOP; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = owned_class(b as u8, stride, resp);
+        b += 1;
+    }
+    t
+}
+
+/// A requester translation for the fast path: the completion head, and whether the
+/// opcode needs more than the head (a `byte_len`, or an opcode from `wr_data`).
+#[derive(Clone, Copy)]
+struct ReqFast {
+    head: WcHeadWord,
+    special: bool,
+}
+
+/// [`REQ_MAP`] as heads, indexed by the WQE opcode.
+const REQ_FAST: [ReqFast; 256] = {
+    let mut t = [ReqFast { head: WcHead::success(WcOpcode::Send, WcFlags::empty(), 0).word(), special: false }; 256];
+    let mut i = 0;
+    while i < 256 {
+        let m = REQ_MAP[i];
+        let special = m.from_wr_data || !matches!(m.len, ReqLen::Unset);
+        t[i] = ReqFast { head: WcHead::success(m.opcode, m.flags, 0).word(), special };
+        i += 1;
+    }
+    t
+};
+
+/// A responder translation for the fast path: the head with the GRH flag and `sl` already
+/// in it, and where `imm_data` comes from.
+#[derive(Clone, Copy)]
+struct RespFast {
+    head: WcHeadWord,
+    imm: RespImm,
+}
+
+/// Index into [`RESP_FAST`]: the low two opcode bits (opcodes 1-4 are distinct there) and
+/// bits 29:24 of `flags_rqpn` (the two GRH bits and `sl`).
+#[inline(always)]
+fn resp_index(op_own: u8, flags_rqpn: u32) -> usize {
+    ((op_own as usize & 0x30) << 2) | ((flags_rqpn >> flags_rqpn::SL_SHIFT) as usize & 0x3f)
+}
+
+/// rdma-core `handle_responder`'s opcode switch, GRH test and `sl` as one table.
+const RESP_FAST: [RespFast; 256] = {
+    let mut t =
+        [RespFast { head: WcHead::success(WcOpcode::Recv, WcFlags::empty(), 0).word(), imm: RespImm::Unset }; 256];
+    let mut op = cqe_opcode::RESP_WR_IMM;
+    while op <= cqe_opcode::RESP_SEND_INV {
+        let m = RESP_MAP[op as usize];
+        let mut bits = 0u32;
+        while bits < 64 {
+            let grh = if bits >> 4 != 0 { WcFlags::GRH } else { WcFlags::empty() };
+            let head = WcHead::success(m.opcode, m.flags.union(grh), (bits & 0xf) as u8).word();
+            t[(((op as usize) & 3) << 6) | bits as usize] = RespFast { head, imm: m.imm };
+            bits += 1;
+        }
+        op += 1;
+    }
+    t
+};
+
+/// The requester cases the head does not cover: READ and atomic lengths, opcodes from
+/// `wr_data` (UMR, SET_PSV, NOP, MMO) and rdma-core's DRIVER2 override.
+#[cold]
+#[inline(never)]
+fn req_special<const S: usize>(wc: &mut Completion, cqe: RingCqe<'_, S>, wqe_opcode: u8, wr_data: u8) {
+    let m = REQ_MAP[wqe_opcode as usize];
+    wc.opcode = req_opcode_from_wr_data(m, wr_data);
+    match m.len {
+        ReqLen::Unset => {}
+        ReqLen::ByteCnt => wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get(),
+        ReqLen::Eight => wc.byte_len = 8,
+    }
+}
+
+impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
+    /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
+    #[inline(always)]
+    pub(crate) fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+        let (key, slot) = self.cache;
+        // Until a lookup fills the cache, CQEs go through the slow path, which fills it.
+        let plain = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
+            None => return (0, Stop::Other),
+            Some(qp) => qp.plain_rq(),
+        };
+        if plain {
+            self.fast_run_qp::<V1, true>(out)
+        } else {
+            self.fast_run_qp::<V1, false>(out)
+        }
+    }
+
+    /// [`Mlx5Cq::fast_run`] for a QP whose receives do (`PLAIN`) or do not take the fast
+    /// path; the class table is then a constant.
+    #[inline(always)]
+    fn fast_run_qp<const V1: bool, const PLAIN: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+        let ci = self.ci;
+        let (key, slot) = self.cache;
+        let Some(qp) = self.registry.qp_at(slot) else {
+            return (0, Stop::Other);
+        };
+        let mut hot = Hot::<STRIDE, V1, PLAIN>::new(self.ring.view(), key, qp);
+        let mut cur = ci;
+        let mut stop = Stop::Full;
+        for wc in out.iter_mut() {
+            if let Err(s) = hot.cqe(cur, wc) {
+                stop = s;
+                break;
+            }
+            cur = cur.wrapping_add(1);
+        }
+        hot.finish().write_back(qp);
+        self.ci = cur;
+        (cur.wrapping_sub(ci) as usize, stop)
+    }
+
+    /// One completion through the fast path, for a one-at-a-time poll: `None` (nothing
+    /// consumed) when the CQE at `self.ci` is not a fast-path CQE of the cached QP.
+    #[inline(always)]
+    pub(crate) fn fast_one<const V1: bool>(&mut self, wc: &mut Completion) -> Option<()> {
+        let (key, slot) = self.cache;
+        let qp = if key <= QPN_MASK { self.registry.qp_at(slot) } else { None }?;
+        let ci = self.ci;
+        // Receives of QPs off the fast path stop at the class test.
+        let done = if qp.plain_rq() {
+            let mut hot = Hot::<STRIDE, V1, true>::new(self.ring.view(), key, qp);
+            hot.cqe(ci, wc).map(|()| hot.finish())
+        } else {
+            let mut hot = Hot::<STRIDE, V1, false>::new(self.ring.view(), key, qp);
+            hot.cqe(ci, wc).map(|()| hot.finish())
+        };
+        done.ok()?.write_back(qp);
+        self.ci = ci.wrapping_add(1);
+        Some(())
+    }
+}
+
+/// Where a fast run left the cached QP's queues.
+struct QueuePositions {
+    sq_last: Option<usize>,
+    rq_tail: u32,
+}
+
+impl QueuePositions {
+    /// Retires the SQ through its last completed WQE and advances the RQ tail.
+    #[inline(always)]
+    fn write_back(self, qp: &mut Qp) {
+        if let Some(idx) = self.sq_last {
+            qp.sq.retire_through(idx as u32);
+        }
+        qp.rq.set_tail(self.rq_tail);
+    }
+}
+
+/// The state of a fast run: the ring, the cached QP's key and queues, and the queue
+/// positions it will write back.
+struct Hot<'q, const S: usize, const V1: bool, const PLAIN: bool> {
+    ring: RingView<'q, S>,
+    entries: u32,
+    qpn: u32,
+    /// The key as the CQE holds it: a 24-bit big-endian field read as one native word.
+    key_wire: u32,
+    sq: &'q Pow2Table<SqEntry>,
+    rq: &'q Pow2Table<u64>,
+    rq_tail: u32,
+    sq_last: Option<usize>,
+}
+
+impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN> {
+    const CLASS: [u8; 256] = owned_class_table(S, PLAIN);
+    const MASK_WIRE: u32 = QPN_MASK.to_be();
+
+    #[inline(always)]
+    fn new(ring: RingView<'q, S>, key: u32, qp: &'q Qp) -> Self {
+        Self {
+            ring,
+            entries: ring.entries(),
+            qpn: qp.config().qpn,
+            key_wire: (key & QPN_MASK).to_be(),
+            sq: qp.sq.table(),
+            rq: qp.rq.wrids(),
+            rq_tail: qp.rq.tail(),
+            sq_last: None,
+        }
+    }
+
+    /// Ends the run: what [`QueuePositions::write_back`] stores into the QP.
+    #[inline(always)]
+    fn finish(self) -> QueuePositions {
+        QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail }
+    }
+
+    /// The CQE at running position `cur` into `wc`, or why it is not for the fast path
+    /// (then nothing is consumed or written back for it).
+    #[inline(always)]
+    fn cqe(&mut self, cur: u32, wc: &mut Completion) -> Result<(), Stop> {
+        let par = expected_owner(cur, self.entries);
+        let (c, own) = self
+            .ring
+            .owned_map_at(cur, S - 1, |b| {
+                let c = Self::CLASS[(b ^ par) as usize];
+                (c != STOP).then_some((c, b))
+            })
+            .ok_or(Stop::Other)?;
+        let cqe = RingCqe { ring: self.ring, idx: cur, op_own: own };
+        let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
+        if c == REQ {
+            let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
+            if key_word.raw() & Self::MASK_WIRE != self.key_wire {
+                return Err(Stop::Miss(key_word.get() & QPN_MASK));
+            }
+            let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.sq.mask();
+            let e = self.sq.at(idx);
+            self.sq_last = Some(idx);
+            let wqe_opcode = sop.raw().to_ne_bytes()[0];
+            let m = REQ_FAST[wqe_opcode as usize];
+            // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
+            wc.wr_id = e.wr_id;
+            wc.qp_num = self.qpn;
+            wc.set_head(m.head);
+            wc.wqe_index = idx as u16;
+            if m.special || e.wr_data == WcOpcode::Driver2 as u8 {
+                req_special(wc, cqe, wqe_opcode, e.wr_data);
+            }
+        } else {
+            let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
+            if V1 {
+                if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
+                    return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+                }
+            } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
+                // Version 0 names an SRQ here (spec §7.5): the slow path's business.
+                return Err(Stop::Other);
+            } else if sop.raw() & Self::MASK_WIRE != self.key_wire {
+                return Err(Stop::Miss(sop.get() & QPN_MASK));
+            }
+            // rdma-core takes a non-SRQ receive's wr_id from its own RQ tail.
+            let idx = self.rq_tail as usize & self.rq.mask();
+            self.rq_tail = self.rq_tail.wrapping_add(1);
+            let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
+            let fr = cqe.be32(offset_of!(Cqe64, flags_rqpn)).get();
+            let m = RESP_FAST[resp_index(own, fr)];
+            // Immediate data stays in network order; the invalidated rkey is byte-swapped
+            // (Pitfall 11). RESP_SEND leaves imm_data unset.
+            match m.imm {
+                RespImm::Unset => {}
+                RespImm::Raw => wc.imm_data = imm.raw(),
+                RespImm::Swapped => wc.imm_data = imm.get(),
+            }
+            wc.wr_id = *self.rq.at(idx);
+            wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get();
+            wc.qp_num = self.qpn;
+            // GRH, sl (on RoCE the packet type; rdma-core reports it as `sl`).
+            wc.set_head(m.head);
+            wc.wqe_index = idx as u16;
+            // rdma-core fills pkey_index from the low 16 bits even when the word holds
+            // immediate data or an rkey (Pitfall 11).
+            wc.pkey_index = imm.get() as u16;
+            wc.src_qp = fr & QPN_MASK;
+            wc.slid = cqe.be16(offset_of!(Cqe64, slid)).get();
+            wc.dlid_path_bits = cqe.byte(offset_of!(Cqe64, ml_path)) & 0x7f;
+        }
+        wc.timestamp = cqe.be64(offset_of!(Cqe64, timestamp)).get();
+        Ok(())
+    }
+}
