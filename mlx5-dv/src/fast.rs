@@ -128,16 +128,27 @@ const RESP_FAST: [RespFast; 256] = {
     t
 };
 
-/// The requester cases the head does not cover: READ and atomic lengths, opcodes from
-/// `wr_data` (UMR, SET_PSV, NOP, MMO) and rdma-core's DRIVER2 override.
+/// Writes a requester completion's head for WQE opcode `wqe_opcode` (the CQE's
+/// `sop_drop_qpn >> 24`) and what the head does not cover: READ and atomic lengths
+/// (`byte_cnt` is read only then), opcodes from `wr_data` (UMR, SET_PSV, NOP, MMO) and
+/// rdma-core's DRIVER2 override.
+#[inline(always)]
+pub(crate) fn req_head(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte_cnt: impl FnOnce() -> u32) {
+    let m = REQ_FAST[wqe_opcode as usize];
+    wc.set_head(m.head);
+    if m.special || wr_data == WcOpcode::Driver2 as u8 {
+        req_special(wc, wqe_opcode, wr_data, byte_cnt);
+    }
+}
+
 #[cold]
 #[inline(never)]
-fn req_special<const S: usize>(wc: &mut Completion, cqe: RingCqe<'_, S>, wqe_opcode: u8, wr_data: u8) {
+fn req_special(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte_cnt: impl FnOnce() -> u32) {
     let m = REQ_MAP[wqe_opcode as usize];
     wc.opcode = req_opcode_from_wr_data(m, wr_data);
     match m.len {
         ReqLen::Unset => {}
-        ReqLen::ByteCnt => wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get(),
+        ReqLen::ByteCnt => wc.byte_len = byte_cnt(),
         ReqLen::Eight => wc.byte_len = 8,
     }
 }
@@ -282,16 +293,11 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.sq.mask();
             let e = self.sq.at(idx);
             self.sq_last = Some(idx);
-            let wqe_opcode = sop.raw().to_ne_bytes()[0];
-            let m = REQ_FAST[wqe_opcode as usize];
             // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
             wc.wr_id = e.wr_id;
             wc.qp_num = self.qpn;
-            wc.set_head(m.head);
             wc.wqe_index = idx as u16;
-            if m.special || e.wr_data == WcOpcode::Driver2 as u8 {
-                req_special(wc, cqe, wqe_opcode, e.wr_data);
-            }
+            req_head(wc, sop.raw().to_ne_bytes()[0], e.wr_data, move || cqe.be32(offset_of!(Cqe64, byte_cnt)).get());
         } else {
             let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
             if V1 {

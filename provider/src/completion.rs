@@ -402,6 +402,21 @@ impl Completion {
         unsafe { p.add(offset_of!(Completion, wc_flags)).cast::<u64>().write_unaligned(h.0) }
     }
 
+    /// Copies bytes `bytes` (offsets into the 64-byte layout) from `from`: a poller
+    /// writing the constant fields of a template completion as a few wide moves. Any range
+    /// keeps `self` valid: every byte lies in an integer field (any value is valid), a
+    /// one-byte enum (copied whole from a valid one) or padding. A range past the end is
+    /// cut at 64.
+    #[inline(always)]
+    pub fn copy_bytes_from(&mut self, from: &Completion, bytes: core::ops::Range<usize>) {
+        let end = bytes.end.min(size_of::<Completion>());
+        let start = bytes.start.min(end);
+        let src = (from as *const Completion).cast::<u8>();
+        let dst = (self as *mut Completion).cast::<u8>();
+        // SAFETY: `start <= end <= 64`, so both ranges lie inside their Completions; `from` is a shared and `self` an exclusive reference, so they do not overlap; and any byte range copied between two valid Completions at the same offsets leaves a valid one (see above).
+        unsafe { core::ptr::copy_nonoverlapping(src.add(start), dst.add(start), end - start) }
+    }
+
     /// A fault item for the CQE at ring position `position` (see the type's docs).
     #[cold]
     pub fn from_fault(f: CqeFault) -> Completion {
@@ -478,6 +493,29 @@ mod tests {
         );
         // Neighbours are untouched.
         assert_eq!((c.wr_id, c.qp_num, c.wqe_index, c.pkey_index), (9, 5, 3, 0xffff));
+    }
+
+    #[test]
+    fn copy_bytes_from_copies_exactly_the_range() {
+        let from = Completion {
+            wr_id: 1,
+            byte_len: 2,
+            imm_data: 3,
+            qp_num: 4,
+            status: WcStatus::RemOpErr,
+            opcode: WcOpcode::RdmaRead,
+            src_qp: 6,
+            vendor_err: 7,
+            ..Completion::default()
+        };
+        let mut c = Completion { wr_id: 9, byte_len: 9, vendor_err: 9, ..Completion::default() };
+        c.copy_bytes_from(&from, 16..36);
+        assert_eq!((c.qp_num, c.status, c.opcode, c.src_qp), (4, WcStatus::RemOpErr, WcOpcode::RdmaRead, 6));
+        assert_eq!((c.wr_id, c.byte_len, c.vendor_err), (9, 9, 9));
+        // Ranges past the end are cut, empty ranges copy nothing.
+        c.copy_bytes_from(&from, 60..100);
+        c.copy_bytes_from(&from, 70..80);
+        assert_eq!(c.wr_id, 9);
     }
 
     #[test]

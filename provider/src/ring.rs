@@ -391,7 +391,33 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
             _ => {}
         }
         let mut v = T::zeroed();
-        let dst = bytemuck::bytes_of_mut(&mut v);
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { self.copy_into(idx, off, &mut v) };
+        v
+    }
+
+    /// [`RingView::read_at`] into `dst`, a word at a time, without holding the whole value
+    /// in registers (mini-CQE arrays); `false` (and `dst` untouched) where `read_at` would
+    /// give `None`.
+    #[inline(always)]
+    pub fn read_into<T: Pod>(&self, idx: u32, off: usize, dst: &mut T) -> bool {
+        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
+            return false;
+        }
+        // SAFETY: range and alignment checked just above.
+        unsafe { self.copy_into(idx, off, dst) };
+        true
+    }
+
+    /// Volatile copy of the `T` at `off` of slot `idx` into `v`, a machine word at a time.
+    ///
+    /// # Safety
+    ///
+    /// As [`RingView::copy_out`].
+    #[inline(always)]
+    unsafe fn copy_into<T: Pod>(&self, idx: u32, off: usize, v: &mut T) {
+        let p = self.slot(idx).wrapping_add(off);
+        let dst = bytemuck::bytes_of_mut(v);
         if size_of::<T>() % 8 == 0 && off % 8 == 0 {
             for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
                 // SAFETY: the caller guarantees the range is inside the slot; `slot` is aligned to min(STRIDE, 64) >= 8 and `off % 8 == 0`, so each word is 8-aligned; volatile because the device owns the memory, ordered after the ownership check by the acquire fence in `owned`.
@@ -404,7 +430,6 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
                 *b = unsafe { core::ptr::read_volatile(p.add(i)) };
             }
         }
-        v
     }
 }
 

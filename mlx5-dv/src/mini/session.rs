@@ -3,10 +3,13 @@
 //! (shared/spec/mlx5.md §9.3-§9.5).
 
 use super::*;
-use crate::cq::{expected_owner, sw_owned_by_lap, Mlx5Cq, FAST_REQ, FAST_RESP};
+use crate::cq::{expected_owner, sw_owned_by_lap, CqStats, Mlx5Cq, FAST_REQ, FAST_RESP};
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
+use crate::fast;
 use crate::fields::RingCqe;
-use dvcq_provider::{Completion, CqeFault, FaultKind, RingView, WcFlags};
+use crate::registry::{Qp, Registry};
+use core::mem::offset_of;
+use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, RingView, WcFlags};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MAX_ENHANCED_MINIS, MINIS_PER_ARRAY};
@@ -80,6 +83,134 @@ fn fill_resp<R: Resources>(
     out.timestamp = tpl.timestamp;
 }
 
+/// Where a drain puts each decompressed completion. The generic sink translates through
+/// the registry per completion, like an uncompressed CQE's slow path; the fast sinks hold
+/// the session's QP and its constant fields, resolved once per drain.
+trait MiniSink {
+    /// Writes the completion of mini-CQE `mini` (responder `wqe_counter` `ctr`) at ring
+    /// position `pos` into `slot`.
+    fn fill(&mut self, mini: MiniCqe, ctr: u16, pos: u32, slot: &mut Completion);
+    /// The poller's counters.
+    fn stats(&mut self) -> &mut CqStats;
+}
+
+/// Per-completion translation through the registry (any title, any QP).
+struct GenericSink<'a, 't, const V1: bool, const REQ: bool> {
+    res: Consume<'a>,
+    title: &'t Cqe64,
+    format: MiniFormat,
+    template: Option<(RecvTarget, Completion)>,
+}
+
+impl<const V1: bool, const REQ: bool> MiniSink for GenericSink<'_, '_, V1, REQ> {
+    #[inline(always)]
+    fn fill(&mut self, mini: MiniCqe, ctr: u16, pos: u32, slot: &mut Completion) {
+        let (title, format) = (self.title, self.format);
+        if REQ {
+            let f = MiniFields::<true> { title, mini, format, wqe_counter: mini.wqe_counter() };
+            cqe::parse_req(&mut self.res, &f, V1, pos, slot);
+        } else if let Some((target, tpl)) = &self.template {
+            fill_resp(&mut self.res, *target, tpl, mini.byte_cnt(), ctr, pos, slot);
+        } else {
+            let f = MiniFields::<false> { title, mini, format, wqe_counter: ctr };
+            cqe::parse_resp(&mut self.res, &f, V1, pos, slot);
+        }
+    }
+    fn stats(&mut self) -> &mut CqStats {
+        self.res.stats
+    }
+}
+
+/// A requester session of a registered QP: the SQ lookup and the completion head of each
+/// mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
+struct ReqSink<'a> {
+    qp: &'a mut Qp,
+    stats: &'a mut CqStats,
+    qpn: u32,
+    timestamp: u64,
+    sq_last: Option<usize>,
+}
+
+impl MiniSink for ReqSink<'_> {
+    #[inline(always)]
+    fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
+        let sq = self.qp.sq.table();
+        let idx = mini.wqe_counter() as usize & sq.mask();
+        let e = sq.at(idx);
+        self.sq_last = Some(idx);
+        slot.wr_id = e.wr_id;
+        slot.qp_num = self.qpn;
+        slot.wqe_index = idx as u16;
+        slot.timestamp = self.timestamp;
+        fast::req_head(slot, mini.s_wqe_opcode(), e.wr_data, move || mini.byte_cnt());
+    }
+    fn stats(&mut self) -> &mut CqStats {
+        self.stats
+    }
+}
+
+impl Drop for ReqSink<'_> {
+    /// Retires the SQ through the last completed WQE, once per drain.
+    fn drop(&mut self) {
+        if let Some(idx) = self.sq_last {
+            self.qp.sq.retire_through(idx as u32);
+        }
+    }
+}
+
+/// A responder session on a QP's own RQ: the template's constant fields are copied as
+/// blocks, the wr_id comes from the RQ tail, the byte count from the mini-CQE. Writes
+/// exactly what [`fill_resp`] writes.
+struct RespSink<'a> {
+    qp: &'a mut Qp,
+    stats: &'a mut CqStats,
+    rq_tail: u32,
+    imm: Option<u32>,
+    tpl: Completion,
+}
+
+/// The template bytes a responder completion takes whole: `qp_num` through `src_qp`
+/// (`wqe_index` is rewritten after), `slid` and `dlid_path_bits`, and `timestamp`.
+const RESP_TPL_BYTES: [core::ops::Range<usize>; 3] = [
+    offset_of!(Completion, qp_num)..offset_of!(Completion, vendor_err),
+    offset_of!(Completion, slid)..offset_of!(Completion, hdr_ok),
+    offset_of!(Completion, timestamp)..offset_of!(Completion, flow_tag_hash),
+];
+
+impl<'a> RespSink<'a> {
+    fn new(qp: &'a mut Qp, stats: &'a mut CqStats, tpl: &Completion) -> Self {
+        let with_imm = tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV);
+        Self { rq_tail: qp.rq.tail(), qp, stats, imm: with_imm.then_some(tpl.imm_data), tpl: *tpl }
+    }
+}
+
+impl MiniSink for RespSink<'_> {
+    #[inline(always)]
+    fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
+        let (idx, wr_id) = self.qp.rq.at(self.rq_tail);
+        self.rq_tail = self.rq_tail.wrapping_add(1);
+        if let Some(imm) = self.imm {
+            slot.imm_data = imm;
+        }
+        for r in RESP_TPL_BYTES {
+            slot.copy_bytes_from(&self.tpl, r);
+        }
+        slot.wr_id = wr_id;
+        slot.byte_len = mini.byte_cnt();
+        slot.wqe_index = idx as u16;
+    }
+    fn stats(&mut self) -> &mut CqStats {
+        self.stats
+    }
+}
+
+impl Drop for RespSink<'_> {
+    /// Advances the RQ tail, once per drain.
+    fn drop(&mut self) {
+        self.qp.rq.set_tail(self.rq_tail);
+    }
+}
+
 /// Resources whose lookups are already done: translating a title into a template
 /// completion without touching the registry.
 pub(super) struct Resolved(RecvTarget);
@@ -111,9 +242,26 @@ impl Resources for Resolved {
 /// The fault item for a session cut short: a hole the device wrote (spec §9.3).
 #[cold]
 #[inline(never)]
-fn truncated<R: Resources>(res: &mut R, start: u32, count: u32) -> Completion {
-    res.note_fault();
+fn truncated(stats: &mut CqStats, start: u32, count: u32) -> Completion {
+    stats.faults += 1;
     Completion::from_fault(CqeFault { kind: FaultKind::Truncated, position: start, value: count })
+}
+
+/// The parts of a poller a drain works on.
+struct Session<'a, const STRIDE: usize> {
+    ring: &'a CqRing<STRIDE>,
+    st: &'a mut MiniState,
+    ci: &'a mut u32,
+    /// The last consumer index the device saw (`None` with overrun-ignore).
+    seen: Option<u32>,
+}
+
+/// A poller split for a drain: the session and what a sink borrows.
+struct DrainParts<'a, const STRIDE: usize> {
+    session: Session<'a, STRIDE>,
+    registry: &'a mut Registry,
+    stats: &'a mut CqStats,
+    cache: &'a mut (u32, u32),
 }
 
 /// What a title (basic) or block (enhanced) opens.
@@ -409,69 +557,140 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         t
     }
 
-    /// [`Mlx5Cq::drain`] for one kind of session (requester or responder) and layout: the
-    /// session state lives in locals during the loop and is stored back once. In the
-    /// enhanced layout a block that follows the drained one continues with the same title,
-    /// so it is opened here without going back through the regular loop.
+    /// [`Mlx5Cq::drain`] for one kind of session (requester or responder) and layout, with
+    /// the fastest sink that applies: the session's QP resolved once when it is registered
+    /// (and, for receives, the title has a template on the QP's own RQ), the registry per
+    /// completion otherwise.
     #[inline(always)]
     fn drain_kind<const V1: bool, const REQ: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
-        let fast = if REQ { None } else { self.resp_template::<V1>() };
-        let entries = self.ring.entries();
+        if REQ {
+            let t = &self.mini.title;
+            let key = if V1 { t.srqn_uidx() } else { t.qpn() };
+            let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
+            let slot = res.qp(key, V1);
+            self.cache = res.cache();
+            if let Some(slot) = slot {
+                let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
+                let mut parts = self.drain_parts();
+                if let Some(qp) = parts.registry.qp_at(slot) {
+                    let mut sink = ReqSink { qp, stats: parts.stats, qpn, timestamp, sq_last: None };
+                    return Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+                }
+            }
+        } else if let Some((RecvTarget::Rq(slot), tpl)) = self.resp_template::<V1>() {
+            let mut parts = self.drain_parts();
+            if let Some(qp) = parts.registry.qp_at(slot) {
+                let mut sink = RespSink::new(qp, parts.stats, &tpl);
+                return Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+            }
+        }
+        let template = if REQ { None } else { self.resp_template::<V1>() };
+        let mut parts = self.drain_parts();
+        let res = Consume::new(parts.registry, *parts.cache, parts.stats);
+        let format = parts.session.st.format;
+        let title = parts.session.st.title;
+        let mut sink = GenericSink::<V1, REQ> { res, title: &title, format, template };
+        let n = Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+        *parts.cache = sink.res.cache();
+        n
+    }
+
+    /// The poller split for a drain: the session (ring, state, counter) apart from the
+    /// registry and counters a sink borrows.
+    fn drain_parts(&mut self) -> DrainParts<'_, STRIDE> {
         let seen = (!self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
-        let ring = self.ring.view();
+        DrainParts {
+            session: Session { ring: &self.ring, st: &mut self.mini, ci: &mut self.ci, seen },
+            registry: &mut self.registry,
+            stats: &mut self.stats,
+            cache: &mut self.cache,
+        }
+    }
+
+    /// Produces the open session's next completions through `sink`: hole checks and
+    /// re-invalidation, mini-CQE arrays, enhanced blocks that continue the session. The
+    /// session state lives in locals during the loop and is stored back once.
+    #[inline(always)]
+    fn drain_into<const ENH: bool, S: MiniSink>(
+        ses: &mut Session<'_, STRIDE>,
+        sink: &mut S,
+        out: &mut [Completion],
+    ) -> usize {
+        let cq_ring = ses.ring;
+        let ring = cq_ring.view();
+        let entries = ring.entries();
         let shift = entries.trailing_zeros();
-        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-        let cq_ring = &self.ring;
-        let st = &mut self.mini;
-        let format = st.format;
-        let title = &st.title;
+        let seen = ses.seen;
+        let st = &mut *ses.st;
         let arr = &mut st.arr;
         let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
         let mut ctr = st.next_ctr;
-        let mut ci = self.ci;
+        let mut ci = *ses.ci;
         let mut n = 0;
         'blocks: loop {
-            let take = (left as usize).min(out.len() - n);
-            for slot in &mut out[n..n + take] {
+            let end = n + (left as usize).min(out.len() - n);
+            while n < end {
+                let Some(slot) = out.get_mut(n) else {
+                    break 'blocks;
+                };
                 let pos = start.wrapping_add(i);
-                if i != 0 {
-                    if ENH || (i != 1 && i % MINIS_PER_ARRAY as u32 != 0) {
-                        let written = if ENH {
-                            Self::enh_owned(ring, pos, shift).is_some()
-                        } else {
-                            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
-                        };
-                        if written {
-                            *slot = truncated(&mut res, start, count);
-                            left = 0;
-                            n += 1;
-                            break 'blocks;
+                let per = MINIS_PER_ARRAY as u32;
+                if i == 0 || (!ENH && (i == 1 || i % per == 0)) {
+                    // The title or block itself, or (basic) a mini-CQE array slot: no hole
+                    // to check; an array is read before its slot is re-invalidated.
+                    if i != 0 {
+                        if i != 1 {
+                            ring.read_into(pos, Self::CQE_OFF, arr);
                         }
-                    } else if i != 1 {
-                        *arr = ring.read_at(pos, Self::CQE_OFF).unwrap_or_default();
+                        let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
+                    }
+                    sink.fill(arr[i as usize % MINIS_PER_ARRAY], ctr, pos, slot);
+                    ctr = ctr.wrapping_add(1);
+                    i += 1;
+                    ci = pos.wrapping_add(1);
+                    left -= 1;
+                    n += 1;
+                    continue;
+                }
+                // A run of holes: to the block's end (enhanced) or the next array (basic).
+                let run_end = if ENH { end } else { end.min(n + (per - i % per) as usize) };
+                let Some(run) = out.get_mut(n..run_end) else {
+                    break 'blocks;
+                };
+                let mut done = 0u32;
+                let mut cut = false;
+                for slot in run {
+                    let pos = start.wrapping_add(i + done);
+                    let written = if ENH {
+                        Self::enh_owned(ring, pos, shift).is_some()
+                    } else {
+                        ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
+                    };
+                    if written {
+                        *slot = truncated(sink.stats(), start, count);
+                        cut = true;
+                        break;
                     }
                     let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
                     if ENH {
                         let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
                     }
+                    // Basic: mini i % 8 of the current array; enhanced: i < 7 of the block.
+                    sink.fill(arr[(i + done) as usize % MINIS_PER_ARRAY], ctr.wrapping_add(done as u16), pos, slot);
+                    done += 1;
                 }
-                // Basic: mini i % 8 of the current array; enhanced: i < 7 of the block.
-                let mini = arr[i as usize % MINIS_PER_ARRAY];
-                if REQ {
-                    let f = MiniFields::<true> { title, mini, format, wqe_counter: mini.wqe_counter() };
-                    cqe::parse_req(&mut res, &f, V1, pos, slot);
-                } else if let Some((target, tpl)) = &fast {
-                    fill_resp(&mut res, *target, tpl, mini.byte_cnt(), ctr, pos, slot);
-                    ctr = ctr.wrapping_add(1);
-                } else {
-                    let f = MiniFields::<false> { title, mini, format, wqe_counter: ctr };
-                    cqe::parse_resp(&mut res, &f, V1, pos, slot);
-                    ctr = ctr.wrapping_add(1);
+                ctr = ctr.wrapping_add(done as u16);
+                i += done;
+                left -= done;
+                n += done as usize;
+                if done != 0 {
+                    ci = start.wrapping_add(i);
                 }
-                i += 1;
-                ci = pos.wrapping_add(1);
-                left -= 1;
-                n += 1;
+                if cut {
+                    left = 0;
+                    n += 1;
+                    break 'blocks;
+                }
             }
             if !ENH || left != 0 || n == out.len() {
                 break;
@@ -485,8 +704,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             if op_own::format(own) != cqe_format::COMPRESSED || next as usize > MAX_ENHANCED_MINIS || next > free {
                 break;
             }
-            *arr = ring.read_at(ci, Self::CQE_OFF).unwrap_or_default();
-            res.stats.sessions += 1;
+            ring.read_into(ci, Self::CQE_OFF, arr);
+            sink.stats().sessions += 1;
             (start, count, i, left) = (ci, next, 0, next);
         }
         st.start = start;
@@ -494,8 +713,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         st.idx = i;
         st.next_ctr = ctr;
         st.left = left;
-        self.ci = ci;
-        self.cache = res.cache();
+        *ses.ci = ci;
         n
     }
 
