@@ -7,9 +7,9 @@ use crate::cq::{expected_owner, sw_owned_by_lap, CqStats, Mlx5Cq, FAST_REQ, FAST
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
 use crate::fast;
 use crate::fields::RingCqe;
-use crate::registry::{Qp, Registry};
+use crate::registry::{Qp, Registry, SqEntry};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, RingView, WcFlags};
+use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Table, RingView, WcFlags};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MAX_ENHANCED_MINIS, MINIS_PER_ARRAY};
@@ -124,7 +124,7 @@ impl<const V1: bool, const REQ: bool> MiniSink for GenericSink<'_, '_, V1, REQ> 
 /// A requester session of a registered QP: the SQ lookup and the completion head of each
 /// mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
 struct ReqSink<'a> {
-    qp: &'a mut Qp,
+    sq: &'a Pow2Table<SqEntry>,
     stats: &'a mut CqStats,
     qpn: u32,
     timestamp: u64,
@@ -134,9 +134,8 @@ struct ReqSink<'a> {
 impl MiniSink for ReqSink<'_> {
     #[inline(always)]
     fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
-        let sq = self.qp.sq.table();
-        let idx = mini.wqe_counter() as usize & sq.mask();
-        let e = sq.at(idx);
+        let idx = mini.wqe_counter() as usize & self.sq.mask();
+        let e = self.sq.at(idx);
         self.sq_last = Some(idx);
         slot.wr_id = e.wr_id;
         slot.qp_num = self.qpn;
@@ -149,20 +148,11 @@ impl MiniSink for ReqSink<'_> {
     }
 }
 
-impl Drop for ReqSink<'_> {
-    /// Retires the SQ through the last completed WQE, once per drain.
-    fn drop(&mut self) {
-        if let Some(idx) = self.sq_last {
-            self.qp.sq.retire_through(idx as u32);
-        }
-    }
-}
-
 /// A responder session on a QP's own RQ: the template's constant fields are copied as
 /// blocks, the wr_id comes from the RQ tail, the byte count from the mini-CQE. Writes
 /// exactly what [`fill_resp`] writes.
 struct RespSink<'a> {
-    qp: &'a mut Qp,
+    rq: &'a Pow2Table<u64>,
     stats: &'a mut CqStats,
     rq_tail: u32,
     imm: Option<u32>,
@@ -178,16 +168,17 @@ const RESP_TPL_BYTES: [core::ops::Range<usize>; 3] = [
 ];
 
 impl<'a> RespSink<'a> {
-    fn new(qp: &'a mut Qp, stats: &'a mut CqStats, tpl: &Completion) -> Self {
+    fn new(qp: &'a Qp, stats: &'a mut CqStats, tpl: &Completion) -> Self {
         let with_imm = tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV);
-        Self { rq_tail: qp.rq.tail(), qp, stats, imm: with_imm.then_some(tpl.imm_data), tpl: *tpl }
+        Self { rq_tail: qp.rq.tail(), rq: qp.rq.wrids(), stats, imm: with_imm.then_some(tpl.imm_data), tpl: *tpl }
     }
 }
 
 impl MiniSink for RespSink<'_> {
     #[inline(always)]
     fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
-        let (idx, wr_id) = self.qp.rq.at(self.rq_tail);
+        let idx = self.rq_tail as usize & self.rq.mask();
+        let wr_id = *self.rq.at(idx);
         self.rq_tail = self.rq_tail.wrapping_add(1);
         if let Some(imm) = self.imm {
             slot.imm_data = imm;
@@ -201,13 +192,6 @@ impl MiniSink for RespSink<'_> {
     }
     fn stats(&mut self) -> &mut CqStats {
         self.stats
-    }
-}
-
-impl Drop for RespSink<'_> {
-    /// Advances the RQ tail, once per drain.
-    fn drop(&mut self) {
-        self.qp.rq.set_tail(self.rq_tail);
     }
 }
 
@@ -573,15 +557,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
                 let mut parts = self.drain_parts();
                 if let Some(qp) = parts.registry.qp_at(slot) {
-                    let mut sink = ReqSink { qp, stats: parts.stats, qpn, timestamp, sq_last: None };
-                    return Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+                    let mut sink = ReqSink { sq: qp.sq.table(), stats: parts.stats, qpn, timestamp, sq_last: None };
+                    let n = Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+                    // Retire through the last completed WQE, once per drain.
+                    if let Some(idx) = sink.sq_last {
+                        qp.sq.retire_through(idx as u32);
+                    }
+                    return n;
                 }
             }
         } else if let Some((RecvTarget::Rq(slot), tpl)) = self.resp_template::<V1>() {
             let mut parts = self.drain_parts();
             if let Some(qp) = parts.registry.qp_at(slot) {
                 let mut sink = RespSink::new(qp, parts.stats, &tpl);
-                return Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+                let n = Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
+                // Advance the RQ tail, once per drain.
+                qp.rq.set_tail(sink.rq_tail);
+                return n;
             }
         }
         let template = if REQ { None } else { self.resp_template::<V1>() };
