@@ -2,6 +2,7 @@
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
+use crate::fast::Stop;
 use crate::registry::QpRegistry;
 use crate::ring::{polarity, SlotRing, SlotSource, SlotView};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
@@ -87,36 +88,30 @@ impl Engine {
         }
     }
 
-    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9): the common case inline
-    /// ([`Engine::fast`]), everything else out of line.
+    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9): runs of common-case CQEs
+    /// inline ([`Engine::fast_run`]), everything else out of line, one CQE at a time.
     #[inline(always)]
     pub(crate) fn poll<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
         let mut n = 0;
-        // The counter lives in a register for the loop; the slow path reads and updates the
-        // field, so it is synchronised around that call.
-        let mut ci = self.ci;
-        let log2 = self.log2;
-        while n < out.len() {
-            let Some(w3) = ring.valid_q3(ci, polarity(ci, log2)) else {
-                break;
-            };
-            let [w0, w1, w2] = ring.body(ci);
-            if self.fast(w0, w1, w2, w3, &mut out[n]) {
-                ci = ci.wrapping_add(1);
-                n += 1;
-                continue;
+        loop {
+            let (k, stop) = self.fast_run(ring, out.get_mut(n..).unwrap_or_default());
+            n += k;
+            if stop == Stop::Full {
+                return n;
             }
-            self.ci = ci;
-            let kind = self.slow(ring, ci, w3, &mut out[n]);
-            ci = self.ci;
-            match kind {
+            let Some(slot) = out.get_mut(n) else {
+                return n;
+            };
+            let ci = self.ci;
+            let Some(w3) = ring.valid_q3(ci, polarity(ci, self.log2)) else {
+                return n;
+            };
+            match self.slow(ring, ci, w3, slot) {
                 Kind::Wc => n += 1,
                 Kind::Skip => {}
-                Kind::Stop => break,
+                Kind::Stop => return n,
             }
         }
-        self.ci = ci;
-        n
     }
 
     /// The general path for one CQE: translate, apply, and write the completion if any.
@@ -273,10 +268,27 @@ impl IrdmaCq {
             SlotRing::Slots32(r) => r.valid_q3(ci, expect).is_some(),
             SlotRing::Slots64(r) => r.valid_q3(ci, expect).is_some(),
         };
-        if !ready {
-            return 0;
+        match out {
+            _ if !ready => 0,
+            [] => 0,
+            // The one-at-a-time poll takes the fast path without the batch loop's set-up.
+            [wc] => self.poll_single(wc),
+            out => self.poll_batch(out),
         }
-        self.poll_batch(out)
+    }
+
+    #[inline(never)]
+    fn poll_single(&mut self, wc: &mut Completion) -> usize {
+        let one = core::slice::from_mut(wc);
+        let n = match &self.ring {
+            SlotRing::Slots32(r) => self.eng.fast_run(&r.view(), one).0,
+            SlotRing::Slots64(r) => self.eng.fast_run(&r.view(), one).0,
+        };
+        if n == 0 {
+            return self.poll_batch(one);
+        }
+        self.publish();
+        n
     }
 
     #[inline(never)]

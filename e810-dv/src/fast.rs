@@ -1,90 +1,210 @@
-//! The common-case CQE path: a successful, non-extended, non-SRQ CQE of the QP the previous
-//! CQE named. It produces exactly what [`Engine::translate`] produces for such a CQE (the
-//! conformance and image tests compare both paths), writing straight into the caller's
-//! completion; anything else falls back to the general path.
+//! The common-case CQE path: runs of successful, non-extended, non-SRQ CQEs of the QP the
+//! previous CQE named. It produces exactly what [`Engine::translate`] produces for such a
+//! CQE (the conformance and image tests compare both paths), writing straight into the
+//! caller's completions; anything else ends the run for the general path.
+//!
+//! Per run, not per CQE: the QP lookup, its queue tables and settings, and the write-back
+//! of the queue tails and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the
+//! context compare, one table load for the completion head, and the fields.
 
 use crate::cq::Engine;
-use crate::status::{rq_opcode, sq_opcode};
-use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
-use dvcq_uapi::irdma::cqe::{q0, q2, q3};
+use crate::registry::Qp;
+use crate::ring::{polarity, SlotSource};
+use crate::status::{rq_opcode, sq_opcode, Compat};
+use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
+use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
 
 /// qword3 bits that send a CQE down the general path.
 const SLOW: u64 = q3::ERROR | q3::EXTCQE | q3::SRQ | q3::PSHDROP;
 
-/// [`sq_opcode`] as a table over the 6-bit opcode field.
-const SQ_OPS: [Option<WcOpcode>; 64] = {
-    let mut t = [None; 64];
+/// Why a fast run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// `out` is full.
+    Full,
+    /// The CQE at the counter is not a fast-path CQE, or the ring is empty there.
+    Other,
+}
+
+/// The SQ opcodes [`sq_opcode`] knows, as a bit set over the 6-bit opcode field.
+const SQ_KNOWN: u64 = {
+    let mut m = 0u64;
+    let mut op = 0;
+    while op < 64 {
+        if sq_opcode(op as u8).is_some() {
+            m |= 1 << op;
+        }
+        op += 1;
+    }
+    m
+};
+
+/// Completion heads of SQ CQEs by opcode, for non-UD and UD QPs (UD completions carry
+/// `IBV_WC_GRH`, as `irdma_process_cqe` sets it for every UD CQE).
+const SQ_HEAD: [[WcHeadWord; 64]; 2] = {
+    let mut t = [[WcHead::success(WcOpcode::Send, WcFlags::empty(), 0).word(); 64]; 2];
+    let mut op = 0;
+    while op < 64 {
+        if let Some(o) = sq_opcode(op as u8) {
+            t[0][op] = WcHead::success(o, WcFlags::empty(), 0).word();
+            t[1][op] = WcHead::success(o, WcFlags::GRH, 0).word();
+        }
+        op += 1;
+    }
+    t
+};
+
+/// Completion heads of RQ CQEs by [UD][invalidated STag][write with immediate].
+const RQ_HEAD: [[[WcHeadWord; 2]; 2]; 2] = {
+    let mut t = [[[WcHead::success(WcOpcode::Recv, WcFlags::empty(), 0).word(); 2]; 2]; 2];
     let mut i = 0;
-    while i < 64 {
-        t[i] = sq_opcode(i as u8);
+    while i < 8 {
+        let (ud, inv, imm) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);
+        let mut flags = WcFlags::empty();
+        if ud {
+            flags = flags.union(WcFlags::GRH);
+        }
+        if inv {
+            flags = flags.union(WcFlags::WITH_INV);
+        }
+        let op = if imm { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
+        t[ud as usize][inv as usize][imm as usize] = WcHead::success(op, flags, 0).word();
+        i += 1;
+    }
+    t
+};
+
+/// The RQ opcodes that [`rq_opcode`] reports as `RECV_RDMA_WITH_IMM` without immediate
+/// data in an extension, by [GEN3][send-with-immediate capability][`Compat::V44`].
+const RQ_WRITE_IMM: [[[u64; 2]; 2]; 2] = {
+    let mut t = [[[0u64; 2]; 2]; 2];
+    let mut i = 0;
+    while i < 8 {
+        let (gen3, swi, v44) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);
+        let compat = if v44 { Compat::V44 } else { Compat::Current };
+        let mut m = 0u64;
+        let mut op = 0;
+        while op < 64 {
+            if matches!(rq_opcode(op as u8, gen3, swi, false, compat), WcOpcode::RecvRdmaWithImm) {
+                m |= 1 << op;
+            }
+            op += 1;
+        }
+        t[gen3 as usize][swi as usize][v44 as usize] = m;
         i += 1;
     }
     t
 };
 
 impl Engine {
-    /// Handles the CQE with words `w0..w3` if it is a common case (the caller then advances
-    /// the head by one slot); returns `false` (having changed nothing) otherwise.
+    /// Polls common-case CQEs of the cached QP into `out` until `out` is full or the next
+    /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
     #[inline(always)]
-    pub(crate) fn fast(&mut self, w0: u64, w1: u64, w2: u64, w3: u64, wc: &mut Completion) -> bool {
+    pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
-        if w3 & SLOW != 0 || w1 != self.last_ctx || w1 == 0 {
-            return false;
-        }
-        let gen3 = self.gen3;
-        let compat = self.compat;
-        let Some(qp) = self.qps.get_mut(self.last_qp) else {
-            return false;
+        let Engine { ci, log2, gen3, compat, qps, last_bytes, last_ctx, last_qp, .. } = self;
+        let Some(qp) = (*last_ctx != 0).then(|| qps.get_mut(*last_qp)).flatten() else {
+            return (0, Stop::Other);
         };
-        let qp_num = q2::qp_id(w2);
-        let idx = u32::from(q3::wqe_idx(w3));
-        let mut flags = WcFlags::empty();
-        let (wr_id, bytes, opcode, wqe_index) = if w3 & q3::SQ != 0 {
-            if qp.first_sq_wq {
-                return false;
-            }
-            let Some(trk) = qp.sq_trk.get(idx as usize) else {
-                return false;
-            };
-            let Some(op) = SQ_OPS[usize::from(q3::op(w3))] else {
-                return false;
-            };
-            qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
-            (trk.wr_id, trk.wr_len, op, idx)
-        } else {
-            // Hardware reports the RQ index in quanta (§4.4).
-            let ri = idx >> qp.config().rq_shift;
-            let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
-                return false;
-            };
-            qp.rq.tail = (ri + 1) & qp.rq.mask();
-            if !qp.ud && w3 & q3::STAG_IPV4 != 0 {
-                wc.imm_data = q2::src_qpn_or_inv_stag(w2);
-                flags = WcFlags::WITH_INV;
-            }
-            (wr_id, q0::payload_len(w0), rq_opcode(q3::op(w3), gen3, qp.send_with_imm, false, compat), ri)
-        };
-        // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8):
-        // vendor_err, pkey_index, slid, sl and dlid_path_bits keep what the slot held, as
-        // `Completion` documents.
-        wc.wr_id = wr_id;
-        wc.opcode = opcode;
-        wc.wqe_index = wqe_index as u16;
-        wc.byte_len = bytes;
-        wc.qp_num = qp_num;
-        wc.status = WcStatus::Success;
-        wc.fault_kind = FaultKind::None;
-        if qp.ud {
-            wc.src_qp = q2::src_qpn_or_inv_stag(w2);
-            flags |= WcFlags::GRH;
-        } else {
-            wc.src_qp = qp_num;
+        let run = Run { ctx: *last_ctx, log2: *log2, v44: matches!(compat, Compat::V44), ci, last_bytes };
+        match (qp.ud, *gen3) {
+            (false, false) => run.go::<R, false, false>(ring, qp, out),
+            (false, true) => run.go::<R, false, true>(ring, qp, out),
+            (true, false) => run.go::<R, true, false>(ring, qp, out),
+            (true, true) => run.go::<R, true, true>(ring, qp, out),
         }
-        wc.wc_flags = flags;
-        if gen3 {
-            wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(w0));
+    }
+}
+
+/// The engine state a fast run reads and advances, apart from the QP it runs on.
+struct Run<'e> {
+    ctx: u64,
+    log2: u32,
+    v44: bool,
+    ci: &'e mut u32,
+    last_bytes: &'e mut u32,
+}
+
+impl Run<'_> {
+    /// [`Engine::fast_run`] on `qp`, a UD or other QP on a GEN3 or older device: the tests
+    /// those make per CQE are constants here.
+    #[inline(always)]
+    fn go<R: SlotSource, const UD: bool, const GEN3: bool>(
+        self,
+        ring: &R,
+        qp: &mut Qp,
+        out: &mut [Completion],
+    ) -> (usize, Stop) {
+        let Run { ctx, log2, v44, .. } = self;
+        let ci = *self.ci;
+        // QP fields are read where they are used: the compiler keeps in registers what a
+        // long run reuses, and a one-CQE poll loads only what its CQE needs.
+        let mut last_bytes = *self.last_bytes;
+        let mut cur = ci;
+        let mut stop = Stop::Full;
+        for wc in out.iter_mut() {
+            let Some(w3) = ring.valid_q3(cur, polarity(cur, log2)) else {
+                stop = Stop::Other;
+                break;
+            };
+            if w3 & SLOW != 0 || ring.qword(cur, off::QWORD1) != ctx {
+                stop = Stop::Other;
+                break;
+            }
+            let w2 = ring.qword(cur, off::QWORD2);
+            let idx = u32::from(q3::wqe_idx(w3));
+            let op = q3::op(w3);
+            let bytes;
+            if w3 & q3::SQ != 0 {
+                let Some(&trk) = qp.sq_trk.get(idx as usize) else {
+                    stop = Stop::Other;
+                    break;
+                };
+                // Until the first SQ completion after the connection WQEs, SQ CQEs need the
+                // general path (`first_sq_wq`).
+                if SQ_KNOWN >> op & 1 == 0 || qp.first_sq_wq {
+                    stop = Stop::Other;
+                    break;
+                }
+                qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+                bytes = trk.wr_len;
+                wc.wr_id = trk.wr_id;
+                wc.set_head(SQ_HEAD[UD as usize][op as usize]);
+                wc.wqe_index = idx as u16;
+            } else {
+                // Hardware reports the RQ index in quanta (§4.4).
+                let ri = idx >> qp.config().rq_shift;
+                let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
+                    stop = Stop::Other;
+                    break;
+                };
+                qp.rq.tail = (ri + 1) & qp.rq.mask();
+                // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
+                let inv = !UD && w3 & q3::STAG_IPV4 != 0;
+                if inv {
+                    wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+                }
+                bytes = q0::payload_len(ring.qword(cur, off::QWORD0));
+                wc.wr_id = wr_id;
+                let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
+                wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
+                wc.wqe_index = ri as u16;
+            }
+            // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
+            // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
+            // dlid_path_bits keep what the slot held, as `Completion` documents.
+            let qp_num = q2::qp_id(w2);
+            wc.byte_len = bytes;
+            wc.qp_num = qp_num;
+            wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
+            if GEN3 {
+                wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(ring.qword(cur, off::QWORD0)));
+            }
+            last_bytes = bytes;
+            cur = cur.wrapping_add(1);
         }
-        self.last_bytes = bytes;
-        true
+        *self.last_bytes = last_bytes;
+        *self.ci = cur;
+        (cur.wrapping_sub(ci) as usize, stop)
     }
 }

@@ -56,6 +56,9 @@ pub trait SlotSource: sealed::Sealed {
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64>;
     /// qword0, qword1, qword2 of `pos`, host order.
     fn body(&self, pos: u32) -> [u64; 3];
+    /// The little-endian qword at byte `off` of `pos`, host order: one read, for a fast
+    /// path that reads only what it uses.
+    fn qword(&self, pos: u32, off: usize) -> u64;
     /// The extension of the CQE at `pos` if its valid bit equals the expected polarity of
     /// where it lives (`pos + 1` in 32-byte mode, `pos` in 64-byte mode; §2.3 step 4).
     fn ext(&self, pos: u32) -> Option<ExtCqe>;
@@ -98,8 +101,11 @@ where
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
-        let w = |off| self.read_at::<Le64>(pos, off).map_or(0, Le64::get);
-        [w(off::QWORD0), w(off::QWORD1), w(off::QWORD2)]
+        [self.qword(pos, off::QWORD0), self.qword(pos, off::QWORD1), self.qword(pos, off::QWORD2)]
+    }
+    #[inline(always)]
+    fn qword(&self, pos: u32, off: usize) -> u64 {
+        self.read_at::<Le64>(pos, off).map_or(0, Le64::get)
     }
     #[inline]
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
@@ -144,6 +150,10 @@ where
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
         self.view().body(pos)
+    }
+    #[inline(always)]
+    fn qword(&self, pos: u32, off: usize) -> u64 {
+        self.view().qword(pos, off)
     }
     #[inline]
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
@@ -242,6 +252,9 @@ impl SlotSource for SlotBytes {
     }
     fn body(&self, pos: u32) -> [u64; 3] {
         [self.word(pos, off::QWORD0), self.word(pos, off::QWORD1), self.word(pos, off::QWORD2)]
+    }
+    fn qword(&self, pos: u32, off: usize) -> u64 {
+        self.word(pos, off)
     }
     fn ext(&self, pos: u32) -> Option<ExtCqe> {
         if self.stride == 64 {
