@@ -129,26 +129,25 @@ const RESP_FAST: [RespFast; 256] = {
 };
 
 /// Writes a requester completion's head for WQE opcode `wqe_opcode` (the CQE's
-/// `sop_drop_qpn >> 24`) and what the head does not cover: READ and atomic lengths
-/// (`byte_cnt` is read only then), opcodes from `wr_data` (UMR, SET_PSV, NOP, MMO) and
-/// rdma-core's DRIVER2 override.
+/// `sop_drop_qpn >> 24`); true when the head does not cover it and [`req_special`] must
+/// follow.
 #[inline(always)]
-pub(crate) fn req_head(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte_cnt: impl FnOnce() -> u32) {
+pub(crate) fn req_head(wc: &mut Completion, wqe_opcode: u8, wr_data: u8) -> bool {
     let m = REQ_FAST[wqe_opcode as usize];
     wc.set_head(m.head);
-    if m.special || wr_data == WcOpcode::Driver2 as u8 {
-        req_special(wc, wqe_opcode, wr_data, byte_cnt);
-    }
+    m.special || wr_data == WcOpcode::Driver2 as u8
 }
 
+/// What a requester head does not cover: READ and atomic lengths, opcodes from `wr_data`
+/// (UMR, SET_PSV, NOP, MMO) and rdma-core's DRIVER2 override.
 #[cold]
 #[inline(never)]
-fn req_special(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte_cnt: impl FnOnce() -> u32) {
+pub(crate) fn req_special(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte_cnt: u32) {
     let m = REQ_MAP[wqe_opcode as usize];
     wc.opcode = req_opcode_from_wr_data(m, wr_data);
     match m.len {
         ReqLen::Unset => {}
-        ReqLen::ByteCnt => wc.byte_len = byte_cnt(),
+        ReqLen::ByteCnt => wc.byte_len = byte_cnt,
         ReqLen::Eight => wc.byte_len = 8,
     }
 }
@@ -297,7 +296,10 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             wc.wr_id = e.wr_id;
             wc.qp_num = self.qpn;
             wc.wqe_index = idx as u16;
-            req_head(wc, sop.raw().to_ne_bytes()[0], e.wr_data, move || cqe.be32(offset_of!(Cqe64, byte_cnt)).get());
+            let wqe_opcode = sop.raw().to_ne_bytes()[0];
+            if req_head(wc, wqe_opcode, e.wr_data) {
+                req_special(wc, wqe_opcode, e.wr_data, cqe.be32(offset_of!(Cqe64, byte_cnt)).get());
+            }
         } else {
             let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
             if V1 {

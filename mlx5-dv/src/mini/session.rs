@@ -141,7 +141,9 @@ impl MiniSink for ReqSink<'_> {
         slot.qp_num = self.qpn;
         slot.wqe_index = idx as u16;
         slot.timestamp = self.timestamp;
-        fast::req_head(slot, mini.s_wqe_opcode(), e.wr_data, move || mini.byte_cnt());
+        if fast::req_head(slot, mini.s_wqe_opcode(), e.wr_data) {
+            fast::req_special(slot, mini.s_wqe_opcode(), e.wr_data, mini.byte_cnt());
+        }
     }
     fn stats(&mut self) -> &mut CqStats {
         self.stats
