@@ -304,6 +304,12 @@ impl IrdmaCq {
         n
     }
 
+    /// Polls one completion.
+    pub fn poll_one(&mut self) -> Option<Completion> {
+        let mut c = [Completion::default()];
+        (self.poll(&mut c) == 1).then_some(c[0])
+    }
+
     /// The next completion without consuming it.
     pub fn peek(&self) -> Option<Completion> {
         match &self.ring {

@@ -26,6 +26,7 @@ use core::mem::offset_of;
 use dvcq_provider::{Completion, Pow2Table, RingView, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use dvcq_uapi::Be32;
 
 /// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
 /// CQE needs the slow path; the poller tells the two apart after the run.
@@ -264,6 +265,18 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
         }
     }
 
+    /// `qp_num` as rdma-core reports it: the CQE's own QPN. In version 0 that is the key
+    /// the run already matched; in version 1 the key is the user index, and a CQE whose QPN
+    /// disagrees with the QP it names still reports its own.
+    #[inline(always)]
+    fn qp_num(&self, sop: Be32) -> u32 {
+        if V1 {
+            sop.get() & QPN_MASK
+        } else {
+            self.qpn
+        }
+    }
+
     /// Ends the run: what [`QueuePositions::write_back`] stores into the QP.
     #[inline(always)]
     fn finish(self) -> QueuePositions {
@@ -294,7 +307,7 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             self.sq_last = Some(idx);
             // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
             wc.wr_id = e.wr_id;
-            wc.qp_num = self.qpn;
+            wc.qp_num = self.qp_num(sop);
             wc.wqe_index = idx as u16;
             let wqe_opcode = sop.raw().to_ne_bytes()[0];
             if req_head(wc, wqe_opcode, e.wr_data) {
@@ -327,7 +340,7 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             }
             wc.wr_id = *self.rq.at(idx);
             wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get();
-            wc.qp_num = self.qpn;
+            wc.qp_num = self.qp_num(sop);
             // GRH, sl (on RoCE the packet type; rdma-core reports it as `sl`).
             wc.set_head(m.head);
             wc.wqe_index = idx as u16;

@@ -1,0 +1,133 @@
+//! The poll fast path (runs of one QP's CQEs, the one-at-a-time poll) against the general
+//! translation: random streams over several QPs of different kinds, with errors mixed in,
+//! polled in random batch sizes, give exactly what `peek` (the general path, which never
+//! takes the fast path) says for each completion.
+
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::{CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry};
+use dvcq_provider::Completion;
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+use proptest::prelude::*;
+
+/// QPs by registration order (= user index): a plain RC QP, a second one, a QP on an SRQ
+/// and a raw Ethernet QP with the RX checksum capability.
+const QPNS: [u32; 4] = [0x100, 0x2ab, 0x3cd, 0x4ef];
+const SRQN: u32 = 0x77;
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.add_srq(SRQN, 1024).unwrap();
+    r.add_qp(QpConfig::rc(QPNS[0], 64, 64)).unwrap();
+    r.add_qp(QpConfig::rc(QPNS[1], 16, 8)).unwrap();
+    r.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QPNS[2], 32, 32) }).unwrap();
+    r.add_qp(QpConfig { rx_csum: true, ..QpConfig::rc(QPNS[3], 32, 32) }).unwrap();
+    r
+}
+
+/// One CQE of the stream, from proptest's choices.
+#[derive(Debug, Clone)]
+struct Pick {
+    qp: usize,
+    kind: u8,
+    ctr: u16,
+    word: u32,
+    sl: u8,
+    grh: bool,
+}
+
+fn picks() -> impl Strategy<Value = Vec<Pick>> {
+    prop::collection::vec(
+        (0usize..4, 0u8..12, any::<u16>(), any::<u32>(), 0u8..16, any::<bool>())
+            .prop_map(|(qp, kind, ctr, word, sl, grh)| Pick { qp, kind, ctr, word, sl, grh }),
+        1..200,
+    )
+}
+
+fn entry(p: &Pick, v1: bool) -> Entry {
+    let qpn = QPNS[p.qp];
+    let send_ops = [wqe_opcode::SEND, wqe_opcode::RDMA_WRITE, wqe_opcode::RDMA_WRITE_IMM, wqe_opcode::RDMA_READ];
+    let e = match p.kind {
+        0..=3 => build::req(qpn, p.ctr, send_ops[p.kind as usize], p.word & 0xffff),
+        4 => build::req(qpn, p.ctr, wqe_opcode::ATOMIC_FA, 8),
+        5..=8 => {
+            let op =
+                [cqe_opcode::RESP_SEND, cqe_opcode::RESP_SEND_IMM, cqe_opcode::RESP_WR_IMM, cqe_opcode::RESP_SEND_INV]
+                    [(p.kind - 5) as usize];
+            build::resp(op, qpn, p.ctr % 1024, p.word >> 8, p.word).recv_addr(RecvAddr {
+                src_qp: p.word & 0xff_ffff,
+                slid: p.word as u16,
+                sl: p.sl,
+                path_bits: p.sl * 7,
+                grh: p.grh,
+            })
+        }
+        9 => build::err(ErrSpec {
+            requester: true,
+            qpn,
+            wqe_counter: p.ctr,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            vendor_err_synd: 0xf9,
+            ..ErrSpec::default()
+        }),
+        // A QP nobody registered: a fault item between good completions.
+        10 => build::req(0xdead, p.ctr, wqe_opcode::SEND, 0),
+        _ => build::resp(cqe_opcode::RESP_SEND, qpn, p.ctr % 1024, 1, 0).offloads(0x06, 0x4c, p.word as u16, p.word),
+    };
+    // Version 0 names an SRQ in srqn_uidx; version 1 puts the user index there.
+    match (v1, p.qp) {
+        (true, q) => e.srqn_uidx(q as u32),
+        (false, 2) if (5..=8).contains(&p.kind) || p.kind == 11 => e.srqn_uidx(SRQN),
+        (false, _) => e,
+    }
+}
+
+fn setup(v1: bool, entries: u32) -> (Mlx5Model, Mlx5Cq<64>) {
+    let m = Mlx5Model::new(ModelConfig::new(entries)).unwrap();
+    let cfg = CqConfig { cqe_version: if v1 { CqeVersion::V1 } else { CqeVersion::V0 }, ..CqConfig::default() };
+    let cq = m.poller::<64>(registry(), cfg).unwrap();
+    (m, cq)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn batches_and_single_polls_equal_the_general_path(
+        stream in picks(),
+        v1 in any::<bool>(),
+        batches in prop::collection::vec(1usize..20, 1..40),
+    ) {
+        // Reference: peek (general path) before each one-at-a-time poll (fast_one).
+        let (mut ma, mut a) = setup(v1, 256);
+        // Under test: the same stream polled in batches (fast runs, misses, slow CQEs).
+        let (mut mb, mut b) = setup(v1, 256);
+        for p in &stream {
+            ma.push(&entry(p, v1)).unwrap();
+            mb.push(&entry(p, v1)).unwrap();
+        }
+        let mut want = Vec::new();
+        while let Some(p) = a.peek() {
+            let got = a.poll_one();
+            prop_assert_eq!(got, Some(p), "poll_one differs from peek at item {}", want.len());
+            want.push(p);
+        }
+        let mut got = Vec::new();
+        for &k in batches.iter().cycle().take(stream.len() + 1) {
+            let mut buf = vec![Completion::default(); k];
+            let n = b.poll(&mut buf);
+            got.extend_from_slice(&buf[..n]);
+        }
+        prop_assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g, w, "item {}", i);
+        }
+        // Both pollers moved every queue the same way.
+        for q in QPNS {
+            let (ra, rb) = (a.registry().qp(q).unwrap(), b.registry().qp(q).unwrap());
+            prop_assert_eq!(ra.sq.outstanding(), rb.sq.outstanding());
+            prop_assert_eq!(ra.rq.outstanding(), rb.rq.outstanding());
+        }
+        prop_assert_eq!(a.ci(), b.ci());
+    }
+}
