@@ -138,7 +138,12 @@ impl Run<'_> {
         let Run { ctx, log2, v44, .. } = self;
         let ci = *self.ci;
         // QP fields are read where they are used: the compiler keeps in registers what a
-        // long run reuses, and a one-CQE poll loads only what its CQE needs.
+        // long run reuses, and a one-CQE poll loads only what its CQE needs. Two derived
+        // values are worth computing once: until the first SQ completion after the
+        // connection WQEs, SQ CQEs need the general path (`first_sq_wq`); and which RQ
+        // opcodes are writes with immediate.
+        let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
+        let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
         let mut last_bytes = *self.last_bytes;
         let mut cur = ci;
         let mut stop = Stop::Full;
@@ -160,9 +165,7 @@ impl Run<'_> {
                     stop = Stop::Other;
                     break;
                 };
-                // Until the first SQ completion after the connection WQEs, SQ CQEs need the
-                // general path (`first_sq_wq`).
-                if SQ_KNOWN >> op & 1 == 0 || qp.first_sq_wq {
+                if sq_known >> op & 1 == 0 {
                     stop = Stop::Other;
                     break;
                 }
@@ -186,7 +189,6 @@ impl Run<'_> {
                 }
                 bytes = q0::payload_len(ring.qword(cur, off::QWORD0));
                 wc.wr_id = wr_id;
-                let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
                 wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
                 wc.wqe_index = ri as u16;
             }
