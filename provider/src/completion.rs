@@ -272,8 +272,9 @@ bitflags::bitflags! {
 /// marker, plus whatever else that kind of completion defines. Fields verbs leave undefined
 /// (for example `byte_len` of a successful mlx5 SEND, `opcode` of an error, the receive-only
 /// fields of a send) are not part of the result: a backend may leave what the slot held
-/// there, as rdma-core does, or write a zero (mlx5 writes `wc_flags` through `sl` as one
-/// word, so a send completion's `sl` reads 0). Start from [`Completion::default`] and clear slots between
+/// there, as rdma-core does, or write a zero (the mlx5 and irdma pollers write `wc_flags`
+/// through `sl` as one word, [`Completion::set_head`], so `sl` reads 0 where verbs leave it
+/// undefined). Start from [`Completion::default`] and clear slots between
 /// polls if you want zeroes there, as ring-image decoding does.
 ///
 /// # Fault items
