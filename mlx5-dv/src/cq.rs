@@ -19,7 +19,8 @@ const SLOW: u8 = 2;
 /// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CiUpdate {
-    /// Once per `poll` call, even when nothing was polled (rdma-core's `mlx5_poll_cq`).
+    /// After every `poll` call that consumed CQEs. rdma-core's `mlx5_poll_cq` also writes
+    /// after an empty poll, the value the record already holds; dvcq skips that store.
     #[default]
     EveryPoll,
     /// After at least N CQEs were consumed since the last write (and on
@@ -278,7 +279,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return self.poll_detour(out);
         }
         let n = match (self.owned(self.ci), out) {
-            (None, _) | (_, []) => 0,
+            // Nothing to consume: the doorbell record already holds this index (every
+            // poll, view walk or `publish_ci` that moved it wrote it, per the policy).
+            (None, _) | (_, []) => return 0,
             // The one-at-a-time poll (UCX style) skips the loop's set-up.
             (Some(_), [wc]) => self.poll_single(wc),
             (Some(_), out) => self.poll_loop(out),

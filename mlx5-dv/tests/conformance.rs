@@ -262,11 +262,15 @@ fn consumer_counter_wraps_past_u32_max_and_dbrec_is_24_bits() {
 }
 
 #[test]
-fn empty_poll_still_writes_set_ci_like_rdma_core() {
-    let (_m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
-    assert_eq!(cq.last_set_ci(), None);
+fn empty_poll_leaves_the_doorbell_record_alone() {
+    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
     assert_eq!(cq.poll(&mut [Completion::default(); 2]), 0);
-    assert_eq!(cq.last_set_ci(), Some(0));
+    assert_eq!(cq.last_set_ci(), None, "nothing consumed, nothing written");
+    m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+    assert_eq!(cq.poll(&mut [Completion::default(); 2]), 1);
+    assert_eq!((cq.last_set_ci(), m.device_ci()), (Some(1), 1));
+    assert_eq!(cq.poll(&mut [Completion::default(); 2]), 0);
+    assert_eq!((cq.last_set_ci(), m.device_ci()), (Some(1), 1));
 }
 
 #[test]
