@@ -82,11 +82,50 @@ fn entry(p: &Pick, v1: bool) -> Entry {
     }
 }
 
-fn setup(v1: bool, entries: u32) -> (Mlx5Model, Mlx5Cq<64>) {
-    let m = Mlx5Model::new(ModelConfig::new(entries)).unwrap();
+fn setup<const S: usize>(v1: bool, entries: u32) -> (Mlx5Model, Mlx5Cq<S>) {
+    let mut mc = ModelConfig::new(entries);
+    mc.cqe_size = S as u32;
+    let m = Mlx5Model::new(mc).unwrap();
     let cfg = CqConfig { cqe_version: if v1 { CqeVersion::V1 } else { CqeVersion::V0 }, ..CqConfig::default() };
-    let cq = m.poller::<64>(registry(), cfg).unwrap();
+    let cq = m.poller::<S>(registry(), cfg).unwrap();
     (m, cq)
+}
+
+/// Polls `stream` one at a time, checked against `peek`, and in `batches` on a second
+/// identical CQ; both must agree completion for completion.
+fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result<(), TestCaseError> {
+    // Reference: peek (general path) before each one-at-a-time poll (fast_one).
+    let (mut ma, mut a) = setup::<S>(v1, 256);
+    // Under test: the same stream polled in batches (fast runs, misses, slow CQEs).
+    let (mut mb, mut b) = setup::<S>(v1, 256);
+    for p in stream {
+        ma.push(&entry(p, v1)).unwrap();
+        mb.push(&entry(p, v1)).unwrap();
+    }
+    let mut want = Vec::new();
+    while let Some(p) = a.peek() {
+        let got = a.poll_one();
+        prop_assert_eq!(got, Some(p), "poll_one differs from peek at item {}", want.len());
+        want.push(p);
+    }
+    let mut got = Vec::new();
+    for &k in batches.iter().cycle().take(stream.len() + 1) {
+        let mut buf = vec![Completion::default(); k];
+        let n = b.poll(&mut buf);
+        got.extend_from_slice(&buf[..n]);
+    }
+    prop_assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        prop_assert_eq!(g, w, "item {}", i);
+    }
+    // Both pollers moved every queue the same way.
+    for q in QPNS {
+        let (ra, rb) = (a.registry().qp(q).unwrap(), b.registry().qp(q).unwrap());
+        prop_assert_eq!(ra.sq.outstanding(), rb.sq.outstanding());
+        prop_assert_eq!(ra.rq.outstanding(), rb.rq.outstanding());
+    }
+    prop_assert_eq!(a.ci(), b.ci());
+    Ok(())
 }
 
 proptest! {
@@ -96,38 +135,13 @@ proptest! {
     fn batches_and_single_polls_equal_the_general_path(
         stream in picks(),
         v1 in any::<bool>(),
+        big in any::<bool>(),
         batches in prop::collection::vec(1usize..20, 1..40),
     ) {
-        // Reference: peek (general path) before each one-at-a-time poll (fast_one).
-        let (mut ma, mut a) = setup(v1, 256);
-        // Under test: the same stream polled in batches (fast runs, misses, slow CQEs).
-        let (mut mb, mut b) = setup(v1, 256);
-        for p in &stream {
-            ma.push(&entry(p, v1)).unwrap();
-            mb.push(&entry(p, v1)).unwrap();
+        if big {
+            check::<128>(&stream, v1, &batches)?;
+        } else {
+            check::<64>(&stream, v1, &batches)?;
         }
-        let mut want = Vec::new();
-        while let Some(p) = a.peek() {
-            let got = a.poll_one();
-            prop_assert_eq!(got, Some(p), "poll_one differs from peek at item {}", want.len());
-            want.push(p);
-        }
-        let mut got = Vec::new();
-        for &k in batches.iter().cycle().take(stream.len() + 1) {
-            let mut buf = vec![Completion::default(); k];
-            let n = b.poll(&mut buf);
-            got.extend_from_slice(&buf[..n]);
-        }
-        prop_assert_eq!(got.len(), want.len());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            prop_assert_eq!(g, w, "item {}", i);
-        }
-        // Both pollers moved every queue the same way.
-        for q in QPNS {
-            let (ra, rb) = (a.registry().qp(q).unwrap(), b.registry().qp(q).unwrap());
-            prop_assert_eq!(ra.sq.outstanding(), rb.sq.outstanding());
-            prop_assert_eq!(ra.rq.outstanding(), rb.rq.outstanding());
-        }
-        prop_assert_eq!(a.ci(), b.ci());
     }
 }
