@@ -303,15 +303,20 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         0
     }
 
-    /// One completion: the fast path if it applies, the loop otherwise.
+    /// One completion: a fast run over a one-element slice (the compiler drops the loop),
+    /// the full loop if the CQE is not for the fast path.
     #[inline(never)]
     fn poll_single(&mut self, wc: &mut Completion) -> usize {
-        let fast =
-            if self.cfg.cqe_version == CqeVersion::V1 { self.fast_one::<true>(wc) } else { self.fast_one::<false>(wc) };
-        match fast {
-            Some(()) => 1,
-            None => self.poll_loop(core::slice::from_mut(wc)),
+        let one = core::slice::from_mut(wc);
+        let (n, _) = if self.cfg.cqe_version == CqeVersion::V1 {
+            self.fast_run::<true>(one)
+        } else {
+            self.fast_run::<false>(one)
+        };
+        if n == 1 {
+            return 1;
         }
+        self.poll_loop(one)
     }
 
     #[inline(never)]

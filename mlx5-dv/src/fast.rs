@@ -2,17 +2,20 @@
 //! steady state of a busy CQ.
 //!
 //! What makes it cheap, per CQE:
-//! - **One table load tests ownership and dispatches.** [`Mlx5Cq::OWNED_CLASS`] is indexed
-//!   by `op_own ^ expected_owner`: entries whose owner bit mismatches or whose opcode is
-//!   INVALID read [`EMPTY`], so the rdma-core ownership rule and the opcode/format switch
+//! - **One table load tests ownership and dispatches.** The class table is indexed by
+//!   `op_own ^ expected_owner`: entries whose owner bit mismatches or whose opcode is
+//!   INVALID read [`STOP`], so the rdma-core ownership rule and the opcode/format switch
 //!   are the same load.
 //! - **The QP is looked up once per run, not per CQE.** The run holds the cached QP's send
 //!   and receive queues; a CQE only compares its QPN (or user index) with the cached key, in
 //!   wire byte order. A CQE of another QP ends the run ([`Stop::Miss`]) and the poller looks
 //!   the QP up and starts a new run.
+//! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
+//!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
 //! - **Queue state is written back once per run:** the RQ tail lives in a register and the
 //!   SQ retires through its last completed WQE at the end, which is what rdma-core's
 //!   per-CQE updates amount to.
+//! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
 //! - **Every CQE field is read from ring memory once** (volatile loads cannot be merged).
 //!
 //! Anything else (errors, SRQ receives, raw Ethernet QPs, inline data on 64-byte CQEs,
@@ -30,7 +33,7 @@ use dvcq_uapi::Be32;
 
 /// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
 /// CQE needs the slow path; the poller tells the two apart after the run.
-pub(crate) const STOP: u8 = 0;
+const STOP: u8 = 0;
 /// A successful requester CQE.
 const REQ: u8 = 1;
 /// A successful responder CQE (opcodes 1-4).
@@ -193,26 +196,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         hot.finish().write_back(qp);
         self.ci = cur;
         (cur.wrapping_sub(ci) as usize, stop)
-    }
-
-    /// One completion through the fast path, for a one-at-a-time poll: `None` (nothing
-    /// consumed) when the CQE at `self.ci` is not a fast-path CQE of the cached QP.
-    #[inline(always)]
-    pub(crate) fn fast_one<const V1: bool>(&mut self, wc: &mut Completion) -> Option<()> {
-        let (key, slot) = self.cache;
-        let qp = if key <= QPN_MASK { self.registry.qp_at(slot) } else { None }?;
-        let ci = self.ci;
-        // Receives of QPs off the fast path stop at the class test.
-        let done = if qp.plain_rq() {
-            let mut hot = Hot::<STRIDE, V1, true>::new(self.ring.view(), key, qp);
-            hot.cqe(ci, wc).map(|()| hot.finish())
-        } else {
-            let mut hot = Hot::<STRIDE, V1, false>::new(self.ring.view(), key, qp);
-            hot.cqe(ci, wc).map(|()| hot.finish())
-        };
-        done.ok()?.write_back(qp);
-        self.ci = ci.wrapping_add(1);
-        Some(())
     }
 }
 
