@@ -621,70 +621,72 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut ctr = st.next_ctr;
         let mut ci = *ses.ci;
         let mut n = 0;
+        // The first slots of a session or block have no hole to check: the title (basic)
+        // or the block itself (enhanced) at 0, and (basic) array 0 at 1, read when the
+        // session opened. Every later slot is checked and re-invalidated in one loop; a
+        // basic array slot (a multiple of 8) is read first instead of checked.
+        let per = MINIS_PER_ARRAY as u32;
+        let first_plain = if ENH { 1 } else { 2 };
         'blocks: loop {
             let end = n + (left as usize).min(out.len() - n);
-            while n < end {
+            while i < first_plain && n < end {
                 let Some(slot) = out.get_mut(n) else {
                     break 'blocks;
                 };
                 let pos = start.wrapping_add(i);
-                let per = MINIS_PER_ARRAY as u32;
-                if i == 0 || (!ENH && (i == 1 || i % per == 0)) {
-                    // The title or block itself, or (basic) a mini-CQE array slot: no hole
-                    // to check; an array is read before its slot is re-invalidated.
-                    if i != 0 {
-                        if i != 1 {
-                            ring.read_into(pos, Self::CQE_OFF, arr);
-                        }
-                        let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-                    }
-                    sink.fill(arr[i as usize % MINIS_PER_ARRAY], ctr, pos, slot);
-                    ctr = ctr.wrapping_add(1);
-                    i += 1;
-                    ci = pos.wrapping_add(1);
-                    left -= 1;
-                    n += 1;
-                    continue;
+                if i == 1 {
+                    let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
                 }
-                // A run of holes: to the block's end (enhanced) or the next array (basic).
-                let run_end = if ENH { end } else { end.min(n + (per - i % per) as usize) };
-                let Some(run) = out.get_mut(n..run_end) else {
-                    break 'blocks;
-                };
-                let mut done = 0u32;
-                let mut cut = false;
-                for slot in run {
-                    let pos = start.wrapping_add(i + done);
+                sink.fill(arr[i as usize], ctr, pos, slot);
+                ctr = ctr.wrapping_add(1);
+                i += 1;
+                ci = pos.wrapping_add(1);
+                left -= 1;
+                n += 1;
+            }
+            let Some(run) = out.get_mut(n..end) else {
+                break;
+            };
+            let mut done = 0u32;
+            let mut cut = false;
+            for slot in run {
+                let j = i + done;
+                let pos = start.wrapping_add(j);
+                if !ENH && j % per == 0 {
+                    ring.read_into(pos, Self::CQE_OFF, arr);
+                } else {
                     let written = if ENH {
                         Self::enh_owned(ring, pos, shift).is_some()
                     } else {
                         ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
                     };
                     if written {
+                        // The device wrote a CQE where the session claimed a hole: the
+                        // session was truncated; one fault item ends it.
                         *slot = truncated(sink.stats(), start, count);
                         cut = true;
                         break;
                     }
-                    let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-                    if ENH {
-                        let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
-                    }
-                    // Basic: mini i % 8 of the current array; enhanced: i < 7 of the block.
-                    sink.fill(arr[(i + done) as usize % MINIS_PER_ARRAY], ctr.wrapping_add(done as u16), pos, slot);
-                    done += 1;
                 }
-                ctr = ctr.wrapping_add(done as u16);
-                i += done;
-                left -= done;
-                n += done as usize;
-                if done != 0 {
-                    ci = start.wrapping_add(i);
+                let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
+                if ENH {
+                    let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
                 }
-                if cut {
-                    left = 0;
-                    n += 1;
-                    break 'blocks;
-                }
+                // Basic: mini j % 8 of the current array; enhanced: j < 7 of the block.
+                sink.fill(arr[j as usize % MINIS_PER_ARRAY], ctr.wrapping_add(done as u16), pos, slot);
+                done += 1;
+            }
+            ctr = ctr.wrapping_add(done as u16);
+            i += done;
+            left -= done;
+            n += done as usize;
+            if done != 0 {
+                ci = start.wrapping_add(i);
+            }
+            if cut {
+                left = 0;
+                n += 1;
+                break;
             }
             if !ENH || left != 0 || n == out.len() {
                 break;
