@@ -18,13 +18,14 @@
 //! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
 //! - **Every CQE field is read from ring memory once** (volatile loads cannot be merged).
 //!
-//! Anything else (errors, SRQ receives, raw Ethernet QPs, inline data on 64-byte CQEs,
-//! RESIZE, garbage) stops the run at that CQE, unconsumed, for the slow path in `cq.rs`.
+//! Receives complete from the QP's RQ or from the SRQ it is attached to. Anything else
+//! (errors, raw Ethernet QPs, inline data on 64-byte CQEs, RESIZE, garbage) stops the run at
+//! that CQE, unconsumed, for the slow path in `cq.rs`.
 
 use crate::cq::{expected_owner, Mlx5Cq};
 use crate::cqe::{req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
-use crate::registry::{Qp, SqEntry};
+use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, Pow2Table, RingView, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
@@ -163,27 +164,27 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     pub(crate) fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
         let (key, slot) = self.cache;
         // Until a lookup fills the cache, CQEs go through the slow path, which fills it.
-        let plain = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
+        let kind = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
             None => return (0, Stop::Other),
-            Some(qp) => qp.plain_rq(),
+            Some(qp) => qp.recv_kind(),
         };
-        if plain {
-            self.fast_run_qp::<V1, true>(out)
-        } else {
-            self.fast_run_qp::<V1, false>(out)
+        match kind {
+            RecvKind::Rq => self.fast_run_qp::<V1, RECV_RQ>(out),
+            RecvKind::Srq => self.fast_run_qp::<V1, RECV_SRQ>(out),
+            RecvKind::Slow => self.fast_run_qp::<V1, RECV_SLOW>(out),
         }
     }
 
-    /// [`Mlx5Cq::fast_run`] for a QP whose receives do (`PLAIN`) or do not take the fast
-    /// path; the class table is then a constant.
+    /// [`Mlx5Cq::fast_run`] for a QP whose receives come from its RQ, from an SRQ, or take
+    /// the slow path (`RECV`); the class table is then a constant.
     #[inline(always)]
-    fn fast_run_qp<const V1: bool, const PLAIN: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+    fn fast_run_qp<const V1: bool, const RECV: u8>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
         let ci = self.ci;
         let (key, slot) = self.cache;
-        let Some(qp) = self.registry.qp_at(slot) else {
+        let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
             return (0, Stop::Other);
         };
-        let mut hot = Hot::<STRIDE, V1, PLAIN>::new(self.ring.view(), key, qp);
+        let mut hot = Hot::<STRIDE, V1, RECV>::new(self.ring.view(), key, qp, srq.as_deref());
         let mut cur = ci;
         let mut stop = Stop::Full;
         for wc in out.iter_mut() {
@@ -193,32 +194,44 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             }
             cur = cur.wrapping_add(1);
         }
-        hot.finish().write_back(qp);
+        hot.finish().write_back(qp, srq);
         self.ci = cur;
         (cur.wrapping_sub(ci) as usize, stop)
     }
 }
 
+/// [`Hot`]'s `RECV`: receives from the QP's RQ.
+const RECV_RQ: u8 = 0;
+/// [`Hot`]'s `RECV`: receives from the SRQ the QP is attached to.
+const RECV_SRQ: u8 = 1;
+/// [`Hot`]'s `RECV`: receives take the slow path.
+const RECV_SLOW: u8 = 2;
+
 /// Where a fast run left the cached QP's queues.
 struct QueuePositions {
     sq_last: Option<usize>,
     rq_tail: u32,
+    srq_done: u64,
 }
 
 impl QueuePositions {
-    /// Retires the SQ through its last completed WQE and advances the RQ tail.
+    /// Retires the SQ through its last completed WQE, advances the RQ tail and counts the
+    /// SRQ completions.
     #[inline(always)]
-    fn write_back(self, qp: &mut Qp) {
+    fn write_back(self, qp: &mut Qp, srq: Option<&mut Srq>) {
         if let Some(idx) = self.sq_last {
             qp.sq.retire_through(idx as u32);
         }
         qp.rq.set_tail(self.rq_tail);
+        if let Some(s) = srq {
+            s.add_completed(self.srq_done);
+        }
     }
 }
 
 /// The state of a fast run: the ring, the cached QP's key and queues, and the queue
 /// positions it will write back.
-struct Hot<'q, const S: usize, const V1: bool, const PLAIN: bool> {
+struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
     ring: RingView<'q, S>,
     entries: u32,
     qpn: u32,
@@ -228,14 +241,18 @@ struct Hot<'q, const S: usize, const V1: bool, const PLAIN: bool> {
     rq: &'q Pow2Table<u64>,
     rq_tail: u32,
     sq_last: Option<usize>,
+    /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
+    srq: &'q [u64],
+    srqn_wire: u32,
+    srq_done: u64,
 }
 
-impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN> {
-    const CLASS: [u8; 256] = owned_class_table(S, PLAIN);
+impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
+    const CLASS: [u8; 256] = owned_class_table(S, RECV != RECV_SLOW);
     const MASK_WIRE: u32 = QPN_MASK.to_be();
 
     #[inline(always)]
-    fn new(ring: RingView<'q, S>, key: u32, qp: &'q Qp) -> Self {
+    fn new(ring: RingView<'q, S>, key: u32, qp: &'q Qp, srq: Option<&'q Srq>) -> Self {
         Self {
             ring,
             entries: ring.entries(),
@@ -245,6 +262,9 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             rq: qp.rq.wrids(),
             rq_tail: qp.rq.tail(),
             sq_last: None,
+            srq: srq.map_or(&[], Srq::wrids),
+            srqn_wire: srq.map_or(0, |s| s.srqn().to_be()),
+            srq_done: 0,
         }
     }
 
@@ -263,7 +283,7 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
     /// Ends the run: what [`QueuePositions::write_back`] stores into the QP.
     #[inline(always)]
     fn finish(self) -> QueuePositions {
-        QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail }
+        QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail, srq_done: self.srq_done }
     }
 
     /// The CQE at running position `cur` into `wc`, or why it is not for the fast path
@@ -298,19 +318,39 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
             }
         } else {
             let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
-            if V1 {
-                if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
-                    return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+            let (wr_id, idx, qp_num) = if RECV == RECV_SRQ {
+                if V1 {
+                    if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
+                        return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+                    }
+                } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
+                    // Version 0 names the SRQ itself (spec §7.5); any QP attached to the
+                    // cached QP's SRQ is fine here, another SRQ is the slow path's.
+                    return Err(Stop::Other);
                 }
-            } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
-                // Version 0 names an SRQ here (spec §7.5): the slow path's business.
-                return Err(Stop::Other);
-            } else if sop.raw() & Self::MASK_WIRE != self.key_wire {
-                return Err(Stop::Miss(sop.get() & QPN_MASK));
-            }
-            // rdma-core takes a non-SRQ receive's wr_id from its own RQ tail.
-            let idx = self.rq_tail as usize & self.rq.mask();
-            self.rq_tail = self.rq_tail.wrapping_add(1);
+                // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9); a counter
+                // beyond the SRQ becomes a fault item on the slow path.
+                let ctr = cqe.be16(offset_of!(Cqe64, wqe_counter)).get();
+                let &wr_id = self.srq.get(ctr as usize).ok_or(Stop::Other)?;
+                self.srq_done += 1;
+                // The CQE's own QPN: in version 0 it may be any QP on the SRQ.
+                (wr_id, ctr as usize, sop.get() & QPN_MASK)
+            } else {
+                if V1 {
+                    if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
+                        return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+                    }
+                } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
+                    // Version 0 names an SRQ here (spec §7.5): the slow path's business.
+                    return Err(Stop::Other);
+                } else if sop.raw() & Self::MASK_WIRE != self.key_wire {
+                    return Err(Stop::Miss(sop.get() & QPN_MASK));
+                }
+                // rdma-core takes a non-SRQ receive's wr_id from its own RQ tail.
+                let idx = self.rq_tail as usize & self.rq.mask();
+                self.rq_tail = self.rq_tail.wrapping_add(1);
+                (*self.rq.at(idx), idx, self.qp_num(sop))
+            };
             let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
             let fr = cqe.be32(offset_of!(Cqe64, flags_rqpn)).get();
             let m = RESP_FAST[resp_index(own, fr)];
@@ -321,9 +361,9 @@ impl<'q, const S: usize, const V1: bool, const PLAIN: bool> Hot<'q, S, V1, PLAIN
                 RespImm::Raw => wc.imm_data = imm.raw(),
                 RespImm::Swapped => wc.imm_data = imm.get(),
             }
-            wc.wr_id = *self.rq.at(idx);
+            wc.wr_id = wr_id;
             wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get();
-            wc.qp_num = self.qp_num(sop);
+            wc.qp_num = qp_num;
             // GRH, sl (on RoCE the packet type; rdma-core reports it as `sl`).
             wc.set_head(m.head);
             wc.wqe_index = idx as u16;

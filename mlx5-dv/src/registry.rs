@@ -226,6 +226,18 @@ impl Srq {
         Some(w)
     }
 
+    /// The wr_id table, indexed by the unmasked WQE counter.
+    #[inline(always)]
+    pub(crate) fn wrids(&self) -> &[u64] {
+        &self.wrid
+    }
+
+    /// Counts `n` completions taken from [`Srq::wrids`] directly.
+    #[inline(always)]
+    pub(crate) fn add_completed(&mut self, n: u64) {
+        self.completed += n;
+    }
+
     #[inline]
     pub(crate) fn peek(&self, wqe_counter: u16) -> Option<u64> {
         self.wrid.get(wqe_counter as usize).copied()
@@ -260,6 +272,17 @@ impl QpConfig {
     }
 }
 
+/// Where a QP's receive completions get their wr_id ([`Qp::recv_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvKind {
+    /// The QP's own receive queue.
+    Rq,
+    /// The shared receive queue it is attached to.
+    Srq,
+    /// Off the fast path (raw Ethernet extras).
+    Slow,
+}
+
 /// One registered QP.
 #[derive(Debug, Clone)]
 pub struct Qp {
@@ -284,11 +307,15 @@ impl Qp {
     pub(crate) fn srq_slot(&self) -> Option<u32> {
         self.srq
     }
-    /// Receives complete from the QP's own RQ with nothing else to fill: no SRQ, no raw
-    /// Ethernet extras. Such QPs take the poll fast path for responder CQEs too.
+    /// Where the QP's receives complete, for the poll fast path: its own RQ, an SRQ, or
+    /// (raw Ethernet QPs, whose completions carry extras) the slow path.
     #[inline(always)]
-    pub(crate) fn plain_rq(&self) -> bool {
-        self.srq.is_none() && !self.cfg.rx_csum
+    pub(crate) fn recv_kind(&self) -> RecvKind {
+        match (self.cfg.rx_csum, self.srq) {
+            (true, _) => RecvKind::Slow,
+            (false, None) => RecvKind::Rq,
+            (false, Some(_)) => RecvKind::Srq,
+        }
     }
 }
 
@@ -439,6 +466,14 @@ impl Registry {
     #[inline(always)]
     pub(crate) fn qp_at(&mut self, slot: u32) -> Option<&mut Qp> {
         self.qps.get_mut(slot as usize)
+    }
+
+    /// The QP at `slot` and the SRQ it receives from, if any, both mutably.
+    #[inline(always)]
+    pub(crate) fn qp_and_srq(&mut self, slot: u32) -> Option<(&mut Qp, Option<&mut Srq>)> {
+        let qp = self.qps.get_mut(slot as usize)?;
+        let srq = qp.srq.and_then(|s| self.srqs.get_mut(s as usize));
+        Some((qp, srq))
     }
 
     #[inline(always)]

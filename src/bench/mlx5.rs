@@ -9,6 +9,7 @@ use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 
 const QPN: u32 = 0x1c7;
+const SRQN: u32 = 0x2d;
 
 /// mlx5 model + poller, with one lap of CQEs precomputed.
 #[derive(Debug)]
@@ -36,7 +37,12 @@ impl<const S: usize> Mlx5Bench<S> {
         mc.overrun_ignore = true;
         let model = Mlx5Model::new(mc).map_err(|e| e.to_string())?;
         let mut reg = Registry::new();
-        reg.add_qp(QpConfig::rc(QPN, 1 << 16, 1 << 16)).map_err(|e| e.to_string())?;
+        let mut qp = QpConfig::rc(QPN, 1 << 16, 1 << 16);
+        if mix == Mix::SendSrq {
+            reg.add_srq(SRQN, 1 << 16).map_err(|e| e.to_string())?;
+            qp.srqn = Some(SRQN);
+        }
+        reg.add_qp(qp).map_err(|e| e.to_string())?;
         let cq = model.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
         // Single-kind mixes use consecutive WQE counters, so the same lap is what a
         // compressing device turns into full sessions: compressed and plain runs compare
@@ -65,6 +71,8 @@ impl<const S: usize> Mlx5Bench<S> {
                         })
                     } else if send {
                         build::req(QPN, ctr, wqe_opcode::SEND, 0)
+                    } else if mix == Mix::SendSrq {
+                        build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0).srqn_uidx(SRQN)
                     } else {
                         build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
                     }

@@ -39,6 +39,9 @@ pub enum Mix {
     Recv,
     /// Send/receive with one flush error in every 16 completions.
     Errors,
+    /// Alternating send and receive completions, the receives from a shared receive queue
+    /// (mlx5).
+    SendSrq,
 }
 
 /// A backend prepared for benchmarking.

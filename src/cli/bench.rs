@@ -224,6 +224,7 @@ fn mix_name(m: Mix) -> &'static str {
         Mix::Send => "send",
         Mix::Recv => "recv",
         Mix::Errors => "errors",
+        Mix::SendSrq => "send-srq",
     }
 }
 
