@@ -356,10 +356,9 @@ pub(crate) fn recv_target<R: Resources, C: CqeFields>(
 
 /// Raw-packet QPs with the RX checksum capability: fills the Ethernet extras (checksum,
 /// header flags and types, RSS hash) and returns `IBV_WC_IP_CSUM_OK` when L3 and L4 are OK
-/// and the packet is IPv4 (rdma-core `get_csum_ok`). Out of line: transport QPs never ask.
-#[cold]
-#[inline(never)]
-fn eth_extras(hds: u8, l4_hdr_type_etc: u8, check_sum: u16, rss_hash: u32, out: &mut Completion) -> WcFlags {
+/// and the packet is IPv4 (rdma-core `get_csum_ok`). Transport QPs never ask.
+#[inline(always)]
+pub(crate) fn eth_extras(hds: u8, l4_hdr_type_etc: u8, check_sum: u16, rss_hash: u32, out: &mut Completion) -> WcFlags {
     out.hdr_ok = hds;
     out.hdr_type = l4_hdr_type_etc;
     out.checksum = check_sum;

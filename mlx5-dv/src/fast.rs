@@ -18,12 +18,13 @@
 //! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
 //! - **Every CQE field is read from ring memory once** (volatile loads cannot be merged).
 //!
-//! Receives complete from the QP's RQ or from the SRQ it is attached to. Anything else
-//! (errors, raw Ethernet QPs, inline data on 64-byte CQEs, RESIZE, garbage) stops the run at
+//! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX
+//! checksum capability) or from the SRQ it is attached to. Anything else (errors, raw
+//! Ethernet QPs on an SRQ, inline data on 64-byte CQEs, RESIZE, garbage) stops the run at
 //! that CQE, unconsumed, for the slow path in `cq.rs`.
 
 use crate::cq::{expected_owner, Mlx5Cq};
-use crate::cqe::{req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
+use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
 use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
@@ -171,6 +172,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         match kind {
             RecvKind::Rq => self.fast_run_qp::<V1, RECV_RQ>(out),
             RecvKind::Srq => self.fast_run_qp::<V1, RECV_SRQ>(out),
+            RecvKind::RqEth => self.fast_run_qp::<V1, RECV_RQ_ETH>(out),
             RecvKind::Slow => self.fast_run_qp::<V1, RECV_SLOW>(out),
         }
     }
@@ -204,8 +206,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 const RECV_RQ: u8 = 0;
 /// [`Hot`]'s `RECV`: receives from the SRQ the QP is attached to.
 const RECV_SRQ: u8 = 1;
+/// [`Hot`]'s `RECV`: receives from the QP's RQ, with the raw Ethernet extras.
+const RECV_RQ_ETH: u8 = 2;
 /// [`Hot`]'s `RECV`: receives take the slow path.
-const RECV_SLOW: u8 = 2;
+const RECV_SLOW: u8 = 3;
 
 /// Where a fast run left the cached QP's queues.
 struct QueuePositions {
@@ -373,6 +377,17 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             wc.src_qp = fr & QPN_MASK;
             wc.slid = cqe.be16(offset_of!(Cqe64, slid)).get();
             wc.dlid_path_bits = cqe.byte(offset_of!(Cqe64, ml_path)) & 0x7f;
+            if RECV == RECV_RQ_ETH {
+                // IP_CSUM_OK for IPv4 with L3 and L4 OK (rdma-core `get_csum_ok`).
+                let ok = eth_extras(
+                    cqe.byte(offset_of!(Cqe64, hds_ip_ext)),
+                    cqe.byte(offset_of!(Cqe64, l4_hdr_type_etc)),
+                    cqe.be16(offset_of!(Cqe64, check_sum)).get(),
+                    cqe.be32(offset_of!(Cqe64, rss_hash_result)).get(),
+                    wc,
+                );
+                wc.wc_flags |= ok;
+            }
         }
         wc.timestamp = cqe.be64(offset_of!(Cqe64, timestamp)).get();
         Ok(())

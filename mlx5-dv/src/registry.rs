@@ -279,7 +279,9 @@ pub(crate) enum RecvKind {
     Rq,
     /// The shared receive queue it is attached to.
     Srq,
-    /// Off the fast path (raw Ethernet extras).
+    /// The QP's own receive queue, with the raw Ethernet extras (RX checksum capability).
+    RqEth,
+    /// Off the fast path (raw Ethernet extras on an SRQ).
     Slow,
 }
 
@@ -307,14 +309,15 @@ impl Qp {
     pub(crate) fn srq_slot(&self) -> Option<u32> {
         self.srq
     }
-    /// Where the QP's receives complete, for the poll fast path: its own RQ, an SRQ, or
-    /// (raw Ethernet QPs, whose completions carry extras) the slow path.
+    /// Where the QP's receives complete, for the poll fast path: its own RQ (with or
+    /// without raw Ethernet extras), an SRQ, or the slow path.
     #[inline(always)]
     pub(crate) fn recv_kind(&self) -> RecvKind {
         match (self.cfg.rx_csum, self.srq) {
-            (true, _) => RecvKind::Slow,
             (false, None) => RecvKind::Rq,
             (false, Some(_)) => RecvKind::Srq,
+            (true, None) => RecvKind::RqEth,
+            (true, Some(_)) => RecvKind::Slow,
         }
     }
 }
