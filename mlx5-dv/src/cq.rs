@@ -19,8 +19,9 @@ const SLOW: u8 = 2;
 /// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CiUpdate {
-    /// After every `poll` call that consumed CQEs. rdma-core's `mlx5_poll_cq` also writes
-    /// after an empty poll, the value the record already holds; dvcq skips that store.
+    /// After every `poll` call (or view walk) that consumed CQEs. rdma-core's
+    /// `mlx5_poll_cq` also writes after an empty poll, the value the record already holds;
+    /// dvcq skips that store.
     #[default]
     EveryPoll,
     /// After at least N CQEs were consumed since the last write (and on
@@ -298,8 +299,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if self.cfg.compression.is_some() {
             return self.poll_compressed(out);
         }
-        // A RESIZE CQE was consumed: nothing more until `switch_ring`.
-        self.after_batch(0);
+        // A RESIZE CQE was consumed (and published by that poll): nothing more until
+        // `switch_ring`.
         0
     }
 

@@ -60,6 +60,10 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
 impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
     fn drop(&mut self) {
         let consumed = self.cur.wrapping_sub(*self.ci);
+        if consumed == 0 {
+            // Nothing moved: the doorbell record already holds this index.
+            return;
+        }
         *self.ci = self.cur;
         self.doorbell.after_batch(self.cur, consumed);
     }

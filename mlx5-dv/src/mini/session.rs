@@ -391,6 +391,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// CQEs, opens the sessions it meets, and publishes the consumer index once.
     #[inline(never)]
     pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
+        let before = self.ci;
         let n = if out.is_empty() || self.resize_pending() {
             0
         } else if self.cfg.cqe_version == CqeVersion::V1 {
@@ -398,7 +399,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         } else {
             self.poll_compressed_v::<false>(out)
         };
-        self.after_batch(n as u32);
+        // As for regular CQs, a call that moved nothing writes nothing.
+        if self.ci != before {
+            self.after_batch(n as u32);
+        }
         n
     }
 
