@@ -5,7 +5,7 @@
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpRegistry};
-use dvcq_provider::Completion;
+use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
@@ -73,24 +73,11 @@ proptest! {
             ma.push(&cqe(p)).unwrap();
             mb.push(&cqe(p)).unwrap();
         }
-        // Reference: peek (general path) before each one-at-a-time poll.
-        let mut want = Vec::new();
-        while let Some(p) = a.peek() {
-            let got = a.poll_one();
-            prop_assert_eq!(got, Some(p), "poll_one differs from peek at item {}", want.len());
-            want.push(p);
-        }
-        // Under test: batches (fast runs, context changes, general-path CQEs).
-        let mut got = Vec::new();
-        for &k in batches.iter().cycle().take(2 * stream.len() + 1) {
-            let mut buf = vec![Completion::default(); k];
-            let n = b.poll(&mut buf);
-            got.extend_from_slice(&buf[..n]);
-        }
-        prop_assert_eq!(got.len(), want.len());
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            prop_assert_eq!(g, w, "item {}", i);
-        }
+        // Reference: peek (general path) before each one-at-a-time poll; under test:
+        // batches (fast runs, context changes, general-path CQEs).
+        let want = drain_one_by_one(&mut a).map_err(TestCaseError::fail)?;
+        let got = drain_in_batches(&mut b, &batches, 2 * stream.len() + 1);
+        prop_assert_eq!(got, want);
         prop_assert_eq!(a.ci(), b.ci());
     }
 }

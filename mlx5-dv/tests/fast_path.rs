@@ -6,7 +6,7 @@
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry};
-use dvcq_provider::Completion;
+use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use proptest::prelude::*;
 
@@ -94,7 +94,7 @@ fn setup<const S: usize>(v1: bool, entries: u32) -> (Mlx5Model, Mlx5Cq<S>) {
 /// Polls `stream` one at a time, checked against `peek`, and in `batches` on a second
 /// identical CQ; both must agree completion for completion.
 fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result<(), TestCaseError> {
-    // Reference: peek (general path) before each one-at-a-time poll (fast_one).
+    // Reference: peek (general path) before each one-at-a-time poll (a one-CQE fast run).
     let (mut ma, mut a) = setup::<S>(v1, 256);
     // Under test: the same stream polled in batches (fast runs, misses, slow CQEs).
     let (mut mb, mut b) = setup::<S>(v1, 256);
@@ -102,22 +102,9 @@ fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result
         ma.push(&entry(p, v1)).unwrap();
         mb.push(&entry(p, v1)).unwrap();
     }
-    let mut want = Vec::new();
-    while let Some(p) = a.peek() {
-        let got = a.poll_one();
-        prop_assert_eq!(got, Some(p), "poll_one differs from peek at item {}", want.len());
-        want.push(p);
-    }
-    let mut got = Vec::new();
-    for &k in batches.iter().cycle().take(stream.len() + 1) {
-        let mut buf = vec![Completion::default(); k];
-        let n = b.poll(&mut buf);
-        got.extend_from_slice(&buf[..n]);
-    }
-    prop_assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        prop_assert_eq!(g, w, "item {}", i);
-    }
+    let want = drain_one_by_one(&mut a).map_err(TestCaseError::fail)?;
+    let got = drain_in_batches(&mut b, batches, stream.len() + 1);
+    prop_assert_eq!(got, want);
     // Both pollers moved every queue the same way.
     for q in QPNS {
         let (ra, rb) = (a.registry().qp(q).unwrap(), b.registry().qp(q).unwrap());

@@ -1,5 +1,5 @@
 //! Test support (feature `testing`): a counting global allocator, so tests can show that a
-//! hot path allocates nothing.
+//! hot path allocates nothing, and drains that compare a backend's poll paths.
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -9,6 +9,7 @@
 //! assert_eq!(dvcq_provider::testing::allocations(), before);
 //! ```
 
+use crate::{Completion, CqDriver};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -53,4 +54,31 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: `ptr`/`layout` came from `System` and the caller upholds `realloc`'s contract.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
+}
+
+/// The reference drain: while `peek` (which never consumes) shows a completion, a
+/// one-completion poll must return exactly that one. Returns the completions, or where the
+/// two first differ.
+pub fn drain_one_by_one<D: CqDriver>(cq: &mut D) -> Result<Vec<Completion>, String> {
+    let mut all = Vec::new();
+    while let Some(want) = cq.peek() {
+        let mut got = [Completion::default()];
+        if cq.poll(&mut got) != 1 || got[0] != want {
+            return Err(format!("item {}: peek gave {want:?}, a one-completion poll {:?}", all.len(), got[0]));
+        }
+        all.push(want);
+    }
+    Ok(all)
+}
+
+/// Drains with polls of the sizes in `batches`, taken in turn, `calls` polls in all, into
+/// zeroed completions.
+pub fn drain_in_batches<D: CqDriver>(cq: &mut D, batches: &[usize], calls: usize) -> Vec<Completion> {
+    let mut all = Vec::new();
+    for &k in batches.iter().cycle().take(calls) {
+        let mut buf = vec![Completion::default(); k];
+        let n = cq.poll(&mut buf);
+        all.extend_from_slice(&buf[..n]);
+    }
+    all
 }
