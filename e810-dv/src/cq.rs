@@ -6,7 +6,7 @@ use crate::fast::Stop;
 use crate::registry::QpRegistry;
 use crate::ring::{polarity, SlotRing, SlotSource, SlotView};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
-use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, WcStatus};
+use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, SlotRef, WcStatus};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
@@ -370,26 +370,31 @@ impl Views<'_> {
     pub fn next(&mut self) -> Option<CqeView<'_>> {
         let pos = self.ci;
         let expect = polarity(pos, self.log2);
-        let (w3, slots) = match &self.ring {
+        // The slot is addressed once, for the valid bit and every qword the caller reads
+        // (all four lie in its first 32 bytes, whatever the stride).
+        let valid = |w: u64| q3::valid(u64::from_le(w)) == expect;
+        let (slot, w3, slots) = match &self.ring {
             SlotView::V32(r) => {
-                let w3 = r.valid_q3(pos, expect)?;
+                let slot = r.slot_ref::<32>(pos);
+                let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
-                    (w3, 2)
+                    (slot, w3, 2)
                 } else {
-                    (w3, 1)
+                    (slot, w3, 1)
                 }
             }
             SlotView::V64(r) => {
-                let w3 = r.valid_q3(pos, expect)?;
+                let slot = r.slot_ref::<32>(pos);
+                let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
                 }
-                (w3, 1)
+                (slot, w3, 1)
             }
         };
         self.ci = pos.wrapping_add(slots);
-        Some(CqeView { ring: self.ring, pos, w3, compat: self.compat })
+        Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
     }
 }
 
@@ -409,6 +414,8 @@ impl Drop for Views<'_> {
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a> {
     ring: SlotView<'a>,
+    /// The CQE's first 32 bytes (qwords 0-3).
+    slot: SlotRef<'a, 32>,
     pos: u32,
     w3: u64,
     compat: Compat,
@@ -416,10 +423,7 @@ pub struct CqeView<'a> {
 
 macro_rules! word {
     ($self:ident, $off:expr) => {
-        match $self.ring {
-            SlotView::V32(r) => r.read_at::<Le64>($self.pos, $off).map_or(0, Le64::get),
-            SlotView::V64(r) => r.read_at::<Le64>($self.pos, $off).map_or(0, Le64::get),
-        }
+        $self.slot.read_at::<Le64>($off).map_or(0, Le64::get)
     };
 }
 

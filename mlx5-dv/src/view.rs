@@ -3,7 +3,7 @@
 
 use crate::cq::{is_sw_owned, Mlx5Cq};
 use crate::doorbell::CiPublisher;
-use dvcq_provider::RingView;
+use dvcq_provider::{RingView, SlotRef};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::{Be16, Be32};
@@ -30,30 +30,32 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
         Self { ring, cur: *ci, ci, doorbell, stopped }
     }
 
+    /// The CQE at `pos` if it is software-owned; its slot is addressed once, for the
+    /// ownership test and every field the caller reads.
     #[inline(always)]
-    fn owned_at(&self, pos: u32) -> Option<u8> {
+    fn view_at(&self, pos: u32) -> Option<CqeView<'a, STRIDE>> {
         if self.stopped {
             return None;
         }
         let entries = self.ring.entries();
-        self.ring.owned_at(pos, STRIDE - 1, |b| is_sw_owned(b, pos, entries))
+        let slot = self.ring.slot_ref::<STRIDE>(pos);
+        let op_own = slot.owned_at(STRIDE - 1, |b| is_sw_owned(b, pos, entries))?;
+        Some(CqeView { ring: self.ring, slot, idx: pos, op_own })
     }
 
     /// The next CQE, consumed; `None` when the ring holds no more (or a RESIZE is pending).
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<CqeView<'_, STRIDE>> {
-        let pos = self.cur;
-        let own = self.owned_at(pos)?;
-        self.cur = pos.wrapping_add(1);
-        Some(CqeView { ring: self.ring, idx: pos, op_own: own })
+        let v = self.view_at(self.cur)?;
+        self.cur = self.cur.wrapping_add(1);
+        Some(v)
     }
 
     /// The next CQE without consuming it.
     #[inline]
     pub fn peek(&self) -> Option<CqeView<'_, STRIDE>> {
-        let own = self.owned_at(self.cur)?;
-        Some(CqeView { ring: self.ring, idx: self.cur, op_own: own })
+        self.view_at(self.cur)
     }
 }
 
@@ -74,6 +76,7 @@ impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a, const STRIDE: usize> {
     ring: RingView<'a, STRIDE>,
+    slot: SlotRef<'a, STRIDE>,
     idx: u32,
     op_own: u8,
 }
@@ -83,15 +86,15 @@ impl<const STRIDE: usize> CqeView<'_, STRIDE> {
 
     #[inline(always)]
     fn be32(&self, at: usize) -> u32 {
-        self.ring.read_at::<Be32>(self.idx, Self::BASE + at).map_or(0, Be32::get)
+        self.slot.read_at::<Be32>(Self::BASE + at).map_or(0, Be32::get)
     }
     #[inline(always)]
     fn be16(&self, at: usize) -> u16 {
-        self.ring.read_at::<Be16>(self.idx, Self::BASE + at).map_or(0, Be16::get)
+        self.slot.read_at::<Be16>(Self::BASE + at).map_or(0, Be16::get)
     }
     #[inline(always)]
     fn byte(&self, at: usize) -> u8 {
-        self.ring.read_at::<u8>(self.idx, Self::BASE + at).unwrap_or(0)
+        self.slot.read_at::<u8>(Self::BASE + at).unwrap_or(0)
     }
 
     /// Running consumer position of this CQE.
@@ -179,7 +182,7 @@ impl<const STRIDE: usize> CqeView<'_, STRIDE> {
     }
     /// The whole cqe64, copied.
     pub fn cqe(&self) -> Cqe64 {
-        self.ring.read_at::<Cqe64>(self.idx, Self::BASE).unwrap_or_default()
+        self.slot.read_at::<Cqe64>(Self::BASE).unwrap_or_default()
     }
     /// The error CQE fields (meaningful for opcodes 13 and 14).
     pub fn err(&self) -> ErrCqe {

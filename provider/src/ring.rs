@@ -150,9 +150,9 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     /// [`CqRing::owned`] said the slot is software-owned (the fence orders this read).
     #[inline(always)]
     pub fn read<T: Pod, const OFF: usize>(&self, idx: u32) -> T {
-        const { assert!(OFF + size_of::<T>() <= STRIDE && OFF % align_of::<T>() == 0 && align_of::<T>() <= 64) };
+        const { assert!(OFF + size_of::<T>() <= STRIDE && OFF % align_of::<T>() == 0 && align_of::<T>() <= 8) };
         // SAFETY: in bounds and aligned (checked at compile time above).
-        unsafe { self.view().copy_out(idx, OFF) }
+        unsafe { self.view().slot_ref::<STRIDE>(idx).copy_out(OFF) }
     }
 
     /// A copyable view of the ring for hot loops (base and mask live in registers).
@@ -208,7 +208,7 @@ pub struct RingView<'a, const STRIDE: usize> {
     _ring: PhantomData<&'a CqRing<STRIDE>>,
 }
 
-impl<const STRIDE: usize> RingView<'_, STRIDE> {
+impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
     /// Number of slots.
     #[inline(always)]
     pub fn entries(&self) -> u32 {
@@ -309,16 +309,22 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         Ok(())
     }
 
+    /// The first `LEN` bytes of slot `idx`, addressed once (`LEN <= STRIDE`, checked at
+    /// compile time): a reader of several fields of one slot computes its address once.
+    #[inline(always)]
+    pub fn slot_ref<const LEN: usize>(&self, idx: u32) -> SlotRef<'a, LEN> {
+        #[allow(clippy::let_unit_value)]
+        let () = LenFits::<LEN, STRIDE>::OK;
+        let off = (idx & self.mask) as usize * STRIDE;
+        // SAFETY: as in `slot`: `off + STRIDE` stays inside the ring's mapping, so the pointer is in bounds of a live allocation and therefore not null.
+        SlotRef { p: unsafe { self.base.add(off) }, _ring: PhantomData }
+    }
+
     /// The ownership byte at `off` of slot `idx` (relaxed atomic load, no fence); `None`
     /// if `off` is outside the slot.
     #[inline(always)]
     pub fn load_u8_at(&self, idx: u32, off: usize) -> Option<u8> {
-        if off >= STRIDE {
-            return None;
-        }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (off < STRIDE), u8 needs no alignment, and the producer writes ownership bytes only atomically, so this atomic load never races a plain write.
-        Some(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed))
+        self.slot_ref::<STRIDE>(idx).load_u8_at(off)
     }
 
     /// [`CqRing::owned`] with the offset as an argument: for callers whose offset is an
@@ -326,7 +332,7 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
     /// away after inlining; an out-of-slot `off` reads as "not owned".
     #[inline(always)]
     pub fn owned_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
-        acquire_if(self.load_u8_at(idx, off)?, is_sw_owned)
+        self.slot_ref::<STRIDE>(idx).owned_at(off, is_sw_owned)
     }
 
     /// The ownership test and the dispatch in one step: loads the ownership byte at `off` of
@@ -344,35 +350,104 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
     /// the slot or misaligned.
     #[inline(always)]
     pub fn owned_u64_at(&self, idx: u32, off: usize, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
-        if off + 8 > STRIDE || off % 8 != 0 {
-            return None;
-        }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (checked), 8-aligned (slots are aligned to min(STRIDE, 64) and STRIDE >= 8 is a power of two; off % 8 == 0), and the producer writes this word only with atomic stores.
-        let w = unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed);
-        acquire_if(w, is_sw_owned)
+        self.slot_ref::<STRIDE>(idx).owned_u64_at(off, is_sw_owned)
     }
 
     /// [`CqRing::read`] with the offset as an argument; `None` if `T` at `off` would leave
     /// the slot or be misaligned (folds away for constant offsets).
     #[inline(always)]
     pub fn read_at<T: Pod>(&self, idx: u32, off: usize) -> Option<T> {
-        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
+        self.slot_ref::<STRIDE>(idx).read_at(off)
+    }
+
+    /// [`RingView::read_at`] into `dst`, a word at a time, without holding the whole value
+    /// in registers (mini-CQE arrays); `false` (and `dst` untouched) where `read_at` would
+    /// give `None`.
+    #[inline(always)]
+    pub fn read_into<T: Pod>(&self, idx: u32, off: usize, dst: &mut T) -> bool {
+        self.slot_ref::<STRIDE>(idx).read_into(off, dst)
+    }
+}
+
+/// `LEN <= STRIDE`, as a constant a generic function can require.
+struct LenFits<const LEN: usize, const STRIDE: usize>;
+
+impl<const LEN: usize, const STRIDE: usize> LenFits<LEN, STRIDE> {
+    const OK: () = assert!(LEN <= STRIDE, "a slot reference longer than the slot");
+}
+
+/// The first `LEN` bytes of one ring slot ([`RingView::slot_ref`]), with the accessors of
+/// [`RingView`] at offsets inside them. Same ordering duty: read the body only after an
+/// ownership accessor said the slot is the consumer's.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRef<'a, const LEN: usize> {
+    /// The slot's first byte: aligned to min(stride, 64) >= 8, with `LEN` bytes of ring
+    /// memory behind it.
+    p: NonNull<u8>,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<const LEN: usize> SlotRef<'_, LEN> {
+    /// The ownership byte at `off` (relaxed atomic load, no fence); `None` if `off` is past
+    /// `LEN`.
+    #[inline(always)]
+    pub fn load_u8_at(&self, off: usize) -> Option<u8> {
+        if off >= LEN {
+            return None;
+        }
+        // SAFETY: in bounds (off < LEN), u8 needs no alignment, and the producer writes ownership bytes only atomically, so this atomic load never races a plain write.
+        Some(unsafe { AtomicU8::from_ptr(self.p.as_ptr().add(off)) }.load(Ordering::Relaxed))
+    }
+
+    /// [`RingView::owned_at`] on this slot.
+    #[inline(always)]
+    pub fn owned_at(&self, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
+        acquire_if(self.load_u8_at(off)?, is_sw_owned)
+    }
+
+    /// [`RingView::owned_u64_at`] on this slot.
+    #[inline(always)]
+    pub fn owned_u64_at(&self, off: usize, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
+        if off + 8 > LEN || off % 8 != 0 {
+            return None;
+        }
+        // SAFETY: in bounds (checked), 8-aligned (the slot is 8-aligned and off % 8 == 0), and the producer writes this word only with atomic stores.
+        let w = unsafe { AtomicU64::from_ptr(self.p.as_ptr().add(off).cast()) }.load(Ordering::Relaxed);
+        acquire_if(w, is_sw_owned)
+    }
+
+    /// [`RingView::read_at`] on this slot.
+    #[inline(always)]
+    pub fn read_at<T: Pod>(&self, off: usize) -> Option<T> {
+        if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
             return None;
         }
         // SAFETY: range and alignment checked just above.
-        Some(unsafe { self.copy_out(idx, off) })
+        Some(unsafe { self.copy_out(off) })
     }
 
-    /// Volatile copy of a `T` at `off` of slot `idx`, a machine word at a time (a volatile
-    /// read of a whole struct may be lowered to single bytes).
+    /// [`RingView::read_into`] on this slot.
+    #[inline(always)]
+    pub fn read_into<T: Pod>(&self, off: usize, dst: &mut T) -> bool {
+        if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
+            return false;
+        }
+        // SAFETY: range and alignment checked just above.
+        unsafe { self.copy_into(off, dst) };
+        true
+    }
+
+    /// Volatile copy of a `T` at `off`, a machine word at a time (a volatile read of a
+    /// whole struct may be lowered to single bytes).
     ///
     /// # Safety
     ///
-    /// `off + size_of::<T>() <= STRIDE` and `off` is a multiple of `align_of::<T>()`.
+    /// `off + size_of::<T>() <= LEN` and `off` is a multiple of `align_of::<T>()`, which is
+    /// at most 8.
     #[inline(always)]
-    unsafe fn copy_out<T: Pod>(&self, idx: u32, off: usize) -> T {
-        let p = self.slot(idx).wrapping_add(off);
+    unsafe fn copy_out<T: Pod>(&self, off: usize) -> T {
+        // SAFETY: in bounds per the caller.
+        let p = unsafe { self.p.as_ptr().add(off) };
         // Small fields in one load of their own width (alignment is guaranteed by the
         // caller: `off` is a multiple of `align_of::<T>()` and the slot is 8-aligned).
         match (size_of::<T>(), align_of::<T>()) {
@@ -392,35 +467,23 @@ impl<const STRIDE: usize> RingView<'_, STRIDE> {
         }
         let mut v = T::zeroed();
         // SAFETY: the caller's guarantee, passed on.
-        unsafe { self.copy_into(idx, off, &mut v) };
+        unsafe { self.copy_into(off, &mut v) };
         v
     }
 
-    /// [`RingView::read_at`] into `dst`, a word at a time, without holding the whole value
-    /// in registers (mini-CQE arrays); `false` (and `dst` untouched) where `read_at` would
-    /// give `None`.
-    #[inline(always)]
-    pub fn read_into<T: Pod>(&self, idx: u32, off: usize, dst: &mut T) -> bool {
-        if off + size_of::<T>() > STRIDE || off % align_of::<T>() != 0 || align_of::<T>() > 64 {
-            return false;
-        }
-        // SAFETY: range and alignment checked just above.
-        unsafe { self.copy_into(idx, off, dst) };
-        true
-    }
-
-    /// Volatile copy of the `T` at `off` of slot `idx` into `v`, a machine word at a time.
+    /// Volatile copy of the `T` at `off` into `v`, a machine word at a time.
     ///
     /// # Safety
     ///
-    /// As [`RingView::copy_out`].
+    /// As [`SlotRef::copy_out`].
     #[inline(always)]
-    unsafe fn copy_into<T: Pod>(&self, idx: u32, off: usize, v: &mut T) {
-        let p = self.slot(idx).wrapping_add(off);
+    unsafe fn copy_into<T: Pod>(&self, off: usize, v: &mut T) {
+        // SAFETY: in bounds per the caller.
+        let p = unsafe { self.p.as_ptr().add(off) };
         let dst = bytemuck::bytes_of_mut(v);
         if size_of::<T>() % 8 == 0 && off % 8 == 0 {
             for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-                // SAFETY: the caller guarantees the range is inside the slot; `slot` is aligned to min(STRIDE, 64) >= 8 and `off % 8 == 0`, so each word is 8-aligned; volatile because the device owns the memory, ordered after the ownership check by the acquire fence in `owned`.
+                // SAFETY: the caller guarantees the range is inside the slot; the slot is 8-aligned and `off % 8 == 0`, so each word is 8-aligned; volatile because the device owns the memory, ordered after the ownership check by the acquire fence in `owned_at`.
                 let w = unsafe { core::ptr::read_volatile(p.add(i * 8).cast::<u64>()) };
                 chunk.copy_from_slice(&w.to_ne_bytes());
             }
