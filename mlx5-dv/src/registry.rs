@@ -8,7 +8,7 @@
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
 use dvcq_provider::{Pow2Table, WcOpcode};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
 const NO_WR_DATA: u8 = 0xff;
@@ -366,8 +366,10 @@ pub enum RegistryError {
 pub struct Registry {
     qps: Vec<Qp>,
     srqs: Vec<Srq>,
-    by_qpn: HashMap<u32, u32>,
-    by_srqn: HashMap<u32, u32>,
+    /// QPN -> slot. Fx hashing: a poll looks a QP up whenever the CQE stream switches QP,
+    /// and the keys are QP numbers the application registered.
+    by_qpn: FxHashMap<u32, u32>,
+    by_srqn: FxHashMap<u32, u32>,
 }
 
 impl Registry {

@@ -10,6 +10,7 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 
 const QPN: u32 = 0x1c7;
 const SRQN: u32 = 0x2d;
+const QPN2: u32 = 0x2e8;
 
 /// mlx5 model + poller, with one lap of CQEs precomputed.
 #[derive(Debug)]
@@ -43,6 +44,9 @@ impl<const S: usize> Mlx5Bench<S> {
             qp.srqn = Some(SRQN);
         }
         reg.add_qp(qp).map_err(|e| e.to_string())?;
+        if mix == Mix::TwoQps {
+            reg.add_qp(QpConfig::rc(QPN2, 1 << 16, 1 << 16)).map_err(|e| e.to_string())?;
+        }
         let cq = model.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
         // Single-kind mixes use consecutive WQE counters, so the same lap is what a
         // compressing device turns into full sessions: compressed and plain runs compare
@@ -58,8 +62,12 @@ impl<const S: usize> Mlx5Bench<S> {
         let lap = lap.unwrap_or_else(|| {
             (0..entries)
                 .map(|i| {
-                    let ctr = (i / 2) as u16;
-                    let send = i % 2 == 0;
+                    // Two QPs take turns: each sees a send then a receive.
+                    let (qpn, ctr, send) = if mix == Mix::TwoQps {
+                        ([QPN, QPN2][(i % 2) as usize], (i / 4) as u16, i % 4 < 2)
+                    } else {
+                        (QPN, (i / 2) as u16, i % 2 == 0)
+                    };
                     if mix == Mix::Errors && i % 16 == 15 {
                         build::err(ErrSpec {
                             requester: true,
@@ -70,11 +78,11 @@ impl<const S: usize> Mlx5Bench<S> {
                             ..ErrSpec::default()
                         })
                     } else if send {
-                        build::req(QPN, ctr, wqe_opcode::SEND, 0)
+                        build::req(qpn, ctr, wqe_opcode::SEND, 0)
                     } else if mix == Mix::SendSrq {
-                        build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0).srqn_uidx(SRQN)
+                        build::resp(cqe_opcode::RESP_SEND, qpn, ctr, 64, 0).srqn_uidx(SRQN)
                     } else {
-                        build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
+                        build::resp(cqe_opcode::RESP_SEND, qpn, ctr, 64, 0)
                     }
                 })
                 .collect()

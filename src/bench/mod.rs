@@ -42,6 +42,9 @@ pub enum Mix {
     /// Alternating send and receive completions, the receives from a shared receive queue
     /// (mlx5).
     SendSrq,
+    /// Send/receive completions of two QPs taking turns CQE by CQE: the worst case for a
+    /// poller that caches the last QP (mlx5).
+    TwoQps,
 }
 
 /// A backend prepared for benchmarking.

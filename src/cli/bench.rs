@@ -225,6 +225,7 @@ fn mix_name(m: Mix) -> &'static str {
         Mix::Recv => "recv",
         Mix::Errors => "errors",
         Mix::SendSrq => "send-srq",
+        Mix::TwoQps => "two-qps",
     }
 }
 
