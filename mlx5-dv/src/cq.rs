@@ -93,6 +93,8 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) cfg: CqConfig,
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
     pub(crate) cache: (u32, u32),
+    /// The QP the fast path cached before it, so two QPs taking turns need no lookup.
+    prev_cache: (u32, u32),
     pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
     /// `compression.is_some() || resize_pending`: the one test `poll` makes before its
@@ -186,6 +188,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             cfg,
             // No QP cached yet: a key no CQE can carry; the first CQE takes the slow path.
             cache: (u32::MAX, 0),
+            prev_cache: (u32::MAX, 0),
             doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
             detour: cfg.compression.is_some(),
@@ -308,16 +311,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// the full loop if the CQE is not for the fast path.
     #[inline(never)]
     fn poll_single(&mut self, wc: &mut Completion) -> usize {
-        let one = core::slice::from_mut(wc);
-        let (n, _) = if self.cfg.cqe_version == CqeVersion::V1 {
-            self.fast_run::<true>(one)
+        if self.cfg.cqe_version == CqeVersion::V1 {
+            self.poll_single_v::<true>(wc)
         } else {
-            self.fast_run::<false>(one)
-        };
-        if n == 1 {
-            return 1;
+            self.poll_single_v::<false>(wc)
         }
-        self.poll_loop(one)
+    }
+
+    #[inline(always)]
+    fn poll_single_v<const V1: bool>(&mut self, wc: &mut Completion) -> usize {
+        let one = core::slice::from_mut(wc);
+        match self.fast_run::<V1>(one) {
+            (1, _) => 1,
+            // Another QP's CQE: switch and try the fast path once more.
+            (_, Stop::Miss(key)) if self.switch_qp::<V1>(key) && self.fast_run::<V1>(one).0 == 1 => 1,
+            _ => self.poll_loop(one),
+        }
     }
 
     #[inline(never)]
@@ -342,8 +351,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             match stop {
                 Stop::Full => return n,
                 Stop::Miss(key) => {
-                    if let Some(slot) = self.lookup_qp::<V1>(key) {
-                        self.cache = (key, slot);
+                    if self.switch_qp::<V1>(key) {
                         continue;
                     }
                     // Unknown QP: the slow path turns the CQE into a fault item.
@@ -359,6 +367,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 Some(Parsed::Swallowed) => {}
                 Some(Parsed::Resize) | None => return n,
             }
+        }
+    }
+
+    /// Makes the QP a CQE names (QPN or user index) the cached one; false for an unknown
+    /// QP. The QP cached before is a second entry, so two QPs taking turns need no lookup.
+    #[inline(always)]
+    fn switch_qp<const V1: bool>(&mut self, key: u32) -> bool {
+        if self.prev_cache.0 == key {
+            core::mem::swap(&mut self.cache, &mut self.prev_cache);
+            return true;
+        }
+        match self.lookup_qp::<V1>(key) {
+            Some(slot) => {
+                self.prev_cache = core::mem::replace(&mut self.cache, (key, slot));
+                true
+            }
+            None => false,
         }
     }
 
