@@ -144,7 +144,6 @@ impl Run<'_> {
         // opcodes are writes with immediate.
         let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
         let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
-        let mut last_bytes = *self.last_bytes;
         let mut cur = ci;
         let mut stop = Stop::Full;
         for wc in out.iter_mut() {
@@ -202,11 +201,14 @@ impl Run<'_> {
             if GEN3 {
                 wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(ring.qword(cur, off::QWORD0)));
             }
-            last_bytes = bytes;
             cur = cur.wrapping_add(1);
         }
-        *self.last_bytes = last_bytes;
+        // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
+        let n = cur.wrapping_sub(ci) as usize;
+        if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
+            *self.last_bytes = last.byte_len;
+        }
         *self.ci = cur;
-        (cur.wrapping_sub(ci) as usize, stop)
+        (n, stop)
     }
 }
