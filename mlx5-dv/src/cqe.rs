@@ -4,11 +4,12 @@
 //! The parser is generic over `Resources`, so the same code consumes (advancing the
 //! wr_id tables, like a poll) or peeks (leaving them untouched).
 
+use crate::fast;
 use crate::fields::CqeFields;
 use crate::registry::Registry;
 use crate::status::syndrome_status;
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcHead, WcOpcode, WcStatus};
-use dvcq_uapi::mlx5::cqe::{flags_rqpn, hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode};
+use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 
@@ -259,23 +260,14 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(
     };
     let sop = cqe.sop_drop_qpn();
     let (idx, wr_id, wr_data) = res.sq_complete(slot, cqe.wqe_counter());
-    let m = REQ_MAP[(sop >> 24) as usize];
-    // Only the fields rdma-core's `handle_good_req` defines are written (see `Completion`).
+    // Only the fields rdma-core's `handle_good_req` defines are written (see `Completion`),
+    // with the head tables the fast path uses (fast.rs).
     out.wr_id = wr_id;
     out.qp_num = sop & QPN_MASK;
-    let opcode = if m.from_wr_data || wr_data == WcOpcode::Driver2 as u8 {
-        req_opcode_from_wr_data(m, wr_data)
-    } else {
-        m.opcode
-    };
-    // The head word also zeroes `sl`, undefined for a send completion, as the fast path
-    // (fast.rs) does.
-    out.set_head(WcHead::success(opcode, m.flags, 0).word());
     out.wqe_index = idx as u16;
-    match m.len {
-        ReqLen::Unset => {}
-        ReqLen::ByteCnt => out.byte_len = cqe.byte_cnt(),
-        ReqLen::Eight => out.byte_len = 8,
+    let wqe_opcode = (sop >> 24) as u8;
+    if fast::req_head(out, wqe_opcode, wr_data) {
+        fast::req_special(out, wqe_opcode, wr_data, cqe.byte_cnt());
     }
     out.timestamp = cqe.timestamp();
     Parsed::Wc
@@ -412,32 +404,17 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
     };
     let imm_word = cqe.imm_inval_pkey();
     let flags_rqpn = cqe.flags_rqpn();
-    let m = RESP_MAP[cqe.opcode() as usize & 0xf];
-    // GRH when either GRH bit (29:28) of flags_rqpn is set; IBV_WC_GRH is bit 0.
-    let mut wc_flags = m.flags | WcFlags::from_bits_retain(((flags_rqpn >> flags_rqpn::GRH_SHIFT) & 3 != 0) as u32);
-    // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
-    // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
-    if rx_csum {
-        // Field values, not the CQE handle, cross into the cold function, so the fast path
-        // never has to materialise the handle in memory.
-        wc_flags |= eth_extras(cqe.hds_ip_ext(), cqe.l4_hdr_type_etc(), cqe.check_sum(), cqe.rss_hash_result(), out);
-    }
-    // Immediate data stays in network order (raw); the invalidated rkey is byte-swapped
-    // (Pitfall 11). RESP_SEND leaves imm_data unset.
-    match m.imm {
-        RespImm::Unset => {}
-        RespImm::Raw => out.imm_data = imm_word.raw(),
-        RespImm::Swapped => out.imm_data = imm_word.get(),
-    }
     out.wr_id = wr_id;
     out.byte_len = cqe.byte_cnt();
     out.qp_num = cqe.qpn();
-    out.wc_flags = wc_flags;
-    out.status = WcStatus::Success;
-    out.opcode = m.opcode;
-    out.fault_kind = FaultKind::None;
-    // On RoCE this nibble is the packet type; rdma-core reports it as `sl` anyway.
-    out.sl = ((flags_rqpn >> 24) & 0xf) as u8;
+    // The head tables the fast path uses (fast.rs): GRH, sl, imm_data.
+    fast::resp_head(out, cqe.op_own(), flags_rqpn, imm_word);
+    // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
+    // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
+    if rx_csum {
+        let ok = eth_extras(cqe.hds_ip_ext(), cqe.l4_hdr_type_etc(), cqe.check_sum(), cqe.rss_hash_result(), out);
+        out.wc_flags |= ok;
+    }
     out.wqe_index = idx as u16;
     // rdma-core fills pkey_index from the low 16 bits even when the word holds immediate
     // data or an rkey (Pitfall 11).

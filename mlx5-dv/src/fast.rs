@@ -158,6 +158,20 @@ pub(crate) fn req_special(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte
     }
 }
 
+/// Writes a responder completion's head (opcode; flags with GRH; `sl`, which on RoCE is
+/// the packet type rdma-core reports as `sl` anyway) and its `imm_data`: immediate data in
+/// network order, the invalidated rkey byte-swapped, nothing for a plain SEND (Pitfall 11).
+#[inline(always)]
+pub(crate) fn resp_head(wc: &mut Completion, op_own: u8, flags_rqpn: u32, imm: Be32) {
+    let m = RESP_FAST[resp_index(op_own, flags_rqpn)];
+    wc.set_head(m.head);
+    match m.imm {
+        RespImm::Unset => {}
+        RespImm::Raw => wc.imm_data = imm.raw(),
+        RespImm::Swapped => wc.imm_data = imm.get(),
+    }
+}
+
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
     /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
@@ -357,19 +371,10 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             };
             let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
             let fr = cqe.be32(offset_of!(Cqe64, flags_rqpn)).get();
-            let m = RESP_FAST[resp_index(own, fr)];
-            // Immediate data stays in network order; the invalidated rkey is byte-swapped
-            // (Pitfall 11). RESP_SEND leaves imm_data unset.
-            match m.imm {
-                RespImm::Unset => {}
-                RespImm::Raw => wc.imm_data = imm.raw(),
-                RespImm::Swapped => wc.imm_data = imm.get(),
-            }
+            resp_head(wc, own, fr, imm);
             wc.wr_id = wr_id;
             wc.byte_len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get();
             wc.qp_num = qp_num;
-            // GRH, sl (on RoCE the packet type; rdma-core reports it as `sl`).
-            wc.set_head(m.head);
             wc.wqe_index = idx as u16;
             // rdma-core fills pkey_index from the low 16 bits even when the word holds
             // immediate data or an rkey (Pitfall 11).

@@ -7,7 +7,7 @@
 
 use core::mem::offset_of;
 use dvcq_provider::RingView;
-use dvcq_uapi::mlx5::cqe::{op_own, Cqe64, QPN_MASK};
+use dvcq_uapi::mlx5::cqe::{Cqe64, QPN_MASK};
 use dvcq_uapi::{Be16, Be32, Be64};
 
 /// The cqe64 fields the translation reads, converted to host order.
@@ -28,11 +28,6 @@ pub(crate) trait CqeFields {
     fn check_sum(&self) -> u16;
     fn rss_hash_result(&self) -> u32;
 
-    /// CQE opcode.
-    #[inline(always)]
-    fn opcode(&self) -> u8 {
-        op_own::opcode(self.op_own())
-    }
     /// Local QPN.
     #[inline(always)]
     fn qpn(&self) -> u32 {
