@@ -28,7 +28,7 @@ use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, 
 use crate::fields::RingCqe;
 use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, Pow2Table, RingView, WcFlags, WcHead, WcHeadWord, WcOpcode};
+use dvcq_provider::{Completion, Pow2Ref, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use dvcq_uapi::Be32;
@@ -200,15 +200,34 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
             return (0, Stop::Other);
         };
-        let mut hot = Hot::<STRIDE, V1, RECV>::new(self.ring.view(), key, qp, srq.as_deref());
+        let ring = self.ring.view();
+        let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
         let mut cur = ci;
         let mut stop = Stop::Full;
-        for wc in out.iter_mut() {
-            if let Err(s) = hot.cqe(cur, wc) {
-                stop = s;
-                break;
+        if let [wc] = out {
+            // One CQE (a one-at-a-time poll, where this is known at compile time).
+            match hot.cqe(ring.slot_ref(cur), expected_owner(cur, ring.entries()), wc) {
+                Ok(()) => cur = cur.wrapping_add(1),
+                Err(s) => stop = s,
             }
-            cur = cur.wrapping_add(1);
+        } else {
+            // Lap by lap: inside one, the expected owner bit is a constant and the slot a
+            // stepped pointer.
+            let mut n = 0;
+            'laps: while n < out.len() {
+                let par = expected_owner(cur, ring.entries());
+                let mut done = 0u32;
+                for (slot, wc) in ring.slots_along(cur, &mut out[n..]) {
+                    if let Err(s) = hot.cqe(slot, par, wc) {
+                        stop = s;
+                        cur = cur.wrapping_add(done);
+                        break 'laps;
+                    }
+                    done += 1;
+                }
+                cur = cur.wrapping_add(done);
+                n += done as usize;
+            }
         }
         hot.finish().write_back(qp, srq);
         self.ci = cur;
@@ -225,9 +244,14 @@ const RECV_RQ_ETH: u8 = 2;
 /// [`Hot`]'s `RECV`: receives take the slow path.
 const RECV_SLOW: u8 = 3;
 
+/// [`QueuePositions::sq_last`] when the run completed no send WQE (a masked index never
+/// reaches it).
+pub(crate) const NO_SQ: usize = usize::MAX;
+
 /// Where a fast run left the cached QP's queues.
 struct QueuePositions {
-    sq_last: Option<usize>,
+    /// The masked index of the last completed send WQE, or [`NO_SQ`].
+    sq_last: usize,
     rq_tail: u32,
     srq_done: u64,
 }
@@ -237,8 +261,8 @@ impl QueuePositions {
     /// SRQ completions.
     #[inline(always)]
     fn write_back(self, qp: &mut Qp, srq: Option<&mut Srq>) {
-        if let Some(idx) = self.sq_last {
-            qp.sq.retire_through(idx as u32);
+        if self.sq_last != NO_SQ {
+            qp.sq.retire_through(self.sq_last as u32);
         }
         qp.rq.set_tail(self.rq_tail);
         if let Some(s) = srq {
@@ -250,15 +274,13 @@ impl QueuePositions {
 /// The state of a fast run: the ring, the cached QP's key and queues, and the queue
 /// positions it will write back.
 struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
-    ring: RingView<'q, S>,
-    entries: u32,
     qpn: u32,
     /// The key as the CQE holds it: a 24-bit big-endian field read as one native word.
     key_wire: u32,
-    sq: &'q Pow2Table<SqEntry>,
-    rq: &'q Pow2Table<u64>,
+    sq: Pow2Ref<'q, SqEntry>,
+    rq: Pow2Ref<'q, u64>,
     rq_tail: u32,
-    sq_last: Option<usize>,
+    sq_last: usize,
     /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
     srq: &'q [u64],
     srqn_wire: u32,
@@ -270,16 +292,14 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     const MASK_WIRE: u32 = QPN_MASK.to_be();
 
     #[inline(always)]
-    fn new(ring: RingView<'q, S>, key: u32, qp: &'q Qp, srq: Option<&'q Srq>) -> Self {
+    fn new(key: u32, qp: &'q Qp, srq: Option<&'q Srq>) -> Self {
         Self {
-            ring,
-            entries: ring.entries(),
             qpn: qp.config().qpn,
             key_wire: (key & QPN_MASK).to_be(),
-            sq: qp.sq.table(),
-            rq: qp.rq.wrids(),
+            sq: qp.sq.table().by_value(),
+            rq: qp.rq.wrids().by_value(),
             rq_tail: qp.rq.tail(),
-            sq_last: None,
+            sq_last: NO_SQ,
             srq: srq.map_or(&[], Srq::wrids),
             srqn_wire: srq.map_or(0, |s| s.srqn().to_be()),
             srq_done: 0,
@@ -304,19 +324,17 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail, srq_done: self.srq_done }
     }
 
-    /// The CQE at running position `cur` into `wc`, or why it is not for the fast path
-    /// (then nothing is consumed or written back for it).
+    /// The CQE in ring slot `slot`, whose expected owner bit is `par`, into `wc`; or why
+    /// it is not for the fast path (then nothing is consumed or written back for it).
     #[inline(always)]
-    fn cqe(&mut self, cur: u32, wc: &mut Completion) -> Result<(), Stop> {
-        let par = expected_owner(cur, self.entries);
-        let (c, own) = self
-            .ring
-            .owned_map_at(cur, S - 1, |b| {
+    fn cqe(&mut self, slot: SlotRef<'q, S>, par: u8, wc: &mut Completion) -> Result<(), Stop> {
+        let (c, own) = slot
+            .owned_map_at(S - 1, |b| {
                 let c = Self::CLASS[(b ^ par) as usize];
                 (c != STOP).then_some((c, b))
             })
             .ok_or(Stop::Other)?;
-        let cqe = RingCqe { ring: self.ring, idx: cur, op_own: own };
+        let cqe = RingCqe { slot, op_own: own };
         let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
         if c == REQ {
             let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
@@ -325,7 +343,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             }
             let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.sq.mask();
             let e = self.sq.at(idx);
-            self.sq_last = Some(idx);
+            self.sq_last = idx;
             // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
             wc.wr_id = e.wr_id;
             wc.qp_num = self.qp_num(sop);

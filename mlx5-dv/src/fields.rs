@@ -6,7 +6,7 @@
 //! uapi layout (`offset_of!` on [`Cqe64`]), never from hand-written numbers.
 
 use core::mem::offset_of;
-use dvcq_provider::RingView;
+use dvcq_provider::SlotRef;
 use dvcq_uapi::mlx5::cqe::{Cqe64, QPN_MASK};
 use dvcq_uapi::{Be16, Be32, Be64};
 
@@ -99,13 +99,12 @@ impl CqeFields for Cqe64 {
     }
 }
 
-/// A software-owned cqe64 in ring memory at running position `idx`: each accessor is one
-/// volatile load ([`RingView::read_at`]), valid between the ownership check and the next
+/// A software-owned cqe64 in ring memory, in the ring slot `slot`: each accessor is one
+/// volatile load ([`SlotRef::read_at`]), valid between the ownership check and the next
 /// consumer-index publication.
 #[derive(Clone, Copy)]
 pub(crate) struct RingCqe<'a, const S: usize> {
-    pub ring: RingView<'a, S>,
-    pub idx: u32,
+    pub slot: SlotRef<'a, S>,
     pub op_own: u8,
 }
 
@@ -115,7 +114,7 @@ impl<const S: usize> RingCqe<'_, S> {
 
     #[inline(always)]
     fn get<T: bytemuck::Pod + Default>(&self, off: usize) -> T {
-        self.ring.read_at::<T>(self.idx, Self::BASE + off).unwrap_or_default()
+        self.slot.read_at::<T>(Self::BASE + off).unwrap_or_default()
     }
 
     /// The big-endian word at `off` of the cqe64, one volatile load.

@@ -28,5 +28,5 @@ pub use doorbell::DoorbellWord;
 pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
-pub use pow2::Pow2Table;
-pub use ring::{CqRing, KeepAlive, RingView, SlotRef};
+pub use pow2::{Pow2Ref, Pow2Table};
+pub use ring::{CqRing, KeepAlive, RingView, SlotRef, SlotsAlong};

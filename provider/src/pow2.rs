@@ -47,12 +47,53 @@ impl<T> Pow2Table<T> {
         unsafe { self.items.get_unchecked(i) }
     }
 
+    /// The table by value (its base and mask), for a loop that keeps both in registers
+    /// while it stores completions: through a reference, each store could change them as
+    /// far as the compiler knows, so each lookup would reload them.
+    #[inline(always)]
+    pub fn by_value(&self) -> Pow2Ref<'_, T> {
+        Pow2Ref { items: &self.items, mask: self.mask }
+    }
+
     /// Entry `index & mask()`, mutably.
     #[inline(always)]
     pub fn at_mut(&mut self, index: usize) -> &mut T {
         let i = index & self.mask;
         // SAFETY: as in `at`: `i <= mask < items.len()`.
         unsafe { self.items.get_unchecked_mut(i) }
+    }
+}
+
+/// A borrowed [`Pow2Table`] held by value ([`Pow2Table::by_value`]), with the same
+/// masked [`Pow2Ref::at`].
+#[derive(Debug)]
+pub struct Pow2Ref<'a, T> {
+    items: &'a [T],
+    /// `items.len() - 1`, copied from the table.
+    mask: usize,
+}
+
+impl<T> Clone for Pow2Ref<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Pow2Ref<'_, T> {}
+
+impl<'a, T> Pow2Ref<'a, T> {
+    /// `len() - 1`.
+    #[inline(always)]
+    pub fn mask(&self) -> usize {
+        self.mask
+    }
+
+    /// Entry `index & mask()`.
+    #[inline(always)]
+    pub fn at(&self, index: usize) -> &'a T {
+        let i = index & self.mask;
+        // SAFETY: only `Pow2Table::by_value` builds a `Pow2Ref`, with the table's items and mask, and `items.len() == mask + 1` there; so `i <= mask < items.len()`.
+        unsafe { self.items.get_unchecked(i) }
     }
 }
 
@@ -74,6 +115,8 @@ mod tests {
             let len = 1usize << log2;
             let mut t = Pow2Table::from_fn(len, |i| i * 3).unwrap();
             prop_assert_eq!(*t.at(index), (index % len) * 3);
+            prop_assert_eq!(*t.by_value().at(index), (index % len) * 3);
+            prop_assert_eq!(t.by_value().mask(), t.mask());
             *t.at_mut(index) = 7;
             prop_assert_eq!(*t.at(index % len), 7);
         }

@@ -320,6 +320,17 @@ impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
         SlotRef { p: unsafe { self.base.add(off) }, _ring: PhantomData }
     }
 
+    /// Consecutive slots from slot `idx` on, each paired with the next element of `out`,
+    /// as far as the shorter of `out` and the rest of the ring goes: a loop over them steps
+    /// one pointer instead of masking every position, tests one bound, and every slot it
+    /// visits lies in the same lap.
+    #[inline(always)]
+    pub fn slots_along<'o, T>(&self, idx: u32, out: &'o mut [T]) -> SlotsAlong<'a, 'o, T, STRIDE> {
+        let first = idx & self.mask;
+        let count = out.len().min((self.mask + 1 - first) as usize);
+        SlotsAlong { p: self.slot(idx), out: out[..count].iter_mut(), _ring: PhantomData }
+    }
+
     /// The ownership byte at `off` of slot `idx` (relaxed atomic load, no fence); `None`
     /// if `off` is outside the slot.
     #[inline(always)]
@@ -341,9 +352,7 @@ impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
     /// ownership tests and dispatches with one table load.
     #[inline(always)]
     pub fn owned_map_at<T>(&self, idx: u32, off: usize, classify: impl FnOnce(u8) -> Option<T>) -> Option<T> {
-        let class = classify(self.load_u8_at(idx, off)?)?;
-        fence(Ordering::Acquire);
-        Some(class)
+        self.slot_ref::<STRIDE>(idx).owned_map_at(off, classify)
     }
 
     /// [`CqRing::owned_u64`] with the offset as an argument; `None` if the word is outside
@@ -376,6 +385,29 @@ impl<const LEN: usize, const STRIDE: usize> LenFits<LEN, STRIDE> {
     const OK: () = assert!(LEN <= STRIDE, "a slot reference longer than the slot");
 }
 
+/// Ring slots paired with the elements of a slice ([`RingView::slots_along`]).
+#[derive(Debug)]
+pub struct SlotsAlong<'a, 'o, T, const STRIDE: usize> {
+    /// The next slot; at most one past the ring's end once `out` is exhausted.
+    p: *mut u8,
+    /// What is left of the slice, never longer than the slots left before the ring's end.
+    out: core::slice::IterMut<'o, T>,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<'a, 'o, T, const STRIDE: usize> Iterator for SlotsAlong<'a, 'o, T, STRIDE> {
+    type Item = (SlotRef<'a, STRIDE>, &'o mut T);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        let o = self.out.next()?;
+        let p = NonNull::new(self.p)?;
+        // SAFETY: `slots_along` cut `out` to the slots left before the ring's end, so while an element remains, `p` is a slot inside the ring and `p + STRIDE` is at most one past the ring's last byte.
+        self.p = unsafe { self.p.add(STRIDE) };
+        Some((SlotRef { p, _ring: PhantomData }, o))
+    }
+}
+
 /// The first `LEN` bytes of one ring slot ([`RingView::slot_ref`]), with the accessors of
 /// [`RingView`] at offsets inside them. Same ordering duty: read the body only after an
 /// ownership accessor said the slot is the consumer's.
@@ -403,6 +435,26 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     #[inline(always)]
     pub fn owned_at(&self, off: usize, is_sw_owned: impl FnOnce(u8) -> bool) -> Option<u8> {
         acquire_if(self.load_u8_at(off)?, is_sw_owned)
+    }
+
+    /// [`RingView::owned_map_at`] on this slot.
+    #[inline(always)]
+    pub fn owned_map_at<T>(&self, off: usize, classify: impl FnOnce(u8) -> Option<T>) -> Option<T> {
+        let class = classify(self.load_u8_at(off)?)?;
+        fence(Ordering::Acquire);
+        Some(class)
+    }
+
+    /// [`RingView::store_u8`] on this slot (relaxed); false, storing nothing, if `off` is
+    /// past `LEN`.
+    #[inline(always)]
+    pub fn store_u8(&self, off: usize, v: u8) -> bool {
+        if off >= LEN {
+            return false;
+        }
+        // SAFETY: in bounds (off < LEN); ownership bytes are only accessed atomically.
+        unsafe { AtomicU8::from_ptr(self.p.as_ptr().add(off)) }.store(v, Ordering::Relaxed);
+        true
     }
 
     /// [`RingView::owned_u64_at`] on this slot.
@@ -533,6 +585,38 @@ mod tests {
             assert!(matches!(CqRing::<64>::new(m.0.as_mut_ptr().add(8), 2), Err(Error::Misaligned { .. })));
             assert!(CqRing::<64>::new(m.0.as_mut_ptr(), 4).is_ok());
         }
+    }
+
+    #[test]
+    fn slots_along_stop_at_the_ring_end_and_match_slot_ref() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<64>::new(m.0.as_mut_ptr(), 4) }.unwrap();
+        for i in 0..4u32 {
+            ring.publish_u8(i, 63, 0x10 + i as u8).unwrap();
+        }
+        let view = ring.view();
+        // From running position 6 (slot 2) only slots 2 and 3 remain in this lap, however
+        // long the slice.
+        let mut out = [0u8; 5];
+        let mut seen = Vec::new();
+        for (k, (slot, o)) in view.slots_along(6, &mut out).enumerate() {
+            let b = slot.owned_map_at(63, Some).unwrap();
+            assert_eq!(Some(b), view.slot_ref::<64>(6 + k as u32).load_u8_at(63));
+            *o = b;
+            seen.push(b);
+        }
+        assert_eq!(seen, [0x12, 0x13]);
+        assert_eq!(out, [0x12, 0x13, 0, 0, 0]);
+        // A slice shorter than the rest of the lap bounds the walk.
+        assert_eq!(view.slots_along(4, &mut [0u8; 3]).count(), 3);
+        assert_eq!(view.slots_along(4, &mut [0u8; 0]).count(), 0);
+        // Stores through a slot land in that slot; offsets past it store nothing.
+        let slot = view.slot_ref::<64>(1);
+        assert!(slot.store_u8(62, 0xab));
+        assert!(!slot.store_u8(64, 0xcd));
+        assert_eq!(ring.load_u8::<62>(1), 0xab);
+        assert_eq!(ring.load_u8::<63>(2), 0x12);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::fast;
 use crate::fields::RingCqe;
 use crate::registry::{Qp, Registry, SqEntry};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Table, RingView, WcFlags};
+use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Ref, RingView, SlotRef, WcFlags};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MAX_ENHANCED_MINIS, MINIS_PER_ARRAY};
@@ -124,11 +124,12 @@ impl<const V1: bool, const REQ: bool> MiniSink for GenericSink<'_, '_, V1, REQ> 
 /// A requester session of a registered QP: the SQ lookup and the completion head of each
 /// mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
 struct ReqSink<'a> {
-    sq: &'a Pow2Table<SqEntry>,
+    sq: Pow2Ref<'a, SqEntry>,
     stats: &'a mut CqStats,
     qpn: u32,
     timestamp: u64,
-    sq_last: Option<usize>,
+    /// The masked index of the last completed WQE, or [`fast::NO_SQ`].
+    sq_last: usize,
 }
 
 impl MiniSink for ReqSink<'_> {
@@ -136,7 +137,7 @@ impl MiniSink for ReqSink<'_> {
     fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
         let idx = mini.wqe_counter() as usize & self.sq.mask();
         let e = self.sq.at(idx);
-        self.sq_last = Some(idx);
+        self.sq_last = idx;
         slot.wr_id = e.wr_id;
         slot.qp_num = self.qpn;
         slot.wqe_index = idx as u16;
@@ -154,7 +155,7 @@ impl MiniSink for ReqSink<'_> {
 /// blocks, the wr_id comes from the RQ tail, the byte count from the mini-CQE. Writes
 /// exactly what [`fill_resp`] writes.
 struct RespSink<'a> {
-    rq: &'a Pow2Table<u64>,
+    rq: Pow2Ref<'a, u64>,
     stats: &'a mut CqStats,
     rq_tail: u32,
     imm: Option<u32>,
@@ -172,7 +173,13 @@ const RESP_TPL_BYTES: [core::ops::Range<usize>; 3] = [
 impl<'a> RespSink<'a> {
     fn new(qp: &'a Qp, stats: &'a mut CqStats, tpl: &Completion) -> Self {
         let with_imm = tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV);
-        Self { rq_tail: qp.rq.tail(), rq: qp.rq.wrids(), stats, imm: with_imm.then_some(tpl.imm_data), tpl: *tpl }
+        Self {
+            rq_tail: qp.rq.tail(),
+            rq: qp.rq.wrids().by_value(),
+            stats,
+            imm: with_imm.then_some(tpl.imm_data),
+            tpl: *tpl,
+        }
     }
 }
 
@@ -223,6 +230,155 @@ impl Resources for Resolved {
     fn srq_complete(&mut self, _: u32, _: u16) -> Option<u64> {
         Some(0)
     }
+}
+
+/// A drain's position in the open session ([`MiniState`]'s fields, in registers).
+struct Walk<'r, const STRIDE: usize> {
+    ring: RingView<'r, STRIDE>,
+    shift: u32,
+    start: u32,
+    count: u32,
+    i: u32,
+    left: u32,
+    ctr: u16,
+}
+
+impl<const STRIDE: usize> Walk<'_, STRIDE> {
+    /// Offset of `op_own` in a slot.
+    const OWN_OFF: usize = STRIDE - 1;
+    /// Offset of the validity iteration count (byte 62 of the cqe64) in a slot.
+    const VIC_OFF: usize = STRIDE - 2;
+    /// Offset of the cqe64 in a slot.
+    const CQE_OFF: usize = STRIDE - 64;
+
+    /// Fills `slot` from mini `k` of `arr` and moves to the next completion.
+    #[inline(always)]
+    fn take(&mut self, arr: &MiniCqeArray, k: u32, sink: &mut impl MiniSink, slot: &mut Completion) {
+        sink.fill(arr[k as usize % MINIS_PER_ARRAY], self.ctr, self.start.wrapping_add(self.i), slot);
+        self.ctr = self.ctr.wrapping_add(1);
+        self.i += 1;
+        self.left -= 1;
+    }
+
+    /// A hole in lap `lap`: false if the device wrote a CQE there (the session was
+    /// truncated), else the slot is made hardware-owned again.
+    #[inline(always)]
+    fn hole<const ENH: bool>(s: SlotRef<'_, STRIDE>, lap: u32) -> bool {
+        let written = if ENH {
+            s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8).is_some()
+                && s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID).is_some()
+        } else {
+            s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
+        };
+        if written {
+            return false;
+        }
+        s.store_u8(Self::OWN_OFF, REINVALID);
+        if ENH {
+            s.store_u8(Self::VIC_OFF, lap as u8);
+        }
+        true
+    }
+
+    /// Ends the session at a hole the device wrote: one fault item in `slot`.
+    #[cold]
+    fn cut(&mut self, sink: &mut impl MiniSink, slot: &mut Completion) {
+        *slot = truncated(sink.stats(), self.start, self.count);
+        self.left = 0;
+    }
+
+    /// The basic layout's walk: the title and array 0 one at a time, then runs of holes
+    /// with an array at every multiple of 8. Returns the items written.
+    #[inline(always)]
+    fn basic(&mut self, arr: &mut MiniCqeArray, sink: &mut impl MiniSink, out: &mut [Completion]) -> usize {
+        let per = MINIS_PER_ARRAY as u32;
+        let end = (self.left as usize).min(out.len());
+        let mut n = 0;
+        while self.i < 2 && n < end {
+            if self.i == 1 {
+                let _ = self.ring.store_u8(self.start.wrapping_add(1), Self::OWN_OFF, REINVALID);
+            }
+            let k = self.i;
+            self.take(arr, k, sink, &mut out[n]);
+            n += 1;
+        }
+        while n < end {
+            let pos = self.start.wrapping_add(self.i);
+            let lap = pos >> self.shift;
+            let mut done = 0;
+            for (s, slot) in self.ring.slots_along(pos, &mut out[n..end]) {
+                let k = self.i;
+                if k % per == 0 {
+                    s.read_into(Self::CQE_OFF, arr);
+                    s.store_u8(Self::OWN_OFF, REINVALID);
+                } else if !Self::hole::<false>(s, lap) {
+                    self.cut(sink, slot);
+                    return n + done + 1;
+                }
+                self.take(arr, k, sink, slot);
+                done += 1;
+            }
+            n += done;
+        }
+        n
+    }
+
+    /// The enhanced layout's walk: the block's minis, with a block that continues the
+    /// session opened where the last one ends. Returns the items written.
+    #[inline(always)]
+    fn enhanced(
+        &mut self,
+        arr: &mut MiniCqeArray,
+        seen: Option<u32>,
+        sink: &mut impl MiniSink,
+        out: &mut [Completion],
+    ) -> usize {
+        let entries = self.ring.entries();
+        let mut n = 0;
+        while n < out.len() {
+            let pos = self.start.wrapping_add(self.i);
+            let lap = pos >> self.shift;
+            let mut done = 0;
+            for (s, slot) in self.ring.slots_along(pos, &mut out[n..]) {
+                if self.left == 0 {
+                    let at = self.start.wrapping_add(self.i);
+                    let Some(next) = next_block(s, at, lap, entries, seen) else {
+                        return n + done;
+                    };
+                    s.read_into(Self::CQE_OFF, arr);
+                    sink.stats().sessions += 1;
+                    (self.start, self.count, self.i, self.left) = (at, next, 0, next);
+                }
+                let k = self.i;
+                if k != 0 && !Self::hole::<true>(s, lap) {
+                    self.cut(sink, slot);
+                    return n + done + 1;
+                }
+                self.take(arr, k, sink, slot);
+                done += 1;
+            }
+            n += done;
+        }
+        n
+    }
+}
+
+/// Enhanced layout: the count of the block in slot `s` (running position `pos`, lap
+/// `lap`) if it continues the session: the device wrote it this lap, and it is a block of
+/// at most seven minis that fits in the slots the device could have written.
+#[inline(always)]
+fn next_block<const STRIDE: usize>(
+    s: SlotRef<'_, STRIDE>,
+    pos: u32,
+    lap: u32,
+    entries: u32,
+    seen: Option<u32>,
+) -> Option<u32> {
+    s.owned_at(STRIDE - 2, |vic| vic == lap as u8)?;
+    let own = s.owned_at(STRIDE - 1, |b| op_own::opcode(b) != cqe_opcode::INVALID)?;
+    let next = op_own::opcode(own) as u32 + 1;
+    let fits = seen.is_none_or(|seen| next <= entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
+    (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
 }
 
 /// The fault item for a session cut short: a hole the device wrote (spec §9.3).
@@ -563,11 +719,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
                 let mut parts = self.drain_parts();
                 if let Some(qp) = parts.registry.qp_at(slot) {
-                    let mut sink = ReqSink { sq: qp.sq.table(), stats: parts.stats, qpn, timestamp, sq_last: None };
+                    let mut sink = ReqSink {
+                        sq: qp.sq.table().by_value(),
+                        stats: parts.stats,
+                        qpn,
+                        timestamp,
+                        sq_last: fast::NO_SQ,
+                    };
                     let n = Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
                     // Retire through the last completed WQE, once per drain.
-                    if let Some(idx) = sink.sq_last {
-                        qp.sq.retire_through(idx as u32);
+                    if sink.sq_last != fast::NO_SQ {
+                        qp.sq.retire_through(sink.sq_last as u32);
                     }
                     return n;
                 }
@@ -607,113 +769,43 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// Produces the open session's next completions through `sink`: hole checks and
     /// re-invalidation, mini-CQE arrays, enhanced blocks that continue the session. The
-    /// session state lives in locals during the loop and is stored back once.
+    /// session state lives in locals during the walk and is stored back once.
+    ///
+    /// The walk goes through the slots in runs that stay inside one lap of the ring (the
+    /// lap is a loop constant, the slot a stepped pointer). A slot is the session's title
+    /// or block (basic 0, enhanced 0: nothing to check), array 0 (basic 1, read when the
+    /// session opened), a later array (basic, a multiple of 8: read where a hole is
+    /// checked), or a hole, checked for a CQE the device wrote there. Every slot but a
+    /// title or block is made hardware-owned again. In the enhanced layout the slot after a
+    /// block's last completion may be the next block of the same session, which the walk
+    /// opens in place.
     #[inline(always)]
     fn drain_into<const ENH: bool, S: MiniSink>(
         ses: &mut Session<'_, STRIDE>,
         sink: &mut S,
         out: &mut [Completion],
     ) -> usize {
-        let cq_ring = ses.ring;
-        let ring = cq_ring.view();
-        let entries = ring.entries();
-        let shift = entries.trailing_zeros();
-        let seen = ses.seen;
+        let ring = ses.ring.view();
+        let mut w = Walk {
+            ring,
+            shift: ring.entries().trailing_zeros(),
+            start: ses.st.start,
+            count: ses.st.count,
+            i: ses.st.idx,
+            left: ses.st.left,
+            ctr: ses.st.next_ctr,
+        };
+        let n =
+            if ENH { w.enhanced(&mut ses.st.arr, ses.seen, sink, out) } else { w.basic(&mut ses.st.arr, sink, out) };
         let st = &mut *ses.st;
-        let arr = &mut st.arr;
-        let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
-        let mut ctr = st.next_ctr;
-        let mut ci = *ses.ci;
-        let mut n = 0;
-        // The first slots of a session or block have no hole to check: the title (basic)
-        // or the block itself (enhanced) at 0, and (basic) array 0 at 1, read when the
-        // session opened. Every later slot is checked and re-invalidated in one loop; a
-        // basic array slot (a multiple of 8) is read first instead of checked.
-        let per = MINIS_PER_ARRAY as u32;
-        let first_plain = if ENH { 1 } else { 2 };
-        'blocks: loop {
-            let end = n + (left as usize).min(out.len() - n);
-            while i < first_plain && n < end {
-                let Some(slot) = out.get_mut(n) else {
-                    break 'blocks;
-                };
-                let pos = start.wrapping_add(i);
-                if i == 1 {
-                    let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-                }
-                sink.fill(arr[i as usize], ctr, pos, slot);
-                ctr = ctr.wrapping_add(1);
-                i += 1;
-                ci = pos.wrapping_add(1);
-                left -= 1;
-                n += 1;
-            }
-            let Some(run) = out.get_mut(n..end) else {
-                break;
-            };
-            let mut done = 0u32;
-            let mut cut = false;
-            for slot in run {
-                let j = i + done;
-                let pos = start.wrapping_add(j);
-                if !ENH && j % per == 0 {
-                    ring.read_into(pos, Self::CQE_OFF, arr);
-                } else {
-                    let written = if ENH {
-                        Self::enh_owned(ring, pos, shift).is_some()
-                    } else {
-                        ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
-                    };
-                    if written {
-                        // The device wrote a CQE where the session claimed a hole: the
-                        // session was truncated; one fault item ends it.
-                        *slot = truncated(sink.stats(), start, count);
-                        cut = true;
-                        break;
-                    }
-                }
-                let _ = cq_ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-                if ENH {
-                    let _ = cq_ring.store_u8(pos, Self::VIC_OFF, (pos >> shift) as u8);
-                }
-                // Basic: mini j % 8 of the current array; enhanced: j < 7 of the block.
-                sink.fill(arr[j as usize % MINIS_PER_ARRAY], ctr.wrapping_add(done as u16), pos, slot);
-                done += 1;
-            }
-            ctr = ctr.wrapping_add(done as u16);
-            i += done;
-            left -= done;
-            n += done as usize;
-            if done != 0 {
-                ci = start.wrapping_add(i);
-            }
-            if cut {
-                left = 0;
-                n += 1;
-                break;
-            }
-            if !ENH || left != 0 || n == out.len() {
-                break;
-            }
-            // The next slot: another block of the same session?
-            let Some(own) = Self::enh_owned(ring, ci, shift) else {
-                break;
-            };
-            let next = op_own::opcode(own) as u32 + 1;
-            let free = seen.map_or(entries, |s| entries.saturating_sub(ci.wrapping_sub(s) & CI_MASK));
-            if op_own::format(own) != cqe_format::COMPRESSED || next as usize > MAX_ENHANCED_MINIS || next > free {
-                break;
-            }
-            ring.read_into(ci, Self::CQE_OFF, arr);
-            sink.stats().sessions += 1;
-            (start, count, i, left) = (ci, next, 0, next);
-        }
-        st.start = start;
-        st.count = count;
-        st.idx = i;
-        st.next_ctr = ctr;
-        st.left = left;
-        *ses.ci = ci;
+        st.start = w.start;
+        st.count = w.count;
+        st.idx = w.i;
+        st.next_ctr = w.ctr;
+        st.left = w.left;
+        // The next unconsumed slot: the session's start plus the completions taken (a
+        // truncation's fault item consumes nothing).
+        *ses.ci = w.start.wrapping_add(w.i);
         n
     }
 
@@ -747,7 +839,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             }
             ci = cur.wrapping_add(1);
             last_regular = Some(cur);
-            let cqe = RingCqe { ring, idx: cur, op_own: own };
+            let cqe = RingCqe { slot: ring.slot_ref::<STRIDE>(cur), op_own: own };
             match Self::CLASS[own as usize] {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
                 FAST_RESP => cqe::parse_resp(&mut res, &cqe, V1, cur, slot),
