@@ -28,7 +28,7 @@ use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, 
 use crate::fields::RingCqe;
 use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, Pow2Ref, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
+use dvcq_provider::{Completion, Pow2Table, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use dvcq_uapi::Be32;
@@ -204,30 +204,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
         let mut cur = ci;
         let mut stop = Stop::Full;
-        if let [wc] = out {
-            // One CQE (a one-at-a-time poll, where this is known at compile time).
-            match hot.cqe(ring.slot_ref(cur), expected_owner(cur, ring.entries()), wc) {
-                Ok(()) => cur = cur.wrapping_add(1),
-                Err(s) => stop = s,
+        for wc in out.iter_mut() {
+            if let Err(s) = hot.cqe(ring.slot_ref(cur), expected_owner(cur, ring.entries()), wc) {
+                stop = s;
+                break;
             }
-        } else {
-            // Lap by lap: inside one, the expected owner bit is a constant and the slot a
-            // stepped pointer.
-            let mut n = 0;
-            'laps: while n < out.len() {
-                let par = expected_owner(cur, ring.entries());
-                let mut done = 0u32;
-                for (slot, wc) in ring.slots_along(cur, &mut out[n..]) {
-                    if let Err(s) = hot.cqe(slot, par, wc) {
-                        stop = s;
-                        cur = cur.wrapping_add(done);
-                        break 'laps;
-                    }
-                    done += 1;
-                }
-                cur = cur.wrapping_add(done);
-                n += done as usize;
-            }
+            cur = cur.wrapping_add(1);
         }
         hot.finish().write_back(qp, srq);
         self.ci = cur;
@@ -277,8 +259,8 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
     qpn: u32,
     /// The key as the CQE holds it: a 24-bit big-endian field read as one native word.
     key_wire: u32,
-    sq: Pow2Ref<'q, SqEntry>,
-    rq: Pow2Ref<'q, u64>,
+    sq: &'q Pow2Table<SqEntry>,
+    rq: &'q Pow2Table<u64>,
     rq_tail: u32,
     sq_last: usize,
     /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
@@ -296,8 +278,8 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         Self {
             qpn: qp.config().qpn,
             key_wire: (key & QPN_MASK).to_be(),
-            sq: qp.sq.table().by_value(),
-            rq: qp.rq.wrids().by_value(),
+            sq: qp.sq.table(),
+            rq: qp.rq.wrids(),
             rq_tail: qp.rq.tail(),
             sq_last: NO_SQ,
             srq: srq.map_or(&[], Srq::wrids),
