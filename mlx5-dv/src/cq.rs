@@ -300,6 +300,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn poll_detour(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.compression.is_some() {
+            if self.compressed_empty() {
+                return 0;
+            }
             return self.poll_compressed(out);
         }
         // A RESIZE CQE was consumed (and published by that poll): nothing more until

@@ -730,3 +730,35 @@ fn compressed_poll_does_not_allocate() {
         assert_eq!(total, 20 * 256);
     }
 }
+
+/// An empty poll of a compressed CQ (decided before the poll proper) returns nothing and
+/// writes nothing, in either layout, before any CQE, between sessions and one lap on; an
+/// open session is never mistaken for an empty ring, even when its next slot is a hole.
+#[test]
+fn empty_polls_of_a_compressed_cq_consume_and_write_nothing() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let ring = 16;
+        let mut m = model::<64>(ring, comp(layout, MiniFormat::Csum, Policy::Always), 0);
+        let mut cq = poller::<64>(&m);
+        let mut got = Vec::new();
+        assert_eq!(poll_batch(&mut cq, 4, &mut got), 0);
+        assert_eq!(cq.last_set_ci(), None, "{layout:?}: nothing consumed, nothing written");
+        let mut next = 0u16;
+        for _lap in 0..3 {
+            let entries: Vec<_> = (0..10).map(|i| recv(next.wrapping_add(i), 5)).collect();
+            next = next.wrapping_add(10);
+            m.push_all(&entries).unwrap();
+            m.flush().unwrap();
+            // One completion, then the open session's next slot is a hole or array: the
+            // poll must go on with the session, not call the ring empty.
+            assert_eq!(poll_batch(&mut cq, 1, &mut got), 1);
+            while poll_batch(&mut cq, 3, &mut got) > 0 {}
+            let ci = cq.ci();
+            let written = cq.last_set_ci();
+            assert_eq!(poll_batch(&mut cq, 4, &mut got), 0);
+            assert_eq!((cq.ci(), cq.last_set_ci(), m.device_ci()), (ci, written, ci), "{layout:?}");
+        }
+        assert_eq!(got.len(), 30, "{layout:?}");
+        assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.wqe_index as usize == i), "{layout:?}");
+    }
+}

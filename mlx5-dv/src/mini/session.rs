@@ -525,6 +525,26 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         ring.owned_at(pos, Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
     }
 
+    /// The common empty poll of a compressed CQ, decided before the poll proper: no
+    /// session open and nothing new at the counter.
+    #[inline(always)]
+    pub(crate) fn compressed_empty(&self) -> bool {
+        self.mini.left == 0 && !self.slot_written(self.ci)
+    }
+
+    /// Whether the device wrote the slot at running position `pos` in its current lap, by
+    /// the layout's ownership test.
+    #[inline(always)]
+    fn slot_written(&self, pos: u32) -> bool {
+        let ring = self.ring.view();
+        let shift = ring.entries().trailing_zeros();
+        if self.mini.enhanced {
+            Self::enh_owned(ring, pos, shift).is_some()
+        } else {
+            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
+        }
+    }
+
     /// Slots the device could have filled from `pos` on: what the last consumer index it
     /// was shown leaves free (overrun-ignore: the whole ring). A session claiming more is
     /// truncated garbage (spec §5, §15.5).
