@@ -4,7 +4,7 @@
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::fast::Stop;
 use crate::registry::QpRegistry;
-use crate::ring::{polarity, SlotRing, SlotSource, SlotView};
+use crate::ring::{lap_shift, polarity, valid_at, SlotRing, SlotSource, SlotView};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
 use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, SlotRef, WcStatus};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
@@ -326,7 +326,16 @@ impl IrdmaCq {
     /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
     pub fn views(&mut self) -> Views<'_> {
         let IrdmaCq { ring, shadow, eng, published, .. } = self;
-        Views { ring: ring.view(), ci: eng.ci, log2: eng.log2, compat: eng.compat, eng, shadow, published }
+        Views {
+            ring: ring.view(),
+            ci: eng.ci,
+            log2: eng.log2,
+            lap_shift: lap_shift(eng.log2),
+            compat: eng.compat,
+            eng,
+            shadow,
+            published,
+        }
     }
 }
 
@@ -356,6 +365,8 @@ pub struct Views<'a> {
     ring: SlotView<'a>,
     ci: u32,
     log2: u32,
+    /// [`lap_shift`] of `log2`, for the valid-bit test.
+    lap_shift: u32,
     compat: Compat,
     eng: &'a mut Engine,
     shadow: &'a DoorbellWord,
@@ -369,10 +380,10 @@ impl Views<'_> {
     #[inline]
     pub fn next(&mut self) -> Option<CqeView<'_>> {
         let pos = self.ci;
-        let expect = polarity(pos, self.log2);
+        let shift = self.lap_shift;
         // The slot is addressed once, for the valid bit and every qword the caller reads
         // (all four lie in its first 32 bytes, whatever the stride).
-        let valid = |w: u64| q3::valid(u64::from_le(w)) == expect;
+        let valid = |w: u64| valid_at(u64::from_le(w), pos, shift);
         let (slot, w3, slots) = match &self.ring {
             SlotView::V32(r) => {
                 let slot = r.slot_ref::<32>(pos);

@@ -9,7 +9,7 @@
 
 use crate::cq::Engine;
 use crate::registry::Qp;
-use crate::ring::{polarity, SlotSource};
+use crate::ring::{lap_shift, SlotSource};
 use crate::status::{rq_opcode, sq_opcode, Compat};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
@@ -144,10 +144,11 @@ impl Run<'_> {
         // opcodes are writes with immediate.
         let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
         let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
+        let shift = lap_shift(log2);
         let mut cur = ci;
         let mut stop = Stop::Full;
         for wc in out.iter_mut() {
-            let Some(w3) = ring.valid_q3(cur, polarity(cur, log2)) else {
+            let Some(w3) = ring.valid_q3_shift(cur, shift) else {
                 stop = Stop::Other;
                 break;
             };

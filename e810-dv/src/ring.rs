@@ -17,6 +17,21 @@ pub const fn polarity(pos: u32, log2: u32) -> bool {
     (pos >> log2) & 1 == 0
 }
 
+/// The valid-bit test of qword3 `w3` at running position `pos` as one sign test, for a
+/// loop that keeps `63 - log2` in a register: shifting the position's lap bit up to bit 63
+/// and XORing it into qword3 leaves bit 63 set exactly when the valid bit (bit 63) is the
+/// inverse of the lap bit, which is [`polarity`].
+#[inline(always)]
+pub const fn valid_at(w3: u64, pos: u32, lap_shift: u32) -> bool {
+    ((w3 ^ ((pos as u64) << lap_shift)) as i64) < 0
+}
+
+/// `lap_shift` for [`valid_at`] on a ring of `1 << log2` slots.
+#[inline(always)]
+pub const fn lap_shift(log2: u32) -> u32 {
+    63 - log2
+}
+
 /// The ring memory of an irdma CQ, in the slot size the CQ was created with.
 #[derive(Debug)]
 pub enum SlotRing {
@@ -54,6 +69,9 @@ pub trait SlotSource: sealed::Sealed {
     /// qword3 of `pos` if its valid bit equals `expect` (then with the acquire fence that
     /// orders the body reads after it), else `None`.
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64>;
+    /// [`SlotSource::valid_q3`] with the expected polarity given as [`lap_shift`]: the test
+    /// is [`valid_at`], one shift, XOR and sign test, for loops.
+    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64>;
     /// qword0, qword1, qword2 of `pos`, host order.
     fn body(&self, pos: u32) -> [u64; 3];
     /// The little-endian qword at byte `off` of `pos`, host order: one read, for a fast
@@ -98,6 +116,10 @@ where
     #[inline(always)]
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
         self.owned_u64_at(pos, off::QWORD3, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
+    }
+    #[inline(always)]
+    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+        self.owned_u64_at(pos, off::QWORD3, |w| valid_at(u64::from_le(w), pos, lap_shift)).map(u64::from_le)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
@@ -146,6 +168,10 @@ where
     #[inline(always)]
     fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
         self.view().valid_q3(pos, expect)
+    }
+    #[inline(always)]
+    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+        self.view().valid_q3_shift(pos, lap_shift)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
@@ -250,6 +276,10 @@ impl SlotSource for SlotBytes {
         let w = self.word(pos, off::QWORD3);
         (q3::valid(w) == expect).then_some(w)
     }
+    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+        let w = self.word(pos, off::QWORD3);
+        valid_at(w, pos, lap_shift).then_some(w)
+    }
     fn body(&self, pos: u32) -> [u64; 3] {
         [self.word(pos, off::QWORD0), self.word(pos, off::QWORD1), self.word(pos, off::QWORD2)]
     }
@@ -268,5 +298,18 @@ impl SlotSource for SlotBytes {
     }
     fn srq_ctx(&self, pos: u32) -> Option<u64> {
         (self.stride == 64).then(|| self.word(pos, off::EXT_QWORD5))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn valid_at_is_the_polarity_test(w3 in any::<u64>(), pos in any::<u32>(), log2 in 0u32..=31) {
+            prop_assert_eq!(valid_at(w3, pos, lap_shift(log2)), q3::valid(w3) == polarity(pos, log2));
+        }
     }
 }
