@@ -325,6 +325,10 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
 
     /// The enhanced layout's walk: the block's minis, with a block that continues the
     /// session opened where the last one ends. Returns the items written.
+    ///
+    /// Its lap loop has the same shape as [`Walk::basic`]'s on purpose: one loop taking
+    /// the per-slot work as a closure measured 96 instructions per completion instead of
+    /// 64 (the walk's state no longer stayed in registers).
     #[inline(always)]
     fn enhanced(
         &mut self,
