@@ -14,8 +14,18 @@ use crate::status::{rq_opcode, sq_opcode, Compat};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
 
+/// A queue position no completion of a run has set (indexes are 15-bit).
+const NONE: u32 = u32::MAX;
+
 /// qword3 bits that send a CQE down the general path.
 const SLOW: u64 = q3::ERROR | q3::EXTCQE | q3::SRQ | q3::PSHDROP;
+
+/// The upper half of qword3, where every flag the fast path tests lives: tests on it take
+/// 32-bit immediates.
+#[inline(always)]
+const fn hi(w3: u64) -> u32 {
+    (w3 >> 32) as u32
+}
 
 /// Why a fast run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +155,10 @@ impl Run<'_> {
         let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
         let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
         let shift = lap_shift(log2);
+        // The queue tails the run leaves, written back once at its end ([`NONE`]: no
+        // completion of that queue): the SQ index past the last completed WQE, and the RQ
+        // index of the last completed receive.
+        let (mut sq_next, mut rq_last) = (NONE, NONE);
         let mut cur = ci;
         let mut stop = Stop::Full;
         for wc in out.iter_mut() {
@@ -152,7 +166,7 @@ impl Run<'_> {
                 stop = Stop::Other;
                 break;
             };
-            if w3 & SLOW != 0 || ring.qword(cur, off::QWORD1) != ctx {
+            if hi(w3) & hi(SLOW) != 0 || ring.qword(cur, off::QWORD1) != ctx {
                 stop = Stop::Other;
                 break;
             }
@@ -160,7 +174,7 @@ impl Run<'_> {
             let idx = u32::from(q3::wqe_idx(w3));
             let op = q3::op(w3);
             let bytes;
-            if w3 & q3::SQ != 0 {
+            if hi(w3) & hi(q3::SQ) != 0 {
                 let Some(&trk) = qp.sq_trk.get(idx as usize) else {
                     stop = Stop::Other;
                     break;
@@ -169,7 +183,7 @@ impl Run<'_> {
                     stop = Stop::Other;
                     break;
                 }
-                qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+                sq_next = idx + u32::from(trk.quanta);
                 bytes = trk.wr_len;
                 wc.wr_id = trk.wr_id;
                 wc.set_head(SQ_HEAD[UD as usize][op as usize]);
@@ -181,9 +195,9 @@ impl Run<'_> {
                     stop = Stop::Other;
                     break;
                 };
-                qp.rq.tail = (ri + 1) & qp.rq.mask();
+                rq_last = ri;
                 // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
-                let inv = !UD && w3 & q3::STAG_IPV4 != 0;
+                let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
                 if inv {
                     wc.imm_data = q2::src_qpn_or_inv_stag(w2);
                 }
@@ -203,6 +217,12 @@ impl Run<'_> {
                 wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(ring.qword(cur, off::QWORD0)));
             }
             cur = cur.wrapping_add(1);
+        }
+        if sq_next != NONE {
+            qp.sq.tail = sq_next & qp.sq.mask();
+        }
+        if rq_last != NONE {
+            qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
         }
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
         let n = cur.wrapping_sub(ci) as usize;
