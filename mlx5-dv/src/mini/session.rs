@@ -244,12 +244,9 @@ struct Walk<'r, const STRIDE: usize> {
 }
 
 impl<const STRIDE: usize> Walk<'_, STRIDE> {
-    /// Offset of `op_own` in a slot.
-    const OWN_OFF: usize = STRIDE - 1;
-    /// Offset of the validity iteration count (byte 62 of the cqe64) in a slot.
-    const VIC_OFF: usize = STRIDE - 2;
-    /// Offset of the cqe64 in a slot.
-    const CQE_OFF: usize = STRIDE - 64;
+    const OWN_OFF: usize = Mlx5Cq::<STRIDE>::OWN_OFF;
+    const CQE_OFF: usize = Mlx5Cq::<STRIDE>::CQE_OFF;
+    const VIC_OFF: usize = Mlx5Cq::<STRIDE>::VIC_OFF;
 
     /// Fills `slot` from mini `k` of `arr` and moves to the next completion.
     #[inline(always)]
@@ -265,8 +262,7 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
     #[inline(always)]
     fn hole<const ENH: bool>(s: SlotRef<'_, STRIDE>, lap: u32) -> bool {
         let written = if ENH {
-            s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8).is_some()
-                && s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID).is_some()
+            Mlx5Cq::<STRIDE>::enh_owned_slot(s, lap).is_some()
         } else {
             s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
         };
@@ -378,8 +374,7 @@ fn next_block<const STRIDE: usize>(
     entries: u32,
     seen: Option<u32>,
 ) -> Option<u32> {
-    s.owned_at(STRIDE - 2, |vic| vic == lap as u8)?;
-    let own = s.owned_at(STRIDE - 1, |b| op_own::opcode(b) != cqe_opcode::INVALID)?;
+    let own = Mlx5Cq::<STRIDE>::enh_owned_slot(s, lap)?;
     let next = op_own::opcode(own) as u32 + 1;
     let fits = seen.is_none_or(|seen| next <= entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
     (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
@@ -525,8 +520,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// of holes keeps a stale byte 62 from matching 256 laps later.
     #[inline(always)]
     fn enh_owned(ring: RingView<'_, STRIDE>, pos: u32, shift: u32) -> Option<u8> {
-        ring.owned_at(pos, Self::VIC_OFF, |vic| vic == (pos >> shift) as u8)?;
-        ring.owned_at(pos, Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
+        Self::enh_owned_slot(ring.slot_ref(pos), pos >> shift)
+    }
+
+    /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
+    #[inline(always)]
+    fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
+        s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8)?;
+        s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
     }
 
     /// The common empty poll of a compressed CQ, decided before the poll proper: no
