@@ -253,8 +253,8 @@ impl QueuePositions {
     }
 }
 
-/// The state of a fast run: the ring, the cached QP's key and queues, and the queue
-/// positions it will write back.
+/// The state of a fast run: the cached QP's key and queues, and the queue positions it
+/// will write back (the poll loop hands each CQE's ring slot in).
 struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
     qpn: u32,
     /// The key as the CQE holds it: a 24-bit big-endian field read as one native word.
