@@ -103,7 +103,7 @@ impl Engine {
                 return n;
             };
             let ci = self.ci;
-            let Some(w3) = ring.valid_q3(ci, polarity(ci, self.log2)) else {
+            let Some(w3) = ring.valid_q3(ci, lap_shift(self.log2)) else {
                 return n;
             };
             match self.slow(ring, ci, w3, slot) {
@@ -134,7 +134,7 @@ impl Engine {
         let mut pos = self.ci;
         // Skipped CQEs (comp ctx 0) change nothing but the head; look past a bounded number.
         for _ in 0..ring_entries(self.log2) {
-            let w3 = ring.valid_q3(pos, polarity(pos, self.log2))?;
+            let w3 = ring.valid_q3(pos, lap_shift(self.log2))?;
             let step = self.translate(ring, pos, w3, self.parked && pos == self.ci)?;
             match step.kind {
                 Kind::Wc => return Some(step.wc),
@@ -263,10 +263,10 @@ impl IrdmaCq {
         // An empty CQ is the common case of a busy-poll loop: answer it inline with one
         // valid-bit check, and keep the batch loop out of line.
         let ci = self.eng.ci;
-        let expect = polarity(ci, self.eng.log2);
+        let shift = lap_shift(self.eng.log2);
         let ready = match &self.ring {
-            SlotRing::Slots32(r) => r.valid_q3(ci, expect).is_some(),
-            SlotRing::Slots64(r) => r.valid_q3(ci, expect).is_some(),
+            SlotRing::Slots32(r) => r.valid_q3(ci, shift).is_some(),
+            SlotRing::Slots64(r) => r.valid_q3(ci, shift).is_some(),
         };
         match out {
             _ if !ready => 0,

@@ -162,7 +162,7 @@ impl Run<'_> {
         let mut cur = ci;
         let mut stop = Stop::Full;
         for wc in out.iter_mut() {
-            let Some(w3) = ring.valid_q3_shift(cur, shift) else {
+            let Some(w3) = ring.valid_q3(cur, shift) else {
                 stop = Stop::Other;
                 break;
             };

@@ -7,7 +7,7 @@
 //! same rule ring-image.md states for `ci`).
 
 use dvcq_provider::{CqRing, RingView};
-use dvcq_uapi::irdma::cqe::{ext, off, q3, ExtCqe};
+use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::Le64;
 
 /// The expected valid bit at running position `pos` of a ring of `1 << log2` slots:
@@ -66,12 +66,10 @@ pub trait SlotSource: sealed::Sealed {
     fn ext_extra_slots(&self) -> u32;
     /// `log2(entries)`.
     fn log2(&self) -> u32;
-    /// qword3 of `pos` if its valid bit equals `expect` (then with the acquire fence that
-    /// orders the body reads after it), else `None`.
-    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64>;
-    /// [`SlotSource::valid_q3`] with the expected polarity given as [`lap_shift`]: the test
-    /// is [`valid_at`], one shift, XOR and sign test, for loops.
-    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64>;
+    /// qword3 of `pos` if its valid bit is the expected polarity there (then with the
+    /// acquire fence that orders the body reads after it), else `None`. The ring size comes
+    /// as [`lap_shift`], so the test is [`valid_at`]: one shift, XOR and sign test.
+    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64>;
     /// qword0, qword1, qword2 of `pos`, host order.
     fn body(&self, pos: u32) -> [u64; 3];
     /// The little-endian qword at byte `off` of `pos`, host order: one read, for a fast
@@ -114,11 +112,7 @@ where
         log2_of(self.entries())
     }
     #[inline(always)]
-    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.owned_u64_at(pos, off::QWORD3, |w| q3::valid(u64::from_le(w)) == expect).map(u64::from_le)
-    }
-    #[inline(always)]
-    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
         self.owned_u64_at(pos, off::QWORD3, |w| valid_at(u64::from_le(w), pos, lap_shift)).map(u64::from_le)
     }
     #[inline(always)]
@@ -166,12 +160,8 @@ where
         self.view().log2()
     }
     #[inline(always)]
-    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        self.view().valid_q3(pos, expect)
-    }
-    #[inline(always)]
-    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
-        self.view().valid_q3_shift(pos, lap_shift)
+    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+        self.view().valid_q3(pos, lap_shift)
     }
     #[inline(always)]
     fn body(&self, pos: u32) -> [u64; 3] {
@@ -272,11 +262,7 @@ impl SlotSource for SlotBytes {
     fn log2(&self) -> u32 {
         self.log2
     }
-    fn valid_q3(&self, pos: u32, expect: bool) -> Option<u64> {
-        let w = self.word(pos, off::QWORD3);
-        (q3::valid(w) == expect).then_some(w)
-    }
-    fn valid_q3_shift(&self, pos: u32, lap_shift: u32) -> Option<u64> {
+    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
         let w = self.word(pos, off::QWORD3);
         valid_at(w, pos, lap_shift).then_some(w)
     }
@@ -304,6 +290,7 @@ impl SlotSource for SlotBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dvcq_uapi::irdma::cqe::q3;
     use proptest::prelude::*;
 
     proptest! {
