@@ -271,5 +271,5 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         },
         IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
     ];
-    Ok(m.export_image(cq.ci(), &img_qps).to_text())
+    Ok(m.export_image(cq.ci(), &img_qps).map_err(|e| e.to_string())?.to_text())
 }

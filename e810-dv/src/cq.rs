@@ -4,7 +4,7 @@
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::fast::Stop;
 use crate::registry::QpRegistry;
-use crate::ring::{lap_shift, polarity, valid_at, SlotRing, SlotSource, SlotView};
+use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
 use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, SlotRef, WcStatus};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
@@ -12,13 +12,14 @@ use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
 use std::sync::atomic::Ordering;
 
-/// Poll state shared by the live poller and the image decoder: the running consumer
-/// counter, the QP registry, and rdma-core's per-CQ scratch that leaks between CQEs.
+/// Poll state shared by the live poller and the image decoder: the consumer position, the
+/// QP registry, and rdma-core's per-CQ scratch that leaks between CQEs.
 #[derive(Clone, Debug)]
 pub(crate) struct Engine {
-    /// Running consumer counter: head = `ci mod entries`, polarity = [`polarity`].
-    pub ci: u32,
-    pub log2: u32,
+    /// Where the consumer is: head and polarity.
+    pub ci: Pos,
+    /// Slots in the ring.
+    pub entries: u32,
     pub hw_rev: HwRev,
     pub gen3: bool,
     pub compat: Compat,
@@ -34,10 +35,10 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub(crate) fn new(log2: u32, hw_rev: HwRev, compat: Compat, qps: QpRegistry) -> Self {
+    pub(crate) fn new(entries: u32, hw_rev: HwRev, compat: Compat, qps: QpRegistry) -> Self {
         Self {
-            ci: 0,
-            log2,
+            ci: Pos::START,
+            entries,
             hw_rev,
             gen3: hw_rev == HwRev::Gen3,
             compat,
@@ -51,7 +52,7 @@ impl Engine {
 
     #[inline(always)]
     fn apply(&mut self, s: &Step) {
-        self.ci = self.ci.wrapping_add(s.slots);
+        self.ci = self.ci.advance(s.slots, self.entries);
         self.parked = s.slots == 0;
         if s.flags & F_SET_BYTES != 0 {
             self.last_bytes = s.wc.byte_len;
@@ -103,7 +104,7 @@ impl Engine {
                 return n;
             };
             let ci = self.ci;
-            let Some(w3) = ring.valid_q3(ci, lap_shift(self.log2)) else {
+            let Some(w3) = ring.slot(ci.slot()).valid_q3(ci.flip()) else {
                 return n;
             };
             match self.slow(ring, ci, w3, slot) {
@@ -118,7 +119,7 @@ impl Engine {
     /// `Kind::Stop` also stands for "extension not valid yet" (nothing consumed).
     #[cold]
     #[inline(never)]
-    fn slow<R: SlotSource>(&mut self, ring: &R, pos: u32, w3: u64, wc: &mut Completion) -> Kind {
+    fn slow<R: SlotSource>(&mut self, ring: &R, pos: Pos, w3: u64, wc: &mut Completion) -> Kind {
         let Some(step) = self.translate(ring, pos, w3, self.parked) else {
             return Kind::Stop;
         };
@@ -133,21 +134,17 @@ impl Engine {
     pub(crate) fn peek<R: SlotSource>(&self, ring: &R) -> Option<Completion> {
         let mut pos = self.ci;
         // Skipped CQEs (comp ctx 0) change nothing but the head; look past a bounded number.
-        for _ in 0..ring_entries(self.log2) {
-            let w3 = ring.valid_q3(pos, lap_shift(self.log2))?;
+        for _ in 0..self.entries {
+            let w3 = ring.slot(pos.slot()).valid_q3(pos.flip())?;
             let step = self.translate(ring, pos, w3, self.parked && pos == self.ci)?;
             match step.kind {
                 Kind::Wc => return Some(step.wc),
                 Kind::Stop => return None,
-                Kind::Skip => pos = pos.wrapping_add(step.slots.max(1)),
+                Kind::Skip => pos = pos.advance(step.slots.max(1), self.entries),
             }
         }
         None
     }
-}
-
-fn ring_entries(log2: u32) -> u32 {
-    1u32 << log2.min(31)
 }
 
 /// How to open an irdma CQ.
@@ -159,7 +156,9 @@ pub struct CqConfig {
     pub compat: Compat,
     /// The CQ id (for [`CqInfo`]; 0 when unknown).
     pub cq_id: u32,
-    /// The running consumer counter to start from (0 for a new CQ: head 0, polarity 1).
+    /// The consumer counter to start from (0 for a new CQ: head 0, polarity 1): slot
+    /// `ci mod entries`, valid bit 1 when `ci / entries` is even. Taken modulo twice the
+    /// ring size, so a running counter of a power-of-two ring may have wrapped.
     pub ci: u32,
 }
 
@@ -206,8 +205,9 @@ impl IrdmaCq {
     /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned.
     pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
         shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
-        let mut eng = Engine::new(ring.entries().trailing_zeros(), cfg.hw_rev, cfg.compat, qps);
-        eng.ci = cfg.ci;
+        let entries = ring.entries();
+        let mut eng = Engine::new(entries, cfg.hw_rev, cfg.compat, qps);
+        eng.ci = Pos::at(cfg.ci, entries);
         Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id })
     }
 
@@ -228,19 +228,20 @@ impl IrdmaCq {
         self.eng.hw_rev
     }
 
-    /// The running consumer counter (head = `ci mod entries`; valid bit 1 on even laps).
+    /// The consumer position: the head on laps where the valid bit is 1, the head plus
+    /// the ring size where it is 0 (a counter modulo twice the ring size).
     pub fn ci(&self) -> u32 {
-        self.eng.ci
+        self.eng.ci.counter(self.eng.entries)
     }
 
-    /// The ring head (`ci mod entries`).
+    /// The ring head (rdma-core's `cq_ring.head`).
     pub fn head(&self) -> u32 {
-        self.eng.ci & (self.ring.entries() - 1)
+        self.eng.ci.slot()
     }
 
     /// The expected valid bit at the head.
     pub fn polarity(&self) -> bool {
-        polarity(self.eng.ci, self.eng.log2)
+        self.eng.ci.polarity()
     }
 
     /// The head last written to the shadow area, if any.
@@ -263,10 +264,9 @@ impl IrdmaCq {
         // An empty CQ is the common case of a busy-poll loop: answer it inline with one
         // valid-bit check, and keep the batch loop out of line.
         let ci = self.eng.ci;
-        let shift = lap_shift(self.eng.log2);
         let ready = match &self.ring {
-            SlotRing::Slots32(r) => r.valid_q3(ci, shift).is_some(),
-            SlotRing::Slots64(r) => r.valid_q3(ci, shift).is_some(),
+            SlotRing::Slots32(r) => r.slot(ci.slot()).valid_q3(ci.flip()).is_some(),
+            SlotRing::Slots64(r) => r.slot(ci.slot()).valid_q3(ci.flip()).is_some(),
         };
         match out {
             _ if !ready => 0,
@@ -326,16 +326,7 @@ impl IrdmaCq {
     /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
     pub fn views(&mut self) -> Views<'_> {
         let IrdmaCq { ring, shadow, eng, published, .. } = self;
-        Views {
-            ring: ring.view(),
-            ci: eng.ci,
-            log2: eng.log2,
-            lap_shift: lap_shift(eng.log2),
-            compat: eng.compat,
-            eng,
-            shadow,
-            published,
-        }
+        Views { ring: ring.view(), ci: eng.ci, entries: eng.entries, compat: eng.compat, eng, shadow, published }
     }
 }
 
@@ -350,7 +341,7 @@ impl CqDriver for IrdmaCq {
         IrdmaCq::peek(self)
     }
     fn ci(&self) -> u32 {
-        self.eng.ci
+        IrdmaCq::ci(self)
     }
     fn update_ci(&mut self) {
         self.published = None;
@@ -363,10 +354,8 @@ impl CqDriver for IrdmaCq {
 #[derive(Debug)]
 pub struct Views<'a> {
     ring: SlotView<'a>,
-    ci: u32,
-    log2: u32,
-    /// [`lap_shift`] of `log2`, for the valid-bit test.
-    lap_shift: u32,
+    ci: Pos,
+    entries: u32,
     compat: Compat,
     eng: &'a mut Engine,
     shadow: &'a DoorbellWord,
@@ -380,13 +369,13 @@ impl Views<'_> {
     #[inline]
     pub fn next(&mut self) -> Option<CqeView<'_>> {
         let pos = self.ci;
-        let shift = self.lap_shift;
+        let flip = pos.flip();
         // The slot is addressed once, for the valid bit and every qword the caller reads
         // (all four lie in its first 32 bytes, whatever the stride).
-        let valid = |w: u64| valid_at(u64::from_le(w), pos, shift);
+        let valid = |w: u64| valid_at(u64::from_le(w), flip);
         let (slot, w3, slots) = match &self.ring {
             SlotView::V32(r) => {
-                let slot = r.slot_ref::<32>(pos);
+                let slot = r.slot_ref::<32>(pos.slot());
                 let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
@@ -396,7 +385,7 @@ impl Views<'_> {
                 }
             }
             SlotView::V64(r) => {
-                let slot = r.slot_ref::<32>(pos);
+                let slot = r.slot_ref::<32>(pos.slot());
                 let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
@@ -404,8 +393,8 @@ impl Views<'_> {
                 (slot, w3, 1)
             }
         };
-        self.ci = pos.wrapping_add(slots);
-        Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
+        self.ci = pos.advance(slots, self.entries);
+        Some(CqeView { ring: self.ring, slot, pos, entries: self.entries, w3, compat: self.compat })
     }
 }
 
@@ -415,7 +404,7 @@ impl Drop for Views<'_> {
             self.eng.ci = self.ci;
             self.eng.parked = false;
             self.eng.last_ctx = 0;
-            let head = self.ci & ((1 << self.log2) - 1);
+            let head = self.ci.slot();
             publish_head(self.shadow, self.published, head);
         }
     }
@@ -427,7 +416,8 @@ pub struct CqeView<'a> {
     ring: SlotView<'a>,
     /// The CQE's first 32 bytes (qwords 0-3).
     slot: SlotRef<'a, 32>,
-    pos: u32,
+    pos: Pos,
+    entries: u32,
     w3: u64,
     compat: Compat,
 }
@@ -439,9 +429,10 @@ macro_rules! word {
 }
 
 impl CqeView<'_> {
-    /// Running ring position of the CQE.
+    /// Ring position of the CQE (as [`IrdmaCq::ci`]: the slot, plus the ring size on laps
+    /// whose valid bit is 0).
     pub fn position(&self) -> u32 {
-        self.pos
+        self.pos.counter(self.entries)
     }
     /// qword3 as loaded (host order).
     #[inline]
@@ -545,8 +536,8 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.wrapping_add(1), 0),
-            SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos, off::EXT),
+            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.advance(1, self.entries).slot(), 0),
+            SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.slot(), off::EXT),
         }
     }
     /// The immediate (host-order number as the CQE holds it), if IMMVALID.

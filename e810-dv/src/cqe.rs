@@ -4,7 +4,7 @@
 
 use crate::cq::Engine;
 use crate::flush;
-use crate::ring::SlotSource;
+use crate::ring::{Pos, SlotSource, SlotWords};
 use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus, Compat};
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcStatus};
 use dvcq_uapi::irdma::codes::{flush as flush_code, major};
@@ -64,15 +64,17 @@ impl Step {
 }
 
 impl Engine {
-    /// Translates the CQE at running position `pos` whose qword3 `w3` was found valid.
+    /// Translates the CQE at `pos` whose qword3 `w3` was found valid.
     /// Returns `None` when its extension is not valid yet (try again later, nothing
     /// consumed; §2.3 step 4). `parked` says whether this CQE already produced flushed
     /// completions (the in-place minor rewrite of rdma-core, see [`crate::flush`]).
     // Completion has private fields, so it cannot be built with an initializer here.
     #[allow(clippy::field_reassign_with_default)]
     #[inline]
-    pub(crate) fn translate<R: SlotSource>(&self, ring: &R, pos: u32, w3: u64, parked: bool) -> Option<Step> {
-        let [w0, w1, w2] = ring.body(pos);
+    pub(crate) fn translate<R: SlotSource>(&self, ring: &R, pos: Pos, w3: u64, parked: bool) -> Option<Step> {
+        let [w0, w1, w2] = ring.slot(pos.slot()).body();
+        // Where faults say they are: the position counter.
+        let at = pos.counter(self.entries);
         let mut slots = 1;
         let mut ext: Option<ExtCqe> = None;
         if w3 & q3::EXTCQE != 0 {
@@ -83,9 +85,9 @@ impl Engine {
         let ctx = if srq {
             // GEN3 SRQ CQE: the QP context is qword5 (byte 40), qword1 holds the wr_id
             // (§4.1). Only a 64-byte slot has a byte 40.
-            match ring.srq_ctx(pos) {
+            match ring.srq_ctx(pos.slot()) {
                 Some(c) if self.hw_rev == HwRev::Gen3 => c,
-                _ => return Some(Step::fault(FaultKind::BadFormat, pos, (w3 >> 32) as u32, slots)),
+                _ => return Some(Step::fault(FaultKind::BadFormat, at, (w3 >> 32) as u32, slots)),
             }
         } else {
             w1
@@ -99,7 +101,7 @@ impl Engine {
         } else {
             match self.qps.find(ctx) {
                 Some(i) => i,
-                None => return Some(Step::fault(FaultKind::UnknownQp, pos, ctx as u32, slots)),
+                None => return Some(Step::fault(FaultKind::UnknownQp, at, ctx as u32, slots)),
             }
         };
         let qp = self.qps.at(qi);
@@ -171,7 +173,7 @@ impl Engine {
                     flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
                 }
                 let Some(trk) = qp.sq_trk.get(idx as usize) else {
-                    return Some(Step::fault(FaultKind::BadField, pos, idx, slots));
+                    return Some(Step::fault(FaultKind::BadField, at, idx, slots));
                 };
                 wc.wr_id = trk.wr_id;
                 if !error {
@@ -208,7 +210,7 @@ impl Engine {
                     // Hardware reports the RQ index in quanta (§4.4).
                     idx = u32::from(q3::wqe_idx(w3)) >> qp.config().rq_shift;
                     if idx >= qp.rq.size() || qp.rq_wrid.is_empty() {
-                        return Some(Step::fault(FaultKind::BadField, pos, idx, slots));
+                        return Some(Step::fault(FaultKind::BadField, at, idx, slots));
                     }
                 } else {
                     // Flushed or unknown error: the CQE's wqe_idx is ignored (§4.4, Pitfall 5).

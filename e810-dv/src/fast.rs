@@ -9,7 +9,7 @@
 
 use crate::cq::Engine;
 use crate::registry::Qp;
-use crate::ring::{lap_shift, SlotSource};
+use crate::ring::{Pos, SlotSource, SlotWords};
 use crate::status::{rq_opcode, sq_opcode, Compat};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
@@ -112,11 +112,11 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
-        let Engine { ci, log2, gen3, compat, qps, last_bytes, last_ctx, last_qp, .. } = self;
+        let Engine { ci, entries, gen3, compat, qps, last_bytes, last_ctx, last_qp, .. } = self;
         let Some(qp) = (*last_ctx != 0).then(|| qps.get_mut(*last_qp)).flatten() else {
             return (0, Stop::Other);
         };
-        let run = Run { ctx: *last_ctx, log2: *log2, v44: matches!(compat, Compat::V44), ci, last_bytes };
+        let run = Run { ctx: *last_ctx, entries: *entries, v44: matches!(compat, Compat::V44), ci, last_bytes };
         match (qp.ud, *gen3) {
             (false, false) => run.go::<R, false, false>(ring, qp, out),
             (false, true) => run.go::<R, false, true>(ring, qp, out),
@@ -129,9 +129,9 @@ impl Engine {
 /// The engine state a fast run reads and advances, apart from the QP it runs on.
 struct Run<'e> {
     ctx: u64,
-    log2: u32,
+    entries: u32,
     v44: bool,
-    ci: &'e mut u32,
+    ci: &'e mut Pos,
     last_bytes: &'e mut u32,
 }
 
@@ -145,7 +145,7 @@ impl Run<'_> {
         qp: &mut Qp,
         out: &mut [Completion],
     ) -> (usize, Stop) {
-        let Run { ctx, log2, v44, .. } = self;
+        let Run { ctx, entries, v44, .. } = self;
         let ci = *self.ci;
         // QP fields are read where they are used: the compiler keeps in registers what a
         // long run reuses, and a one-CQE poll loads only what its CQE needs. Two derived
@@ -154,70 +154,74 @@ impl Run<'_> {
         // opcodes are writes with immediate.
         let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
         let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
-        let shift = lap_shift(log2);
         // The queue tails the run leaves, written back once at its end ([`NONE`]: no
         // completion of that queue): the SQ index past the last completed WQE, and the RQ
         // index of the last completed receive.
         let (mut sq_next, mut rq_last) = (NONE, NONE);
-        let mut cur = ci;
-        let mut stop = Stop::Full;
-        for wc in out.iter_mut() {
-            let Some(w3) = ring.valid_q3(cur, shift) else {
-                stop = Stop::Other;
-                break;
-            };
-            if hi(w3) & hi(SLOW) != 0 || ring.qword(cur, off::QWORD1) != ctx {
-                stop = Stop::Other;
-                break;
-            }
-            let w2 = ring.qword(cur, off::QWORD2);
-            let idx = u32::from(q3::wqe_idx(w3));
-            let op = q3::op(w3);
-            let bytes;
-            if hi(w3) & hi(q3::SQ) != 0 {
-                let Some(&trk) = qp.sq_trk.get(idx as usize) else {
-                    stop = Stop::Other;
-                    break;
+        // Lap by lap: within a lap the slots are consecutive in memory and share one
+        // valid-bit flip; the ring's end (not a power of two) is where a lap's walk stops.
+        let mut n = 0usize;
+        let mut pos = ci;
+        let stop = 'laps: loop {
+            let flip = pos.flip();
+            let start = n;
+            for (slot, wc) in ring.along(pos.slot(), out.get_mut(n..).unwrap_or_default()) {
+                let Some(w3) = slot.valid_q3(flip) else {
+                    break 'laps Stop::Other;
                 };
-                if sq_known >> op & 1 == 0 {
-                    stop = Stop::Other;
-                    break;
+                if hi(w3) & hi(SLOW) != 0 || slot.qword(off::QWORD1) != ctx {
+                    break 'laps Stop::Other;
                 }
-                sq_next = idx + u32::from(trk.quanta);
-                bytes = trk.wr_len;
-                wc.wr_id = trk.wr_id;
-                wc.set_head(SQ_HEAD[UD as usize][op as usize]);
-                wc.wqe_index = idx as u16;
-            } else {
-                // Hardware reports the RQ index in quanta (§4.4).
-                let ri = idx >> qp.config().rq_shift;
-                let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
-                    stop = Stop::Other;
-                    break;
-                };
-                rq_last = ri;
-                // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
-                let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
-                if inv {
-                    wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+                let w2 = slot.qword(off::QWORD2);
+                let idx = u32::from(q3::wqe_idx(w3));
+                let op = q3::op(w3);
+                let bytes;
+                if hi(w3) & hi(q3::SQ) != 0 {
+                    let Some(&trk) = qp.sq_trk.get(idx as usize) else {
+                        break 'laps Stop::Other;
+                    };
+                    if sq_known >> op & 1 == 0 {
+                        break 'laps Stop::Other;
+                    }
+                    sq_next = idx + u32::from(trk.quanta);
+                    bytes = trk.wr_len;
+                    wc.wr_id = trk.wr_id;
+                    wc.set_head(SQ_HEAD[UD as usize][op as usize]);
+                    wc.wqe_index = idx as u16;
+                } else {
+                    // Hardware reports the RQ index in quanta (§4.4).
+                    let ri = idx >> qp.config().rq_shift;
+                    let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
+                        break 'laps Stop::Other;
+                    };
+                    rq_last = ri;
+                    // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
+                    let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
+                    if inv {
+                        wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+                    }
+                    bytes = q0::payload_len(slot.qword(off::QWORD0));
+                    wc.wr_id = wr_id;
+                    wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
+                    wc.wqe_index = ri as u16;
                 }
-                bytes = q0::payload_len(ring.qword(cur, off::QWORD0));
-                wc.wr_id = wr_id;
-                wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
-                wc.wqe_index = ri as u16;
+                // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
+                // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
+                // dlid_path_bits keep what the slot held, as `Completion` documents.
+                let qp_num = q2::qp_id(w2);
+                wc.byte_len = bytes;
+                wc.qp_num = qp_num;
+                wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
+                if GEN3 {
+                    wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(slot.qword(off::QWORD0)));
+                }
+                n += 1;
             }
-            // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
-            // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
-            // dlid_path_bits keep what the slot held, as `Completion` documents.
-            let qp_num = q2::qp_id(w2);
-            wc.byte_len = bytes;
-            wc.qp_num = qp_num;
-            wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
-            if GEN3 {
-                wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(ring.qword(cur, off::QWORD0)));
+            if n == out.len() {
+                break Stop::Full;
             }
-            cur = cur.wrapping_add(1);
-        }
+            pos = pos.advance((n - start) as u32, entries);
+        };
         if sq_next != NONE {
             qp.sq.tail = sq_next & qp.sq.mask();
         }
@@ -225,11 +229,10 @@ impl Run<'_> {
             qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
         }
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
-        let n = cur.wrapping_sub(ci) as usize;
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
             *self.last_bytes = last.byte_len;
         }
-        *self.ci = cur;
+        *self.ci = ci.advance(n as u32, entries);
         (n, stop)
     }
 }

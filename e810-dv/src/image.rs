@@ -9,7 +9,7 @@
 
 use crate::cq::Engine;
 use crate::registry::{QpConfig, QpRegistry, QpType, Transport};
-use crate::ring::SlotBytes;
+use crate::ring::{Pos, SlotBytes};
 use crate::status::Compat;
 pub use dvcq_provider::image::{format_decode, wc_line, DecodeItem, EndState, ImageError};
 use dvcq_provider::image::{parse_image, parse_num, write_slots, RawImage};
@@ -268,9 +268,11 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
     let Some(ring) = SlotBytes::new(img.slots.clone(), h.cqe_size as usize) else {
         return (Vec::new(), EndState { ci: h.ci, dbrec_ci: None });
     };
-    let mut eng = Engine::new(h.entries.trailing_zeros(), h.hw_rev, compat, img.registry());
-    eng.ci = h.ci;
-    let mask = h.entries - 1;
+    let mut eng = Engine::new(h.entries, h.hw_rev, compat, img.registry());
+    eng.ci = Pos::at(h.ci, h.entries);
+    // The image's counter is a running one: it moves on by the slots consumed.
+    let laps2 = 2 * h.entries;
+    let mut ci = h.ci;
     let mut items = Vec::new();
     let mut out = [Completion::default(); 32];
     // Bound the work on garbage: every slot can be consumed at most once per lap and a
@@ -282,14 +284,16 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
         out.fill(Completion::default());
         let before = eng.ci;
         let n = eng.poll(&ring, &mut out);
+        // One poll call consumes at most a lap of slots, less than `laps2`.
+        ci = ci.wrapping_add((eng.ci.counter(h.entries) + laps2 - before.counter(h.entries)) % laps2);
         items.extend(out[..n].iter().map(|wc| DecodeItem::from_completion(wc, h.entries)));
         budget = budget.saturating_sub(n as u64 + 1);
         if (n == 0 && eng.ci == before) || budget == 0 {
             break;
         }
     }
-    let dbrec_ci = (eng.ci != h.ci).then_some(eng.ci & mask);
-    (items, EndState { ci: eng.ci, dbrec_ci })
+    let dbrec_ci = (ci != h.ci).then_some(eng.ci.slot());
+    (items, EndState { ci, dbrec_ci })
 }
 
 #[cfg(test)]

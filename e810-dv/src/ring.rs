@@ -2,43 +2,162 @@
 //! provider's [`CqRing`]) or a byte copy of one (ring images). The poll loop is generic over
 //! [`SlotSource`], so the same code decodes a NIC's ring, a model's and an image's.
 //!
-//! Positions are running counters: slot = `pos mod entries`, and the expected valid bit of
-//! a position is 1 on even laps and 0 on odd ones ([`polarity`]; irdma.md §2.1, §2.3; the
-//! same rule ring-image.md states for `ci`).
+//! Ring sizes are whatever rdma-core asked the kernel for: `cqe + 1`, doubled on GEN2+,
+//! rounded to even, at least 4 (irdma.md §1.2), so rarely a power of two. A position is
+//! therefore a lap-parity counter below twice the ring size: the slot is `pos mod entries`
+//! and the expected valid bit is 1 on the first half (even laps) and 0 on the second
+//! ([`polarity`]; irdma.md §2.1, §2.3). It is rdma-core's head and polarity in one number,
+//! and for a power-of-two ring it equals a running counter modulo twice the size (the rule
+//! ring-image.md states for `ci`; [`from_running`]).
 
-use dvcq_provider::{CqRing, RingView};
+use crate::status::Compat;
+use dvcq_provider::{CqRing, RingView, SlotRef};
 use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
+use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
 
-/// The expected valid bit at running position `pos` of a ring of `1 << log2` slots:
-/// polarity starts at 1 and flips on every wrap (§2.1, §2.3 step 6).
-#[inline(always)]
-pub const fn polarity(pos: u32, log2: u32) -> bool {
-    (pos >> log2) & 1 == 0
+/// The ring size, in slots, that rdma-core's irdma provider allocates for
+/// `ibv_create_cq(cqe = requested)` (irdma.md §1.2): `requested + 1`, doubled for 32-byte
+/// slots after GEN1 (room for two-slot extended CQEs), rounded up to even, at least 4;
+/// rdma-core v44 does not round to even. `ibv_cq.cqe` reports the requested count, not this,
+/// so attaching to a real CQ starts here. `None` if the size overflows.
+pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, compat: Compat) -> Option<u32> {
+    let mut n = requested.checked_add(1)?;
+    if cqe_size != 64 && hw_rev != HwRev::Gen1 {
+        n = n.checked_mul(2)?;
+    }
+    if compat == Compat::Current && n % 2 == 1 {
+        n += 1;
+    }
+    Some(n.max(4))
 }
 
-/// The valid-bit test of qword3 `w3` at running position `pos` as one sign test, for a
-/// loop that keeps `63 - log2` in a register: shifting the position's lap bit up to bit 63
-/// and XORing it into qword3 leaves bit 63 set exactly when the valid bit (bit 63) is the
-/// inverse of the lap bit, which is [`polarity`].
+/// The expected valid bit at position `pos` of a ring of `entries` slots: polarity starts
+/// at 1 and flips on every wrap (§2.1, §2.3 step 6).
 #[inline(always)]
-pub const fn valid_at(w3: u64, pos: u32, lap_shift: u32) -> bool {
-    ((w3 ^ ((pos as u64) << lap_shift)) as i64) < 0
+pub const fn polarity(pos: u32, entries: u32) -> bool {
+    pos < entries
 }
 
-/// `lap_shift` for [`valid_at`] on a ring of `1 << log2` slots.
+/// The ring slot of position `pos` (rdma-core's `cq_ring.head`).
 #[inline(always)]
-pub const fn lap_shift(log2: u32) -> u32 {
-    63 - log2
+pub const fn slot_of(pos: u32, entries: u32) -> u32 {
+    if pos < entries {
+        pos
+    } else {
+        pos - entries
+    }
+}
+
+/// Position `pos` moved on by `slots` slots, wrapping at twice the ring size.
+#[inline(always)]
+pub const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
+    let p = pos + slots;
+    let laps2 = 2 * entries;
+    if p < laps2 {
+        p
+    } else {
+        (p - laps2) % laps2
+    }
+}
+
+/// The position of a running consumer counter (slot `ci mod entries`, valid bit 1 when
+/// `ci / entries` is even), as ring images and [`crate::CqConfig`] give it. Exact for a
+/// power-of-two ring whatever the counter; for other sizes the counter must not have
+/// wrapped past `u32::MAX`.
+#[inline]
+pub const fn from_running(ci: u32, entries: u32) -> u32 {
+    ci % (2 * entries)
+}
+
+/// Bit 63 set on the laps whose expected valid bit is 0: what [`valid_at`] XORs into
+/// qword3. A loop keeps it in a register and flips it at the ring's end.
+#[inline(always)]
+pub const fn lap_flip(pos: u32, entries: u32) -> u64 {
+    ((pos >= entries) as u64) << 63
+}
+
+/// The valid-bit test of qword3 `w3` as one XOR and sign test: bit 63 (valid) XOR the
+/// lap's [`lap_flip`] is set exactly when the valid bit is the expected [`polarity`].
+#[inline(always)]
+pub const fn valid_at(w3: u64, flip: u64) -> bool {
+    ((w3 ^ flip) as i64) < 0
+}
+
+/// A consumer's place in the ring: the slot and its lap's [`lap_flip`], which is rdma-core's
+/// head and polarity (§2.3). Poll loops step it slot by slot; [`Pos::counter`] is the same
+/// place as a position counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pos {
+    slot: u32,
+    flip: u64,
+}
+
+impl Pos {
+    /// Slot 0 of the first lap (valid bit 1): a new CQ.
+    pub const START: Pos = Pos { slot: 0, flip: 0 };
+
+    /// The place of consumer counter `ci` ([`from_running`]) in a ring of `entries` slots.
+    #[inline]
+    pub const fn at(ci: u32, entries: u32) -> Pos {
+        let pos = from_running(ci, entries);
+        Pos { slot: slot_of(pos, entries), flip: lap_flip(pos, entries) }
+    }
+
+    /// The slot (rdma-core's `cq_ring.head`), below the ring size.
+    #[inline(always)]
+    pub const fn slot(self) -> u32 {
+        self.slot
+    }
+
+    /// The lap's [`lap_flip`].
+    #[inline(always)]
+    pub const fn flip(self) -> u64 {
+        self.flip
+    }
+
+    /// The expected valid bit here.
+    #[inline(always)]
+    pub const fn polarity(self) -> bool {
+        self.flip == 0
+    }
+
+    /// The position counter of this place: the slot, plus the ring size on laps whose valid
+    /// bit is 0.
+    #[inline]
+    pub const fn counter(self, entries: u32) -> u32 {
+        if self.flip == 0 {
+            self.slot
+        } else {
+            self.slot + entries
+        }
+    }
+
+    /// This place moved on by `slots`: one compare unless the move crosses the ring's end.
+    #[inline(always)]
+    pub fn advance(self, slots: u32, entries: u32) -> Pos {
+        let slot = self.slot + slots;
+        if slot < entries {
+            Pos { slot, flip: self.flip }
+        } else {
+            self.wrap(slots, entries)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wrap(self, slots: u32, entries: u32) -> Pos {
+        Pos::at(advance(self.counter(entries), slots, entries), entries)
+    }
 }
 
 /// The ring memory of an irdma CQ, in the slot size the CQ was created with.
 #[derive(Debug)]
 pub enum SlotRing {
     /// 32-byte slots (GEN1, GEN2): an extended CQE takes the next slot too.
-    Slots32(CqRing<32>),
+    Slots32(CqRing<32, false>),
     /// 64-byte slots (GEN3 `IRDMA_FEATURE_64_BYTE_CQE`): the extension is in the same slot.
-    Slots64(CqRing<64>),
+    Slots64(CqRing<64, false>),
 }
 
 impl SlotRing {
@@ -58,126 +177,153 @@ impl SlotRing {
     }
 }
 
+/// The main CQE of one slot (qwords 0-3, its first 32 bytes), addressed once: a poll loop
+/// reads the valid bit and every field it needs through one handle.
+pub trait SlotWords: Copy {
+    /// qword3 if its valid bit is the expected polarity of the slot's lap (then with the
+    /// acquire fence that orders the body reads after it), else `None`. The lap comes as
+    /// [`lap_flip`], so the test is [`valid_at`]: one XOR and sign test.
+    fn valid_q3(&self, flip: u64) -> Option<u64>;
+    /// The little-endian qword at byte `off` (0, 8, 16 or 24), host order: one read, for a
+    /// fast path that reads only what it uses.
+    fn qword(&self, off: usize) -> u64;
+    /// qword0, qword1, qword2, host order.
+    #[inline(always)]
+    fn body(&self) -> [u64; 3] {
+        [self.qword(off::QWORD0), self.qword(off::QWORD1), self.qword(off::QWORD2)]
+    }
+}
+
 /// Read access to CQE slots with the valid-bit rule. Sealed: implemented for the two ring
 /// strides and for image bytes.
 pub trait SlotSource: sealed::Sealed {
+    /// A slot's main CQE.
+    type Slot<'s>: SlotWords
+    where
+        Self: 's;
     /// Extra slots an extended CQE takes: 1 in 32-byte mode (the next slot), 0 in 64-byte
     /// mode (same slot) (§1.5).
     fn ext_extra_slots(&self) -> u32;
-    /// `log2(entries)`.
-    fn log2(&self) -> u32;
-    /// qword3 of `pos` if its valid bit is the expected polarity there (then with the
-    /// acquire fence that orders the body reads after it), else `None`. The ring size comes
-    /// as [`lap_shift`], so the test is [`valid_at`]: one shift, XOR and sign test.
-    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64>;
-    /// qword0, qword1, qword2 of `pos`, host order.
-    fn body(&self, pos: u32) -> [u64; 3];
-    /// The little-endian qword at byte `off` of `pos`, host order: one read, for a fast
-    /// path that reads only what it uses.
-    fn qword(&self, pos: u32, off: usize) -> u64;
+    /// Slots in the ring.
+    fn entries(&self) -> u32;
+    /// Slot `slot` (below the ring size; a larger index is reduced modulo it, out of line).
+    fn slot(&self, slot: u32) -> Self::Slot<'_>;
+    /// The slots from `slot` on, each paired with the next element of `out`, up to the
+    /// shorter of `out` and the rest of the lap: a loop over them steps through memory and
+    /// tests one bound, and all its slots share one [`lap_flip`].
+    fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (Self::Slot<'_>, &'o mut T)>;
     /// The extension of the CQE at `pos` if its valid bit equals the expected polarity of
-    /// where it lives (`pos + 1` in 32-byte mode, `pos` in 64-byte mode; §2.3 step 4).
-    fn ext(&self, pos: u32) -> Option<ExtCqe>;
+    /// where it lives (the next place in 32-byte mode, `pos` in 64-byte mode; §2.3 step 4).
+    fn ext(&self, pos: Pos) -> Option<ExtCqe>;
     /// qword5 (byte 40) of a 64-byte slot: a GEN3 SRQ CQE's QP context (§4.1); `None` for
     /// 32-byte slots, which have no byte 40.
-    fn srq_ctx(&self, pos: u32) -> Option<u64>;
+    fn srq_ctx(&self, slot: u32) -> Option<u64>;
+}
+
+/// Ring memory: through the slot's reference, with the ownership rule's fence (qword3
+/// lies in the first 32 bytes of either stride).
+impl<const LEN: usize> SlotWords for SlotRef<'_, LEN> {
+    #[inline(always)]
+    fn valid_q3(&self, flip: u64) -> Option<u64> {
+        self.owned_u64_at(off::QWORD3, |w| valid_at(u64::from_le(w), flip)).map(u64::from_le)
+    }
+    #[inline(always)]
+    fn qword(&self, off: usize) -> u64 {
+        self.read_at::<Le64>(off).map_or(0, Le64::get)
+    }
 }
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for dvcq_provider::CqRing<32> {}
-    impl Sealed for dvcq_provider::CqRing<64> {}
-    impl Sealed for dvcq_provider::RingView<'_, 32> {}
-    impl Sealed for dvcq_provider::RingView<'_, 64> {}
+    impl Sealed for dvcq_provider::CqRing<32, false> {}
+    impl Sealed for dvcq_provider::CqRing<64, false> {}
+    impl Sealed for dvcq_provider::RingView<'_, 32, false> {}
+    impl Sealed for dvcq_provider::RingView<'_, 64, false> {}
     impl Sealed for super::SlotBytes {}
 }
 
-#[inline(always)]
-fn log2_of(entries: u32) -> u32 {
-    entries.trailing_zeros()
-}
-
-/// Both strides in one implementation over the ring's view (base and mask by value): `S`
+/// Both strides in one implementation over the ring's view (base and size by value): `S`
 /// is a constant, so the stride tests fold away.
-impl<'a, const S: usize> SlotSource for RingView<'a, S>
+impl<'a, const S: usize> SlotSource for RingView<'a, S, false>
 where
-    RingView<'a, S>: sealed::Sealed,
+    RingView<'a, S, false>: sealed::Sealed,
 {
+    type Slot<'s>
+        = SlotRef<'a, S>
+    where
+        Self: 's;
     #[inline(always)]
     fn ext_extra_slots(&self) -> u32 {
         u32::from(S == 32)
     }
     #[inline(always)]
-    fn log2(&self) -> u32 {
-        log2_of(self.entries())
+    fn entries(&self) -> u32 {
+        RingView::entries(self)
     }
     #[inline(always)]
-    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
-        self.owned_u64_at(pos, off::QWORD3, |w| valid_at(u64::from_le(w), pos, lap_shift)).map(u64::from_le)
+    fn slot(&self, slot: u32) -> SlotRef<'a, S> {
+        self.slot_ref::<S>(slot)
     }
     #[inline(always)]
-    fn body(&self, pos: u32) -> [u64; 3] {
-        [self.qword(pos, off::QWORD0), self.qword(pos, off::QWORD1), self.qword(pos, off::QWORD2)]
-    }
-    #[inline(always)]
-    fn qword(&self, pos: u32, off: usize) -> u64 {
-        self.read_at::<Le64>(pos, off).map_or(0, Le64::get)
+    fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (SlotRef<'a, S>, &'o mut T)> {
+        self.slots_along(slot, out)
     }
     #[inline]
-    fn ext(&self, pos: u32) -> Option<ExtCqe> {
+    fn ext(&self, pos: Pos) -> Option<ExtCqe> {
         if S == 32 {
             // The extension is the next slot, written with that slot's pass phase: the same
-            // polarity rule at pos + 1 covers rdma-core's "invert when it wrapped to 0" (§2.3).
-            let next = pos.wrapping_add(1);
-            let expect = polarity(next, self.log2());
-            self.owned_u64_at(next, off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
-            self.read_at::<ExtCqe>(next, 0)
+            // polarity rule one place on covers rdma-core's "invert when it wrapped to 0"
+            // (§2.3).
+            let next = pos.advance(1, RingView::entries(self));
+            let expect = next.polarity();
+            self.owned_u64_at(next.slot(), off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
+            self.read_at::<ExtCqe>(next.slot(), 0)
         } else {
-            let expect = polarity(pos, self.log2());
-            self.owned_u64_at(pos, off::EXT_QWORD7, |w| ext::valid(u64::from_le(w)) == expect)?;
-            self.read_at::<ExtCqe>(pos, off::EXT)
+            let expect = pos.polarity();
+            self.owned_u64_at(pos.slot(), off::EXT_QWORD7, |w| ext::valid(u64::from_le(w)) == expect)?;
+            self.read_at::<ExtCqe>(pos.slot(), off::EXT)
         }
     }
     #[inline]
-    fn srq_ctx(&self, pos: u32) -> Option<u64> {
+    fn srq_ctx(&self, slot: u32) -> Option<u64> {
         // Byte 40 exists only in 64-byte slots.
-        self.read_at::<Le64>(pos, off::EXT_QWORD5).map(Le64::get)
+        self.read_at::<Le64>(slot, off::EXT_QWORD5).map(Le64::get)
     }
 }
 
 /// A ring handle reads through its view.
-impl<const S: usize> SlotSource for CqRing<S>
+impl<const S: usize> SlotSource for CqRing<S, false>
 where
-    CqRing<S>: sealed::Sealed,
-    for<'a> RingView<'a, S>: SlotSource,
+    CqRing<S, false>: sealed::Sealed,
+    for<'a> RingView<'a, S, false>: SlotSource<Slot<'a> = SlotRef<'a, S>>,
 {
+    type Slot<'s>
+        = SlotRef<'s, S>
+    where
+        Self: 's;
     #[inline(always)]
     fn ext_extra_slots(&self) -> u32 {
         self.view().ext_extra_slots()
     }
     #[inline(always)]
-    fn log2(&self) -> u32 {
-        self.view().log2()
+    fn entries(&self) -> u32 {
+        CqRing::entries(self)
     }
     #[inline(always)]
-    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
-        self.view().valid_q3(pos, lap_shift)
+    fn slot(&self, slot: u32) -> SlotRef<'_, S> {
+        self.view().slot_ref::<S>(slot)
     }
     #[inline(always)]
-    fn body(&self, pos: u32) -> [u64; 3] {
-        self.view().body(pos)
-    }
-    #[inline(always)]
-    fn qword(&self, pos: u32, off: usize) -> u64 {
-        self.view().qword(pos, off)
+    fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (SlotRef<'_, S>, &'o mut T)> {
+        self.view().slots_along(slot, out)
     }
     #[inline]
-    fn ext(&self, pos: u32) -> Option<ExtCqe> {
+    fn ext(&self, pos: Pos) -> Option<ExtCqe> {
         self.view().ext(pos)
     }
     #[inline]
-    fn srq_ctx(&self, pos: u32) -> Option<u64> {
-        self.view().srq_ctx(pos)
+    fn srq_ctx(&self, slot: u32) -> Option<u64> {
+        self.view().srq_ctx(slot)
     }
 }
 
@@ -186,9 +332,9 @@ where
 #[derive(Debug, Clone, Copy)]
 pub enum SlotView<'a> {
     /// 32-byte slots.
-    V32(RingView<'a, 32>),
+    V32(RingView<'a, 32, false>),
     /// 64-byte slots.
-    V64(RingView<'a, 64>),
+    V64(RingView<'a, 64, false>),
 }
 
 impl SlotRing {
@@ -208,21 +354,21 @@ impl SlotRing {
 pub struct SlotBytes {
     bytes: Vec<u8>,
     stride: usize,
-    log2: u32,
+    entries: u32,
 }
 
 impl SlotBytes {
     /// Wraps `bytes` as `bytes.len() / stride` slots. Returns `None` unless the stride is 32
-    /// or 64 and the slot count is a power of two (at least 1).
+    /// or 64 and the slot count is from 1 to 2^24 (any count, as real irdma rings have).
     pub fn new(bytes: Vec<u8>, stride: usize) -> Option<Self> {
         if stride != 32 && stride != 64 || bytes.len() % stride != 0 {
             return None;
         }
         let n = bytes.len() / stride;
-        if n == 0 || !n.is_power_of_two() || n > 1 << 24 {
+        if n == 0 || n > 1 << 24 {
             return None;
         }
-        Some(Self { bytes, stride, log2: n.trailing_zeros() })
+        Some(Self { bytes, stride, entries: n as u32 })
     }
     /// Bytes per slot.
     pub fn stride(&self) -> usize {
@@ -230,14 +376,14 @@ impl SlotBytes {
     }
     /// Number of slots.
     pub fn entries(&self) -> u32 {
-        1 << self.log2
+        self.entries
     }
     /// The raw bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
     fn word(&self, pos: u32, off: usize) -> u64 {
-        let slot = (pos & ((1 << self.log2) - 1)) as usize;
+        let slot = (pos % self.entries) as usize;
         let at = slot * self.stride + off;
         let mut w = [0u8; 8];
         if let Some(b) = self.bytes.get(at..at + 8) {
@@ -255,35 +401,47 @@ impl SlotBytes {
     }
 }
 
+/// One slot of a [`SlotBytes`]: its four main qwords, read when addressed.
+#[derive(Debug, Clone, Copy)]
+pub struct ByteSlot([u64; 4]);
+
+impl SlotWords for ByteSlot {
+    fn valid_q3(&self, flip: u64) -> Option<u64> {
+        valid_at(self.0[3], flip).then_some(self.0[3])
+    }
+    fn qword(&self, off: usize) -> u64 {
+        self.0.get(off / 8).copied().unwrap_or(0)
+    }
+}
+
 impl SlotSource for SlotBytes {
+    type Slot<'s> = ByteSlot;
     fn ext_extra_slots(&self) -> u32 {
         u32::from(self.stride == 32)
     }
-    fn log2(&self) -> u32 {
-        self.log2
+    fn entries(&self) -> u32 {
+        self.entries
     }
-    fn valid_q3(&self, pos: u32, lap_shift: u32) -> Option<u64> {
-        let w = self.word(pos, off::QWORD3);
-        valid_at(w, pos, lap_shift).then_some(w)
+    fn slot(&self, slot: u32) -> ByteSlot {
+        ByteSlot([0, 8, 16, 24].map(|off| self.word(slot, off)))
     }
-    fn body(&self, pos: u32) -> [u64; 3] {
-        [self.word(pos, off::QWORD0), self.word(pos, off::QWORD1), self.word(pos, off::QWORD2)]
+    fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (ByteSlot, &'o mut T)> {
+        let slot = slot % self.entries;
+        let left = self.entries - slot;
+        out.iter_mut().take(left as usize).zip(slot..).map(|(o, s)| (self.slot(s), o))
     }
-    fn qword(&self, pos: u32, off: usize) -> u64 {
-        self.word(pos, off)
-    }
-    fn ext(&self, pos: u32) -> Option<ExtCqe> {
+    fn ext(&self, pos: Pos) -> Option<ExtCqe> {
         if self.stride == 64 {
-            let e = self.ext_words(pos, off::EXT);
-            (e.valid() == polarity(pos, self.log2)).then_some(e)
+            let e = self.ext_words(pos.slot(), off::EXT);
+            (e.valid() == pos.polarity()).then_some(e)
         } else {
-            let next = pos.wrapping_add(1);
-            let e = self.ext_words(next, 0);
-            (e.valid() == polarity(next, self.log2)).then_some(e)
+            let next = pos.advance(1, self.entries);
+            let e = self.ext_words(next.slot(), 0);
+            (e.valid() == next.polarity()).then_some(e)
         }
     }
-    fn srq_ctx(&self, pos: u32) -> Option<u64> {
-        (self.stride == 64).then(|| self.word(pos, off::EXT_QWORD5))
+    fn srq_ctx(&self, slot: u32) -> Option<u64> {
+        (self.stride == 64).then(|| self.word(slot, off::EXT_QWORD5))
     }
 }
 
@@ -293,10 +451,66 @@ mod tests {
     use dvcq_uapi::irdma::cqe::q3;
     use proptest::prelude::*;
 
+    #[test]
+    fn ring_sizes_as_rdma_core_allocates_them() {
+        // The spec's worked example: GEN2, cqe = 100 -> 202 slots.
+        assert_eq!(ring_slots(100, HwRev::Gen2, 32, Compat::Current), Some(202));
+        // GEN1 does not double; rdma-core since v64 rounds odd sizes to even, v44 does not.
+        assert_eq!(ring_slots(100, HwRev::Gen1, 32, Compat::Current), Some(102));
+        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Compat::Current), Some(104));
+        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Compat::V44), Some(103));
+        // 64-byte slots hold the extension in the same slot: no doubling.
+        assert_eq!(ring_slots(100, HwRev::Gen3, 64, Compat::Current), Some(102));
+        assert_eq!(ring_slots(1, HwRev::Gen1, 32, Compat::Current), Some(4));
+        assert_eq!(ring_slots(u32::MAX, HwRev::Gen1, 32, Compat::Current), None);
+        assert_eq!(ring_slots(u32::MAX / 2, HwRev::Gen2, 32, Compat::Current), None);
+    }
+
     proptest! {
         #[test]
-        fn valid_at_is_the_polarity_test(w3 in any::<u64>(), pos in any::<u32>(), log2 in 0u32..=31) {
-            prop_assert_eq!(valid_at(w3, pos, lap_shift(log2)), q3::valid(w3) == polarity(pos, log2));
+        fn valid_at_is_the_polarity_test(w3 in any::<u64>(), entries in 1u32..=1 << 24, p in any::<u32>()) {
+            let pos = p % (2 * entries);
+            prop_assert_eq!(valid_at(w3, lap_flip(pos, entries)), q3::valid(w3) == polarity(pos, entries));
+        }
+
+        /// A position is rdma-core's head and polarity: moving on slot by slot wraps the head
+        /// at the ring's end and flips the polarity there, whatever the ring size.
+        #[test]
+        fn positions_follow_head_and_polarity(entries in 1u32..=300, p in any::<u32>(), steps in 0u32..700) {
+            let mut pos = p % (2 * entries);
+            let (mut head, mut pol) = (slot_of(pos, entries), polarity(pos, entries));
+            for _ in 0..steps {
+                pos = advance(pos, 1, entries);
+                head += 1;
+                if head == entries {
+                    head = 0;
+                    pol = !pol;
+                }
+                prop_assert_eq!((slot_of(pos, entries), polarity(pos, entries)), (head, pol));
+            }
+            let two = advance(p % (2 * entries), 2, entries);
+            prop_assert_eq!(two, advance(advance(p % (2 * entries), 1, entries), 1, entries));
+        }
+
+        /// [`Pos`] is the same place as a position counter, before and after any move.
+        #[test]
+        fn pos_matches_the_counter(entries in 1u32..=300, p in any::<u32>(), k in 0u32..1000) {
+            let c = p % (2 * entries);
+            let pos = Pos::at(c, entries);
+            prop_assert_eq!(pos.counter(entries), c);
+            prop_assert_eq!((pos.slot(), pos.polarity()), (slot_of(c, entries), polarity(c, entries)));
+            prop_assert_eq!(pos.advance(k, entries), Pos::at(advance(c, k, entries), entries));
+        }
+
+        /// For a power-of-two ring a running counter and its position agree on slot and
+        /// polarity, and moving on commutes with the conversion, across `u32` wrap-around.
+        #[test]
+        fn running_counters_of_power_of_two_rings(log2 in 0u32..=24, ci in any::<u32>(), k in 0u32..3) {
+            let entries = 1u32 << log2;
+            let pos = from_running(ci, entries);
+            prop_assert_eq!(slot_of(pos, entries), ci & (entries - 1));
+            prop_assert_eq!(polarity(pos, entries), (ci >> log2) & 1 == 0);
+            prop_assert_eq!(advance(pos, k, entries), from_running(ci.wrapping_add(k), entries));
         }
     }
 }

@@ -333,6 +333,7 @@ fn extended_cqe_across_the_wrap_and_many_laps() {
         let (mut m, mut cq, id) = setup(gen, entries, QpConfig::rc(QPN, 16, 16), Compat::Current);
         let mut seq = 0u32;
         let mut out = [Completion::default(); 3];
+        let (mut pol, mut wraps) = (cq.polarity(), 0);
         for _lap in 0..200 {
             // Mix of plain and extended CQEs so extensions land in slot 0 on some laps.
             for k in 0..3u32 {
@@ -358,8 +359,10 @@ fn extended_cqe_across_the_wrap_and_many_laps() {
             }
             assert_eq!(m.shadow_head(), cq.head(), "head masking: shadow holds ci mod entries");
             assert!(cq.head() < entries);
+            wraps += u32::from(cq.polarity() != pol);
+            pol = cq.polarity();
         }
-        assert!(cq.ci() > 4 * entries);
+        assert!(wraps > 4, "{gen:?}: the consumer wrapped only {wraps} times");
     }
 }
 
@@ -426,4 +429,111 @@ fn iwarp_connection_wqes_are_skipped_while_the_sq_is_empty() {
     assert_eq!(cq.ci(), 1);
     let _ = id;
     let _ = QpType::Rc;
+}
+
+/// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (v44: not rounded), so
+/// almost never a power of two (irdma.md §1.2). On every size rdma-core can hand out, plain
+/// and extended CQEs (whose extension may land in slot 0 across the wrap) poll in order over
+/// many laps, in batches of every size, and the shadow area gets the true head.
+#[test]
+fn rings_sized_as_rdma_core_sizes_them() {
+    let sizes = [
+        (HwRev::Gen1, 4, Compat::V44, 5),
+        (HwRev::Gen1, 100, Compat::Current, 102),
+        (HwRev::Gen2, 2, Compat::Current, 6),
+        (HwRev::Gen2, 100, Compat::Current, 202),
+        (HwRev::Gen3, 20, Compat::Current, 22),
+    ];
+    for (gen, requested, compat, slots) in sizes {
+        let cfg = ModelConfig::for_cqe(gen, requested, compat).unwrap();
+        assert_eq!(cfg.entries, slots, "{gen:?} cqe={requested}");
+        let mut m = IrdmaModel::new(cfg).unwrap();
+        let mut qps = QpRegistry::new(gen);
+        let id = qps.register(CTX, QpConfig::rc(QPN, 16, 16)).unwrap();
+        let mut cq = m.poller(qps, compat).unwrap();
+        let wimm = if gen == HwRev::Gen3 { rq_op::GEN3_WRITE_IMM } else { rq_op::ROCE_WRITE_ONLY_WITH_IMM };
+        let mut out = [Completion::default(); 16];
+        let (mut seq, mut polled) = (0u32, 0u32);
+        let (mut pol, mut wraps) = (cq.polarity(), 0);
+        for round in 0..60 * slots {
+            // One to three CQEs per round, at most four slots (one stays free): always
+            // room in the 5- and 6-slot rings.
+            let per_round = if slots > 6 { 2 + round % 2 } else { 1 + round % 2 };
+            for k in 0..per_round {
+                let c = if (seq + k) % 3 == 0 {
+                    let w = cq.qps_mut().post_send(id, u64::from(seq), seq, 1, sq_op::SEND).unwrap();
+                    ModelCqe::send(CTX, QPN, w, sq_op::SEND)
+                } else {
+                    let r = cq.qps_mut().post_recv(id, u64::from(seq)).unwrap();
+                    let c = ModelCqe::recv(CTX, QPN, r, 0, wimm, seq);
+                    if seq % 2 == 0 {
+                        c.with_imm(seq)
+                    } else {
+                        c
+                    }
+                };
+                m.push(&c).unwrap_or_else(|e| panic!("{gen:?} {slots} slots, seq {seq}: {e}"));
+                seq += 1;
+            }
+            let batch = [1, 2, 3, 5, 16][round as usize % 5];
+            while polled < seq {
+                let got = cq.poll(&mut out[..batch]);
+                assert!(got > 0, "{gen:?} {slots} slots: stalled at {polled} of {seq}");
+                for wc in &out[..got] {
+                    assert!(wc.is_ok(), "{gen:?} {slots} slots at {polled}: {wc:?}");
+                    assert_eq!(wc.wr_id, u64::from(polled), "{gen:?} {slots} slots");
+                    if wc.opcode != WcOpcode::Send {
+                        assert_eq!(wc.byte_len, polled);
+                        let imm = wc.wc_flags.contains(WcFlags::WITH_IMM);
+                        assert_eq!(imm, polled % 2 == 0, "{gen:?} {slots} slots at {polled}");
+                        if imm {
+                            assert_eq!(wc.imm_data, polled.to_be());
+                        }
+                    }
+                    polled += 1;
+                }
+            }
+            assert_eq!(cq.poll(&mut out), 0);
+            assert!(cq.head() < slots);
+            assert_eq!(m.shadow_head(), cq.head(), "{gen:?} {slots} slots: shadow head");
+            assert_eq!(cq.ci(), m.prod(), "{gen:?} {slots} slots: consumer and producer positions");
+            wraps += u32::from(cq.polarity() != pol);
+            pol = cq.polarity();
+        }
+        assert!(wraps >= 60, "{gen:?} {slots} slots: only {wraps} wraps");
+    }
+}
+
+/// Views and peek walk the same positions as poll on a ring that is not a power of two.
+#[test]
+fn views_and_peek_on_a_ring_that_is_not_a_power_of_two() {
+    let (mut m, mut cq, _) = setup(HwRev::Gen2, 6, QpConfig::rc(QPN, 16, 16), Compat::Current);
+    let mut seq = 0u32;
+    for lap in 0..40u32 {
+        // Five slots: three plain sends and one extended receive.
+        for i in 0..3 {
+            m.push(&ModelCqe::send(CTX, QPN, (seq + i) as u16 % 16, sq_op::SEND)).unwrap();
+        }
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, seq).with_imm(lap)).unwrap();
+        // Peek does not consume: it shows the first send and leaves the position.
+        let start = cq.ci();
+        let p = cq.peek().unwrap();
+        assert_eq!((p.opcode, p.qp_num, p.wqe_index), (WcOpcode::Send, QPN, (seq % 16) as u16));
+        assert_eq!(cq.ci(), start);
+        {
+            let mut v = cq.views();
+            for i in 0..3 {
+                let s = v.next().unwrap();
+                assert!(s.is_sq());
+                assert_eq!(s.wqe_idx(), (seq + i) as u16 % 16);
+                assert_eq!(s.position() % 6, (start + i) % 6);
+            }
+            let r = v.next().unwrap();
+            assert_eq!((r.imm(), r.payload_len()), (Some(lap), seq), "lap {lap}");
+            assert!(v.next().is_none());
+        }
+        assert_eq!(cq.ci(), m.prod());
+        assert_eq!(m.shadow_head(), cq.head());
+        seq += 3;
+    }
 }

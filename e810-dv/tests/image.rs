@@ -40,7 +40,7 @@ fn scenario(gen: HwRev) {
     m.push(&ModelCqe::flush(1, 0x21, true, 1, flush::LOC_LEN_ERR)).unwrap();
     m.push(&ModelCqe::flush_general(1, 0x21, false, 1)).unwrap();
     m.push(&ModelCqe::send(7, 0x21, 0, sq_op::SEND)).unwrap();
-    let img = m.export_image(ci, &[qp_a, qp_b]);
+    let img = m.export_image(ci, &[qp_a, qp_b]).unwrap();
     let text = img.to_text();
     let parsed = parse_irdma_image(&text).unwrap();
     assert_eq!(parsed, img);

@@ -64,6 +64,28 @@ impl DmaBuffer {
         offset: usize,
         entries: u32,
     ) -> Result<CqRing<STRIDE>, Error> {
+        self.ring_at(offset, entries)
+    }
+
+    /// [`DmaBuffer::cq_ring`] for a ring whose slot count need not be a power of two
+    /// (irdma).
+    ///
+    /// # Errors
+    ///
+    /// As for [`DmaBuffer::cq_ring`].
+    pub fn cq_ring_any_size<const STRIDE: usize>(
+        self: &Arc<Self>,
+        offset: usize,
+        entries: u32,
+    ) -> Result<CqRing<STRIDE, false>, Error> {
+        self.ring_at(offset, entries)
+    }
+
+    fn ring_at<const STRIDE: usize, const POW2: bool>(
+        self: &Arc<Self>,
+        offset: usize,
+        entries: u32,
+    ) -> Result<CqRing<STRIDE, POW2>, Error> {
         let len = (entries as usize).checked_mul(STRIDE).and_then(|l| l.checked_add(offset));
         if len.is_none_or(|end| end > self.len) {
             return Err(Error::OutOfBounds {

@@ -46,7 +46,8 @@ impl FaultKind {
 pub struct CqeFault {
     /// What was wrong.
     pub kind: FaultKind,
-    /// The running consumer counter at the CQE (`position mod entries` is the slot).
+    /// The consumer position at the CQE, `position mod entries` being the slot: mlx5's
+    /// running counter, irdma's lap-parity position (below twice the ring size).
     pub position: u32,
     /// The offending value.
     pub value: u32,

@@ -255,7 +255,7 @@ impl DecodeItem {
     /// The item for a polled completion or fault item of a ring with `entries` slots.
     pub fn from_completion(wc: &Completion, entries: u32) -> Self {
         match wc.fault() {
-            Some(f) => DecodeItem::Bad { slot: f.position & entries.wrapping_sub(1), reason: f.kind },
+            Some(f) => DecodeItem::Bad { slot: f.position.checked_rem(entries).unwrap_or(f.position), reason: f.kind },
             None => DecodeItem::Wc(*wc),
         }
     }

@@ -21,11 +21,20 @@
 //!
 //! The slot stride is a const generic, so slot addressing is a shift and every fixed-offset
 //! field access is bounds-checked at compile time.
+//!
+//! # Ring sizes
+//!
+//! Every accessor takes a slot index and uses it modulo the ring's slot count, so no index
+//! leaves the ring. mlx5 rings are a power of two and the reduction is a mask (`POW2`, the
+//! default). irdma rings are not (rdma-core sizes an irdma CQ `cqe + 1`, doubled, rounded to
+//! even: shared/spec/irdma.md §1.2); `POW2 = false` rings accept any slot count: an index
+//! below the count costs one compare, a larger one a division out of line.
 
 use crate::error::Error;
 use bytemuck::Pod;
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
+use core::num::NonZeroU32;
 use core::ptr::NonNull;
 use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -36,22 +45,39 @@ pub type KeepAlive = Arc<dyn core::any::Any + Send + Sync>;
 /// Largest ring the primitive accepts (2^24 entries, the mlx5 limit; irdma's is smaller).
 pub const MAX_ENTRIES: u32 = 1 << 24;
 
-/// A ring of `entries` slots of `STRIDE` bytes in memory shared with a producer.
+/// A ring of `entries` slots of `STRIDE` bytes in memory shared with a producer; a
+/// power-of-two slot count unless `POW2` is false (see the module docs on ring sizes).
 ///
 /// `Send` (the memory is not tied to a thread) but not `Sync` (its raw pointer sees to that):
-/// each side of a ring owns its own `CqRing` value. All accessors mask the index, so every
-/// access stays inside the ring.
+/// each side of a ring owns its own `CqRing` value. All accessors reduce the index modulo the
+/// slot count, so every access stays inside the ring.
 #[derive(Debug)]
-pub struct CqRing<const STRIDE: usize> {
+pub struct CqRing<const STRIDE: usize, const POW2: bool = true> {
     base: NonNull<u8>,
+    entries: NonZeroU32,
+    /// `entries - 1`, the reduction of a `POW2` ring, kept so that it costs no instruction.
     mask: u32,
     _keep: Option<KeepAlive>,
 }
 
 // SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound to the creating thread. The caller of `new` promised the memory outlives this value.
-unsafe impl<const STRIDE: usize> Send for CqRing<STRIDE> {}
+unsafe impl<const STRIDE: usize, const POW2: bool> Send for CqRing<STRIDE, POW2> {}
 
-impl<const STRIDE: usize> CqRing<STRIDE> {
+/// Slot index `idx` of a ring of `entries` slots (`mask` = `entries - 1`), modulo
+/// `entries`: a mask for power-of-two rings; otherwise one compare, and a division only for
+/// an index past the ring (callers that step a slot index never divide).
+#[inline(always)]
+fn slot_index<const POW2: bool>(idx: u32, entries: NonZeroU32, mask: u32) -> u32 {
+    if POW2 {
+        idx & mask
+    } else if idx < entries.get() {
+        idx
+    } else {
+        idx % entries
+    }
+}
+
+impl<const STRIDE: usize, const POW2: bool> CqRing<STRIDE, POW2> {
     const STRIDE_OK: () = assert!(STRIDE.is_power_of_two() && STRIDE >= 8);
 
     /// Wraps `entries * STRIDE` bytes at `base`.
@@ -65,7 +91,8 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     ///
     /// # Errors
     ///
-    /// [`Error::Null`], [`Error::BadEntries`] (not a power of two, or above 2^24), and
+    /// [`Error::Null`], [`Error::BadEntries`] (zero, above 2^24, or not a power of two
+    /// where `POW2`), and
     /// [`Error::Misaligned`] (base not aligned to the stride, capped at 64 bytes).
     pub unsafe fn new(base: *mut u8, entries: u32) -> Result<Self, Error> {
         // SAFETY: forwarded contract.
@@ -86,33 +113,29 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         #[allow(clippy::let_unit_value)]
         let () = Self::STRIDE_OK;
         let base = NonNull::new(base).ok_or(Error::Null { what: "cq ring" })?;
-        if !entries.is_power_of_two() || entries > MAX_ENTRIES {
-            return Err(Error::BadEntries { entries: entries as u64, min: 1, max: MAX_ENTRIES });
+        let bad = Error::BadEntries { entries: entries as u64, min: 1, max: MAX_ENTRIES };
+        let count = NonZeroU32::new(entries).ok_or(bad)?;
+        if (POW2 && !entries.is_power_of_two()) || entries > MAX_ENTRIES {
+            return Err(bad);
         }
         let align = STRIDE.min(64);
         if base.as_ptr() as usize % align != 0 {
             return Err(Error::Misaligned { what: "cq ring", addr: base.as_ptr() as usize, align });
         }
-        Ok(Self { base, mask: entries - 1, _keep: keep })
+        Ok(Self { base, entries: count, mask: entries - 1, _keep: keep })
     }
 
     /// A second handle on the same memory, for the other side of the ring (a model's
     /// producer thread) or a decoder. Sound because the contract of [`CqRing::new`] covers
     /// every alias.
     pub fn alias(&self) -> Self {
-        Self { base: self.base, mask: self.mask, _keep: self._keep.clone() }
+        Self { base: self.base, entries: self.entries, mask: self.mask, _keep: self._keep.clone() }
     }
 
     /// Number of slots.
     #[inline(always)]
     pub fn entries(&self) -> u32 {
-        self.mask + 1
-    }
-
-    /// `entries - 1`.
-    #[inline(always)]
-    pub fn mask(&self) -> u32 {
-        self.mask
+        self.entries.get()
     }
 
     /// The ring's base address (for diagnostics and descriptors).
@@ -155,10 +178,10 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
         unsafe { self.view().slot_ref::<STRIDE>(idx).copy_out(OFF) }
     }
 
-    /// A copyable view of the ring for hot loops (base and mask live in registers).
+    /// A copyable view of the ring for hot loops (base and size live in registers).
     #[inline(always)]
-    pub fn view(&self) -> RingView<'_, STRIDE> {
-        RingView { base: self.base, mask: self.mask, _ring: PhantomData }
+    pub fn view(&self) -> RingView<'_, STRIDE, POW2> {
+        RingView { base: self.base, entries: self.entries, mask: self.mask, _ring: PhantomData }
     }
 
     /// See [`RingView::owned_at`].
@@ -199,26 +222,27 @@ impl<const STRIDE: usize> CqRing<STRIDE> {
     }
 }
 
-/// A borrowed, copyable view of a [`CqRing`]: the ring's base and mask by value, so a poll
+/// A borrowed, copyable view of a [`CqRing`]: the ring's base and size by value, so a poll
 /// loop keeps them in registers. Same accessors and rules as the ring.
 #[derive(Debug, Clone, Copy)]
-pub struct RingView<'a, const STRIDE: usize> {
+pub struct RingView<'a, const STRIDE: usize, const POW2: bool = true> {
     base: NonNull<u8>,
+    entries: NonZeroU32,
     mask: u32,
-    _ring: PhantomData<&'a CqRing<STRIDE>>,
+    _ring: PhantomData<&'a CqRing<STRIDE, POW2>>,
 }
 
-impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
+impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     /// Number of slots.
     #[inline(always)]
     pub fn entries(&self) -> u32 {
-        self.mask + 1
+        self.entries.get()
     }
 
     #[inline(always)]
     fn slot(&self, idx: u32) -> *mut u8 {
-        let off = (idx & self.mask) as usize * STRIDE;
-        // SAFETY: `idx & mask < entries`, so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
+        let off = slot_index::<POW2>(idx, self.entries, self.mask) as usize * STRIDE;
+        // SAFETY: `slot_index` is below `entries` (a mask of a power of two, or a value reduced modulo the count), so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
         unsafe { self.base.as_ptr().add(off) }
     }
 
@@ -315,7 +339,7 @@ impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
     pub fn slot_ref<const LEN: usize>(&self, idx: u32) -> SlotRef<'a, LEN> {
         #[allow(clippy::let_unit_value)]
         let () = LenFits::<LEN, STRIDE>::OK;
-        let off = (idx & self.mask) as usize * STRIDE;
+        let off = slot_index::<POW2>(idx, self.entries, self.mask) as usize * STRIDE;
         // SAFETY: as in `slot`: `off + STRIDE` stays inside the ring's mapping, so the pointer is in bounds of a live allocation and therefore not null.
         SlotRef { p: unsafe { self.base.add(off) }, _ring: PhantomData }
     }
@@ -326,8 +350,8 @@ impl<'a, const STRIDE: usize> RingView<'a, STRIDE> {
     /// visits lies in the same lap.
     #[inline(always)]
     pub fn slots_along<'o, T>(&self, idx: u32, out: &'o mut [T]) -> SlotsAlong<'a, 'o, T, STRIDE> {
-        let first = idx & self.mask;
-        let count = out.len().min((self.mask + 1 - first) as usize);
+        let first = slot_index::<POW2>(idx, self.entries, self.mask);
+        let count = out.len().min((self.entries.get() - first) as usize);
         SlotsAlong { p: self.slot(idx), out: out[..count].iter_mut(), _ring: PhantomData }
     }
 
@@ -585,6 +609,33 @@ mod tests {
             assert!(matches!(CqRing::<64>::new(m.0.as_mut_ptr().add(8), 2), Err(Error::Misaligned { .. })));
             assert!(CqRing::<64>::new(m.0.as_mut_ptr(), 4).is_ok());
         }
+    }
+
+    #[test]
+    fn rings_of_any_size_reduce_every_index_into_the_ring() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the rings; only CqRing accessors touch it.
+        unsafe {
+            assert!(matches!(CqRing::<32>::new(m.0.as_mut_ptr(), 6), Err(Error::BadEntries { .. })));
+            assert!(matches!(CqRing::<32, false>::new(m.0.as_mut_ptr(), 0), Err(Error::BadEntries { .. })));
+        }
+        // SAFETY: as above; 6 slots of 32 bytes fit in `m`.
+        let ring = unsafe { CqRing::<32, false>::new(m.0.as_mut_ptr(), 6) }.unwrap();
+        for i in 0..6u32 {
+            ring.publish_u8(i, 0, 0x40 + i as u8).unwrap();
+        }
+        // A slot index, a lap-parity position (below 12) and a wild index all land on
+        // `idx mod 6`.
+        for idx in [0u32, 5, 6, 11, 12, 17, 1000, u32::MAX] {
+            assert_eq!(ring.load_u8::<0>(idx), 0x40 + (idx % 6) as u8, "index {idx}");
+        }
+        // Walks stop at the ring's end, which is not a power of two.
+        let mut out = [0u8; 8];
+        let n = ring.view().slots_along(10, &mut out).map(|(s, o)| *o = s.load_u8_at(0).unwrap()).count();
+        assert_eq!(n, 2);
+        assert_eq!(out[..2], [0x44, 0x45]);
+        // Nothing past the ring was touched.
+        assert!(m.0[6 * 32..].iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub use build::{ModelCqe, ModelExt};
 use crate::cq::{CqConfig, CqError, IrdmaCq};
 use crate::image::{ImageHeader, ImageQp, IrdmaImage};
 use crate::registry::QpRegistry;
-use crate::ring::{polarity, SlotRing};
+use crate::ring::{advance, polarity, ring_slots, slot_of, SlotRing};
 use crate::status::Compat;
 use build::le_bytes;
 use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
@@ -36,7 +36,8 @@ const PAGE: usize = 4096;
 /// Model set-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelConfig {
-    /// Ring slots (a power of two, 4 to 2^20).
+    /// Ring slots, 4 to 2^20 (any count: real irdma rings are rarely a power of two;
+    /// [`ModelConfig::for_cqe`] sizes them as rdma-core does).
     pub entries: u32,
     /// Hardware generation.
     pub hw_rev: HwRev,
@@ -50,6 +51,13 @@ impl ModelConfig {
     /// A model of generation `hw_rev` with `entries` slots of that generation's size.
     pub fn new(hw_rev: HwRev, entries: u32) -> Self {
         Self { entries, hw_rev, cqe_size: hw_rev.cqe_size() as u32, cq_id: 3 }
+    }
+
+    /// The ring rdma-core's provider would allocate for `ibv_create_cq(cqe = requested)`
+    /// on generation `hw_rev` ([`ring_slots`]), or `None` if that size overflows.
+    pub fn for_cqe(hw_rev: HwRev, requested: u32, compat: Compat) -> Option<Self> {
+        let cqe_size = hw_rev.cqe_size() as u32;
+        Some(Self { entries: ring_slots(requested, hw_rev, cqe_size, compat)?, hw_rev, cqe_size, cq_id: 3 })
     }
 }
 
@@ -113,8 +121,7 @@ pub struct IrdmaModel {
     shadow_mem: Arc<DmaBuffer>,
     shadow_off: usize,
     shadow: DoorbellWord,
-    log2: u32,
-    /// Producer running position (slot = prod mod entries, phase = polarity(prod)).
+    /// Producer position (crate::ring): slot [`slot_of`], phase [`polarity`].
     prod: u32,
     in_error: bool,
     events: Vec<ModelEvent>,
@@ -128,8 +135,8 @@ impl IrdmaModel {
     ///
     /// [`ModelError::Config`] for a bad size, [`ModelError::Provider`] if mapping fails.
     pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
-        if !cfg.entries.is_power_of_two() || !(4..=1 << 20).contains(&cfg.entries) {
-            return Err(ModelError::Config("entries must be a power of two from 4 to 2^20"));
+        if !(4..=1 << 20).contains(&cfg.entries) {
+            return Err(ModelError::Config("entries must be from 4 to 2^20"));
         }
         let ring_bytes = (cfg.entries as usize * cfg.cqe_size as usize).div_ceil(PAGE) * PAGE;
         let (ring_mem, shadow_mem, shadow_off) = if cfg.hw_rev.has_cq_resize() {
@@ -139,23 +146,12 @@ impl IrdmaModel {
             (m.clone(), m, ring_bytes)
         };
         let ring = match cfg.cqe_size {
-            32 => SlotRing::Slots32(ring_mem.cq_ring::<32>(0, cfg.entries)?),
-            64 => SlotRing::Slots64(ring_mem.cq_ring::<64>(0, cfg.entries)?),
+            32 => SlotRing::Slots32(ring_mem.cq_ring_any_size::<32>(0, cfg.entries)?),
+            64 => SlotRing::Slots64(ring_mem.cq_ring_any_size::<64>(0, cfg.entries)?),
             _ => return Err(ModelError::Config("cqe_size must be 32 or 64")),
         };
         let shadow = shadow_mem.doorbell(shadow_off + HEAD_OFFSET)?;
-        Ok(Self {
-            log2: cfg.entries.trailing_zeros(),
-            cfg,
-            ring_mem,
-            ring,
-            shadow_mem,
-            shadow_off,
-            shadow,
-            prod: 0,
-            in_error: false,
-            events: Vec::new(),
-        })
+        Ok(Self { cfg, ring_mem, ring, shadow_mem, shadow_off, shadow, prod: 0, in_error: false, events: Vec::new() })
     }
 
     /// A poller on this model's ring and shadow area, starting at head 0, polarity 1.
@@ -177,7 +173,7 @@ impl IrdmaModel {
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
     }
-    /// Producer running position.
+    /// Producer position (the slot, plus the ring size on laps written with valid bit 0).
     pub fn prod(&self) -> u32 {
         self.prod
     }
@@ -197,14 +193,14 @@ impl IrdmaModel {
     /// The consumer head from shadow word 0 (acquire: pairs with the poller's release).
     pub fn shadow_head(&self) -> u32 {
         let h = self.shadow.load_le64(Ordering::Acquire).unwrap_or(0);
-        (h & u64::from(self.cfg.entries - 1)) as u32
+        (h % u64::from(self.cfg.entries)) as u32
     }
 
     /// Plays a consumer that drained everything written so far: stores the producer
     /// position as the shadow-area head. For benchmark baselines that write laps without
     /// polling them.
     pub fn release_all(&mut self) {
-        let head = u64::from(self.prod & (self.cfg.entries - 1));
+        let head = u64::from(slot_of(self.prod, self.cfg.entries));
         // The shadow word is 8-aligned by construction; a failure would only leave the
         // model full, which the caller sees as refused CQEs.
         let _ = self.shadow.store_le64(head, Ordering::Release);
@@ -212,8 +208,9 @@ impl IrdmaModel {
 
     /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
     pub fn free_slots(&self) -> u32 {
-        let used = (self.prod.wrapping_sub(self.shadow_head())) & (self.cfg.entries - 1);
-        self.cfg.entries - 1 - used
+        let n = self.cfg.entries;
+        let used = (slot_of(self.prod, n) + n - self.shadow_head()) % n;
+        n - 1 - used
     }
 
     fn slots_for(&self, c: &ModelCqe) -> u32 {
@@ -280,14 +277,15 @@ impl IrdmaModel {
     /// then the main qword3 with the valid bit last (§8.2, §8.3).
     fn write(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
         let pos = self.prod;
-        let phase = polarity(pos, self.log2);
+        let n = self.cfg.entries;
+        let phase = polarity(pos, n);
         match &self.ring {
             SlotRing::Slots32(r) => {
                 r.write_bytes(pos, 0, &le_bytes(c.body()))?;
                 if c.extended() {
-                    let next = pos.wrapping_add(1);
+                    let next = advance(pos, 1, n);
                     r.write_bytes(next, 0, &le_bytes(c.ext_body()))?;
-                    r.publish_u64(next, off::QWORD3, c.ext_qword7(polarity(next, self.log2)))?;
+                    r.publish_u64(next, off::QWORD3, c.ext_qword7(polarity(next, n)))?;
                 }
                 r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
             }
@@ -298,7 +296,7 @@ impl IrdmaModel {
                 r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
             }
         }
-        self.prod = pos.wrapping_add(self.slots_for(c));
+        self.prod = advance(pos, self.slots_for(c), n);
         Ok(())
     }
 
@@ -372,10 +370,18 @@ impl IrdmaModel {
 
     /// The ring as a ring image (ring-image.md) with consumer counter `ci` and the given qp
     /// lines: CQE handle h must be the h-th qp line for the image to decode.
-    pub fn export_image(&self, ci: u32, qps: &[ImageQp]) -> IrdmaImage {
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Config`] unless the ring size is a power of two: the image format
+    /// holds only those.
+    pub fn export_image(&self, ci: u32, qps: &[ImageQp]) -> Result<IrdmaImage, ModelError> {
+        if !self.cfg.entries.is_power_of_two() {
+            return Err(ModelError::Config("ring images hold power-of-two rings only"));
+        }
         let header =
             ImageHeader { cqe_size: self.cfg.cqe_size, entries: self.cfg.entries, ci, hw_rev: self.cfg.hw_rev };
-        IrdmaImage { header, qps: qps.to_vec(), slots: self.snapshot() }
+        Ok(IrdmaImage { header, qps: qps.to_vec(), slots: self.snapshot() })
     }
 
     /// A copy of the ring bytes (a snapshot; may be torn while a producer thread runs).
@@ -420,6 +426,7 @@ mod tests {
         let m = IrdmaModel::new(ModelConfig::new(HwRev::Gen1, 4)).unwrap();
         assert!(Arc::ptr_eq(&m.ring_mem, &m.shadow_mem));
         assert_eq!(m.shadow_off, PAGE);
-        assert!(IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 6)).is_err());
+        assert!(IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 3)).is_err());
+        assert!(IrdmaModel::new(ModelConfig::new(HwRev::Gen2, (1 << 20) + 1)).is_err());
     }
 }
