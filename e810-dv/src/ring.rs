@@ -16,17 +16,36 @@ use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
 
+/// How rdma-core rounds a ring size (irdma.md §1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// rdma-core v64 and later: an odd size is rounded up to even on every generation.
+    Even,
+    /// rdma-core before v64 (v44 in Debian 12 included): no rounding.
+    None,
+}
+
+impl From<Compat> for Rounding {
+    /// [`Compat::V44`] rounds as v44 does; [`Compat::Current`] as v64 and later.
+    fn from(c: Compat) -> Self {
+        match c {
+            Compat::Current => Rounding::Even,
+            Compat::V44 => Rounding::None,
+        }
+    }
+}
+
 /// The ring size, in slots, that rdma-core's irdma provider allocates for
 /// `ibv_create_cq(cqe = requested)` (irdma.md §1.2): `requested + 1`, doubled for 32-byte
-/// slots after GEN1 (room for two-slot extended CQEs), rounded up to even, at least 4;
-/// rdma-core v44 does not round to even. `ibv_cq.cqe` reports the requested count, not this,
-/// so attaching to a real CQ starts here. `None` if the size overflows.
-pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, compat: Compat) -> Option<u32> {
+/// slots after GEN1 (room for two-slot extended CQEs), rounded as `rounding` says, at
+/// least 4. `ibv_cq.cqe` reports the requested count, not this, so attaching to a real CQ
+/// starts here. `None` if the size overflows.
+pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Rounding) -> Option<u32> {
     let mut n = requested.checked_add(1)?;
     if cqe_size != 64 && hw_rev != HwRev::Gen1 {
         n = n.checked_mul(2)?;
     }
-    if compat == Compat::Current && n % 2 == 1 {
+    if rounding == Rounding::Even && n % 2 == 1 {
         n += 1;
     }
     Some(n.max(4))
@@ -454,16 +473,18 @@ mod tests {
     #[test]
     fn ring_sizes_as_rdma_core_allocates_them() {
         // The spec's worked example: GEN2, cqe = 100 -> 202 slots.
-        assert_eq!(ring_slots(100, HwRev::Gen2, 32, Compat::Current), Some(202));
-        // GEN1 does not double; rdma-core since v64 rounds odd sizes to even, v44 does not.
-        assert_eq!(ring_slots(100, HwRev::Gen1, 32, Compat::Current), Some(102));
-        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Compat::Current), Some(104));
-        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Compat::V44), Some(103));
+        assert_eq!(ring_slots(100, HwRev::Gen2, 32, Rounding::Even), Some(202));
+        // GEN1 does not double; rdma-core since v64 rounds odd sizes to even, older ones do
+        // not (and v44's compatibility mode sizes as v44).
+        assert_eq!(ring_slots(100, HwRev::Gen1, 32, Rounding::Even), Some(102));
+        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Rounding::Even), Some(104));
+        assert_eq!(ring_slots(102, HwRev::Gen1, 32, Rounding::None), Some(103));
         // 64-byte slots hold the extension in the same slot: no doubling.
-        assert_eq!(ring_slots(100, HwRev::Gen3, 64, Compat::Current), Some(102));
-        assert_eq!(ring_slots(1, HwRev::Gen1, 32, Compat::Current), Some(4));
-        assert_eq!(ring_slots(u32::MAX, HwRev::Gen1, 32, Compat::Current), None);
-        assert_eq!(ring_slots(u32::MAX / 2, HwRev::Gen2, 32, Compat::Current), None);
+        assert_eq!(ring_slots(100, HwRev::Gen3, 64, Rounding::Even), Some(102));
+        assert_eq!(ring_slots(1, HwRev::Gen1, 32, Rounding::Even), Some(4));
+        assert_eq!(Rounding::from(Compat::V44), Rounding::None);
+        assert_eq!(ring_slots(u32::MAX, HwRev::Gen1, 32, Rounding::Even), None);
+        assert_eq!(ring_slots(u32::MAX / 2, HwRev::Gen2, 32, Rounding::Even), None);
     }
 
     proptest! {

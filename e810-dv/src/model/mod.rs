@@ -19,7 +19,7 @@ pub use build::{ModelCqe, ModelExt};
 use crate::cq::{CqConfig, CqError, IrdmaCq};
 use crate::image::{ImageHeader, ImageQp, IrdmaImage};
 use crate::registry::QpRegistry;
-use crate::ring::{advance, polarity, ring_slots, slot_of, SlotRing};
+use crate::ring::{advance, polarity, ring_slots, slot_of, Rounding, SlotRing};
 use crate::status::Compat;
 use build::le_bytes;
 use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
@@ -54,10 +54,11 @@ impl ModelConfig {
     }
 
     /// The ring rdma-core's provider would allocate for `ibv_create_cq(cqe = requested)`
-    /// on generation `hw_rev` ([`ring_slots`]), or `None` if that size overflows.
-    pub fn for_cqe(hw_rev: HwRev, requested: u32, compat: Compat) -> Option<Self> {
+    /// on generation `hw_rev` ([`ring_slots`]; `rounding`: the rdma-core version), or
+    /// `None` if that size overflows.
+    pub fn for_cqe(hw_rev: HwRev, requested: u32, rounding: impl Into<Rounding>) -> Option<Self> {
         let cqe_size = hw_rev.cqe_size() as u32;
-        Some(Self { entries: ring_slots(requested, hw_rev, cqe_size, compat)?, hw_rev, cqe_size, cq_id: 3 })
+        Some(Self { entries: ring_slots(requested, hw_rev, cqe_size, rounding.into())?, hw_rev, cqe_size, cq_id: 3 })
     }
 }
 
