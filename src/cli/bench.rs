@@ -33,7 +33,8 @@ struct PollArgs {
     /// CQE size in bytes (mlx5: 64 or 128; irdma: 32). Default: 64 for mlx5, 32 for irdma.
     #[arg(long)]
     cqe_size: Option<u32>,
-    /// Ring entries, i.e. CQEs per lap (power of two).
+    /// Ring entries, i.e. CQEs per lap (mlx5: a power of two; irdma: any size from 4, as
+    /// rdma-core sizes irdma rings).
     #[arg(long, default_value_t = 4096)]
     entries: u32,
     /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
@@ -78,8 +79,15 @@ impl BenchArgs {
 }
 
 fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
-    if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 {
-        return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
+    match a.vendor {
+        Vendor::Mlx5 if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 => {
+            return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
+        }
+        // irdma rings have the sizes rdma-core gives them (`cqe + 1`, doubled, even).
+        Vendor::Irdma if !(4..=1 << 20).contains(&a.entries) => {
+            return Err(CliError(format!("--entries {}: irdma rings have 4 to 1048576 slots", a.entries)));
+        }
+        _ => {}
     }
     let comp = a.compression.config(&a.mini)?;
     if comp.is_some() && a.vendor != Vendor::Mlx5 {

@@ -25,8 +25,8 @@ pub struct BenchRing {
     lap: Vec<ModelCqe>,
 }
 
-/// A GEN2 model with a ring of the next power of two above `n` slots (at least 4) and a
-/// poller, one RC QP registered (identity wr_ids), and one lap of `n` CQEs precomputed:
+/// A GEN2 model with a ring of `n + 1` slots (at least 4; the model keeps one free, so a
+/// lap fills it; any size, as real irdma rings are) and a poller, one RC QP registered (identity wr_ids), and one lap of `n` CQEs precomputed:
 /// even positions SQ SEND completions, odd positions 64-byte RQ RECV completions. Call
 /// [`BenchRing::refill`] to write the lap, then poll it all; repeat.
 ///
@@ -34,7 +34,7 @@ pub struct BenchRing {
 ///
 /// [`ModelError`] if the model or poller cannot be set up.
 pub fn bench_ring(n: u32) -> Result<BenchRing, ModelError> {
-    let entries = (n + 1).next_power_of_two().max(4);
+    let entries = n.saturating_add(1).max(4);
     let model = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries))?;
     let mut qps = QpRegistry::new(HwRev::Gen2);
     qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(|_| ModelError::Config("bench qp"))?;
