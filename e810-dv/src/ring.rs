@@ -3,12 +3,13 @@
 //! [`SlotSource`], so the same code decodes a NIC's ring, a model's and an image's.
 //!
 //! Ring sizes are whatever rdma-core asked the kernel for: `cqe + 1`, doubled on GEN2+,
-//! rounded to even, at least 4 (irdma.md §1.2), so rarely a power of two. A position is
-//! therefore a lap-parity counter below twice the ring size: the slot is `pos mod entries`
-//! and the expected valid bit is 1 on the first half (even laps) and 0 on the second
-//! ([`polarity`]; irdma.md §2.1, §2.3). It is rdma-core's head and polarity in one number,
-//! and for a power-of-two ring it equals a running counter modulo twice the size (the rule
-//! ring-image.md states for `ci`; [`from_running`]).
+//! rounded to even, at least 4 (irdma.md §1.2; [`ring_slots`]), so rarely a power of two,
+//! and a place in the ring cannot be a masked running counter. It is a [`Pos`]: the slot
+//! and the lap's expected valid bit, rdma-core's head and polarity (irdma.md §2.1, §2.3).
+//! Written as one number ([`Pos::counter`]) it is a counter below twice the ring size: the
+//! slot, plus the ring size on laps whose valid bit is 0. For a power-of-two ring that is a
+//! running counter modulo twice the size, the rule ring-image.md states for `ci`
+//! ([`Pos::at`]).
 
 use crate::status::Compat;
 use dvcq_provider::{CqRing, RingView, SlotRef};
@@ -51,16 +52,9 @@ pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Roundi
     Some(n.max(4))
 }
 
-/// The expected valid bit at position `pos` of a ring of `entries` slots: polarity starts
-/// at 1 and flips on every wrap (§2.1, §2.3 step 6).
+/// The ring slot of counter `pos` (below twice the ring size).
 #[inline(always)]
-pub const fn polarity(pos: u32, entries: u32) -> bool {
-    pos < entries
-}
-
-/// The ring slot of position `pos` (rdma-core's `cq_ring.head`).
-#[inline(always)]
-pub const fn slot_of(pos: u32, entries: u32) -> u32 {
+const fn slot_of(pos: u32, entries: u32) -> u32 {
     if pos < entries {
         pos
     } else {
@@ -68,9 +62,9 @@ pub const fn slot_of(pos: u32, entries: u32) -> u32 {
     }
 }
 
-/// Position `pos` moved on by `slots` slots, wrapping at twice the ring size.
+/// Counter `pos` moved on by `slots` slots, wrapping at twice the ring size.
 #[inline(always)]
-pub const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
+const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
     let p = pos + slots;
     let laps2 = 2 * entries;
     if p < laps2 {
@@ -80,30 +74,31 @@ pub const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
     }
 }
 
-/// The position of a running consumer counter (slot `ci mod entries`, valid bit 1 when
-/// `ci / entries` is even), as ring images and [`crate::CqConfig`] give it. Exact for a
-/// power-of-two ring whatever the counter; for other sizes the counter must not have
-/// wrapped past `u32::MAX`.
+/// The counter below twice the ring size for a running consumer counter (slot
+/// `ci mod entries`, valid bit 1 when `ci / entries` is even), as ring images and
+/// [`crate::CqConfig`] give it. Exact for a power-of-two ring whatever the counter; for
+/// other sizes the counter must not have wrapped past `u32::MAX`.
 #[inline]
-pub const fn from_running(ci: u32, entries: u32) -> u32 {
+const fn from_running(ci: u32, entries: u32) -> u32 {
     ci % (2 * entries)
 }
 
-/// Bit 63 set on the laps whose expected valid bit is 0: what [`valid_at`] XORs into
-/// qword3. A loop keeps it in a register and flips it at the ring's end.
+/// Bit 63 set on the laps (of counter `pos`) whose expected valid bit is 0: what
+/// [`valid_at`] XORs into qword3.
 #[inline(always)]
-pub const fn lap_flip(pos: u32, entries: u32) -> u64 {
+const fn lap_flip(pos: u32, entries: u32) -> u64 {
     ((pos >= entries) as u64) << 63
 }
 
-/// The valid-bit test of qword3 `w3` as one XOR and sign test: bit 63 (valid) XOR the
-/// lap's [`lap_flip`] is set exactly when the valid bit is the expected [`polarity`].
+/// The valid-bit test of qword3 `w3` as one XOR and sign test: bit 63 (valid) XOR bit 63
+/// of `flip` (set on laps whose expected valid bit is 0: [`Pos::flip`]) is set exactly
+/// when the valid bit is the lap's expected one.
 #[inline(always)]
 pub const fn valid_at(w3: u64, flip: u64) -> bool {
     ((w3 ^ flip) as i64) < 0
 }
 
-/// A consumer's place in the ring: the slot and its lap's [`lap_flip`], which is rdma-core's
+/// A consumer's place in the ring: the slot and its lap's valid-bit flip, which is rdma-core's
 /// head and polarity (§2.3). Poll loops step it slot by slot; [`Pos::counter`] is the same
 /// place as a position counter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,7 +111,10 @@ impl Pos {
     /// Slot 0 of the first lap (valid bit 1): a new CQ.
     pub const START: Pos = Pos { slot: 0, flip: 0 };
 
-    /// The place of consumer counter `ci` ([`from_running`]) in a ring of `entries` slots.
+    /// The place of consumer counter `ci` in a ring of `entries` slots: slot
+    /// `ci mod entries`, valid bit 1 when `ci / entries` is even. Exact for a power-of-two
+    /// ring whatever the counter; for other sizes the counter must not have wrapped past
+    /// `u32::MAX`.
     #[inline]
     pub const fn at(ci: u32, entries: u32) -> Pos {
         let pos = from_running(ci, entries);
@@ -129,7 +127,8 @@ impl Pos {
         self.slot
     }
 
-    /// The lap's [`lap_flip`].
+    /// Bit 63 set on laps whose expected valid bit is 0: what [`valid_at`] XORs into
+    /// qword3.
     #[inline(always)]
     pub const fn flip(self) -> u64 {
         self.flip
@@ -201,7 +200,7 @@ impl SlotRing {
 pub trait SlotWords: Copy {
     /// qword3 if its valid bit is the expected polarity of the slot's lap (then with the
     /// acquire fence that orders the body reads after it), else `None`. The lap comes as
-    /// [`lap_flip`], so the test is [`valid_at`]: one XOR and sign test.
+    /// [`Pos::flip`], so the test is [`valid_at`]: one XOR and sign test.
     fn valid_q3(&self, flip: u64) -> Option<u64>;
     /// The little-endian qword at byte `off` (0, 8, 16 or 24), host order: one read, for a
     /// fast path that reads only what it uses.
@@ -229,7 +228,7 @@ pub trait SlotSource: sealed::Sealed {
     fn slot(&self, slot: u32) -> Self::Slot<'_>;
     /// The slots from `slot` on, each paired with the next element of `out`, up to the
     /// shorter of `out` and the rest of the lap: a loop over them steps through memory and
-    /// tests one bound, and all its slots share one [`lap_flip`].
+    /// tests one bound, and all its slots share one [`Pos::flip`].
     fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (Self::Slot<'_>, &'o mut T)>;
     /// The extension of the CQE at `pos` if its valid bit equals the expected polarity of
     /// where it lives (the next place in 32-byte mode, `pos` in 64-byte mode; §2.3 step 4).
@@ -467,6 +466,11 @@ impl SlotSource for SlotBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The expected valid bit at counter `pos`: 1 on even laps, 0 on odd ones.
+    fn polarity(pos: u32, entries: u32) -> bool {
+        pos < entries
+    }
     use dvcq_uapi::irdma::cqe::q3;
     use proptest::prelude::*;
 

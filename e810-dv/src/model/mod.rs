@@ -19,7 +19,7 @@ pub use build::{ModelCqe, ModelExt};
 use crate::cq::{CqConfig, CqError, IrdmaCq};
 use crate::image::{ImageHeader, ImageQp, IrdmaImage};
 use crate::registry::QpRegistry;
-use crate::ring::{advance, polarity, ring_slots, slot_of, Rounding, SlotRing};
+use crate::ring::{ring_slots, Pos, Rounding, SlotRing};
 use crate::status::Compat;
 use build::le_bytes;
 use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
@@ -122,8 +122,8 @@ pub struct IrdmaModel {
     shadow_mem: Arc<DmaBuffer>,
     shadow_off: usize,
     shadow: DoorbellWord,
-    /// Producer position (crate::ring): slot [`slot_of`], phase [`polarity`].
-    prod: u32,
+    /// Where the producer writes next: slot and phase (the valid bit it writes there).
+    prod: Pos,
     in_error: bool,
     events: Vec<ModelEvent>,
 }
@@ -152,7 +152,17 @@ impl IrdmaModel {
             _ => return Err(ModelError::Config("cqe_size must be 32 or 64")),
         };
         let shadow = shadow_mem.doorbell(shadow_off + HEAD_OFFSET)?;
-        Ok(Self { cfg, ring_mem, ring, shadow_mem, shadow_off, shadow, prod: 0, in_error: false, events: Vec::new() })
+        Ok(Self {
+            cfg,
+            ring_mem,
+            ring,
+            shadow_mem,
+            shadow_off,
+            shadow,
+            prod: Pos::START,
+            in_error: false,
+            events: Vec::new(),
+        })
     }
 
     /// A poller on this model's ring and shadow area, starting at head 0, polarity 1.
@@ -176,7 +186,7 @@ impl IrdmaModel {
     }
     /// Producer position (the slot, plus the ring size on laps written with valid bit 0).
     pub fn prod(&self) -> u32 {
-        self.prod
+        self.prod.counter(self.cfg.entries)
     }
     /// Events raised so far.
     pub fn events(&self) -> &[ModelEvent] {
@@ -201,7 +211,7 @@ impl IrdmaModel {
     /// position as the shadow-area head. For benchmark baselines that write laps without
     /// polling them.
     pub fn release_all(&mut self) {
-        let head = u64::from(slot_of(self.prod, self.cfg.entries));
+        let head = u64::from(self.prod.slot());
         // The shadow word is 8-aligned by construction; a failure would only leave the
         // model full, which the caller sees as refused CQEs.
         let _ = self.shadow.store_le64(head, Ordering::Release);
@@ -210,7 +220,7 @@ impl IrdmaModel {
     /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
     pub fn free_slots(&self) -> u32 {
         let n = self.cfg.entries;
-        let used = (slot_of(self.prod, n) + n - self.shadow_head()) % n;
+        let used = (self.prod.slot() + n - self.shadow_head()) % n;
         n - 1 - used
     }
 
@@ -235,7 +245,7 @@ impl IrdmaModel {
         if self.free_slots() < self.slots_for(c) {
             self.in_error = true;
             self.events.push(ModelEvent::CqError { cq_id: self.cfg.cq_id, ae_code: ae::CQ_OPERATION_ERROR });
-            return Err(ModelError::Overflow { cq_id: self.cfg.cq_id, prod: self.prod, head: self.shadow_head() });
+            return Err(ModelError::Overflow { cq_id: self.cfg.cq_id, prod: self.prod(), head: self.shadow_head() });
         }
         self.write(c)
     }
@@ -268,7 +278,7 @@ impl IrdmaModel {
             std::thread::yield_now();
             let t = *since.get_or_insert_with(Instant::now);
             if t.elapsed() > stall {
-                return Err(ModelError::Stalled { prod: self.prod, ms: stall.as_millis() as u64 });
+                return Err(ModelError::Stalled { prod: self.prod(), ms: stall.as_millis() as u64 });
             }
         }
         self.write(c)
@@ -279,25 +289,25 @@ impl IrdmaModel {
     fn write(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
         let pos = self.prod;
         let n = self.cfg.entries;
-        let phase = polarity(pos, n);
+        let (slot, phase) = (pos.slot(), pos.polarity());
         match &self.ring {
             SlotRing::Slots32(r) => {
-                r.write_bytes(pos, 0, &le_bytes(c.body()))?;
+                r.write_bytes(slot, 0, &le_bytes(c.body()))?;
                 if c.extended() {
-                    let next = advance(pos, 1, n);
-                    r.write_bytes(next, 0, &le_bytes(c.ext_body()))?;
-                    r.publish_u64(next, off::QWORD3, c.ext_qword7(polarity(next, n)))?;
+                    let next = pos.advance(1, n);
+                    r.write_bytes(next.slot(), 0, &le_bytes(c.ext_body()))?;
+                    r.publish_u64(next.slot(), off::QWORD3, c.ext_qword7(next.polarity()))?;
                 }
-                r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
+                r.publish_u64(slot, off::QWORD3, c.qword3(phase))?;
             }
             SlotRing::Slots64(r) => {
-                r.write_bytes(pos, 0, &le_bytes(c.body()))?;
-                r.write_bytes(pos, off::EXT, &le_bytes(c.ext_body()))?;
-                r.publish_u64(pos, off::EXT_QWORD7, c.ext_qword7(phase))?;
-                r.publish_u64(pos, off::QWORD3, c.qword3(phase))?;
+                r.write_bytes(slot, 0, &le_bytes(c.body()))?;
+                r.write_bytes(slot, off::EXT, &le_bytes(c.ext_body()))?;
+                r.publish_u64(slot, off::EXT_QWORD7, c.ext_qword7(phase))?;
+                r.publish_u64(slot, off::QWORD3, c.qword3(phase))?;
             }
         }
-        self.prod = advance(pos, self.slots_for(c), n);
+        self.prod = pos.advance(self.slots_for(c), n);
         Ok(())
     }
 
