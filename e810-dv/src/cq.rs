@@ -394,7 +394,7 @@ impl Views<'_> {
             }
         };
         self.ci = pos.advance(slots, self.entries);
-        Some(CqeView { ring: self.ring, slot, pos, entries: self.entries, w3, compat: self.compat })
+        Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
     }
 }
 
@@ -417,7 +417,6 @@ pub struct CqeView<'a> {
     /// The CQE's first 32 bytes (qwords 0-3).
     slot: SlotRef<'a, 32>,
     pos: Pos,
-    entries: u32,
     w3: u64,
     compat: Compat,
 }
@@ -432,7 +431,7 @@ impl CqeView<'_> {
     /// Ring position of the CQE (as [`IrdmaCq::ci`]: the slot, plus the ring size on laps
     /// whose valid bit is 0).
     pub fn position(&self) -> u32 {
-        self.pos.counter(self.entries)
+        self.pos.counter(self.ring.entries())
     }
     /// qword3 as loaded (host order).
     #[inline]
@@ -536,7 +535,7 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.advance(1, self.entries).slot(), 0),
+            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.advance(1, r.entries()).slot(), 0),
             SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.slot(), off::EXT),
         }
     }

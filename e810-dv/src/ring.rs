@@ -355,6 +355,16 @@ pub enum SlotView<'a> {
     V64(RingView<'a, 64, false>),
 }
 
+impl SlotView<'_> {
+    /// Slots in the ring.
+    pub fn entries(&self) -> u32 {
+        match self {
+            Self::V32(r) => r.entries(),
+            Self::V64(r) => r.entries(),
+        }
+    }
+}
+
 impl SlotRing {
     /// The ring's view.
     #[inline(always)]
