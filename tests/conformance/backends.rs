@@ -99,23 +99,32 @@ impl<const S: usize> Backend for Mlx5<S> {
     }
 }
 
-/// The irdma model of a hardware generation (`G` = 2 or 3).
-pub struct Irdma<const G: u8> {
+/// The irdma model of a hardware generation (`G` = 2 or 3). With `RDMA_CORE_SIZED`, a CQ
+/// of `entries` gets the ring rdma-core allocates for `ibv_create_cq(cqe = entries)` (not
+/// a power of two), otherwise exactly `entries` slots.
+pub struct Irdma<const G: u8, const RDMA_CORE_SIZED: bool = false> {
     model: IrdmaModel,
     cq: IrdmaCq,
     qp: QpId,
 }
 /// E810 (GEN2), 32-byte CQEs.
 pub type IrdmaGen2 = Irdma<2>;
+/// E810 (GEN2) on the ring rdma-core sizes for the requested count (16 → 34 slots).
+pub type IrdmaGen2RdmaCoreSized = Irdma<2, true>;
 /// GEN3, 64-byte CQEs.
 pub type IrdmaGen3 = Irdma<3>;
 
 const CTX: u64 = 0x5151;
 
-impl<const G: u8> Backend for Irdma<G> {
+impl<const G: u8, const RDMA_CORE_SIZED: bool> Backend for Irdma<G, RDMA_CORE_SIZED> {
     fn new(entries: u32) -> Self {
         let rev = HwRev::from_u8(G).unwrap();
-        let model = IrdmaModel::new(IrdmaConfig::new(rev, entries)).unwrap();
+        let cfg = if RDMA_CORE_SIZED {
+            IrdmaConfig::for_cqe(rev, entries, Compat::Current).unwrap()
+        } else {
+            IrdmaConfig::new(rev, entries)
+        };
+        let model = IrdmaModel::new(cfg).unwrap();
         let mut qps = dvcq::irdma::QpRegistry::new(rev);
         let qp = qps.register(CTX, IrdmaQp::rc(QPN, 64, 64)).unwrap();
         let cq = model.poller(qps, Compat::Current).unwrap();

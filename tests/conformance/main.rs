@@ -6,7 +6,7 @@
 mod backends;
 mod cases;
 
-use backends::{Backend, IrdmaGen2, IrdmaGen3, Mlx5Model128, Mlx5Model64};
+use backends::{Backend, IrdmaGen2, IrdmaGen2RdmaCoreSized, IrdmaGen3, Mlx5Model128, Mlx5Model64};
 
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
@@ -14,6 +14,9 @@ macro_rules! conformance {
         mod mlx5_model_128 { $( #[test] fn $case() { crate::cases::$case::<crate::Mlx5Model128>(); } )* }
         mod irdma_model_gen2 { $( #[test] fn $case() { crate::cases::$case::<crate::IrdmaGen2>(); } )* }
         mod irdma_model_gen3 { $( #[test] fn $case() { crate::cases::$case::<crate::IrdmaGen3>(); } )* }
+        mod irdma_model_gen2_rdma_core_sized {
+            $( #[test] fn $case() { crate::cases::$case::<crate::IrdmaGen2RdmaCoreSized>(); } )*
+        }
     };
 }
 
