@@ -52,7 +52,7 @@ impl Engine {
 
     #[inline(always)]
     fn apply(&mut self, s: &Step) {
-        self.ci = self.ci.advance(s.slots, self.entries);
+        self.ci = self.ci.step(s.slots, self.entries);
         self.parked = s.slots == 0;
         if s.flags & F_SET_BYTES != 0 {
             self.last_bytes = s.wc.byte_len;
@@ -140,7 +140,7 @@ impl Engine {
             match step.kind {
                 Kind::Wc => return Some(step.wc),
                 Kind::Stop => return None,
-                Kind::Skip => pos = pos.advance(step.slots.max(1), self.entries),
+                Kind::Skip => pos = pos.step(step.slots.max(1), self.entries),
             }
         }
         None
@@ -393,7 +393,7 @@ impl Views<'_> {
                 (slot, w3, 1)
             }
         };
-        self.ci = pos.advance(slots, self.entries);
+        self.ci = pos.step(slots, self.entries);
         Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
     }
 }

@@ -160,11 +160,13 @@ impl Run<'_> {
         let (mut sq_next, mut rq_last) = (NONE, NONE);
         // Lap by lap: within a lap the slots are consecutive in memory and share one
         // valid-bit flip; the ring's end (not a power of two) is where a lap's walk stops.
+        // `pos` is where the current lap's run started, `start` its first completion.
         let mut n = 0usize;
+        let mut start;
         let mut pos = ci;
         let stop = 'laps: loop {
             let flip = pos.flip();
-            let start = n;
+            start = n;
             for (slot, wc) in ring.along(pos.slot(), out.get_mut(n..).unwrap_or_default()) {
                 let Some(w3) = slot.valid_q3(flip) else {
                     break 'laps Stop::Other;
@@ -220,7 +222,7 @@ impl Run<'_> {
             if n == out.len() {
                 break Stop::Full;
             }
-            pos = pos.advance((n - start) as u32, entries);
+            pos = pos.step((n - start) as u32, entries);
         };
         if sq_next != NONE {
             qp.sq.tail = sq_next & qp.sq.mask();
@@ -232,7 +234,8 @@ impl Run<'_> {
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
             *self.last_bytes = last.byte_len;
         }
-        *self.ci = ci.advance(n as u32, entries);
+        // A run moves at most one lap past `pos`.
+        *self.ci = pos.step((n - start) as u32, entries);
         (n, stop)
     }
 }

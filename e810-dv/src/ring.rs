@@ -65,13 +65,9 @@ const fn slot_of(pos: u32, entries: u32) -> u32 {
 /// Counter `pos` moved on by `slots` slots, wrapping at twice the ring size.
 #[inline(always)]
 const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
-    let p = pos + slots;
     let laps2 = 2 * entries;
-    if p < laps2 {
-        p
-    } else {
-        (p - laps2) % laps2
-    }
+    // Both terms below `laps2` (at most 2^25): the sum cannot overflow.
+    (pos % laps2 + slots % laps2) % laps2
 }
 
 /// The counter below twice the ring size for a running consumer counter (slot
@@ -154,7 +150,20 @@ impl Pos {
     /// This place moved on by `slots`: one compare unless the move crosses the ring's end.
     #[inline(always)]
     pub fn advance(self, slots: u32, entries: u32) -> Pos {
-        let slot = self.slot + slots;
+        match self.slot.checked_add(slots) {
+            Some(slot) if slot < entries => Pos { slot, flip: self.flip },
+            // Past the ring's end, or a count so large that the sum overflows.
+            _ => self.wrap(slots, entries),
+        }
+    }
+
+    /// [`Pos::advance`] by at most the ring size, as every poll loop moves (one CQE, or one
+    /// lap's run): the slot plus `slots` stays below twice the largest ring (2^25), so a
+    /// plain add cannot overflow. A larger `slots` still gives a place in the ring, not
+    /// necessarily the right one.
+    #[inline(always)]
+    pub(crate) fn step(self, slots: u32, entries: u32) -> Pos {
+        let slot = self.slot.wrapping_add(slots);
         if slot < entries {
             Pos { slot, flip: self.flip }
         } else {
@@ -292,7 +301,7 @@ where
             // The extension is the next slot, written with that slot's pass phase: the same
             // polarity rule one place on covers rdma-core's "invert when it wrapped to 0"
             // (§2.3).
-            let next = pos.advance(1, RingView::entries(self));
+            let next = pos.step(1, RingView::entries(self));
             let expect = next.polarity();
             self.owned_u64_at(next.slot(), off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
             self.read_at::<ExtCqe>(next.slot(), 0)
@@ -463,7 +472,7 @@ impl SlotSource for SlotBytes {
             let e = self.ext_words(pos.slot(), off::EXT);
             (e.valid() == pos.polarity()).then_some(e)
         } else {
-            let next = pos.advance(1, self.entries);
+            let next = pos.step(1, self.entries);
             let e = self.ext_words(next.slot(), 0);
             (e.valid() == next.polarity()).then_some(e)
         }
@@ -529,12 +538,14 @@ mod tests {
 
         /// [`Pos`] is the same place as a position counter, before and after any move.
         #[test]
-        fn pos_matches_the_counter(entries in 1u32..=300, p in any::<u32>(), k in 0u32..1000) {
+        fn pos_matches_the_counter(entries in 1u32..=300, p in any::<u32>(), k in prop_oneof![0u32..1000, any::<u32>()]) {
             let c = p % (2 * entries);
             let pos = Pos::at(c, entries);
             prop_assert_eq!(pos.counter(entries), c);
             prop_assert_eq!((pos.slot(), pos.polarity()), (slot_of(c, entries), polarity(c, entries)));
             prop_assert_eq!(pos.advance(k, entries), Pos::at(advance(c, k, entries), entries));
+            let short = k % (entries + 1);
+            prop_assert_eq!(pos.step(short, entries), pos.advance(short, entries));
         }
 
         /// For a power-of-two ring a running counter and its position agree on slot and

@@ -294,7 +294,7 @@ impl IrdmaModel {
             SlotRing::Slots32(r) => {
                 r.write_bytes(slot, 0, &le_bytes(c.body()))?;
                 if c.extended() {
-                    let next = pos.advance(1, n);
+                    let next = pos.step(1, n);
                     r.write_bytes(next.slot(), 0, &le_bytes(c.ext_body()))?;
                     r.publish_u64(next.slot(), off::QWORD3, c.ext_qword7(next.polarity()))?;
                 }
@@ -307,7 +307,7 @@ impl IrdmaModel {
                 r.publish_u64(slot, off::QWORD3, c.qword3(phase))?;
             }
         }
-        self.prod = pos.advance(self.slots_for(c), n);
+        self.prod = pos.step(self.slots_for(c), n);
         Ok(())
     }
 
