@@ -265,28 +265,32 @@ impl IrdmaImage {
 /// Decodes an image: every completion in poll order, then the end state (ring-image.md).
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndState) {
     let h = img.header;
-    let Some(ring) = SlotBytes::new(img.slots.clone(), h.cqe_size as usize) else {
+    // The slots decide the geometry; a hand-built image whose header disagrees with them
+    // decodes to nothing rather than with a wrong ring size.
+    let ring = SlotBytes::new(img.slots.clone(), h.cqe_size as usize).filter(|r| r.entries() == h.entries);
+    let Some(ring) = ring else {
         return (Vec::new(), EndState { ci: h.ci, dbrec_ci: None });
     };
-    let mut eng = Engine::new(h.entries, h.hw_rev, compat, img.registry());
-    eng.ci = Pos::at(h.ci, h.entries);
+    let entries = ring.entries();
+    let mut eng = Engine::new(entries, h.hw_rev, compat, img.registry());
+    eng.ci = Pos::at(h.ci, entries);
     // The image's counter is a running one: it moves on by the slots consumed.
-    let laps2 = 2 * h.entries;
+    let laps2 = 2 * entries;
     let mut ci = h.ci;
     let mut items = Vec::new();
     let mut out = [Completion::default(); 32];
     // Bound the work on garbage: every slot can be consumed at most once per lap and a
     // parked flush yields at most one completion per WQE.
     let wqs: u64 = img.qps.iter().map(|q| u64::from(q.sq_wqe_cnt) + u64::from(q.rq_wqe_cnt)).sum();
-    let mut budget = 4 * u64::from(h.entries) + wqs + 64;
+    let mut budget = 4 * u64::from(entries) + wqs + 64;
     loop {
         // Fresh zeroed slots each time: fields verbs leave undefined print as 0.
         out.fill(Completion::default());
         let before = eng.ci;
         let n = eng.poll(&ring, &mut out);
         // One poll call consumes at most a lap of slots, less than `laps2`.
-        ci = ci.wrapping_add((eng.ci.counter(h.entries) + laps2 - before.counter(h.entries)) % laps2);
-        items.extend(out[..n].iter().map(|wc| DecodeItem::from_completion(wc, h.entries)));
+        ci = ci.wrapping_add((eng.ci.counter(entries) + laps2 - before.counter(entries)) % laps2);
+        items.extend(out[..n].iter().map(|wc| DecodeItem::from_completion(wc, entries)));
         budget = budget.saturating_sub(n as u64 + 1);
         if (n == 0 && eng.ci == before) || budget == 0 {
             break;
@@ -325,6 +329,18 @@ mod tests {
              end ci=3 dbrec_ci=3\n"
         );
         assert_eq!(parse_irdma_image(&img.to_text()).unwrap(), img);
+
+        // A hand-built image whose header disagrees with its slots (the fields are public)
+        // decodes to nothing, whatever the header says, and does not panic.
+        let first = decode_image(&img, Compat::Current).0;
+        assert!(!first.is_empty());
+        for entries in [0, 2, 8, 1 << 31, u32::MAX] {
+            let mut bad = img.clone();
+            bad.header.entries = entries;
+            let (items, end) = decode_image(&bad, Compat::Current);
+            assert!(items.is_empty(), "entries={entries}");
+            assert_eq!(end, EndState { ci: 0, dbrec_ci: None });
+        }
     }
 
     #[test]

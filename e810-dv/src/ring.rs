@@ -12,7 +12,7 @@
 //! ([`Pos::at`]).
 
 use crate::status::Compat;
-use dvcq_provider::{CqRing, RingView, SlotRef};
+use dvcq_provider::{CqRing, RingView, SlotRef, MAX_ENTRIES};
 use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
@@ -47,7 +47,7 @@ pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Roundi
         n = n.checked_mul(2)?;
     }
     if rounding == Rounding::Even && n % 2 == 1 {
-        n += 1;
+        n = n.checked_add(1)?;
     }
     Some(n.max(4))
 }
@@ -65,7 +65,7 @@ const fn slot_of(pos: u32, entries: u32) -> u32 {
 /// Counter `pos` moved on by `slots` slots, wrapping at twice the ring size.
 #[inline(always)]
 const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
-    let laps2 = 2 * entries;
+    let laps2 = 2 * ring_size(entries);
     // Both terms below `laps2` (at most 2^25): the sum cannot overflow.
     (pos % laps2 + slots % laps2) % laps2
 }
@@ -76,7 +76,19 @@ const fn advance(pos: u32, slots: u32, entries: u32) -> u32 {
 /// other sizes the counter must not have wrapped past `u32::MAX`.
 #[inline]
 const fn from_running(ci: u32, entries: u32) -> u32 {
-    ci % (2 * entries)
+    ci % (2 * ring_size(entries))
+}
+
+/// `entries` within the sizes a ring can have (1 to 2^24, [`MAX_ENTRIES`]), so that no
+/// place arithmetic divides by zero or overflows on a size no ring has.
+const fn ring_size(entries: u32) -> u32 {
+    if entries == 0 {
+        1
+    } else if entries > MAX_ENTRIES {
+        MAX_ENTRIES
+    } else {
+        entries
+    }
 }
 
 /// Bit 63 set on the laps (of counter `pos`) whose expected valid bit is 0: what
@@ -96,7 +108,8 @@ pub const fn valid_at(w3: u64, flip: u64) -> bool {
 
 /// A consumer's place in the ring: the slot and its lap's valid-bit flip, which is rdma-core's
 /// head and polarity (§2.3). Poll loops step it slot by slot; [`Pos::counter`] is the same
-/// place as a position counter.
+/// place as a position counter. `entries` arguments are ring sizes (1 to 2^24); another
+/// value gives some place in a ring of the nearest such size, never a panic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pos {
     slot: u32,
@@ -113,6 +126,7 @@ impl Pos {
     /// `u32::MAX`.
     #[inline]
     pub const fn at(ci: u32, entries: u32) -> Pos {
+        let entries = ring_size(entries);
         let pos = from_running(ci, entries);
         Pos { slot: slot_of(pos, entries), flip: lap_flip(pos, entries) }
     }
@@ -143,13 +157,14 @@ impl Pos {
         if self.flip == 0 {
             self.slot
         } else {
-            self.slot + entries
+            self.slot.wrapping_add(entries)
         }
     }
 
     /// This place moved on by `slots`: one compare unless the move crosses the ring's end.
     #[inline(always)]
     pub fn advance(self, slots: u32, entries: u32) -> Pos {
+        let entries = ring_size(entries);
         match self.slot.checked_add(slots) {
             Some(slot) if slot < entries => Pos { slot, flip: self.flip },
             // Past the ring's end, or a count so large that the sum overflows.
@@ -507,6 +522,8 @@ mod tests {
         assert_eq!(ring_slots(1, HwRev::Gen1, 32, Rounding::Even), Some(4));
         assert_eq!(Rounding::from(Compat::V44), Rounding::None);
         assert_eq!(ring_slots(u32::MAX, HwRev::Gen1, 32, Rounding::Even), None);
+        assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen1, 32, Rounding::Even), None);
+        assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen3, 64, Rounding::None), Some(u32::MAX));
         assert_eq!(ring_slots(u32::MAX / 2, HwRev::Gen2, 32, Rounding::Even), None);
     }
 
@@ -534,6 +551,19 @@ mod tests {
             }
             let two = advance(p % (2 * entries), 2, entries);
             prop_assert_eq!(two, advance(advance(p % (2 * entries), 1, entries), 1, entries));
+        }
+
+        /// Whatever the arguments, place arithmetic does not panic (these run in debug
+        /// builds, with overflow checks) and a place's slot is inside a ring of that size.
+        #[test]
+        fn pos_arithmetic_never_panics(entries in any::<u32>(), ci in any::<u32>(), k in any::<u32>()) {
+            let size = ring_size(entries);
+            let pos = Pos::at(ci, entries);
+            prop_assert!(pos.slot() < size);
+            let _ = pos.counter(entries);
+            prop_assert!(pos.advance(k, entries).slot() < size);
+            // `step` trusts `entries` (the poller's own ring size): only no panic here.
+            let _ = pos.step(k, entries);
         }
 
         /// [`Pos`] is the same place as a position counter, before and after any move.

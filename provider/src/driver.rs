@@ -32,7 +32,9 @@ pub trait CqDriver: Send {
     /// The next completion without consuming it.
     fn peek(&self) -> Option<Completion>;
 
-    /// The running consumer counter.
+    /// The consumer counter, `ci mod entries` being the next slot: mlx5's running counter,
+    /// irdma's lap-parity position (below twice the ring size, since irdma rings need not
+    /// be powers of two).
     fn ci(&self) -> u32;
 
     /// Publishes the consumer index to the device now.

@@ -242,7 +242,7 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     #[inline(always)]
     fn slot(&self, idx: u32) -> *mut u8 {
         let off = slot_index::<POW2>(idx, self.entries, self.mask) as usize * STRIDE;
-        // SAFETY: `slot_index` is below `entries` (a mask of a power of two, or a value reduced modulo the count), so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
+        // SAFETY: `slot_index` is below `entries` (a mask of `entries - 1` where `with_keepalive` checked that a POW2 ring's size is a power of two, or a value reduced modulo the count), so `off + STRIDE <= entries * STRIDE`, which the ring's creator guaranteed is inside one mapping (the view borrows the ring).
         unsafe { self.base.as_ptr().add(off) }
     }
 
@@ -346,7 +346,7 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
 
     /// Consecutive slots from slot `idx` on, each paired with the next element of `out`,
     /// as far as the shorter of `out` and the rest of the ring goes: a loop over them steps
-    /// one pointer instead of masking every position, tests one bound, and every slot it
+    /// one pointer instead of reducing every position, tests one bound, and every slot it
     /// visits lies in the same lap.
     #[inline(always)]
     pub fn slots_along<'o, T>(&self, idx: u32, out: &'o mut [T]) -> SlotsAlong<'a, 'o, T, STRIDE> {

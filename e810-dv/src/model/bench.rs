@@ -26,8 +26,9 @@ pub struct BenchRing {
 }
 
 /// A GEN2 model with a ring of `n + 1` slots (at least 4; the model keeps one free, so a
-/// lap fills it; any size, as real irdma rings are) and a poller, one RC QP registered (identity wr_ids), and one lap of `n` CQEs precomputed:
-/// even positions SQ SEND completions, odd positions 64-byte RQ RECV completions. Call
+/// lap fills it; any size, as real irdma rings are) and a poller, one RC QP registered
+/// (identity wr_ids), and one lap of `n` CQEs precomputed: even positions SQ SEND
+/// completions, odd positions 64-byte RQ RECV completions. Call
 /// [`BenchRing::refill`] to write the lap, then poll it all; repeat.
 ///
 /// # Errors

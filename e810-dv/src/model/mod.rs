@@ -92,7 +92,7 @@ pub enum ModelError {
     Overflow {
         /// CQ id.
         cq_id: u32,
-        /// Producer running position.
+        /// Producer position ([`IrdmaModel::prod`]).
         prod: u32,
         /// Head read from the shadow area.
         head: u32,
@@ -106,7 +106,7 @@ pub enum ModelError {
     /// A threaded producer waited too long for free space.
     #[error("producer stalled for {ms} ms at position {prod}")]
     Stalled {
-        /// Producer running position.
+        /// Producer position ([`IrdmaModel::prod`]).
         prod: u32,
         /// How long it waited.
         ms: u64,
