@@ -326,7 +326,7 @@ impl IrdmaCq {
     /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
     pub fn views(&mut self) -> Views<'_> {
         let IrdmaCq { ring, shadow, eng, published, .. } = self;
-        Views { ring: ring.view(), ci: eng.ci, entries: eng.entries, compat: eng.compat, eng, shadow, published }
+        Views { ring: ring.view(), ci: eng.ci, compat: eng.compat, eng, shadow, published }
     }
 }
 
@@ -355,7 +355,6 @@ impl CqDriver for IrdmaCq {
 pub struct Views<'a> {
     ring: SlotView<'a>,
     ci: Pos,
-    entries: u32,
     compat: Compat,
     eng: &'a mut Engine,
     shadow: &'a DoorbellWord,
@@ -373,15 +372,15 @@ impl Views<'_> {
         // The slot is addressed once, for the valid bit and every qword the caller reads
         // (all four lie in its first 32 bytes, whatever the stride).
         let valid = |w: u64| valid_at(u64::from_le(w), flip);
-        let (slot, w3, slots) = match &self.ring {
+        let (slot, w3, slots, entries) = match &self.ring {
             SlotView::V32(r) => {
                 let slot = r.slot_ref::<32>(pos.slot());
                 let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
-                    (slot, w3, 2)
+                    (slot, w3, 2, r.entries())
                 } else {
-                    (slot, w3, 1)
+                    (slot, w3, 1, r.entries())
                 }
             }
             SlotView::V64(r) => {
@@ -390,10 +389,10 @@ impl Views<'_> {
                 if w3 & q3::EXTCQE != 0 {
                     r.ext(pos)?;
                 }
-                (slot, w3, 1)
+                (slot, w3, 1, r.entries())
             }
         };
-        self.ci = pos.step(slots, self.entries);
+        self.ci = pos.step(slots, entries);
         Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
     }
 }
