@@ -205,10 +205,7 @@ pub enum SlotRing {
 impl SlotRing {
     /// Slots in the ring.
     pub fn entries(&self) -> u32 {
-        match self {
-            Self::Slots32(r) => r.entries(),
-            Self::Slots64(r) => r.entries(),
-        }
+        self.view().entries()
     }
     /// Bytes per slot.
     pub fn cqe_size(&self) -> u32 {
