@@ -355,6 +355,18 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
         SlotsAlong { p: self.slot(idx), out: out[..count].iter_mut(), _ring: PhantomData }
     }
 
+    /// `N` consecutive slots from slot `idx` on, if they end before the ring does (so they
+    /// lie in one lap): a fixed group of slots addressed from one pointer.
+    #[inline(always)]
+    pub fn slot_group<const N: usize>(&self, idx: u32) -> Option<SlotGroup<'a, STRIDE, N>> {
+        let first = slot_index::<POW2>(idx, self.entries, self.mask);
+        if ((self.entries.get() - first) as usize) < N {
+            return None;
+        }
+        let p = NonNull::new(self.slot(idx))?;
+        Some(SlotGroup { p, _ring: PhantomData })
+    }
+
     /// The ownership byte at `off` of slot `idx` (relaxed atomic load, no fence); `None`
     /// if `off` is outside the slot.
     #[inline(always)]
@@ -429,6 +441,24 @@ impl<'a, 'o, T, const STRIDE: usize> Iterator for SlotsAlong<'a, 'o, T, STRIDE> 
         // SAFETY: `slots_along` cut `out` to the slots left before the ring's end, so while an element remains, `p` is a slot inside the ring and `p + STRIDE` is at most one past the ring's last byte.
         self.p = unsafe { self.p.add(STRIDE) };
         Some((SlotRef { p, _ring: PhantomData }, o))
+    }
+}
+
+/// `N` consecutive ring slots inside one lap ([`RingView::slot_group`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotGroup<'a, const STRIDE: usize, const N: usize> {
+    /// The group's first slot, with `N * STRIDE` bytes of ring memory behind it.
+    p: NonNull<u8>,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<'a, const STRIDE: usize, const N: usize> SlotGroup<'a, STRIDE, N> {
+    /// Slot `j % N` of the group.
+    #[inline(always)]
+    pub fn get(&self, j: usize) -> SlotRef<'a, STRIDE> {
+        // SAFETY: `slot_group` built the group only where `N` slots from `p` on end before the ring does, and `j % N < N`, so the slot and its `STRIDE` bytes are inside the ring's mapping (not null).
+        let p = unsafe { self.p.add((j % N) * STRIDE) };
+        SlotRef { p, _ring: PhantomData }
     }
 }
 

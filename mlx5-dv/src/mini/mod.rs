@@ -297,6 +297,7 @@ impl<const REQ: bool> CqeFields for MiniFields<'_, REQ> {
     }
 }
 
+mod requester;
 mod session;
 
 pub(crate) use session::MiniState;

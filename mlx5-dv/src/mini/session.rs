@@ -2,12 +2,12 @@
 //! into completions, re-invalidating holes, and the regular-CQE loop of a compressed CQ
 //! (shared/spec/mlx5.md §9.3-§9.5).
 
+use super::requester::ReqSession;
 use super::*;
 use crate::cq::{expected_owner, sw_owned_by_lap, CqStats, Mlx5Cq, FAST_REQ, FAST_RESP};
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
-use crate::fast;
 use crate::fields::RingCqe;
-use crate::registry::{Qp, Registry, SqEntry};
+use crate::registry::{Qp, Registry};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Ref, RingView, SlotRef, WcFlags};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
@@ -86,7 +86,7 @@ fn fill_resp<R: Resources>(
 /// Where a drain puts each decompressed completion. The generic sink translates through
 /// the registry per completion, like an uncompressed CQE's slow path; the fast sinks hold
 /// the session's QP and its constant fields, resolved once per drain.
-trait MiniSink {
+pub(super) trait MiniSink {
     /// Writes the completion of mini-CQE `mini` (responder `wqe_counter` `ctr`) at ring
     /// position `pos` into `slot`.
     fn fill(&mut self, mini: MiniCqe, ctr: u16, pos: u32, slot: &mut Completion);
@@ -118,36 +118,6 @@ impl<const V1: bool, const REQ: bool> MiniSink for GenericSink<'_, '_, V1, REQ> 
     }
     fn stats(&mut self) -> &mut CqStats {
         self.res.stats
-    }
-}
-
-/// A requester session of a registered QP: the SQ lookup and the completion head of each
-/// mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
-struct ReqSink<'a> {
-    sq: Pow2Ref<'a, SqEntry>,
-    stats: &'a mut CqStats,
-    qpn: u32,
-    timestamp: u64,
-    /// The masked index of the last completed WQE, or [`fast::NO_SQ`].
-    sq_last: usize,
-}
-
-impl MiniSink for ReqSink<'_> {
-    #[inline(always)]
-    fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
-        let idx = mini.wqe_counter() as usize & self.sq.mask();
-        let e = self.sq.at(idx);
-        self.sq_last = idx;
-        slot.wr_id = e.wr_id;
-        slot.qp_num = self.qpn;
-        slot.wqe_index = idx as u16;
-        slot.timestamp = self.timestamp;
-        if fast::req_head(slot, mini.s_wqe_opcode(), e.wr_data) {
-            fast::req_special(slot, mini.s_wqe_opcode(), e.wr_data, mini.byte_cnt());
-        }
-    }
-    fn stats(&mut self) -> &mut CqStats {
-        self.stats
     }
 }
 
@@ -367,7 +337,7 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
 /// `lap`) if it continues the session: the device wrote it this lap, and it is a block of
 /// at most seven minis that fits in the slots the device could have written.
 #[inline(always)]
-fn next_block<const STRIDE: usize>(
+pub(super) fn next_block<const STRIDE: usize>(
     s: SlotRef<'_, STRIDE>,
     pos: u32,
     lap: u32,
@@ -383,7 +353,7 @@ fn next_block<const STRIDE: usize>(
 /// The fault item for a session cut short: a hole the device wrote (spec §9.3).
 #[cold]
 #[inline(never)]
-fn truncated(stats: &mut CqStats, start: u32, count: u32) -> Completion {
+pub(super) fn truncated(stats: &mut CqStats, start: u32, count: u32) -> Completion {
     stats.faults += 1;
     Completion::from_fault(CqeFault { kind: FaultKind::Truncated, position: start, value: count })
 }
@@ -456,22 +426,24 @@ pub(super) fn check_block(block_op_own: u8, title: Option<&Cqe64>, free: u32) ->
 /// position) and, for the enhanced layout, the title for the next block.
 #[derive(Debug, Clone)]
 pub(crate) struct MiniState {
-    enhanced: bool,
+    pub(super) enhanced: bool,
     format: MiniFormat,
     /// The running consumer counter when the poller was opened: what the device saw
     /// before the first doorbell write.
-    open_ci: u32,
+    pub(super) open_ci: u32,
     /// Completions left in the open session (0: none open).
-    left: u32,
+    pub(super) left: u32,
     /// Index of the next completion in the open session or block.
-    idx: u32,
+    pub(super) idx: u32,
     /// Running position of the title (basic) or block (enhanced).
-    start: u32,
+    pub(super) start: u32,
     /// Completions in the open session or block.
-    count: u32,
-    requester: bool,
+    pub(super) count: u32,
+    pub(super) requester: bool,
+    /// A requester session's QP, resolved when it opened (`None` when not registered).
+    pub(super) req: Option<ReqSession>,
     /// Responder `wqe_counter` of the next decompressed completion.
-    next_ctr: u16,
+    pub(super) next_ctr: u16,
     /// Enhanced: a title has been captured.
     have_title: bool,
     /// The responder template for the current title, once computed.
@@ -479,7 +451,7 @@ pub(crate) struct MiniState {
     title: Cqe64,
     /// The mini-CQE array (basic) or block (enhanced) being decompressed, copied out of the
     /// ring so its slot can be re-invalidated and released while the session goes on.
-    arr: MiniCqeArray,
+    pub(super) arr: MiniCqeArray,
 }
 
 impl MiniState {
@@ -494,6 +466,7 @@ impl MiniState {
             start: 0,
             count: 0,
             requester: false,
+            req: None,
             next_ctr: 0,
             have_title: false,
             template: None,
@@ -505,11 +478,11 @@ impl MiniState {
 
 /// `op_own` of a slot that software made hardware-owned again (DPDK writes the same,
 /// `mlx5_rx.c`): opcode INVALID fails the ownership test whatever the lap.
-const REINVALID: u8 = cqe_opcode::INVALID << op_own::OPCODE_SHIFT;
+pub(super) const REINVALID: u8 = cqe_opcode::INVALID << op_own::OPCODE_SHIFT;
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Offset of the validity iteration count (byte 62 of the cqe64) in a slot.
-    const VIC_OFF: usize = Self::CQE_OFF + off::SIGNATURE;
+    pub(super) const VIC_OFF: usize = Self::CQE_OFF + off::SIGNATURE;
 
     /// The enhanced-layout ownership test at running position `pos` (spec §9.4): byte 62
     /// equals the 8-bit lap count, then (after the acquire fence that test issues) the
@@ -525,7 +498,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
     #[inline(always)]
-    fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
+    pub(super) fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
         s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8)?;
         s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
     }
@@ -570,15 +543,25 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// `poll` for a CQ created with compression: drains an open session, polls regular
     /// CQEs, opens the sessions it meets, and publishes the consumer index once.
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
         let n = if out.is_empty() || self.resize_pending() {
             0
-        } else if self.cfg.cqe_version == CqeVersion::V1 {
-            self.poll_compressed_v::<true>(out)
         } else {
-            self.poll_compressed_v::<false>(out)
+            // Inside a requester session of a registered QP (the steady state of a
+            // send-heavy CQ) the session's own loop runs first, without the general set-up.
+            let first =
+                if self.mini.left > 0 && self.mini.req.is_some() { self.drain_requester(out).unwrap_or(0) } else { 0 };
+            let rest = &mut out[first..];
+            first
+                + if rest.is_empty() {
+                    0
+                } else if self.cfg.cqe_version == CqeVersion::V1 {
+                    self.poll_compressed_v::<true>(rest)
+                } else {
+                    self.poll_compressed_v::<false>(rest)
+                }
         };
         // As for regular CQs, a call that moved nothing writes nothing.
         if self.ci != before {
@@ -587,6 +570,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
+    #[inline(never)]
     fn poll_compressed_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         loop {
@@ -662,9 +646,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     st.arr = ring.read_at(t.wrapping_add(1), Self::CQE_OFF).unwrap_or_default();
                 }
                 st.requester = st.title.opcode() == cqe_opcode::REQ;
+                self.mini.req = if self.mini.requester { self.resolve_requester() } else { None };
                 0
             }
         }
+    }
+
+    /// The QP of the open session's requester title, looked up once for the whole session
+    /// (the registry only grows, so the slot stays right while the session lasts).
+    fn resolve_requester(&mut self) -> Option<ReqSession> {
+        let t = &self.mini.title;
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        let key = if v1 { t.srqn_uidx() } else { t.qpn() };
+        let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
+        let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
+        let slot = res.qp(key, v1);
+        self.cache = res.cache();
+        Some(ReqSession { slot: slot?, qpn, timestamp })
     }
 
     /// Makes a consumed session slot hardware-owned again (basic layout, spec §9.3): the
@@ -735,29 +733,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn drain_kind<const V1: bool, const REQ: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         if REQ {
-            let t = &self.mini.title;
-            let key = if V1 { t.srqn_uidx() } else { t.qpn() };
-            let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-            let slot = res.qp(key, V1);
-            self.cache = res.cache();
-            if let Some(slot) = slot {
-                let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
-                let mut parts = self.drain_parts();
-                if let Some(qp) = parts.registry.qp_at(slot) {
-                    let mut sink = ReqSink {
-                        sq: qp.sq.table().by_value(),
-                        stats: parts.stats,
-                        qpn,
-                        timestamp,
-                        sq_last: fast::NO_SQ,
-                    };
-                    let n = Self::drain_into::<ENH, _>(&mut parts.session, &mut sink, out);
-                    // Retire through the last completed WQE, once per drain.
-                    if sink.sq_last != fast::NO_SQ {
-                        qp.sq.retire_through(sink.sq_last as u32);
-                    }
-                    return n;
-                }
+            if let Some(n) = self.drain_requester(out) {
+                return n;
             }
         } else if let Some((RecvTarget::Rq(slot), tpl)) = self.resp_template::<V1>() {
             let mut parts = self.drain_parts();

@@ -1,0 +1,234 @@
+//! Requester sessions of a registered QP: the steady state of a send-heavy compressed CQ.
+//!
+//! The session's QP is resolved once, when its title (basic) or first block (enhanced)
+//! opens, so a poll call inside the session goes straight to one loop over its slots:
+//! no registry lookup, no sink set-up, no lap runs. A session whose QP is not registered
+//! takes the general drain in `session.rs`, which reports each completion's fault.
+
+use super::session::{next_block, truncated, REINVALID};
+use crate::cq::{sw_owned_by_lap, Mlx5Cq};
+use crate::fast;
+use crate::registry::SqEntry;
+use dvcq_provider::{Completion, Pow2Ref, SlotRef};
+use dvcq_uapi::mlx5::doorbell::CI_MASK;
+use dvcq_uapi::mlx5::mini::MINIS_PER_ARRAY;
+use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray};
+
+/// A basic session's next mini-CQE array (every eighth slot): copied out, then the slot is
+/// made hardware-owned again. Out of line to keep the hole loop straight.
+#[cold]
+#[inline(never)]
+fn next_array<const STRIDE: usize>(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
+    s.read_into(Mlx5Cq::<STRIDE>::CQE_OFF, arr);
+    s.store_u8(Mlx5Cq::<STRIDE>::OWN_OFF, REINVALID);
+}
+
+/// [`next_array`] inline, for a whole group.
+#[inline(always)]
+fn next_array_inline<const STRIDE: usize>(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
+    s.read_into(Mlx5Cq::<STRIDE>::CQE_OFF, arr);
+    s.store_u8(Mlx5Cq::<STRIDE>::OWN_OFF, REINVALID);
+}
+
+/// The QP of an open requester session, resolved when the session opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReqSession {
+    /// The QP's registry slot.
+    pub(crate) slot: u32,
+    /// The title's QPN: every completion's `qp_num`.
+    pub(crate) qpn: u32,
+    /// The title's timestamp: every completion's `timestamp`.
+    pub(crate) timestamp: u64,
+}
+
+/// The per-completion work of a requester session: the SQ lookup and the completion head
+/// of each mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
+struct ReqFill<'a> {
+    sq: Pow2Ref<'a, SqEntry>,
+    qpn: u32,
+    timestamp: u64,
+}
+
+impl ReqFill<'_> {
+    /// The completion of mini-CQE `mini`, into `wc`.
+    #[inline(always)]
+    fn fill(&mut self, mini: &MiniCqe, wc: &mut Completion) {
+        let idx = mini.wqe_counter() as usize & self.sq.mask();
+        let e = self.sq.at(idx);
+        wc.wr_id = e.wr_id;
+        wc.qp_num = self.qpn;
+        wc.wqe_index = idx as u16;
+        wc.timestamp = self.timestamp;
+        if fast::req_head(wc, mini.s_wqe_opcode(), e.wr_data) {
+            fast::req_special(wc, mini.s_wqe_opcode(), e.wr_data, mini.byte_cnt());
+        }
+    }
+}
+
+impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// Drains the open requester session into `out` when its QP was resolved at open:
+    /// the items written (a truncated session ends with its fault item). `None` when the
+    /// session is not one (the general drain then takes it).
+    #[inline(never)]
+    pub(crate) fn drain_requester(&mut self, out: &mut [Completion]) -> Option<usize> {
+        if self.mini.enhanced {
+            self.drain_req::<true>(out)
+        } else {
+            self.drain_req::<false>(out)
+        }
+    }
+
+    /// [`Mlx5Cq::drain_requester`] for one layout. Each slot of the session is the title
+    /// or block (index 0: nothing to check), array 0 (basic index 1, read when the session
+    /// opened), a later array (basic, a multiple of 8) or a hole, checked for a CQE the
+    /// device wrote there. Every slot but a title or block is made hardware-owned again, as
+    /// the general walk does (spec §9.3, §9.4).
+    #[inline(always)]
+    fn drain_req<const ENH: bool>(&mut self, out: &mut [Completion]) -> Option<usize> {
+        let r = self.mini.req.filter(|_| self.mini.requester && self.mini.left > 0)?;
+        // The last consumer index the device saw bounds a continuing block (enhanced).
+        let seen = (ENH && !self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
+        let qp = self.registry.qp_at(r.slot)?;
+        let ring = self.ring.view();
+        let (entries, shift) = (ring.entries(), ring.entries().trailing_zeros());
+        let st = &mut self.mini;
+        let stats = &mut self.stats;
+        let mut sink = ReqFill { sq: qp.sq.table().by_value(), qpn: r.qpn, timestamp: r.timestamp };
+        let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
+        let mut n = 0;
+        'walk: while n < out.len() && (ENH || left > 0) {
+            let pos = start.wrapping_add(i);
+            if left > 0 && (i == 0 || (!ENH && i == 1)) {
+                // The session's first slots: the title or block (nothing to check) and
+                // array 0 (basic: read when the session opened).
+                if !ENH && i == 1 {
+                    ring.slot_ref::<STRIDE>(pos).store_u8(Self::OWN_OFF, REINVALID);
+                }
+                sink.fill(&st.arr[i as usize], &mut out[n]);
+                (i, left, n) = (i + 1, left - 1, n + 1);
+                continue;
+            }
+            // Then one lap at a time, over stepped slots: holes, later arrays (basic) and
+            // the blocks that continue the session (enhanced).
+            let lap = pos >> shift;
+            if !ENH {
+                const G: usize = MINIS_PER_ARRAY;
+                let k = i as usize % G;
+                if k == 0 && left as usize >= G && out.len() - n >= G {
+                    if let Some(g) = ring.slot_group::<G>(pos) {
+                        // A whole group in one lap: the array, then its seven holes.
+                        let wcs = &mut out[n..n + G];
+                        next_array_inline::<STRIDE>(g.get(0), &mut st.arr);
+                        sink.fill(&st.arr[0], &mut wcs[0]);
+                        #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
+                        for j in 1..G {
+                            let s = g.get(j);
+                            if s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some() {
+                                wcs[j] = truncated(stats, start, count);
+                                (i, left, n) = (i + j as u32, 0, n + j + 1);
+                                break 'walk;
+                            }
+                            s.store_u8(Self::OWN_OFF, REINVALID);
+                            sink.fill(&st.arr[j], &mut wcs[j]);
+                        }
+                        (i, left, n) = (i + G as u32, left - G as u32, n + G);
+                        continue;
+                    }
+                }
+                // Otherwise slot by slot: holes up to the next group, or to the session's
+                // or `out`'s end with any array on the way.
+                let room = if k == 0 { left as usize } else { (left as usize).min(G - k) };
+                let run = n + room.min(out.len() - n);
+                let (i0, mut d, mut cut) = (i as usize, 0, false);
+                for (s, wc) in ring.slots_along(pos, &mut out[n..run]) {
+                    let k = (i0 + d) % MINIS_PER_ARRAY;
+                    if k == 0 {
+                        next_array::<STRIDE>(s, &mut st.arr);
+                    } else if s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some() {
+                        *wc = truncated(stats, start, count);
+                        cut = true;
+                        break;
+                    } else {
+                        s.store_u8(Self::OWN_OFF, REINVALID);
+                    }
+                    sink.fill(&st.arr[k], wc);
+                    d += 1;
+                }
+                (i, left, n) = (i + d as u32, left - d as u32, n + d);
+                if cut {
+                    (left, n) = (0, n + 1);
+                    break;
+                }
+                continue;
+            }
+            if left == 0 {
+                if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(pos) {
+                    // A block in one lap: the block that continues the session, then as
+                    // many of its holes as `out` has room for, at fixed offsets.
+                    let Some(next) = next_block(g.get(0), pos, lap, entries, seen) else {
+                        break;
+                    };
+                    g.get(0).read_into(Self::CQE_OFF, &mut st.arr);
+                    stats.sessions += 1;
+                    (start, count) = (pos, next);
+                    let take = (next as usize).min(out.len() - n);
+                    let wcs = &mut out[n..n + take];
+                    sink.fill(&st.arr[0], &mut wcs[0]);
+                    #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
+                    for j in 1..MINIS_PER_ARRAY {
+                        if j >= take {
+                            break;
+                        }
+                        let s = g.get(j);
+                        if Self::enh_owned_slot(s, lap).is_some() {
+                            wcs[j] = truncated(stats, start, count);
+                            (i, left, n) = (j as u32, 0, n + j + 1);
+                            break 'walk;
+                        }
+                        s.store_u8(Self::OWN_OFF, REINVALID);
+                        s.store_u8(Self::VIC_OFF, lap as u8);
+                        sink.fill(&st.arr[j], &mut wcs[j]);
+                    }
+                    (i, left, n) = (take as u32, next - take as u32, n + take);
+                    continue;
+                }
+            }
+            // Otherwise slot by slot, one lap at a time: the rest of a block a call began
+            // inside, or (near the ring's end) holes and the blocks that continue the
+            // session.
+            let run = if left > 0 { n + (left as usize).min(out.len() - n) } else { out.len() };
+            for (s, wc) in ring.slots_along(pos, &mut out[n..run]) {
+                if left == 0 {
+                    let at = start.wrapping_add(i);
+                    let Some(next) = next_block(s, at, lap, entries, seen) else {
+                        break 'walk;
+                    };
+                    s.read_into(Self::CQE_OFF, &mut st.arr);
+                    stats.sessions += 1;
+                    (start, count, i, left) = (at, next, 0, next);
+                } else if Self::enh_owned_slot(s, lap).is_some() {
+                    *wc = truncated(stats, start, count);
+                    (left, n) = (0, n + 1);
+                    break 'walk;
+                } else {
+                    s.store_u8(Self::OWN_OFF, REINVALID);
+                    s.store_u8(Self::VIC_OFF, lap as u8);
+                }
+                sink.fill(&st.arr[i as usize % MINIS_PER_ARRAY], wc);
+                (i, left, n) = (i + 1, left - 1, n + 1);
+            }
+        }
+        let taken = (start.wrapping_sub(st.start)).wrapping_add(i).wrapping_sub(st.idx);
+        if taken > 0 {
+            // Retire the SQ through the last completed WQE, once per call: the last mini
+            // taken is in the array or block still held (a call never ends on a fresh one).
+            let last = st.arr[i.wrapping_sub(1) as usize % MINIS_PER_ARRAY];
+            qp.sq.retire_through((last.wqe_counter() as usize & sink.sq.mask()) as u32);
+        }
+        (st.start, st.count, st.idx, st.left) = (start, count, i, left);
+        st.next_ctr = st.next_ctr.wrapping_add(taken as u16);
+        // The next unconsumed slot: a truncation's fault item consumes nothing.
+        self.ci = start.wrapping_add(i);
+        Some(n)
+    }
+}
