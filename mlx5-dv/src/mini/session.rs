@@ -543,26 +543,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// `poll` for a CQ created with compression: drains an open session, polls regular
     /// CQEs, opens the sessions it meets, and publishes the consumer index once.
-    #[inline(always)]
+    ///
+    /// Inside a requester session of a registered QP (the steady state of a send-heavy CQ)
+    /// the session's own loop runs first, without the general set-up.
+    #[inline(never)]
     pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
-        let n = if out.is_empty() || self.resize_pending() {
-            0
-        } else {
-            // Inside a requester session of a registered QP (the steady state of a
-            // send-heavy CQ) the session's own loop runs first, without the general set-up.
-            let first =
-                if self.mini.left > 0 && self.mini.req.is_some() { self.drain_requester(out).unwrap_or(0) } else { 0 };
-            let rest = &mut out[first..];
-            first
-                + if rest.is_empty() {
-                    0
-                } else if self.cfg.cqe_version == CqeVersion::V1 {
-                    self.poll_compressed_v::<true>(rest)
-                } else {
-                    self.poll_compressed_v::<false>(rest)
-                }
-        };
+        let mut n = 0;
+        if self.mini.left > 0 && self.mini.req.is_some() && !self.resize_pending() {
+            n = self.drain_requester(out).unwrap_or(0);
+        }
+        if n < out.len() {
+            n += self.poll_compressed_general(&mut out[n..]);
+        }
         // As for regular CQs, a call that moved nothing writes nothing.
         if self.ci != before {
             self.after_batch(n as u32);
@@ -570,7 +563,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
-    #[inline(never)]
+    /// The rest of [`Mlx5Cq::poll_compressed`]: any session, regular CQEs, session opens.
+    #[inline(always)]
+    fn poll_compressed_general(&mut self, out: &mut [Completion]) -> usize {
+        if out.is_empty() || self.resize_pending() {
+            0
+        } else if self.cfg.cqe_version == CqeVersion::V1 {
+            self.poll_compressed_v::<true>(out)
+        } else {
+            self.poll_compressed_v::<false>(out)
+        }
+    }
+
+    #[inline(always)]
     fn poll_compressed_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         loop {
