@@ -303,7 +303,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             if self.compressed_empty() {
                 return 0;
             }
-            return self.poll_compressed(out);
+            if self.mini.in_requester_session() {
+                return self.poll_requester_session(out);
+            }
+            return self.poll_compressed(out, self.ci, 0);
         }
         // A RESIZE CQE was consumed (and published by that poll): nothing more until
         // `switch_ring`.

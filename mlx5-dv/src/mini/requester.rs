@@ -66,6 +66,29 @@ impl ReqFill<'_> {
 }
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// `poll` inside a requester session whose QP was resolved at open (the steady state
+    /// of a send-heavy compressed CQ): the session's own loop, without the general set-up;
+    /// the general poll takes over if the session ends with room left in `out`.
+    #[inline(never)]
+    pub(crate) fn poll_requester_session(&mut self, out: &mut [Completion]) -> usize {
+        let before = self.ci;
+        let n = if self.resize_pending() {
+            None
+        } else if self.mini.enhanced {
+            self.drain_req::<true>(out)
+        } else {
+            self.drain_req::<false>(out)
+        };
+        let n = n.unwrap_or(0);
+        if n < out.len() {
+            return self.poll_compressed(&mut out[n..], before, n);
+        }
+        if self.ci != before {
+            self.after_batch(n as u32);
+        }
+        n
+    }
+
     /// Drains the open requester session into `out` when its QP was resolved at open:
     /// the items written (a truncated session ends with its fault item). `None` when the
     /// session is not one (the general drain then takes it).
@@ -193,9 +216,29 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     continue;
                 }
             }
-            // Otherwise slot by slot, one lap at a time: the rest of a block a call began
-            // inside, or (near the ring's end) holes and the blocks that continue the
-            // session.
+            if left > 0 {
+                if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(start) {
+                    // The rest of a block a call began inside, when the block lies in one
+                    // lap: fixed offsets from the block's slot.
+                    let (i0, end) = (i as usize, i as usize + (left as usize).min(out.len() - n));
+                    let wcs = &mut out[n..n + (end - i0)];
+                    for (j, wc) in (i0..end).zip(wcs.iter_mut()) {
+                        let s = g.get(j);
+                        if Self::enh_owned_slot(s, lap).is_some() {
+                            *wc = truncated(stats, start, count);
+                            (i, left, n) = (j as u32, 0, n + j - i0 + 1);
+                            break 'walk;
+                        }
+                        s.store_u8(Self::OWN_OFF, REINVALID);
+                        s.store_u8(Self::VIC_OFF, lap as u8);
+                        sink.fill(&st.arr[j % MINIS_PER_ARRAY], wc);
+                    }
+                    (i, left, n) = (end as u32, left - (end - i0) as u32, n + (end - i0));
+                    continue;
+                }
+            }
+            // Otherwise slot by slot, one lap at a time: near the ring's end, holes and the
+            // blocks that continue the session.
             let run = if left > 0 { n + (left as usize).min(out.len() - n) } else { out.len() };
             for (s, wc) in ring.slots_along(pos, &mut out[n..run]) {
                 if left == 0 {

@@ -455,6 +455,12 @@ pub(crate) struct MiniState {
 }
 
 impl MiniState {
+    /// A requester session of a registered QP is open: `poll` takes its own loop.
+    #[inline(always)]
+    pub(crate) fn in_requester_session(&self) -> bool {
+        self.left > 0 && self.req.is_some()
+    }
+
     pub(crate) fn new(cfg: Option<CompressionConfig>, ci: u32) -> Self {
         let c = cfg.unwrap_or_default();
         Self {
@@ -542,20 +548,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// `poll` for a CQ created with compression: drains an open session, polls regular
-    /// CQEs, opens the sessions it meets, and publishes the consumer index once.
-    ///
-    /// Inside a requester session of a registered QP (the steady state of a send-heavy CQ)
-    /// the session's own loop runs first, without the general set-up.
+    /// CQEs, opens the sessions it meets, and publishes the consumer index once. `before`
+    /// is the counter when the poll call began and `done` the items it already wrote (the
+    /// requester session entry comes here when its session ends with room left).
     #[inline(never)]
-    pub(crate) fn poll_compressed(&mut self, out: &mut [Completion]) -> usize {
-        let before = self.ci;
-        let mut n = 0;
-        if self.mini.left > 0 && self.mini.req.is_some() && !self.resize_pending() {
-            n = self.drain_requester(out).unwrap_or(0);
-        }
-        if n < out.len() {
-            n += self.poll_compressed_general(&mut out[n..]);
-        }
+    pub(crate) fn poll_compressed(&mut self, out: &mut [Completion], before: u32, done: usize) -> usize {
+        let n = done + self.poll_compressed_general(out);
         // As for regular CQs, a call that moved nothing writes nothing.
         if self.ci != before {
             self.after_batch(n as u32);
