@@ -108,7 +108,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// the general walk does (spec §9.3, §9.4).
     #[inline(always)]
     fn drain_req<const ENH: bool>(&mut self, out: &mut [Completion]) -> Option<usize> {
-        let r = self.mini.req.filter(|_| self.mini.requester && self.mini.left > 0)?;
+        let r = self.mini.req.filter(|_| self.mini.requester && (ENH || self.mini.left > 0))?;
         // The last consumer index the device saw bounds a continuing block (enhanced).
         let seen = (ENH && !self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
         let qp = self.registry.qp_at(r.slot)?;

@@ -455,10 +455,11 @@ pub(crate) struct MiniState {
 }
 
 impl MiniState {
-    /// A requester session of a registered QP is open: `poll` takes its own loop.
+    /// A requester session of a registered QP is open (enhanced: or may go on with the
+    /// next block after its title): `poll` takes its own loop.
     #[inline(always)]
     pub(crate) fn in_requester_session(&self) -> bool {
-        self.left > 0 && self.req.is_some()
+        self.req.is_some() && (self.left > 0 || self.enhanced)
     }
 
     pub(crate) fn new(cfg: Option<CompressionConfig>, ci: u32) -> Self {
@@ -871,6 +872,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let st = &mut self.mini;
             st.title = ring.read_at(p, Self::CQE_OFF).unwrap_or_default();
             st.template = None;
+            // A new title starts a new session: the next block resolves its QP again.
+            st.req = None;
             // The first block after a title continues at the title's counter + 1 (kernel
             // `mlx5e_read_enhanced_title_slot`, UCX).
             st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
