@@ -636,6 +636,85 @@ fn hole_holding_a_cqe_truncates_the_session() {
     assert_eq!(cq.ci(), 6);
 }
 
+/// Mini-CQEs of requester completions `first..first + 8` (SEND, no byte count), as one
+/// 64-byte slot: a basic array or an enhanced block, whose last two bytes (byte 62 and
+/// `op_own`) the caller sets.
+fn requester_minis(first: u16) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    for k in 0..8u16 {
+        let m = dvcq_uapi::mlx5::mini::MiniCqe::requester(first + k, wqe_opcode::SEND, 0);
+        b[8 * k as usize..8 * k as usize + 8].copy_from_slice(&m.bytes);
+    }
+    b
+}
+
+/// The items a truncated requester session gives: `good` sends with WQE indexes from
+/// `first`, one Truncated fault for the session (or block) at `at` of `count`, then the
+/// regular send (WQE index 200) the device wrote into the hole.
+fn assert_truncated_sends(got: &[Completion], first: u16, good: usize, at: u32, count: u32, what: &str) {
+    assert_eq!(got.len(), good + 2, "{what}: items");
+    for (k, c) in got[..good].iter().enumerate() {
+        assert!(c.is_ok() && c.opcode == WcOpcode::Send, "{what}: item {k} is a send");
+        assert_eq!(c.wqe_index, first + k as u16, "{what}: item {k}");
+    }
+    let f = got[good].fault().expect("fault item");
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, at, count), "{what}");
+    assert_eq!(got[good + 1].wqe_index, 200, "{what}: the CQE in the hole comes after");
+}
+
+/// A requester session with a CQE the device wrote into a hole, in each layout, starting
+/// at the ring's start and just before its end, at poll batch sizes that reach the hole
+/// slot by slot, inside a whole basic group of eight, inside a block a call began in, and
+/// inside a block a call opened: the completions before it, one Truncated fault, then that
+/// CQE; the session's other slots are not consumed.
+#[test]
+fn requester_session_truncated_by_a_written_hole() {
+    for (batch, at) in [1, 3, 5, 16].into_iter().flat_map(|b| [(b, 0), (b, 60)]) {
+        // Basic: title (40 completions), array 0, six holes, an array, three holes, and a
+        // regular send written into the next hole.
+        let mut m = model::<64>(64, None, at);
+        let cfg = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+        let mut cq =
+            m.poller_as::<64>(registry(), CqConfig { compression: Some(cfg), ..CqConfig::default() }, at).unwrap();
+        m.push(&title(cqe_opcode::REQ, QP_RC, 0, 40)).unwrap();
+        m.push(&build::raw(requester_minis(0))).unwrap();
+        m.skip(6).unwrap();
+        m.push(&build::raw(requester_minis(8))).unwrap();
+        m.skip(3).unwrap();
+        m.push(&build::req(QP_RC, 200, wqe_opcode::SEND, 0)).unwrap();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        assert_truncated_sends(&got, 0, 12, at, 40, &format!("basic, batch {batch}, at {at}"));
+        assert_eq!(cq.ci(), at + 13);
+
+        // Enhanced: a regular send (the title), a block of two (one hole), a block of seven,
+        // two of its holes, and a regular send written into the next.
+        let enh = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always);
+        let mut m = model::<64>(64, enh, at);
+        let mut cq = poller::<64>(&m);
+        m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap();
+        m.flush().unwrap();
+        let block = |pos: u32, first: u16, count: u8| {
+            let mut b = requester_minis(first);
+            b[62] = (pos / 64) as u8;
+            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
+            build::raw(b)
+        };
+        m.push(&block(at + 1, 1, 2)).unwrap();
+        m.flush().unwrap();
+        m.skip(1).unwrap();
+        m.push(&block(at + 3, 3, 7)).unwrap();
+        m.flush().unwrap();
+        m.skip(2).unwrap();
+        m.push(&build::req(QP_RC, 200, wqe_opcode::SEND, 0)).unwrap();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        // The title, the block of two, then the block of seven up to the written hole.
+        assert_truncated_sends(&got, 0, 6, at + 3, 7, &format!("enhanced, batch {batch}, at {at}"));
+        assert_eq!(cq.ci(), at + 7);
+    }
+}
+
 /// Enhanced garbage: a block with no title before it (the poller opened mid-session) is a
 /// Truncated fault that consumes the block; a block count above seven is BadField; an
 /// error CQE as title is BadOpcode.

@@ -701,6 +701,34 @@ mod tests {
     }
 
     #[test]
+    fn slot_groups_exist_only_inside_one_lap_and_address_their_slots() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the rings and is only accessed through them.
+        let ring = unsafe { CqRing::<32>::new(m.0.as_mut_ptr(), 8) }.unwrap();
+        for i in 0..8u32 {
+            ring.publish_u8(i, 31, 0x20 + i as u8).unwrap();
+        }
+        let view = ring.view();
+        // Four slots from running position 12 (slot 4) are slots 4-7; from slot 5 on they
+        // would pass the ring's end.
+        let g = view.slot_group::<4>(12).unwrap();
+        for j in 0..4 {
+            assert_eq!(g.get(j).load_u8_at(31), view.slot_ref::<32>(12 + j as u32).load_u8_at(31));
+        }
+        // An index is taken modulo the group's size.
+        assert_eq!(g.get(5).load_u8_at(31), Some(0x25));
+        assert!(view.slot_group::<4>(13).is_none());
+        assert!(view.slot_group::<8>(16).is_some());
+        assert!(view.slot_group::<9>(0).is_none());
+        // A ring of any size: 6 slots, a group of 4 fits from slot 2, not from slot 3.
+        // SAFETY: as above.
+        let ring = unsafe { CqRing::<32, false>::new(m.0.as_mut_ptr(), 6) }.unwrap();
+        let view = ring.view();
+        assert!(view.slot_group::<4>(8).is_some());
+        assert!(view.slot_group::<4>(9).is_none());
+    }
+
+    #[test]
     fn producer_publish_then_consumer_read() {
         let mut m = Mem([0; 256]);
         // SAFETY: `m` outlives the ring and is only accessed through it.
