@@ -6,7 +6,7 @@
 //! takes the general drain in `session.rs`, which reports each completion's fault.
 
 use super::session::{next_block, truncated, REINVALID};
-use crate::cq::{sw_owned_by_lap, Mlx5Cq};
+use crate::cq::Mlx5Cq;
 use crate::fast;
 use crate::registry::SqEntry;
 use dvcq_provider::{Completion, Pow2Ref, SlotRef};
@@ -146,12 +146,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
                         for j in 1..G {
                             let s = g.get(j);
-                            if s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some() {
+                            if !Self::session_hole::<false>(s, lap) {
                                 wcs[j] = truncated(stats, start, count);
                                 (i, left, n) = (i + j as u32, 0, n + j + 1);
                                 break 'walk;
                             }
-                            s.store_u8(Self::OWN_OFF, REINVALID);
                             sink.fill(&st.arr[j], &mut wcs[j]);
                         }
                         (i, left, n) = (i + G as u32, left - G as u32, n + G);
@@ -167,12 +166,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     let k = (i0 + d) % MINIS_PER_ARRAY;
                     if k == 0 {
                         next_array::<STRIDE>(s, &mut st.arr);
-                    } else if s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some() {
+                    } else if !Self::session_hole::<false>(s, lap) {
                         *wc = truncated(stats, start, count);
                         cut = true;
                         break;
-                    } else {
-                        s.store_u8(Self::OWN_OFF, REINVALID);
                     }
                     sink.fill(&st.arr[k], wc);
                     d += 1;
@@ -203,13 +200,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                             break;
                         }
                         let s = g.get(j);
-                        if Self::enh_owned_slot(s, lap).is_some() {
+                        if !Self::session_hole::<true>(s, lap) {
                             wcs[j] = truncated(stats, start, count);
                             (i, left, n) = (j as u32, 0, n + j + 1);
                             break 'walk;
                         }
-                        s.store_u8(Self::OWN_OFF, REINVALID);
-                        s.store_u8(Self::VIC_OFF, lap as u8);
                         sink.fill(&st.arr[j], &mut wcs[j]);
                     }
                     (i, left, n) = (take as u32, next - take as u32, n + take);
@@ -224,13 +219,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     let wcs = &mut out[n..n + (end - i0)];
                     for (j, wc) in (i0..end).zip(wcs.iter_mut()) {
                         let s = g.get(j);
-                        if Self::enh_owned_slot(s, lap).is_some() {
+                        if !Self::session_hole::<true>(s, lap) {
                             *wc = truncated(stats, start, count);
                             (i, left, n) = (j as u32, 0, n + j - i0 + 1);
                             break 'walk;
                         }
-                        s.store_u8(Self::OWN_OFF, REINVALID);
-                        s.store_u8(Self::VIC_OFF, lap as u8);
                         sink.fill(&st.arr[j % MINIS_PER_ARRAY], wc);
                     }
                     (i, left, n) = (end as u32, left - (end - i0) as u32, n + (end - i0));
@@ -249,13 +242,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     s.read_into(Self::CQE_OFF, &mut st.arr);
                     stats.sessions += 1;
                     (start, count, i, left) = (at, next, 0, next);
-                } else if Self::enh_owned_slot(s, lap).is_some() {
+                } else if !Self::session_hole::<true>(s, lap) {
                     *wc = truncated(stats, start, count);
                     (left, n) = (0, n + 1);
                     break 'walk;
-                } else {
-                    s.store_u8(Self::OWN_OFF, REINVALID);
-                    s.store_u8(Self::VIC_OFF, lap as u8);
                 }
                 sink.fill(&st.arr[i as usize % MINIS_PER_ARRAY], wc);
                 (i, left, n) = (i + 1, left - 1, n + 1);

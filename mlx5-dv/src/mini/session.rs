@@ -216,7 +216,6 @@ struct Walk<'r, const STRIDE: usize> {
 impl<const STRIDE: usize> Walk<'_, STRIDE> {
     const OWN_OFF: usize = Mlx5Cq::<STRIDE>::OWN_OFF;
     const CQE_OFF: usize = Mlx5Cq::<STRIDE>::CQE_OFF;
-    const VIC_OFF: usize = Mlx5Cq::<STRIDE>::VIC_OFF;
 
     /// Fills `slot` from mini `k` of `arr` and moves to the next completion.
     #[inline(always)]
@@ -225,25 +224,6 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
         self.ctr = self.ctr.wrapping_add(1);
         self.i += 1;
         self.left -= 1;
-    }
-
-    /// A hole in lap `lap`: false if the device wrote a CQE there (the session was
-    /// truncated), else the slot is made hardware-owned again.
-    #[inline(always)]
-    fn hole<const ENH: bool>(s: SlotRef<'_, STRIDE>, lap: u32) -> bool {
-        let written = if ENH {
-            Mlx5Cq::<STRIDE>::enh_owned_slot(s, lap).is_some()
-        } else {
-            s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
-        };
-        if written {
-            return false;
-        }
-        s.store_u8(Self::OWN_OFF, REINVALID);
-        if ENH {
-            s.store_u8(Self::VIC_OFF, lap as u8);
-        }
-        true
     }
 
     /// Ends the session at a hole the device wrote: one fault item in `slot`.
@@ -277,7 +257,7 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
                 if k % per == 0 {
                     s.read_into(Self::CQE_OFF, arr);
                     s.store_u8(Self::OWN_OFF, REINVALID);
-                } else if !Self::hole::<false>(s, lap) {
+                } else if !Mlx5Cq::<STRIDE>::session_hole::<false>(s, lap) {
                     self.cut(sink, slot);
                     return n + done + 1;
                 }
@@ -320,7 +300,7 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
                     (self.start, self.count, self.i, self.left) = (at, next, 0, next);
                 }
                 let k = self.i;
-                if k != 0 && !Self::hole::<true>(s, lap) {
+                if k != 0 && !Mlx5Cq::<STRIDE>::session_hole::<true>(s, lap) {
                     self.cut(sink, slot);
                     return n + done + 1;
                 }
@@ -501,6 +481,25 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn enh_owned(ring: RingView<'_, STRIDE>, pos: u32, shift: u32) -> Option<u8> {
         Self::enh_owned_slot(ring.slot_ref(pos), pos >> shift)
+    }
+
+    /// A session's hole in lap `lap` (enhanced layout if `ENH`): false if the device wrote
+    /// a CQE there (the session was truncated), else the slot is made hardware-owned again.
+    #[inline(always)]
+    pub(super) fn session_hole<const ENH: bool>(s: SlotRef<'_, STRIDE>, lap: u32) -> bool {
+        let written = if ENH {
+            Self::enh_owned_slot(s, lap).is_some()
+        } else {
+            s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
+        };
+        if written {
+            return false;
+        }
+        s.store_u8(Self::OWN_OFF, REINVALID);
+        if ENH {
+            s.store_u8(Self::VIC_OFF, lap as u8);
+        }
+        true
     }
 
     /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
