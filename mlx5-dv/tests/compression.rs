@@ -191,6 +191,17 @@ fn poll_batch<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Comple
     n
 }
 
+/// [`poll_batch`], checking first that `peek` shows the item the call then returns first
+/// (by the fields every kind of item defines).
+fn poll_batch_peeking<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Completion>) -> usize {
+    let id = |c: &Completion| (c.wr_id, c.status, c.qp_num, c.fault());
+    let peeked = cq.peek();
+    let before = out.len();
+    let n = poll_batch(cq, b, out);
+    assert_eq!(peeked.map(|c| id(&c)), out.get(before).map(id), "peek before item {before}");
+    n
+}
+
 /// Pushes `entries`, polling in batches of `batch` whenever the model has no room, then
 /// flushes the compressor and drains the ring into `got`.
 fn push_and_drain<const S: usize>(
@@ -211,7 +222,8 @@ fn push_and_drain<const S: usize>(
 }
 
 /// Feeds `entries` through a model (compressing per `comp`) and a poller with random batch
-/// sizes, polling whenever the model has no room; returns every item and the stats.
+/// sizes, polling whenever the model has no room and peeking before every poll; returns
+/// every item and the stats.
 fn drive<const S: usize>(
     entries: &[Entry],
     ring: u32,
@@ -226,7 +238,7 @@ fn drive<const S: usize>(
     let mut make_room = |m: &Mlx5Model, cq: &mut Mlx5Cq<S>, out: &mut Vec<Completion>| {
         let mut idle = 0;
         while !m.can_push() {
-            if poll_batch(cq, 1 + rng.below(20) as usize, out) == 0 {
+            if poll_batch_peeking(cq, 1 + rng.below(20) as usize, out) == 0 {
                 idle += 1;
                 assert!(idle < 1000, "no progress: model pi {} ci {}", m.pi(), cq.ci());
             }
@@ -238,7 +250,7 @@ fn drive<const S: usize>(
     }
     make_room(&m, &mut cq, &mut out);
     m.flush().unwrap();
-    while poll_batch(&mut cq, 16, &mut out) > 0 {}
+    while poll_batch_peeking(&mut cq, 16, &mut out) > 0 {}
     assert_eq!(cq.session_left(), 0);
     (out, cq.stats())
 }
@@ -662,11 +674,28 @@ fn assert_truncated_sends(got: &[Completion], first: u16, good: usize, at: u32, 
     assert_eq!(got[good + 1].wqe_index, 200, "{what}: the CQE in the hole comes after");
 }
 
+/// Polls everything in batches of `batch`, checking before every call that `peek` shows
+/// the item the call then returns first (the fields a send completion defines: a SEND
+/// leaves `byte_len` as the slot held it).
+fn drain_peeking<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize, what: &str) -> Vec<Completion> {
+    let send_key = |c: &Completion| (c.wr_id, c.status, c.opcode, c.qp_num, c.wqe_index, c.timestamp, c.fault());
+    let mut got = Vec::new();
+    loop {
+        let peeked = cq.peek();
+        let before = got.len();
+        if poll_batch(cq, batch, &mut got) == 0 {
+            assert_eq!(peeked.map(|c| send_key(&c)), None, "{what}: peek shows an item poll does not return");
+            return got;
+        }
+        assert_eq!(peeked.map(|c| send_key(&c)), Some(send_key(&got[before])), "{what}: peek before item {before}");
+    }
+}
+
 /// A requester session with a CQE the device wrote into a hole, in each layout, starting
 /// at the ring's start and just before its end, at poll batch sizes that reach the hole
 /// slot by slot, inside a whole basic group of eight, inside a block a call began in, and
 /// inside a block a call opened: the completions before it, one Truncated fault, then that
-/// CQE; the session's other slots are not consumed.
+/// CQE; the session's other slots are not consumed, and `peek` agrees before every call.
 #[test]
 fn requester_session_truncated_by_a_written_hole() {
     for (batch, at) in [1, 3, 5, 16].into_iter().flat_map(|b| [(b, 0), (b, 60)]) {
@@ -682,9 +711,9 @@ fn requester_session_truncated_by_a_written_hole() {
         m.push(&build::raw(requester_minis(8))).unwrap();
         m.skip(3).unwrap();
         m.push(&build::req(QP_RC, 200, wqe_opcode::SEND, 0)).unwrap();
-        let mut got = Vec::new();
-        while poll_batch(&mut cq, batch, &mut got) > 0 {}
-        assert_truncated_sends(&got, 0, 12, at, 40, &format!("basic, batch {batch}, at {at}"));
+        let what = format!("basic, batch {batch}, at {at}");
+        let got = drain_peeking(&mut cq, batch, &what);
+        assert_truncated_sends(&got, 0, 12, at, 40, &what);
         assert_eq!(cq.ci(), at + 13);
 
         // Enhanced: a regular send (the title), a block of two (one hole), a block of seven,
@@ -707,10 +736,10 @@ fn requester_session_truncated_by_a_written_hole() {
         m.flush().unwrap();
         m.skip(2).unwrap();
         m.push(&build::req(QP_RC, 200, wqe_opcode::SEND, 0)).unwrap();
-        let mut got = Vec::new();
-        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        let what = format!("enhanced, batch {batch}, at {at}");
+        let got = drain_peeking(&mut cq, batch, &what);
         // The title, the block of two, then the block of seven up to the written hole.
-        assert_truncated_sends(&got, 0, 6, at + 3, 7, &format!("enhanced, batch {batch}, at {at}"));
+        assert_truncated_sends(&got, 0, 6, at + 3, 7, &what);
         assert_eq!(cq.ci(), at + 7);
     }
 }

@@ -924,6 +924,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return Some(out);
         }
         let mut title = st.have_title.then_some(st.title);
+        // Enhanced: the responder WQE counter of the next block's first completion. A block
+        // that continues a session goes on from where the last one ended; after a new title
+        // it starts at the title's counter + 1.
+        let mut next_ctr = st.next_ctr;
         let mut ci = self.ci;
         loop {
             if st.enhanced {
@@ -938,6 +942,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     Parsed::Resize => return None,
                     Parsed::Swallowed => {
                         title = Some(cqe);
+                        next_ctr = cqe.wqe_counter.get().wrapping_add(1);
                         ci = ci.wrapping_add(1);
                         continue;
                     }
@@ -947,7 +952,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let (open, title, mini, ctr) = if st.enhanced {
                 let arr: MiniCqeArray = ring.read_at(ci, Self::CQE_OFF)?;
                 let t = title.unwrap_or_default();
-                (check_block(cqe.op_own, title.as_ref(), free), t, arr[0], t.wqe_counter.get().wrapping_add(1))
+                (check_block(cqe.op_own, title.as_ref(), free), t, arr[0], next_ctr)
             } else {
                 let arr: MiniCqeArray = ring.read_at(ci.wrapping_add(1), Self::CQE_OFF)?;
                 (check_title(&cqe, free), cqe, arr[0], cqe.wqe_counter.get())
