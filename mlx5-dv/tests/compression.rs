@@ -6,7 +6,9 @@
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
 use dvcq_mlx5_dv::model::compress::{self, Compression, Policy};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
-use dvcq_mlx5_dv::{CompLayout, CompressionConfig, CqConfig, CqStats, MiniFormat, Mlx5Cq, QpConfig, Registry};
+use dvcq_mlx5_dv::{
+    CompLayout, CompressionConfig, CqConfig, CqStats, CqeVersion, MiniFormat, Mlx5Cq, QpConfig, Registry,
+};
 use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
@@ -142,6 +144,13 @@ fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) ->
     v
 }
 
+/// `entries` as version 1 CQEs: `srqn_uidx` holds the QP's user index (its registry slot,
+/// in the order [`registry`] adds them) instead of an SRQ number.
+fn as_version_1(entries: &[Entry]) -> Vec<Entry> {
+    let uidx = |qpn: u32| [QP_RC, QP_ETH, QP_SRQ].iter().position(|&q| q == qpn).map_or(0x00ff_ffff, |i| i as u32);
+    entries.iter().map(|e| e.srqn_uidx(uidx(e.cqe.sop_drop_qpn.get() & 0x00ff_ffff))).collect()
+}
+
 fn stream(runs: &[(u8, u32, u64)], format: MiniFormat) -> Vec<Entry> {
     let mut ctr = Counters::default();
     runs.iter().flat_map(|&(k, len, seed)| run(k, len, seed, format, &mut ctr)).collect()
@@ -231,8 +240,20 @@ fn drive<const S: usize>(
     start: u32,
     batch_seed: u64,
 ) -> (Vec<Completion>, CqStats) {
+    drive_as::<S>(entries, ring, comp, start, batch_seed, CqeVersion::V0)
+}
+
+/// [`drive`] for CQEs of `version`.
+fn drive_as<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+    batch_seed: u64,
+    version: CqeVersion,
+) -> (Vec<Completion>, CqStats) {
     let mut m = model::<S>(ring, comp, start);
-    let mut cq = m.poller::<S>(registry(), CqConfig::default()).unwrap();
+    let mut cq = m.poller::<S>(registry(), CqConfig { cqe_version: version, ..CqConfig::default() }).unwrap();
     let mut rng = Rng(batch_seed);
     let mut out = Vec::new();
     let mut make_room = |m: &Mlx5Model, cq: &mut Mlx5Cq<S>, out: &mut Vec<Completion>| {
@@ -308,6 +329,26 @@ proptest! {
             let (got, _) = drive::<64>(&entries, ring, comp(layout, format, policy), start, batch_seed ^ 1);
             assert_same(&got, &want, &format!("{layout:?}/{format:?}/{policy:?}"));
         }
+    }
+
+    /// CQE version 1 (QPs named by user index, sessions keyed by it): the same identity.
+    #[test]
+    fn version_1_streams_poll_identically(
+        runs in arb_runs(),
+        layout in arb_layout(),
+        format in arb_format(),
+        seed in any::<u64>(),
+        batch_seed in any::<u64>(),
+    ) {
+        let entries = as_version_1(&stream(&runs, format));
+        let v1 = CqeVersion::V1;
+        let (want, _) = drive_as::<64>(&entries, 32, None, 0, batch_seed, v1);
+        for policy in [Policy::Always, Policy::RandomRuns { seed, max: 30 }] {
+            let (got, _) = drive_as::<64>(&entries, 32, comp(layout, format, policy), 0, batch_seed ^ 1, v1);
+            assert_same(&got, &want, &format!("v1 {layout:?}/{format:?}/{policy:?}"));
+        }
+        // Version 1 names every QP, so nothing in a clean stream is a fault.
+        prop_assert!(want.iter().all(|c| c.fault().is_none()));
     }
 
     /// 128-byte CQEs: mini-CQE arrays and blocks sit in the cqe64 half of the slot.
