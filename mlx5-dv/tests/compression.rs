@@ -854,13 +854,13 @@ fn threaded_producer_with_compression() {
 #[global_allocator]
 static GLOBAL: dvcq_provider::testing::CountingAlloc = dvcq_provider::testing::CountingAlloc;
 
-/// Polling and peeking compressed sessions allocates nothing.
+/// Polling and peeking compressed sessions (receives and sends) allocates nothing.
 #[test]
 fn compressed_poll_does_not_allocate() {
-    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+    for (layout, send) in [CompLayout::Basic, CompLayout::Enhanced].into_iter().flat_map(|l| [(l, false), (l, true)]) {
         let mut m = model::<64>(256, comp(layout, MiniFormat::Hash, Policy::Always), 0);
         let mut cq = poller::<64>(&m);
-        let lap = compress::bench_lap(256, QP_RC, false);
+        let lap = compress::bench_lap(256, QP_RC, send);
         let mut buf = [Completion::default(); 16];
         let mut total = 0;
         for _ in 0..20 {
@@ -874,7 +874,7 @@ fn compressed_poll_does_not_allocate() {
                     break;
                 }
             }
-            assert_eq!(dvcq_provider::testing::allocations(), before, "{layout:?}");
+            assert_eq!(dvcq_provider::testing::allocations(), before, "{layout:?}, sends {send}");
         }
         assert_eq!(total, 20 * 256);
     }
