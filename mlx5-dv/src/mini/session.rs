@@ -702,7 +702,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// title: the registry only grows and a registered QP's slot and settings never change,
     /// so a template stays right (a title without one takes the generic path, which looks
     /// everything up per completion). A registry that can remove or reconfigure QPs must
-    /// reset `MiniState::template` when it does.
+    /// reset `MiniState::template` (and `MiniState::req`, the requester session's QP) when
+    /// it does.
     fn resp_template<const V1: bool>(&mut self) -> Option<(RecvTarget, Completion)> {
         if let Some(t) = self.mini.template {
             return t;
