@@ -11,16 +11,14 @@ use crate::fast;
 use crate::registry::SqEntry;
 use dvcq_provider::{Completion, Pow2Ref, SlotRef};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
-use dvcq_uapi::mlx5::mini::MINIS_PER_ARRAY;
-use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray};
+use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MINIS_PER_ARRAY};
 
 /// A basic session's next mini-CQE array (every eighth slot): copied out, then the slot is
 /// made hardware-owned again. Out of line to keep the hole loop straight.
 #[cold]
 #[inline(never)]
 fn next_array<const STRIDE: usize>(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
-    s.read_into(Mlx5Cq::<STRIDE>::CQE_OFF, arr);
-    s.store_u8(Mlx5Cq::<STRIDE>::OWN_OFF, REINVALID);
+    next_array_inline(s, arr);
 }
 
 /// [`next_array`] inline, for a whole group.
@@ -52,7 +50,7 @@ struct ReqFill<'a> {
 impl ReqFill<'_> {
     /// The completion of mini-CQE `mini`, into `wc`.
     #[inline(always)]
-    fn fill(&mut self, mini: &MiniCqe, wc: &mut Completion) {
+    fn fill(&self, mini: &MiniCqe, wc: &mut Completion) {
         let idx = mini.wqe_counter() as usize & self.sq.mask();
         let e = self.sq.at(idx);
         wc.wr_id = e.wr_id;
@@ -116,7 +114,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let (entries, shift) = (ring.entries(), ring.entries().trailing_zeros());
         let st = &mut self.mini;
         let stats = &mut self.stats;
-        let mut sink = ReqFill { sq: qp.sq.table().by_value(), qpn: r.qpn, timestamp: r.timestamp };
+        let sink = ReqFill { sq: qp.sq.table().by_value(), qpn: r.qpn, timestamp: r.timestamp };
         let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
         let mut n = 0;
         'walk: while n < out.len() && (ENH || left > 0) {
@@ -131,8 +129,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 (i, left, n) = (i + 1, left - 1, n + 1);
                 continue;
             }
-            // Then one lap at a time, over stepped slots: holes, later arrays (basic) and
-            // the blocks that continue the session (enhanced).
+            // Then whole basic groups or enhanced blocks where they lie in one lap, else
+            // slot by slot: holes, later arrays (basic) and the blocks that continue the
+            // session (enhanced).
             let lap = pos >> shift;
             if !ENH {
                 const G: usize = MINIS_PER_ARRAY;
