@@ -13,19 +13,12 @@ use dvcq_provider::{Completion, Pow2Ref, SlotRef};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MINIS_PER_ARRAY};
 
-/// A basic session's next mini-CQE array (every eighth slot): copied out, then the slot is
-/// made hardware-owned again. Out of line to keep the hole loop straight.
+/// [`Mlx5Cq::take_array`] out of line, for the slot-by-slot walk: it keeps that loop
+/// straight.
 #[cold]
 #[inline(never)]
 fn next_array<const STRIDE: usize>(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
-    next_array_inline(s, arr);
-}
-
-/// [`next_array`] inline, for a whole group.
-#[inline(always)]
-fn next_array_inline<const STRIDE: usize>(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
-    s.read_into(Mlx5Cq::<STRIDE>::CQE_OFF, arr);
-    s.store_u8(Mlx5Cq::<STRIDE>::OWN_OFF, REINVALID);
+    Mlx5Cq::<STRIDE>::take_array(s, arr);
 }
 
 /// The QP of an open requester session, resolved when the session opened.
@@ -106,7 +99,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// the general walk does (spec §9.3, §9.4).
     #[inline(always)]
     fn drain_req<const ENH: bool>(&mut self, out: &mut [Completion]) -> Option<usize> {
-        let r = self.mini.req.filter(|_| self.mini.requester && (ENH || self.mini.left > 0))?;
+        let r = self.mini.req.filter(|_| ENH || self.mini.left > 0)?;
         // The last consumer index the device saw bounds a continuing block (enhanced).
         let seen = (ENH && !self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
         let qp = self.registry.qp_at(r.slot)?;
@@ -140,7 +133,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     if let Some(g) = ring.slot_group::<G>(pos) {
                         // A whole group in one lap: the array, then its seven holes.
                         let wcs = &mut out[n..n + G];
-                        next_array_inline::<STRIDE>(g.get(0), &mut st.arr);
+                        Self::take_array(g.get(0), &mut st.arr);
                         sink.fill(&st.arr[0], &mut wcs[0]);
                         #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
                         for j in 1..G {

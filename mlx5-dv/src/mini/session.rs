@@ -86,7 +86,7 @@ fn fill_resp<R: Resources>(
 /// Where a drain puts each decompressed completion. The generic sink translates through
 /// the registry per completion, like an uncompressed CQE's slow path; the fast sinks hold
 /// the session's QP and its constant fields, resolved once per drain.
-pub(super) trait MiniSink {
+trait MiniSink {
     /// Writes the completion of mini-CQE `mini` (responder `wqe_counter` `ctr`) at ring
     /// position `pos` into `slot`.
     fn fill(&mut self, mini: MiniCqe, ctr: u16, pos: u32, slot: &mut Completion);
@@ -255,8 +255,7 @@ impl<const STRIDE: usize> Walk<'_, STRIDE> {
             for (s, slot) in self.ring.slots_along(pos, &mut out[n..end]) {
                 let k = self.i;
                 if k % per == 0 {
-                    s.read_into(Self::CQE_OFF, arr);
-                    s.store_u8(Self::OWN_OFF, REINVALID);
+                    Mlx5Cq::<STRIDE>::take_array(s, arr);
                 } else if !Mlx5Cq::<STRIDE>::session_hole::<false>(s, lap) {
                     self.cut(sink, slot);
                     return n + done + 1;
@@ -420,7 +419,8 @@ pub(crate) struct MiniState {
     /// Completions in the open session or block.
     pub(super) count: u32,
     pub(super) requester: bool,
-    /// A requester session's QP, resolved when it opened (`None` when not registered).
+    /// A requester session's QP, resolved when it opened; `None` for a responder session or
+    /// an unregistered QP.
     pub(super) req: Option<ReqSession>,
     /// Responder `wqe_counter` of the next decompressed completion.
     pub(super) next_ctr: u16,
@@ -481,6 +481,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn enh_owned(ring: RingView<'_, STRIDE>, pos: u32, shift: u32) -> Option<u8> {
         Self::enh_owned_slot(ring.slot_ref(pos), pos >> shift)
+    }
+
+    /// A basic session's mini-CQE array in slot `s`: copied out, then the slot is made
+    /// hardware-owned again (the copy comes first: `op_own` is the last mini's last byte).
+    #[inline(always)]
+    pub(super) fn take_array(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
+        s.read_into(Self::CQE_OFF, arr);
+        s.store_u8(Self::OWN_OFF, REINVALID);
     }
 
     /// A session's hole in lap `lap` (enhanced layout if `ENH`): false if the device wrote
