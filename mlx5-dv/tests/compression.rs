@@ -513,6 +513,57 @@ fn enhanced_blocks_follow_their_title_across_the_ring_end() {
     assert_eq!(cq.stats().sessions, 2);
 }
 
+/// Enhanced holes the device never writes again: a first lap of regular CQEs (each its own
+/// run) leaves lap 0's count and a valid opcode in every slot; then each lap of the ring of
+/// 16 holds two runs (a regular CQE, then a block of seven), so slots 2-7 and 10-15 are
+/// holes in every lap. What the poller leaves in byte 62 of a hole must never match a later
+/// lap's count, or 256 laps on the slot would read as a CQE. Sends (the requester session
+/// loop) and receives (the general drain), over 300 laps, at batch sizes that start calls
+/// inside blocks; afterwards every hole holds the previous lap's count.
+#[test]
+fn enhanced_holes_never_match_a_later_lap() {
+    let ring = 16;
+    for send in [true, false] {
+        for batch in [3, 16] {
+            let mut m = model::<64>(ring, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), 0);
+            let mut cq = poller::<64>(&m);
+            let (mut got, mut ctr) = (Vec::new(), 0u16);
+            for run in 0..616u64 {
+                let len = if run < 16 { 1 } else { 8 };
+                let entries: Vec<_> = (0..len)
+                    .map(|_| {
+                        ctr = ctr.wrapping_add(1);
+                        let e = if send {
+                            build::req(QP_RC, ctr, wqe_opcode::SEND, 0)
+                        } else {
+                            build::resp(cqe_opcode::RESP_SEND, QP_RC, ctr, 64, 0)
+                        };
+                        // A new timestamp starts a new run: a regular CQE, then a block.
+                        e.timestamp(run)
+                    })
+                    .collect();
+                push_and_drain(&mut m, &mut cq, &entries, batch, &mut got);
+            }
+            let what = format!("send {send}, batch {batch}");
+            assert_eq!(got.len(), 4816, "{what}");
+            for (i, c) in got.iter().enumerate() {
+                // Sends: the WQE counter; receives: the RQ's tail, from 0.
+                let want = (i as u16).wrapping_add(send as u16);
+                let run = if i < 16 { i } else { 16 + (i - 16) / 8 };
+                assert!(c.is_ok(), "{what}: item {i}: {c:?}");
+                assert_eq!((c.wqe_index, c.timestamp), (want % 256, run as u64), "{what}: item {i}");
+            }
+            assert_eq!(cq.stats().sessions, 600, "{what}");
+            let snap = m.snapshot();
+            let last_lap = (cq.ci() - 1) / ring;
+            for slot in (2..8).chain(10..16) {
+                let vic = snap[slot * 64 + 62];
+                assert_eq!(vic, last_lap.wrapping_sub(1) as u8, "{what}: byte 62 of hole slot {slot}");
+            }
+        }
+    }
+}
+
 /// A compressed CQ also carrying errors, SIG_ERR and a RESIZE: sessions end at each, and
 /// the stream after the resize compresses again in the new ring.
 #[test]

@@ -323,7 +323,10 @@ pub(super) fn next_block<const STRIDE: usize>(
     entries: u32,
     seen: Option<u32>,
 ) -> Option<u32> {
-    let own = Mlx5Cq::<STRIDE>::enh_owned_slot(s, lap)?;
+    // Byte 62 says the device wrote the slot this lap; `op_own` is read after that test's
+    // fence. An INVALID opcode (a count of 16) fails the size test below.
+    s.owned_at(Mlx5Cq::<STRIDE>::VIC_OFF, |vic| vic == lap as u8)?;
+    let own = s.load_u8_at(Mlx5Cq::<STRIDE>::OWN_OFF)?;
     let next = op_own::opcode(own) as u32 + 1;
     let fits = seen.is_none_or(|seen| next <= entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
     (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
@@ -503,11 +506,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if written {
             return false;
         }
-        s.store_u8(Self::OWN_OFF, REINVALID);
         if ENH {
-            s.store_u8(Self::VIC_OFF, lap as u8);
+            s.store_u8(Self::VIC_OFF, Self::stale_vic(lap));
+        } else {
+            s.store_u8(Self::OWN_OFF, REINVALID);
         }
         true
+    }
+
+    /// What a consumed enhanced hole's byte 62 is set to in lap `lap`: the previous lap's
+    /// count, the value of a slot the device has not written this lap (the ring starts at
+    /// 0xFF, lap 0's predecessor). The device never writes holes, so without this a hole's
+    /// stale count would match again 256 laps after the device last wrote the slot; the
+    /// poller passes every slot each lap, so the count is always at most one lap behind.
+    /// A single store: a count that does not match needs no INVALID opcode beside it.
+    #[inline(always)]
+    pub(super) fn stale_vic(lap: u32) -> u8 {
+        lap.wrapping_sub(1) as u8
     }
 
     /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
@@ -684,10 +699,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn reinvalidate(&self, pos: u32) {
         // Constant offsets inside the slot: these stores cannot fail.
-        let _ = self.ring.store_u8(pos, Self::OWN_OFF, REINVALID);
-        if self.mini.enhanced {
-            let _ = self.ring.store_u8(pos, Self::VIC_OFF, (pos >> self.ring.entries().trailing_zeros()) as u8);
-        }
+        let _ = if self.mini.enhanced {
+            let lap = pos >> self.ring.entries().trailing_zeros();
+            self.ring.store_u8(pos, Self::VIC_OFF, Self::stale_vic(lap))
+        } else {
+            self.ring.store_u8(pos, Self::OWN_OFF, REINVALID)
+        };
     }
 
     /// Produces the open session's next completions into `out`; stops when `out` is full
