@@ -109,24 +109,109 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let stats = &mut self.stats;
         let sink = ReqFill { sq: qp.sq.table().by_value(), qpn: r.qpn, timestamp: r.timestamp };
         let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
+        let first = start.wrapping_add(i);
         let mut n = 0;
-        'walk: while n < out.len() && (ENH || left > 0) {
-            let pos = start.wrapping_add(i);
-            if left > 0 && (i == 0 || (!ENH && i == 1)) {
-                // The session's first slots: the title or block (nothing to check) and
-                // array 0 (basic: read when the session opened).
-                if !ENH && i == 1 {
-                    ring.slot_ref::<STRIDE>(pos).store_u8(Self::OWN_OFF, REINVALID);
+        if ENH {
+            // The walk tracks the next slot's position; the open block's start and count
+            // live in the state, written when a block opens.
+            let mut pos = start.wrapping_add(i);
+            'enh: {
+                if left > 0 {
+                    // A call that begins inside a block. Its first slot (a block the general
+                    // path opened) has nothing to check.
+                    if i == 0 {
+                        let Some(wc) = out.first_mut() else {
+                            break 'enh;
+                        };
+                        sink.fill(&st.arr[0], wc);
+                        (pos, left, n) = (pos.wrapping_add(1), left - 1, 1);
+                    }
+                    // The rest of the block, up to the ring's end (the walk below takes
+                    // any rest after it): its holes beside their minis.
+                    let lap = pos >> shift;
+                    let take = (left as usize).min(out.len() - n);
+                    let minis = st.arr.get(pos.wrapping_sub(st.start) as usize..).unwrap_or_default();
+                    let mut d = 0;
+                    for ((s, wc), mini) in ring.slots_along(pos, &mut out[n..n + take]).zip(minis) {
+                        if !Self::session_hole::<true>(s, lap) {
+                            *wc = truncated(stats, st.start, st.count);
+                            (pos, left, n) = (pos.wrapping_add(d), 0, n + d as usize + 1);
+                            break 'enh;
+                        }
+                        sink.fill(mini, wc);
+                        d += 1;
+                    }
+                    (pos, left, n) = (pos.wrapping_add(d), left - d, n + d as usize);
                 }
-                sink.fill(&st.arr[i as usize], &mut out[n]);
-                (i, left, n) = (i + 1, left - 1, n + 1);
-                continue;
+                while n < out.len() {
+                    let lap = pos >> shift;
+                    if left == 0 {
+                        if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(pos) {
+                            // A block in one lap: the block that continues the session, then
+                            // as many of its holes as `out` has room for, at fixed offsets.
+                            let Some(next) = next_block(g.get(0), pos, lap, entries, seen) else {
+                                break;
+                            };
+                            g.get(0).read_into(Self::CQE_OFF, &mut st.arr);
+                            stats.sessions += 1;
+                            (st.start, st.count) = (pos, next);
+                            let take = (next as usize).min(out.len() - n);
+                            let wcs = &mut out[n..n + take];
+                            sink.fill(&st.arr[0], &mut wcs[0]);
+                            #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
+                            for j in 1..MINIS_PER_ARRAY {
+                                if j >= take {
+                                    break;
+                                }
+                                if !Self::session_hole::<true>(g.get(j), lap) {
+                                    wcs[j] = truncated(stats, pos, next);
+                                    (pos, left, n) = (pos.wrapping_add(j as u32), 0, n + j + 1);
+                                    break 'enh;
+                                }
+                                sink.fill(&st.arr[j], &mut wcs[j]);
+                            }
+                            (pos, left, n) = (pos.wrapping_add(take as u32), next - take as u32, n + take);
+                            continue;
+                        }
+                    }
+                    // Otherwise slot by slot, one lap at a time: near the ring's end, holes and
+                    // the blocks that continue the session.
+                    let run = if left > 0 { n + (left as usize).min(out.len() - n) } else { out.len() };
+                    for (s, wc) in ring.slots_along(pos, &mut out[n..run]) {
+                        if left == 0 {
+                            let Some(next) = next_block(s, pos, lap, entries, seen) else {
+                                break 'enh;
+                            };
+                            s.read_into(Self::CQE_OFF, &mut st.arr);
+                            stats.sessions += 1;
+                            (st.start, st.count, left) = (pos, next, next);
+                        } else if !Self::session_hole::<true>(s, lap) {
+                            *wc = truncated(stats, st.start, st.count);
+                            (left, n) = (0, n + 1);
+                            break 'enh;
+                        }
+                        sink.fill(&st.arr[pos.wrapping_sub(st.start) as usize % MINIS_PER_ARRAY], wc);
+                        (pos, left, n) = (pos.wrapping_add(1), left - 1, n + 1);
+                    }
+                }
             }
-            // Then whole basic groups or enhanced blocks where they lie in one lap, else
-            // slot by slot: holes, later arrays (basic) and the blocks that continue the
-            // session (enhanced).
-            let lap = pos >> shift;
-            if !ENH {
+            (start, count, i) = (st.start, st.count, pos.wrapping_sub(st.start));
+        } else {
+            'walk: while n < out.len() && left > 0 {
+                let pos = start.wrapping_add(i);
+                if i <= 1 {
+                    // The session's first slots: the title (nothing to check) and array 0
+                    // (read when the session opened).
+                    if i == 1 {
+                        ring.slot_ref::<STRIDE>(pos).store_u8(Self::OWN_OFF, REINVALID);
+                    }
+                    sink.fill(&st.arr[i as usize], &mut out[n]);
+                    (i, left, n) = (i + 1, left - 1, n + 1);
+                    continue;
+                }
+                // Then whole groups where they lie in one lap, else slot by slot: holes and
+                // later arrays.
+                let lap = pos >> shift;
                 const G: usize = MINIS_PER_ARRAY;
                 let k = i as usize % G;
                 if k == 0 && left as usize >= G && out.len() - n >= G {
@@ -137,8 +222,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         sink.fill(&st.arr[0], &mut wcs[0]);
                         #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
                         for j in 1..G {
-                            let s = g.get(j);
-                            if !Self::session_hole::<false>(s, lap) {
+                            if !Self::session_hole::<false>(g.get(j), lap) {
                                 wcs[j] = truncated(stats, start, count);
                                 (i, left, n) = (i + j as u32, 0, n + j + 1);
                                 break 'walk;
@@ -171,79 +255,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     (left, n) = (0, n + 1);
                     break;
                 }
-                continue;
-            }
-            if left == 0 {
-                if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(pos) {
-                    // A block in one lap: the block that continues the session, then as
-                    // many of its holes as `out` has room for, at fixed offsets.
-                    let Some(next) = next_block(g.get(0), pos, lap, entries, seen) else {
-                        break;
-                    };
-                    g.get(0).read_into(Self::CQE_OFF, &mut st.arr);
-                    stats.sessions += 1;
-                    (start, count) = (pos, next);
-                    let take = (next as usize).min(out.len() - n);
-                    let wcs = &mut out[n..n + take];
-                    sink.fill(&st.arr[0], &mut wcs[0]);
-                    #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
-                    for j in 1..MINIS_PER_ARRAY {
-                        if j >= take {
-                            break;
-                        }
-                        let s = g.get(j);
-                        if !Self::session_hole::<true>(s, lap) {
-                            wcs[j] = truncated(stats, start, count);
-                            (i, left, n) = (j as u32, 0, n + j + 1);
-                            break 'walk;
-                        }
-                        sink.fill(&st.arr[j], &mut wcs[j]);
-                    }
-                    (i, left, n) = (take as u32, next - take as u32, n + take);
-                    continue;
-                }
-            }
-            if left > 0 {
-                if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(start) {
-                    // The rest of a block a call began inside, when the block lies in one
-                    // lap: fixed offsets from the block's slot.
-                    let (i0, end) = (i as usize, i as usize + (left as usize).min(out.len() - n));
-                    let wcs = &mut out[n..n + (end - i0)];
-                    for (j, wc) in (i0..end).zip(wcs.iter_mut()) {
-                        let s = g.get(j);
-                        if !Self::session_hole::<true>(s, lap) {
-                            *wc = truncated(stats, start, count);
-                            (i, left, n) = (j as u32, 0, n + j - i0 + 1);
-                            break 'walk;
-                        }
-                        sink.fill(&st.arr[j % MINIS_PER_ARRAY], wc);
-                    }
-                    (i, left, n) = (end as u32, left - (end - i0) as u32, n + (end - i0));
-                    continue;
-                }
-            }
-            // Otherwise slot by slot, one lap at a time: near the ring's end, holes and the
-            // blocks that continue the session.
-            let run = if left > 0 { n + (left as usize).min(out.len() - n) } else { out.len() };
-            for (s, wc) in ring.slots_along(pos, &mut out[n..run]) {
-                if left == 0 {
-                    let at = start.wrapping_add(i);
-                    let Some(next) = next_block(s, at, lap, entries, seen) else {
-                        break 'walk;
-                    };
-                    s.read_into(Self::CQE_OFF, &mut st.arr);
-                    stats.sessions += 1;
-                    (start, count, i, left) = (at, next, 0, next);
-                } else if !Self::session_hole::<true>(s, lap) {
-                    *wc = truncated(stats, start, count);
-                    (left, n) = (0, n + 1);
-                    break 'walk;
-                }
-                sink.fill(&st.arr[i as usize % MINIS_PER_ARRAY], wc);
-                (i, left, n) = (i + 1, left - 1, n + 1);
             }
         }
-        let taken = (start.wrapping_sub(st.start)).wrapping_add(i).wrapping_sub(st.idx);
+        let taken = start.wrapping_add(i).wrapping_sub(first);
         if taken > 0 {
             // Retire the SQ through the last completed WQE, once per call: the last mini
             // taken is in the array or block still held (a call never ends on a fresh one).
