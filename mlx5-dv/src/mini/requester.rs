@@ -126,22 +126,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         sink.fill(&st.arr[0], wc);
                         (pos, left, n) = (pos.wrapping_add(1), left - 1, 1);
                     }
-                    // The rest of the block, up to the ring's end (the walk below takes
-                    // any rest after it): its holes beside their minis.
-                    let lap = pos >> shift;
-                    let take = (left as usize).min(out.len() - n);
-                    let minis = st.arr.get(pos.wrapping_sub(st.start) as usize..).unwrap_or_default();
-                    let mut d = 0;
-                    for ((s, wc), mini) in ring.slots_along(pos, &mut out[n..n + take]).zip(minis) {
-                        if !Self::session_hole::<true>(s, lap) {
-                            *wc = truncated(stats, st.start, st.count);
-                            (pos, left, n) = (pos.wrapping_add(d), 0, n + d as usize + 1);
-                            break 'enh;
+                    // The rest of the block, when it lies in one lap (else the walk below
+                    // takes it): fixed offsets from the block's slot.
+                    if let Some(g) = ring.slot_group::<MINIS_PER_ARRAY>(st.start) {
+                        let (i0, lap) = (pos.wrapping_sub(st.start) as usize, pos >> shift);
+                        let take = (left as usize).min(out.len() - n);
+                        for (k, wc) in out[n..n + take].iter_mut().enumerate() {
+                            let j = i0 + k;
+                            if !Self::session_hole::<true>(g.get(j), lap) {
+                                *wc = truncated(stats, st.start, st.count);
+                                (pos, left, n) = (pos.wrapping_add(k as u32), 0, n + k + 1);
+                                break 'enh;
+                            }
+                            sink.fill(&st.arr[j % MINIS_PER_ARRAY], wc);
                         }
-                        sink.fill(mini, wc);
-                        d += 1;
+                        (pos, left, n) = (pos.wrapping_add(take as u32), left - take as u32, n + take);
                     }
-                    (pos, left, n) = (pos.wrapping_add(d), left - d, n + d as usize);
                 }
                 while n < out.len() {
                     let lap = pos >> shift;
