@@ -12,7 +12,9 @@
 //! - **Enhanced layout** (§9.4, DevX CQs): every CQE's validity is the 8-bit iteration count
 //!   in byte 62. A *block* is one format-3 slot whose opcode nibble is n − 1 (n ≤ 7) with n
 //!   minis in bytes `0..8n`, standing for the n slots `[m, m + n)`; its title is the most
-//!   recent regular CQE, which was itself an ordinary completion.
+//!   recent regular CQE, which was itself an ordinary completion. The device never writes
+//!   the slots after a block, so software sets their byte 62 back to the previous lap's
+//!   count once consumed: a count left from a lap 256 laps back would otherwise match.
 //!
 //! Completion i of a session is exactly the completion an uncompressed CQE would give
 //! whose content is the title's with the mini-CQE's fields put in ([`expand`]): the byte

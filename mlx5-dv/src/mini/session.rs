@@ -479,8 +479,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// opcode is not INVALID. Returns `op_own`.
     ///
     /// Byte 62 is the ownership byte of an enhanced CQ: the model publishes it last with
-    /// release ordering, as DPDK and UCX read it first and fence after. The re-invalidation
-    /// of holes keeps a stale byte 62 from matching 256 laps later.
+    /// release ordering, as DPDK and UCX read it first and fence after. Setting a consumed
+    /// hole's byte 62 back to the previous lap's count keeps a stale count from matching
+    /// 256 laps later.
     #[inline(always)]
     fn enh_owned(ring: RingView<'_, STRIDE>, pos: u32, shift: u32) -> Option<u8> {
         Self::enh_owned_slot(ring.slot_ref(pos), pos >> shift)
@@ -693,9 +694,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// Makes a consumed session slot hardware-owned again (basic layout, spec §9.3): the
     /// device never writes holes, and arrays have no owner byte, so without this they could
-    /// pass the ownership test a lap later. Enhanced slots also get this lap's iteration
-    /// count in byte 62, so a stale count cannot match for 256 laps. Relaxed stores: the
-    /// consumer-index publication (release) orders them before the device reuses the slots.
+    /// pass the ownership test a lap later. Enhanced slots instead get the previous lap's
+    /// iteration count in byte 62 ([`Mlx5Cq::stale_vic`]), so a stale count cannot match
+    /// 256 laps on. Relaxed stores: the consumer-index publication (release) orders them
+    /// before the device reuses the slots.
     #[inline(always)]
     fn reinvalidate(&self, pos: u32) {
         // Constant offsets inside the slot: these stores cannot fail.
