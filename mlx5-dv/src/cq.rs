@@ -9,7 +9,7 @@ use crate::registry::Registry;
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError, RingView};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
-use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use std::num::NonZeroU32;
 
 pub(crate) const FAST_REQ: u8 = 0;
@@ -300,13 +300,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn poll_detour(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.compression.is_some() {
-            if self.compressed_empty() {
-                return 0;
-            }
-            if self.mini.in_requester_session() {
-                return self.poll_requester_session(out);
-            }
-            return self.poll_compressed(out, self.ci, 0);
+            return self.poll_compressed_entry(out);
         }
         // A RESIZE CQE was consumed (and published by that poll): nothing more until
         // `switch_ring`.
@@ -338,24 +332,27 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
-            self.poll_loop_v::<true>(out)
+            self.poll_loop_v::<true, false>(out)
         } else {
-            self.poll_loop_v::<false>(out)
+            self.poll_loop_v::<false, false>(out)
         }
     }
 
-    /// The poll loop, specialised for the CQE version: runs of fast-path CQEs of the cached
-    /// QP in [`Mlx5Cq::fast_run`] (fast.rs); a CQE of another QP switches the cache and
+    /// The poll loop, specialised for the CQE version and the ownership test (`ENH`: the
+    /// iteration count of enhanced CQE compression): runs of fast-path CQEs of the cached
+    /// QP in [`Mlx5Cq::fast_run_as`] (fast.rs); a CQE of another QP switches the cache and
     /// starts a new run; each CQE off the fast path goes through the out-of-line
-    /// [`Mlx5Cq::slow_one`], so the fast loop keeps nothing alive for it.
+    /// [`Mlx5Cq::slow_one`], so the fast loop keeps nothing alive for it. On a compressed
+    /// CQ the loop stops without consuming at a title or block.
     #[inline(always)]
-    fn poll_loop_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
+    pub(crate) fn poll_loop_v<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         loop {
-            let (k, stop) = self.fast_run::<V1>(out.get_mut(n..).unwrap_or_default());
+            let (k, stop) = self.fast_run_as::<V1, ENH>(out.get_mut(n..).unwrap_or_default());
             n += k;
             match stop {
                 Stop::Full => return n,
+                Stop::Lap => continue,
                 Stop::Miss(key) => {
                     if self.switch_qp::<V1>(key) {
                         continue;
@@ -368,7 +365,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 return n;
             };
             // Either the ring is empty here or the CQE needs the slow path.
-            match self.slow_one::<V1>(slot) {
+            match self.slow_one::<V1, ENH>(slot) {
                 Some(Parsed::Wc) => n += 1,
                 Some(Parsed::Swallowed) => {}
                 Some(Parsed::Resize) | None => return n,
@@ -379,7 +376,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Makes the QP a CQE names (QPN or user index) the cached one; false for an unknown
     /// QP. The QP cached before is a second entry, so two QPs taking turns need no lookup.
     #[inline(always)]
-    fn switch_qp<const V1: bool>(&mut self, key: u32) -> bool {
+    pub(crate) fn switch_qp<const V1: bool>(&mut self, key: u32) -> bool {
         if self.prev_cache.0 == key {
             core::mem::swap(&mut self.cache, &mut self.prev_cache);
             return true;
@@ -404,17 +401,25 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// Consumes the CQE at `self.ci` through the slow path: errors, swallowed CQEs,
-    /// RESIZE, garbage. `None` when the ring is empty there.
+    /// RESIZE, garbage. `None` when the ring is empty there, or (compressed CQ) when a
+    /// title or block is there: the session code opens it.
     #[cold]
     #[inline(never)]
-    fn slow_one<const V1: bool>(&mut self, slot: &mut Completion) -> Option<Parsed> {
+    fn slow_one<const V1: bool, const ENH: bool>(&mut self, slot: &mut Completion) -> Option<Parsed> {
         let cur = self.ci;
-        self.owned(cur)?;
+        let own = if ENH { self.enh_owned_at(cur)? } else { self.owned(cur)? };
+        if self.cfg.compression.is_some() && op_own::format(own) == cqe_format::COMPRESSED {
+            return None;
+        }
         let cqe = self.ring.read_at::<Cqe64>(cur, Self::CQE_OFF)?;
         self.ci = cur.wrapping_add(1);
         let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
         self.cache = res.cache();
+        if ENH {
+            // Enhanced compression: a CQE the poll passed may be the next block's title.
+            self.take_title(cur);
+        }
         match p {
             Parsed::Swallowed => self.stats.swallowed += 1,
             Parsed::Resize => self.note_resize(),

@@ -30,7 +30,7 @@ use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, Pow2Table, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
-use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use dvcq_uapi::Be32;
 
 /// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
@@ -50,6 +50,9 @@ pub(crate) enum Stop {
     Other,
     /// The CQE at the poller's counter names another QP: this key (QPN or user index).
     Miss(u32),
+    /// The run reached the ring's end (enhanced ownership test, whose lap count is fixed
+    /// per run): a new run goes on.
+    Lap,
 }
 
 /// The class of an `op_own` byte already XORed with the expected owner bit.
@@ -177,6 +180,15 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
     #[inline(always)]
     pub(crate) fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+        self.fast_run_as::<V1, false>(out)
+    }
+
+    /// [`Mlx5Cq::fast_run`] with the ownership test of a CQ's layout: the owner bit, or
+    /// (`ENH`, enhanced CQE compression, spec §9.4) the iteration count in byte 62. The
+    /// regular CQEs of a compressed CQ take this path too; a title or block (format 3)
+    /// stops the run.
+    #[inline(always)]
+    pub(crate) fn fast_run_as<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
         let (key, slot) = self.cache;
         // Until a lookup fills the cache, CQEs go through the slow path, which fills it.
         let kind = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
@@ -184,17 +196,20 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             Some(qp) => qp.recv_kind(),
         };
         match kind {
-            RecvKind::Rq => self.fast_run_qp::<V1, RECV_RQ>(out),
-            RecvKind::Srq => self.fast_run_qp::<V1, RECV_SRQ>(out),
-            RecvKind::RqEth => self.fast_run_qp::<V1, RECV_RQ_ETH>(out),
-            RecvKind::Slow => self.fast_run_qp::<V1, RECV_SLOW>(out),
+            RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ>(out),
+            RecvKind::Srq => self.fast_run_qp::<V1, ENH, RECV_SRQ>(out),
+            RecvKind::RqEth => self.fast_run_qp::<V1, ENH, RECV_RQ_ETH>(out),
+            RecvKind::Slow => self.fast_run_qp::<V1, ENH, RECV_SLOW>(out),
         }
     }
 
-    /// [`Mlx5Cq::fast_run`] for a QP whose receives come from its RQ, from an SRQ, or take
-    /// the slow path (`RECV`); the class table is then a constant.
+    /// [`Mlx5Cq::fast_run_as`] for a QP whose receives come from its RQ, from an SRQ, or
+    /// take the slow path (`RECV`); the class table is then a constant.
     #[inline(always)]
-    fn fast_run_qp<const V1: bool, const RECV: u8>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+    fn fast_run_qp<const V1: bool, const ENH: bool, const RECV: u8>(
+        &mut self,
+        out: &mut [Completion],
+    ) -> (usize, Stop) {
         let ci = self.ci;
         let (key, slot) = self.cache;
         let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
@@ -204,8 +219,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
         let mut cur = ci;
         let mut stop = Stop::Full;
+        // The enhanced test expects the 8-bit lap count: a run stops at the ring's end, so
+        // the count is one value for the whole run.
+        let (out, lap) = if ENH {
+            let room = (ring.entries() - (ci & (ring.entries() - 1))) as usize;
+            if out.len() > room {
+                stop = Stop::Lap;
+            }
+            let n = out.len().min(room);
+            (&mut out[..n], (ci >> ring.entries().trailing_zeros()) as u8)
+        } else {
+            (out, 0)
+        };
         for wc in out.iter_mut() {
-            if let Err(s) = hot.cqe(ring.slot_ref(cur), expected_owner(cur, ring.entries()), wc) {
+            // What the ownership test expects: the lap parity, or the lap count.
+            let mark = if ENH { lap } else { expected_owner(cur, ring.entries()) };
+            if let Err(s) = hot.cqe::<ENH>(ring.slot_ref(cur), mark, wc) {
                 stop = s;
                 break;
             }
@@ -213,6 +242,20 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
         hot.finish().write_back(qp, srq);
         self.ci = cur;
+        if ENH && cur != ci {
+            // The run's last CQE is the title of a block right after it (spec §9.4): copied
+            // now, before the consumer index releases its slot, unless a regular CQE is
+            // already written next (that one, or a later one, is then the title).
+            let next = ring.slot_ref::<STRIDE>(cur);
+            let next_lap = (cur >> ring.entries().trailing_zeros()) as u8;
+            let regular_next =
+                next.owned_at(STRIDE - 2, |vic| vic == next_lap).and_then(|_| next.load_u8_at(STRIDE - 1)).is_some_and(
+                    |own| op_own::opcode(own) != cqe_opcode::INVALID && op_own::format(own) != cqe_format::COMPRESSED,
+                );
+            if !regular_next {
+                self.take_title(cur.wrapping_sub(1));
+            }
+        }
         (cur.wrapping_sub(ci) as usize, stop)
     }
 }
@@ -271,6 +314,16 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
 
 impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     const CLASS: [u8; 256] = owned_class_table(S, RECV != RECV_SLOW);
+    /// [`Self::CLASS`] for any owner bit (the enhanced layout's test is byte 62).
+    const CLASS_ANY_OWNER: [u8; 256] = {
+        let mut t = [STOP; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = Self::CLASS[b & !1];
+            b += 1;
+        }
+        t
+    };
     const MASK_WIRE: u32 = QPN_MASK.to_be();
 
     #[inline(always)]
@@ -306,16 +359,27 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail, srq_done: self.srq_done }
     }
 
-    /// The CQE in ring slot `slot`, whose expected owner bit is `par`, into `wc`; or why
-    /// it is not for the fast path (then nothing is consumed or written back for it).
+    /// The CQE in ring slot `slot` into `wc`, or why it is not for the fast path (then
+    /// nothing is consumed or written back for it). `mark` is the expected owner bit, or
+    /// with `ENH` the expected iteration count of byte 62.
     #[inline(always)]
-    fn cqe(&mut self, slot: SlotRef<'q, S>, par: u8, wc: &mut Completion) -> Result<(), Stop> {
-        let (c, own) = slot
-            .owned_map_at(S - 1, |b| {
-                let c = Self::CLASS[(b ^ par) as usize];
+    fn cqe<const ENH: bool>(&mut self, slot: SlotRef<'q, S>, mark: u8, wc: &mut Completion) -> Result<(), Stop> {
+        let (c, own) = if ENH {
+            // Byte 62 first (its fence orders the rest); the owner bit means nothing here.
+            slot.owned_at(S - 2, |vic| vic == mark).ok_or(Stop::Other)?;
+            let b = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
+            let c = Self::CLASS_ANY_OWNER[b as usize];
+            if c == STOP {
+                return Err(Stop::Other);
+            }
+            (c, b)
+        } else {
+            slot.owned_map_at(S - 1, |b| {
+                let c = Self::CLASS[(b ^ mark) as usize];
                 (c != STOP).then_some((c, b))
             })
-            .ok_or(Stop::Other)?;
+            .ok_or(Stop::Other)?
+        };
         let cqe = RingCqe { slot, op_own: own };
         let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
         if c == REQ {

@@ -513,6 +513,50 @@ fn enhanced_blocks_follow_their_title_across_the_ring_end() {
     assert_eq!(cq.stats().sessions, 2);
 }
 
+/// An enhanced title polled while the ring is empty behind it, the block written later:
+/// the title must have been kept when it was polled, whatever the next slot held. In lap
+/// 255 a never-written slot reads byte 62 = 0xFF, the lap's own count, with the INVALID
+/// opcode; in lap 3 the count does not match. Sends and receives, batches 1 and 4.
+#[test]
+fn enhanced_title_polled_before_its_block_is_written() {
+    for (lap, send, batch) in [(255u32, true, 1), (255, false, 4), (3, true, 4), (3, false, 1)] {
+        let what = format!("lap {lap}, send {send}, batch {batch}");
+        let ring = 8;
+        let mut m = model::<64>(ring, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), lap * ring);
+        let mut cq = poller::<64>(&m);
+        let entry = |i: u16, ts: u64| {
+            if send {
+                build::req(QP_RC, 40 + i, wqe_opcode::SEND, 0).timestamp(ts)
+            } else {
+                build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0).timestamp(ts)
+            }
+        };
+        // A completion of another run first, so the QP is cached and the title takes the
+        // fast path; then the title alone (flushed: nothing follows it yet).
+        let mut got = Vec::new();
+        for (i, ts) in [(0, 6), (1, 7)] {
+            m.push(&entry(i, ts)).unwrap();
+            m.flush().unwrap();
+            assert_eq!(poll_batch(&mut cq, batch, &mut got), 1, "{what}");
+            assert_eq!(poll_batch(&mut cq, batch, &mut got), 0, "{what}");
+        }
+        // Then a block of five that uses it as its title.
+        let more: Vec<_> = (2..7).map(|i| entry(i, 7)).collect();
+        push_and_drain(&mut m, &mut cq, &more, batch, &mut got);
+        assert_eq!(cq.stats().sessions, 1, "{what}: the five came as one block");
+        assert_eq!(got.len(), 7, "{what}");
+        for (i, c) in got.iter().enumerate() {
+            assert!(c.is_ok(), "{what}: item {i}: {c:?}");
+            assert_eq!((c.qp_num, c.timestamp), (QP_RC, 6 + (i > 0) as u64), "{what}: item {i}");
+            if send {
+                assert_eq!(c.wqe_index as usize, 40 + i, "{what}: item {i}");
+            } else {
+                assert_eq!((c.wqe_index as usize, c.byte_len), (i, 100 + i as u32), "{what}: item {i}");
+            }
+        }
+    }
+}
+
 /// Enhanced holes the device never writes again: a first lap of regular CQEs (each its own
 /// run) leaves lap 0's count and a valid opcode in every slot; then each lap of the ring of
 /// 16 holds two runs (a regular CQE, then a block of seven), so slots 2-7 and 10-15 are

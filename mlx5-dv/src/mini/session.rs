@@ -6,6 +6,7 @@ use super::requester::ReqSession;
 use super::*;
 use crate::cq::{expected_owner, sw_owned_by_lap, CqStats, Mlx5Cq, FAST_REQ, FAST_RESP};
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
+use crate::fast::Stop;
 use crate::fields::RingCqe;
 use crate::registry::{Qp, Registry};
 use core::mem::offset_of;
@@ -438,13 +439,6 @@ pub(crate) struct MiniState {
 }
 
 impl MiniState {
-    /// A requester session of a registered QP is open (enhanced: or may go on with the
-    /// next block after its title): `poll` takes its own loop.
-    #[inline(always)]
-    pub(crate) fn in_requester_session(&self) -> bool {
-        self.req.is_some() && (self.left > 0 || self.enhanced)
-    }
-
     pub(crate) fn new(cfg: Option<CompressionConfig>, ci: u32) -> Self {
         let c = cfg.unwrap_or_default();
         Self {
@@ -533,23 +527,43 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
     }
 
-    /// The common empty poll of a compressed CQ, decided before the poll proper: no
-    /// session open and nothing new at the counter.
+    /// `poll` on a CQ created with compression, routed before any set-up: an open session
+    /// to its drain (a requester session whose QP was resolved to its own loop), an empty
+    /// ring to 0 (one ownership test), a regular CQE to the uncompressed loop, a title or
+    /// block to the general path.
     #[inline(always)]
-    pub(crate) fn compressed_empty(&self) -> bool {
-        self.mini.left == 0 && !self.slot_written(self.ci)
+    pub(crate) fn poll_compressed_entry(&mut self, out: &mut [Completion]) -> usize {
+        let st = &self.mini;
+        if st.left > 0 {
+            return if st.req.is_some() {
+                self.poll_requester_session(out)
+            } else {
+                self.poll_compressed(out, self.ci, 0)
+            };
+        }
+        let Some(own) = self.slot_owned(self.ci) else {
+            return 0;
+        };
+        if op_own::format(own) != cqe_format::COMPRESSED {
+            self.poll_compressed_regular(out)
+        } else if st.enhanced && st.req.is_some() {
+            // The next block of an enhanced requester session.
+            self.poll_requester_session(out)
+        } else {
+            self.poll_compressed(out, self.ci, 0)
+        }
     }
 
-    /// Whether the device wrote the slot at running position `pos` in its current lap, by
-    /// the layout's ownership test.
+    /// The `op_own` byte of the slot at running position `pos` if the device wrote it in
+    /// its current lap, by the layout's ownership test.
     #[inline(always)]
-    fn slot_written(&self, pos: u32) -> bool {
+    fn slot_owned(&self, pos: u32) -> Option<u8> {
         let ring = self.ring.view();
         let shift = ring.entries().trailing_zeros();
         if self.mini.enhanced {
-            Self::enh_owned(ring, pos, shift).is_some()
+            Self::enh_owned(ring, pos, shift)
         } else {
-            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift)).is_some()
+            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift))
         }
     }
 
@@ -585,6 +599,59 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
+    /// `poll` for a CQ created with compression when no session is open: the regular CQEs
+    /// go through the uncompressed poll loop (its fast runs and slow path, with the
+    /// layout's ownership test), which stops at a title or block; the general path goes
+    /// on from there. So regular CQEs cost what they cost on a CQ without compression.
+    #[inline(never)]
+    pub(crate) fn poll_compressed_regular(&mut self, out: &mut [Completion]) -> usize {
+        let before = self.ci;
+        if self.resize_pending() {
+            return 0;
+        }
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        let n = match (v1, self.mini.enhanced) {
+            (false, false) => self.poll_loop_v::<false, false>(out),
+            (false, true) => self.poll_loop_v::<false, true>(out),
+            (true, false) => self.poll_loop_v::<true, false>(out),
+            (true, true) => self.poll_loop_v::<true, true>(out),
+        };
+        if n < out.len() && !self.resize_pending() && self.slot_owned(self.ci).is_some() {
+            // A title or block: open it and go on.
+            return self.poll_compressed(&mut out[n..], before, n);
+        }
+        if self.ci != before {
+            self.after_batch(n as u32);
+        }
+        n
+    }
+
+    /// Enhanced layout: the regular CQE at running position `pos`, which a poll just
+    /// passed, becomes the title of the blocks that follow it. Copied before the consumer
+    /// index can release its slot.
+    #[inline(always)]
+    pub(crate) fn take_title(&mut self, pos: u32) {
+        let st = &mut self.mini;
+        // In place: a returned copy would be moved field by field.
+        if !self.ring.view().read_into(pos, Self::CQE_OFF, &mut st.title) {
+            st.title = Cqe64::default();
+        }
+        st.template = None;
+        // A new title starts a new session: the next block resolves its QP again.
+        st.req = None;
+        // The first block after a title continues at the title's counter + 1 (kernel
+        // `mlx5e_read_enhanced_title_slot`, UCX).
+        st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
+        st.have_title = true;
+    }
+
+    /// The enhanced ownership test at running position `pos` ([`Mlx5Cq::enh_owned`]).
+    #[inline(always)]
+    pub(crate) fn enh_owned_at(&self, pos: u32) -> Option<u8> {
+        let ring = self.ring.view();
+        Self::enh_owned(ring, pos, ring.entries().trailing_zeros())
+    }
+
     /// The rest of [`Mlx5Cq::poll_compressed`]: any session, regular CQEs, session opens.
     #[inline(always)]
     fn poll_compressed_general(&mut self, out: &mut [Completion]) -> usize {
@@ -611,9 +678,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 break;
             }
             let (m, at_session) = if self.mini.enhanced {
-                self.poll_loop_regular::<V1, true>(&mut out[n..])
+                self.poll_regular::<V1, true>(&mut out[n..])
             } else {
-                self.poll_loop_regular::<V1, false>(&mut out[n..])
+                self.poll_regular::<V1, false>(&mut out[n..])
             };
             n += m;
             if !at_session {
@@ -842,19 +909,45 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
-    /// The regular CQEs of a compressed CQ: the uncompressed poll loop (`cq.rs`, which
-    /// stays free of compression checks) with the layout's ownership test (owner bit, or
-    /// the iteration count when `ENH`), stopping without consuming at a title or block.
-    /// Enhanced: the last regular CQE passed becomes the title, copied before the consumer
-    /// index can release its slot. Returns the items written and whether it stopped at a
+    /// The regular CQEs of a compressed CQ, stopping without consuming at a title or block:
+    /// runs of the cached QP on the uncompressed fast path with the layout's ownership test
+    /// (owner bit, or the iteration count when `ENH`), and each CQE off it through
+    /// [`Mlx5Cq::poll_loop_regular`]; both take the enhanced layout's titles
+    /// ([`Mlx5Cq::take_title`]). Returns the items written and whether it stopped at a
     /// session.
+    fn poll_regular<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
+        let mut n = 0;
+        let at_session = loop {
+            let (k, stop) = self.fast_run_as::<V1, ENH>(out.get_mut(n..).unwrap_or_default());
+            n += k;
+            match stop {
+                Stop::Full => break false,
+                Stop::Lap => continue,
+                Stop::Miss(key) if self.switch_qp::<V1>(key) => continue,
+                // An unknown QP (the general loop writes its fault item), a CQE off the
+                // fast path, a session, or an empty ring.
+                _ => {}
+            }
+            let before = self.ci;
+            let (m, block) = self.poll_loop_regular::<V1, ENH>(out.get_mut(n..n + 1).unwrap_or_default());
+            n += m;
+            if block || self.ci == before || self.resize_pending() {
+                break block;
+            }
+        };
+        (n, at_session)
+    }
+
+    /// The general loop over regular CQEs of a compressed CQ (errors, swallowed CQEs,
+    /// RESIZE, other QPs' CQEs), with the layout's ownership test; stops without consuming
+    /// at a title or block. Enhanced: the last CQE passed becomes the title. Returns the
+    /// items written and whether it stopped at a session.
     fn poll_loop_regular<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, bool) {
         let ring = self.ring.view();
         let shift = ring.entries().trailing_zeros();
         let mut ci = self.ci;
         let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
         let (mut resized, mut block) = (false, false);
-        let mut last_regular = None;
         let mut n = 0;
         while let Some(slot) = out.get_mut(n) {
             let cur = ci;
@@ -871,7 +964,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 break;
             }
             ci = cur.wrapping_add(1);
-            last_regular = Some(cur);
             let cqe = RingCqe { slot: ring.slot_ref::<STRIDE>(cur), op_own: own };
             match Self::CLASS[own as usize] {
                 FAST_REQ => cqe::parse_req(&mut res, &cqe, V1, cur, slot),
@@ -895,19 +987,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             };
             n += 1;
         }
-        if let (true, Some(p)) = (ENH, last_regular) {
-            let st = &mut self.mini;
-            st.title = ring.read_at(p, Self::CQE_OFF).unwrap_or_default();
-            st.template = None;
-            // A new title starts a new session: the next block resolves its QP again.
-            st.req = None;
-            // The first block after a title continues at the title's counter + 1 (kernel
-            // `mlx5e_read_enhanced_title_slot`, UCX).
-            st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
-            st.have_title = true;
-        }
+        let passed = ci != self.ci;
         self.ci = ci;
         self.cache = res.cache();
+        if ENH && passed {
+            self.take_title(ci.wrapping_sub(1));
+        }
         if resized {
             self.note_resize();
         }
