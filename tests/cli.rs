@@ -47,13 +47,62 @@ fn bench_table_has_the_perftest_layout() {
 }
 
 #[test]
+fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() {
+    let args = [
+        "bench",
+        "poll",
+        "--mix",
+        "send",
+        "--compression",
+        "enhanced",
+        "--reps",
+        "1",
+        "--laps",
+        "1",
+        "--entries",
+        "64",
+    ];
+    let o = dvcq(&args, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("enhanced compression") && out.contains("#ring"), "{out}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|b| b.parse::<u32>().is_ok()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let got: Vec<(&str, &str, &str)> = rows.iter().map(|w| (w[0], w[1], *w.last().unwrap())).collect();
+    let want = [
+        ("full", "16", "sessions"),
+        ("full", "16", "regular"),
+        ("full", "16", "uncompressed"),
+        ("full", "1", "sessions"),
+        ("empty*", "16", "sessions"),
+    ];
+    assert_eq!(got, want, "{out}");
+    // Every row polled the whole lap of 64 completions.
+    assert!(rows.iter().all(|w| w[2] == "64"), "{out}");
+    // JSON rows say which ring they polled; one mode alone has no comparison rows.
+    let mut json = args.to_vec();
+    json.extend(["--mode", "full", "--back-pressure", "never", "--json"]);
+    let o = dvcq(&json, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(line.lines().count(), 1, "{line}");
+    let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(v["per_rep"], 64);
+    assert!(v["target"].as_str().unwrap().ends_with("enhanced compression, idle"), "{v}");
+}
+
+#[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
         (&["bench", "poll", "--batch", "0"], "--batch 0"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
         (&["bench", "poll", "--compression", "basic"], "--compression needs --mix send or --mix recv"),
+        (&["bench", "poll", "--back-pressure", "never"], "--back-pressure never needs --compression"),
         (&["ring", "export", "--vendor", "irdma", "--compression", "basic"], "mlx5 rings only"),
         (&["ring", "export", "--vendor", "irdma", "--hw-rev", "7"], "--hw-rev 7"),
     ];

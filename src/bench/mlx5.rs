@@ -22,17 +22,23 @@ pub struct Mlx5Bench<const S: usize> {
 }
 
 impl<const S: usize> Mlx5Bench<S> {
-    /// A ring of `entries` CQEs with the given mix, on a CQ created with `compression`
-    /// (every lap then compresses fully: the model is under constant back-pressure).
+    /// A ring of `entries` CQEs with the given mix, on a CQ created with `compression`.
+    /// With `back_pressure` every lap compresses fully (the model is under constant
+    /// back-pressure); without it the compression-enabled CQ gets regular CQEs only.
     ///
     /// # Errors
     ///
     /// A message when the model or poller cannot be set up, or the mix cannot compress.
-    pub fn new(entries: u32, mix: Mix, compression: Option<CompressionConfig>) -> Result<Self, String> {
+    pub fn new(
+        entries: u32,
+        mix: Mix,
+        compression: Option<CompressionConfig>,
+        back_pressure: bool,
+    ) -> Result<Self, String> {
         let mut mc = ModelConfig::new(entries);
         mc.cqe_size = S as u32;
-        mc.compression =
-            compression.map(|c| Compression { layout: c.layout, format: c.format, policy: Policy::Always });
+        let policy = if back_pressure { Policy::Always } else { Policy::Never };
+        mc.compression = compression.map(|c| Compression { layout: c.layout, format: c.format, policy });
         // The baseline run prepares laps without polling, so the model must not stop on a
         // full ring: overrun-ignore, as UCX creates its CQs.
         mc.overrun_ignore = true;
@@ -94,6 +100,9 @@ impl<const S: usize> Mlx5Bench<S> {
 impl<const S: usize> BenchTarget for Mlx5Bench<S> {
     fn name(&self) -> String {
         match self.model.config().compression {
+            Some(c) if c.policy == Policy::Never => {
+                format!("mlx5 model, {S}-byte CQEs, {} compression, idle", c.layout.word())
+            }
             Some(c) => format!("mlx5 model, {S}-byte CQEs, {} compression", c.layout.word()),
             None => format!("mlx5 model, {S}-byte CQEs"),
         }

@@ -102,6 +102,33 @@ pub struct Report {
     pub mcqe_per_s: f64,
     /// Instructions per CQE (per call for `empty`) under callgrind, if measured.
     pub instr: Option<f64>,
+    /// On a compressed-CQ table: how this row's completions reach the ring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring: Option<RingKind>,
+}
+
+/// How a row of a compressed-CQ table writes its completions (`dvcq bench poll
+/// --compression`): the same completions three ways, so the table compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RingKind {
+    /// Full mini-CQE sessions (the model under constant back-pressure).
+    Sessions,
+    /// Regular CQEs on the compression-enabled CQ: what compression support costs.
+    Regular,
+    /// Regular CQEs on a CQ created without compression: the baseline.
+    Uncompressed,
+}
+
+impl RingKind {
+    /// The table's word for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            RingKind::Sessions => "sessions",
+            RingKind::Regular => "regular",
+            RingKind::Uncompressed => "uncompressed",
+        }
+    }
 }
 
 /// Runs the benchmark and returns its row (without instruction counts).
@@ -155,5 +182,6 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
         ns_min: per_rep_ns[0],
         mcqe_per_s: if median > 0.0 { 1e3 / median } else { 0.0 },
         instr: None,
+        ring: None,
     }
 }

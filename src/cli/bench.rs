@@ -1,7 +1,7 @@
 //! `dvcq bench poll`: poll microbenchmarks on the hardware models, perftest-style.
 
 use super::CliError;
-use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report};
+use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report, RingKind};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
@@ -16,6 +16,24 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Poll-path cost: ns/CQE (median of repetitions) and, with --callgrind, instructions/CQE.
     Poll(PollArgs),
+}
+
+/// Whether the model of a compressed CQ compresses (`--back-pressure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackPressure {
+    /// Constant back-pressure: every lap is full sessions.
+    Always,
+    /// None: regular CQEs only.
+    Never,
+}
+
+/// One row of the table: a poll path, a batch size, and (compressed CQs) how the
+/// completions reach the ring.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    mode: Mode,
+    batch: usize,
+    ring: Option<RingKind>,
 }
 
 /// Backends the benchmark can drive.
@@ -55,9 +73,15 @@ struct PollArgs {
     /// Also count instructions per CQE under valgrind --tool=callgrind (needs valgrind).
     #[arg(long)]
     callgrind: bool,
-    /// mlx5: a CQ created with CQE compression, fully compressed (needs --mix send or recv).
+    /// mlx5: a CQ created with CQE compression (needs --mix send or recv). Without --mode
+    /// the table compares the same completions as full sessions, as regular CQEs on this
+    /// CQ, and on a CQ without compression.
     #[arg(long, value_enum, default_value = "none")]
     compression: super::ring::CompressionArg,
+    /// mlx5, with --compression: whether the model compresses (always: every lap is full
+    /// sessions; never: regular CQEs only, the cost of compression support alone).
+    #[arg(long, value_enum, default_value = "always")]
+    back_pressure: BackPressure,
     /// mlx5: the responder mini-CQE format of a compressed CQ.
     #[arg(long, default_value = "hash", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
     mini: String,
@@ -78,7 +102,7 @@ impl BenchArgs {
     }
 }
 
-fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
+fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, CliError> {
     match a.vendor {
         Vendor::Mlx5 if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 => {
             return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
@@ -93,9 +117,15 @@ fn target(a: &PollArgs) -> Result<Box<dyn BenchTarget>, CliError> {
     if comp.is_some() && a.vendor != Vendor::Mlx5 {
         return Err(CliError("--compression applies to mlx5 only".into()));
     }
+    if comp.is_none() && a.back_pressure == BackPressure::Never {
+        return Err(CliError("--back-pressure never needs --compression basic or enhanced".into()));
+    }
+    // A comparison row may drop the compression or the back-pressure.
+    let comp = comp.filter(|_| ring != Some(RingKind::Uncompressed));
+    let bp = a.back_pressure == BackPressure::Always && ring != Some(RingKind::Regular);
     let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size()) {
-        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp).map_err(CliError)?),
-        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp).map_err(CliError)?),
+        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
+        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
         (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
         (Vendor::Irdma, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
         (Vendor::Irdma, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
@@ -111,10 +141,26 @@ impl PollArgs {
         })
     }
 
-    fn rows(&self) -> Vec<(Mode, usize)> {
+    fn rows(&self) -> Vec<Row> {
+        let row = |mode, batch, ring| Row { mode, batch, ring };
+        let compressed = self.compression != super::ring::CompressionArg::None;
         match self.mode {
-            Some(m) => vec![(m, self.batch)],
-            None => vec![(Mode::Full, 16), (Mode::Full, 1), (Mode::View, 1), (Mode::Empty, 16)],
+            Some(m) => vec![row(m, self.batch, None)],
+            // A compressed CQ: the same completions as sessions, as regular CQEs on the
+            // same CQ, and on a CQ without compression, then batch 1 and the empty call.
+            None if compressed && self.back_pressure == BackPressure::Always => vec![
+                row(Mode::Full, 16, Some(RingKind::Sessions)),
+                row(Mode::Full, 16, Some(RingKind::Regular)),
+                row(Mode::Full, 16, Some(RingKind::Uncompressed)),
+                row(Mode::Full, 1, Some(RingKind::Sessions)),
+                row(Mode::Empty, 16, Some(RingKind::Sessions)),
+            ],
+            None => vec![
+                row(Mode::Full, 16, None),
+                row(Mode::Full, 1, None),
+                row(Mode::View, 1, None),
+                row(Mode::Empty, 16, None),
+            ],
         }
     }
 
@@ -123,12 +169,14 @@ impl PollArgs {
             return Err(CliError("--batch 0: the batch size must be at least 1".into()));
         }
         let mut reports = Vec::new();
-        for (mode, batch) in self.rows() {
-            let mut t = target(self)?;
+        for row in self.rows() {
+            let mut t = target(self, row.ring)?;
+            let (mode, batch) = (row.mode, row.batch);
             let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only: self.prepare_only };
             let mut r = bench::run(t.as_mut(), &p);
+            r.ring = row.ring;
             if self.callgrind {
-                r.instr = Some(self.instructions(mode, batch)?);
+                r.instr = Some(self.instructions(row)?);
             }
             reports.push(r);
         }
@@ -149,11 +197,19 @@ impl PollArgs {
         let line = "-".repeat(88);
         println!("{line}");
         println!("                         dvcq poll benchmark");
-        println!(" Device         : {:<34} CQE size       : {}[B]", reports[0].target, self.cqe_size());
+        let device = &reports[0].target;
+        if device.len() <= 34 {
+            println!(" Device         : {device:<34} CQE size       : {}[B]", self.cqe_size());
+        } else {
+            println!(" Device         : {device}");
+            println!(" CQE size       : {}[B]", self.cqe_size());
+        }
         println!(" Ring entries   : {:<34} Completion mix : {}", self.entries, mix_name(self.mix));
         println!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps);
         println!("{line}");
-        println!(" #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE");
+        let rings = reports.iter().any(|r| r.ring.is_some());
+        let ring_col = if rings { "   #ring" } else { "" };
+        println!(" #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE{ring_col}");
         for r in reports {
             let mode = match r.mode {
                 Mode::Full => "full",
@@ -161,13 +217,19 @@ impl PollArgs {
                 Mode::Empty => "empty*",
             };
             let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
-            println!(
-                " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {}",
-                mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr
+            let ring = r.ring.map_or("", RingKind::word);
+            let row = format!(
+                " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {:<12}{}",
+                mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr, ring
             );
+            println!("{}", row.trim_end());
         }
         println!("{line}");
         println!(" empty*: cost of one poll call on an empty ring (per call, not per CQE)");
+        if rings {
+            println!(" #ring: the same completions as compressed sessions, as regular CQEs on the");
+            println!("        compression-enabled CQ, and on a CQ created without compression");
+        }
         if reports.iter().all(|r| r.instr.is_none()) {
             println!(" add --callgrind for instructions per CQE (valgrind, poll path only)");
         }
@@ -175,7 +237,8 @@ impl PollArgs {
 
     /// Instructions per CQE (or per empty call): callgrind totals of a polling run minus a
     /// run that prepares the same laps without polling, divided by the CQE count.
-    fn instructions(&self, mode: Mode, batch: usize) -> Result<f64, CliError> {
+    fn instructions(&self, row: Row) -> Result<f64, CliError> {
+        let (mode, batch) = (row.mode, row.batch);
         let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
         let laps = self.laps.min(8);
         let run = |prepare_only: bool| -> Result<u64, CliError> {
@@ -200,11 +263,15 @@ impl PollArgs {
             cmd.args(["--mode", mode_s]);
             cmd.args(["--mix", mix_name(self.mix)]);
             let comp = match self.compression {
+                _ if row.ring == Some(RingKind::Uncompressed) => "none",
                 super::ring::CompressionArg::None => "none",
                 super::ring::CompressionArg::Basic => "basic",
                 super::ring::CompressionArg::Enhanced => "enhanced",
             };
             cmd.args(["--compression", comp, "--mini", &self.mini]);
+            if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure == BackPressure::Never) {
+                cmd.args(["--back-pressure", "never"]);
+            }
             if prepare_only {
                 cmd.arg("--prepare-only");
             }
