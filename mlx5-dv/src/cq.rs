@@ -329,8 +329,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
+    /// The poll loop (also for the regular CQEs of a CQ with basic-layout compression).
     #[inline(never)]
-    fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
+    pub(crate) fn poll_loop(&mut self, out: &mut [Completion]) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
             self.poll_loop_v::<true, false>(out)
         } else {

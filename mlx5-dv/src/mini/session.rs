@@ -545,7 +545,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return 0;
         };
         if op_own::format(own) != cqe_format::COMPRESSED {
-            self.poll_compressed_regular(out)
+            if st.enhanced {
+                self.poll_compressed_regular::<true>(out)
+            } else {
+                self.poll_compressed_regular::<false>(out)
+            }
         } else if st.enhanced && st.req.is_some() {
             // The next block of an enhanced requester session.
             self.poll_requester_session(out)
@@ -604,17 +608,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// layout's ownership test), which stops at a title or block; the general path goes
     /// on from there. So regular CQEs cost what they cost on a CQ without compression.
     #[inline(never)]
-    pub(crate) fn poll_compressed_regular(&mut self, out: &mut [Completion]) -> usize {
+    fn poll_compressed_regular<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
         if self.resize_pending() {
             return 0;
         }
-        let v1 = self.cfg.cqe_version == CqeVersion::V1;
-        let n = match (v1, self.mini.enhanced) {
-            (false, false) => self.poll_loop_v::<false, false>(out),
-            (false, true) => self.poll_loop_v::<false, true>(out),
-            (true, false) => self.poll_loop_v::<true, false>(out),
-            (true, true) => self.poll_loop_v::<true, true>(out),
+        // Basic: the very loop of CQs without compression. Enhanced: the same loop with
+        // its ownership test, inlined here (as a function of its own it compiles worse).
+        let n = match (ENH, self.cfg.cqe_version) {
+            (false, _) => self.poll_loop(out),
+            (true, CqeVersion::V1) => self.poll_loop_v::<true, true>(out),
+            (true, CqeVersion::V0) => self.poll_loop_v::<false, true>(out),
         };
         if n < out.len() && !self.resize_pending() && self.slot_owned(self.ci).is_some() {
             // A title or block: open it and go on.
