@@ -30,7 +30,7 @@ use crate::registry::{Qp, RecvKind, SqEntry, Srq};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, Pow2Table, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
-use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
+use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use dvcq_uapi::Be32;
 
 /// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
@@ -244,14 +244,16 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.ci = cur;
         if ENH && cur != ci {
             // The run's last CQE is the title of a block right after it (spec §9.4): copied
-            // now, before the consumer index releases its slot, unless a regular CQE is
-            // already written next (that one, or a later one, is then the title).
+            // now, before the consumer index releases its slot, unless the run stopped
+            // with `out` full before a CQE the fast path takes (that one, or a later one,
+            // is then the title), checked only inside the run's lap.
             let next = ring.slot_ref::<STRIDE>(cur);
-            let next_lap = (cur >> ring.entries().trailing_zeros()) as u8;
-            let regular_next =
-                next.owned_at(STRIDE - 2, |vic| vic == next_lap).and_then(|_| next.load_u8_at(STRIDE - 1)).is_some_and(
-                    |own| op_own::opcode(own) != cqe_opcode::INVALID && op_own::format(own) != cqe_format::COMPRESSED,
-                );
+            let regular_next = matches!(stop, Stop::Full)
+                && cur & (ring.entries() - 1) != 0
+                && next
+                    .owned_at(STRIDE - 2, |vic| vic == lap)
+                    .and_then(|_| next.load_u8_at(STRIDE - 1))
+                    .is_some_and(|own| Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize] != STOP);
             if !regular_next {
                 self.take_title(cur.wrapping_sub(1));
             }

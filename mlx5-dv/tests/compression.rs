@@ -557,6 +557,44 @@ fn enhanced_title_polled_before_its_block_is_written() {
     }
 }
 
+/// An enhanced title in the ring's last slot, polled by a call that ends exactly there:
+/// the next slot (the next lap's first) still holds this lap's CQE, with this lap's count,
+/// so it must not be taken for a regular CQE that makes the title unneeded.
+#[test]
+fn enhanced_title_in_the_last_slot_of_a_full_batch() {
+    for send in [true, false] {
+        let ring = 8;
+        let mut m = model::<64>(ring, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), 3 * ring);
+        let mut cq = poller::<64>(&m);
+        let entry = |i: u16, ts: u64| {
+            if send {
+                build::req(QP_RC, i, wqe_opcode::SEND, 0).timestamp(ts)
+            } else {
+                build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0).timestamp(ts)
+            }
+        };
+        // A lap of regular CQEs (each its own run), drained by one call of eight.
+        let lap: Vec<_> = (0..8).map(|i| entry(i, 10 + i as u64)).collect();
+        m.push_all(&lap).unwrap();
+        m.flush().unwrap();
+        let mut got = Vec::new();
+        assert_eq!(poll_batch(&mut cq, 8, &mut got), 8);
+        // A block of five after the last of them, in the next lap's first slot.
+        let block: Vec<_> = (8..13).map(|i| entry(i, 17)).collect();
+        push_and_drain(&mut m, &mut cq, &block, 8, &mut got);
+        assert_eq!(cq.stats().sessions, 1, "send {send}");
+        assert_eq!(got.len(), 13, "send {send}");
+        for (i, c) in got.iter().enumerate() {
+            assert!(c.is_ok(), "send {send}: item {i}: {c:?}");
+            let ts = if i < 8 { 10 + i as u64 } else { 17 };
+            assert_eq!((c.qp_num, c.timestamp), (QP_RC, ts), "send {send}: item {i}");
+            if !send {
+                assert_eq!(c.byte_len, 100 + i as u32, "send {send}: item {i}");
+            }
+        }
+    }
+}
+
 /// Enhanced holes the device never writes again: a first lap of regular CQEs (each its own
 /// run) leaves lap 0's count and a valid opcode in every slot; then each lap of the ring of
 /// 16 holds two runs (a regular CQE, then a block of seven), so slots 2-7 and 10-15 are

@@ -541,16 +541,31 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 self.poll_compressed(out, self.ci, 0)
             };
         }
-        let Some(own) = self.slot_owned(self.ci) else {
+        if st.enhanced {
+            self.route_at_counter::<true>(out)
+        } else {
+            self.route_at_counter::<false>(out)
+        }
+    }
+
+    /// [`Mlx5Cq::poll_compressed_entry`] with no session open, for one layout: by what the
+    /// counter's slot holds. After a RESIZE the old ring's slot there stays unwritten, so
+    /// a pending resize also returns 0 here.
+    #[inline(always)]
+    fn route_at_counter<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
+        let (ring, pos) = (self.ring.view(), self.ci);
+        let shift = ring.entries().trailing_zeros();
+        let own = if ENH {
+            Self::enh_owned(ring, pos, shift)
+        } else {
+            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift))
+        };
+        let Some(own) = own else {
             return 0;
         };
         if op_own::format(own) != cqe_format::COMPRESSED {
-            if st.enhanced {
-                self.poll_compressed_regular::<true>(out)
-            } else {
-                self.poll_compressed_regular::<false>(out)
-            }
-        } else if st.enhanced && st.req.is_some() {
+            self.poll_compressed_regular::<ENH>(out)
+        } else if ENH && self.mini.req.is_some() {
             // The next block of an enhanced requester session.
             self.poll_requester_session(out)
         } else {
@@ -610,9 +625,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn poll_compressed_regular<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
-        if self.resize_pending() {
-            return 0;
-        }
         // Basic: the very loop of CQs without compression. Enhanced: the same loop with
         // its ownership test, inlined here (as a function of its own it compiles worse).
         let n = match (ENH, self.cfg.cqe_version) {
