@@ -343,7 +343,7 @@ proptest! {
         let entries = as_version_1(&stream(&runs, format));
         let v1 = CqeVersion::V1;
         let (want, _) = drive_as::<64>(&entries, 32, None, 0, batch_seed, v1);
-        for policy in [Policy::Always, Policy::RandomRuns { seed, max: 30 }] {
+        for policy in [Policy::Always, Policy::RandomRuns { seed, max: 30 }, Policy::Never] {
             let (got, _) = drive_as::<64>(&entries, 32, comp(layout, format, policy), 0, batch_seed ^ 1, v1);
             assert_same(&got, &want, &format!("v1 {layout:?}/{format:?}/{policy:?}"));
         }
