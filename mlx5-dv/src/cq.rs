@@ -309,8 +309,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// One completion: a fast run over a one-element slice (the compiler drops the loop),
     /// the full loop if the CQE is not for the fast path.
+    /// (Also for the regular CQEs of a CQ with basic-layout compression.)
     #[inline(never)]
-    fn poll_single(&mut self, wc: &mut Completion) -> usize {
+    pub(crate) fn poll_single(&mut self, wc: &mut Completion) -> usize {
         if self.cfg.cqe_version == CqeVersion::V1 {
             self.poll_single_v::<true>(wc)
         } else {
@@ -321,10 +322,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn poll_single_v<const V1: bool>(&mut self, wc: &mut Completion) -> usize {
         let one = core::slice::from_mut(wc);
-        match self.fast_run::<V1>(one) {
+        match self.fast_run_as::<V1, false>(one) {
             (1, _) => 1,
             // Another QP's CQE: switch and try the fast path once more.
-            (_, Stop::Miss(key)) if self.switch_qp::<V1>(key) && self.fast_run::<V1>(one).0 == 1 => 1,
+            (_, Stop::Miss(key)) if self.switch_qp::<V1>(key) && self.fast_run_as::<V1, false>(one).0 == 1 => 1,
             _ => self.poll_loop(one),
         }
     }

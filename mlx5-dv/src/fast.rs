@@ -178,15 +178,9 @@ pub(crate) fn resp_head(wc: &mut Completion, op_own: u8, flags_rqpn: u32, imm: B
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
     /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
-    #[inline(always)]
-    pub(crate) fn fast_run<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
-        self.fast_run_as::<V1, false>(out)
-    }
-
-    /// [`Mlx5Cq::fast_run`] with the ownership test of a CQ's layout: the owner bit, or
-    /// (`ENH`, enhanced CQE compression, spec §9.4) the iteration count in byte 62. The
-    /// regular CQEs of a compressed CQ take this path too; a title or block (format 3)
-    /// stops the run.
+    /// `ENH` picks the ownership test of the CQ's layout: the owner bit, or (enhanced CQE
+    /// compression, spec §9.4) the iteration count in byte 62. The regular CQEs of a
+    /// compressed CQ take this path too; a title or block (format 3) stops the run.
     #[inline(always)]
     pub(crate) fn fast_run_as<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
         let (key, slot) = self.cache;

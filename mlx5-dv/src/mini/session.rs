@@ -625,12 +625,15 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn poll_compressed_regular<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
-        // Basic: the very loop of CQs without compression. Enhanced: the same loop with
-        // its ownership test, inlined here (as a function of its own it compiles worse).
-        let n = match (ENH, self.cfg.cqe_version) {
-            (false, _) => self.poll_loop(out),
-            (true, CqeVersion::V1) => self.poll_loop_v::<true, true>(out),
-            (true, CqeVersion::V0) => self.poll_loop_v::<false, true>(out),
+        // Basic: the very functions of CQs without compression. Enhanced: the same loop
+        // with its ownership test, inlined here (as a function of its own, or with a
+        // one-CQE path beside it, it compiles worse).
+        let v1 = self.cfg.cqe_version == CqeVersion::V1;
+        let n = match (ENH, v1, &mut *out) {
+            (false, _, [wc]) => self.poll_single(wc),
+            (false, ..) => self.poll_loop(out),
+            (true, true, _) => self.poll_loop_v::<true, true>(out),
+            (true, false, _) => self.poll_loop_v::<false, true>(out),
         };
         if n < out.len() && !self.resize_pending() && self.slot_owned(self.ci).is_some() {
             // A title or block: open it and go on.
