@@ -621,7 +621,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// `poll` for a CQ created with compression when no session is open: the regular CQEs
     /// go through the uncompressed poll loop (its fast runs and slow path, with the
     /// layout's ownership test), which stops at a title or block; the general path goes
-    /// on from there. So regular CQEs cost what they cost on a CQ without compression.
+    /// on from there. So regular CQEs cost what they cost on a CQ without compression, plus
+    /// the routing (enhanced: and the lap and title bookkeeping of each run).
     #[inline(never)]
     fn poll_compressed_regular<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
         let before = self.ci;
