@@ -248,7 +248,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     .owned_at(STRIDE - 2, |vic| vic == lap)
                     .and_then(|_| next.load_u8_at(STRIDE - 1))
                     .is_some_and(|own| Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize] != STOP);
-            if !regular_next {
+            if regular_next {
+                // A regular CQE ends a requester session all the same.
+                self.end_requester_session();
+            } else {
                 self.take_title(cur.wrapping_sub(1));
             }
         }

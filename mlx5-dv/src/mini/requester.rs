@@ -109,12 +109,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let stats = &mut self.stats;
         let sink = ReqFill { sq: qp.sq.table().by_value(), qpn: r.qpn, timestamp: r.timestamp };
         let (mut start, mut count, mut i, mut left) = (st.start, st.count, st.idx, st.left);
+        // The next slot: every CQE consumed outside the session ended it (`req` is `None`).
         let first = start.wrapping_add(i);
         let mut n = 0;
         if ENH {
             // The walk tracks the next slot's position; the open block's start and count
             // live in the state, written when a block opens.
-            let mut pos = start.wrapping_add(i);
+            let mut pos = first;
             'enh: {
                 if left > 0 {
                     // A call that begins inside a block. Its first slot (a block the general

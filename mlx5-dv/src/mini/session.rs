@@ -646,6 +646,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
+    /// The open requester session's resolved QP is dropped: the next block resolves its QP
+    /// from its own title (a regular CQE passed since).
+    #[inline(always)]
+    pub(crate) fn end_requester_session(&mut self) {
+        self.mini.req = None;
+    }
+
     /// Enhanced layout: the regular CQE at running position `pos`, which a poll just
     /// passed, becomes the title of the blocks that follow it. Copied before the consumer
     /// index can release its slot.
