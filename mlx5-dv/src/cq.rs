@@ -409,7 +409,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(never)]
     fn slow_one<const V1: bool, const ENH: bool>(&mut self, slot: &mut Completion) -> Option<Parsed> {
         let cur = self.ci;
-        let own = if ENH { self.enh_owned_at(cur)? } else { self.owned(cur)? };
+        let own = if ENH { self.slot_owned_as::<true>(cur)? } else { self.owned(cur)? };
         if self.cfg.compression.is_some() && op_own::format(own) == cqe_format::COMPRESSED {
             return None;
         }

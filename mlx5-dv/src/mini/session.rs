@@ -553,14 +553,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// a pending resize also returns 0 here.
     #[inline(always)]
     fn route_at_counter<const ENH: bool>(&mut self, out: &mut [Completion]) -> usize {
-        let (ring, pos) = (self.ring.view(), self.ci);
-        let shift = ring.entries().trailing_zeros();
-        let own = if ENH {
-            Self::enh_owned(ring, pos, shift)
-        } else {
-            ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift))
-        };
-        let Some(own) = own else {
+        let Some(own) = self.slot_owned_as::<ENH>(self.ci) else {
             return 0;
         };
         if op_own::format(own) != cqe_format::COMPRESSED {
@@ -577,9 +570,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// its current lap, by the layout's ownership test.
     #[inline(always)]
     fn slot_owned(&self, pos: u32) -> Option<u8> {
+        if self.mini.enhanced {
+            self.slot_owned_as::<true>(pos)
+        } else {
+            self.slot_owned_as::<false>(pos)
+        }
+    }
+
+    /// [`Mlx5Cq::slot_owned`] for one layout (`ENH`: the enhanced layout's byte-62 test).
+    #[inline(always)]
+    pub(crate) fn slot_owned_as<const ENH: bool>(&self, pos: u32) -> Option<u8> {
         let ring = self.ring.view();
         let shift = ring.entries().trailing_zeros();
-        if self.mini.enhanced {
+        if ENH {
             Self::enh_owned(ring, pos, shift)
         } else {
             ring.owned_at(pos, Self::OWN_OFF, |b| sw_owned_by_lap(b, pos >> shift))
@@ -670,13 +673,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         // `mlx5e_read_enhanced_title_slot`, UCX).
         st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
         st.have_title = true;
-    }
-
-    /// The enhanced ownership test at running position `pos` ([`Mlx5Cq::enh_owned`]).
-    #[inline(always)]
-    pub(crate) fn enh_owned_at(&self, pos: u32) -> Option<u8> {
-        let ring = self.ring.view();
-        Self::enh_owned(ring, pos, ring.entries().trailing_zeros())
     }
 
     /// The rest of [`Mlx5Cq::poll_compressed`]: any session, regular CQEs, session opens.
