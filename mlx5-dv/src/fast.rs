@@ -214,25 +214,30 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let mut cur = ci;
         let mut stop = Stop::Full;
         // The enhanced test expects the 8-bit lap count: a run stops at the ring's end, so
-        // the count is one value for the whole run.
-        let (out, lap) = if ENH {
-            let room = (ring.entries() - (ci & (ring.entries() - 1))) as usize;
-            if out.len() > room {
+        // the count is one value for the whole run, and the loop steps a slot pointer
+        // instead of reducing every position (one CQE always fits, so a one-element run
+        // skips the test). A run of the owner-bit test crosses the ring's end.
+        let lap = if ENH { (ci >> ring.entries().trailing_zeros()) as u8 } else { 0 };
+        if !ENH {
+            for wc in out.iter_mut() {
+                let mark = expected_owner(cur, ring.entries());
+                if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
+                    stop = s;
+                    break;
+                }
+                cur = cur.wrapping_add(1);
+            }
+        } else {
+            if out.len() > 1 && out.len() > ring.slots_to_end(ci) as usize {
                 stop = Stop::Lap;
             }
-            let n = out.len().min(room);
-            (&mut out[..n], (ci >> ring.entries().trailing_zeros()) as u8)
-        } else {
-            (out, 0)
-        };
-        for wc in out.iter_mut() {
-            // What the ownership test expects: the lap parity, or the lap count.
-            let mark = if ENH { lap } else { expected_owner(cur, ring.entries()) };
-            if let Err(s) = hot.cqe::<ENH>(ring.slot_ref(cur), mark, wc) {
-                stop = s;
-                break;
+            for (slot, wc) in ring.slots_along(ci, out) {
+                if let Err(s) = hot.cqe::<true>(slot, lap, wc) {
+                    stop = s;
+                    break;
+                }
+                cur = cur.wrapping_add(1);
             }
-            cur = cur.wrapping_add(1);
         }
         hot.finish().write_back(qp, srq);
         self.ci = cur;
@@ -364,11 +369,12 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     #[inline(always)]
     fn cqe<const ENH: bool>(&mut self, slot: SlotRef<'q, S>, mark: u8, wc: &mut Completion) -> Result<(), Stop> {
         let (c, own) = if ENH {
-            // Byte 62 first (its fence orders the rest); the owner bit means nothing here.
-            slot.owned_at(S - 2, |vic| vic == mark).ok_or(Stop::Other)?;
+            // Byte 62 first, then the acquire fence whatever it holds (it orders the rest),
+            // so that one branch takes both tests; the owner bit means nothing here.
+            let vic = slot.owned_map_at(S - 2, Some).ok_or(Stop::Other)?;
             let b = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
             let c = Self::CLASS_ANY_OWNER[b as usize];
-            if c == STOP {
+            if vic != mark || c == STOP {
                 return Err(Stop::Other);
             }
             (c, b)

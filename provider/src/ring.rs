@@ -344,14 +344,20 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
         SlotRef { p: unsafe { self.base.add(off) }, _ring: PhantomData }
     }
 
+    /// Slots from slot `idx` to the ring's end, `idx`'s own included: how far a run from
+    /// `idx` stays in one lap.
+    #[inline(always)]
+    pub fn slots_to_end(&self, idx: u32) -> u32 {
+        self.entries.get() - slot_index::<POW2>(idx, self.entries, self.mask)
+    }
+
     /// Consecutive slots from slot `idx` on, each paired with the next element of `out`,
     /// as far as the shorter of `out` and the rest of the ring goes: a loop over them steps
     /// one pointer instead of reducing every position, tests one bound, and every slot it
     /// visits lies in the same lap.
     #[inline(always)]
     pub fn slots_along<'o, T>(&self, idx: u32, out: &'o mut [T]) -> SlotsAlong<'a, 'o, T, STRIDE> {
-        let first = slot_index::<POW2>(idx, self.entries, self.mask);
-        let count = out.len().min((self.entries.get() - first) as usize);
+        let count = out.len().min(self.slots_to_end(idx) as usize);
         SlotsAlong { p: self.slot(idx), out: out[..count].iter_mut(), _ring: PhantomData }
     }
 
