@@ -257,9 +257,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.detour = true;
     }
 
-    /// The parts a view iterator borrows: ring geometry, the counter, the doorbell.
-    pub(crate) fn view_parts(&mut self) -> (RingView<'_, STRIDE>, &mut u32, &mut CiPublisher) {
-        (self.ring.view(), &mut self.ci, &mut self.doorbell)
+    /// The parts a view iterator borrows: ring geometry, the counter, the doorbell, and
+    /// the compressed-session state.
+    pub(crate) fn view_parts(&mut self) -> (RingView<'_, STRIDE>, &mut u32, &mut CiPublisher, &mut MiniState) {
+        (self.ring.view(), &mut self.ci, &mut self.doorbell, &mut self.mini)
     }
 
     /// Is the entry at running position `ci` software-owned? Issues the acquire fence if so.
@@ -462,8 +463,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Zero-copy iteration over raw CQE views; the consumer index is published when the
     /// returned iterator is dropped. Views do not touch the wr_id registry.
     ///
-    /// Views are raw CQEs: on a CQ created with compression they show titles, mini-CQE
-    /// arrays and blocks as they are, undecompressed; poll such CQs with [`Mlx5Cq::poll`].
+    /// On a CQ created with compression, views show the regular CQEs (by the layout's
+    /// ownership test) and end at a title or block, which only [`Mlx5Cq::poll`]
+    /// decompresses; while a session is open they show nothing. Views and `poll` may take
+    /// turns on such a CQ.
     pub fn views(&mut self) -> Views<'_, STRIDE> {
         Views::new(self)
     }

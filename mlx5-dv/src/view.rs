@@ -1,11 +1,13 @@
 //! Zero-copy CQE views: read single fields straight from ring memory, without building a
 //! [`dvcq_provider::Completion`].
 
-use crate::cq::{is_sw_owned, Mlx5Cq};
+use crate::cq::{is_sw_owned, sw_owned_by_lap, Mlx5Cq};
 use crate::doorbell::CiPublisher;
+use crate::mini::{CompLayout, MiniState};
 use dvcq_provider::{RingView, SlotRef};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
+use dvcq_uapi::mlx5::opcode::cqe_format;
 use dvcq_uapi::{Be16, Be32};
 
 /// A lending iterator over software-owned CQEs. Each [`Views::next`] consumes one CQE; the
@@ -20,27 +22,67 @@ pub struct Views<'a, const STRIDE: usize> {
     ci: &'a mut u32,
     cur: u32,
     doorbell: &'a mut CiPublisher,
-    stopped: bool,
+    /// Anything but a CQ without compression takes the out-of-line test: one flag test
+    /// per view either way.
+    mode: ViewMode,
+    /// Compression state, for the enhanced layout's title.
+    mini: &'a mut MiniState,
+}
+
+/// Which ownership test a [`Views`] applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ViewMode {
+    /// The owner bit (a CQ without compression).
+    Plain,
+    /// Nothing is shown: a resize is pending or a compressed session is open.
+    Stopped,
+    /// The owner bit, ending at a title (basic compression).
+    Basic,
+    /// The iteration count in byte 62, ending at a block (enhanced compression).
+    Enhanced,
 }
 
 impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
     pub(crate) fn new(cq: &'a mut Mlx5Cq<STRIDE>) -> Self {
-        let stopped = cq.resize_pending();
-        let (ring, ci, doorbell) = cq.view_parts();
-        Self { ring, cur: *ci, ci, doorbell, stopped }
+        let mode = match cq.config().compression {
+            _ if cq.resize_pending() || cq.session_left() > 0 => ViewMode::Stopped,
+            None => ViewMode::Plain,
+            Some(c) if c.layout == CompLayout::Enhanced => ViewMode::Enhanced,
+            Some(_) => ViewMode::Basic,
+        };
+        let (ring, ci, doorbell, mini) = cq.view_parts();
+        Self { ring, cur: *ci, ci, doorbell, mode, mini }
     }
 
     /// The CQE at `pos` if it is software-owned; its slot is addressed once, for the
     /// ownership test and every field the caller reads.
     #[inline(always)]
     fn view_at(&self, pos: u32) -> Option<CqeView<'a, STRIDE>> {
-        if self.stopped {
-            return None;
-        }
         let entries = self.ring.entries();
         let slot = self.ring.slot_ref::<STRIDE>(pos);
-        let op_own = slot.owned_at(STRIDE - 1, |b| is_sw_owned(b, pos, entries))?;
+        let op_own = if self.mode != ViewMode::Plain {
+            Self::owned_compressed(self.mode, entries, slot, pos)?
+        } else {
+            slot.owned_at(STRIDE - 1, |b| is_sw_owned(b, pos, entries))?
+        };
         Some(CqeView { ring: self.ring, slot, idx: pos, op_own })
+    }
+
+    /// The ownership test of a CQ created with compression (or of stopped views): a
+    /// regular CQE's `op_own` by the layout's test; `None` at a title or block (format
+    /// 3), which is left for `poll`.
+    #[inline(never)]
+    fn owned_compressed(mode: ViewMode, entries: u32, slot: SlotRef<'a, STRIDE>, pos: u32) -> Option<u8> {
+        let lap = pos >> entries.trailing_zeros();
+        match mode {
+            ViewMode::Plain | ViewMode::Stopped => None,
+            ViewMode::Basic => {
+                slot.owned_at(STRIDE - 1, |b| sw_owned_by_lap(b, lap) && op_own::format(b) != cqe_format::COMPRESSED)
+            }
+            ViewMode::Enhanced => {
+                Mlx5Cq::<STRIDE>::enh_owned_slot(slot, lap).filter(|&b| op_own::format(b) != cqe_format::COMPRESSED)
+            }
+        }
     }
 
     /// The next CQE, consumed; `None` when the ring holds no more (or a RESIZE is pending).
@@ -67,6 +109,11 @@ impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
             return;
         }
         *self.ci = self.cur;
+        if self.mode == ViewMode::Enhanced {
+            // The last CQE shown may be the title of a block right after it: copied
+            // before the consumer index releases its slot, as `poll` does.
+            self.mini.take_title(self.ring, self.cur.wrapping_sub(1));
+        }
         self.doorbell.after_batch(self.cur, consumed);
     }
 }

@@ -439,6 +439,23 @@ pub(crate) struct MiniState {
 }
 
 impl MiniState {
+    /// [`Mlx5Cq::take_title`] given the ring: the regular CQE at running position `pos`
+    /// becomes the title of the enhanced blocks that follow it.
+    #[inline(always)]
+    pub(crate) fn take_title<const STRIDE: usize>(&mut self, ring: RingView<'_, STRIDE>, pos: u32) {
+        // In place: a returned copy would be moved field by field.
+        if !ring.read_into(pos, Mlx5Cq::<STRIDE>::CQE_OFF, &mut self.title) {
+            self.title = Cqe64::default();
+        }
+        self.template = None;
+        // A new title starts a new session: the next block resolves its QP again.
+        self.req = None;
+        // The first block after a title continues at the title's counter + 1 (kernel
+        // `mlx5e_read_enhanced_title_slot`, UCX).
+        self.next_ctr = self.title.wqe_counter.get().wrapping_add(1);
+        self.have_title = true;
+    }
+
     pub(crate) fn new(cfg: Option<CompressionConfig>, ci: u32) -> Self {
         let c = cfg.unwrap_or_default();
         Self {
@@ -522,7 +539,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
     #[inline(always)]
-    pub(super) fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
+    pub(crate) fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
         s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8)?;
         s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
     }
@@ -661,18 +678,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// index can release its slot.
     #[inline(always)]
     pub(crate) fn take_title(&mut self, pos: u32) {
-        let st = &mut self.mini;
-        // In place: a returned copy would be moved field by field.
-        if !self.ring.view().read_into(pos, Self::CQE_OFF, &mut st.title) {
-            st.title = Cqe64::default();
-        }
-        st.template = None;
-        // A new title starts a new session: the next block resolves its QP again.
-        st.req = None;
-        // The first block after a title continues at the title's counter + 1 (kernel
-        // `mlx5e_read_enhanced_title_slot`, UCX).
-        st.next_ctr = st.title.wqe_counter.get().wrapping_add(1);
-        st.have_title = true;
+        self.mini.take_title(self.ring.view(), pos);
     }
 
     /// The rest of [`Mlx5Cq::poll_compressed`]: any session, regular CQEs, session opens.
