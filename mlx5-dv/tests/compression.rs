@@ -1065,77 +1065,85 @@ fn turn_key_of_completion(c: &Completion) -> (bool, u32) {
 #[test]
 fn views_and_poll_take_turns_on_a_compressed_cq() {
     for layout in [CompLayout::Basic, CompLayout::Enhanced] {
-        let (mut viewed_total, mut total, mut sessions) = (0, 0, 0);
-        for seed in 0..24u64 {
-            let what = format!("{layout:?}, seed {seed}");
-            let mut rng = Rng(seed);
-            // Runs of sends and receives on one QP, each run its own timestamp.
-            let (mut entries, mut sq, mut rq, mut want) = (Vec::new(), 0u16, 0u16, Vec::new());
-            for run in 0..40u64 {
-                let send = rng.below(2) == 0;
-                for _ in 0..1 + rng.below(12) {
-                    let e = if send {
-                        sq = sq.wrapping_add(1);
-                        want.push((false, u32::from(sq % 256)));
-                        build::req(QP_RC, sq, wqe_opcode::SEND, 0)
-                    } else {
-                        let bytes = 1000 + want.len() as u32;
-                        want.push((true, bytes));
-                        rq = rq.wrapping_add(1);
-                        build::resp(cqe_opcode::RESP_SEND, QP_RC, rq, bytes, 0)
-                    };
-                    entries.push(e.timestamp(run));
-                }
-            }
-            let policy = Policy::RandomRuns { seed, max: 2 + seed as u32 % 3 };
-            let start = (rng.below(256) * 16 + rng.below(16)) as u32;
-            let mut m = model::<64>(16, comp(layout, MiniFormat::Hash, policy), start);
-            let mut cq = poller::<64>(&m);
-            let (mut got, mut viewed) = (Vec::new(), 0usize);
-            let mut take_turn = |cq: &mut Mlx5Cq<64>, rng: &mut Rng, got: &mut Vec<(bool, u32)>| -> usize {
-                let limit = 1 + rng.below(8) as usize;
-                if rng.below(2) == 0 {
-                    let mut views = cq.views();
-                    let mut n = 0;
-                    while n < limit {
-                        let Some(v) = views.next() else { break };
-                        assert_ne!(v.format(), cqe_format::COMPRESSED, "{what}: a view of a title or block");
-                        got.push(match v.opcode() {
-                            cqe_opcode::REQ => (false, u32::from(v.wqe_counter() % 256)),
-                            _ => (true, v.byte_cnt()),
-                        });
-                        n += 1;
-                    }
-                    viewed += n;
-                    n
-                } else {
-                    let mut buf = [PATTERN; 8];
-                    let n = cq.poll(&mut buf[..limit]);
-                    got.extend(buf[..n].iter().map(turn_key_of_completion));
-                    n
-                }
-            };
-            for e in &entries {
-                let mut idle = 0;
-                while !m.can_push() {
-                    idle = if take_turn(&mut cq, &mut rng, &mut got) == 0 { idle + 1 } else { 0 };
-                    assert!(idle < 64, "{what}: the consumer stalled at {} on a full ring", cq.ci());
-                }
-                m.push(e).unwrap();
-            }
-            m.flush().unwrap();
-            let mut idle = 0;
-            while idle < 8 {
-                idle = if take_turn(&mut cq, &mut rng, &mut got) == 0 { idle + 1 } else { 0 };
-            }
-            assert_eq!(got.len(), want.len(), "{what}");
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(g, w, "{what}: completion {i}");
-            }
-            assert_eq!(cq.stats().faults, 0, "{what}");
-            (viewed_total, total, sessions) =
-                (viewed_total + viewed, total + want.len(), sessions + cq.stats().sessions);
-        }
-        assert!(viewed_total > total / 50 && sessions > 500, "{layout:?}: views and sessions both had a share");
+        take_turns::<64>(layout);
+        take_turns::<128>(layout);
     }
+}
+
+/// [`views_and_poll_take_turns_on_a_compressed_cq`] for one CQE size and layout.
+fn take_turns<const S: usize>(layout: CompLayout) {
+    let (mut viewed_total, mut total, mut sessions) = (0, 0, 0);
+    for seed in 0..24u64 {
+        let what = format!("{layout:?}, {S}-byte CQEs, seed {seed}");
+        let mut rng = Rng(seed);
+        // Runs of sends and receives on one QP, each run its own timestamp.
+        let (mut entries, mut sq, mut rq, mut want) = (Vec::new(), 0u16, 0u16, Vec::new());
+        for run in 0..40u64 {
+            let send = rng.below(2) == 0;
+            for _ in 0..1 + rng.below(12) {
+                let e = if send {
+                    sq = sq.wrapping_add(1);
+                    want.push((false, u32::from(sq % 256)));
+                    build::req(QP_RC, sq, wqe_opcode::SEND, 0)
+                } else {
+                    let bytes = 1000 + want.len() as u32;
+                    want.push((true, bytes));
+                    rq = rq.wrapping_add(1);
+                    build::resp(cqe_opcode::RESP_SEND, QP_RC, rq, bytes, 0)
+                };
+                entries.push(e.timestamp(run));
+            }
+        }
+        let policy = Policy::RandomRuns { seed, max: 2 + seed as u32 % 3 };
+        let start = (rng.below(256) * 16 + rng.below(16)) as u32;
+        let mut m = model::<S>(16, comp(layout, MiniFormat::Hash, policy), start);
+        let mut cq = poller::<S>(&m);
+        let (mut got, mut viewed) = (Vec::new(), 0usize);
+        let mut take_turn = |cq: &mut Mlx5Cq<S>, rng: &mut Rng, got: &mut Vec<(bool, u32)>| -> usize {
+            let limit = 1 + rng.below(8) as usize;
+            if rng.below(2) == 0 {
+                let mut views = cq.views();
+                let mut n = 0;
+                while n < limit {
+                    let Some(v) = views.next() else { break };
+                    assert_ne!(v.format(), cqe_format::COMPRESSED, "{what}: a view of a title or block");
+                    got.push(match v.opcode() {
+                        cqe_opcode::REQ => (false, u32::from(v.wqe_counter() % 256)),
+                        _ => (true, v.byte_cnt()),
+                    });
+                    n += 1;
+                }
+                viewed += n;
+                n
+            } else {
+                let mut buf = [PATTERN; 8];
+                let n = cq.poll(&mut buf[..limit]);
+                got.extend(buf[..n].iter().map(turn_key_of_completion));
+                n
+            }
+        };
+        for e in &entries {
+            let mut idle = 0;
+            while !m.can_push() {
+                idle = if take_turn(&mut cq, &mut rng, &mut got) == 0 { idle + 1 } else { 0 };
+                assert!(idle < 64, "{what}: the consumer stalled at {} on a full ring", cq.ci());
+            }
+            m.push(e).unwrap();
+        }
+        m.flush().unwrap();
+        let mut idle = 0;
+        while idle < 8 {
+            idle = if take_turn(&mut cq, &mut rng, &mut got) == 0 { idle + 1 } else { 0 };
+        }
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{what}: completion {i}");
+        }
+        assert_eq!(cq.stats().faults, 0, "{what}");
+        (viewed_total, total, sessions) = (viewed_total + viewed, total + want.len(), sessions + cq.stats().sessions);
+    }
+    assert!(
+        viewed_total > total / 50 && sessions > 500,
+        "{layout:?}, {S}-byte CQEs: views and sessions both had a share"
+    );
 }
