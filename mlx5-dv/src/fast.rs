@@ -373,8 +373,8 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             // so that one branch takes both tests; the owner bit means nothing here.
             let vic = slot.owned_map_at(S - 2, Some).ok_or(Stop::Other)?;
             let b = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
-            let c = Self::CLASS_ANY_OWNER[b as usize] & ((vic == mark) as u8).wrapping_neg();
-            if c == STOP {
+            let c = Self::CLASS_ANY_OWNER[b as usize];
+            if vic != mark || c == STOP {
                 return Err(Stop::Other);
             }
             (c, b)
