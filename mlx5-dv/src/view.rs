@@ -1,10 +1,10 @@
 //! Zero-copy CQE views: read single fields straight from ring memory, without building a
 //! [`dvcq_provider::Completion`].
 
-use crate::cq::{is_sw_owned, sw_owned_by_lap, Mlx5Cq};
+use crate::cq::{expected_owner, is_sw_owned, sw_owned_by_lap, Mlx5Cq};
 use crate::doorbell::CiPublisher;
 use crate::mini::{CompLayout, MiniState};
-use dvcq_provider::{RingView, SlotRef};
+use dvcq_provider::{RingView, SlotCursor, SlotRef};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::mlx5::opcode::cqe_format;
@@ -21,6 +21,11 @@ pub struct Views<'a, const STRIDE: usize> {
     ring: RingView<'a, STRIDE>,
     ci: &'a mut u32,
     cur: u32,
+    /// The slot of `cur` while it is in the lap the cursor was placed in, and the owner
+    /// bit that lap expects: the walk steps a pointer and tests a constant (CQs without
+    /// compression).
+    cursor: SlotCursor<'a, STRIDE>,
+    parity: u8,
     doorbell: &'a mut CiPublisher,
     /// Anything but a CQ without compression takes the out-of-line test: one flag test
     /// per view either way.
@@ -43,6 +48,8 @@ enum ViewMode {
 }
 
 impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
+    /// Inlined into the caller, so that the walk's state can live in registers.
+    #[inline(always)]
     pub(crate) fn new(cq: &'a mut Mlx5Cq<STRIDE>) -> Self {
         let mode = match cq.config().compression {
             _ if cq.resize_pending() || cq.session_left() > 0 => ViewMode::Stopped,
@@ -51,7 +58,8 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
             Some(_) => ViewMode::Basic,
         };
         let (ring, ci, doorbell, mini) = cq.view_parts();
-        Self { ring, cur: *ci, ci, doorbell, mode, mini }
+        let (cursor, parity) = (Self::lap_start(ring, *ci), expected_owner(*ci, ring.entries()));
+        Self { ring, cur: *ci, ci, cursor, parity, doorbell, mode, mini }
     }
 
     /// The CQE at `pos` if it is software-owned; its slot is addressed once, for the
@@ -89,9 +97,33 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<CqeView<'_, STRIDE>> {
-        let v = self.view_at(self.cur)?;
-        self.cur = self.cur.wrapping_add(1);
+        let pos = self.cur;
+        let v = if self.mode == ViewMode::Plain {
+            let slot = match self.cursor.slot() {
+                Some(s) => s,
+                None => {
+                    self.cursor = Self::lap_start(self.ring, pos);
+                    self.parity = expected_owner(pos, self.ring.entries());
+                    self.cursor.slot()?
+                }
+            };
+            let parity = self.parity;
+            let op_own = slot.owned_at(STRIDE - 1, |b| sw_owned_by_lap(b, u32::from(parity)))?;
+            self.cursor.advance();
+            CqeView { ring: self.ring, slot, idx: pos, op_own }
+        } else {
+            self.view_at(pos)?
+        };
+        self.cur = pos.wrapping_add(1);
         Some(v)
+    }
+
+    /// A cursor on position `pos`: where a walk starts, and where it goes on after passing
+    /// the ring's end.
+    #[cold]
+    #[inline(never)]
+    fn lap_start(ring: RingView<'a, STRIDE>, pos: u32) -> SlotCursor<'a, STRIDE> {
+        ring.cursor(pos)
     }
 
     /// The next CQE without consuming it.

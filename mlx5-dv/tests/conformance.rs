@@ -557,6 +557,76 @@ fn views_read_fields_zero_copy_and_publish_on_drop() {
     assert_eq!(m.device_ci(), 2);
 }
 
+/// Views and `poll` taking turns over many laps of a ring the producer keeps full: a view
+/// walk starts anywhere in a lap, crosses the ring's end (where its slot cursor starts over
+/// with the other owner parity), stops at an empty slot and goes on when the producer has
+/// written more; nothing is lost, repeated or reordered between the two, also where the
+/// running counter wraps.
+#[test]
+fn views_and_poll_take_turns_over_many_laps() {
+    view_turns::<64>();
+    view_turns::<128>();
+}
+
+fn view_turns<const S: usize>() {
+    for (entries, start) in [(8u32, 0u32), (8, 5), (16, u32::MAX - 40)] {
+        let what = format!("{S}-byte CQEs, {entries} entries from {start}");
+        let mut mc = ModelConfig::new(entries);
+        mc.cqe_size = S as u32;
+        let mut m = Mlx5Model::new(mc).unwrap();
+        m.start_at(start).unwrap();
+        let mut cq = m.poller::<S>(registry(), CqConfig::default()).unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(start);
+        let (total, mut pushed, mut got) = (3000u16, 0u16, Vec::new());
+        let push = |m: &mut Mlx5Model, pushed: &mut u16, most: u16| {
+            for _ in 0..most {
+                if *pushed == total || !m.can_push() {
+                    break;
+                }
+                m.push(&build::req(QPN, *pushed, wqe_opcode::SEND, 0)).unwrap();
+                *pushed += 1;
+            }
+        };
+        let mut idle = 0;
+        while got.len() < usize::from(total) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            push(&mut m, &mut pushed, entries as u16);
+            // Up to 20: more than the ring holds, so walks also end at an empty slot.
+            let limit = 1 + (rng % 20) as usize;
+            let before = got.len();
+            if rng & 0x100 == 0 {
+                let mut v = cq.views();
+                for k in 0..limit {
+                    let Some(x) = v.next() else {
+                        assert_eq!(got.len(), usize::from(pushed), "{what}: a walk ended before the ring was empty");
+                        break;
+                    };
+                    got.push((x.position(), x.wqe_counter() & 63));
+                    if k == limit / 2 && rng & 0x200 == 0 {
+                        // The producer writes more while the walk is under way.
+                        push(&mut m, &mut pushed, 3);
+                    }
+                }
+            } else {
+                let mut buf = [Completion::default(); 20];
+                let ci = cq.ci();
+                let n = cq.poll(&mut buf[..limit]);
+                got.extend(buf[..n].iter().zip(0u32..).map(|(c, i)| (ci.wrapping_add(i), c.wqe_index)));
+                if n < limit {
+                    assert_eq!(got.len(), usize::from(pushed), "{what}: a poll ended before the ring was empty");
+                }
+            }
+            idle = if got.len() == before { idle + 1 } else { 0 };
+            assert!(idle < 100, "{what}: stalled at {}", cq.ci());
+        }
+        for (i, &(pos, ctr)) in got.iter().enumerate() {
+            assert_eq!((pos, ctr), (start.wrapping_add(i as u32), i as u16 & 63), "{what}: completion {i}");
+        }
+    }
+}
+
 #[test]
 fn poller_is_send_but_not_sync() {
     fn is_send<T: Send>() {}

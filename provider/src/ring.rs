@@ -361,6 +361,17 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
         SlotsAlong { p: self.slot(idx), out: out[..count].iter_mut(), _ring: PhantomData }
     }
 
+    /// A cursor on slot `idx` that steps to the following slots up to the ring's end (so
+    /// through one lap): a walk that goes one slot at a time adds the stride instead of
+    /// reducing every position.
+    #[inline(always)]
+    pub fn cursor(&self, idx: u32) -> SlotCursor<'a, STRIDE> {
+        let off = slot_index::<POW2>(idx, self.entries, self.mask) as usize * STRIDE;
+        // SAFETY: as in `slot`: `off + STRIDE` stays inside the ring's mapping, so the pointer is in bounds of a live allocation and therefore not null.
+        let p = unsafe { self.base.add(off) };
+        SlotCursor { p, left: self.slots_to_end(idx), _ring: PhantomData }
+    }
+
     /// `N` consecutive slots from slot `idx` on, if they end before the ring does (so they
     /// lie in one lap): a fixed group of slots addressed from one pointer.
     #[inline(always)]
@@ -447,6 +458,35 @@ impl<'a, 'o, T, const STRIDE: usize> Iterator for SlotsAlong<'a, 'o, T, STRIDE> 
         // SAFETY: `slots_along` cut `out` to the slots left before the ring's end, so while an element remains, `p` is a slot inside the ring and `p + STRIDE` is at most one past the ring's last byte.
         self.p = unsafe { self.p.add(STRIDE) };
         Some((SlotRef { p, _ring: PhantomData }, o))
+    }
+}
+
+/// A position in a ring that steps slot by slot up to the ring's end
+/// ([`RingView::cursor`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotCursor<'a, const STRIDE: usize> {
+    /// The current slot while `left > 0`; one past the ring's end once it is 0.
+    p: NonNull<u8>,
+    /// Slots from the current one to the ring's end.
+    left: u32,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<'a, const STRIDE: usize> SlotCursor<'a, STRIDE> {
+    /// The current slot; `None` once the cursor has passed the ring's last slot.
+    #[inline(always)]
+    pub fn slot(&self) -> Option<SlotRef<'a, STRIDE>> {
+        (self.left != 0).then_some(SlotRef { p: self.p, _ring: PhantomData })
+    }
+
+    /// Steps to the next slot (past the last one, [`SlotCursor::slot`] gives `None`).
+    #[inline(always)]
+    pub fn advance(&mut self) {
+        if self.left != 0 {
+            self.left -= 1;
+            // SAFETY: `left` was at least 1, so `p` was a slot of the ring and `p + STRIDE` is inside the ring's mapping or one past its end, and not null.
+            self.p = unsafe { self.p.add(STRIDE) };
+        }
     }
 }
 
@@ -715,6 +755,40 @@ mod tests {
         assert!(!slot.store_u8(64, 0xcd));
         assert_eq!(ring.load_u8::<62>(1), 0xab);
         assert_eq!(ring.load_u8::<63>(2), 0x12);
+    }
+
+    #[test]
+    fn cursors_step_slot_by_slot_to_the_ring_end_and_stop_there() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the rings and is only accessed through them.
+        let ring = unsafe { CqRing::<32>::new(m.0.as_mut_ptr(), 8) }.unwrap();
+        for i in 0..8u32 {
+            ring.publish_u8(i, 31, 0x30 + i as u8).unwrap();
+        }
+        let view = ring.view();
+        // From running position 13 (slot 5): slots 5, 6 and 7, then nothing, however often
+        // it is advanced.
+        let mut c = view.cursor(13);
+        let mut seen = Vec::new();
+        while let Some(s) = c.slot() {
+            seen.push(s.load_u8_at(31).unwrap());
+            c.advance();
+        }
+        assert_eq!(seen, [0x35, 0x36, 0x37]);
+        c.advance();
+        assert!(c.slot().is_none());
+        // A ring of any size: 6 slots, a cursor from running position 10 (slot 4) sees
+        // slots 4 and 5.
+        // SAFETY: as above.
+        let ring = unsafe { CqRing::<32, false>::new(m.0.as_mut_ptr(), 6) }.unwrap();
+        let mut c = ring.view().cursor(10);
+        let mut n = 0;
+        while let Some(s) = c.slot() {
+            assert_eq!(s.load_u8_at(31), ring.view().slot_ref::<32>(10 + n).load_u8_at(31));
+            c.advance();
+            n += 1;
+        }
+        assert_eq!(n, 2);
     }
 
     #[test]
