@@ -10,6 +10,10 @@
 //! 2. decide whether the entry is software-owned,
 //! 3. only then issue an **acquire fence** and read the body.
 //!
+//! Fencing before the decision is also correct, as long as nothing of the body is read until
+//! the decision is made: a poll loop that tests two ownership marks in one branch (mlx5's
+//! enhanced layout: byte 62, then `op_own`) fences after the first load.
+//!
 //! Reading the body before the fence could observe bytes of the previous lap (rdma-core
 //! `get_sw_cqe` + `udma_from_device_barrier`, shared/spec/mlx5.md §3.2; irdma §2.3). The
 //! producer side mirrors it: body with plain volatile stores, then the ownership byte with a
