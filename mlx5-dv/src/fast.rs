@@ -248,7 +248,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // is then the title), checked only inside the run's lap.
             let next = ring.slot_ref::<STRIDE>(cur);
             let regular_next = matches!(stop, Stop::Full)
-                && cur & (ring.entries() - 1) != 0
+                && ring.slots_to_end(cur) != ring.entries()
                 && next
                     .owned_at(STRIDE - 2, |vic| vic == lap)
                     .and_then(|_| next.load_u8_at(STRIDE - 1))
@@ -371,10 +371,10 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         let (c, own) = if ENH {
             // Byte 62 first, then the acquire fence whatever it holds (it orders the rest),
             // so that one branch takes both tests; the owner bit means nothing here.
-            let vic = slot.owned_map_at(S - 2, Some).ok_or(Stop::Other)?;
+            let this_lap = slot.owned_map_at(S - 2, |vic| Some(vic == mark)).ok_or(Stop::Other)?;
             let b = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
             let c = Self::CLASS_ANY_OWNER[b as usize];
-            if vic != mark || c == STOP {
+            if !this_lap || c == STOP {
                 return Err(Stop::Other);
             }
             (c, b)
