@@ -6,7 +6,7 @@ use crate::fast::Stop;
 use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
-use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, SlotRef, WcStatus};
+use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, RingView, SlotRef, StrideCursor, WcStatus};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
@@ -326,7 +326,9 @@ impl IrdmaCq {
     /// the application tracks wr_ids by WQE index itself; use [`IrdmaCq::poll`] otherwise.
     pub fn views(&mut self) -> Views<'_> {
         let IrdmaCq { ring, shadow, eng, published, .. } = self;
-        Views { ring: ring.view(), ci: eng.ci, compat: eng.compat, eng, shadow, published }
+        let ring = ring.view();
+        let ci = eng.ci;
+        Views { ring, cursor: ring.cursor(ci), flip: ci.flip(), compat: eng.compat, eng, shadow, published }
     }
 }
 
@@ -350,11 +352,13 @@ impl CqDriver for IrdmaCq {
 }
 
 /// The lending iterator of [`IrdmaCq::views`]. It borrows the CQ's parts separately and
-/// keeps the ring geometry and the counter by value.
+/// keeps the ring geometry and a cursor through the current lap by value.
 #[derive(Debug)]
 pub struct Views<'a> {
     ring: SlotView<'a>,
-    ci: Pos,
+    /// The next slot to look at; its lap's valid-bit flip is `flip`.
+    cursor: StrideCursor<'a, 32>,
+    flip: u64,
     compat: Compat,
     eng: &'a mut Engine,
     shadow: &'a DoorbellWord,
@@ -364,47 +368,85 @@ pub struct Views<'a> {
 impl Views<'_> {
     /// The next valid CQE, consumed (one slot, or two for an extended CQE in 32-byte mode),
     /// or `None` when the ring holds no more (or the extension is not valid yet).
+    ///
+    /// A plain CQE inside the current lap is a pointer step and one valid-bit test; the
+    /// ring's end and extended CQEs place the cursor anew, out of line (by value, so that
+    /// the walk's state stays in registers).
     #[allow(clippy::should_implement_trait)]
     #[inline]
     pub fn next(&mut self) -> Option<CqeView<'_>> {
-        let pos = self.ci;
-        let flip = pos.flip();
+        if self.cursor.left() == 0 {
+            let next = self.pos();
+            (self.cursor, self.flip) = (Self::placed(self.ring, next), next.flip());
+        }
+        let (flip, left) = (self.flip, self.cursor.left());
         // The slot is addressed once, for the valid bit and every qword the caller reads
         // (all four lie in its first 32 bytes, whatever the stride).
-        let valid = |w: u64| valid_at(u64::from_le(w), flip);
-        let (slot, w3, slots, entries) = match &self.ring {
-            SlotView::V32(r) => {
-                let slot = r.slot_ref::<32>(pos.slot());
-                let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
-                if w3 & q3::EXTCQE != 0 {
-                    r.ext(pos)?;
-                    (slot, w3, 2, r.entries())
-                } else {
-                    (slot, w3, 1, r.entries())
-                }
-            }
-            SlotView::V64(r) => {
-                let slot = r.slot_ref::<32>(pos.slot());
-                let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, valid)?);
-                if w3 & q3::EXTCQE != 0 {
-                    r.ext(pos)?;
-                }
-                (slot, w3, 1, r.entries())
-            }
-        };
-        self.ci = pos.step(slots, entries);
-        Some(CqeView { ring: self.ring, slot, pos, w3, compat: self.compat })
+        let slot = self.cursor.slot()?;
+        let w3 = u64::from_le(slot.owned_u64_at(off::QWORD3, |w| valid_at(u64::from_le(w), flip))?);
+        if w3 & q3::EXTCQE != 0 {
+            let entries = self.ring.entries();
+            let pos = Pos::of_cursor(left, flip, entries);
+            let next = pos.step(Self::extension(self.ring, pos)?, entries);
+            (self.cursor, self.flip) = (Self::placed(self.ring, next), next.flip());
+        } else {
+            self.cursor.advance();
+        }
+        Some(CqeView { ring: self.ring, slot, left, flip, w3, compat: self.compat })
+    }
+
+    /// Where the walk is.
+    #[inline(always)]
+    fn pos(&self) -> Pos {
+        Pos::of_cursor(self.cursor.left(), self.flip, self.ring.entries())
+    }
+
+    /// A cursor on `pos`: where a walk goes on after the ring's end or an extended CQE.
+    /// The ring's view goes to the out-of-line part in registers (a [`SlotView`] would go
+    /// by reference, and the walk's state would then live in memory).
+    #[inline(always)]
+    fn placed<'r>(ring: SlotView<'r>, pos: Pos) -> StrideCursor<'r, 32> {
+        match ring {
+            SlotView::V32(r) => Self::placed_in(r, pos),
+            SlotView::V64(r) => Self::placed_in(r, pos),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn placed_in<const S: usize>(ring: RingView<'_, S, false>, pos: Pos) -> StrideCursor<'_, 32> {
+        ring.stride_cursor::<32>(pos.slot())
+    }
+
+    /// The slots the extended CQE at `pos` takes, if its extension is valid yet (in 32-byte
+    /// mode the next slot, maybe past the ring's end).
+    #[inline(always)]
+    fn extension(ring: SlotView<'_>, pos: Pos) -> Option<u32> {
+        match ring {
+            SlotView::V32(r) => Self::extension_in(r, pos),
+            SlotView::V64(r) => Self::extension_in(r, pos),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn extension_in<'r, const S: usize>(ring: RingView<'r, S, false>, pos: Pos) -> Option<u32>
+    where
+        RingView<'r, S, false>: SlotSource,
+    {
+        ring.ext(pos).map(|_| 1 + ring.ext_extra_slots())
     }
 }
 
 impl Drop for Views<'_> {
+    #[inline]
     fn drop(&mut self) {
-        if self.eng.ci != self.ci {
-            self.eng.ci = self.ci;
+        let ci = self.pos();
+        if self.eng.ci != ci {
+            self.eng.ci = ci;
             self.eng.parked = false;
             self.eng.last_ctx = 0;
-            let head = self.ci.slot();
-            publish_head(self.shadow, self.published, head);
+            publish_head(self.shadow, self.published, ci.slot());
         }
     }
 }
@@ -415,7 +457,10 @@ pub struct CqeView<'a> {
     ring: SlotView<'a>,
     /// The CQE's first 32 bytes (qwords 0-3).
     slot: SlotRef<'a, 32>,
-    pos: Pos,
+    /// Its place, as the walk's cursor had it ([`Pos::of_cursor`]): slots to the ring's
+    /// end and the lap's valid-bit flip.
+    left: u32,
+    flip: u64,
     w3: u64,
     compat: Compat,
 }
@@ -430,7 +475,12 @@ impl CqeView<'_> {
     /// Ring position of the CQE (as [`IrdmaCq::ci`]: the slot, plus the ring size on laps
     /// whose valid bit is 0).
     pub fn position(&self) -> u32 {
-        self.pos.counter(self.ring.entries())
+        self.pos().counter(self.ring.entries())
+    }
+
+    /// The CQE's place in the ring.
+    fn pos(&self) -> Pos {
+        Pos::of_cursor(self.left, self.flip, self.ring.entries())
     }
     /// qword3 as loaded (host order).
     #[inline]
@@ -534,8 +584,8 @@ impl CqeView<'_> {
             return None;
         }
         match self.ring {
-            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.advance(1, r.entries()).slot(), 0),
-            SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos.slot(), off::EXT),
+            SlotView::V32(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos().advance(1, r.entries()).slot(), 0),
+            SlotView::V64(r) => r.read_at::<dvcq_uapi::irdma::ExtCqe>(self.pos().slot(), off::EXT),
         }
     }
     /// The immediate (host-order number as the CQE holds it), if IMMVALID.

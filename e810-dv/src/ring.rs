@@ -12,7 +12,7 @@
 //! ([`Pos::at`]).
 
 use crate::status::Compat;
-use dvcq_provider::{CqRing, RingView, SlotRef, MAX_ENTRIES};
+use dvcq_provider::{CqRing, RingView, SlotRef, StrideCursor, MAX_ENTRIES};
 use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
@@ -183,6 +183,17 @@ impl Pos {
             Pos { slot, flip: self.flip }
         } else {
             self.wrap(slots, entries)
+        }
+    }
+
+    /// The place of a [`SlotView::cursor`] with `left` slots to the ring's end, on the lap of
+    /// `flip`: slot 0 of the next lap once it has passed the last slot.
+    #[inline(always)]
+    pub(crate) fn of_cursor(left: u32, flip: u64, entries: u32) -> Pos {
+        if left == 0 {
+            Pos { slot: 0, flip: flip ^ (1 << 63) }
+        } else {
+            Pos { slot: entries.saturating_sub(left), flip }
         }
     }
 
@@ -376,12 +387,23 @@ pub enum SlotView<'a> {
     V64(RingView<'a, 64, false>),
 }
 
-impl SlotView<'_> {
+impl<'a> SlotView<'a> {
     /// Slots in the ring.
+    #[inline(always)]
     pub fn entries(&self) -> u32 {
         match self {
             Self::V32(r) => r.entries(),
             Self::V64(r) => r.entries(),
+        }
+    }
+
+    /// A cursor on the slot of `pos` that steps through the rest of its lap, showing each
+    /// slot's main CQE (its first 32 bytes). [`Pos::of_cursor`] gives its place.
+    #[inline(always)]
+    pub(crate) fn cursor(&self, pos: Pos) -> StrideCursor<'a, 32> {
+        match self {
+            Self::V32(r) => r.stride_cursor::<32>(pos.slot()),
+            Self::V64(r) => r.stride_cursor::<32>(pos.slot()),
         }
     }
 }

@@ -504,6 +504,79 @@ fn rings_sized_as_rdma_core_sizes_them() {
     }
 }
 
+/// Views walk plain and extended CQEs in both slot sizes, over many laps of rings that are
+/// not a power of two, stopping anywhere: every walk ends exactly at the producer, shows
+/// each CQE once at its place, and leaves the head where the next walk goes on (an extended
+/// CQE in 32-byte slots may end one slot into the next lap).
+#[test]
+fn views_stop_anywhere_over_many_laps_in_both_slot_sizes() {
+    for gen in [HwRev::Gen2, HwRev::Gen3] {
+        for entries in [5u32, 6, 7, 9] {
+            let (mut m, mut cq, _) = setup(gen, entries, QpConfig::rc(QPN, 64, 64), Compat::Current);
+            // Slots an extended CQE takes in this slot size.
+            let ext_slots = if gen == HwRev::Gen3 { 1 } else { 2 };
+            let (mut seq, mut shown, mut rng) = (0u32, 0u32, 0x9e37_79b9u32);
+            let mut expect = std::collections::VecDeque::new();
+            for round in 0..400u32 {
+                rng = rng.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                // Fill up to the free space: sends (one slot) and extended receives.
+                let mut free = m.free_slots();
+                for k in 0..(rng >> 28) {
+                    let extended = (rng >> k) & 1 == 1;
+                    let need = if extended { ext_slots } else { 1 };
+                    if need > free {
+                        break;
+                    }
+                    let place = m.prod();
+                    if extended {
+                        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, seq).with_imm(seq))
+                            .unwrap();
+                    } else {
+                        m.push(&ModelCqe::send(CTX, QPN, seq as u16 % 64, sq_op::SEND)).unwrap();
+                    }
+                    expect.push_back((seq, extended, place));
+                    free -= need;
+                    seq += 1;
+                }
+                // Take some of them, then stop.
+                let take = (rng >> 8) % 5;
+                let mut v = cq.views();
+                for _ in 0..take {
+                    let Some(c) = v.next() else {
+                        assert!(expect.is_empty(), "{gen:?} {entries} slots, round {round}: a walk ended early");
+                        break;
+                    };
+                    let (s, extended, place) = expect.pop_front().expect("a view past the producer");
+                    assert_eq!(c.position(), place, "{gen:?} {entries} slots, round {round}");
+                    assert_eq!(c.extended(), extended, "{gen:?} {entries} slots, round {round}");
+                    if extended {
+                        assert_eq!((c.imm(), c.payload_len()), (Some(s), s));
+                    } else {
+                        assert_eq!(c.wqe_idx(), s as u16 % 64);
+                    }
+                    shown += 1;
+                }
+                drop(v);
+                let queued = expect.front().map_or(m.prod(), |e| e.2);
+                assert_eq!(cq.ci(), queued, "{gen:?} {entries} slots, round {round}: the head");
+                assert_eq!(m.shadow_head(), cq.head());
+            }
+            // The rest, in one walk that ends at the producer.
+            let mut v = cq.views();
+            while let Some(c) = v.next() {
+                let (_, _, place) = expect.pop_front().expect("a view past the producer");
+                assert_eq!(c.position(), place);
+                shown += 1;
+            }
+            drop(v);
+            assert!(expect.is_empty());
+            assert_eq!(cq.ci(), m.prod());
+            assert_eq!(shown, seq);
+            assert!(seq > 4 * entries * 10, "{gen:?} {entries} slots: only {seq} CQEs, too few laps");
+        }
+    }
+}
+
 /// Views and peek walk the same positions as poll on a ring that is not a power of two.
 #[test]
 fn views_and_peek_on_a_ring_that_is_not_a_power_of_two() {

@@ -376,6 +376,16 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
         SlotCursor { p, left: self.slots_to_end(idx), _ring: PhantomData }
     }
 
+    /// [`RingView::cursor`] with the stride as a value and the first `LEN` bytes of each
+    /// slot: one cursor type serves rings of several strides.
+    #[inline(always)]
+    pub fn stride_cursor<const LEN: usize>(&self, idx: u32) -> StrideCursor<'a, LEN> {
+        #[allow(clippy::let_unit_value)]
+        let () = LenFits::<LEN, STRIDE>::OK;
+        let SlotCursor { p, left, _ring } = self.cursor(idx);
+        StrideCursor { p, left, stride: STRIDE, _ring }
+    }
+
     /// `N` consecutive slots from slot `idx` on, if they end before the ring does (so they
     /// lie in one lap): a fixed group of slots addressed from one pointer.
     #[inline(always)]
@@ -490,6 +500,44 @@ impl<'a, const STRIDE: usize> SlotCursor<'a, STRIDE> {
             self.left -= 1;
             // SAFETY: `left` was at least 1, so `p` was a slot of the ring and `p + STRIDE` is inside the ring's mapping or one past its end, and not null.
             self.p = unsafe { self.p.add(STRIDE) };
+        }
+    }
+}
+
+/// [`SlotCursor`] with the stride as a value ([`RingView::stride_cursor`]), showing the
+/// first `LEN` bytes of each slot.
+#[derive(Debug, Clone, Copy)]
+pub struct StrideCursor<'a, const LEN: usize> {
+    /// The current slot while `left > 0`; one past the ring's end once it is 0.
+    p: NonNull<u8>,
+    /// Slots from the current one to the ring's end.
+    left: u32,
+    /// The ring's stride, at least `LEN`.
+    stride: usize,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<'a, const LEN: usize> StrideCursor<'a, LEN> {
+    /// The current slot's first `LEN` bytes; `None` once the cursor has passed the ring's
+    /// last slot.
+    #[inline(always)]
+    pub fn slot(&self) -> Option<SlotRef<'a, LEN>> {
+        (self.left != 0).then_some(SlotRef { p: self.p, _ring: PhantomData })
+    }
+
+    /// Slots from the current one to the ring's end (0 once past the last).
+    #[inline(always)]
+    pub fn left(&self) -> u32 {
+        self.left
+    }
+
+    /// Steps to the next slot (past the last one, [`StrideCursor::slot`] gives `None`).
+    #[inline(always)]
+    pub fn advance(&mut self) {
+        if self.left != 0 {
+            self.left -= 1;
+            // SAFETY: `left` was at least 1, so `p` was a slot of a ring whose stride is `stride` (set from the ring's `STRIDE` in `stride_cursor`), and `p + stride` is inside the ring's mapping or one past its end, and not null.
+            self.p = unsafe { self.p.add(self.stride) };
         }
     }
 }
@@ -793,6 +841,30 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn stride_cursors_show_each_slots_start_in_the_rings_stride() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<64, false>::new(m.0.as_mut_ptr(), 3) }.unwrap();
+        for i in 0..3u32 {
+            ring.publish_u8(i, 0, 0x40 + i as u8).unwrap();
+            ring.publish_u8(i, 31, 0x50 + i as u8).unwrap();
+        }
+        // From slot 1 of a 3-slot ring of 64-byte slots: the first 32 bytes of slots 1 and
+        // 2, then nothing, however often it is advanced.
+        let mut c = ring.view().stride_cursor::<32>(4);
+        let mut seen = Vec::new();
+        while let Some(s) = c.slot() {
+            assert_eq!(c.left(), 2 - seen.len() as u32);
+            seen.push((s.load_u8_at(0).unwrap(), s.load_u8_at(31).unwrap(), s.load_u8_at(32)));
+            c.advance();
+        }
+        assert_eq!(seen, [(0x41, 0x51, None), (0x42, 0x52, None)]);
+        c.advance();
+        assert!(c.slot().is_none());
+        assert_eq!(c.left(), 0);
     }
 
     #[test]
