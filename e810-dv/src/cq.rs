@@ -97,8 +97,10 @@ impl Engine {
         loop {
             let (k, stop) = self.fast_run(ring, out.get_mut(n..).unwrap_or_default());
             n += k;
-            if stop == Stop::Full {
-                return n;
+            match stop {
+                Stop::Full => return n,
+                Stop::Lap => continue,
+                Stop::Other => {}
             }
             let Some(slot) = out.get_mut(n) else {
                 return n;

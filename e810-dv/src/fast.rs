@@ -34,6 +34,9 @@ pub(crate) enum Stop {
     Full,
     /// The CQE at the counter is not a fast-path CQE, or the ring is empty there.
     Other,
+    /// The run reached the ring's end with room left in `out`: the next run goes on from
+    /// the next lap's first slot.
+    Lap,
 }
 
 /// The SQ opcodes [`sq_opcode`] knows, as a bit set over the 6-bit opcode field.
@@ -107,8 +110,9 @@ const RQ_WRITE_IMM: [[[u64; 2]; 2]; 2] = {
 };
 
 impl Engine {
-    /// Polls common-case CQEs of the cached QP into `out` until `out` is full or the next
-    /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
+    /// Polls common-case CQEs of the cached QP into `out` until `out` is full, the next
+    /// CQE is not one (left unconsumed at `self.ci`), or the ring ends; returns the count
+    /// and why it stopped.
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
@@ -158,21 +162,18 @@ impl Run<'_> {
         // completion of that queue): the SQ index past the last completed WQE, and the RQ
         // index of the last completed receive.
         let (mut sq_next, mut rq_last) = (NONE, NONE);
-        // Lap by lap: within a lap the slots are consecutive in memory and share one
-        // valid-bit flip; the ring's end (not a power of two) is where a lap's walk stops.
-        // `pos` is where the current lap's run started, `start` its first completion.
+        // One lap at most: its slots are consecutive in memory and share one valid-bit
+        // flip; the ring's end (not a power of two) ends the run, and the poller starts
+        // the next one.
+        let flip = ci.flip();
         let mut n = 0usize;
-        let mut start;
-        let mut pos = ci;
-        let stop = 'laps: loop {
-            let flip = pos.flip();
-            start = n;
-            for (slot, wc) in ring.along(pos.slot(), out.get_mut(n..).unwrap_or_default()) {
+        let stop = 'run: {
+            for (slot, wc) in ring.along(ci.slot(), &mut *out) {
                 let Some(w3) = slot.valid_q3(flip) else {
-                    break 'laps Stop::Other;
+                    break 'run Stop::Other;
                 };
                 if hi(w3) & hi(SLOW) != 0 || slot.qword(off::QWORD1) != ctx {
-                    break 'laps Stop::Other;
+                    break 'run Stop::Other;
                 }
                 let w2 = slot.qword(off::QWORD2);
                 let idx = u32::from(q3::wqe_idx(w3));
@@ -180,10 +181,10 @@ impl Run<'_> {
                 let bytes;
                 if hi(w3) & hi(q3::SQ) != 0 {
                     let Some(&trk) = qp.sq_trk.get(idx as usize) else {
-                        break 'laps Stop::Other;
+                        break 'run Stop::Other;
                     };
                     if sq_known >> op & 1 == 0 {
-                        break 'laps Stop::Other;
+                        break 'run Stop::Other;
                     }
                     sq_next = idx + u32::from(trk.quanta);
                     bytes = trk.wr_len;
@@ -194,7 +195,7 @@ impl Run<'_> {
                     // Hardware reports the RQ index in quanta (§4.4).
                     let ri = idx >> qp.config().rq_shift;
                     let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
-                        break 'laps Stop::Other;
+                        break 'run Stop::Other;
                     };
                     rq_last = ri;
                     // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
@@ -220,9 +221,10 @@ impl Run<'_> {
                 n += 1;
             }
             if n == out.len() {
-                break Stop::Full;
+                Stop::Full
+            } else {
+                Stop::Lap
             }
-            pos = pos.step((n - start) as u32, entries);
         };
         if sq_next != NONE {
             qp.sq.tail = sq_next & qp.sq.mask();
@@ -234,8 +236,8 @@ impl Run<'_> {
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
             *self.last_bytes = last.byte_len;
         }
-        // A run moves at most one lap past `pos`.
-        *self.ci = pos.step((n - start) as u32, entries);
+        // A run ends at the ring's end at the latest.
+        *self.ci = ci.step(n as u32, entries);
         (n, stop)
     }
 }
