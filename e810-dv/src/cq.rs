@@ -173,14 +173,13 @@ pub enum CqError {
     Shadow(dvcq_provider::Error),
 }
 
-/// Writes `head` to shadow word 0 unless it is already there (release ordering).
+/// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
+/// was asked to publish), so the store is not skipped when the value is unchanged.
 #[inline]
 fn publish_head(shadow: &DoorbellWord, published: &mut Option<u32>, head: u32) {
-    if *published != Some(head) {
-        // Alignment was checked in `IrdmaCq::new`, so the store cannot fail.
-        let _ = shadow.store_le64(u64::from(head), Ordering::Release);
-        *published = Some(head);
-    }
+    // Alignment was checked in `IrdmaCq::new`, so the store cannot fail.
+    let _ = shadow.store_le64(u64::from(head), Ordering::Release);
+    *published = Some(head);
 }
 
 /// An irdma CQ poller over a ring in device memory.
@@ -348,7 +347,6 @@ impl CqDriver for IrdmaCq {
         IrdmaCq::ci(self)
     }
     fn update_ci(&mut self) {
-        self.published = None;
         self.publish();
     }
 }
