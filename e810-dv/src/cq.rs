@@ -2,7 +2,7 @@
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
-use crate::fast::Stop;
+use crate::fast::{Stop, SLOW};
 use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
@@ -32,6 +32,10 @@ pub(crate) struct Engine {
     /// 0 while a flush CQE is parked, which keeps the fast path off it).
     pub last_ctx: u64,
     pub last_qp: u32,
+    /// The entry `last_ctx`/`last_qp` held before the last [`Engine::switch_qp`] (ctx 0 =
+    /// none): two QPs taking turns switch without a lookup.
+    pub prev_ctx: u64,
+    pub prev_qp: u32,
 }
 
 impl Engine {
@@ -47,6 +51,8 @@ impl Engine {
             parked: false,
             last_ctx: 0,
             last_qp: 0,
+            prev_ctx: 0,
+            prev_qp: 0,
         }
     }
 
@@ -110,26 +116,73 @@ impl Engine {
                 return n;
             };
             match self.slow(ring, ci, w3, slot) {
-                Kind::Wc => n += 1,
-                Kind::Skip => {}
-                Kind::Stop => return n,
+                Some(Kind::Wc) => n += 1,
+                Some(Kind::Skip) | None => {}
+                Some(Kind::Stop) => return n,
             }
         }
     }
 
-    /// The general path for one CQE: translate, apply, and write the completion if any.
+    /// [`Engine::switch_qp`] for a valid CQE at the counter, then a fast run; 0 if the
+    /// switch or the run took nothing.
+    #[inline(always)]
+    fn switch_and_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
+        let ci = self.ci;
+        match ring.slot(ci.slot()).valid_q3(ci.flip()) {
+            Some(w3) if self.switch_qp(ring, w3) => self.fast_run(ring, out).0,
+            _ => 0,
+        }
+    }
+
+    /// Makes the QP that the valid CQE at the counter (qword3 `w3`) names the cached one;
+    /// false for a CQE the fast path does not take (`SLOW` flags), context 0, an unknown
+    /// context, or the QP already cached. Only the lookup cache changes (the entry it
+    /// replaces becomes the second one); the fast run that follows tests the CQE in full.
+    #[inline(never)]
+    fn switch_qp<R: SlotSource>(&mut self, ring: &R, w3: u64) -> bool {
+        let ctx = ring.slot(self.ci.slot()).qword(off::QWORD1);
+        if w3 & SLOW != 0 || ctx == 0 || ctx == self.last_ctx {
+            return false;
+        }
+        let qp = if ctx == self.prev_ctx {
+            self.prev_qp
+        } else {
+            match self.qps.find(ctx) {
+                Some(i) => i,
+                None => return false,
+            }
+        };
+        (self.prev_ctx, self.prev_qp) = (self.last_ctx, self.last_qp);
+        (self.last_ctx, self.last_qp) = (ctx, qp);
+        true
+    }
+
+    /// Forgets both lookup cache entries (registry indexes may change, or views consumed
+    /// CQEs behind the cache's back).
+    pub(crate) fn drop_qp_cache(&mut self) {
+        self.last_ctx = 0;
+        self.prev_ctx = 0;
+    }
+
+    /// The general path for one CQE: translate, apply, and write the completion if any;
+    /// `None` when the CQE is another QP's fast-path CQE and the cache switched to it.
     /// `Kind::Stop` also stands for "extension not valid yet" (nothing consumed).
     #[cold]
     #[inline(never)]
-    fn slow<R: SlotSource>(&mut self, ring: &R, pos: Pos, w3: u64, wc: &mut Completion) -> Kind {
+    fn slow<R: SlotSource>(&mut self, ring: &R, pos: Pos, w3: u64, wc: &mut Completion) -> Option<Kind> {
+        // A CQE the fast path takes, but of another QP than the cached one: switch the
+        // cache (`None`), and the fast path goes on there.
+        if self.switch_qp(ring, w3) {
+            return None;
+        }
         let Some(step) = self.translate(ring, pos, w3, self.parked) else {
-            return Kind::Stop;
+            return Some(Kind::Stop);
         };
         self.apply(&step);
         if step.kind == Kind::Wc {
             *wc = step.wc;
         }
-        step.kind
+        Some(step.kind)
     }
 
     /// The completion the next `poll` would return first, without changing any state.
@@ -220,7 +273,7 @@ impl IrdmaCq {
     /// The QP registry, to register QPs and record posts.
     pub fn qps_mut(&mut self) -> &mut QpRegistry {
         // Registry indexes may change: drop the lookup cache.
-        self.eng.last_ctx = 0;
+        self.eng.drop_qp_cache();
         &mut self.eng.qps
     }
 
@@ -286,10 +339,25 @@ impl IrdmaCq {
             SlotRing::Slots64(r) => self.eng.fast_run(&r.view(), one).0,
         };
         if n == 0 {
-            return self.poll_batch(one);
+            return self.poll_single_other(one);
         }
         self.publish();
         n
+    }
+
+    /// [`IrdmaCq::poll_single`] when the fast run took nothing: the CQE may be another
+    /// QP's (switch the cache to it and run again), or it needs the general path.
+    #[inline(never)]
+    fn poll_single_other(&mut self, one: &mut [Completion]) -> usize {
+        let n = match &self.ring {
+            SlotRing::Slots32(r) => self.eng.switch_and_run(&r.view(), one),
+            SlotRing::Slots64(r) => self.eng.switch_and_run(&r.view(), one),
+        };
+        if n > 0 {
+            self.publish();
+            return n;
+        }
+        self.poll_batch(one)
     }
 
     #[inline(never)]
@@ -445,7 +513,7 @@ impl Drop for Views<'_> {
         if self.eng.ci != ci {
             self.eng.ci = ci;
             self.eng.parked = false;
-            self.eng.last_ctx = 0;
+            self.eng.drop_qp_cache();
             publish_head(self.shadow, self.published, ci.slot());
         }
     }

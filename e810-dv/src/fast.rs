@@ -18,7 +18,7 @@ use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
 const NONE: u32 = u32::MAX;
 
 /// qword3 bits that send a CQE down the general path.
-const SLOW: u64 = q3::ERROR | q3::EXTCQE | q3::SRQ | q3::PSHDROP;
+pub(crate) const SLOW: u64 = q3::ERROR | q3::EXTCQE | q3::SRQ | q3::PSHDROP;
 
 /// The upper half of qword3, where every flag the fast path tests lives: tests on it take
 /// 32-bit immediates.

@@ -381,6 +381,38 @@ fn extension_not_yet_valid_is_not_consumed() {
     assert!(cq.views().next().is_none());
 }
 
+/// Two QPs taking turns on one CQ switch the poller's QP cache CQE by CQE; after the
+/// registry changes (a QP removed, another registered under the same context), neither
+/// cache entry may name the old QP.
+#[test]
+fn qp_cache_switches_between_two_qps_and_forgets_them_when_the_registry_changes() {
+    const CTX_B: u64 = CTX + 0x1000;
+    const QPN_B: u32 = QPN + 1;
+    let (mut m, mut cq, a) = setup(HwRev::Gen2, 64, QpConfig::rc(QPN, 16, 16), Compat::Current);
+    let b = cq.qps_mut().register(CTX_B, QpConfig::rc(QPN_B, 16, 16)).unwrap();
+    for round in 0..4u64 {
+        let wa = cq.qps_mut().post_send(a, 100 + round, 1, 1, sq_op::SEND).unwrap();
+        let wb = cq.qps_mut().post_send(b, 200 + round, 1, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, wa, sq_op::SEND)).unwrap();
+        m.push(&ModelCqe::send(CTX_B, QPN_B, wb, sq_op::SEND)).unwrap();
+    }
+    let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.qp_num, c.wr_id)).collect();
+    let want: Vec<_> = (0..4u64).flat_map(|r| [(QPN, 100 + r), (QPN_B, 200 + r)]).collect();
+    assert_eq!(got, want);
+    // The first QP goes; a new one takes its context (and the second QP its index).
+    assert!(cq.qps_mut().unregister(CTX));
+    let c = cq.qps_mut().register(CTX, QpConfig::rc(QPN + 2, 16, 16)).unwrap();
+    let b = QpId(cq.qps().find(CTX_B).unwrap());
+    assert_eq!(b, QpId(0), "the second QP now has the first one's index");
+    let wb = cq.qps_mut().post_send(b, 300, 1, 1, sq_op::SEND).unwrap();
+    let wc = cq.qps_mut().post_send(c, 400, 1, 1, sq_op::SEND).unwrap();
+    // The new QP's CQE first: its context is the one the second cache entry held.
+    m.push(&ModelCqe::send(CTX, QPN + 2, wc, sq_op::SEND)).unwrap();
+    m.push(&ModelCqe::send(CTX_B, QPN_B, wb, sq_op::SEND)).unwrap();
+    let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.qp_num, c.wr_id)).collect();
+    assert_eq!(got, [(QPN + 2, 400), (QPN_B, 300)]);
+}
+
 #[test]
 fn peek_and_views() {
     let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);

@@ -1,8 +1,8 @@
 //! The irdma benchmark target: the E810 (GEN2) model ring of 32-byte CQEs, half SQ and half
-//! RQ completions on one QP (e810-dv's `bench_ring`).
+//! RQ completions on one QP, or on two taking turns (e810-dv's `bench_ring_qps`).
 
 use super::{BenchTarget, Mix};
-use dvcq_e810_dv::model::{bench_ring, BenchRing};
+use dvcq_e810_dv::model::{bench_ring_qps, BenchRing};
 use dvcq_provider::Completion;
 
 /// irdma model + poller with one lap of CQEs precomputed.
@@ -17,12 +17,14 @@ impl IrdmaBench {
     ///
     /// # Errors
     ///
-    /// A message when the mix is not the send/recv one, or the model cannot be set up.
+    /// A message when the mix is not send/recv or two-qps, or the model cannot be set up.
     pub fn new(entries: u32, mix: Mix) -> Result<Self, String> {
-        if mix != Mix::SendRecv {
-            return Err("the irdma benchmark runs the send-recv mix only".into());
-        }
-        let ring = bench_ring(entries - 1).map_err(|e| e.to_string())?;
+        let two_qps = match mix {
+            Mix::SendRecv => false,
+            Mix::TwoQps => true,
+            _ => return Err("the irdma benchmark runs the send-recv and two-qps mixes only".into()),
+        };
+        let ring = bench_ring_qps(entries - 1, two_qps).map_err(|e| e.to_string())?;
         Ok(Self { out: vec![Completion::default(); ring.lap_len()], ring })
     }
 }

@@ -43,7 +43,7 @@ pub enum Mix {
     /// (mlx5).
     SendSrq,
     /// Send/receive completions of two QPs taking turns CQE by CQE: the worst case for a
-    /// poller that caches the last QP (mlx5).
+    /// poller that caches the last QP (mlx5 and irdma).
     TwoQps,
 }
 

@@ -13,6 +13,10 @@ use dvcq_uapi::irdma::HwRev;
 pub const BENCH_CTX: u64 = 0x7f00_dead_0040;
 /// Its QP number.
 pub const BENCH_QPN: u32 = 0x2a;
+/// Completion context of the second QP ([`bench_ring_qps`]).
+pub const BENCH_CTX2: u64 = 0x7f00_dead_0080;
+/// Its QP number.
+pub const BENCH_QPN2: u32 = 0x2b;
 const WQ: u32 = 1 << 12;
 
 /// A model ring and its poller; [`BenchRing::refill`] writes one lap of `n` CQEs.
@@ -35,18 +39,38 @@ pub struct BenchRing {
 ///
 /// [`ModelError`] if the model or poller cannot be set up.
 pub fn bench_ring(n: u32) -> Result<BenchRing, ModelError> {
+    bench_ring_qps(n, false)
+}
+
+/// [`bench_ring`], with a second RC QP when `two_qps`: the two take turns CQE by CQE, each
+/// with the same send/receive pattern (a CQ shared by several QPs).
+///
+/// # Errors
+///
+/// [`ModelError`] if the model or poller cannot be set up.
+pub fn bench_ring_qps(n: u32, two_qps: bool) -> Result<BenchRing, ModelError> {
     let entries = n.saturating_add(1).max(4);
     let model = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries))?;
     let mut qps = QpRegistry::new(HwRev::Gen2);
-    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(|_| ModelError::Config("bench qp"))?;
+    let bad = |_| ModelError::Config("bench qp");
+    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(bad)?;
+    if two_qps {
+        qps.register(BENCH_CTX2, QpConfig::rc(BENCH_QPN2, WQ, WQ)).map_err(bad)?;
+    }
     let cq = model.poller(qps, Compat::Current)?;
     let lap = (0..n)
         .map(|i| {
-            let k = ((i / 2) % WQ) as u16;
-            if i % 2 == 0 {
-                ModelCqe::send(BENCH_CTX, BENCH_QPN, k, sq_op::SEND)
+            // With two QPs, even positions are the first QP's and odd ones the second's.
+            let (ctx, qpn, j) = match (two_qps, i % 2) {
+                (true, 1) => (BENCH_CTX2, BENCH_QPN2, i / 2),
+                (true, _) => (BENCH_CTX, BENCH_QPN, i / 2),
+                (false, _) => (BENCH_CTX, BENCH_QPN, i),
+            };
+            let k = ((j / 2) % WQ) as u16;
+            if j % 2 == 0 {
+                ModelCqe::send(ctx, qpn, k, sq_op::SEND)
             } else {
-                ModelCqe::recv(BENCH_CTX, BENCH_QPN, k, 0, rq_op::ROCE_SEND_ONLY, 64)
+                ModelCqe::recv(ctx, qpn, k, 0, rq_op::ROCE_SEND_ONLY, 64)
             }
         })
         .collect();
