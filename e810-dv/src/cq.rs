@@ -138,7 +138,7 @@ impl Engine {
     /// false for a CQE the fast path does not take (`SLOW` flags), context 0, an unknown
     /// context, or the QP already cached. Only the lookup cache changes (the entry it
     /// replaces becomes the second one); the fast run that follows tests the CQE in full.
-    #[inline(never)]
+    #[inline(always)]
     fn switch_qp<R: SlotSource>(&mut self, ring: &R, w3: u64) -> bool {
         let ctx = ring.slot(self.ci.slot()).qword(off::QWORD1);
         if w3 & SLOW != 0 || ctx == 0 || ctx == self.last_ctx {
@@ -175,14 +175,22 @@ impl Engine {
         if self.switch_qp(ring, w3) {
             return None;
         }
+        Some(self.translate_one(ring, pos, w3, wc))
+    }
+
+    /// [`Engine::slow`] past the switch: the general translation, out of line so that a
+    /// switch does not pay for its set-up.
+    #[cold]
+    #[inline(never)]
+    fn translate_one<R: SlotSource>(&mut self, ring: &R, pos: Pos, w3: u64, wc: &mut Completion) -> Kind {
         let Some(step) = self.translate(ring, pos, w3, self.parked) else {
-            return Some(Kind::Stop);
+            return Kind::Stop;
         };
         self.apply(&step);
         if step.kind == Kind::Wc {
             *wc = step.wc;
         }
-        Some(step.kind)
+        step.kind
     }
 
     /// The completion the next `poll` would return first, without changing any state.
