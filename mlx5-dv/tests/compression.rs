@@ -252,14 +252,42 @@ fn drive_as<const S: usize>(
     batch_seed: u64,
     version: CqeVersion,
 ) -> (Vec<Completion>, CqStats) {
+    let mut rng = Rng(batch_seed);
+    let (out, cq) = drive_batches::<S>(entries, ring, comp, start, version, || 1 + rng.below(20) as usize, 16);
+    (out, cq.stats())
+}
+
+/// [`drive`] polling exactly one completion per call, the way UCX polls; returns every
+/// item and each QP's outstanding sends and receives after the last.
+fn drive_one_at_a_time<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+) -> (Vec<Completion>, Vec<(u32, u32)>) {
+    let (out, cq) = drive_batches::<S>(entries, ring, comp, start, CqeVersion::V0, || 1, 1);
+    let queues = cq.registry().qps().iter().map(|q| (q.sq.outstanding(), q.rq.outstanding())).collect();
+    (out, queues)
+}
+
+/// [`drive_as`] with the batch sizes `batch` gives while the model waits for room, and
+/// `last` for draining the ring at the end.
+fn drive_batches<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+    version: CqeVersion,
+    mut batch: impl FnMut() -> usize,
+    last: usize,
+) -> (Vec<Completion>, Mlx5Cq<S>) {
     let mut m = model::<S>(ring, comp, start);
     let mut cq = m.poller::<S>(registry(), CqConfig { cqe_version: version, ..CqConfig::default() }).unwrap();
-    let mut rng = Rng(batch_seed);
     let mut out = Vec::new();
     let mut make_room = |m: &Mlx5Model, cq: &mut Mlx5Cq<S>, out: &mut Vec<Completion>| {
         let mut idle = 0;
         while !m.can_push() {
-            if poll_batch_peeking(cq, 1 + rng.below(20) as usize, out) == 0 {
+            if poll_batch_peeking(cq, batch(), out) == 0 {
                 idle += 1;
                 assert!(idle < 1000, "no progress: model pi {} ci {}", m.pi(), cq.ci());
             }
@@ -271,9 +299,9 @@ fn drive_as<const S: usize>(
     }
     make_room(&m, &mut cq, &mut out);
     m.flush().unwrap();
-    while poll_batch_peeking(&mut cq, 16, &mut out) > 0 {}
+    while poll_batch_peeking(&mut cq, last, &mut out) > 0 {}
     assert_eq!(cq.session_left(), 0);
-    (out, cq.stats())
+    (out, cq)
 }
 
 /// The fields a peek and a poll both define (peek starts from a zeroed completion).
@@ -328,6 +356,30 @@ proptest! {
         for policy in [Policy::Always, Policy::RandomRuns { seed, max }, Policy::Never] {
             let (got, _) = drive::<64>(&entries, ring, comp(layout, format, policy), start, batch_seed ^ 1);
             assert_same(&got, &want, &format!("{layout:?}/{format:?}/{policy:?}"));
+        }
+    }
+
+    /// Polled one completion per call (UCX's way), sessions of both kinds taking turns:
+    /// the same items as the stream uncompressed, every layout and format, over many laps.
+    #[test]
+    fn streams_polled_one_completion_at_a_time_poll_identically(
+        runs in arb_runs(),
+        layout in arb_layout(),
+        format in arb_format(),
+        seed in any::<u64>(),
+        max in 1u32..80,
+        ring_log in 3u32..8,
+        near_wrap in any::<bool>(),
+    ) {
+        let entries = stream(&runs, format);
+        let ring = 1 << ring_log;
+        let start = if near_wrap { u32::MAX - 3 * ring } else { 0 };
+        let (want, want_queues) = drive_one_at_a_time::<64>(&entries, ring, None, start);
+        for policy in [Policy::Always, Policy::RandomRuns { seed, max }] {
+            let (got, queues) = drive_one_at_a_time::<64>(&entries, ring, comp(layout, format, policy), start);
+            let what = format!("{layout:?}/{format:?}/{policy:?}");
+            assert_same(&got, &want, &what);
+            assert_eq!(queues, want_queues, "{what}: outstanding sends and receives per QP");
         }
     }
 
@@ -915,6 +967,60 @@ fn requester_session_truncated_by_a_written_hole() {
         // The title, the block of two, then the block of seven up to the written hole.
         assert_truncated_sends(&got, 0, 6, at + 3, 7, &what);
         assert_eq!(cq.ci(), at + 7);
+    }
+}
+
+/// Enhanced layout, the device shown consumer index 0 (the doorbell is written only every
+/// 1000 CQEs) on a ring of 16: a title, two blocks of seven that continue its session, and
+/// in the last slot a block claiming two minis, one more than the device could have
+/// written. That block is a Truncated fault, not a session, for sends and receives at every
+/// batch size (batch 1 continues sessions on its own path).
+#[test]
+fn enhanced_block_beyond_what_the_device_could_write_is_truncated() {
+    let cfg = CqConfig {
+        compression: Some(CompressionConfig { layout: CompLayout::Enhanced, format: MiniFormat::Hash }),
+        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
+        ..CqConfig::default()
+    };
+    for (send, batch) in [true, false].into_iter().flat_map(|s| [(s, 1), (s, 3), (s, 16)]) {
+        let what = format!("send {send}, batch {batch}");
+        let mut m = model::<64>(16, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), 0);
+        let mut cq = m.poller_as::<64>(registry(), cfg, 0).unwrap();
+        let block = |pos: u32, first: u16, count: u8| {
+            let mut b = if send { requester_minis(first) } else { [0u8; 64] };
+            if !send {
+                for k in 0..8 {
+                    let mini = dvcq_uapi::mlx5::mini::MiniCqe::hash(0, 100 + first as u32 + k as u32);
+                    b[8 * k..8 * k + 8].copy_from_slice(&mini.bytes);
+                }
+            }
+            b[62] = (pos / 16) as u8;
+            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
+            build::raw(b)
+        };
+        m.push(&if send { build::req(QP_RC, 0, wqe_opcode::SEND, 0) } else { recv(0, 100) }).unwrap();
+        m.flush().unwrap();
+        for (pos, first) in [(1, 1), (8, 8)] {
+            m.push(&block(pos, first, 7)).unwrap();
+            m.flush().unwrap();
+            m.skip(6).unwrap();
+        }
+        m.push(&block(15, 15, 2)).unwrap();
+        m.flush().unwrap();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        assert_eq!(got.len(), 16, "{what}: the title, two blocks of seven, one fault item");
+        for (k, c) in got[..15].iter().enumerate() {
+            assert!(c.is_ok(), "{what}: item {k}");
+            if send {
+                assert_eq!(c.wqe_index, k as u16, "{what}: item {k}");
+            } else {
+                assert_eq!(c.byte_len, 100 + k as u32, "{what}: item {k}");
+            }
+        }
+        let f = got[15].fault().expect("fault item");
+        assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, 15, 2), "{what}");
+        assert_eq!(cq.ci(), 16, "{what}");
     }
 }
 

@@ -301,6 +301,7 @@ impl<const REQ: bool> CqeFields for MiniFields<'_, REQ> {
 
 mod requester;
 mod session;
+mod single;
 
 pub(crate) use session::MiniState;
 

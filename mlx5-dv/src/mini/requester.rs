@@ -10,7 +10,6 @@ use crate::cq::Mlx5Cq;
 use crate::fast;
 use crate::registry::SqEntry;
 use dvcq_provider::{Completion, Pow2Ref, SlotRef};
-use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MINIS_PER_ARRAY};
 
 /// [`Mlx5Cq::take_array`] out of line, for the slot-by-slot walk: it keeps that loop
@@ -34,16 +33,16 @@ pub(crate) struct ReqSession {
 
 /// The per-completion work of a requester session: the SQ lookup and the completion head
 /// of each mini-CQE's WQE opcode, as the uncompressed fast path (fast.rs) does them.
-struct ReqFill<'a> {
-    sq: Pow2Ref<'a, SqEntry>,
-    qpn: u32,
-    timestamp: u64,
+pub(super) struct ReqFill<'a> {
+    pub(super) sq: Pow2Ref<'a, SqEntry>,
+    pub(super) qpn: u32,
+    pub(super) timestamp: u64,
 }
 
 impl ReqFill<'_> {
     /// The completion of mini-CQE `mini`, into `wc`.
     #[inline(always)]
-    fn fill(&self, mini: &MiniCqe, wc: &mut Completion) {
+    pub(super) fn fill(&self, mini: &MiniCqe, wc: &mut Completion) {
         let idx = mini.wqe_counter() as usize & self.sq.mask();
         let e = self.sq.at(idx);
         wc.wr_id = e.wr_id;
@@ -101,7 +100,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     fn drain_req<const ENH: bool>(&mut self, out: &mut [Completion]) -> Option<usize> {
         let r = self.mini.req.filter(|_| ENH || self.mini.left > 0)?;
         // The last consumer index the device saw bounds a continuing block (enhanced).
-        let seen = (ENH && !self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
+        let seen = if ENH { self.device_seen() } else { None };
         let qp = self.registry.qp_at(r.slot)?;
         let ring = self.ring.view();
         let (entries, shift) = (ring.entries(), ring.entries().trailing_zeros());

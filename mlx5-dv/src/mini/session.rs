@@ -141,16 +141,39 @@ const RESP_TPL_BYTES: [core::ops::Range<usize>; 3] = [
     offset_of!(Completion, timestamp)..offset_of!(Completion, flow_tag_hash),
 ];
 
+/// The immediate (or invalidated rkey) a responder template carries, if its completions
+/// have one.
+#[inline(always)]
+pub(super) fn template_imm(tpl: &Completion) -> Option<u32> {
+    tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV).then_some(tpl.imm_data)
+}
+
+/// A responder completion of a session from its template `tpl` (with `imm` from
+/// [`template_imm`]): the receive's wr_id and WQE index, the mini-CQE's byte count, and
+/// the template's constant fields. Writes exactly what [`fill_resp`] writes.
+#[inline(always)]
+pub(super) fn fill_from_template(
+    tpl: &Completion,
+    imm: Option<u32>,
+    wr_id: u64,
+    idx: u16,
+    byte_cnt: u32,
+    slot: &mut Completion,
+) {
+    if let Some(imm) = imm {
+        slot.imm_data = imm;
+    }
+    for r in RESP_TPL_BYTES {
+        slot.copy_bytes_from(tpl, r);
+    }
+    slot.wr_id = wr_id;
+    slot.byte_len = byte_cnt;
+    slot.wqe_index = idx;
+}
+
 impl<'a> RespSink<'a> {
     fn new(qp: &'a Qp, stats: &'a mut CqStats, tpl: &Completion) -> Self {
-        let with_imm = tpl.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV);
-        Self {
-            rq_tail: qp.rq.tail(),
-            rq: qp.rq.wrids().by_value(),
-            stats,
-            imm: with_imm.then_some(tpl.imm_data),
-            tpl: *tpl,
-        }
+        Self { rq_tail: qp.rq.tail(), rq: qp.rq.wrids().by_value(), stats, imm: template_imm(tpl), tpl: *tpl }
     }
 }
 
@@ -160,15 +183,7 @@ impl MiniSink for RespSink<'_> {
         let idx = self.rq_tail as usize & self.rq.mask();
         let wr_id = *self.rq.at(idx);
         self.rq_tail = self.rq_tail.wrapping_add(1);
-        if let Some(imm) = self.imm {
-            slot.imm_data = imm;
-        }
-        for r in RESP_TPL_BYTES {
-            slot.copy_bytes_from(&self.tpl, r);
-        }
-        slot.wr_id = wr_id;
-        slot.byte_len = mini.byte_cnt();
-        slot.wqe_index = idx as u16;
+        fill_from_template(&self.tpl, self.imm, wr_id, idx as u16, mini.byte_cnt(), slot);
     }
     fn stats(&mut self) -> &mut CqStats {
         self.stats
@@ -431,7 +446,7 @@ pub(crate) struct MiniState {
     /// Enhanced: a title has been captured.
     have_title: bool,
     /// The responder template for the current title, once computed.
-    template: Option<Option<(RecvTarget, Completion)>>,
+    pub(super) template: Option<Option<(RecvTarget, Completion)>>,
     title: Cqe64,
     /// The mini-CQE array (basic) or block (enhanced) being decompressed, copied out of the
     /// ring so its slot can be re-invalidated and released while the session goes on.
@@ -550,18 +565,27 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// block to the general path.
     #[inline(always)]
     pub(crate) fn poll_compressed_entry(&mut self, out: &mut [Completion]) -> usize {
-        let st = &self.mini;
-        if st.left > 0 {
-            return if st.req.is_some() {
-                self.poll_requester_session(out)
-            } else {
-                self.poll_compressed(out, self.ci, 0)
+        if self.mini.left > 0 {
+            return match out {
+                [wc] => self.poll_session_single(wc),
+                _ => self.poll_session_drain(out),
             };
         }
-        if st.enhanced {
+        if self.mini.enhanced {
             self.route_at_counter::<true>(out)
         } else {
             self.route_at_counter::<false>(out)
+        }
+    }
+
+    /// `poll` while a session is open: its drain (a requester session whose QP was
+    /// resolved to its own loop).
+    #[inline(always)]
+    pub(crate) fn poll_session_drain(&mut self, out: &mut [Completion]) -> usize {
+        if self.mini.req.is_some() {
+            self.poll_requester_session(out)
+        } else {
+            self.poll_compressed(out, self.ci, 0)
         }
     }
 
@@ -575,6 +599,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         };
         if op_own::format(own) != cqe_format::COMPRESSED {
             self.poll_compressed_regular::<ENH>(out)
+        } else if let (true, [wc]) = (ENH, &mut *out) {
+            // An enhanced block, polled one completion at a time: the next block of the
+            // session where it continues one.
+            self.poll_session_single(wc)
         } else if ENH && self.mini.req.is_some() {
             // The next block of an enhanced requester session.
             self.poll_requester_session(out)
@@ -611,11 +639,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// truncated garbage (spec §5, §15.5).
     fn free_slots(&self, pos: u32) -> u32 {
         let entries = self.ring.entries();
-        if self.cfg.overrun_ignore {
-            return entries;
+        match self.device_seen() {
+            None => entries,
+            Some(seen) => entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK),
         }
-        let seen = self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK);
-        entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK)
+    }
+
+    /// The last consumer index the device was shown (before the first doorbell write, the
+    /// counter at open); `None` with overrun-ignore, where the device may fill the ring.
+    #[inline(always)]
+    pub(super) fn device_seen(&self) -> Option<u32> {
+        (!self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK))
     }
 
     /// Completions of an open compressed session that `poll` has not returned yet (0 when
@@ -887,7 +921,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// The poller split for a drain: the session (ring, state, counter) apart from the
     /// registry and counters a sink borrows.
     fn drain_parts(&mut self) -> DrainParts<'_, STRIDE> {
-        let seen = (!self.cfg.overrun_ignore).then(|| self.last_set_ci().unwrap_or(self.mini.open_ci & CI_MASK));
+        let seen = self.device_seen();
         DrainParts {
             session: Session { ring: &self.ring, st: &mut self.mini, ci: &mut self.ci, seen },
             registry: &mut self.registry,
