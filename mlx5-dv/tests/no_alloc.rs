@@ -53,3 +53,38 @@ fn poll_views_and_peek_do_not_allocate() {
     }
     assert_eq!(total, 50 * 200);
 }
+
+/// Compressed sessions, both layouts, sends and receives, one completion per call and
+/// batches of 16: polling and peeking allocate nothing either.
+#[test]
+fn compressed_sessions_do_not_allocate() {
+    use dvcq_mlx5_dv::model::compress::{bench_lap, Compression, Policy};
+    use dvcq_mlx5_dv::{CompLayout, MiniFormat};
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for (send, batch) in [(true, 1), (true, 16), (false, 1), (false, 16)] {
+            let mut mc = ModelConfig::new(256);
+            mc.compression = Some(Compression { layout, format: MiniFormat::Hash, policy: Policy::Always });
+            let mut m = Mlx5Model::new(mc).unwrap();
+            let mut reg = Registry::new();
+            reg.add_qp(QpConfig::rc(9, 256, 256)).unwrap();
+            let mut cq = m.poller::<64>(reg, CqConfig::default()).unwrap();
+            let mut buf = [Completion::default(); 16];
+            let lap = bench_lap(128, 9, send);
+            for round in 0..20 {
+                m.push_all(&lap).unwrap();
+                m.flush().unwrap();
+                let before = allocations();
+                let _ = cq.peek();
+                let mut got = 0;
+                while got < lap.len() {
+                    let n = cq.poll(&mut buf[..batch]);
+                    assert!(n > 0, "{layout:?}, send {send}, batch {batch}: stalled at {got}");
+                    assert!(buf[..n].iter().all(|c| c.is_ok()));
+                    got += n;
+                }
+                assert_eq!(allocations(), before, "{layout:?}, send {send}, batch {batch}, round {round}");
+            }
+            assert!(cq.stats().sessions >= 20, "{layout:?}: the laps compressed");
+        }
+    }
+}
