@@ -53,7 +53,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let fresh = match (st.enhanced, i) {
             (_, 0) => true,
             (true, _) => Self::session_hole::<true>(s, lap),
-            (false, 1) => s.store_u8(Self::OWN_OFF, REINVALID),
+            (false, 1) => {
+                // Array 0, read when the session opened. A constant offset in the slot:
+                // the store cannot fail.
+                let _ = s.store_u8(Self::OWN_OFF, REINVALID);
+                true
+            }
             (false, _) if i % MINIS_PER_ARRAY as u32 == 0 => {
                 Self::take_array(s, &mut st.arr);
                 true
