@@ -10,8 +10,9 @@ use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::mini::MINIS_PER_ARRAY;
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
-    /// `poll` with room for one completion while a session is open (`mini.left > 0`): the
-    /// one-completion path below, else the session's drain.
+    /// `poll` with room for one completion while a session is open (`mini.left > 0`), or,
+    /// in the enhanced layout, at a block that may continue the last one: the
+    /// one-completion path below, else the drain (which also opens any new session).
     #[inline(never)]
     pub(crate) fn poll_session_single(&mut self, wc: &mut Completion) -> usize {
         match self.session_one(wc) {
@@ -20,11 +21,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
-    /// `poll` with room for one completion while a session is open: its next completion,
-    /// when the session's QP is already resolved (a requester session, or a responder
-    /// session on the QP's own RQ whose title has a template). `None`, with nothing
-    /// consumed, for any other session and at a hole the device wrote (a truncated
-    /// session): the general drain then writes the item.
+    /// The open session's next completion (enhanced: first opening the block at the
+    /// counter when it continues the session), when the session's QP is already resolved:
+    /// a requester session, or a responder session on the QP's own RQ whose title has a
+    /// template. `None`, with nothing consumed, for any other session, a block that does
+    /// not continue one, and a hole the device wrote (a truncated session): the drain then
+    /// writes the item.
     ///
     /// The slot is checked as the drains check it: the title or block (index 0) has
     /// nothing to check, array 0 (basic index 1) was read when the session opened, a later
