@@ -115,6 +115,9 @@ impl Engine {
             let Some(w3) = ring.slot(ci.slot()).valid_q3(ci.flip()) else {
                 return n;
             };
+            if self.swap_to_prev(w3, ring.slot(ci.slot()).qword(off::QWORD1)) {
+                continue;
+            }
             match self.slow(ring, ci, w3, slot) {
                 Some(Kind::Wc) => n += 1,
                 Some(Kind::Skip) | None => {}
@@ -154,6 +157,20 @@ impl Engine {
         };
         (self.prev_ctx, self.prev_qp) = (self.last_ctx, self.last_qp);
         (self.last_ctx, self.last_qp) = (ctx, qp);
+        true
+    }
+
+    /// The cheap case of [`Engine::switch_qp`], tested inline: the CQE at the counter
+    /// (qword3 `w3`, context `ctx`) is a fast-path CQE of the QP cached before the current
+    /// one, and the two entries swap (two QPs taking turns). False otherwise, and for the
+    /// QP already cached, so a run that still cannot take the CQE goes to the general path.
+    #[inline(always)]
+    fn swap_to_prev(&mut self, w3: u64, ctx: u64) -> bool {
+        if w3 & SLOW != 0 || ctx == 0 || ctx != self.prev_ctx || ctx == self.last_ctx {
+            return false;
+        }
+        core::mem::swap(&mut self.prev_ctx, &mut self.last_ctx);
+        core::mem::swap(&mut self.prev_qp, &mut self.last_qp);
         true
     }
 
