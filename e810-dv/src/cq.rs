@@ -144,20 +144,25 @@ impl Engine {
     #[inline(always)]
     fn switch_qp<R: SlotSource>(&mut self, ring: &R, w3: u64) -> bool {
         let ctx = ring.slot(self.ci.slot()).qword(off::QWORD1);
-        if w3 & SLOW != 0 || ctx == 0 || ctx == self.last_ctx {
+        if self.swap_to_prev(w3, ctx) {
+            return true;
+        }
+        if !self.other_qps_fast_cqe(w3, ctx) {
             return false;
         }
-        let qp = if ctx == self.prev_ctx {
-            self.prev_qp
-        } else {
-            match self.qps.find(ctx) {
-                Some(i) => i,
-                None => return false,
-            }
+        let Some(qp) = self.qps.find(ctx) else {
+            return false;
         };
         (self.prev_ctx, self.prev_qp) = (self.last_ctx, self.last_qp);
         (self.last_ctx, self.last_qp) = (ctx, qp);
         true
+    }
+
+    /// Whether a CQE (qword3 `w3`, context `ctx`) is one the fast path takes, of a QP
+    /// other than the cached one.
+    #[inline(always)]
+    fn other_qps_fast_cqe(&self, w3: u64, ctx: u64) -> bool {
+        w3 & SLOW == 0 && ctx != 0 && ctx != self.last_ctx
     }
 
     /// The cheap case of [`Engine::switch_qp`], tested inline: the CQE at the counter
@@ -166,7 +171,7 @@ impl Engine {
     /// QP already cached, so a run that still cannot take the CQE goes to the general path.
     #[inline(always)]
     fn swap_to_prev(&mut self, w3: u64, ctx: u64) -> bool {
-        if w3 & SLOW != 0 || ctx == 0 || ctx != self.prev_ctx || ctx == self.last_ctx {
+        if ctx != self.prev_ctx || !self.other_qps_fast_cqe(w3, ctx) {
             return false;
         }
         core::mem::swap(&mut self.prev_ctx, &mut self.last_ctx);
