@@ -126,14 +126,20 @@ impl Engine {
         }
     }
 
-    /// [`Engine::switch_qp`] for a valid CQE at the counter, then a fast run; 0 if the
-    /// switch or the run took nothing.
+    /// [`Engine::switch_qp`] (with `LOOKUP`) or only [`Engine::swap_to_prev`] for a valid
+    /// CQE at the counter, then a fast run; 0 if the switch or the run took nothing.
     #[inline(always)]
-    fn switch_and_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
+    fn switch_and_run<R: SlotSource, const LOOKUP: bool>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
         let ci = self.ci;
-        match ring.slot(ci.slot()).valid_q3(ci.flip()) {
-            Some(w3) if self.switch_qp(ring, w3) => self.fast_run(ring, out).0,
-            _ => 0,
+        let slot = ring.slot(ci.slot());
+        let Some(w3) = slot.valid_q3(ci.flip()) else {
+            return 0;
+        };
+        let switched = if LOOKUP { self.switch_qp(ring, w3) } else { self.swap_to_prev(w3, slot.qword(off::QWORD1)) };
+        if switched {
+            self.fast_run(ring, out).0
+        } else {
+            0
         }
     }
 
@@ -369,19 +375,27 @@ impl IrdmaCq {
             SlotRing::Slots64(r) => self.eng.fast_run(&r.view(), one).0,
         };
         if n == 0 {
-            return self.poll_single_other(one);
+            // Two QPs taking turns: a CQE of the QP cached second swaps the entries here.
+            let m = match &self.ring {
+                SlotRing::Slots32(r) => self.eng.switch_and_run::<_, false>(&r.view(), one),
+                SlotRing::Slots64(r) => self.eng.switch_and_run::<_, false>(&r.view(), one),
+            };
+            if m == 0 {
+                return self.poll_single_other(one);
+            }
         }
         self.publish();
-        n
+        1
     }
 
-    /// [`IrdmaCq::poll_single`] when the fast run took nothing: the CQE may be another
-    /// QP's (switch the cache to it and run again), or it needs the general path.
+    /// [`IrdmaCq::poll_single`] when neither the fast run nor the swap took anything: the
+    /// CQE may be another QP's (look it up, switch the cache to it and run again), or it
+    /// needs the general path.
     #[inline(never)]
     fn poll_single_other(&mut self, one: &mut [Completion]) -> usize {
         let n = match &self.ring {
-            SlotRing::Slots32(r) => self.eng.switch_and_run(&r.view(), one),
-            SlotRing::Slots64(r) => self.eng.switch_and_run(&r.view(), one),
+            SlotRing::Slots32(r) => self.eng.switch_and_run::<_, true>(&r.view(), one),
+            SlotRing::Slots64(r) => self.eng.switch_and_run::<_, true>(&r.view(), one),
         };
         if n > 0 {
             self.publish();
