@@ -44,16 +44,16 @@ pub(crate) trait Resources {
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool);
     /// Requester: (masked index, wr_id, wr_data) and retire up to the WQE.
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8);
-    /// Non-SRQ receive: (index, wr_id) from the RQ tail.
-    fn rq_complete(&mut self, slot: u32) -> (u32, u64);
+    /// Non-SRQ receive: (masked index, wr_id) of the RQ WQE at `wqe_counter`.
+    fn rq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64);
     /// A receive on QP `slot` in one registry access: `Ok((index, wr_id, rx_csum))` from
-    /// the RQ tail, or `Err(srq_slot)` when the QP receives from an SRQ.
+    /// the RQ at `wqe_counter`, or `Err(srq_slot)` when the QP receives from an SRQ.
     #[inline(always)]
-    fn recv_on_qp(&mut self, slot: u32) -> Result<(u32, u64, bool), u32> {
+    fn recv_on_qp(&mut self, slot: u32, wqe_counter: u16) -> Result<(u32, u64, bool), u32> {
         match self.qp_attrs(slot) {
             (Some(srq), _) => Err(srq),
             (None, csum) => {
-                let (i, w) = self.rq_complete(slot);
+                let (i, w) = self.rq_complete(slot, wqe_counter);
                 Ok((i, w, csum))
             }
         }
@@ -116,20 +116,20 @@ impl Resources for Consume<'_> {
         }
     }
     #[inline(always)]
-    fn rq_complete(&mut self, slot: u32) -> (u32, u64) {
+    fn rq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64) {
         match self.reg.qp_at(slot) {
-            Some(q) => q.rq.complete(),
+            Some(q) => q.rq.complete(wqe_counter),
             None => (0, 0),
         }
     }
     #[inline(always)]
-    fn recv_on_qp(&mut self, slot: u32) -> Result<(u32, u64, bool), u32> {
+    fn recv_on_qp(&mut self, slot: u32, wqe_counter: u16) -> Result<(u32, u64, bool), u32> {
         match self.reg.qp_at(slot) {
             Some(q) => match q.srq_slot() {
                 Some(srq) => Err(srq),
                 None => {
                     let csum = q.config().rx_csum;
-                    let (i, w) = q.rq.complete();
+                    let (i, w) = q.rq.complete(wqe_counter);
                     Ok((i, w, csum))
                 }
             },
@@ -165,8 +165,8 @@ impl Resources for Peek<'_> {
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8) {
         self.0.qp_at_ref(slot).map_or((0, 0, 0xff), |q| q.sq.peek(wqe_counter))
     }
-    fn rq_complete(&mut self, slot: u32) -> (u32, u64) {
-        self.0.qp_at_ref(slot).map_or((0, 0), |q| q.rq.peek())
+    fn rq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64) {
+        self.0.qp_at_ref(slot).map_or((0, 0), |q| q.rq.peek(wqe_counter))
     }
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
         self.0.srq_at_ref(slot)?.peek(wqe_counter)
@@ -393,7 +393,7 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
             let Some(slot) = res.qp(k, v1) else {
                 return fault(res, out, FaultKind::UnknownQp, pos, k);
             };
-            match res.recv_on_qp(slot) {
+            match res.recv_on_qp(slot, cqe.wqe_counter()) {
                 Ok(v) => v,
                 Err(s) => match srq_recv(res, s, cqe.wqe_counter()) {
                     Ok(v) => v,
@@ -453,7 +453,7 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
                     None => return fault(res, out, FaultKind::BadField, pos, wqe_counter as u32),
                 }
             }
-            Ok((RecvTarget::Rq(slot), _)) => res.rq_complete(slot),
+            Ok((RecvTarget::Rq(slot), _)) => res.rq_complete(slot, wqe_counter),
         }
     };
     // rdma-core's error branch: status, vendor_err, wr_id, qp_num and wc_flags = 0; opcode

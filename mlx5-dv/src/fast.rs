@@ -433,8 +433,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 } else if sop.raw() & Self::MASK_WIRE != self.key_wire {
                     return Err(Stop::Miss(sop.get() & QPN_MASK));
                 }
-                // rdma-core takes a non-SRQ receive's wr_id from its own RQ tail.
-                let idx = self.rq_tail as usize & self.rq.mask();
+                // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
+                // the tail only counts.
+                let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.rq.mask();
                 self.rq_tail = self.rq_tail.wrapping_add(1);
                 (*self.rq.at(idx), idx, self.qp_num(sop))
             };

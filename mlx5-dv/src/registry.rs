@@ -147,29 +147,33 @@ impl RecvQueue {
         self.wrid.len() as u32
     }
 
-    /// The wr_id of the next receive completion. rdma-core takes the index from its own
-    /// `rq.tail`, not from the CQE's `wqe_counter` (`handle_responder`; the same in the
-    /// kernel): receives complete in order on a non-SRQ RQ. Returns (index, wr_id).
+    /// Completes the receive at WQE counter `wqe_counter`; returns (index, wr_id). The
+    /// index is the CQE's counter masked to the queue, as rdma-core v55 and later take it
+    /// (`handle_responder`, since "mlx5: Handle OOO WQE consumption in CQE generation"):
+    /// a device may consume receive WQEs out of order. Older rdma-core (and the kernel)
+    /// took the RQ tail, which names the same WQE whenever receives complete in order. The
+    /// tail counts completions either way.
     #[inline(always)]
-    pub(crate) fn complete(&mut self) -> (u32, u64) {
-        let at = self.at(self.tail);
+    pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64) {
         self.tail = self.tail.wrapping_add(1);
-        at
+        self.at(wqe_counter as u32)
     }
 
+    /// [`RecvQueue::complete`] without counting the completion.
     #[inline]
-    pub(crate) fn peek(&self) -> (u32, u64) {
-        self.at(self.tail)
+    pub(crate) fn peek(&self, wqe_counter: u16) -> (u32, u64) {
+        self.at(wqe_counter as u32)
     }
 
-    /// (index, wr_id) of the receive at running position `pos`.
+    /// (index, wr_id) of the receive at running position (or WQE counter) `pos`.
     #[inline(always)]
     pub(crate) fn at(&self, pos: u32) -> (u32, u64) {
         let idx = pos as usize & self.wrid.mask();
         (idx as u32, *self.wrid.at(idx))
     }
 
-    /// The wr_id table (`wqe_cnt` entries, a power of two), indexed by the masked tail.
+    /// The wr_id table (`wqe_cnt` entries, a power of two), indexed by the masked WQE
+    /// counter.
     #[inline(always)]
     pub(crate) fn wrids(&self) -> &Pow2Table<u64> {
         &self.wrid
@@ -520,8 +524,9 @@ mod tests {
         let mut r = Registry::new();
         let qp = r.add_qp(QpConfig::rc(1, 8, 4)).unwrap();
         assert_eq!(qp.sq.complete(13).1, 5);
-        assert_eq!(qp.rq.complete().1, 0);
-        assert_eq!(qp.rq.complete().1, 1);
+        assert_eq!(qp.rq.complete(0), (0, 0));
+        // The counter is masked to the queue (4 entries).
+        assert_eq!(qp.rq.complete(6), (2, 2));
     }
 
     #[test]

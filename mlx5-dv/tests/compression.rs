@@ -495,6 +495,39 @@ fn recv(i: u16, bytes: u32) -> Entry {
     build::resp(cqe_opcode::RESP_SEND, QP_RC, i, bytes, 0).timestamp(99)
 }
 
+/// Receives whose WQE counters do not start at the RQ tail (a device consuming receive WQEs
+/// out of order, or a poller opened mid-stream): every completion of a session takes the
+/// wr_id of the WQE its counter names (`title + i`, spec §9.3-§9.4), as the same CQEs give
+/// uncompressed. Both layouts; the QP's own-RQ template path and the per-completion path
+/// (a raw Ethernet QP); batches of 1 (the one-completion path), 3 and 16.
+#[test]
+fn session_receives_take_the_wr_id_of_their_counter() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for qpn in [QP_RC, QP_ETH] {
+            for batch in [1, 3, 16] {
+                let what = format!("{layout:?}, QP {qpn:#x}, batch {batch}");
+                let entries: Vec<_> =
+                    (0..20u16).map(|i| build::resp(cqe_opcode::RESP_SEND, qpn, 40 + i, 64 + u32::from(i), 0)).collect();
+                let mut m = model::<64>(64, comp(layout, MiniFormat::Csum, Policy::Always), 0);
+                let mut cq = poller::<64>(&m);
+                let mut got = Vec::new();
+                push_and_drain(&mut m, &mut cq, &entries, batch, &mut got);
+                assert!(cq.stats().sessions > 0, "{what}: no session formed");
+                let ids: Vec<_> = got.iter().map(|c| (c.wr_id, c.wqe_index, c.byte_len)).collect();
+                let want: Vec<_> = (0..20u16).map(|i| (u64::from(40 + i), 40 + i, 64 + u32::from(i))).collect();
+                assert_eq!(ids, want, "{what}");
+                let mut m = model::<64>(64, None, 0);
+                let mut plain = poller::<64>(&m);
+                let mut want = Vec::new();
+                push_and_drain(&mut m, &mut plain, &entries, batch, &mut want);
+                assert_same(&got, &want, &what);
+                let outstanding = |cq: &Mlx5Cq<64>| cq.registry().qp(qpn).unwrap().rq.outstanding();
+                assert_eq!(outstanding(&cq), outstanding(&plain), "{what}: RQ tail");
+            }
+        }
+    }
+}
+
 /// A basic session split over poll batches of 1 and 3 and across the ring end; afterwards
 /// its holes and arrays are INVALID again and the title keeps its own bytes.
 #[test]
@@ -667,8 +700,8 @@ fn enhanced_holes_never_match_a_later_lap() {
             let what = format!("send {send}, batch {batch}");
             assert_eq!(got.len(), 4816, "{what}");
             for (i, c) in got.iter().enumerate() {
-                // Sends: the WQE counter; receives: the RQ's tail, from 0.
-                let want = (i as u16).wrapping_add(send as u16);
+                // The WQE counter, from 1, for sends and receives alike.
+                let want = (i as u16).wrapping_add(1);
                 let run = if i < 16 { i } else { 16 + (i - 16) / 8 };
                 assert!(c.is_ok(), "{what}: item {i}: {c:?}");
                 assert_eq!((c.wqe_index, c.timestamp), (want % 256, run as u64), "{what}: item {i}");

@@ -138,6 +138,68 @@ fn responder_opcodes_immediates_and_ud_fields() {
     assert_eq!(got.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [500, 501, 502, 503]);
 }
 
+/// A receive's wr_id is the RQ WQE its CQE's counter names, masked to the queue (rdma-core
+/// v55 and later, `handle_responder`): a device may consume receive WQEs out of order, so
+/// the RQ tail, which only counts completions, cannot name them. Successes and a flushed
+/// receive, polled in a batch, one at a time and peeked, on 64- and 128-byte CQEs.
+#[test]
+fn receive_wr_ids_follow_the_cqe_counter_not_the_rq_tail() {
+    fn run<const S: usize>() {
+        // Counters 10 and 13 are WQEs 2 and 5 of the 8-entry RQ.
+        let ctrs = [2u16, 0, 13, 3, 10, 1];
+        let want: Vec<(u64, u16)> = ctrs.iter().map(|&c| (500 + u64::from(c & 7), c & 7)).collect();
+        let push_all = |m: &mut Mlx5Model| {
+            for (i, &ctr) in ctrs.iter().enumerate() {
+                let e = if i == 4 {
+                    build::err(ErrSpec {
+                        requester: false,
+                        qpn: QPN,
+                        wqe_counter: ctr,
+                        syndrome: syndrome::WR_FLUSH_ERR,
+                        ..ErrSpec::default()
+                    })
+                } else {
+                    build::resp(cqe_opcode::RESP_SEND, QPN, ctr, 64, 0)
+                };
+                m.push(&e).unwrap();
+            }
+        };
+        let reg = || {
+            let mut r = Registry::new();
+            let rq = &mut r.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap().rq;
+            for i in 0..8 {
+                rq.post(500 + i);
+            }
+            r
+        };
+        for one_at_a_time in [false, true] {
+            let (mut m, mut cq) = setup::<S>(16, reg(), CqConfig::default());
+            push_all(&mut m);
+            let got = if one_at_a_time {
+                let mut got = Vec::new();
+                while let Some(peeked) = cq.peek() {
+                    let c = cq.poll_one().unwrap();
+                    assert_eq!(c, peeked, "peek and poll agree");
+                    got.push(c);
+                }
+                got
+            } else {
+                let peeked = cq.peek();
+                let got = poll_all(&mut cq);
+                assert_eq!(got.first(), peeked.as_ref(), "peek and poll agree");
+                got
+            };
+            let ids: Vec<(u64, u16)> = got.iter().map(|c| (c.wr_id, c.wqe_index)).collect();
+            assert_eq!(ids, want, "{S}-byte CQEs, one at a time: {one_at_a_time}");
+            assert_eq!(got[4].status, WcStatus::WrFlushErr);
+            // The tail still counts every receive completed.
+            assert_eq!(cq.registry().qp(QPN).unwrap().rq.outstanding(), 2);
+        }
+    }
+    run::<64>();
+    run::<128>();
+}
+
 #[test]
 fn ip_csum_ok_needs_the_qp_capability_ipv4_and_both_ok_bits() {
     let mut reg = Registry::new();

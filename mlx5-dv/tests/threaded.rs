@@ -96,7 +96,9 @@ fn run_compressed(n: u64, entries: u32, layout: CompLayout) {
             let e = if send(i) {
                 build::req(7, i as u16, wqe_opcode::SEND, 0)
             } else {
-                build::resp(cqe_opcode::RESP_SEND, 7, 0, (i % (1 << 30)) as u32, 0)
+                // The RQ WQE counter: receives before this one (every other run).
+                let ctr = (run / 2 * 37 + i % 37) as u16;
+                build::resp(cqe_opcode::RESP_SEND, 7, ctr, (i % (1 << 30)) as u32, 0)
             };
             e.timestamp(run)
         }),
@@ -114,7 +116,7 @@ fn run_compressed(n: u64, entries: u32, layout: CompLayout) {
                 assert_eq!((c.opcode, c.wqe_index), (WcOpcode::Send, next as u16), "{what}");
             } else {
                 assert_eq!((c.opcode, c.byte_len), (WcOpcode::Recv, (next % (1 << 30)) as u32), "{what}");
-                assert_eq!(c.wqe_index, recvs as u16, "{what}: the RQ tail");
+                assert_eq!(c.wqe_index, recvs as u16, "{what}: the RQ WQE");
                 recvs += 1;
             }
             next += 1;

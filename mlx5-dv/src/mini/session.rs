@@ -40,8 +40,8 @@ pub(super) fn decompress<R: Resources>(
 }
 
 /// One responder completion of a session from its template: what `cqe::parse_resp` writes,
-/// with the wr_id and WQE index taken from the receive queue as it would (the RQ tail, or
-/// the SRQ slot of the WQE counter) and the byte count from the mini-CQE. The fields are
+/// with the wr_id and WQE index taken from the receive queue as it would (the RQ or SRQ
+/// WQE of the completion's counter) and the byte count from the mini-CQE. The fields are
 /// exactly those `parse_resp` writes for a QP without Ethernet extras, so undefined fields
 /// keep what the slot held, as with an uncompressed CQE (checked by the tests).
 #[inline(always)]
@@ -55,7 +55,7 @@ fn fill_resp<R: Resources>(
     out: &mut Completion,
 ) {
     let (idx, wr_id) = match target {
-        RecvTarget::Rq(q) => res.rq_complete(q),
+        RecvTarget::Rq(q) => res.rq_complete(q, ctr),
         RecvTarget::Srq(s) => match res.srq_complete(s, ctr) {
             // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
             Some(w) => (ctr as u32, w),
@@ -123,8 +123,8 @@ impl<const V1: bool, const REQ: bool> MiniSink for GenericSink<'_, '_, V1, REQ> 
 }
 
 /// A responder session on a QP's own RQ: the template's constant fields are copied as
-/// blocks, the wr_id comes from the RQ tail, the byte count from the mini-CQE. Writes
-/// exactly what [`fill_resp`] writes.
+/// blocks, the wr_id comes from the RQ WQE of the completion's counter, the byte count from
+/// the mini-CQE. Writes exactly what [`fill_resp`] writes.
 struct RespSink<'a> {
     rq: Pow2Ref<'a, u64>,
     stats: &'a mut CqStats,
@@ -179,8 +179,8 @@ impl<'a> RespSink<'a> {
 
 impl MiniSink for RespSink<'_> {
     #[inline(always)]
-    fn fill(&mut self, mini: MiniCqe, _: u16, _: u32, slot: &mut Completion) {
-        let idx = self.rq_tail as usize & self.rq.mask();
+    fn fill(&mut self, mini: MiniCqe, ctr: u16, _: u32, slot: &mut Completion) {
+        let idx = ctr as usize & self.rq.mask();
         let wr_id = *self.rq.at(idx);
         self.rq_tail = self.rq_tail.wrapping_add(1);
         fill_from_template(&self.tpl, self.imm, wr_id, idx as u16, mini.byte_cnt(), slot);
@@ -210,7 +210,7 @@ impl Resources for Resolved {
     fn sq_complete(&mut self, _: u32, _: u16) -> (u32, u64, u8) {
         (0, 0, 0xff)
     }
-    fn rq_complete(&mut self, _: u32) -> (u32, u64) {
+    fn rq_complete(&mut self, _: u32, _: u16) -> (u32, u64) {
         (0, 0)
     }
     fn srq_complete(&mut self, _: u32, _: u16) -> Option<u64> {

@@ -80,7 +80,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         } else if let Some(Some((_, tpl))) = &st.template {
             let tail = qp.rq.tail();
             let rq = qp.rq.wrids();
-            let idx = tail as usize & rq.mask();
+            let idx = st.next_ctr as usize & rq.mask();
             let wr_id = *rq.at(idx);
             qp.rq.set_tail(tail.wrapping_add(1));
             fill_from_template(tpl, template_imm(tpl), wr_id, idx as u16, mini.byte_cnt(), wc);
