@@ -1,14 +1,37 @@
 //! Zero-copy CQE views: read single fields straight from ring memory, without building a
 //! [`dvcq_provider::Completion`].
 
-use crate::cq::{expected_owner, is_sw_owned, sw_owned_by_lap, Mlx5Cq};
+use crate::cq::{expected_owner, Mlx5Cq};
 use crate::doorbell::CiPublisher;
 use crate::mini::{CompLayout, MiniState};
 use dvcq_provider::{RingView, SlotCursor, SlotRef};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
-use dvcq_uapi::mlx5::opcode::cqe_format;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use dvcq_uapi::{Be16, Be32};
+
+/// Which `op_own ^ parity` bytes a view walk shows: owner bit clear (this lap) and an opcode
+/// that is neither INVALID nor RESIZE. A RESIZE CQE ends the walk unconsumed: only `poll`
+/// takes it, and so moves the CQ to its new ring (spec §10). One load and test, as the
+/// rotate-and-compare test it replaces.
+const VIEW_OWNED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let x = b as u8;
+        let opcode = op_own::opcode(x);
+        t[b] = x & op_own::OWNER_MASK == 0 && opcode != cqe_opcode::INVALID && opcode != cqe_opcode::RESIZE_CQ;
+        b += 1;
+    }
+    t
+};
+
+/// Whether a view walk shows the CQE with `op_own` byte `b` in a lap of owner parity
+/// `parity` (see [`VIEW_OWNED`]).
+#[inline(always)]
+fn view_owned(b: u8, parity: u8) -> bool {
+    VIEW_OWNED[(b ^ parity) as usize]
+}
 
 /// A lending iterator over software-owned CQEs. Each [`Views::next`] consumes one CQE; the
 /// consumer index is published (per the CQ's policy) when the iterator is dropped.
@@ -71,7 +94,7 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
         let op_own = if self.mode != ViewMode::Plain {
             Self::owned_compressed(self.mode, entries, slot, pos)?
         } else {
-            slot.owned_at(STRIDE - 1, |b| is_sw_owned(b, pos, entries))?
+            slot.owned_at(STRIDE - 1, |b| view_owned(b, expected_owner(pos, entries)))?
         };
         Some(CqeView { ring: self.ring, slot, idx: pos, op_own })
     }
@@ -84,16 +107,16 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
         let lap = pos >> entries.trailing_zeros();
         match mode {
             ViewMode::Plain | ViewMode::Stopped => None,
-            ViewMode::Basic => {
-                slot.owned_at(STRIDE - 1, |b| sw_owned_by_lap(b, lap) && op_own::format(b) != cqe_format::COMPRESSED)
-            }
-            ViewMode::Enhanced => {
-                Mlx5Cq::<STRIDE>::enh_owned_slot(slot, lap).filter(|&b| op_own::format(b) != cqe_format::COMPRESSED)
-            }
+            ViewMode::Basic => slot.owned_at(STRIDE - 1, |b| {
+                view_owned(b, (lap & 1) as u8) && op_own::format(b) != cqe_format::COMPRESSED
+            }),
+            ViewMode::Enhanced => Mlx5Cq::<STRIDE>::enh_owned_slot(slot, lap)
+                .filter(|&b| op_own::format(b) != cqe_format::COMPRESSED && op_own::opcode(b) != cqe_opcode::RESIZE_CQ),
         }
     }
 
-    /// The next CQE, consumed; `None` when the ring holds no more (or a RESIZE is pending).
+    /// The next CQE, consumed; `None` when the ring holds no more, at a RESIZE CQE (which
+    /// `poll` consumes) or while a resize is pending.
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<CqeView<'_, STRIDE>> {
@@ -108,7 +131,7 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
                 }
             };
             let parity = self.parity;
-            let op_own = slot.owned_at(STRIDE - 1, |b| sw_owned_by_lap(b, u32::from(parity)))?;
+            let op_own = slot.owned_at(STRIDE - 1, |b| view_owned(b, parity))?;
             self.cursor.advance();
             CqeView { ring: self.ring, slot, idx: pos, op_own }
         } else {

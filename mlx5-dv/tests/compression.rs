@@ -717,6 +717,32 @@ fn enhanced_holes_never_match_a_later_lap() {
     }
 }
 
+/// On a compressed CQ too, a view walk ends at a RESIZE CQE and `poll` takes it.
+#[test]
+fn views_on_a_compressed_cq_stop_at_a_resize() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let mut m = model::<64>(16, comp(layout, MiniFormat::Hash, Policy::Never), 0);
+        let mut cq = poller::<64>(&m);
+        m.push_all(&(0..3).map(|i| build::req(QP_RC, i, wqe_opcode::SEND, 0)).collect::<Vec<_>>()).unwrap();
+        let new_ring = m.resize::<64>(32).unwrap();
+        {
+            let mut v = cq.views();
+            for i in 0..3 {
+                assert_eq!(v.next().map(|x| x.wqe_counter()), Some(i), "{layout:?}");
+            }
+            assert!(v.next().is_none(), "{layout:?}: the walk ends at the RESIZE");
+        }
+        let mut got = Vec::new();
+        assert_eq!(poll_batch(&mut cq, 4, &mut got), 0);
+        assert!(cq.resize_pending(), "{layout:?}: poll consumed the RESIZE");
+        cq.switch_ring(new_ring).unwrap();
+        m.push(&build::req(QP_RC, 3, wqe_opcode::SEND, 0)).unwrap();
+        m.flush().unwrap();
+        assert_eq!(poll_batch(&mut cq, 4, &mut got), 1);
+        assert_eq!(got[0].wqe_index, 3, "{layout:?}");
+    }
+}
+
 /// A compressed CQ also carrying errors, SIG_ERR and a RESIZE: sessions end at each, and
 /// the stream after the resize compresses again in the new ring.
 #[test]

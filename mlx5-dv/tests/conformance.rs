@@ -530,6 +530,34 @@ fn sig_err_is_swallowed_and_resize_switches_rings() {
     assert_eq!(cq.stats().resizes, 1);
 }
 
+/// A view walk ends at a RESIZE CQE and leaves it to `poll`, which moves the CQ to its new
+/// ring. A walk that consumed it instead would strand the CQ on the old ring:
+/// `switch_ring` would refuse, and every later completion would be lost.
+#[test]
+fn views_stop_at_a_resize_and_poll_takes_it() {
+    for peek_first in [false, true] {
+        let (mut m, mut cq) = setup::<64>(8, registry(), CqConfig::default());
+        m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+        let new_ring = m.resize::<64>(16).unwrap();
+        m.push(&build::req(QPN, 1, wqe_opcode::SEND, 0)).unwrap();
+        {
+            let mut v = cq.views();
+            assert_eq!(v.next().map(|x| x.wqe_counter()), Some(0));
+            if peek_first {
+                assert!(v.peek().is_none(), "peek stops at the RESIZE too");
+            }
+            assert!(v.next().is_none(), "the walk ends at the RESIZE");
+        }
+        assert!(!cq.resize_pending());
+        assert_eq!(cq.poll(&mut [Completion::default(); 4]), 0);
+        assert!(cq.resize_pending(), "poll consumed the RESIZE");
+        cq.switch_ring(new_ring).unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!(got.iter().map(|c| c.wqe_index).collect::<Vec<_>>(), [1]);
+        assert_eq!(cq.stats().resizes, 1);
+    }
+}
+
 #[test]
 fn cqe_version_1_looks_up_by_user_index() {
     let mut reg = Registry::new();
