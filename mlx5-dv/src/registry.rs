@@ -255,7 +255,8 @@ pub struct QpConfig {
     pub qpn: u32,
     /// Send queue entries (`sq.wqe_cnt`, a power of two).
     pub sq_wqe_cnt: u32,
-    /// Receive queue entries (`rq.wqe_cnt`, a power of two; ignored with an SRQ).
+    /// Receive queue entries (`rq.wqe_cnt`, a power of two; ignored with an SRQ, where
+    /// rdma-core's QP has 0).
     pub rq_wqe_cnt: u32,
     /// The SRQ the QP receives from, by SRQ number.
     pub srqn: Option<u32>,
@@ -421,7 +422,10 @@ impl Registry {
             }
         }
         let sq = SendQueue::new(cfg.sq_wqe_cnt).ok_or(bad("sq", cfg.sq_wqe_cnt))?;
-        let rq = RecvQueue::new(cfg.rq_wqe_cnt).ok_or(bad("rq", cfg.rq_wqe_cnt))?;
+        // A QP on an SRQ has no RQ of its own (rdma-core leaves `rq.wqe_cnt` 0): its
+        // receives never reach this table, which only needs to exist.
+        let rq_cnt = if cfg.srqn.is_some() { cfg.rq_wqe_cnt.max(1) } else { cfg.rq_wqe_cnt };
+        let rq = RecvQueue::new(rq_cnt).ok_or(bad("rq", cfg.rq_wqe_cnt))?;
         if self.by_qpn.contains_key(&cfg.qpn) {
             return Err(RegistryError::Duplicate { what: "qpn", value: cfg.qpn });
         }

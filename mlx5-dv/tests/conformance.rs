@@ -579,9 +579,12 @@ fn cqe_version_1_looks_up_by_user_index() {
 fn srq_receives_use_the_unmasked_counter() {
     let mut reg = Registry::new();
     reg.add_srq(0x33, 256).unwrap().post(200, 0xaaaa);
-    let mut c = QpConfig::rc(QPN, 8, 8);
+    // rdma-core's QP on an SRQ has no RQ: `rq.wqe_cnt` 0 registers.
+    let mut c = QpConfig::rc(QPN, 8, 0);
     c.srqn = Some(0x33);
     reg.add_qp(c).unwrap();
+    // Without an SRQ, an RQ of 0 entries is refused.
+    assert!(Registry::new().add_qp(QpConfig::rc(1, 8, 0)).is_err());
     let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 200, 1, 0).srqn_uidx(0x33)).unwrap();
     let c = cq.poll_one().unwrap();
