@@ -71,10 +71,13 @@ impl MiniCqe {
     pub const fn stride_idx(&self) -> u16 {
         self.be16(2)
     }
-    /// FTAG_STRIDX: the 24-bit flow tag (bytes 0-1 are bits 23:8, byte 4 bits 7:0).
+    /// FTAG_STRIDX: the 24-bit flow tag. Byte 4 holds bits 23:16 and bytes 0-1 bits 15:0,
+    /// so that the tag reads as the same bytes a regular CQE's `sop_drop_qpn` bytes 57-59
+    /// hold (DPDK `rxq_cq_to_mbuf` builds the mark from a mini-CQE that way and compares
+    /// it with the regular CQE's word).
     #[inline(always)]
     pub const fn flow_tag(&self) -> u32 {
-        ((self.be16(0) as u32) << 8) | self.bytes[4] as u32
+        ((self.bytes[4] as u32) << 16) | self.be16(0) as u32
     }
     /// FTAG_STRIDX: the 24-bit byte count in bytes 5-7.
     #[inline(always)]
@@ -110,11 +113,11 @@ impl MiniCqe {
     pub const fn csum(checksum: u16, stride_idx: u16, byte_cnt: u32) -> Self {
         Self::from_parts(checksum.to_be_bytes(), stride_idx.to_be_bytes(), byte_cnt.to_be_bytes())
     }
-    /// A responder FTAG_STRIDX mini-CQE: flow tag bits 23:8 in bytes 0-1, stride index in
-    /// 2-3, flow tag bits 7:0 in byte 4, the 24-bit byte count in bytes 5-7.
+    /// A responder FTAG_STRIDX mini-CQE: flow tag bits 15:0 in bytes 0-1, stride index in
+    /// 2-3, flow tag bits 23:16 in byte 4, the 24-bit byte count in bytes 5-7.
     pub const fn ftag(flow_tag: u32, stride_idx: u16, byte_cnt24: u32) -> Self {
-        let t = ((flow_tag >> 8) as u16).to_be_bytes();
-        let c = ((flow_tag << 24) | (byte_cnt24 & 0x00ff_ffff)).to_be_bytes();
+        let t = (flow_tag as u16).to_be_bytes();
+        let c = (((flow_tag >> 16) & 0xff) << 24 | (byte_cnt24 & 0x00ff_ffff)).to_be_bytes();
         Self::from_parts(t, stride_idx.to_be_bytes(), c)
     }
     /// A responder L34H_STRIDX mini-CQE: header type in byte 0, stride index in bytes 2-3,
@@ -146,5 +149,22 @@ mod tests {
         let r = MiniCqe::requester(0x1234, 0x0a, 8);
         assert_eq!((r.wqe_counter(), r.s_wqe_opcode(), r.byte_cnt()), (0x1234, 0x0a, 8));
         assert_eq!(r.bytes, [0x12, 0x34, 0x0a, 0, 0, 0, 0, 8]);
+    }
+
+    /// The FTAG_STRIDX flow tag as DPDK reads it: on a little-endian host it builds the
+    /// mark word from a mini-CQE as `(byte_cnt_flow & 0xff) << 8 | flow_tag_high << 16`
+    /// (both fields read raw) and compares it with a regular CQE's raw `sop_drop_qpn`,
+    /// whose bytes 1-3 in memory are the tag's bits 23:16, 15:8 and 7:0.
+    #[test]
+    fn flow_tag_bytes_match_dpdks_mark() {
+        let m = MiniCqe { bytes: [0x34, 0x56, 0x00, 0x09, 0x12, 0x00, 0x05, 0xdc] };
+        let byte_cnt_flow = u32::from_le_bytes([m.bytes[4], m.bytes[5], m.bytes[6], m.bytes[7]]);
+        let flow_tag_high = u32::from(u16::from_le_bytes([m.bytes[0], m.bytes[1]]));
+        let mark = ((byte_cnt_flow & 0xff) << 8) | (flow_tag_high << 16);
+        let sop_drop_qpn_bytes = mark.to_le_bytes();
+        let tag = u32::from_be_bytes(sop_drop_qpn_bytes) & 0x00ff_ffff;
+        assert_eq!(tag, 0x12_3456);
+        assert_eq!((m.flow_tag(), m.stride_idx(), m.byte_cnt24()), (0x12_3456, 9, 0x5dc));
+        assert_eq!(MiniCqe::ftag(0x12_3456, 9, 0x5dc).bytes, m.bytes);
     }
 }
