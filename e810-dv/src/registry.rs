@@ -49,7 +49,10 @@ pub struct QpConfig {
     /// log2 of the RQ WQE size in quanta (`rq_wqe_size_multiplier = 1 << rq_shift`, 0..=3;
     /// GEN1 uses 2, §4.4).
     pub rq_shift: u8,
-    /// iWARP connection WQEs at the start of the SQ (`conn_wqes`, §4.6); 0 for RoCE.
+    /// Connection WQEs at the start of the SQ (`conn_wqes`, §4.6): 3 for iWARP QPs on
+    /// devices with `RTS_AE` (GEN2, GEN3), 1 for every QP in GEN1 legacy mode, 0 otherwise
+    /// (RoCE). Below `sq_quanta`. The SQ starts after them: the first WR posted is WQE
+    /// `conn_wqes`.
     pub conn_wqes: u16,
 }
 
@@ -79,6 +82,9 @@ pub enum RegistryError {
     /// `rq_shift` above 3.
     #[error("rq_shift {0} is above 3")]
     BadShift(u8),
+    /// Connection WQEs that leave no room in the SQ.
+    #[error("{0} connection wqes do not fit below the sq size")]
+    BadConnWqes(u16),
     /// No such QP.
     #[error("no qp with id {0}")]
     NoQp(u32),
@@ -222,7 +228,8 @@ impl QpRegistry {
     /// # Errors
     ///
     /// [`RegistryError::NullContext`], [`RegistryError::Duplicate`],
-    /// [`RegistryError::BadSize`], [`RegistryError::BadShift`].
+    /// [`RegistryError::BadSize`], [`RegistryError::BadShift`],
+    /// [`RegistryError::BadConnWqes`].
     pub fn register(&mut self, ctx: u64, cfg: QpConfig) -> Result<QpId, RegistryError> {
         if ctx == 0 {
             return Err(RegistryError::NullContext);
@@ -235,6 +242,14 @@ impl QpRegistry {
         if cfg.rq_shift > 3 {
             return Err(RegistryError::BadShift(cfg.rq_shift));
         }
+        let conn = u32::from(cfg.conn_wqes);
+        if conn != 0 && conn >= cfg.sq_quanta {
+            return Err(RegistryError::BadConnWqes(cfg.conn_wqes));
+        }
+        // rdma-core's `irdma_setup_connection_wqes` moves the SQ head and tail past the
+        // connection WQEs when it creates the QP: user WRs start at WQE `conn_wqes`.
+        let mut sq = WqRing::new(cfg.sq_quanta);
+        sq.set(conn, conn);
         let sq_trk =
             (0..cfg.sq_quanta as u64).map(|i| WrTrk { wr_id: i, wr_len: 0, quanta: 1, opcode: sq_op::SEND }).collect();
         let rq_wrid = (0..cfg.rq_wqes as u64).collect();
@@ -244,7 +259,7 @@ impl QpRegistry {
             cfg,
             sq_trk,
             rq_wrid,
-            sq: WqRing::new(cfg.sq_quanta),
+            sq,
             rq: WqRing::new(cfg.rq_wqes),
             first_sq_wq: cfg.conn_wqes > 0,
             push_dropped: false,
@@ -425,5 +440,30 @@ mod tests {
         assert_eq!(r.post_recv(id, 8), Ok(1));
         assert_eq!(r.post_recv(id, 9), Ok(2));
         assert_eq!(r.post_recv(id, 10), Err(RegistryError::Full));
+    }
+
+    #[test]
+    fn connection_wqes_come_before_the_first_post() {
+        let iwarp = |conn_wqes, sq| QpConfig { transport: Transport::Iwarp, conn_wqes, ..QpConfig::rc(1, sq, 4) };
+        // GEN2 iWARP: 3 connection WQEs; the 8-quanta chunk still counts from index 0.
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        let id = r.register(1, iwarp(3, 16)).unwrap();
+        let qp = r.qp(id).unwrap();
+        assert_eq!((qp.sq.head, qp.sq.tail, qp.first_sq_wq), (3, 3, true));
+        assert_eq!(r.post_send(id, 10, 1, 1, sq_op::SEND), Ok(3));
+        assert_eq!(r.post_send(id, 11, 1, 4, sq_op::SEND), Ok(4));
+        // Index 8 starts a chunk: an 8-quanta WR needs no pad.
+        assert_eq!(r.post_send(id, 12, 1, 8, sq_op::SEND), Ok(8));
+        // GEN1 legacy: 1 connection WQE, 2-quanta chunks: a 2-quanta WR pads index 1.
+        let mut r = QpRegistry::new(HwRev::Gen1);
+        let id = r.register(1, iwarp(1, 8)).unwrap();
+        assert_eq!(r.post_send(id, 10, 1, 2, sq_op::SEND), Ok(2));
+        assert_eq!(r.qp(id).unwrap().sq_entry(1).opcode, sq_op::NOP);
+        // The connection WQEs must leave room in the SQ; a RoCE QP has none.
+        assert_eq!(r.register(2, iwarp(8, 8)), Err(RegistryError::BadConnWqes(8)));
+        assert_eq!(r.register(3, iwarp(1, 0)), Err(RegistryError::BadConnWqes(1)));
+        let id = r.register(4, QpConfig::rc(1, 8, 4)).unwrap();
+        assert!(!r.qp(id).unwrap().first_sq_wq);
+        assert_eq!(r.post_send(id, 10, 1, 1, sq_op::SEND), Ok(0));
     }
 }

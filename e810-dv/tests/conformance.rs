@@ -449,12 +449,48 @@ fn push_dropped_and_solicited_do_not_change_the_completion() {
     assert!(cq.qps().qp(id).unwrap().push_dropped);
 }
 
+/// An iWARP RC QP with `conn_wqes` connection WQEs (3 on GEN2, 1 in GEN1 legacy mode, §4.6).
+fn iwarp(conn_wqes: u16) -> QpConfig {
+    QpConfig { transport: Transport::Iwarp, conn_wqes, ..QpConfig::rc(QPN, 16, 16) }
+}
+
+/// rdma-core's `irdma_setup_connection_wqes` moves the SQ head and tail past the connection
+/// WQEs when it creates the QP (§4.6), so the first user WR is WQE `conn_wqes`, and that is
+/// the index the hardware's CQE for it carries. Its completion retires exactly it, a flush
+/// reports exactly the WRs posted after it, and a flush with nothing outstanding reports
+/// nothing (ENOENT).
+#[test]
+fn iwarp_user_sends_start_after_the_connection_wqes() {
+    for (gen, conn) in [(HwRev::Gen2, 3u16), (HwRev::Gen1, 1)] {
+        let (mut m, mut cq, id) = setup(gen, 16, iwarp(conn), Compat::Current);
+        let w = cq.qps_mut().post_send(id, 0xaaaa, 64, 1, sq_op::SEND).unwrap();
+        assert_eq!(w, conn, "{gen:?}: the first user WQE follows the connection WQEs");
+        // What the hardware writes for that WR, whatever post_send said.
+        m.push(&ModelCqe::send(CTX, QPN, conn, sq_op::SEND)).unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!(got.len(), 1, "{gen:?}");
+        assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::Success, 0xaaaa, 64), "{gen:?}");
+        assert_eq!(got[0].wqe_index, conn);
+        let qp = cq.qps().qp(id).unwrap();
+        assert_eq!((qp.sq.head, qp.sq.tail), (u32::from(conn) + 1, u32::from(conn) + 1), "{gen:?}: SQ drained");
+
+        let (w1, w2) = (conn + 1, conn + 2);
+        assert_eq!(cq.qps_mut().post_send(id, 0xbbbb, 8, 1, sq_op::RDMA_WRITE), Ok(w1));
+        assert_eq!(cq.qps_mut().post_send(id, 0xcccc, 9, 1, sq_op::SEND), Ok(w2));
+        m.flush(CTX, QPN, true, flush::GENERAL_ERR, &[w1, w2]).unwrap();
+        let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.status, c.wr_id, c.wqe_index)).collect();
+        assert_eq!(got, [(WcStatus::WrFlushErr, 0xbbbb, w1), (WcStatus::WrFlushErr, 0xcccc, w2)], "{gen:?}");
+
+        let before = cq.ci();
+        m.push(&ModelCqe::flush_general(CTX, QPN, true, w2)).unwrap();
+        assert!(poll_all(&mut cq).is_empty(), "{gen:?}: a flush of an empty SQ completes nothing");
+        assert_eq!(cq.ci(), before + 1, "{gen:?}: but is consumed");
+    }
+}
+
 #[test]
 fn iwarp_connection_wqes_are_skipped_while_the_sq_is_empty() {
-    let mut cfg = QpConfig::rc(QPN, 16, 16);
-    cfg.transport = Transport::Iwarp;
-    cfg.conn_wqes = 3;
-    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, cfg, Compat::Current);
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
     m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
     let got = poll_all(&mut cq);
     assert!(got.is_empty());
