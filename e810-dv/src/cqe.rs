@@ -149,11 +149,25 @@ impl Engine {
         let parks = self.hw_rev.parks_flush();
         if is_sq {
             queue = Queue::Sq;
+            if qp.first_sq_wq {
+                // rdma-core (`irdma_uk_cq_poll_cmpl`) checks for connection WQEs before it
+                // splits flushes from the rest, and a parked flush CQE names the SQ tail by
+                // then (rdma-core rewrote its wqe_idx, see `crate::flush`).
+                let idx = if parked { qp.sq.tail } else { u32::from(q3::wqe_idx(w3)) };
+                let conn = u32::from(qp.config().conn_wqes);
+                flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= conn);
+                if idx < conn && qp.sq.head == qp.sq.tail {
+                    return Some(conn_wqe(qi, slots, flags));
+                }
+            }
             let op;
             if let CompStatus::Flushed(_) = comp {
                 // Flushed SQ WRs come from the SQ ring state, not from the CQE (§4.5).
                 let Some((idx, trk, new_tail)) = flush::next_sq(qp) else {
-                    return Some(Step::consumed(Kind::Stop, slots));
+                    // rdma-core's ENOENT: the flag changes made so far still hold.
+                    let mut s = Step::consumed(Kind::Stop, slots);
+                    (s.qp, s.flags) = (qi, flags);
+                    return Some(s);
                 };
                 wc.wr_id = trk.wr_id;
                 wc.byte_len = trk.wr_len;
@@ -166,12 +180,6 @@ impl Engine {
                 }
             } else {
                 let idx = u32::from(q3::wqe_idx(w3));
-                if qp.first_sq_wq {
-                    if let Some(s) = conn_wqe(qp, qi, idx, slots) {
-                        return Some(s);
-                    }
-                    flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes));
-                }
                 let Some(trk) = qp.sq_trk.get(idx as usize) else {
                     return Some(Step::fault(FaultKind::BadField, at, idx, slots));
                 };
@@ -258,17 +266,13 @@ impl Engine {
     }
 }
 
-/// iWARP connection WQEs (§4.6): an SQ CQE below `conn_wqes` while the user SQ is empty is
-/// consumed silently and rdma-core zeroes its scratch completion. rdma-core advances the
-/// head there without the polarity flip (Pitfall 12), a bug dvcq does not copy: the head
-/// always moves by the normal rule.
+/// A connection WQE's CQE (iWARP, GEN1 legacy; §4.6): an SQ CQE below `conn_wqes` while the
+/// user SQ is empty is consumed silently (with the `flags` set so far) and rdma-core zeroes
+/// its scratch completion. rdma-core advances the head there without the polarity flip
+/// (Pitfall 12), a bug dvcq does not copy: the head always moves by the normal rule.
 #[cold]
-fn conn_wqe(qp: &crate::registry::Qp, qi: u32, idx: u32, slots: u32) -> Option<Step> {
-    if idx < u32::from(qp.config().conn_wqes) && qp.sq.head == qp.sq.tail {
-        let mut s = Step::consumed(Kind::Skip, slots);
-        s.qp = qi;
-        s.flags = F_ZERO_BYTES | (F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= u32::from(qp.config().conn_wqes)));
-        return Some(s);
-    }
-    None
+fn conn_wqe(qi: u32, slots: u32, flags: u8) -> Step {
+    let mut s = Step::consumed(Kind::Skip, slots);
+    (s.qp, s.flags) = (qi, flags | F_ZERO_BYTES);
+    s
 }

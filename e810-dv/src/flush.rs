@@ -8,11 +8,11 @@
 //!
 //! dvcq reproduces the observable result without writing the ring: the poller keeps a
 //! `parked` flag for the CQE at its head, and while it is set reads the minor as
-//! `FLUSH_GENERAL_ERR`. The rewritten wqe_idx is never needed, because rdma-core's flush
-//! path ignores the CQE's wqe_idx and walks from the ring tail. (A provider that polls the
-//! same ring after dvcq would see the original minor again: dvcq does not share a ring with
-//! rdma-core's poller, so this is deliberate.) GEN3 writes one CQE per flushed WR; the
-//! same walk is used and the head always advances.
+//! `FLUSH_GENERAL_ERR` and an SQ CQE's wqe_idx as the SQ tail. Only the connection-WQE check
+//! reads that wqe_idx; the flush path ignores it and walks from the ring tail. (A provider
+//! that polls the same ring after dvcq would see the original qword3 again: dvcq does not
+//! share a ring with rdma-core's poller, so this is deliberate.) GEN3 writes one CQE per
+//! flushed WR; the same walk is used and the head always advances.
 
 use crate::registry::{Qp, WrTrk};
 use dvcq_uapi::irdma::codes::sq_op;

@@ -499,6 +499,55 @@ fn iwarp_connection_wqes_are_skipped_while_the_sq_is_empty() {
     let _ = QpType::Rc;
 }
 
+/// rdma-core looks for connection WQEs (`first_sq_wq`) before it looks at the error fields
+/// (`irdma_uk_cq_poll_cmpl`, §4.6): an SQ CQE below `conn_wqes` while the user SQ is empty
+/// is skipped even when it is a flush (consumed, and the poll call goes on), and the check
+/// ends with the first SQ CQE that names the last connection WQE or a later one. A parked
+/// flush CQE names the SQ tail by then (rdma-core rewrote its wqe_idx).
+#[test]
+fn iwarp_flushed_connection_wqes_are_skipped_and_the_poll_goes_on() {
+    let mut out = [Completion::default(); 4];
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+    for (wqe_idx, wr_id) in [(0, 77), (2, 78)] {
+        cq.qps_mut().post_recv(id, wr_id).unwrap();
+        m.push(&ModelCqe::flush_general(CTX, QPN, true, wqe_idx)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, (wr_id - 77) as u16, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+        assert_eq!(cq.poll(&mut out), 1, "connection WQE {wqe_idx}: skipped, and the call goes on");
+        assert_eq!(out[0].wr_id, wr_id);
+    }
+    // WQE 2 ended the check: a flush of the empty SQ is now rdma-core's ENOENT, which
+    // consumes the CQE and ends the call.
+    cq.qps_mut().post_recv(id, 79).unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 2, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+    assert_eq!(cq.poll(&mut out), 0, "ENOENT ends the call");
+    assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 79));
+
+    // A flush of the empty SQ that names a later WQE is ENOENT, and ends the check as well.
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+    cq.qps_mut().post_recv(id, 81).unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, 3)).unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+    assert_eq!(cq.poll(&mut out), 0, "WQE 3: ENOENT");
+    assert_eq!(cq.poll(&mut out), 0, "WQE 0 after it: ENOENT too, not a skip");
+    assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 81));
+
+    // A flush naming a connection WQE while user WRs are outstanding flushes them; parked,
+    // it names the SQ tail (4) on the second read, which ends the check there too.
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+    cq.qps_mut().post_send(id, 1, 0, 1, sq_op::SEND).unwrap();
+    cq.qps_mut().post_send(id, 2, 0, 1, sq_op::SEND).unwrap();
+    cq.qps_mut().post_recv(id, 80).unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
+    let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.status, c.wr_id)).collect();
+    assert_eq!(got, [(WcStatus::WrFlushErr, 1), (WcStatus::WrFlushErr, 2)]);
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+    assert_eq!(cq.poll(&mut out), 0, "the check ended: ENOENT, not a skip");
+    assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 80));
+}
+
 /// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (v44: not rounded), so
 /// almost never a power of two (irdma.md §1.2). On every size rdma-core can hand out, plain
 /// and extended CQEs (whose extension may land in slot 0 across the wrap) poll in order over
