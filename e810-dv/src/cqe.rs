@@ -160,6 +160,11 @@ impl Engine {
                     return Some(conn_wqe(qi, slots, flags));
                 }
             }
+            // rdma-core stops push mode on any SQ CQE with a dropped push WQE, flushed or not
+            // (`irdma_uk_cq_poll_cmpl`, §4.3).
+            if w3 & q3::PSHDROP != 0 {
+                flags |= F_PUSH_DROPPED;
+            }
             let op;
             if let CompStatus::Flushed(_) = comp {
                 // Flushed SQ WRs come from the SQ ring state, not from the CQE (§4.5).
@@ -195,9 +200,6 @@ impl Engine {
                 wc.wqe_index = idx as u16;
                 op = q3::op(w3);
                 tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
-                if w3 & q3::PSHDROP != 0 {
-                    flags |= F_PUSH_DROPPED;
-                }
             }
             match sq_opcode(op) {
                 Some(o) => wc.opcode = o,

@@ -449,6 +449,28 @@ fn push_dropped_and_solicited_do_not_change_the_completion() {
     assert!(cq.qps().qp(id).unwrap().push_dropped);
 }
 
+/// rdma-core latches `push_dropped` (bit 51) for every SQ CQE before it splits flushes from
+/// the rest (`irdma_uk_cq_poll_cmpl`, §4.3): a flushed CQE sets it too, also when the SQ is
+/// empty (ENOENT). A skipped connection-WQE CQE returns before that and does not.
+#[test]
+fn push_dropped_is_latched_by_flushed_sq_cqes_too() {
+    for outstanding in [1u64, 0] {
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
+        for w in 0..outstanding {
+            cq.qps_mut().post_send(id, w, 0, 1, sq_op::SEND).unwrap();
+        }
+        m.push(&ModelCqe::flush_general(CTX, QPN, true, 0).push_dropped()).unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!(got.len() as u64, outstanding);
+        assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr));
+        assert!(cq.qps().qp(id).unwrap().push_dropped, "{outstanding} outstanding");
+    }
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+    m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND).push_dropped()).unwrap();
+    assert!(poll_all(&mut cq).is_empty());
+    assert!(!cq.qps().qp(id).unwrap().push_dropped, "a skipped connection WQE does not latch it");
+}
+
 /// An iWARP RC QP with `conn_wqes` connection WQEs (3 on GEN2, 1 in GEN1 legacy mode, §4.6).
 fn iwarp(conn_wqes: u16) -> QpConfig {
     QpConfig { transport: Transport::Iwarp, conn_wqes, ..QpConfig::rc(QPN, 16, 16) }
