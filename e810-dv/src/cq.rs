@@ -2,7 +2,7 @@
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
-use crate::fast::{Stop, SLOW};
+use crate::fast::{FastTables, Stop, SLOW};
 use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
@@ -23,6 +23,8 @@ pub(crate) struct Engine {
     pub hw_rev: HwRev,
     pub gen3: bool,
     pub compat: Compat,
+    /// The fast path's tables for `compat`.
+    pub fast: &'static FastTables,
     pub qps: QpRegistry,
     /// `cur_cqe.bytes_xfered` as the last CQE left it (stale byte_len quirk, §4.3).
     pub last_bytes: u32,
@@ -46,6 +48,7 @@ impl Engine {
             hw_rev,
             gen3: hw_rev == HwRev::Gen3,
             compat,
+            fast: FastTables::of(compat),
             qps,
             last_bytes: 0,
             parked: false,

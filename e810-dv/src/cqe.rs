@@ -201,7 +201,7 @@ impl Engine {
                 op = q3::op(w3);
                 tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
             }
-            match sq_opcode(op) {
+            match sq_opcode(op, self.compat) {
                 Some(o) => wc.opcode = o,
                 // Quirk (§4.7, Pitfall 7): an opcode rdma-core has no case for leaves the
                 // opcode untouched and turns the status into GENERAL_ERR, even on success.

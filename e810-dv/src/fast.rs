@@ -39,26 +39,59 @@ pub(crate) enum Stop {
     Lap,
 }
 
-/// The SQ opcodes [`sq_opcode`] knows, as a bit set over the 6-bit opcode field.
-const SQ_KNOWN: u64 = {
-    let mut m = 0u64;
-    let mut op = 0;
-    while op < 64 {
-        if sq_opcode(op as u8).is_some() {
-            m |= 1 << op;
+/// What a fast run needs to know of the CQ's [`Compat`]: chosen once per CQ
+/// ([`FastTables::of`]), so that no CQE tests the version.
+#[derive(Debug)]
+pub(crate) struct FastTables {
+    /// The SQ opcodes [`sq_opcode`] knows, as a bit set over the 6-bit opcode field.
+    sq_known: u64,
+    /// The RQ opcodes that [`rq_opcode`] reports as `RECV_RDMA_WITH_IMM` without immediate
+    /// data in an extension, by [GEN3][send-with-immediate capability].
+    rq_write_imm: [[u64; 2]; 2],
+}
+
+impl FastTables {
+    const fn new(compat: Compat) -> Self {
+        let mut sq_known = 0u64;
+        let mut rq_write_imm = [[0u64; 2]; 2];
+        let mut op = 0;
+        while op < 64 {
+            if sq_opcode(op as u8, compat).is_some() {
+                sq_known |= 1 << op;
+            }
+            let mut i = 0;
+            while i < 4 {
+                let (gen3, swi) = (i & 2 != 0, i & 1 != 0);
+                if matches!(rq_opcode(op as u8, gen3, swi, false, compat), WcOpcode::RecvRdmaWithImm) {
+                    rq_write_imm[gen3 as usize][swi as usize] |= 1 << op;
+                }
+                i += 1;
+            }
+            op += 1;
         }
-        op += 1;
+        Self { sq_known, rq_write_imm }
     }
-    m
-};
+
+    /// The tables of `compat`.
+    pub(crate) fn of(compat: Compat) -> &'static Self {
+        static CURRENT: FastTables = FastTables::new(Compat::Current);
+        static V44: FastTables = FastTables::new(Compat::V44);
+        match compat {
+            Compat::Current => &CURRENT,
+            Compat::V44 => &V44,
+        }
+    }
+}
 
 /// Completion heads of SQ CQEs by opcode, for non-UD and UD QPs (UD completions carry
-/// `IBV_WC_GRH`, as `irdma_process_cqe` sets it for every UD CQE).
+/// `IBV_WC_GRH`, as `irdma_process_cqe` sets it for every UD CQE). The opcodes of
+/// [`Compat::Current`] include those of every older version; [`FastTables::sq_known`]
+/// says which of them a CQ takes.
 const SQ_HEAD: [[WcHeadWord; 64]; 2] = {
     let mut t = [[WcHead::success(WcOpcode::Send, WcFlags::empty(), 0).word(); 64]; 2];
     let mut op = 0;
     while op < 64 {
-        if let Some(o) = sq_opcode(op as u8) {
+        if let Some(o) = sq_opcode(op as u8, Compat::Current) {
             t[0][op] = WcHead::success(o, WcFlags::empty(), 0).word();
             t[1][op] = WcHead::success(o, WcFlags::GRH, 0).word();
         }
@@ -87,28 +120,6 @@ const RQ_HEAD: [[[WcHeadWord; 2]; 2]; 2] = {
     t
 };
 
-/// The RQ opcodes that [`rq_opcode`] reports as `RECV_RDMA_WITH_IMM` without immediate
-/// data in an extension, by [GEN3][send-with-immediate capability][`Compat::V44`].
-const RQ_WRITE_IMM: [[[u64; 2]; 2]; 2] = {
-    let mut t = [[[0u64; 2]; 2]; 2];
-    let mut i = 0;
-    while i < 8 {
-        let (gen3, swi, v44) = (i & 4 != 0, i & 2 != 0, i & 1 != 0);
-        let compat = if v44 { Compat::V44 } else { Compat::Current };
-        let mut m = 0u64;
-        let mut op = 0;
-        while op < 64 {
-            if matches!(rq_opcode(op as u8, gen3, swi, false, compat), WcOpcode::RecvRdmaWithImm) {
-                m |= 1 << op;
-            }
-            op += 1;
-        }
-        t[gen3 as usize][swi as usize][v44 as usize] = m;
-        i += 1;
-    }
-    t
-};
-
 impl Engine {
     /// Polls common-case CQEs of the cached QP into `out` until `out` is full, the next
     /// CQE is not one (left unconsumed at `self.ci`), or the ring ends; returns the count
@@ -116,11 +127,11 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
-        let Engine { ci, entries, gen3, compat, qps, last_bytes, last_ctx, last_qp, .. } = self;
+        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, .. } = self;
         let Some(qp) = (*last_ctx != 0).then(|| qps.get_mut(*last_qp)).flatten() else {
             return (0, Stop::Other);
         };
-        let run = Run { ctx: *last_ctx, entries: *entries, v44: matches!(compat, Compat::V44), ci, last_bytes };
+        let run = Run { ctx: *last_ctx, entries: *entries, fast, ci, last_bytes };
         match (qp.ud, *gen3) {
             (false, false) => run.go::<R, false, false>(ring, qp, out),
             (false, true) => run.go::<R, false, true>(ring, qp, out),
@@ -134,7 +145,7 @@ impl Engine {
 struct Run<'e> {
     ctx: u64,
     entries: u32,
-    v44: bool,
+    fast: &'static FastTables,
     ci: &'e mut Pos,
     last_bytes: &'e mut u32,
 }
@@ -149,15 +160,15 @@ impl Run<'_> {
         qp: &mut Qp,
         out: &mut [Completion],
     ) -> (usize, Stop) {
-        let Run { ctx, entries, v44, .. } = self;
+        let Run { ctx, entries, fast, .. } = self;
         let ci = *self.ci;
         // QP fields are read where they are used: the compiler keeps in registers what a
         // long run reuses, and a one-CQE poll loads only what its CQE needs. Two derived
         // values are worth computing once: until the first SQ completion after the
         // connection WQEs, SQ CQEs need the general path (`first_sq_wq`); and which RQ
         // opcodes are writes with immediate.
-        let sq_known = if qp.first_sq_wq { 0 } else { SQ_KNOWN };
-        let write_imm = RQ_WRITE_IMM[GEN3 as usize][qp.send_with_imm as usize][v44 as usize];
+        let sq_known = if qp.first_sq_wq { 0 } else { fast.sq_known };
+        let write_imm = fast.rq_write_imm[GEN3 as usize][qp.send_with_imm as usize];
         // The queue tails the run leaves, written back once at its end ([`NONE`]: no
         // completion of that queue): the SQ index past the last completed WQE, and the RQ
         // index of the last completed receive.

@@ -18,6 +18,14 @@ pub enum Compat {
     V44,
 }
 
+impl Compat {
+    /// `set_ib_wc_op_sq` maps the atomic opcodes (rdma-core commit c2665c2e3, v64).
+    #[inline(always)]
+    pub const fn sq_atomics(self) -> bool {
+        matches!(self, Compat::Current)
+    }
+}
+
 /// The completion status rdma-core derives from qword3's error fields, before the SQ
 /// unknown-opcode override (§5.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,10 +117,12 @@ pub const fn vendor_err(major_err: u16, minor_err: u16) -> u32 {
 }
 
 /// `set_ib_wc_op_sq` (§4.7): the `ibv_wc` opcode of an SQ WQE opcode, or `None` for the
-/// opcodes rdma-core has no case for (it then overwrites the status with GENERAL_ERR).
+/// opcodes rdma-core has no case for (it then overwrites the status with GENERAL_ERR): on
+/// versions before v64 that includes the atomics.
 #[inline(always)]
-pub const fn sq_opcode(op: u8) -> Option<WcOpcode> {
+pub const fn sq_opcode(op: u8, compat: Compat) -> Option<WcOpcode> {
     Some(match op {
+        sq_op::ATOMIC_COMPARE_SWAP | sq_op::ATOMIC_FETCH_ADD if !compat.sq_atomics() => return None,
         sq_op::RDMA_WRITE | sq_op::RDMA_WRITE_SOL => WcOpcode::RdmaWrite,
         sq_op::RDMA_READ => WcOpcode::RdmaRead,
         sq_op::SEND | sq_op::SEND_INV | sq_op::SEND_SOL | sq_op::SEND_SOL_INV => WcOpcode::Send,
@@ -197,13 +207,18 @@ mod tests {
 
     #[test]
     fn opcode_tables() {
-        assert_eq!(sq_opcode(0x0d), Some(WcOpcode::RdmaWrite));
-        assert_eq!(sq_opcode(0x06), Some(WcOpcode::Send));
-        assert_eq!(sq_opcode(0x11), Some(WcOpcode::CompSwap));
-        assert_eq!(sq_opcode(0x0f), Some(WcOpcode::FetchAdd));
-        assert_eq!(sq_opcode(0x0a), Some(WcOpcode::LocalInv));
-        assert_eq!(sq_opcode(0x09), None);
-        assert_eq!(sq_opcode(0x0c), None);
+        let cur = Compat::Current;
+        assert_eq!(sq_opcode(0x0d, cur), Some(WcOpcode::RdmaWrite));
+        assert_eq!(sq_opcode(0x06, cur), Some(WcOpcode::Send));
+        assert_eq!(sq_opcode(0x11, cur), Some(WcOpcode::CompSwap));
+        assert_eq!(sq_opcode(0x0f, cur), Some(WcOpcode::FetchAdd));
+        assert_eq!(sq_opcode(0x0a, cur), Some(WcOpcode::LocalInv));
+        assert_eq!(sq_opcode(0x09, cur), None);
+        assert_eq!(sq_opcode(0x0c, cur), None);
+        // v44 has no atomic cases (they came with v64).
+        assert_eq!(sq_opcode(0x11, Compat::V44), None);
+        assert_eq!(sq_opcode(0x0f, Compat::V44), None);
+        assert_eq!(sq_opcode(0x0a, Compat::V44), Some(WcOpcode::LocalInv));
         assert_eq!(rq_opcode(0x0b, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
         assert_eq!(rq_opcode(0x09, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
         assert_eq!(rq_opcode(0x0b, false, true, true, Compat::V44), WcOpcode::Recv);
