@@ -5,7 +5,7 @@
 use crate::cq::Engine;
 use crate::flush;
 use crate::ring::{Pos, SlotSource, SlotWords};
-use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus, Compat};
+use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus};
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcStatus};
 use dvcq_uapi::irdma::codes::{flush as flush_code, major};
 use dvcq_uapi::irdma::cqe::{q0, q2, q3, ExtCqe};
@@ -81,7 +81,7 @@ impl Engine {
             ext = Some(ring.ext(pos)?);
             slots += ring.ext_extra_slots();
         }
-        let srq = w3 & q3::SRQ != 0 && self.compat == Compat::Current;
+        let srq = w3 & q3::SRQ != 0 && self.compat.srq();
         let ctx = if srq {
             // GEN3 SRQ CQE: the QP context is qword5 (byte 40), qword1 holds the wr_id
             // (§4.1). Only a 64-byte slot has a byte 40.
@@ -123,7 +123,7 @@ impl Engine {
             && qp.ud
             && qp.send_with_imm
             && major_err >> 12 == major::CIE_NIBBLE
-            && self.compat == Compat::Current
+            && self.compat.gen3_flush_codes()
         {
             // Non-fatal UD "CIE" errors are reported as success (v64+, §5.1).
             comp = CompStatus::Success;

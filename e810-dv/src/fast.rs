@@ -75,9 +75,11 @@ impl FastTables {
     /// The tables of `compat`.
     pub(crate) fn of(compat: Compat) -> &'static Self {
         static CURRENT: FastTables = FastTables::new(Compat::Current);
+        static V52: FastTables = FastTables::new(Compat::V52);
         static V44: FastTables = FastTables::new(Compat::V44);
         match compat {
             Compat::Current => &CURRENT,
+            Compat::V52 => &V52,
             Compat::V44 => &V44,
         }
     }

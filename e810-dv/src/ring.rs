@@ -27,11 +27,12 @@ pub enum Rounding {
 }
 
 impl From<Compat> for Rounding {
-    /// [`Compat::V44`] rounds as v44 does; [`Compat::Current`] as v64 and later.
+    /// [`Compat::Current`] rounds as v64 and later do (commit 772db3ec1); the older
+    /// variants do not round.
     fn from(c: Compat) -> Self {
         match c {
             Compat::Current => Rounding::Even,
-            Compat::V44 => Rounding::None,
+            Compat::V52 | Compat::V44 => Rounding::None,
         }
     }
 }
@@ -532,7 +533,7 @@ mod tests {
         // The spec's worked example: GEN2, cqe = 100 -> 202 slots.
         assert_eq!(ring_slots(100, HwRev::Gen2, 32, Rounding::Even), Some(202));
         // GEN1 does not double; rdma-core since v64 rounds odd sizes to even, older ones do
-        // not (and v44's compatibility mode sizes as v44).
+        // not (and the compatibility modes for them size as they do).
         assert_eq!(ring_slots(100, HwRev::Gen1, 32, Rounding::Even), Some(102));
         assert_eq!(ring_slots(102, HwRev::Gen1, 32, Rounding::Even), Some(104));
         assert_eq!(ring_slots(102, HwRev::Gen1, 32, Rounding::None), Some(103));
@@ -540,6 +541,7 @@ mod tests {
         assert_eq!(ring_slots(100, HwRev::Gen3, 64, Rounding::Even), Some(102));
         assert_eq!(ring_slots(1, HwRev::Gen1, 32, Rounding::Even), Some(4));
         assert_eq!(Rounding::from(Compat::V44), Rounding::None);
+        assert_eq!(Rounding::from(Compat::V52), Rounding::None);
         assert_eq!(ring_slots(u32::MAX, HwRev::Gen1, 32, Rounding::Even), None);
         assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen1, 32, Rounding::Even), None);
         assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen3, 64, Rounding::None), Some(u32::MAX));

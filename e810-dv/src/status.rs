@@ -4,24 +4,54 @@
 use dvcq_provider::{WcOpcode, WcStatus};
 use dvcq_uapi::irdma::codes::{ae, flush, major, rq_op, sq_op};
 
-/// Which rdma-core behaviour to reproduce where versions differ (§10).
+/// Which rdma-core behaviour to reproduce where versions differ (§10). The irdma poll path
+/// changed in v52 and in v64 only; each variant covers the releases up to the next change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Compat {
-    /// rdma-core v52 and later (checked against v65): RoCE write-with-immediate receives are
-    /// `IBV_WC_RECV_RDMA_WITH_IMM`, minor 11 is `IBV_WC_RNR_RETRY_EXC_ERR`, major 0xFFFE and
-    /// the UD "CIE" errors are handled.
+    /// rdma-core v64 and later (checked against v65): minor 11 is
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`, the UD "CIE" send errors are successes, major 0xFFFE is
+    /// a flush with an AE code, the SRQ bit is read, atomic SQ opcodes are mapped, and ring
+    /// sizes are rounded to even.
     #[default]
     Current,
-    /// rdma-core v44 (Debian 12): RoCE write-with-immediate receives are `IBV_WC_RECV` with
-    /// `IBV_WC_WITH_IMM`, minor 11 is `IBV_WC_FATAL_ERR`, major 0xFFFE is a general error,
-    /// and the SRQ bit is not looked at.
+    /// rdma-core v52 to v63: as [`Compat::V44`], except that RoCE write-with-immediate
+    /// receives are `IBV_WC_RECV_RDMA_WITH_IMM` (commit 7f2d095ff).
+    V52,
+    /// rdma-core v44 to v51 (v44 is Debian 12's): RoCE write-with-immediate receives are
+    /// `IBV_WC_RECV` with `IBV_WC_WITH_IMM`, minor 11 is `IBV_WC_FATAL_ERR`, UD "CIE" send
+    /// errors and major 0xFFFE are general errors, the SRQ bit is not looked at, atomic SQ
+    /// opcodes are general errors, and ring sizes are not rounded.
     V44,
 }
 
 impl Compat {
+    /// Every variant, newest first.
+    pub const ALL: [Compat; 3] = [Compat::Current, Compat::V52, Compat::V44];
+
+    /// Receive CQEs keep the hardware opcode (rdma-core commit 7f2d095ff, v52); before,
+    /// the uk layer overwrote it with `IRDMA_OP_TYPE_REC`/`REC_IMM`.
+    #[inline(always)]
+    pub(crate) const fn raw_rq_opcode(self) -> bool {
+        !matches!(self, Compat::V44)
+    }
+
+    /// Flush code 11 is `FLUSH_RNR_RETRY_EXC_ERR` and the UD "CIE" send errors are
+    /// successes (rdma-core commit d986d0b2c, v64).
+    #[inline(always)]
+    pub(crate) const fn gen3_flush_codes(self) -> bool {
+        matches!(self, Compat::Current)
+    }
+
+    /// The SRQ bit is read and major 0xFFFE is an SRQ flush (rdma-core commit 32c9f6947,
+    /// v64).
+    #[inline(always)]
+    pub(crate) const fn srq(self) -> bool {
+        matches!(self, Compat::Current)
+    }
+
     /// `set_ib_wc_op_sq` maps the atomic opcodes (rdma-core commit c2665c2e3, v64).
     #[inline(always)]
-    pub const fn sq_atomics(self) -> bool {
+    pub(crate) const fn sq_atomics(self) -> bool {
         matches!(self, Compat::Current)
     }
 }
@@ -51,8 +81,8 @@ pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
         flush::RETRY_EXC_ERR => WcStatus::RetryExcErr,
         flush::MW_BIND_ERR => WcStatus::MwBindErr,
         flush::REM_INV_REQ_ERR => WcStatus::RemInvReqErr,
-        // Added after v44; v44 falls through to FATAL (§5.3, §10).
-        flush::RNR_RETRY_EXC_ERR if matches!(compat, Compat::Current) => WcStatus::RnrRetryExcErr,
+        // Added in v64; older versions fall through to FATAL (§5.3, §10).
+        flush::RNR_RETRY_EXC_ERR if compat.gen3_flush_codes() => WcStatus::RnrRetryExcErr,
         _ => WcStatus::FatalErr,
     }
 }
@@ -102,7 +132,7 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
 pub const fn classify_error(major_err: u16, minor_err: u16, compat: Compat) -> (CompStatus, u16) {
     if major_err == major::FLUSH {
         (CompStatus::Flushed(minor_err), minor_err)
-    } else if major_err == major::SRQ_FLUSH && matches!(compat, Compat::Current) {
+    } else if major_err == major::SRQ_FLUSH && compat.srq() {
         let m = ae_to_flush_code(minor_err);
         (CompStatus::Flushed(m), m)
     } else {
@@ -143,9 +173,10 @@ pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: b
     } else if !send_with_imm_cap {
         // iWARP: the presence of immediate data decides.
         imm_valid
-    } else if matches!(compat, Compat::V44) {
-        // Quirk (v44): the uk layer overwrote the RQ op with 0x3e/0x3f, which the RoCE switch
-        // never matches, so RoCE write-with-immediate receives are IBV_WC_RECV (§4.7, §10).
+    } else if !compat.raw_rq_opcode() {
+        // Quirk (before v52, `irdma_uk_cq_poll_cmpl`): the uk layer overwrote the RQ op with
+        // 0x3e/0x3f, which the RoCE switch of `set_ib_wc_op_rq` never matches, so RoCE
+        // write-with-immediate receives are IBV_WC_RECV (§4.7, §10).
         false
     } else {
         op == rq_op::ROCE_WRITE_ONLY_WITH_IMM || op == rq_op::ROCE_WRITE_LAST_WITH_IMM
@@ -182,6 +213,7 @@ mod tests {
         for (minor, st) in expect {
             assert_eq!(flush_code_status(minor, Compat::Current) as u32, st, "minor {minor}");
         }
+        assert_eq!(flush_code_status(11, Compat::V52), WcStatus::FatalErr);
         assert_eq!(flush_code_status(11, Compat::V44), WcStatus::FatalErr);
     }
 
@@ -199,6 +231,7 @@ mod tests {
         assert_eq!(ae_to_flush_code(0x0704), flush::FATAL_ERR);
         assert_eq!(ae_to_flush_code(0x1234), flush::GENERAL_ERR);
         assert_eq!(classify_error(0xfffe, 0x0108, Compat::Current), (CompStatus::Flushed(2), 2));
+        assert_eq!(classify_error(0xfffe, 0x0108, Compat::V52), (CompStatus::Unknown, 0x0108));
         assert_eq!(classify_error(0xfffe, 0x0108, Compat::V44), (CompStatus::Unknown, 0x0108));
         assert_eq!(classify_error(1, 3, Compat::Current), (CompStatus::Flushed(3), 3));
         assert_eq!(classify_error(2, 3, Compat::Current), (CompStatus::Unknown, 3));
@@ -215,12 +248,15 @@ mod tests {
         assert_eq!(sq_opcode(0x0a, cur), Some(WcOpcode::LocalInv));
         assert_eq!(sq_opcode(0x09, cur), None);
         assert_eq!(sq_opcode(0x0c, cur), None);
-        // v44 has no atomic cases (they came with v64).
-        assert_eq!(sq_opcode(0x11, Compat::V44), None);
-        assert_eq!(sq_opcode(0x0f, Compat::V44), None);
+        // v44 to v63 have no atomic cases (they came with v64).
+        for old in [Compat::V52, Compat::V44] {
+            assert_eq!(sq_opcode(0x11, old), None);
+            assert_eq!(sq_opcode(0x0f, old), None);
+        }
         assert_eq!(sq_opcode(0x0a, Compat::V44), Some(WcOpcode::LocalInv));
         assert_eq!(rq_opcode(0x0b, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
         assert_eq!(rq_opcode(0x09, false, true, true, Compat::Current), WcOpcode::RecvRdmaWithImm);
+        assert_eq!(rq_opcode(0x0b, false, true, true, Compat::V52), WcOpcode::RecvRdmaWithImm);
         assert_eq!(rq_opcode(0x0b, false, true, true, Compat::V44), WcOpcode::Recv);
         assert_eq!(rq_opcode(0x05, false, true, true, Compat::Current), WcOpcode::Recv);
         assert_eq!(rq_opcode(0x00, false, false, true, Compat::Current), WcOpcode::RecvRdmaWithImm);

@@ -32,7 +32,7 @@ fn poll_all(cq: &mut IrdmaCq) -> Vec<Completion> {
 }
 
 /// Every SQ opcode, as `set_ib_wc_op_sq` maps it (§4.7). The atomics came with rdma-core
-/// v64 (commit c2665c2e3): v44 has no case for them, so their completions are
+/// v64 (commit c2665c2e3): v44 to v63 have no case for them, so their completions are
 /// `IBV_WC_GENERAL_ERR` with the opcode left untouched, like any unknown opcode's.
 #[test]
 fn every_sq_opcode() {
@@ -51,7 +51,7 @@ fn every_sq_opcode() {
         (sq_op::FAST_REG, None, false),
         (sq_op::RDMA_READ_INV_STAG, None, false),
     ];
-    for compat in [Compat::Current, Compat::V44] {
+    for compat in Compat::ALL {
         let (mut m, mut cq, id) = setup(HwRev::Gen2, 64, QpConfig::rc(QPN, 64, 16), compat);
         for (i, (op, _, _)) in table.iter().enumerate() {
             let w = cq.qps_mut().post_send(id, 100 + i as u64, 10 * i as u32, 1, *op).unwrap();
@@ -84,9 +84,12 @@ fn every_sq_opcode() {
     }
 }
 
+/// Receives with immediate data and invalidation. RoCE writes with immediate are
+/// `IBV_WC_RECV_RDMA_WITH_IMM` since rdma-core v52 (commit 7f2d095ff); before, the uk
+/// layer overwrote the opcode and they were `IBV_WC_RECV` (§4.7).
 #[test]
 fn receives_imm_inv_and_version_difference() {
-    for compat in [Compat::Current, Compat::V44] {
+    for compat in Compat::ALL {
         let mut cfg = QpConfig::rc(QPN, 16, 16);
         cfg.rq_shift = 2;
         let (mut m, mut cq, id) = setup(HwRev::Gen2, 64, cfg, compat);
@@ -111,9 +114,9 @@ fn receives_imm_inv_and_version_difference() {
         assert_eq!(got[1].opcode, WcOpcode::Recv);
         assert_eq!(got[1].wc_flags, WcFlags::WITH_IMM);
         assert_eq!(got[1].imm_data, 0x1122_3344u32.to_be(), "htonl of the numeric immediate");
-        let wimm = if compat == Compat::Current { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
-        assert_eq!(got[2].opcode, wimm);
-        assert_eq!(got[3].opcode, wimm);
+        let wimm = if compat == Compat::V44 { WcOpcode::Recv } else { WcOpcode::RecvRdmaWithImm };
+        assert_eq!(got[2].opcode, wimm, "{compat:?}");
+        assert_eq!(got[3].opcode, wimm, "{compat:?}");
         assert_eq!(got[4].wc_flags, WcFlags::WITH_INV);
         assert_eq!(got[4].imm_data, 0xabcd);
         assert_eq!(cq.qps().qp(id).unwrap().rq.tail, 5);
@@ -170,6 +173,8 @@ fn error_classes_and_vendor_err() {
     assert_eq!(got[2].vendor_err, 0x0006_0001);
 }
 
+/// Every flush code, as `irdma_flush_err_to_ib_wc_status` maps it (§5.3): code 11 is
+/// `IBV_WC_RNR_RETRY_EXC_ERR` since v64 (commit d986d0b2c), `IBV_WC_FATAL_ERR` before.
 #[test]
 fn every_flush_code_maps_as_rdma_core() {
     let codes: [(u16, WcStatus, WcStatus); 12] = [
@@ -186,8 +191,9 @@ fn every_flush_code_maps_as_rdma_core() {
         (flush::REM_INV_REQ_ERR, WcStatus::RemInvReqErr, WcStatus::RemInvReqErr),
         (flush::RNR_RETRY_EXC_ERR, WcStatus::RnrRetryExcErr, WcStatus::FatalErr),
     ];
-    for (code, cur, v44) in codes {
-        for (compat, want) in [(Compat::Current, cur), (Compat::V44, v44)] {
+    for (code, v64, before) in codes {
+        for compat in Compat::ALL {
+            let want = if compat == Compat::Current { v64 } else { before };
             let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), compat);
             cq.qps_mut().post_recv(id, 42).unwrap();
             m.push(&ModelCqe::flush(CTX, QPN, false, 0, code)).unwrap();
@@ -200,14 +206,22 @@ fn every_flush_code_maps_as_rdma_core() {
     }
 }
 
+/// Major 0xFFFE is a flush whose minor is an AE code since v64 (commit 32c9f6947, §5.1);
+/// before, it is an unknown error: `IBV_WC_GENERAL_ERR` with the minor as it came.
 #[test]
 fn gen3_srq_flush_major_translates_ae_code() {
-    let (mut m, mut cq, id) = setup(HwRev::Gen3, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
-    cq.qps_mut().post_recv(id, 5).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 0).with_error(0xfffe, 0x0108)).unwrap();
-    let got = poll_all(&mut cq);
-    assert_eq!(got[0].status, WcStatus::LocProtErr);
-    assert_eq!(got[0].vendor_err, 0xfffe_0002, "minor after translation (§4.8)");
+    for (compat, status, vendor_err) in [
+        (Compat::Current, WcStatus::LocProtErr, 0xfffe_0002),
+        (Compat::V52, WcStatus::GeneralErr, 0xfffe_0108),
+        (Compat::V44, WcStatus::GeneralErr, 0xfffe_0108),
+    ] {
+        let (mut m, mut cq, id) = setup(HwRev::Gen3, 16, QpConfig::rc(QPN, 16, 16), compat);
+        cq.qps_mut().post_recv(id, 5).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 0).with_error(0xfffe, 0x0108)).unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!((got[0].status, got[0].wr_id), (status, 5), "{compat:?}");
+        assert_eq!(got[0].vendor_err, vendor_err, "{compat:?}: minor after any translation (§4.8)");
+    }
 }
 
 #[test]
@@ -222,15 +236,22 @@ fn gen3_srq_completion_and_timestamp() {
     assert_eq!(cq.ci(), 1, "64-byte slot: one slot per extended CQE");
 }
 
+/// The non-fatal UD "CIE" send errors (major 0xEnnn) are successes since v64 (commit
+/// d986d0b2c, §5.1); before, they are unknown errors with a stale byte_len (§4.3).
 #[test]
 fn ud_cie_send_errors_are_success_on_current() {
-    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::ud(QPN, 16, 16), Compat::Current);
-    let w = cq.qps_mut().post_send(id, 3, 30, 1, sq_op::SEND).unwrap();
-    m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0xe001, 2)).unwrap();
-    let got = poll_all(&mut cq);
-    assert_eq!(got[0].status, WcStatus::Success);
-    assert_eq!(got[0].vendor_err, 0);
-    assert_eq!(got[0].byte_len, 30);
+    for compat in Compat::ALL {
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::ud(QPN, 16, 16), compat);
+        let w = cq.qps_mut().post_send(id, 3, 30, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0xe001, 2)).unwrap();
+        let got = poll_all(&mut cq);
+        let want = match compat {
+            Compat::Current => (WcStatus::Success, 0, 30),
+            _ => (WcStatus::GeneralErr, 0xe001_0002, 0),
+        };
+        assert_eq!((got[0].status, got[0].vendor_err, got[0].byte_len), want, "{compat:?}");
+        assert_eq!(got[0].wr_id, 3);
+    }
 }
 
 fn flush_many(gen: HwRev, n: u64, batch: usize) {
@@ -321,14 +342,24 @@ fn destroyed_qp_ctx_zero_is_skipped_and_unknown_handle_is_a_fault() {
     assert_eq!(cq.ci(), 4);
 }
 
+/// The SRQ bit is read since v64 (commit 32c9f6947): a 32-byte slot has no byte 40 for the
+/// QP, so such a CQE is malformed. Before, the bit is not looked at.
 #[test]
 fn srq_bit_on_32_byte_ring_is_bad_format() {
-    let (mut m, mut cq, _) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
-    let mut c = ModelCqe::recv(CTX, QPN, 0, 0, 0, 0);
-    c.srq = true;
-    m.push(&c).unwrap();
-    let got = poll_all(&mut cq);
-    assert_eq!(got[0].fault().unwrap().kind, FaultKind::BadFormat);
+    for compat in Compat::ALL {
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), compat);
+        cq.qps_mut().post_recv(id, 9).unwrap();
+        let mut c = ModelCqe::recv(CTX, QPN, 0, 0, 0, 4);
+        c.srq = true;
+        m.push(&c).unwrap();
+        let got = poll_all(&mut cq);
+        if compat == Compat::Current {
+            assert_eq!(got[0].fault().unwrap().kind, FaultKind::BadFormat);
+        } else {
+            assert!(got[0].is_ok(), "{compat:?}");
+            assert_eq!((got[0].wr_id, got[0].byte_len), (9, 4), "{compat:?}");
+        }
+    }
 }
 
 #[test]
@@ -575,7 +606,7 @@ fn iwarp_flushed_connection_wqes_are_skipped_and_the_poll_goes_on() {
     assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 80));
 }
 
-/// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (v44: not rounded), so
+/// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (before v64: not rounded), so
 /// almost never a power of two (irdma.md §1.2). On every size rdma-core can hand out, plain
 /// and extended CQEs (whose extension may land in slot 0 across the wrap) poll in order over
 /// many laps, in batches of every size, and the shadow area gets the true head.
@@ -583,6 +614,7 @@ fn iwarp_flushed_connection_wqes_are_skipped_and_the_poll_goes_on() {
 fn rings_sized_as_rdma_core_sizes_them() {
     let sizes = [
         (HwRev::Gen1, 4, Compat::V44, 5),
+        (HwRev::Gen1, 100, Compat::V52, 101),
         (HwRev::Gen1, 100, Compat::Current, 102),
         (HwRev::Gen2, 2, Compat::Current, 6),
         (HwRev::Gen2, 100, Compat::Current, 202),

@@ -64,11 +64,10 @@ proptest! {
     fn batches_and_single_polls_equal_the_general_path(
         stream in picks(),
         gen3 in any::<bool>(),
-        v44 in any::<bool>(),
+        compat in prop::sample::select(Compat::ALL.to_vec()),
         batches in prop::collection::vec(1usize..20, 1..40),
     ) {
         let gen = if gen3 { HwRev::Gen3 } else { HwRev::Gen2 };
-        let compat = if v44 { Compat::V44 } else { Compat::Current };
         let (mut ma, mut a) = setup(gen, compat);
         let (mut mb, mut b) = setup(gen, compat);
         for p in &stream {

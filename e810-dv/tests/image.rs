@@ -102,7 +102,7 @@ proptest! {
             text.push('\n');
         }
         let img = parse_irdma_image(&text).unwrap();
-        for compat in [Compat::Current, Compat::V44] {
+        for compat in Compat::ALL {
             let (items, end) = decode_image(&img, compat);
             prop_assert!(items.len() <= 4 * entries + 16);
             let _ = format_decode(&items, &end);
