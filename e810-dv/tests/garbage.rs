@@ -2,7 +2,7 @@
 //! whatever it returns for a slot it cannot use is a fault item.
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig};
-use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
+use dvcq_e810_dv::{Compat, QpConfig, QpRegistry, Transport};
 use dvcq_provider::Completion;
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
@@ -18,13 +18,15 @@ proptest! {
         let mut qps = QpRegistry::new(gen);
         qps.register(1, QpConfig::rc(1, 4, 4)).unwrap();
         qps.register(2, QpConfig::ud(2, 8, 2)).unwrap();
+        // An iWARP QP: its connection WQEs take the general path until one completes.
+        qps.register(3, QpConfig { transport: Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(3, 8, 4) }).unwrap();
         let mut cq = m.poller(qps, compat).unwrap();
         let size = m.config().cqe_size as usize;
         for (i, s) in slots.iter().enumerate() {
             let mut b = s[..size].to_vec();
             if small_ctx {
                 // Make handles hit registered QPs often.
-                b[8..16].copy_from_slice(&u64::from(s[8] % 3).to_le_bytes());
+                b[8..16].copy_from_slice(&u64::from(s[8] % 4).to_le_bytes());
             }
             m.write_raw(i as u32, &b).unwrap();
         }
