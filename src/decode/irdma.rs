@@ -87,7 +87,8 @@ fn sq_op_name(op: u8) -> Option<&'static str> {
     })
 }
 
-/// SQ opcodes `set_ib_wc_op_sq` knows; any other SQ opcode makes the status GENERAL_ERR.
+/// SQ opcodes `set_ib_wc_op_sq` knows (v64+); any other SQ opcode makes the status
+/// GENERAL_ERR.
 fn sq_op_known(op: u8) -> bool {
     matches!(op, 0x00 | 0x0d | 0x01 | 0x03..=0x06 | 0x08 | 0x11 | 0x0f | 0x0a)
 }
@@ -195,6 +196,9 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
             );
             WcStatus::GeneralErr
         } else {
+            if is_sq && matches!(opcode, 0x0f | 0x11) {
+                notes.push("rdma-core before v64 does not map atomic opcodes: it reports IBV_WC_GENERAL_ERR".into());
+            }
             WcStatus::Success
         }
     } else if major == 1 {
@@ -207,7 +211,8 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
         let (f, n) = ae_to_flush(minor);
         minor_name = n;
         notes.push(format!(
-            "SRQ flush: the minor code is an async-event code, translated to flush code {f} ({})",
+            "SRQ flush: the minor code is an async-event code, translated to flush code {f} ({}); \
+             rdma-core before v64 reports IBV_WC_GENERAL_ERR",
             flush_name(f).unwrap_or("?")
         ));
         flush_status(f)
@@ -324,5 +329,17 @@ mod tests {
         let q3 = (1u64 << 63) | (1 << 55) | (0xfffe << 16) | 0x0109;
         let d = decode_irdma(&[0, 0, 0, q3]);
         assert_eq!(d.status.name, "IBV_WC_LOC_PROT_ERR");
+        assert!(d.notes.iter().any(|n| n.contains("before v64")), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn atomics_are_mapped_since_v64_only() {
+        // SQ success, ATOMIC_FETCH_AND_ADD (0x0f), then a SEND (0x03) for contrast.
+        let d = decode_irdma(&[0, 0, 0, 0xCF00_0000_0000_0000]);
+        assert_eq!(d.opcode_name, Some("IRDMA_OP_TYPE_ATOMIC_FETCH_AND_ADD"));
+        assert_eq!(d.status.value, 0);
+        assert!(d.notes.iter().any(|n| n.contains("before v64")), "{:?}", d.notes);
+        let d = decode_irdma(&[0, 0, 0, 0xC300_0000_0000_0000]);
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
     }
 }
