@@ -48,9 +48,9 @@ pub mod rq_op {
     pub const GEN3_WRITE_IMM: u8 = 0x00;
     /// GEN3 software op: RDMA WRITE with solicited event (with immediate).
     pub const GEN3_WRITE_SOL_IMM: u8 = 0x0d;
-    /// v44 override `IRDMA_OP_TYPE_REC`.
+    /// `IRDMA_OP_TYPE_REC`: what rdma-core before v52 overwrote the receive opcode with.
     pub const OP_TYPE_REC: u8 = 0x3e;
-    /// v44 override `IRDMA_OP_TYPE_REC_IMM`.
+    /// `IRDMA_OP_TYPE_REC_IMM`: the same, for receives with immediate data.
     pub const OP_TYPE_REC_IMM: u8 = 0x3f;
 }
 
@@ -88,7 +88,7 @@ pub mod flush {
     pub const MW_BIND_ERR: u16 = 9;
     /// `FLUSH_REM_INV_REQ_ERR`.
     pub const REM_INV_REQ_ERR: u16 = 10;
-    /// `FLUSH_RNR_RETRY_EXC_ERR` (added after v44).
+    /// `FLUSH_RNR_RETRY_EXC_ERR` (rdma-core v64+).
     pub const RNR_RETRY_EXC_ERR: u16 = 11;
 }
 
