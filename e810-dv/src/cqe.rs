@@ -123,7 +123,7 @@ impl Engine {
             && qp.ud
             && qp.send_with_imm
             && major_err >> 12 == major::CIE_NIBBLE
-            && self.compat.gen3_flush_codes()
+            && self.compat.rnr_and_ud_cie()
         {
             // Non-fatal UD "CIE" errors are reported as success (v64+, §5.1).
             comp = CompStatus::Success;

@@ -38,7 +38,7 @@ impl Compat {
     /// Flush code 11 is `FLUSH_RNR_RETRY_EXC_ERR` and the UD "CIE" send errors are
     /// successes (rdma-core commit d986d0b2c, v64).
     #[inline(always)]
-    pub(crate) const fn gen3_flush_codes(self) -> bool {
+    pub(crate) const fn rnr_and_ud_cie(self) -> bool {
         matches!(self, Compat::Current)
     }
 
@@ -82,7 +82,7 @@ pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
         flush::MW_BIND_ERR => WcStatus::MwBindErr,
         flush::REM_INV_REQ_ERR => WcStatus::RemInvReqErr,
         // Added in v64; older versions fall through to FATAL (§5.3, §10).
-        flush::RNR_RETRY_EXC_ERR if compat.gen3_flush_codes() => WcStatus::RnrRetryExcErr,
+        flush::RNR_RETRY_EXC_ERR if compat.rnr_and_ud_cie() => WcStatus::RnrRetryExcErr,
         _ => WcStatus::FatalErr,
     }
 }
