@@ -150,12 +150,28 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
             _ => {}
         }
     }
-    if !(have.0 && have.1 && have.2) {
-        return Err(err(line, "qp line needs qpn=, sq_wqe_cnt= and rq_wqe_cnt="));
+    let missing: Vec<&str> = [("qpn=", have.0), ("sq_wqe_cnt=", have.1), ("rq_wqe_cnt=", have.2)]
+        .into_iter()
+        .filter_map(|(k, have)| (!have).then_some(k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(err(line, format!("qp line is missing {}", missing.join(" and "))));
     }
-    for n in [q.sq_wqe_cnt, q.rq_wqe_cnt] {
+    for (key, n) in [("sq_wqe_cnt", q.sq_wqe_cnt), ("rq_wqe_cnt", q.rq_wqe_cnt)] {
         if n != 0 && (!n.is_power_of_two() || n > 1 << 15) {
-            return Err(err(line, format!("work queue of {n} entries: irdma queues are powers of two up to 32768")));
+            return Err(err(line, format!("{key}={n}: irdma queues are powers of two up to 32768")));
+        }
+    }
+    // Ring positions lie inside their queue; a queue of no entries has none but 0.
+    let positions = [
+        ("sq_head", q.sq_head, q.sq_wqe_cnt),
+        ("sq_tail", q.sq_tail, q.sq_wqe_cnt),
+        ("rq_head", q.rq_head, q.rq_wqe_cnt),
+        ("rq_tail", q.rq_tail, q.rq_wqe_cnt),
+    ];
+    for (key, pos, size) in positions {
+        if let Some(p) = pos.filter(|&p| p >= size.max(1)) {
+            return Err(err(line, format!("{key}={p}: past the end of a queue of {size} entries")));
         }
     }
     Ok(q)
@@ -196,6 +212,11 @@ pub fn parse_irdma_image(text: &str) -> Result<IrdmaImage, ImageError> {
 pub fn from_raw(raw: &RawImage) -> Result<IrdmaImage, ImageError> {
     let header = header_from_words(&raw.ring_pairs(), raw.ring_line)?;
     let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
+    for (i, (q, rq)) in qps.iter().zip(&raw.qps).enumerate() {
+        if let Some(first) = qps[..i].iter().zip(&raw.qps).find(|(p, _)| p.qpn == q.qpn) {
+            return Err(err(rq.line, format!("qpn {:#x} is already declared on line {}", q.qpn, first.1.line)));
+        }
+    }
     image_from_parts(header, qps, raw.slots.clone())
 }
 
@@ -366,5 +387,32 @@ mod tests {
         let (items, end) = decode_image(&ok, Compat::Current);
         assert!(items.is_empty());
         assert_eq!(format_decode(&items, &end), "end ci=0 dbrec_ci=none\n");
+    }
+
+    /// A `qp` line is checked as a whole, and each error names the key at fault: a ring
+    /// position outside its queue (which would make a flush walk WQEs that do not exist),
+    /// a bad size, a missing key, and a QP number declared twice (on the second line).
+    #[test]
+    fn qp_line_errors_name_the_key_and_the_line() {
+        let z = "0".repeat(64);
+        let parse = |qps: &str| parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{qps}{z}\n{z}\n"));
+        for (qp, want) in [
+            ("qp qpn=1 sq_wqe_cnt=0 rq_wqe_cnt=0 rq_head=5", "rq_head=5: past the end of a queue of 0 entries"),
+            ("qp qpn=1 sq_wqe_cnt=64 rq_wqe_cnt=8 sq_head=1000", "sq_head=1000: past the end of a queue of 64 entries"),
+            ("qp qpn=1 sq_wqe_cnt=64 rq_wqe_cnt=8 rq_tail=8", "rq_tail=8: past the end of a queue of 8 entries"),
+            ("qp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=8 sq_tail=4", "sq_tail=4: past the end of a queue of 4 entries"),
+            ("qp qpn=1 sq_wqe_cnt=100 rq_wqe_cnt=8", "sq_wqe_cnt=100: irdma queues are powers of two"),
+            ("qp qpn=1 rq_wqe_cnt=8", "qp line is missing sq_wqe_cnt="),
+            ("qp sq_wqe_cnt=8", "qp line is missing qpn= and rq_wqe_cnt="),
+        ] {
+            let e = parse(&format!("{qp}\n")).unwrap_err();
+            assert_eq!(e.line, 2, "{qp}");
+            assert!(e.msg.contains(want), "{qp}: {e}");
+        }
+        // Positions inside the queue, and 0 in an empty one, are fine.
+        parse("qp qpn=1 sq_wqe_cnt=64 rq_wqe_cnt=0 sq_head=63 sq_tail=0 rq_head=0\n").unwrap();
+        let e = parse("qp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4\n# c\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8\n").unwrap_err();
+        assert_eq!(e.line, 4);
+        assert!(e.msg.contains("qpn 0x1 is already declared on line 2"), "{e}");
     }
 }
