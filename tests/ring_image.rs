@@ -152,6 +152,11 @@ fn malformed_images_name_the_line_and_the_problem() {
             2,
             "powers of two",
         ),
+        (
+            &format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=1 rq_wqe_cnt=0\n{s}\n{s}\n"),
+            2,
+            "rq_wqe_cnt=0",
+        ),
         (&format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=2\n{s}\n{s}\n"), 1, "cqe_ver=2"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=zip\n{s}\n{s}\n"), 1, "comp=zip"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=basic mini=md5\n{s}\n{s}\n"), 1, "mini=md5"),
@@ -161,6 +166,15 @@ fn malformed_images_name_the_line_and_the_problem() {
         assert_eq!(e.line, line, "{text:?}: {e}");
         assert!(e.to_string().contains(what), "{text:?}: {e}");
     }
+}
+
+/// A QP on an SRQ has no RQ of its own: rdma-core creates it with `rq.wqe_cnt` 0, the
+/// registry takes it, so an image declares it so and decodes.
+#[test]
+fn an_srq_qp_without_an_rq_decodes() {
+    let s = "00".repeat(64);
+    let text = format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=0 srq=5\n{s}\n{s}\n");
+    decode_text(&text).unwrap();
 }
 
 proptest! {

@@ -136,7 +136,9 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
         return Err(ImageError::new(line, format!("qpn {:#x} is wider than 24 bits", q.qpn)));
     }
     for (what, n) in [("sq_wqe_cnt", q.sq_wqe_cnt), ("rq_wqe_cnt", q.rq_wqe_cnt)] {
-        if !n.is_power_of_two() || n > 1 << 16 {
+        // A QP on an SRQ has no RQ of its own: 0, as rdma-core creates it, is fine there.
+        let no_rq = what == "rq_wqe_cnt" && n == 0 && q.srq.is_some();
+        if !no_rq && (!n.is_power_of_two() || n > 1 << 16) {
             return Err(ImageError::new(line, format!("{what}={n}: mlx5 work queues are powers of two up to 65536")));
         }
     }
