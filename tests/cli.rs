@@ -139,3 +139,82 @@ fn unreadable_and_malformed_images_name_the_file_and_line() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("stdin: line 2"), "{}", stderr(&o));
 }
+
+/// Runs `dvcq` with standard output on `/dev/full`, where every write fails with ENOSPC.
+#[cfg(target_os = "linux")]
+fn dvcq_to_full_disk(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("open /dev/full");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dvcq");
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn output_that_cannot_be_written_is_an_error_not_a_panic() {
+    let export = dvcq(&["ring", "export"], None);
+    assert!(export.status.success(), "{}", stderr(&export));
+    let image = String::from_utf8(export.stdout).unwrap();
+    let bench = ["bench", "poll", "--reps", "1", "--laps", "1", "--entries", "64"];
+    let json = ["bench", "poll", "--reps", "1", "--laps", "1", "--entries", "64", "--json"];
+    let cases: [(&[&str], Option<&str>); 5] = [
+        (&["ring", "export"], None),
+        (&["ring", "decode", "-"], Some(&image)),
+        (&bench, None),
+        (&json, None),
+        (&["decode", "-"], Some(&"00".repeat(64))),
+    ];
+    for (args, stdin) in cases {
+        let o = dvcq_to_full_disk(args, stdin);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.starts_with("dvcq: cannot write output: "), "{args:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    // `dvcq ring export --entries 65536 | head -c1`: megabytes of image, one byte read.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(["ring", "export", "--entries", "65536"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dvcq");
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(&first, b"r");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn an_error_that_cannot_be_written_still_exits_2() {
+    use std::process::{Command, Stdio};
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("open /dev/full");
+    let status = Command::new(env!("CARGO_BIN_EXE_dvcq"))
+        .args(["ring", "decode", "no-such-image.txt"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(full)
+        .status()
+        .expect("spawn dvcq");
+    assert_eq!(status.code(), Some(2));
+}

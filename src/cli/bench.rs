@@ -1,5 +1,6 @@
 //! `dvcq bench poll`: poll microbenchmarks on the hardware models, perftest-style.
 
+use super::output::Output;
 use super::CliError;
 use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report, RingKind};
 use std::path::PathBuf;
@@ -168,8 +169,13 @@ impl PollArgs {
         if self.batch == 0 {
             return Err(CliError("--batch 0: the batch size must be at least 1".into()));
         }
-        let mut reports = Vec::new();
-        for row in self.rows() {
+        let rows = self.rows();
+        // A compressed-CQ table has the `#ring` column.
+        let rings = rows.iter().any(|r| r.ring.is_some());
+        let mut out = Output::stdout();
+        // Each row is printed as soon as it is measured, so a later row that fails (valgrind
+        // missing, say) does not take the finished ones with it.
+        for (i, row) in rows.into_iter().enumerate() {
             let mut t = target(self, row.ring)?;
             let (mode, batch) = (row.mode, row.batch);
             let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only: self.prepare_only };
@@ -178,61 +184,62 @@ impl PollArgs {
             if self.callgrind {
                 r.instr = Some(self.instructions(row)?);
             }
-            reports.push(r);
-        }
-        if self.prepare_only {
-            return Ok(ExitCode::SUCCESS);
-        }
-        if self.json {
-            for r in &reports {
-                println!("{}", serde_json::to_string(r).map_err(|e| CliError(e.to_string()))?);
+            if self.prepare_only {
+                continue;
             }
-        } else {
-            self.print_table(&reports);
+            if self.json {
+                out.line(&serde_json::to_string(&r).map_err(|e| CliError(e.to_string()))?)?;
+                if out.closed() {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                continue;
+            }
+            if i == 0 {
+                self.print_banner(&mut out, &r.target, rings)?;
+            }
+            out.line(&table_row(&r))?;
+            if out.closed() {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        if !self.json && !self.prepare_only {
+            self.print_footer(&mut out, rings)?;
         }
         Ok(ExitCode::SUCCESS)
     }
 
-    fn print_table(&self, reports: &[Report]) {
+    /// The banner and the column heads, naming `device`.
+    fn print_banner(&self, out: &mut Output, device: &str, rings: bool) -> Result<(), CliError> {
         let line = "-".repeat(88);
-        println!("{line}");
-        println!("                         dvcq poll benchmark");
-        let device = &reports[0].target;
+        out.line(&line)?;
+        out.line("                         dvcq poll benchmark")?;
         if device.len() <= 34 {
-            println!(" Device         : {device:<34} CQE size       : {}[B]", self.cqe_size());
+            out.line(&format!(" Device         : {device:<34} CQE size       : {}[B]", self.cqe_size()))?;
         } else {
-            println!(" Device         : {device}");
-            println!(" CQE size       : {}[B]", self.cqe_size());
+            out.line(&format!(" Device         : {device}"))?;
+            out.line(&format!(" CQE size       : {}[B]", self.cqe_size()))?;
         }
-        println!(" Ring entries   : {:<34} Completion mix : {}", self.entries, mix_name(self.mix));
-        println!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps);
-        println!("{line}");
-        let rings = reports.iter().any(|r| r.ring.is_some());
+        out.line(&format!(" Ring entries   : {:<34} Completion mix : {}", self.entries, mix_name(self.mix)))?;
+        out.line(&format!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps))?;
+        out.line(&line)?;
         let ring_col = if rings { "   #ring" } else { "" };
-        println!(" #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE{ring_col}");
-        for r in reports {
-            let mode = match r.mode {
-                Mode::Full => "full",
-                Mode::View => "view",
-                Mode::Empty => "empty*",
-            };
-            let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
-            let ring = r.ring.map_or("", RingKind::word);
-            let row = format!(
-                " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {:<12}{}",
-                mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr, ring
-            );
-            println!("{}", row.trim_end());
-        }
-        println!("{line}");
-        println!(" empty*: cost of one poll call on an empty ring (per call, not per CQE)");
+        out.line(&format!(
+            " #mode   #batch   #cqes/rep   ns/CQE[median]   ns/CQE[min]   MCQE/s[median]   instr/CQE{ring_col}"
+        ))
+    }
+
+    /// The closing rule and the notes under the table.
+    fn print_footer(&self, out: &mut Output, rings: bool) -> Result<(), CliError> {
+        out.line(&"-".repeat(88))?;
+        out.line(" empty*: cost of one poll call on an empty ring (per call, not per CQE)")?;
         if rings {
-            println!(" #ring: the same completions as compressed sessions, as regular CQEs on the");
-            println!("        compression-enabled CQ, and on a CQ created without compression");
+            out.line(" #ring: the same completions as compressed sessions, as regular CQEs on the")?;
+            out.line("        compression-enabled CQ, and on a CQ created without compression")?;
         }
-        if reports.iter().all(|r| r.instr.is_none()) {
-            println!(" add --callgrind for instructions per CQE (valgrind, poll path only)");
+        if !self.callgrind {
+            out.line(" add --callgrind for instructions per CQE (valgrind, poll path only)")?;
         }
+        Ok(())
     }
 
     /// Instructions per CQE (or per empty call): callgrind totals of a polling run minus a
@@ -291,6 +298,22 @@ impl PollArgs {
         let n = laps as f64 * self.entries as f64;
         Ok(with.saturating_sub(base) as f64 / n)
     }
+}
+
+/// One row of the table.
+fn table_row(r: &Report) -> String {
+    let mode = match r.mode {
+        Mode::Full => "full",
+        Mode::View => "view",
+        Mode::Empty => "empty*",
+    };
+    let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
+    let ring = r.ring.map_or("", RingKind::word);
+    let row = format!(
+        " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {:<12}{}",
+        mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr, ring
+    );
+    row.trim_end().to_string()
 }
 
 fn mix_name(m: Mix) -> &'static str {

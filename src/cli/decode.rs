@@ -1,8 +1,9 @@
 //! `dvcq decode`: find error-CQE dumps in any text and say what they mean.
 
+use super::output::{warn, Output};
 use super::CliError;
 use crate::decode::{render_text, scan, Report, Vendor};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -69,17 +70,13 @@ impl DecodeArgs {
         };
         let report = scan(&text, vendor);
         let out = if self.json { render_json(&report)? } else { render_human(&report, &name) };
-        let mut so = std::io::stdout().lock();
-        so.write_all(out.as_bytes())
-            .and_then(|_| so.flush())
-            .map_err(|e| CliError(format!("decode: cannot write output: {e}")))?;
+        Output::stdout().write(&out)?;
         if !self.json {
-            let mut se = std::io::stderr().lock();
             for p in &report.problems {
-                let _ = writeln!(se, "dvcq decode: {name}: {p}");
+                warn(&format!("dvcq decode: {name}: {p}"));
             }
             if report.dumps.is_empty() && report.problems.is_empty() {
-                let _ = writeln!(se, "dvcq decode: {name}: no CQE dump found");
+                warn(&format!("dvcq decode: {name}: no CQE dump found"));
             }
         }
         Ok(exit_code(&report))

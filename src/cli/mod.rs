@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod bench;
 pub mod decode;
+mod output;
 pub mod ring;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
@@ -36,7 +37,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("dvcq: {e}");
+            output::warn(&format!("dvcq: {e}"));
             ExitCode::from(2)
         }
     }

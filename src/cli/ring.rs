@@ -1,5 +1,6 @@
 //! `dvcq ring`: decode ring images and export model scenarios as images.
 
+use super::output::Output;
 use super::CliError;
 use crate::image::decode_text;
 use crate::scenario::{self, Scenario};
@@ -85,7 +86,7 @@ impl RingArgs {
             RingWhat::Decode { file } => {
                 let (name, text) = read_input(file.as_deref())?;
                 let out = decode_text(&text).map_err(|e| CliError(format!("{name}: {e}")))?;
-                print!("{out}");
+                Output::stdout().write(&out)?;
                 Ok(ExitCode::SUCCESS)
             }
             RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev, compression, mini } => {
@@ -105,7 +106,7 @@ impl RingArgs {
                         scenario::irdma(*scenario, *entries, rev).map_err(CliError)?
                     }
                 };
-                print!("{text}");
+                Output::stdout().write(&text)?;
                 Ok(ExitCode::SUCCESS)
             }
         }
