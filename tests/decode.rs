@@ -396,3 +396,26 @@ fn cli_exit_codes_text_and_json() {
     assert_eq!(rc, 0);
     assert!(out.contains("IBV_WC_WR_FLUSH_ERR"));
 }
+
+#[test]
+fn a_megabyte_line_of_offsets_is_scanned_in_linear_time() {
+    // 104858 offsets with nothing after them: no hexdump line. Trying every offset and
+    // splitting the rest of the line each time took minutes on this; one pass takes
+    // milliseconds.
+    let noise = "00000000: ".repeat(104_858);
+    assert!(noise.len() >= 1 << 20);
+    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let text = format!("{noise}\n{}", kernel(&good, "cqe_dump: "));
+    let r = scan(&text, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!(r.dumps.len(), 1);
+    assert_eq!((r.dumps[0].line, r.dumps[0].format), (2, DumpFormat::Kernel));
+    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    // The same offsets followed by one line's worth of bytes: the line is a hexdump line
+    // with too much on it, reported once.
+    let text = format!("{noise}00000000: {}\n", "00 ".repeat(16));
+    let r = scan(&text, Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].line, 1);
+}

@@ -155,64 +155,111 @@ struct OffLine {
     bad: Option<String>,
 }
 
-fn parse_offset_line(s: &str) -> Option<OffLine> {
-    let b = s.as_bytes();
+/// Byte ranges of the whitespace-separated tokens of `b`.
+fn token_spans(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
     let mut i = 0;
-    while i + 9 <= b.len() {
-        if b[i + 8] == b':' && word_boundary_before(b, i) {
-            if let Some(offset) = hex8(b, i) {
-                if let Some(l) = offset_tail(s, i + 9, offset) {
-                    return Some(l);
-                }
-            }
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
         }
-        i += 1;
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        spans.push((start, i));
     }
-    None
+    spans
 }
 
-fn offset_tail(s: &str, start: usize, offset: u32) -> Option<OffLine> {
-    let rest = s.get(start..)?;
-    if !rest.starts_with([' ', '\t']) {
+/// The tokens after an offset, up to DPDK's ` | ` ASCII column: how many, how many are two
+/// characters long, and whether the column follows.
+#[derive(Clone, Copy, Default)]
+struct Tail {
+    tokens: usize,
+    two: usize,
+    bar: bool,
+}
+
+impl Tail {
+    /// Whether bytes after an offset look like a hexdump line: mostly two-character tokens,
+    /// and at least four of them unless DPDK's column follows.
+    fn looks_like_bytes(self) -> bool {
+        self.tokens > 0 && self.two * 2 >= self.tokens && (self.bar || self.two >= 4)
+    }
+}
+
+/// An offset `hhhhhhhh:` ending the token `(start, end)` and followed by a space or tab: the
+/// offset's start.
+fn offset_at_token_end(b: &[u8], (start, end): (usize, usize)) -> Option<usize> {
+    let at = end.checked_sub(9).filter(|&at| at >= start)?;
+    let followed = matches!(b.get(end), Some(b' ' | b'\t'));
+    (followed && b[end - 1] == b':' && word_boundary_before(b, at) && hex8(b, at).is_some()).then_some(at)
+}
+
+/// DPDK's ` | ` column separator: a lone `|` token with a space on either side.
+fn is_bar(b: &[u8], (start, end): (usize, usize)) -> bool {
+    end == start + 1 && b[start] == b'|' && start > 0 && b[start - 1] == b' ' && b.get(end) == Some(&b' ')
+}
+
+/// A `print_hex_dump` or `rte_hexdump` line: the leftmost `hhhhhhhh:` offset followed by
+/// what looks like bytes.
+///
+/// Linear in the line's length: the line is split into tokens once, one pass from the right
+/// counts, for every token, the tokens after it up to the next ` | `, and only the offset
+/// chosen is parsed further. (Trying each offset in turn and splitting the rest of the line
+/// each time took quadratic time on a line of many offsets.)
+fn parse_offset_line(s: &str) -> Option<OffLine> {
+    let b = s.as_bytes();
+    if !b.contains(&b':') {
         return None;
     }
-    let (hexpart, bar) = match rest.find(" | ") {
-        Some(p) => (&rest[..p], true),
-        None => (rest, false),
-    };
-    let toks: Vec<&str> = hexpart.split_ascii_whitespace().collect();
-    let two = toks.iter().filter(|t| t.len() == 2).count();
-    if toks.is_empty() || two * 2 < toks.len() || (!bar && two < 4) {
-        return None;
+    let spans = token_spans(b);
+    let mut tails = vec![Tail::default(); spans.len()];
+    let mut after = Tail::default();
+    for (k, &span) in spans.iter().enumerate().rev() {
+        tails[k] = after;
+        if is_bar(b, span) {
+            after = Tail { tokens: 0, two: 0, bar: true };
+        } else {
+            after.tokens += 1;
+            after.two += usize::from(span.1 - span.0 == 2);
+        }
     }
-    let offtxt = &s.as_bytes()[start - 9..start - 1];
+    let (k, at) = spans.iter().enumerate().find_map(|(k, &span)| {
+        offset_at_token_end(b, span).filter(|_| tails[k].looks_like_bytes()).map(|at| (k, at))
+    })?;
+    let tail = tails[k];
+    let offset = hex8(b, at)?;
+    let offtxt = &b[at..at + 8];
     let mut l = OffLine {
         offset,
         bytes: Vec::with_capacity(16),
-        bar,
+        bar: tail.bar,
         upper: offtxt.iter().any(|c| c.is_ascii_uppercase()),
         lower: offtxt.iter().any(|c| c.is_ascii_lowercase()),
         bad: None,
     };
-    for t in &toks {
-        let tb = t.as_bytes();
-        match (tb.len(), tb.first().and_then(|&c| hexv(c)), tb.get(1).and_then(|&c| hexv(c))) {
+    for &(start, end) in &spans[k + 1..k + 1 + tail.tokens] {
+        let tb = &b[start..end];
+        match (tb.len(), hexv(tb[0]), tb.get(1).and_then(|&c| hexv(c))) {
             (2, Some(h), Some(lo)) => {
                 l.upper |= tb.iter().any(|c| c.is_ascii_uppercase());
                 l.lower |= tb.iter().any(|c| c.is_ascii_lowercase());
                 l.bytes.push((h << 4) | lo);
             }
             _ => {
-                let col = t.as_ptr() as usize - s.as_ptr() as usize + 1;
                 l.bad.get_or_insert(format!(
-                    "non-hex byte '{}' at column {col}",
-                    String::from_utf8_lossy(&tb[..tb.len().min(8)])
+                    "non-hex byte '{}' at column {}",
+                    String::from_utf8_lossy(&tb[..tb.len().min(8)]),
+                    start + 1
                 ));
             }
         }
     }
-    if l.bad.is_none() && toks.len() > 16 {
-        l.bad = Some(format!("{} bytes on one line, at most 16 expected", toks.len()));
+    if l.bad.is_none() && tail.tokens > 16 {
+        l.bad = Some(format!("{} bytes on one line, at most 16 expected", tail.tokens));
     }
     Some(l)
 }
