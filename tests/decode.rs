@@ -419,3 +419,68 @@ fn a_megabyte_line_of_offsets_is_scanned_in_linear_time() {
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
     assert_eq!(r.problems[0].line, 1);
 }
+
+#[test]
+fn irdma_good_cqes_survive_a_bad_line_after_them() {
+    let good = "0x0000000000000000 0x00007f00deadbeef 0x0000001200000000 0xc080000500010003\n";
+    let text = format!("{good}{good}{good}0x0000000000000001 0x0000000000000002 0x0000000000000003\n");
+    let r = scan(&text, Vendor::Irdma);
+    let lines: Vec<usize> = r.dumps.iter().map(|d| d.line).collect();
+    assert_eq!(lines, vec![1, 2, 3]);
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!(r.problems[0].line, 4);
+    assert!(r.problems[0].reason.contains("found 3 qwords"), "{}", r.problems[0]);
+    // The same through the CLI: the good CQEs are printed, the bad line is named.
+    let (rc, out, err) = run_cli(&["decode", "--vendor", "irdma"], &text);
+    assert_eq!(rc, 1);
+    assert_eq!(out.matches("IBV_WC_REM_ACCESS_ERR").count(), 3, "{out}");
+    assert!(err.contains("line 4: found 3 qwords") && !err.contains("line 1"), "{err}");
+    // Short lines still join into one CQE, and a short run between good lines is reported
+    // at its own first line.
+    let halves = "0x0000000000000000 0x00007f00deadbeef\n0x0000001200000000 0xc080000500010003\n";
+    let text = format!("{halves}{good}0x0000000000000001 0x0000000000000002\n{good}");
+    let r = scan(&text, Vendor::Irdma);
+    let lines: Vec<usize> = r.dumps.iter().map(|d| d.line).collect();
+    assert_eq!(lines, vec![1, 3, 5]);
+    let bad: Vec<usize> = r.problems.iter().map(|p| p.line).collect();
+    assert_eq!(bad, vec![4]);
+}
+
+#[test]
+fn irdma_tokens_that_are_not_qwords_are_named() {
+    let cases = [
+        // 15 and 17 digits, with and without 0x.
+        (
+            "0x000000000000000 0x0007f00deadbeef 0x0000001200000000 0xc080000500010003",
+            "'0x000000000000000' at column 1: 15 hex digits",
+        ),
+        (
+            "11111111111111111 0x0000000000000000 0x00007f00deadbeef 0x0000001200000000",
+            "'11111111111111111' at column 1: 17 hex digits",
+        ),
+        (
+            "0x0000000000000000 0x00007f00deadbeeg 0x0000001200000000 0xc080000500010003",
+            "'0x00007f00deadbeeg' at column 20: non-hex character 'g'",
+        ),
+        (
+            "+000000000000000a 0x0000000000000000 0x00007f00deadbeef 0x0000001200000000",
+            "'+000000000000000a' at column 1: non-hex character '+'",
+        ),
+        (
+            "0x0000000000000000 0x00007é00deadbeef 0x0000001200000000 0xc080000500010003",
+            "at column 20: non-hex character 'é'",
+        ),
+        // A short 0x number among qwords.
+        ("0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000", "'0x0' at column 1: 1 hex digits"),
+    ];
+    for (line, why) in cases {
+        let r = scan(&format!("cqe:\n{line}\n"), Vendor::Irdma);
+        assert!(r.dumps.is_empty(), "{line}");
+        assert_eq!(r.problems.len(), 1, "{line}: {:?}", r.problems);
+        assert_eq!(r.problems[0].line, 2, "{line}");
+        assert!(r.problems[0].reason.contains(why), "{line}: {}", r.problems[0].reason);
+    }
+    // Short 0x numbers in prose are not qwords and not problems.
+    let r = scan("flags 0x3 mask 0xff\n", Vendor::Irdma);
+    assert!(r.dumps.is_empty() && r.problems.is_empty(), "{:?}", r.problems);
+}

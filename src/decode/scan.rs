@@ -641,49 +641,67 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// irdma qwords: a line of 4 or 8 qwords is one CQE; consecutive lines of 1 to 3 qwords
+    /// (`%016llx` one or two a line) join into one CQE of 4 or 8. Anything else is reported
+    /// at its own line, and the CQEs around it still decode.
     fn run_irdma(&mut self) {
-        let mut i = 0;
-        while i < self.lines.len() {
+        // Lines of fewer than 4 qwords waiting to make up a CQE: their qwords, first and last line.
+        let mut part: Vec<u64> = Vec::new();
+        let mut part_lines = (0, 0);
+        for i in 0..self.lines.len() {
             let l = self.lines[i];
-            match qword_line(l.text) {
-                QLine::None => {
-                    i += 1;
-                }
+            let q = match qword_line(l.text) {
+                QLine::Ok(q) => q,
                 QLine::Bad(why) => {
+                    self.flush_irdma_part(&mut part, part_lines);
                     self.problem(l.no, Some(DumpFormat::IrdmaQwords), why);
-                    i += 1;
+                    continue;
                 }
-                QLine::Ok(_) => {
-                    let mut group: Vec<(Vec<u64>, usize)> = Vec::new();
-                    while let Some(n) = self.lines.get(i) {
-                        match qword_line(n.text) {
-                            QLine::Ok(q) => group.push((q, n.no)),
-                            // A bad line ends the group and is reported on its own.
-                            QLine::Bad(_) | QLine::None => break,
-                        }
-                        i += 1;
+                QLine::None => {
+                    self.flush_irdma_part(&mut part, part_lines);
+                    continue;
+                }
+            };
+            match q.len() {
+                1..=3 => {
+                    if part.is_empty() {
+                        part_lines.0 = l.no;
                     }
-                    let start = group[0].1;
-                    let per_line = group.iter().all(|(q, _)| q.len() == 4 || q.len() == 8);
-                    if per_line && group.len() > 1 {
-                        for (q, no) in &group {
-                            self.found_irdma(*no, q);
-                        }
-                        continue;
-                    }
-                    let all: Vec<u64> = group.iter().flat_map(|(q, _)| q.iter().copied()).collect();
-                    if all.len() == 4 || all.len() == 8 {
-                        self.found_irdma(start, &all);
-                    } else {
-                        self.problem(
-                            start,
-                            Some(DumpFormat::IrdmaQwords),
-                            format!("found {} qwords, expected 4 or 8 per CQE", all.len()),
-                        );
-                    }
+                    part_lines.1 = l.no;
+                    part.extend_from_slice(&q);
+                }
+                4 | 8 => {
+                    self.flush_irdma_part(&mut part, part_lines);
+                    self.found_irdma(l.no, &q);
+                }
+                n => {
+                    self.flush_irdma_part(&mut part, part_lines);
+                    self.problem(
+                        l.no,
+                        Some(DumpFormat::IrdmaQwords),
+                        format!("{n} qwords on one line, expected 4 or 8 per CQE"),
+                    );
                 }
             }
         }
+        self.flush_irdma_part(&mut part, part_lines);
+    }
+
+    /// Decodes the qwords gathered from short lines `first..=last`, or reports them.
+    fn flush_irdma_part(&mut self, part: &mut Vec<u64>, (first, last): (usize, usize)) {
+        match part.len() {
+            0 => return,
+            4 | 8 => self.found_irdma(first, part),
+            n => {
+                let lines = if first == last { String::new() } else { format!(" (lines {first} to {last})") };
+                self.problem(
+                    first,
+                    Some(DumpFormat::IrdmaQwords),
+                    format!("found {n} qwords{lines}, expected 4 or 8 per CQE"),
+                );
+            }
+        }
+        part.clear();
     }
 
     fn found_irdma(&mut self, line: usize, q: &[u64]) {
@@ -696,39 +714,75 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// What a token of an irdma line is.
+enum QToken {
+    /// A qword: 16 hex digits.
+    Qword(u64),
+    /// Meant as a qword but not one (`strong`: close to 16 hex digits, so wrong wherever it
+    /// stands; otherwise a `0x` number, wrong on a line of qwords).
+    Bad { why: String, strong: bool },
+    /// Some other word.
+    Other,
+}
+
+/// One token: `0x` optional, a trailing `,` or `;` ignored. `col` is its 1-based column.
+fn qword_token(tok: &str, col: usize) -> QToken {
+    let t = tok.trim_end_matches([',', ';']);
+    let (body, prefixed) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(b) => (b, true),
+        None => (t, false),
+    };
+    let digits = body.chars().filter(char::is_ascii_hexdigit).count();
+    let len = body.chars().count();
+    if len == 16 && digits == 16 {
+        return u64::from_str_radix(body, 16).map_or(QToken::Other, QToken::Qword);
+    }
+    let strong = (12..=20).contains(&len) && digits >= 12;
+    if !strong && !prefixed {
+        return QToken::Other;
+    }
+    let why = match body.chars().find(|c| !c.is_ascii_hexdigit()) {
+        Some(c) => format!("non-hex character '{}'", c.escape_debug()),
+        None => format!("{digits} hex digits, a qword has 16"),
+    };
+    QToken::Bad { why: format!("qword '{}' at column {col}: {why}", excerpt(t)), strong }
+}
+
+/// What an irdma line holds.
 enum QLine {
+    /// No qwords.
     None,
+    /// These qwords.
     Ok(Vec<u64>),
+    /// A token meant as a qword is not one.
     Bad(String),
 }
 
-/// A line holding 64-bit qwords (`%016llx`, optional `0x`, optional trailing `,`).
+/// A line holding 64-bit qwords (`%016llx`, optional `0x`, optional trailing `,`). A token
+/// that is close to a qword but not one makes the line bad, as does a `0x` number that is not
+/// 16 digits on a line that holds qwords.
 fn qword_line(s: &str) -> QLine {
     let mut out = Vec::new();
-    for tok in s.split_ascii_whitespace() {
-        let t = tok.trim_end_matches([',', ';']);
-        let (body, prefixed) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-            Some(b) => (b, true),
-            None => (t, false),
-        };
-        if body.len() != 16 {
-            continue;
-        }
-        match u64::from_str_radix(body, 16) {
-            Ok(v) if body.bytes().all(|c| c.is_ascii_hexdigit()) => out.push(v),
-            _ => {
-                let hexes = body.bytes().filter(|c| c.is_ascii_hexdigit()).count();
-                if prefixed || hexes >= 12 {
-                    let col = tok.as_ptr() as usize - s.as_ptr() as usize + 1;
-                    return QLine::Bad(format!("non-hex character in qword '{}' at column {col}", excerpt(t)));
-                }
+    let mut bad: Option<String> = None;
+    let mut weak: Option<String> = None;
+    for (start, end) in token_spans(s.as_bytes()) {
+        // Token boundaries are ASCII whitespace, so the slice is on char boundaries.
+        let Some(tok) = s.get(start..end) else { continue };
+        match qword_token(tok, start + 1) {
+            QToken::Qword(v) => out.push(v),
+            QToken::Bad { why, strong: true } => {
+                bad.get_or_insert(why);
             }
+            QToken::Bad { why, strong: false } => {
+                weak.get_or_insert(why);
+            }
+            QToken::Other => {}
         }
     }
-    if out.is_empty() {
-        QLine::None
-    } else {
-        QLine::Ok(out)
+    match (bad, weak, out.is_empty()) {
+        (Some(why), _, _) | (None, Some(why), false) => QLine::Bad(why),
+        (None, _, true) => QLine::None,
+        (None, _, false) => QLine::Ok(out),
     }
 }
 
