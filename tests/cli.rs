@@ -218,3 +218,24 @@ fn an_error_that_cannot_be_written_still_exits_2() {
         .expect("spawn dvcq");
     assert_eq!(status.code(), Some(2));
 }
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_ring_header_does_not_reserve_the_memory_it_announces() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    // 41 bytes announcing 2^22 slots of 128 bytes (512 MiB), none of which follow. Under a
+    // 128 MiB address-space limit, reserving them up front aborts the process.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -v 131072 && exec \"$0\" ring decode -", env!("CARGO_BIN_EXE_dvcq")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    child.stdin.take().unwrap().write_all(b"ring cqe_size=128 entries=4194304 ci=0\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e, "dvcq: stdin: line 1: 0 slot lines, expected entries=4194304\n");
+}
