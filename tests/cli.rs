@@ -96,15 +96,32 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 17] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
-        (&["bench", "poll", "--batch", "0"], "--batch 0"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
         (&["bench", "poll", "--compression", "basic"], "--compression needs --mix send or --mix recv"),
         (&["bench", "poll", "--back-pressure", "never"], "--back-pressure never needs --compression"),
         (&["ring", "export", "--vendor", "irdma", "--compression", "basic"], "mlx5 rings only"),
-        (&["ring", "export", "--vendor", "irdma", "--hw-rev", "7"], "--hw-rev 7"),
+        // A batch larger than a lap was polled as a lap and printed as asked.
+        (
+            &["bench", "poll", "--mode", "full", "--batch", "8192", "--entries", "4096"],
+            "--batch 8192: larger than a lap",
+        ),
+        (&["bench", "poll", "--vendor", "irdma", "--mode", "empty", "--batch", "64", "--entries", "64"], "(63 CQEs)"),
+        (&["bench", "poll", "--mode", "view", "--batch", "4"], "--batch 4: a view walk has no batch"),
+        (&["bench", "poll", "--laps", "10000", "--entries", "4194304"], "CQEs per repetition, at most 1073741824"),
+        (&["bench", "poll", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression basic or"),
+        // Options the vendor does not use were ignored.
+        (
+            &["ring", "export", "--vendor", "irdma", "--cqe-size", "128"],
+            "--cqe-size 128: irdma --hw-rev 2 writes 32-byte",
+        ),
+        (&["ring", "export", "--vendor", "irdma", "--hw-rev", "1", "--cqe-size", "64"], "--hw-rev 1 writes 32-byte"),
+        (&["ring", "export", "--cqe-size", "32"], "--cqe-size 32: mlx5 CQEs are 64 or 128"),
+        (&["ring", "export", "--hw-rev", "3"], "--hw-rev 3: applies to irdma rings only"),
+        (&["ring", "export", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression"),
+        (&["ring", "export", "--vendor", "irdma", "--compression", "none", "--mini", "csum"], "--mini csum needs"),
     ];
     for (args, what) in cases {
         let o = dvcq(args, None);
@@ -113,8 +130,40 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         assert!(e.starts_with("dvcq: ") && e.contains(what), "{args:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
     }
-    // clap's own usage errors also exit 2.
-    assert_eq!(dvcq(&["bench", "poll", "--mode", "fast"], None).status.code(), Some(2));
+    // Ranges and dependencies clap checks: its usage error, status 2.
+    let usage: [(&[&str], &str); 9] = [
+        (&["bench", "poll", "--mode", "fast"], "'fast'"),
+        (&["bench", "poll", "--mode", "full", "--batch", "0"], "'0' for '--batch <BATCH>': 0 is not in 1..=4194304"),
+        (&["bench", "poll", "--batch", "8"], "--mode <MODE>"),
+        (&["bench", "poll", "--reps", "0"], "'0' for '--reps <REPS>': 0 is not in 1..=10000"),
+        (&["bench", "poll", "--reps", "4294967295", "--laps", "4294967295"], "is not in 1..=10000"),
+        (&["bench", "poll", "--laps", "0"], "'0' for '--laps <LAPS>': 0 is not in 1..=10000"),
+        (&["bench", "poll", "--mini", "csum"], "--compression <COMPRESSION>"),
+        (&["ring", "export", "--vendor", "irdma", "--hw-rev", "7"], "'7' for '--hw-rev <HW_REV>': 7 is not in 1..=3"),
+        (&["ring", "export", "--mini", "csum"], "--compression <COMPRESSION>"),
+    ];
+    for (args, what) in usage {
+        let o = dvcq(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.starts_with("error: ") && e.contains(what), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn options_that_apply_are_used() {
+    // A batch of a whole lap, a GEN3 ring of 64-byte CQEs, a format with compression.
+    let o =
+        dvcq(&["bench", "poll", "--mode", "full", "--batch", "64", "--entries", "64", "--reps", "1", "--json"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["batch"].as_u64(), v["per_rep"].as_u64()), (Some(64), Some(64 * 16)));
+    let o = dvcq(&["ring", "export", "--vendor", "irdma", "--hw-rev", "3", "--cqe-size", "64"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.starts_with(b"ring cqe_size=64 entries=32 ci=17 vendor=irdma hw_rev=3\n"));
+    let o = dvcq(&["ring", "export", "--compression", "basic", "--mini", "csum", "--scenario", "stream"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).lines().next().unwrap().ends_with("comp=basic mini=csum"));
 }
 
 #[test]

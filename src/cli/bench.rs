@@ -44,6 +44,15 @@ enum Vendor {
     Irdma,
 }
 
+/// Most repetitions a run may ask for.
+const MAX_REPS: u32 = 10_000;
+/// Most laps per repetition a run may ask for.
+const MAX_LAPS: u32 = 10_000;
+/// Most CQEs (or empty poll calls) one repetition may take: `--laps` times `--entries`.
+const MAX_CQES_PER_REP: u64 = 1 << 30;
+/// The batch of `--mode full` and `empty` without `--batch`.
+const DEFAULT_BATCH: usize = 16;
+
 #[derive(Debug, Clone, clap::Args)]
 struct PollArgs {
     /// Device model to poll.
@@ -59,17 +68,17 @@ struct PollArgs {
     /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
     #[arg(long, value_enum)]
     mode: Option<Mode>,
-    /// Batch size for `--mode full` / `empty`.
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
+    /// Batch size for `--mode full` / `empty`: 1 to the CQEs of a lap (default 16).
+    #[arg(long, requires = "mode", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 22))]
+    batch: Option<usize>,
     /// Completion mix.
     #[arg(long, value_enum, default_value = "send-recv")]
     mix: Mix,
-    /// Laps (ring fills) per repetition.
-    #[arg(long, default_value_t = 16)]
+    /// Laps (ring fills) per repetition: 1 to 10000, and at most 2^30 CQEs per repetition.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=MAX_LAPS as i64))]
     laps: u32,
-    /// Repetitions; the median is reported.
-    #[arg(long, default_value_t = 11)]
+    /// Repetitions, 1 to 10000; the median is reported.
+    #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u32).range(1..=MAX_REPS as i64))]
     reps: u32,
     /// Also count instructions per CQE under valgrind --tool=callgrind (needs valgrind).
     #[arg(long)]
@@ -83,9 +92,9 @@ struct PollArgs {
     /// sessions; never: regular CQEs only, the cost of compression support alone).
     #[arg(long, value_enum, default_value = "always")]
     back_pressure: BackPressure,
-    /// mlx5: the responder mini-CQE format of a compressed CQ.
-    #[arg(long, default_value = "hash", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
-    mini: String,
+    /// mlx5, with --compression: the responder mini-CQE format (default hash).
+    #[arg(long, requires = "compression", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
+    mini: Option<String>,
     /// Print JSON lines instead of the table.
     #[arg(long)]
     json: bool,
@@ -114,7 +123,7 @@ fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, 
         }
         _ => {}
     }
-    let comp = a.compression.config(&a.mini)?;
+    let comp = a.compression.config(a.mini.as_deref())?;
     if comp.is_some() && a.vendor != Vendor::Mlx5 {
         return Err(CliError("--compression applies to mlx5 only".into()));
     }
@@ -146,7 +155,7 @@ impl PollArgs {
         let row = |mode, batch, ring| Row { mode, batch, ring };
         let compressed = self.compression != super::ring::CompressionArg::None;
         match self.mode {
-            Some(m) => vec![row(m, self.batch, None)],
+            Some(m) => vec![row(m, self.batch.unwrap_or(DEFAULT_BATCH), None)],
             // A compressed CQ: the same completions as sessions, as regular CQEs on the
             // same CQ, and on a CQ without compression, then batch 1 and the empty call.
             None if compressed && self.back_pressure == BackPressure::Always => vec![
@@ -166,8 +175,15 @@ impl PollArgs {
     }
 
     fn run(&self) -> Result<ExitCode, CliError> {
-        if self.batch == 0 {
-            return Err(CliError("--batch 0: the batch size must be at least 1".into()));
+        if let (Some(b), Some(Mode::View)) = (self.batch, self.mode) {
+            return Err(CliError(format!("--batch {b}: a view walk has no batch (--mode full or empty)")));
+        }
+        let per_rep = u64::from(self.laps) * u64::from(self.entries);
+        if per_rep > MAX_CQES_PER_REP {
+            return Err(CliError(format!(
+                "--laps {} --entries {}: {per_rep} CQEs per repetition, at most {MAX_CQES_PER_REP}",
+                self.laps, self.entries
+            )));
         }
         let rows = self.rows();
         // A compressed-CQ table has the `#ring` column.
@@ -178,6 +194,13 @@ impl PollArgs {
         for (i, row) in rows.into_iter().enumerate() {
             let mut t = target(self, row.ring)?;
             let (mode, batch) = (row.mode, row.batch);
+            // perftest-style: a run does what its banner says, or does not start.
+            if batch > t.entries() as usize {
+                return Err(CliError(format!(
+                    "--batch {batch}: larger than a lap of this ring ({} CQEs)",
+                    t.entries()
+                )));
+            }
             let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only: self.prepare_only };
             let mut r = bench::run(t.as_mut(), &p);
             r.ring = row.ring;
@@ -254,7 +277,10 @@ impl PollArgs {
             cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
             cmd.arg(&exe).args(["bench", "poll", "--json", "--reps", "1"]);
             cmd.args(["--laps", &laps.to_string(), "--entries", &self.entries.to_string()]);
-            cmd.args(["--cqe-size", &self.cqe_size().to_string(), "--batch", &batch.to_string()]);
+            cmd.args(["--cqe-size", &self.cqe_size().to_string()]);
+            if mode != Mode::View {
+                cmd.args(["--batch", &batch.to_string()]);
+            }
             cmd.args([
                 "--vendor",
                 match self.vendor {
@@ -275,7 +301,10 @@ impl PollArgs {
                 super::ring::CompressionArg::Basic => "basic",
                 super::ring::CompressionArg::Enhanced => "enhanced",
             };
-            cmd.args(["--compression", comp, "--mini", &self.mini]);
+            cmd.args(["--compression", comp]);
+            if comp != "none" {
+                cmd.args(["--mini", self.mini.as_deref().unwrap_or("hash")]);
+            }
             if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure == BackPressure::Never) {
                 cmd.args(["--back-pressure", "never"]);
             }

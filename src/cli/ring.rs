@@ -32,19 +32,20 @@ enum RingWhat {
         /// Ring entries (power of two).
         #[arg(long, default_value_t = 32)]
         entries: u32,
-        /// mlx5 CQE size: 64 or 128.
-        #[arg(long, default_value_t = 64)]
-        cqe_size: u32,
-        /// irdma hardware generation: 1 (X722), 2 (E810), 3.
-        #[arg(long, default_value_t = 2)]
-        hw_rev: u8,
+        /// CQE size in bytes. mlx5: 64 (default) or 128; irdma: what the generation writes
+        /// (32, or 64 on GEN3).
+        #[arg(long)]
+        cqe_size: Option<u32>,
+        /// irdma hardware generation: 1 (X722), 2 (E810, default), 3.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+        hw_rev: Option<u8>,
         /// mlx5: create the CQ with CQE compression in this layout (the model then
         /// compresses every run of compatible completions).
         #[arg(long, value_enum, default_value = "none")]
         compression: CompressionArg,
-        /// mlx5: the responder mini-CQE format of a compressed CQ.
-        #[arg(long, default_value = "hash", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
-        mini: String,
+        /// mlx5, with --compression: the responder mini-CQE format (default hash).
+        #[arg(long, requires = "compression", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
+        mini: Option<String>,
     },
 }
 
@@ -60,13 +61,21 @@ pub(crate) enum CompressionArg {
 }
 
 impl CompressionArg {
-    /// The CQ setting, with mini-CQE format word `mini`.
-    pub(crate) fn config(self, mini: &str) -> Result<Option<crate::mlx5::CompressionConfig>, CliError> {
-        let layout = match self {
-            CompressionArg::None => return Ok(None),
-            CompressionArg::Basic => crate::mlx5::CompLayout::Basic,
-            CompressionArg::Enhanced => crate::mlx5::CompLayout::Enhanced,
+    /// The CQ setting, with mini-CQE format word `mini` (default hash).
+    ///
+    /// # Errors
+    ///
+    /// [`CliError`] for a format without compression, or an unknown format.
+    pub(crate) fn config(self, mini: Option<&str>) -> Result<Option<crate::mlx5::CompressionConfig>, CliError> {
+        let layout = match (self, mini) {
+            (CompressionArg::None, None) => return Ok(None),
+            (CompressionArg::None, Some(m)) => {
+                return Err(CliError(format!("--mini {m} needs --compression basic or enhanced")))
+            }
+            (CompressionArg::Basic, _) => crate::mlx5::CompLayout::Basic,
+            (CompressionArg::Enhanced, _) => crate::mlx5::CompLayout::Enhanced,
         };
+        let mini = mini.unwrap_or("hash");
         let format = crate::mlx5::MiniFormat::from_word(mini)
             .ok_or_else(|| CliError(format!("--mini {mini}: unknown mini-CQE format")))?;
         Ok(Some(crate::mlx5::CompressionConfig { layout, format }))
@@ -93,16 +102,32 @@ impl RingArgs {
                 if !entries.is_power_of_two() || *entries < 4 || *entries > 1 << 22 {
                     return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
                 }
+                // Every option given is used: one that does not apply to the vendor is an error.
+                let comp = compression.config(mini.as_deref())?;
                 let text = match vendor {
-                    ExportVendor::Mlx5 => scenario::mlx5(*scenario, *entries, *cqe_size, compression.config(mini)?)
-                        .map_err(CliError)?
-                        .to_text(),
+                    ExportVendor::Mlx5 => {
+                        if let Some(r) = hw_rev {
+                            return Err(CliError(format!("--hw-rev {r}: applies to irdma rings only")));
+                        }
+                        let size = cqe_size.unwrap_or(64);
+                        if size != 64 && size != 128 {
+                            return Err(CliError(format!("--cqe-size {size}: mlx5 CQEs are 64 or 128 bytes")));
+                        }
+                        scenario::mlx5(*scenario, *entries, size, comp).map_err(CliError)?.to_text()
+                    }
                     ExportVendor::Irdma => {
-                        if *compression != CompressionArg::None {
+                        if comp.is_some() {
                             return Err(CliError("--compression applies to mlx5 rings only".into()));
                         }
-                        let rev = dvcq_uapi::irdma::HwRev::from_u8(*hw_rev)
-                            .ok_or_else(|| CliError(format!("--hw-rev {hw_rev}: must be 1, 2 or 3")))?;
+                        let r = hw_rev.unwrap_or(2);
+                        let rev = dvcq_uapi::irdma::HwRev::from_u8(r)
+                            .ok_or_else(|| CliError(format!("--hw-rev {r}: must be 1, 2 or 3")))?;
+                        if let Some(size) = cqe_size.filter(|&s| s as usize != rev.cqe_size()) {
+                            return Err(CliError(format!(
+                                "--cqe-size {size}: irdma --hw-rev {r} writes {}-byte CQEs",
+                                rev.cqe_size()
+                            )));
+                        }
                         scenario::irdma(*scenario, *entries, rev).map_err(CliError)?
                     }
                 };
