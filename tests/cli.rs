@@ -187,6 +187,10 @@ fn unreadable_and_malformed_images_name_the_file_and_line() {
     let o = dvcq(&["ring", "decode", "-"], Some("ring cqe_size=64 entries=2 ci=0\nzz\n"));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("stdin: line 2"), "{}", stderr(&o));
+    // Nothing to read is said so, not "line 0".
+    let o = dvcq(&["ring", "decode", "-"], Some(""));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o), "dvcq: stdin: the input is empty: a ring image starts with its ring line\n");
 }
 
 /// Runs `dvcq` with standard output on `/dev/full`, where every write fails with ENOSPC.

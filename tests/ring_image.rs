@@ -132,8 +132,10 @@ fn decoding_an_image_equals_polling_the_live_ring() {
 #[test]
 fn malformed_images_name_the_line_and_the_problem() {
     let s = "00".repeat(64);
+    let i = "00".repeat(32);
     let cases = [
-        ("", 0, "no ring line"),
+        ("", 0, "the input is empty"),
+        ("\n# comment\n", 2, "no ring line: only comments"),
         ("qp qpn=1 sq_wqe_cnt=1 rq_wqe_cnt=1\n", 1, "ring line first"),
         ("ring cqe_size=64 entries=2\n", 1, "ci="),
         ("ring cqe_size=48 entries=2 ci=0\n", 1, "cqe_size=48"),
@@ -160,6 +162,16 @@ fn malformed_images_name_the_line_and_the_problem() {
         (&format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=2\n{s}\n{s}\n"), 1, "cqe_ver=2"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=zip\n{s}\n{s}\n"), 1, "comp=zip"),
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=basic mini=md5\n{s}\n{s}\n"), 1, "mini=md5"),
+        // A word given twice: neither the first nor the last may silently win.
+        ("ring cqe_size=64 entries=2 ci=0 entries=3\n", 1, "ring line gives entries twice"),
+        (&format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 sq_wqe_cnt=8\n{i}\n{i}\n"), 2, "qp line gives sq_wqe_cnt twice"),
+        (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 qpn=2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qp line gives qpn twice"),
+        // Rust's integer parsing takes a leading '+'; the format does not.
+        ("ring cqe_size=64 entries=+16 ci=0\n", 1, "entries=+16 is not a decimal number"),
+        (&format!("ring cqe_size=32 entries=2 ci=+0\n{i}\n{i}\n"), 1, "ci=+0 is not a decimal number"),
+        (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=+1a2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=+1a2"),
+        // CR-only line endings make the file one line.
+        (&format!("ring cqe_size=64 entries=2 ci=0\r{s}\r{s}\r"), 1, "lines must end in LF or CRLF"),
     ];
     for (text, line, what) in cases {
         let e = decode_text(text).unwrap_err();

@@ -15,14 +15,24 @@ pub enum ImageVendor {
     Irdma,
 }
 
-/// A parse error with the 1-based line it was found on (0 when not tied to a line).
+/// A parse error with the 1-based line it was found on (0 when not tied to a line, and then
+/// shown without one).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {msg}")]
+#[error("{}{msg}", line_prefix(.line))]
 pub struct ImageError {
     /// 1-based line number.
     pub line: usize,
     /// What was wrong.
     pub msg: String,
+}
+
+/// `line N: `, or nothing for line 0.
+fn line_prefix(line: &usize) -> String {
+    if *line == 0 {
+        String::new()
+    } else {
+        format!("line {line}: ")
+    }
 }
 
 impl ImageError {
@@ -81,14 +91,15 @@ impl RawImage {
     }
 }
 
-/// A decimal (`hex = false`) or hexadecimal (`0x` optional) number.
+/// A decimal (`hex = false`) or hexadecimal (`0x` optional) number: digits only (Rust's own
+/// integer parsing also takes a leading `+`, which the format does not have).
 pub fn parse_num(v: &str, hex: bool) -> Option<u32> {
-    if hex {
-        let h = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v);
-        u32::from_str_radix(h, 16).ok()
-    } else {
-        v.parse().ok()
+    let (digits, radix) =
+        if hex { (v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v), 16) } else { (v, 10) };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
     }
+    u32::from_str_radix(digits, radix).ok()
 }
 
 fn hex_nibble(c: u8) -> Option<u8> {
@@ -130,12 +141,38 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
 }
 
 /// Parses an image's text: blank and `#` lines anywhere, one `ring` line, up to 64 `qp`
-/// lines, then exactly `entries` slot lines of `cqe_size * 2` hex characters.
+/// lines, then exactly `entries` slot lines of `cqe_size * 2` hex characters. Lines end in LF
+/// or CRLF; a word may appear once on its line.
 ///
 /// # Errors
 ///
 /// [`ImageError`] naming the line of the first problem and what it is.
 pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
+    parse_lines(text).map_err(|mut e| {
+        // A carriage return inside a line: the text was most likely written with CR-only
+        // line endings, which make the whole file one line.
+        let line = e.line.checked_sub(1).and_then(|i| text.lines().nth(i));
+        if line.is_some_and(|l| l.contains('\r')) {
+            e.msg.push_str(" (the line holds a carriage return: lines must end in LF or CRLF, not CR alone)");
+        }
+        e
+    })
+}
+
+/// A word's `key` must not be among the `earlier` keys of its line.
+fn check_unique<'a>(
+    line: usize,
+    what: &str,
+    mut earlier: impl Iterator<Item = &'a str>,
+    key: &str,
+) -> Result<(), ImageError> {
+    if earlier.any(|k| k == key) {
+        return Err(ImageError::new(line, format!("{what} line gives {key} twice")));
+    }
+    Ok(())
+}
+
+fn parse_lines(text: &str) -> Result<RawImage, ImageError> {
     let mut img: Option<RawImage> = None;
     let mut nslots = 0usize;
     let mut last = 0;
@@ -157,6 +194,7 @@ pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
                 let (k, v) = w
                     .split_once('=')
                     .ok_or_else(|| ImageError::new(line, format!("ring line word {w:?} is not key=value")))?;
+                check_unique(line, "ring", kv.iter().map(|(k, _): &(String, String)| k.as_str()), k)?;
                 kv.push((k.to_string(), v.to_string()));
             }
             let (cqe_size, entries, ci, vendor) = ring_header(&kv, line)?;
@@ -183,13 +221,16 @@ pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
                 if im.qps.len() == 64 {
                     return Err(ImageError::new(line, "more than 64 qp lines"));
                 }
-                let words = words
-                    .map(|w| match w.split_once('=') {
-                        Some((k, v)) => (k.to_string(), Some(v.to_string())),
-                        None => (w.to_string(), None),
-                    })
-                    .collect();
-                im.qps.push(QpWords { line, words });
+                let mut qp: Vec<(String, Option<String>)> = Vec::new();
+                for w in words {
+                    let (k, v) = match w.split_once('=') {
+                        Some((k, v)) => (k, Some(v.to_string())),
+                        None => (w, None),
+                    };
+                    check_unique(line, "qp", qp.iter().map(|(k, _)| k.as_str()), k)?;
+                    qp.push((k.to_string(), v));
+                }
+                im.qps.push(QpWords { line, words: qp });
             }
             _ => {
                 let want = im.cqe_size as usize * 2;
@@ -222,7 +263,13 @@ pub fn parse_image(text: &str) -> Result<RawImage, ImageError> {
             }
         }
     }
-    let im = img.ok_or_else(|| ImageError::new(last, "no ring line"))?;
+    let im = match img {
+        Some(im) => im,
+        None if text.trim().is_empty() => {
+            return Err(ImageError::new(0, "the input is empty: a ring image starts with its ring line"))
+        }
+        None => return Err(ImageError::new(last, "no ring line: only comments and blank lines")),
+    };
     if nslots != im.entries as usize {
         return Err(ImageError::new(last, format!("{nslots} slot lines, expected entries={}", im.entries)));
     }
@@ -337,5 +384,51 @@ mod tests {
                 .vendor,
             ImageVendor::Irdma
         );
+    }
+
+    #[test]
+    fn numbers_are_digits_only() {
+        assert_eq!(
+            (parse_num("16", false), parse_num("1a2", true), parse_num("0x1A2", true)),
+            (Some(16), Some(0x1a2), Some(0x1a2))
+        );
+        for (v, hex) in
+            [("+16", false), ("+1a2", true), ("0x+1a2", true), ("-1", false), ("", false), ("0x", true), (" 1", false)]
+        {
+            assert_eq!(parse_num(v, hex), None, "{v:?}");
+        }
+        let slot = "00".repeat(64);
+        let e = parse_image(&format!("ring cqe_size=64 entries=+2 ci=0\n{slot}\n{slot}\n")).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: entries=+2 is not a decimal number");
+    }
+
+    #[test]
+    fn a_word_given_twice_is_an_error_on_its_line() {
+        let slot = "00".repeat(64);
+        let e = parse_image("# c\nring cqe_size=64 entries=2 ci=0 entries=3\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 2: ring line gives entries twice");
+        for qp in ["qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 qpn=2", "qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 srq srq=5", "qpn=1 ud ud"]
+        {
+            let e = parse_image(&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=3\nqp {qp}\n{slot}\n{slot}\n"))
+                .unwrap_err();
+            assert_eq!(e.line, 3, "{qp}");
+            assert!(e.msg.starts_with("qp line gives ") && e.msg.ends_with(" twice"), "{qp}: {e}");
+        }
+    }
+
+    #[test]
+    fn empty_input_and_cr_line_endings_are_named() {
+        for text in ["", "\n\n", "  \n"] {
+            let e = parse_image(text).unwrap_err();
+            assert_eq!(e.to_string(), "the input is empty: a ring image starts with its ring line", "{text:?}");
+        }
+        let e = parse_image("# only\n# comments\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 2: no ring line: only comments and blank lines");
+        let slot = "00".repeat(64);
+        let e = parse_image(&format!("ring cqe_size=64 entries=2 ci=0\r{slot}\r{slot}\r")).unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(e.msg.contains("lines must end in LF or CRLF, not CR alone"), "{e}");
+        // CRLF is fine.
+        assert!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\r\n{slot}\r\n{slot}\r\n")).is_ok());
     }
 }
