@@ -170,6 +170,13 @@ fn malformed_images_name_the_line_and_the_problem() {
         ("ring cqe_size=64 entries=+16 ci=0\n", 1, "entries=+16 is not a decimal number"),
         (&format!("ring cqe_size=32 entries=2 ci=+0\n{i}\n{i}\n"), 1, "ci=+0 is not a decimal number"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=+1a2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=+1a2"),
+        // A registry error is reported at the qp line's own line, not line 0.
+        (
+            &format!("ring cqe_size=64 entries=2 ci=0\n# two QPs\nqp qpn=1a2 sq_wqe_cnt=4 rq_wqe_cnt=4\n\nqp qpn=1a2 sq_wqe_cnt=8 rq_wqe_cnt=8\n{s}\n{s}\n"),
+            5,
+            "0x1a2 is already registered",
+        ),
+        (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 srq=1000000\n{s}\n{s}\n"), 2, "does not fit in 24 bits"),
         // CR-only line endings make the file one line.
         (&format!("ring cqe_size=64 entries=2 ci=0\r{s}\r{s}\r"), 1, "lines must end in LF or CRLF"),
     ];

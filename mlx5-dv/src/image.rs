@@ -52,7 +52,23 @@ pub struct Mlx5Image {
     pub qps: Vec<ImageQp>,
     /// `entries * cqe_size` bytes.
     pub slots: Vec<u8>,
+    /// The file line of each `qp` line, when the image was read from text.
+    qp_lines: QpLines,
 }
+
+/// The file lines of an image's `qp` lines, for messages. Where an image was read from is not
+/// part of its value: any two compare equal, so an image read back from its text equals the
+/// image it was written from.
+#[derive(Debug, Clone, Default)]
+struct QpLines(Vec<usize>);
+
+impl PartialEq for QpLines {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for QpLines {}
 
 /// Parses an mlx5 ring image.
 ///
@@ -100,6 +116,7 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
         compression,
         qps,
         slots: raw.slots.clone(),
+        qp_lines: QpLines(raw.qps.iter().map(|q| q.line).collect()),
     })
 }
 
@@ -150,10 +167,15 @@ impl Mlx5Image {
     ///
     /// # Errors
     ///
-    /// [`ImageError`] for duplicate QPNs.
+    /// [`ImageError`] for duplicate QPNs, at the `qp` line's own line of the text the image
+    /// was read from (an image built in code names the QP's place in [`Mlx5Image::qps`]).
     pub fn registry(&self) -> Result<Registry, ImageError> {
         let mut r = Registry::new();
         for (i, q) in self.qps.iter().enumerate() {
+            let at = |e: crate::registry::RegistryError| match self.qp_lines.0.get(i) {
+                Some(&line) => ImageError::new(line, e.to_string()),
+                None => ImageError::new(0, format!("qp {} of the image: {e}", i + 1)),
+            };
             let srqn = match q.srq {
                 None => None,
                 Some(Some(n)) => Some(n),
@@ -163,8 +185,7 @@ impl Mlx5Image {
             };
             if let Some(n) = srqn {
                 if r.srq_mut(n).is_none() {
-                    r.add_srq(n, IMAGE_SRQ_ENTRIES)
-                        .map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
+                    r.add_srq(n, IMAGE_SRQ_ENTRIES).map_err(at)?;
                 }
             }
             let cfg = QpConfig {
@@ -175,7 +196,7 @@ impl Mlx5Image {
                 rx_csum: false,
                 ud: q.ud,
             };
-            r.add_qp(cfg).map_err(|e| ImageError::new(0, format!("qp line {}: {e}", i + 1)))?;
+            r.add_qp(cfg).map_err(at)?;
         }
         Ok(r)
     }
@@ -233,7 +254,7 @@ impl Mlx5Image {
                 }
             })
             .collect();
-        Self { cqe_size, entries, ci, cqe_version: version, compression, qps, slots }
+        Self { cqe_size, entries, ci, cqe_version: version, compression, qps, slots, qp_lines: QpLines::default() }
     }
 }
 
