@@ -484,3 +484,86 @@ fn irdma_tokens_that_are_not_qwords_are_named() {
     let r = scan("flags 0x3 mask 0xff\n", Vendor::Irdma);
     assert!(r.dumps.is_empty() && r.problems.is_empty(), "{:?}", r.problems);
 }
+
+#[test]
+fn overlong_dumps_keep_the_cqes_they_announce() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    // A DPDK title announcing one CQE, followed by two.
+    let mut two = good.to_vec();
+    two.extend_from_slice(&good);
+    let text = dpdk(&two).replace("len=128", "len=64");
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 1, "{:?}", r.problems);
+    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    assert_eq!(r.problems.len(), 1);
+    assert_eq!(r.problems[0].line, 1);
+    assert!(
+        r.problems[0]
+            .reason
+            .contains("longer than announced: 128 bytes where its title announces 64 (the first 64 decoded)"),
+        "{}",
+        r.problems[0]
+    );
+    // A kernel dump with a fifth row.
+    let text = format!("{}cqe_dump: 00000040: {}\n", kernel(&good, "cqe_dump: "), ["00"; 16].join(" "));
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 1, "{:?}", r.problems);
+    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    assert_eq!(r.problems.len(), 1);
+    assert!(
+        r.problems[0].reason.contains("dump longer than one 64-byte CQE: 80 bytes, the last 16 not decoded"),
+        "{}",
+        r.problems[0]
+    );
+    // Through the CLI: the CQE is printed, the problem named, status 1.
+    let (rc, out, err) = run_cli(&["decode"], &text);
+    assert_eq!(rc, 1);
+    assert!(out.contains("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"), "{out}");
+    assert!(err.contains("line 1: dump longer than one 64-byte CQE"), "{err}");
+    // Fewer bytes than announced is still truncation, and the whole CQEs there decode.
+    let text = dpdk(&good).replace("len=64", "len=128");
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 1);
+    assert!(r.problems[0].reason.starts_with("truncated dump: 64 of the 128 bytes"), "{}", r.problems[0]);
+}
+
+#[test]
+fn malformed_dpdk_titles_are_reported() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    for len in ["-64", "1000000000000000000000000000000"] {
+        let text = dpdk(&good).replace("len=64", &format!("len={len}"));
+        let r = scan(&text, Vendor::Mlx5);
+        assert_eq!(r.problems.len(), 1, "{len}: {:?}", r.problems);
+        assert_eq!(r.problems[0].line, 1);
+        assert!(
+            r.problems[0].reason.contains(&format!("malformed title: len={len} is not a byte count")),
+            "{}",
+            r.problems[0]
+        );
+        // The lines under it still decode.
+        assert_eq!(r.dumps.len(), 1, "{len}");
+        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    }
+}
+
+#[test]
+fn cr_only_line_endings_and_empty_input_are_named() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    for text in [rdma_core("h", &good), kernel(&good, "cqe_dump: ")] {
+        let r = scan(&text.replace('\n', "\r"), Vendor::Mlx5);
+        assert!(r.dumps.is_empty());
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(r.problems[0].reason.contains("lines must end in LF or CRLF, not CR alone"), "{}", r.problems[0]);
+        // CRLF is fine.
+        let r = scan(&text.replace('\n', "\r\n"), Vendor::Mlx5);
+        assert!(r.problems.is_empty() && r.dumps.len() == 1, "{:?}", r.problems);
+    }
+    // Headerless words with CRs decoded to nothing at all; that is a problem now.
+    let words: String = rdma_core("h", &good).lines().skip(1).map(|l| format!("{l}\r")).collect();
+    let r = scan(&words, Vendor::Mlx5);
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(r.problems[0].reason.starts_with("no CQE dump found; the line holds a carriage return"));
+    let (rc, _, err) = run_cli(&["decode"], "");
+    assert_eq!(rc, 1);
+    assert_eq!(err, "dvcq decode: <stdin>: the input is empty: no CQE dump found\n");
+}

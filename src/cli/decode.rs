@@ -76,7 +76,8 @@ impl DecodeArgs {
                 warn(&format!("dvcq decode: {name}: {p}"));
             }
             if report.dumps.is_empty() && report.problems.is_empty() {
-                warn(&format!("dvcq decode: {name}: no CQE dump found"));
+                let empty = if text.trim().is_empty() { "the input is empty: " } else { "" };
+                warn(&format!("dvcq decode: {name}: {empty}no CQE dump found"));
             }
         }
         Ok(exit_code(&report))

@@ -264,12 +264,14 @@ fn parse_offset_line(s: &str) -> Option<OffLine> {
     Some(l)
 }
 
-/// A DPDK `rte_hexdump` title line: `<title> at [<ptr>], len=<n>`.
-fn parse_dpdk_title(s: &str) -> Option<(String, usize)> {
+/// A DPDK `rte_hexdump` title line: `<title> at [<ptr>], len=<n>`. The length is `Err` with
+/// the text after `len=` when that is not a byte count (`len=-64`, a number beyond `usize`).
+fn parse_dpdk_title(s: &str) -> Option<(String, Result<usize, String>)> {
     let at = s.find(" at [")?;
     let close = s[at..].find("], len=")? + at;
-    let digits: String = s[close + 7..].chars().take_while(|c| c.is_ascii_digit()).collect();
-    let len = digits.parse().ok()?;
+    let rest = &s[close + 7..];
+    let digits = &rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len())];
+    let len = digits.parse().map_err(|_| excerpt(rest.split_ascii_whitespace().next().unwrap_or("")));
     Some((s[..at].trim().to_string(), len))
 }
 
@@ -479,8 +481,8 @@ impl<'a> Scanner<'a> {
     }
 
     /// A hexdump block (kernel or DPDK) starting at index `s`; `title` is a DPDK title seen
-    /// just before (line number, title, len).
-    fn hexdump(&mut self, s: usize, title: Option<(usize, String, usize)>) -> usize {
+    /// just before (line number, title, the length it announces if it is readable).
+    fn hexdump(&mut self, s: usize, title: Option<(usize, String, Option<usize>)>) -> usize {
         let mut rows: Vec<(OffLine, usize)> = Vec::new();
         let mut i = s;
         let first_no = self.lines[s].no;
@@ -534,31 +536,46 @@ impl<'a> Scanner<'a> {
             return i;
         }
         let bytes: Vec<u8> = rows.iter().flat_map(|(o, _)| o.bytes.iter().copied()).collect();
-        if let Some((_, _, len)) = &title {
-            if bytes.len() != *len {
+        let have = bytes.len();
+        // The bytes that make up the dump: what its title announces, if it says. What does
+        // not fit is reported, and every whole CQE of the rest is still decoded.
+        let announced = title.as_ref().and_then(|t| t.2);
+        let usable = announced.map_or(have, |len| len.min(have));
+        let whole = usable / 64;
+        let mut reported = false;
+        if let Some(len) = announced.filter(|&len| len != have) {
+            let why = if have < len {
+                format!("truncated dump: {have} of the {len} bytes its title announces")
+            } else {
+                format!("dump longer than announced: {have} bytes where its title announces {len}")
+            };
+            let kept = if whole > 0 { format!(" (the first {} decoded)", whole * 64) } else { String::new() };
+            self.problem(start_no, Some(format), format!("{why}{kept}"));
+            reported = true;
+        }
+        if whole == 0 {
+            if !reported {
                 self.problem(
                     start_no,
                     Some(format),
-                    format!("truncated dump: {} of the {len} bytes its title announces", bytes.len()),
+                    format!("truncated dump: {usable} bytes, less than one 64-byte CQE (4 lines of 16)"),
                 );
-                return i;
             }
+            return i;
         }
-        if bytes.len() < 64 || bytes.len() % 64 != 0 {
+        if usable % 64 != 0 && !reported {
+            let cqes = if whole == 1 { "one 64-byte CQE".to_string() } else { format!("{whole} 64-byte CQEs") };
             self.problem(
                 start_no,
                 Some(format),
-                format!(
-                    "truncated dump: {} bytes, expected a multiple of 64 ({} lines of 16)",
-                    bytes.len(),
-                    bytes.len().div_ceil(64).max(1) * 4
-                ),
+                format!("dump longer than {cqes}: {usable} bytes, the last {} not decoded", usable % 64),
             );
-            return i;
+            reported = true;
         }
-        let slots = bytes.len() / 64;
+        // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
+        let slots = announced.map_or(whole, |len| len / 64).max(whole);
         let mut any = false;
-        for k in 0..slots {
+        for k in 0..whole {
             let Some(b) = to64(&bytes[k * 64..k * 64 + 64]) else {
                 continue;
             };
@@ -570,7 +587,7 @@ impl<'a> Scanner<'a> {
                 any = true;
             }
         }
-        if !any {
+        if !any && !reported {
             self.problem(
                 start_no,
                 Some(format),
@@ -581,7 +598,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// A DPDK title line at index `t`.
-    fn dpdk_title(&mut self, t: usize, title: String, len: usize) -> usize {
+    fn dpdk_title(&mut self, t: usize, title: String, len: Result<usize, String>) -> usize {
         let no = self.lines[t].no;
         let j = self.next_nonblank(t + 1);
         let has_rows = self.lines.get(j).is_some_and(|l| parse_offset_line(l.text).is_some());
@@ -594,12 +611,26 @@ impl<'a> Scanner<'a> {
             }
             return i.max(t + 1);
         }
+        let len = match len {
+            Ok(len) => Some(len),
+            Err(text) => {
+                let then = if has_rows { "; its lines are decoded as they stand" } else { "" };
+                self.problem(
+                    no,
+                    Some(DumpFormat::Dpdk),
+                    format!("malformed title: len={text} is not a byte count{then}"),
+                );
+                None
+            }
+        };
         if !has_rows {
-            self.problem(
-                no,
-                Some(DumpFormat::Dpdk),
-                format!("truncated dump: title announces {len} bytes, no hexdump lines follow"),
-            );
+            if let Some(len) = len {
+                self.problem(
+                    no,
+                    Some(DumpFormat::Dpdk),
+                    format!("truncated dump: title announces {len} bytes, no hexdump lines follow"),
+                );
+            }
             return t + 1;
         }
         self.hexdump(j, Some((no, title, len)))
@@ -704,6 +735,26 @@ impl<'a> Scanner<'a> {
         part.clear();
     }
 
+    /// Lines are split at LF (a CRLF's CR is dropped), so text with CR-only line endings is
+    /// one long line: say so where a problem is reported on a line holding a carriage return,
+    /// and where such text gave nothing at all.
+    fn note_carriage_returns(&mut self) {
+        const NOTE: &str = "the line holds a carriage return: lines must end in LF or CRLF, not CR alone";
+        let lines = &self.lines;
+        let has_cr = |no: usize| no.checked_sub(1).and_then(|i| lines.get(i)).is_some_and(|l| l.text.contains('\r'));
+        for p in &mut self.report.problems {
+            if has_cr(p.line) {
+                p.reason = format!("{} ({NOTE})", p.reason);
+            }
+        }
+        if self.report.dumps.is_empty() && self.report.problems.is_empty() {
+            if let Some(l) = self.lines.iter().find(|l| l.text.contains('\r')) {
+                let reason = format!("no CQE dump found; {NOTE}");
+                self.report.problems.push(Problem { line: l.no, format: None, reason });
+            }
+        }
+    }
+
     fn found_irdma(&mut self, line: usize, q: &[u64]) {
         self.report.dumps.push(Found {
             line,
@@ -798,6 +849,7 @@ pub fn scan(text: &str, vendor: Vendor) -> Report {
         Vendor::Mlx5 => s.run_mlx5(),
         Vendor::Irdma => s.run_irdma(),
     }
+    s.note_carriage_returns();
     s.report.dumps.sort_by_key(|d| (d.line, d.slot));
     s.report.problems.sort_by_key(|p| p.line);
     s.report
@@ -835,7 +887,14 @@ mod tests {
     fn titles() {
         assert_eq!(
             parse_dpdk_title("MLX5 Error CQ: at [0x17fe00000], len=1024"),
-            Some(("MLX5 Error CQ:".into(), 1024))
+            Some(("MLX5 Error CQ:".into(), Ok(1024)))
         );
+        let len = |s: &str| parse_dpdk_title(s).map(|t| t.1);
+        assert_eq!(len("CQ: at [0x1], len=-64"), Some(Err("-64".into())));
+        assert_eq!(
+            len("CQ: at [0x1], len=1000000000000000000000000000000"),
+            Some(Err("1000000000000000000000000000000".into()))
+        );
+        assert_eq!(len("CQ: at [0x1], len="), Some(Err(String::new())));
     }
 }
