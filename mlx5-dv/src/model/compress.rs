@@ -316,9 +316,10 @@ impl Mlx5Model {
             }
             let slot = if k == 0 { t.wrapping_add(1) } else { t.wrapping_add(8 * k as u32) };
             let bytes = bytemuck::bytes_of(&arr);
-            self.ring.write(slot, off, &bytes[..63])?;
-            // Byte 63 of an array is mini #7's data, yet it is where a poller looks for an
-            // owner byte: stored atomically like one.
+            self.ring.write(slot, off, &bytes[..62])?;
+            // Bytes 62-63 of an array are mini #7's data, yet they are where a poller looks
+            // for an iteration count and an owner byte: stored atomically like them.
+            self.ring.publish(slot, off + 62, bytes[62])?;
             self.ring.publish(slot, off + 63, bytes[63])?;
         }
         let mut title = *first;

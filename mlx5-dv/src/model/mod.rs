@@ -127,12 +127,6 @@ impl AnyRing {
             AnyRing::R128(r) => r.publish_u8(idx, off, v),
         }
     }
-    fn store(&self, idx: u32, off: usize, v: u8) -> Result<(), ProviderError> {
-        match self {
-            AnyRing::R64(r) => r.store_u8(idx, off, v),
-            AnyRing::R128(r) => r.store_u8(idx, off, v),
-        }
-    }
 }
 
 /// The mlx5 CQ model.
@@ -214,7 +208,9 @@ impl Mlx5Model {
         let bytes = bytemuck::bytes_of(&slot);
         let off = cqe_size as usize - 64;
         for i in 0..entries {
-            ring.write(i, off, &bytes[..63])?;
+            ring.write(i, off, &bytes[..62])?;
+            // The bytes pollers test (iteration count, owner), atomically as always.
+            ring.publish(i, off + 62, bytes[62])?;
             ring.publish(i, off + 63, bytes[63])?;
         }
         Ok((mem, ring))
@@ -350,19 +346,24 @@ impl Mlx5Model {
             self.ring.write(pi, 0, &e.first_half)?;
         }
         let bytes = bytemuck::bytes_of(&e.cqe);
+        // Bytes 62 and 63 are what a poller tests before it reads the body: the enhanced
+        // layout's iteration count, the owner bit and opcode. Both are stored atomically and
+        // with release ordering in either layout, so a poller testing either one (even one
+        // opened with a layout the CQ does not have) reads the body only after it was
+        // written, and never races a plain write of the byte it tests.
+        self.ring.write(pi, off, &bytes[..62])?;
+        let op = (e.cqe.op_own & !op_own::OWNER_MASK) | owner;
         if self.enhanced() {
             // Enhanced compression: validity is the 8-bit iteration count in byte 62
             // (spec §9.4), so that byte is published last; the owner bit still follows the
-            // lap (§15.3). `op_own` is stored atomically before it, as ownership bytes are.
+            // lap (§15.3).
             let vic = (pi >> entries.trailing_zeros()) as u8;
-            self.ring.write(pi, off, &bytes[..62])?;
-            self.ring.store(pi, off + 63, (e.cqe.op_own & !op_own::OWNER_MASK) | owner)?;
+            self.ring.publish(pi, off + 63, op)?;
             self.ring.publish(pi, off + 62, vic)?;
-            return Ok(());
+        } else {
+            self.ring.publish(pi, off + 62, e.cqe.signature)?;
+            self.ring.publish(pi, off + 63, op)?;
         }
-        self.ring.write(pi, off, &bytes[..63])?;
-        let op = (e.cqe.op_own & !op_own::OWNER_MASK) | owner;
-        self.ring.publish(pi, off + 63, op)?;
         Ok(())
     }
 
