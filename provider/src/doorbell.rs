@@ -24,9 +24,9 @@ impl DoorbellWord {
     ///
     /// # Safety
     ///
-    /// `ptr` must point to 8 bytes (4 if only the 32-bit accessors are used) that stay
-    /// mapped and writable for the life of the value and of its aliases, accessed by others
-    /// only atomically.
+    /// `ptr` must point to 8 bytes that stay mapped and writable for the life of the value
+    /// and of its aliases, accessed by others only atomically. (8 even for a 32-bit word:
+    /// the 64-bit accessors are safe to call on any word.)
     ///
     /// # Errors
     ///
@@ -103,7 +103,7 @@ impl DoorbellWord {
         if self.ptr.as_ptr() as usize % 8 != 0 {
             return Err(Error::Misaligned { what: "doorbell qword", addr: self.ptr.as_ptr() as usize, align: 8 });
         }
-        // SAFETY: 8-aligned (checked), and `new`'s caller guaranteed 8 live bytes accessed only atomically when the 64-bit accessors are used.
+        // SAFETY: 8-aligned (checked), and `new`'s caller guaranteed 8 live bytes accessed only atomically.
         Ok(unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().cast()) })
     }
 }
