@@ -201,10 +201,13 @@ impl IrdmaModel {
         &self.ring_mem
     }
 
-    /// The consumer head from shadow word 0 (acquire: pairs with the poller's release).
+    /// The consumer head from shadow word 0 (acquire: pairs with the poller's release), as
+    /// the device reads it: the 20-bit CQE index field (`IRDMA_CQ_DBSA_CQEIDX`), taken as
+    /// is. The provider writes a slot index, `0..entries`; anything else is the consumer's
+    /// error, which [`IrdmaModel::free_slots`] turns into a full ring.
     pub fn shadow_head(&self) -> u32 {
         let h = self.shadow.load_le64(Ordering::Acquire).unwrap_or(0);
-        (h % u64::from(self.cfg.entries)) as u32
+        (h & 0xf_ffff) as u32
     }
 
     /// Plays a consumer that drained everything written so far: stores the producer
@@ -220,7 +223,13 @@ impl IrdmaModel {
     /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
     pub fn free_slots(&self) -> u32 {
         let n = self.cfg.entries;
-        let used = (self.prod.slot() + n - self.shadow_head()) % n;
+        let head = self.shadow_head();
+        if head >= n {
+            // Not a slot: a device would count free space wrongly; the model refuses to
+            // write, so a poller publishing such a head fails its tests.
+            return 0;
+        }
+        let used = (self.prod.slot() + n - head) % n;
         n - 1 - used
     }
 
