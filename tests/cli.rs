@@ -196,21 +196,8 @@ fn unreadable_and_malformed_images_name_the_file_and_line() {
 /// Runs `dvcq` with standard output on `/dev/full`, where every write fails with ENOSPC.
 #[cfg(target_os = "linux")]
 fn dvcq_to_full_disk(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("open /dev/full");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(full)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn dvcq");
-    if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    support::dvcq_with_stdout(args, stdin, full.into())
 }
 
 #[test]

@@ -5,10 +5,15 @@ use std::process::{Command, Output, Stdio};
 
 /// Runs `dvcq` with `args`, feeding `stdin` (or nothing) to it.
 pub fn dvcq(args: &[&str], stdin: Option<&str>) -> Output {
+    dvcq_with_stdout(args, stdin, Stdio::piped())
+}
+
+/// [`dvcq`] with standard output going to `stdout`.
+pub fn dvcq_with_stdout(args: &[&str], stdin: Option<&str>, stdout: Stdio) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dvcq"))
         .args(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn dvcq");
