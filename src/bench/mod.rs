@@ -31,13 +31,14 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mix {
-    /// Alternating send (requester) and receive (responder) completions on one QP.
+    /// Alternating send (requester) and receive (responder) completions on one QP (mlx5
+    /// and irdma).
     SendRecv,
-    /// Requester completions only.
+    /// Requester completions only (mlx5).
     Send,
-    /// Responder completions only.
+    /// Responder completions only (mlx5).
     Recv,
-    /// Send/receive with one flush error in every 16 completions.
+    /// Send/receive with one flush error in every 16 completions (mlx5).
     Errors,
     /// Alternating send and receive completions, the receives from a shared receive queue
     /// (mlx5).

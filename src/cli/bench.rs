@@ -168,6 +168,8 @@ impl PollArgs {
         let row = |mode, batch, ring| Row { mode, batch, ring };
         let compressed = self.compression != super::ring::CompressionArg::None;
         match self.mode {
+            // A view walk has no batch: its row says 1, as in the table.
+            Some(Mode::View) => vec![row(Mode::View, 1, None)],
             Some(m) => vec![row(m, self.batch.unwrap_or(DEFAULT_BATCH), None)],
             // A compressed CQ: the same completions as sessions, as regular CQEs on the
             // same CQ, and on a CQ without compression, then batch 1 and the empty call.
@@ -268,7 +270,9 @@ impl PollArgs {
     /// The closing rule and the notes under the table.
     fn print_footer(&self, out: &mut Output, rings: bool) -> Result<(), CliError> {
         out.line(&"-".repeat(88))?;
-        out.line(" empty*: cost of one poll call on an empty ring (per call, not per CQE)")?;
+        if self.rows().iter().any(|r| r.mode == Mode::Empty) {
+            out.line(" empty*: cost of one poll call on an empty ring (per call, not per CQE)")?;
+        }
         if rings {
             out.line(" #ring: the same completions as compressed sessions, as regular CQEs on the")?;
             out.line("        compression-enabled CQ, and on a CQ created without compression")?;
