@@ -402,19 +402,34 @@ fn extended_cqe_across_the_wrap_and_many_laps() {
     }
 }
 
+/// A 32-byte CQE that claims an extension whose slot the device has not written yet (its
+/// valid bit is still the previous lap's) is not consumed: `poll`, `peek` and views all
+/// wait, and the head stays. Once the extension is written, the one completion comes back
+/// with the extension's immediate, and the head moves past both slots.
 #[test]
 fn extension_not_yet_valid_is_not_consumed() {
-    // Hand-craft: write a main CQE claiming an extension but no extension slot.
     let (mut m, mut cq, _) = setup(HwRev::Gen2, 8, QpConfig::rc(QPN, 16, 16), Compat::Current);
-    let mut c = ModelCqe::recv(CTX, QPN, 0, 0, 0, 1).with_imm(3);
-    c.ext = None;
-    m.push(&c).unwrap(); // slot 0, plain
-    let snap_ci = cq.ci();
+    let c = ModelCqe::recv(CTX, QPN, 0, 0, 0, 1).with_imm(3);
+    assert!(c.extended());
+    let slot = |body: [u64; 3], last: u64| {
+        let mut b = [0u8; 32];
+        for (i, q) in body.iter().chain([&last]).enumerate() {
+            b[i * 8..i * 8 + 8].copy_from_slice(&q.to_le_bytes());
+        }
+        b
+    };
+    // Lap 0 expects valid bit 1: the main CQE is valid, slot 1 (never written) is not.
+    m.write_raw(0, &slot(c.body(), c.qword3(true))).unwrap();
     let mut out = [Completion::default(); 4];
-    assert_eq!(cq.poll(&mut out), 1);
-    assert_eq!(cq.ci(), snap_ci + 1);
-    // Views see nothing either.
+    assert_eq!(cq.poll(&mut out), 0, "an extension not yet valid holds the CQE back");
+    assert_eq!(cq.ci(), 0);
+    assert!(cq.peek().is_none());
     assert!(cq.views().next().is_none());
+    m.write_raw(1, &slot(c.ext_body(), c.ext_qword7(true))).unwrap();
+    assert_eq!(cq.peek().map(|w| w.imm_data), Some(3u32.to_be()));
+    assert_eq!(cq.poll(&mut out), 1);
+    assert_eq!((out[0].wc_flags & WcFlags::WITH_IMM, out[0].imm_data), (WcFlags::WITH_IMM, 3u32.to_be()));
+    assert_eq!(cq.ci(), 2, "one completion, two slots");
 }
 
 /// Two QPs taking turns on one CQ switch the poller's QP cache CQE by CQE; after the

@@ -68,3 +68,30 @@ impl BenchTarget for IrdmaBench {
         std::hint::black_box(&mut self.out[..end]).len() - end
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_provider::{WcOpcode, WcStatus};
+
+    /// Both irdma mixes poll to what they claim to time: one lap of successful sends and
+    /// receives taking turns (per QP with two QPs), no fault items.
+    #[test]
+    fn both_mixes_poll_to_the_completions_they_claim() {
+        for mix in [Mix::SendRecv, Mix::TwoQps] {
+            let mut b = IrdmaBench::new(64, mix).unwrap();
+            for lap in 0..3 {
+                b.prepare_lap();
+                // One batch of a whole lap: the bench's drain reuses the front of `out`.
+                let lap_len = b.out.len();
+                assert_eq!(b.poll_full(lap_len), lap_len, "{mix:?}, lap {lap}");
+                for (i, c) in b.out.iter().enumerate() {
+                    let j = if mix == Mix::TwoQps { i / 2 } else { i };
+                    let want = if j % 2 == 0 { WcOpcode::Send } else { WcOpcode::Recv };
+                    assert_eq!(c.fault(), None, "{mix:?}, lap {lap}, item {i}");
+                    assert_eq!((c.status, c.opcode), (WcStatus::Success, want), "{mix:?}, lap {lap}, item {i}");
+                }
+            }
+        }
+    }
+}

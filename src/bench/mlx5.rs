@@ -155,3 +155,53 @@ impl<const S: usize> BenchTarget for Mlx5Bench<S> {
         std::hint::black_box(&mut self.out[..end]).len() - end
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mlx5::{CompLayout, MiniFormat};
+    use dvcq_provider::{WcOpcode, WcStatus};
+
+    /// Every mix polls to what it claims to time: one lap, every CQE a completion of the
+    /// expected kind, no fault items (a mix that set up its QPs wrongly would quietly time
+    /// the fault path), flush errors only where the `errors` mix puts them.
+    #[test]
+    fn every_mix_polls_to_the_completions_it_claims() {
+        let entries = 64;
+        let uncompressed =
+            [Mix::SendRecv, Mix::Send, Mix::Recv, Mix::Errors, Mix::SendSrq, Mix::TwoQps].map(|m| (m, None));
+        let mut cases: Vec<(Mix, Option<(CompLayout, bool)>)> = uncompressed.to_vec();
+        for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+            for mix in [Mix::Send, Mix::Recv] {
+                for back_pressure in [true, false] {
+                    cases.push((mix, Some((layout, back_pressure))));
+                }
+            }
+        }
+        for (mix, comp) in cases {
+            let cfg = comp.map(|(layout, _)| CompressionConfig { layout, format: MiniFormat::Hash });
+            let back_pressure = comp.is_some_and(|(_, bp)| bp);
+            let mut b = Mlx5Bench::<64>::new(entries, mix, cfg, back_pressure).unwrap();
+            for lap in 0..3 {
+                b.prepare_lap();
+                let what = format!("{mix:?}, {comp:?}, lap {lap}");
+                assert_eq!(b.poll_full(16), entries as usize, "{what}");
+                for (i, c) in b.out.iter().enumerate() {
+                    assert_eq!(c.fault(), None, "{what}: item {i}");
+                    let send = match mix {
+                        Mix::Send => true,
+                        Mix::Recv => false,
+                        Mix::TwoQps => i % 4 < 2,
+                        _ => i % 2 == 0,
+                    };
+                    if mix == Mix::Errors && i % 16 == 15 {
+                        assert_eq!(c.status, WcStatus::WrFlushErr, "{what}: item {i}");
+                        continue;
+                    }
+                    let want = if send { WcOpcode::Send } else { WcOpcode::Recv };
+                    assert_eq!((c.status, c.opcode), (WcStatus::Success, want), "{what}: item {i}");
+                }
+            }
+        }
+    }
+}
