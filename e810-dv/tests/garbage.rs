@@ -3,7 +3,7 @@
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig};
 use dvcq_e810_dv::{Compat, QpConfig, QpRegistry, Transport};
-use dvcq_provider::Completion;
+use dvcq_provider::{Completion, WcStatus};
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
@@ -36,6 +36,14 @@ proptest! {
         loop {
             let before = cq.ci();
             let n = cq.poll(&mut out);
+            // Every item is a completion of a registered QP or a fault item; a fault's
+            // status is the generic error, so code that ignores faults still sees one.
+            for c in &out[..n] {
+                match c.fault() {
+                    None => prop_assert!([1, 2, 3].contains(&c.qp_num), "completion of an unknown QP: {c:?}"),
+                    Some(_) => prop_assert_eq!(c.status, WcStatus::GeneralErr),
+                }
+            }
             rounds += 1;
             prop_assert!(rounds < 1000, "poller does not terminate");
             if n == 0 && cq.ci() == before {
