@@ -309,9 +309,9 @@ pub(crate) use session::MiniState;
 mod tests {
     use super::session::*;
     use super::*;
-    use crate::cqe::{self, Peek};
+    use crate::cqe::{self, Parsed, Peek};
     use crate::registry::{QpConfig, Registry};
-    use dvcq_provider::{Completion, FaultKind};
+    use dvcq_provider::{Completion, FaultKind, WcStatus};
     use dvcq_uapi::mlx5::opcode::cqe_format;
     use dvcq_uapi::mlx5::opcode::wqe_opcode;
 
@@ -376,7 +376,15 @@ mod tests {
                 let mut b = Completion::default();
                 decompress(&mut Peek(&reg), &t, req, format, mini, 12, false, 0, &mut a);
                 let full = expand(&t, mini, format, 2);
-                let _ = cqe::parse_slow(&mut Peek(&reg), full, false, 64, 0, &mut b);
+                let parsed = cqe::parse_slow(&mut Peek(&reg), full, false, 64, 0, &mut b);
+                assert!(matches!(parsed, Parsed::Wc), "{format:?} opcode {opcode}");
+                // FTAG_STRIDX puts the flow tag (0x421234 here) where the QPN was: no such
+                // QP. Everything else is a completion of QP 0x42.
+                let ftag = format == MiniFormat::FtagStridx && !req;
+                assert_eq!(b.fault().is_some(), ftag, "{format:?} opcode {opcode}: {b:?}");
+                if !ftag {
+                    assert_eq!((b.qp_num, b.status), (0x42, WcStatus::Success), "{format:?} opcode {opcode}");
+                }
                 assert_eq!(a, b, "{format:?} opcode {opcode}");
             }
         }
