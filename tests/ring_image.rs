@@ -27,8 +27,11 @@ fn every_scenario_round_trips_and_decodes() {
         }
         for rev in [dvcq_uapi::irdma::HwRev::Gen1, dvcq_uapi::irdma::HwRev::Gen2, dvcq_uapi::irdma::HwRev::Gen3] {
             let text = scenario::irdma(sc, 32, rev).unwrap();
+            let img = dvcq::irdma::image::parse_irdma_image(&text).unwrap();
+            assert_eq!(img.to_text(), text, "{sc:?}/{rev:?}: the text round trip");
             let out = decode_text(&text).unwrap();
             assert!(out.lines().last().unwrap().starts_with("end ci="), "{out}");
+            assert!(out.lines().filter(|l| l.starts_with("wc ")).count() > 1, "{sc:?}/{rev:?}: {out}");
         }
     }
 }
