@@ -227,13 +227,24 @@ impl Engine {
     /// The completion the next `poll` would return first, without changing any state.
     pub(crate) fn peek<R: SlotSource>(&self, ring: &R) -> Option<Completion> {
         let mut pos = self.ci;
-        // Skipped CQEs (comp ctx 0) change nothing but the head; look past a bounded number.
+        // A skipped CQE that changes state a later translation reads (a connection WQE's:
+        // the first-SQ-WQE check, the last byte count) is applied to a copy of the engine,
+        // made at most once, so that peek goes on as `poll` would. Others (comp ctx 0)
+        // change nothing but the head. Look past a bounded number.
+        let mut copy: Option<Box<Engine>> = None;
         for _ in 0..self.entries {
+            let eng = copy.as_deref().unwrap_or(self);
             let w3 = ring.slot(pos.slot()).valid_q3(pos.flip())?;
-            let step = self.translate(ring, pos, w3, self.parked && pos == self.ci)?;
+            let step = eng.translate(ring, pos, w3, eng.parked && pos == eng.ci)?;
             match step.kind {
                 Kind::Wc => return Some(step.wc),
                 Kind::Stop => return None,
+                Kind::Skip if step.flags != 0 || step.queue != Queue::None => {
+                    let e = copy.get_or_insert_with(|| Box::new(self.clone()));
+                    e.ci = pos;
+                    e.apply(&step);
+                    pos = e.ci;
+                }
                 Kind::Skip => pos = pos.step(step.slots.max(1), self.entries),
             }
         }
