@@ -598,22 +598,25 @@ fn iwarp_flushed_connection_wqes_are_skipped_and_the_poll_goes_on() {
 
     // peek follows poll past a skipped connection WQE that ends the check: the flush of
     // WQE 0 behind it is then ENOENT, which ends the call with nothing, not a skip.
-    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
-    cq.qps_mut().post_recv(id, 90).unwrap();
-    m.push(&ModelCqe::flush_general(CTX, QPN, true, 2)).unwrap();
-    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+    // An iWARP QP with an empty SQ and one receive posted (`wr_id`): flushes of its SQ
+    // naming WQE `first`, then WQE 0, then the receive's completion.
+    let two_sq_flushes_then_a_receive = |first: u16, wr_id: u64| {
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+        cq.qps_mut().post_recv(id, wr_id).unwrap();
+        for wqe_idx in [first, 0] {
+            m.push(&ModelCqe::flush_general(CTX, QPN, true, wqe_idx)).unwrap();
+        }
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+        (m, cq)
+    };
+    let (_m, mut cq) = two_sq_flushes_then_a_receive(2, 90);
     assert_eq!(cq.peek(), None, "the next poll returns nothing");
     assert_eq!(cq.poll(&mut out), 0);
     assert_eq!(cq.peek().map(|c| c.wr_id), Some(90));
     assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 90));
 
     // A flush of the empty SQ that names a later WQE is ENOENT, and ends the check as well.
-    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
-    cq.qps_mut().post_recv(id, 81).unwrap();
-    m.push(&ModelCqe::flush_general(CTX, QPN, true, 3)).unwrap();
-    m.push(&ModelCqe::flush_general(CTX, QPN, true, 0)).unwrap();
-    m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+    let (_m, mut cq) = two_sq_flushes_then_a_receive(3, 81);
     assert_eq!(cq.poll(&mut out), 0, "WQE 3: ENOENT");
     assert_eq!(cq.poll(&mut out), 0, "WQE 0 after it: ENOENT too, not a skip");
     assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 81));
