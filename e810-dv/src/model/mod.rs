@@ -207,7 +207,7 @@ impl IrdmaModel {
     /// error, which [`IrdmaModel::free_slots`] turns into a full ring.
     pub fn shadow_head(&self) -> u32 {
         let h = self.shadow.load_le64(Ordering::Acquire).unwrap_or(0);
-        (h & 0xf_ffff) as u32
+        (h & dvcq_uapi::irdma::shadow::CQEIDX_MASK) as u32
     }
 
     /// Plays a consumer that drained everything written so far: stores the producer
