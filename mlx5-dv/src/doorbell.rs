@@ -2,14 +2,21 @@
 //! `set_ci` word (shared/spec/mlx5.md §5, Pitfall 18).
 
 use crate::cq::CiUpdate;
-use dvcq_provider::DoorbellWord;
+use dvcq_provider::{DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::doorbell::set_ci_word;
 use std::sync::atomic::Ordering;
 
 /// Publishes the consumer index to the device according to a [`CiUpdate`] policy.
+///
+/// The doorbell record's `set_ci` and `arm` words share one 8-byte granule, and device
+/// memory is written only by whole 8-byte stores (the provider's access rule). The poller is
+/// the record's one writer, so it keeps the `arm` half it last saw and writes both words in
+/// one store without reading the record first. (An arm path must update `arm_half`.)
 #[derive(Debug)]
 pub(crate) struct CiPublisher {
     dbrec: DoorbellWord,
+    /// The `arm` word's bytes, in place in the little-endian granule value.
+    arm_half: u64,
     policy: CiUpdate,
     unpublished: u32,
     /// The last `set_ci` word written, or [`NEVER`] (a 24-bit word can never equal it).
@@ -20,8 +27,15 @@ pub(crate) struct CiPublisher {
 const NEVER: u32 = u32::MAX;
 
 impl CiPublisher {
-    pub(crate) fn new(dbrec: DoorbellWord, policy: CiUpdate) -> Self {
-        Self { dbrec, policy, unpublished: 0, last_set_ci: NEVER }
+    /// A publisher on the record whose `set_ci` word (the record's first) is `dbrec`.
+    ///
+    /// # Errors
+    ///
+    /// [`ProviderError::Misaligned`] if `dbrec` is not 8-byte aligned (rdma-core's records
+    /// are cache-line aligned).
+    pub(crate) fn new(dbrec: DoorbellWord, policy: CiUpdate) -> Result<Self, ProviderError> {
+        let arm_half = dbrec.load_le64(Ordering::Relaxed)? & !u64::from(u32::MAX);
+        Ok(Self { dbrec, arm_half, policy, unpublished: 0, last_set_ci: NEVER })
     }
 
     /// The last value written to `set_ci`, if any.
@@ -64,7 +78,11 @@ impl CiPublisher {
     #[inline(always)]
     pub(crate) fn publish(&mut self, ci: u32) {
         let w = set_ci_word(ci);
-        self.dbrec.store_be32(w, Ordering::Release);
+        // `set_ci` big-endian in the granule's first four bytes: as a little-endian value,
+        // the byte-swapped word (on any host).
+        let granule = self.arm_half | u64::from(w.swap_bytes());
+        // `new` checked the alignment, the only failure.
+        let _ = self.dbrec.store_le64(granule, Ordering::Release);
         self.last_set_ci = w;
     }
 }

@@ -16,7 +16,7 @@
 //!   SQ retires through its last completed WQE at the end, which is what rdma-core's
 //!   per-CQE updates amount to.
 //! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
-//! - **Every CQE field is read from ring memory once** (volatile loads cannot be merged).
+//! - **Every CQE field is read from ring memory once** (atomic loads are never merged).
 //!
 //! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX
 //! checksum capability) or from the SRQ it is attached to. Anything else (errors, raw

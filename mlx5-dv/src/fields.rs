@@ -100,7 +100,7 @@ impl CqeFields for Cqe64 {
 }
 
 /// A software-owned cqe64 in ring memory, in the ring slot `slot`: each accessor is one
-/// volatile load ([`SlotRef::read_at`]), valid between the ownership check and the next
+/// relaxed atomic load ([`SlotRef::read_at`]), valid between the ownership check and the next
 /// consumer-index publication.
 #[derive(Clone, Copy)]
 pub(crate) struct RingCqe<'a, const S: usize> {
@@ -117,7 +117,7 @@ impl<const S: usize> RingCqe<'_, S> {
         self.slot.read_at::<T>(Self::BASE + off).unwrap_or_default()
     }
 
-    /// The big-endian word at `off` of the cqe64, one volatile load.
+    /// The big-endian word at `off` of the cqe64, one load.
     #[inline(always)]
     pub(crate) fn be32(&self, off: usize) -> Be32 {
         self.get(off)

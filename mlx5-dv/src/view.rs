@@ -173,7 +173,7 @@ impl<const STRIDE: usize> Drop for Views<'_, STRIDE> {
     }
 }
 
-/// One software-owned CQE in ring memory. Accessors read the field they name (volatile),
+/// One software-owned CQE in ring memory. Accessors read the field they name (one atomic load each),
 /// already converted from big-endian; nothing else is copied.
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a, const STRIDE: usize> {

@@ -2,6 +2,7 @@
 //! record and UAR page live in.
 
 use crate::error::Error;
+use crate::granule::{self, GRANULE};
 use crate::ring::KeepAlive;
 use crate::{CqRing, DoorbellWord};
 use core::ptr::NonNull;
@@ -9,7 +10,9 @@ use std::sync::Arc;
 
 /// An anonymous, page-aligned, zero-filled mapping (memmap2), shared by a model and the
 /// pollers it hands out (wrap it in an `Arc`). It is only ever accessed through raw
-/// pointers (by [`crate::CqRing`] and [`crate::DoorbellWord`]), never through references.
+/// pointers (by [`crate::CqRing`], [`crate::DoorbellWord`] and [`DmaBuffer::read_bytes`]),
+/// never through references, and always by aligned 8-byte atomic operations, so rings,
+/// doorbells and snapshots may overlap in any way without a data race.
 #[derive(Debug)]
 pub struct DmaBuffer {
     _map: memmap2::MmapMut,
@@ -17,9 +20,9 @@ pub struct DmaBuffer {
     len: usize,
 }
 
-// SAFETY: the mapping is process-wide memory; the raw pointer is only dereferenced through the atomic/volatile accessors of CqRing and DoorbellWord, which are sound from any thread.
+// SAFETY: the mapping is process-wide memory; the raw pointer is only dereferenced by CqRing, DoorbellWord and `read_bytes`, all of which access it by aligned 8-byte atomic operations only (`granule.rs`), which are sound from any thread.
 unsafe impl Send for DmaBuffer {}
-// SAFETY: as above; sharing the buffer only shares the address, and every access to the bytes goes through atomic or volatile operations that follow the ring's ownership rule.
+// SAFETY: as above: sharing the buffer shares the address, and every access to its bytes, from any thread, is an aligned 8-byte atomic operation, so no two of them can form a data race.
 unsafe impl Sync for DmaBuffer {}
 
 impl DmaBuffer {
@@ -107,15 +110,17 @@ impl DmaBuffer {
     /// [`Error::OutOfBounds`] if 8 bytes at `offset` do not fit, or the errors of
     /// [`DoorbellWord::new`].
     pub fn doorbell(self: &Arc<Self>, offset: usize) -> Result<DoorbellWord, Error> {
-        if offset.checked_add(8).is_none_or(|end| end > self.len) {
-            return Err(Error::OutOfBounds { what: "dma buffer doorbell", offset, len: 8, limit: self.len });
+        let granule = offset - offset % GRANULE;
+        if granule.checked_add(GRANULE).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer doorbell", offset, len: 4, limit: self.len });
         }
         let keep: KeepAlive = self.clone();
-        // SAFETY: 8 bytes at `offset` are inside the mapping (checked); the mapping lives as long as `keep`; the bytes are only accessed atomically through DoorbellWord.
+        // SAFETY: the 8-aligned granule holding `offset` is inside the mapping (checked; the mapping is page-aligned); the mapping lives as long as `keep`; every access to its bytes is an aligned 8-byte atomic one.
         unsafe { DoorbellWord::with_keepalive(self.as_ptr().add(offset), Some(keep)) }
     }
 
-    /// Copies `out.len()` bytes from `offset` with volatile reads (snapshots, ring images).
+    /// Copies `out.len()` bytes from `offset`, one relaxed atomic load per 8-byte granule
+    /// (snapshots, ring images). A producer writing meanwhile may leave a snapshot torn.
     ///
     /// # Errors
     ///
@@ -124,10 +129,8 @@ impl DmaBuffer {
         if offset.checked_add(out.len()).is_none_or(|end| end > self.len) {
             return Err(Error::OutOfBounds { what: "dma buffer", offset, len: out.len(), limit: self.len });
         }
-        for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: inside the mapping (checked); volatile because a device or model thread may write the memory concurrently (a snapshot may be torn; callers accept that).
-            *b = unsafe { core::ptr::read_volatile(self.as_ptr().add(offset + i)) };
-        }
+        // SAFETY: the base is page-aligned and the range lies inside the mapping (checked); the mapping is whole pages, so every granule the range touches is inside it too, and every access to the buffer follows the granule rule.
+        unsafe { granule::read(self.as_ptr(), offset, out) };
         Ok(())
     }
 }

@@ -2,21 +2,33 @@
 //! `set_ci`/`arm`, irdma's shadow area).
 
 use crate::error::Error;
+use crate::granule::{self, GRANULE};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
-/// One 32- or 64-bit word of device-visible host memory, accessed only atomically.
+/// One 32- or 64-bit word of device-visible host memory.
 ///
 /// Stores that publish a consumer index use `Release`: every read of CQEs the consumer made
 /// happens before the device may reuse their slots (io-uring's head store, virtio's used
 /// index). The device (or model) reads with `Acquire`.
+///
+/// Like ring memory, the word is accessed only as part of its naturally aligned 8-byte
+/// granule, by 8-byte atomic operations (`granule.rs`): a 32-bit word in half of a granule
+/// is loaded by loading the granule, and stored by storing the granule whole with the other
+/// half as just read. So two handles on the two halves of one granule (mlx5's `set_ci` and
+/// `arm` words) must be written by one thread at a time, as the verbs API has it (one
+/// consumer owns a CQ); writers on two threads can lose each other's stores, though never
+/// race.
 #[derive(Debug)]
 pub struct DoorbellWord {
-    ptr: NonNull<u8>,
+    /// The 8-aligned granule that holds the word.
+    granule: NonNull<u8>,
+    /// The word's byte offset in its granule: 0 or 4.
+    k: usize,
     _keep: Option<crate::ring::KeepAlive>,
 }
 
-// SAFETY: a pointer to device-shared memory; nothing is tied to the creating thread, and the caller of `new` promised the memory outlives the value.
+// SAFETY: a pointer to device-shared memory; nothing is tied to the creating thread, the caller of `new` promised the memory outlives the value and its aliases, and every access to it is an aligned 8-byte atomic operation, sound from any thread.
 unsafe impl Send for DoorbellWord {}
 
 impl DoorbellWord {
@@ -24,9 +36,10 @@ impl DoorbellWord {
     ///
     /// # Safety
     ///
-    /// `ptr` must point to 8 bytes that stay mapped and writable for the life of the value
-    /// and of its aliases, accessed by others only atomically. (8 even for a 32-bit word:
-    /// the 64-bit accessors are safe to call on any word.)
+    /// `ptr` must lie in an 8-byte granule (`ptr` rounded down to a multiple of 8, 8 bytes
+    /// long) that stays mapped and writable for the life of the value and of its aliases,
+    /// and that nothing else in this process accesses except with naturally aligned 8-byte
+    /// atomic operations (a device's DMA is outside the process and not restricted).
     ///
     /// # Errors
     ///
@@ -47,35 +60,39 @@ impl DoorbellWord {
     ///
     /// As for [`DoorbellWord::new`].
     pub unsafe fn with_keepalive(ptr: *mut u8, keep: Option<crate::ring::KeepAlive>) -> Result<Self, Error> {
-        let ptr = NonNull::new(ptr).ok_or(Error::Null { what: "doorbell word" })?;
-        if ptr.as_ptr() as usize % 4 != 0 {
-            return Err(Error::Misaligned { what: "doorbell word", addr: ptr.as_ptr() as usize, align: 4 });
+        let null = Error::Null { what: "doorbell word" };
+        let addr = NonNull::new(ptr).ok_or(null)?.as_ptr() as usize;
+        if addr % 4 != 0 {
+            return Err(Error::Misaligned { what: "doorbell word", addr, align: 4 });
         }
-        Ok(Self { ptr, _keep: keep })
+        let k = addr % GRANULE;
+        let granule = NonNull::new(ptr.wrapping_sub(k)).ok_or(null)?;
+        Ok(Self { granule, k, _keep: keep })
     }
 
     /// A second handle on the same word (for the device model); sound because the contract
     /// of [`DoorbellWord::new`] covers every alias.
     pub fn alias(&self) -> Self {
-        Self { ptr: self.ptr, _keep: self._keep.clone() }
+        Self { granule: self.granule, k: self.k, _keep: self._keep.clone() }
     }
 
     #[inline(always)]
-    fn word32(&self) -> &AtomicU32 {
-        // SAFETY: `new` checked non-null and 4-byte alignment, and its caller guaranteed the memory lives as long as `self` and is only accessed atomically.
-        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().cast()) }
+    fn word64(&self) -> &AtomicU64 {
+        // SAFETY: `granule` is 8-aligned (an address rounded down to a multiple of 8) and non-null, and `new`'s caller guaranteed that its 8 bytes live as long as `self` and are accessed only by aligned 8-byte atomic operations.
+        unsafe { granule::at(self.granule.as_ptr()) }
     }
 
     /// Stores `v` in big-endian byte order (mlx5 dbrec words) with `order`.
     #[inline(always)]
     pub fn store_be32(&self, v: u32, order: Ordering) {
-        self.word32().store(v.to_be(), order)
+        let g = self.word64();
+        g.store(granule::insert(g.load(Ordering::Relaxed), self.k, 4, u64::from(v.to_be())), order)
     }
 
     /// Loads a big-endian 32-bit word with `order`.
     #[inline(always)]
     pub fn load_be32(&self, order: Ordering) -> u32 {
-        u32::from_be(self.word32().load(order))
+        u32::from_be((self.word64().load(order) >> granule::shift(self.k, 4)) as u32)
     }
 
     /// Stores `v` as a little-endian 64-bit word (irdma shadow area) with `order`.
@@ -85,7 +102,7 @@ impl DoorbellWord {
     /// [`Error::Misaligned`] if the word is not 8-byte aligned.
     #[inline]
     pub fn store_le64(&self, v: u64, order: Ordering) -> Result<(), Error> {
-        self.word64()?.store(v.to_le(), order);
+        self.whole()?.store(v.to_le(), order);
         Ok(())
     }
 
@@ -96,14 +113,15 @@ impl DoorbellWord {
     /// [`Error::Misaligned`] if the word is not 8-byte aligned.
     #[inline]
     pub fn load_le64(&self, order: Ordering) -> Result<u64, Error> {
-        Ok(u64::from_le(self.word64()?.load(order)))
+        Ok(u64::from_le(self.whole()?.load(order)))
     }
 
-    fn word64(&self) -> Result<&AtomicU64, Error> {
-        if self.ptr.as_ptr() as usize % 8 != 0 {
-            return Err(Error::Misaligned { what: "doorbell qword", addr: self.ptr.as_ptr() as usize, align: 8 });
+    /// The granule, if the word is all of it (8-aligned).
+    fn whole(&self) -> Result<&AtomicU64, Error> {
+        if self.k != 0 {
+            let addr = self.granule.as_ptr() as usize + self.k;
+            return Err(Error::Misaligned { what: "doorbell qword", addr, align: 8 });
         }
-        // SAFETY: 8-aligned (checked), and `new`'s caller guaranteed 8 live bytes accessed only atomically.
-        Ok(unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().cast()) })
+        Ok(self.word64())
     }
 }

@@ -16,6 +16,7 @@ mod doorbell;
 mod driver;
 mod error;
 mod fault;
+mod granule;
 pub mod image;
 mod pow2;
 mod ring;

@@ -16,12 +16,14 @@
 //!
 //! Reading the body before the fence could observe bytes of the previous lap (rdma-core
 //! `get_sw_cqe` + `udma_from_device_barrier`, shared/spec/mlx5.md §3.2; irdma §2.3). The
-//! producer side mirrors it: body with plain volatile stores, then the ownership byte with a
+//! producer side mirrors it: body with relaxed stores, then the ownership byte with a
 //! **release** store. [`CqRing::owned`] is the one place in dvcq that implements the consumer
 //! half, and [`CqRing::publish_u8`]/[`CqRing::publish_u64`] the producer half.
 //!
 //! No reference into ring memory is ever created: entries are copied out as values
-//! ([`CqRing::read`]) or read field by field.
+//! ([`CqRing::read`]) or read field by field, and every access is an aligned 8-byte atomic
+//! one (see `granule.rs`), so a caller that breaks the ownership rule (all accessors are
+//! safe) reads wrong values but never causes a data race.
 //!
 //! The slot stride is a const generic, so slot addressing is a shift and every fixed-offset
 //! field access is bounds-checked at compile time.
@@ -35,12 +37,13 @@
 //! below the count costs one compare, a larger one a division out of line.
 
 use crate::error::Error;
+use crate::granule::{self, GRANULE};
 use bytemuck::Pod;
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
 use core::num::NonZeroU32;
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 /// Something that owns ring or doorbell memory and must outlive every handle on it.
@@ -64,7 +67,7 @@ pub struct CqRing<const STRIDE: usize, const POW2: bool = true> {
     _keep: Option<KeepAlive>,
 }
 
-// SAFETY: the ring is plain memory reached through a raw pointer; nothing about it is bound to the creating thread. The caller of `new` promised the memory outlives this value.
+// SAFETY: the ring is memory reached through a raw pointer that nothing binds to the creating thread; the caller of `new` promised it outlives this value and its aliases, and every access to it (from any thread, through any alias) is an aligned 8-byte atomic one (`granule.rs`), so moving a handle to another thread cannot make a data race.
 unsafe impl<const STRIDE: usize, const POW2: bool> Send for CqRing<STRIDE, POW2> {}
 
 /// Slot index `idx` of a ring of `entries` slots (`mask` = `entries - 1`), modulo
@@ -90,8 +93,9 @@ impl<const STRIDE: usize, const POW2: bool> CqRing<STRIDE, POW2> {
     ///
     /// `base` must point to at least `entries * STRIDE` bytes that stay mapped and writable
     /// for the life of the returned value (and of every copy made with [`CqRing::alias`]),
-    /// and that nothing accesses except through `CqRing` accessors (volatile or atomic), by
-    /// the device, or by code that follows the same ownership rule.
+    /// and that nothing in this process accesses except through `CqRing`, [`crate::DmaBuffer`]
+    /// and [`crate::DoorbellWord`] accessors, or with naturally aligned 8-byte atomic
+    /// operations of its own (a device's DMA is outside the process and not restricted).
     ///
     /// # Errors
     ///
@@ -173,7 +177,7 @@ impl<const STRIDE: usize, const POW2: bool> CqRing<STRIDE, POW2> {
         self.view().owned_u64_at(idx, OFF, is_sw_owned)
     }
 
-    /// Copies a `T` out of slot `idx` at offset `OFF` with volatile reads. Call only after
+    /// Copies a `T` out of slot `idx` at offset `OFF`. Call only after
     /// [`CqRing::owned`] said the slot is software-owned (the fence orders this read).
     #[inline(always)]
     pub fn read<T: Pod, const OFF: usize>(&self, idx: u32) -> T {
@@ -258,15 +262,12 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     /// [`Error::OutOfBounds`] if the range leaves the slot.
     pub fn read_bytes(&self, idx: u32, off: usize, out: &mut [u8]) -> Result<(), Error> {
         check_range(off, out.len(), STRIDE)?;
-        let p = self.slot(idx).wrapping_add(off);
-        for (i, b) in out.iter_mut().enumerate() {
-            // SAFETY: `off + i < STRIDE` (checked), so in bounds; u8 has no alignment; volatile because the device owns the memory.
-            *b = unsafe { core::ptr::read_volatile(p.add(i)) };
-        }
+        // SAFETY: the slot is 8-aligned (ring base aligned to min(STRIDE, 64) >= 8, STRIDE a multiple of 8) and the range lies inside it (checked), so every granule it touches is one of the slot's, which the ring's creator guaranteed are live and accessed only by the granule rule.
+        unsafe { granule::read(self.slot(idx), off, out) };
         Ok(())
     }
 
-    /// Producer side: writes `bytes` into slot `idx` at `off` with volatile stores. Never
+    /// Producer side: writes `bytes` into slot `idx` at `off` with relaxed stores. Never
     /// include the ownership byte/word: publish it afterwards with [`CqRing::publish_u8`] or
     /// [`CqRing::publish_u64`].
     ///
@@ -275,34 +276,21 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     /// [`Error::OutOfBounds`] if the range leaves the slot.
     pub fn write_bytes(&self, idx: u32, off: usize, bytes: &[u8]) -> Result<(), Error> {
         check_range(off, bytes.len(), STRIDE)?;
-        let p = self.slot(idx).wrapping_add(off);
-        let mut i = 0;
-        while i + 8 <= bytes.len() && (p as usize + i) % 8 == 0 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&bytes[i..i + 8]);
-            // SAFETY: in bounds (checked), 8-aligned (tested in the loop condition); volatile because the consumer reads this memory concurrently (it will not read these bytes before the release store of the ownership byte).
-            unsafe { core::ptr::write_volatile(p.add(i).cast::<u64>(), u64::from_ne_bytes(w)) };
-            i += 8;
-        }
-        while i < bytes.len() {
-            // SAFETY: as above, byte-sized.
-            unsafe { core::ptr::write_volatile(p.add(i), bytes[i]) };
-            i += 1;
-        }
+        // SAFETY: as in `read_bytes`.
+        unsafe { granule::write(self.slot(idx), off, bytes) };
         Ok(())
     }
 
     /// Producer side of the ownership rule: stores the ownership byte at `off` of slot `idx`
-    /// with release ordering, after the body.
+    /// with release ordering, after the body. (The byte's granule is read and stored whole:
+    /// the slot is the producer's until this store.)
     ///
     /// # Errors
     ///
     /// [`Error::OutOfBounds`] if `off` is outside the slot.
     pub fn publish_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
         check_range(off, 1, STRIDE)?;
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (checked); ownership bytes are only accessed atomically.
-        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Release);
+        self.slot_ref::<STRIDE>(idx).store_u8_ordered(off, v, Ordering::Release);
         Ok(())
     }
 
@@ -314,9 +302,7 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     /// [`Error::OutOfBounds`] if `off` is outside the slot.
     pub fn store_u8(&self, idx: u32, off: usize, v: u8) -> Result<(), Error> {
         check_range(off, 1, STRIDE)?;
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds (checked); ownership bytes are only accessed atomically.
-        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Relaxed);
+        self.slot_ref::<STRIDE>(idx).store_u8(off, v);
         Ok(())
     }
 
@@ -328,12 +314,11 @@ impl<'a, const STRIDE: usize, const POW2: bool> RingView<'a, STRIDE, POW2> {
     /// [`Error::OutOfBounds`] or [`Error::Misaligned`] for a bad `off`.
     pub fn publish_u64(&self, idx: u32, off: usize, v_le: u64) -> Result<(), Error> {
         check_range(off, 8, STRIDE)?;
-        if off % 8 != 0 {
-            return Err(Error::Misaligned { what: "ownership word", addr: off, align: 8 });
+        if off % GRANULE != 0 {
+            return Err(Error::Misaligned { what: "ownership word", addr: off, align: GRANULE });
         }
-        let p = self.slot(idx).wrapping_add(off);
-        // SAFETY: in bounds and 8-aligned (checked; slots are at least 8-aligned); the ownership word is only accessed atomically.
-        unsafe { AtomicU64::from_ptr(p.cast()) }.store(v_le.to_le(), Ordering::Release);
+        // SAFETY: the slot is 8-aligned (see `read_bytes`) and `off` is a multiple of 8 with `off + 8 <= STRIDE` (checked), so this is one of the slot's granules.
+        unsafe { granule::at(self.slot(idx).add(off)) }.store(v_le.to_le(), Ordering::Release);
         Ok(())
     }
 
@@ -565,14 +550,26 @@ impl<'a, const STRIDE: usize, const N: usize> SlotGroup<'a, STRIDE, N> {
 /// ownership accessor said the slot is the consumer's.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotRef<'a, const LEN: usize> {
-    /// The slot's first byte: aligned to min(stride, 64) >= 8 (so to 16 where `LEN >= 16`:
-    /// the stride is a power of two no less than `LEN`), with `LEN` bytes of ring memory
-    /// behind it.
+    /// The slot's first byte: aligned to min(stride, 64) >= 8, with the whole slot (`stride`
+    /// bytes, a multiple of 8 no less than `LEN`) of ring memory behind it, so every granule
+    /// that holds one of the first `LEN` bytes lies inside the slot.
     p: NonNull<u8>,
     _ring: PhantomData<&'a ()>,
 }
 
 impl<const LEN: usize> SlotRef<'_, LEN> {
+    /// The granule holding byte `off` (`off < LEN`) and `off`'s place in it.
+    ///
+    /// # Safety
+    ///
+    /// `off < LEN`.
+    #[inline(always)]
+    unsafe fn granule_of(&self, off: usize) -> (&core::sync::atomic::AtomicU64, usize) {
+        let k = off % GRANULE;
+        // SAFETY: `off < LEN` (the caller's guarantee), so per the field's invariant the granule that starts at `off - k` (8-aligned, as the slot is) lies inside the slot's live ring memory, which is accessed only by the granule rule.
+        (unsafe { granule::at(self.p.as_ptr().add(off - k)) }, k)
+    }
+
     /// The ownership byte at `off` (relaxed atomic load, no fence); `None` if `off` is past
     /// `LEN`.
     #[inline(always)]
@@ -580,8 +577,9 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
         if off >= LEN {
             return None;
         }
-        // SAFETY: in bounds (off < LEN), u8 needs no alignment, and the producer writes ownership bytes only atomically, so this atomic load never races a plain write.
-        Some(unsafe { AtomicU8::from_ptr(self.p.as_ptr().add(off)) }.load(Ordering::Relaxed))
+        // SAFETY: `off < LEN` (checked).
+        let (g, k) = unsafe { self.granule_of(off) };
+        Some(granule::byte(g.load(Ordering::Relaxed), k))
     }
 
     /// [`RingView::owned_at`] on this slot.
@@ -602,23 +600,58 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     /// past `LEN`.
     #[inline(always)]
     pub fn store_u8(&self, off: usize, v: u8) -> bool {
+        self.store_u8_ordered(off, v, Ordering::Relaxed)
+    }
+
+    /// Stores byte `off` by storing its granule whole with `order` (read first: the caller
+    /// is the slot's one writer, see `granule.rs`); false if `off` is past `LEN`.
+    #[inline(always)]
+    fn store_u8_ordered(&self, off: usize, v: u8, order: Ordering) -> bool {
         if off >= LEN {
             return false;
         }
-        // SAFETY: in bounds (off < LEN); ownership bytes are only accessed atomically.
-        unsafe { AtomicU8::from_ptr(self.p.as_ptr().add(off)) }.store(v, Ordering::Relaxed);
+        // SAFETY: `off < LEN` (checked).
+        let (g, k) = unsafe { self.granule_of(off) };
+        g.store(granule::insert(g.load(Ordering::Relaxed), k, 1, u64::from(v)), order);
+        true
+    }
+
+    /// The 8 bytes at `off` (a multiple of 8) as one relaxed load, no fence, in memory
+    /// order as `u64::to_ne_bytes` gives them back; `None` if they are not a whole 8 bytes
+    /// of the first `LEN`. For a caller that tests and changes several bytes of one word of
+    /// a slot it owns (then [`SlotRef::store_word_at`]) with one load.
+    #[inline(always)]
+    pub fn load_word_at(&self, off: usize) -> Option<u64> {
+        if off + GRANULE > LEN || off % GRANULE != 0 {
+            return None;
+        }
+        // SAFETY: `off < LEN` (checked), and `off` is a granule's start.
+        let (g, _) = unsafe { self.granule_of(off) };
+        Some(g.load(Ordering::Relaxed))
+    }
+
+    /// Stores the 8 bytes at `off` (a multiple of 8) whole, relaxed: the other half of
+    /// [`SlotRef::load_word_at`]. False, storing nothing, where `load_word_at` gives `None`.
+    #[inline(always)]
+    pub fn store_word_at(&self, off: usize, w: u64) -> bool {
+        if off + GRANULE > LEN || off % GRANULE != 0 {
+            return false;
+        }
+        // SAFETY: as in `load_word_at`.
+        let (g, _) = unsafe { self.granule_of(off) };
+        g.store(w, Ordering::Relaxed);
         true
     }
 
     /// [`RingView::owned_u64_at`] on this slot.
     #[inline(always)]
     pub fn owned_u64_at(&self, off: usize, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
-        if off + 8 > LEN || off % 8 != 0 {
+        if off + 8 > LEN || off % GRANULE != 0 {
             return None;
         }
-        // SAFETY: in bounds (checked), 8-aligned (the slot is 8-aligned and off % 8 == 0), and the producer writes this word only with atomic stores.
-        let w = unsafe { AtomicU64::from_ptr(self.p.as_ptr().add(off).cast()) }.load(Ordering::Relaxed);
-        acquire_if(w, is_sw_owned)
+        // SAFETY: `off < LEN` (checked), and `off` is a granule's start.
+        let (g, _) = unsafe { self.granule_of(off) };
+        acquire_if(g.load(Ordering::Relaxed), is_sw_owned)
     }
 
     /// [`RingView::read_at`] on this slot.
@@ -627,7 +660,7 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
         if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
             return None;
         }
-        // SAFETY: range and alignment checked just above.
+        // SAFETY: range checked just above.
         Some(unsafe { self.copy_out(off) })
     }
 
@@ -637,38 +670,32 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
         if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
             return false;
         }
-        // SAFETY: range and alignment checked just above.
+        // SAFETY: range checked just above.
         unsafe { self.copy_into(off, dst) };
         true
     }
 
-    /// Volatile copy of a `T` at `off`, a machine word at a time (a volatile read of a
-    /// whole struct may be lowered to single bytes).
+    /// Copy of the `T` at `off`: one load and a shift for a value inside one granule (every
+    /// field of a CQE), a load per granule otherwise.
     ///
     /// # Safety
     ///
-    /// `off + size_of::<T>() <= LEN` and `off` is a multiple of `align_of::<T>()`, which is
-    /// at most 8.
+    /// `off + size_of::<T>() <= LEN`.
     #[inline(always)]
     unsafe fn copy_out<T: Pod>(&self, off: usize) -> T {
-        // SAFETY: in bounds per the caller.
-        let p = unsafe { self.p.as_ptr().add(off) };
-        // Small fields in one load of their own width (alignment is guaranteed by the
-        // caller: `off` is a multiple of `align_of::<T>()` and the slot is 8-aligned).
-        match (size_of::<T>(), align_of::<T>()) {
-            // SAFETY: in bounds per the caller; u8 has no alignment.
-            (1, _) => return bytemuck::cast_slice::<u8, T>(&[unsafe { core::ptr::read_volatile(p) }])[0],
-            (2, 2) => {
-                // SAFETY: in bounds and 2-aligned per the caller.
-                let w = unsafe { core::ptr::read_volatile(p.cast::<u16>()) };
-                return bytemuck::pod_read_unaligned(&w.to_ne_bytes());
-            }
-            (4, 4) => {
-                // SAFETY: in bounds and 4-aligned per the caller.
-                let w = unsafe { core::ptr::read_volatile(p.cast::<u32>()) };
-                return bytemuck::pod_read_unaligned(&w.to_ne_bytes());
-            }
-            _ => {}
+        let size = size_of::<T>();
+        if size != 0 && off % GRANULE + size <= GRANULE {
+            // SAFETY: `off < off + size <= LEN` per the caller.
+            let (g, k) = unsafe { self.granule_of(off) };
+            let w = g.load(Ordering::Relaxed);
+            let v = w >> granule::shift(k, size);
+            return match size {
+                1 => bytemuck::pod_read_unaligned(&[v as u8]),
+                2 => bytemuck::pod_read_unaligned(&(v as u16).to_ne_bytes()),
+                4 => bytemuck::pod_read_unaligned(&(v as u32).to_ne_bytes()),
+                8 => bytemuck::pod_read_unaligned(&v.to_ne_bytes()),
+                _ => bytemuck::pod_read_unaligned(&w.to_ne_bytes()[k..k + size]),
+            };
         }
         let mut v = T::zeroed();
         // SAFETY: the caller's guarantee, passed on.
@@ -676,37 +703,20 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
         v
     }
 
-    /// Volatile copy of the `T` at `off` into `v`, a machine word at a time.
+    /// Copy of the `T` at `off` into `v`, a granule at a time.
     ///
     /// # Safety
     ///
     /// As [`SlotRef::copy_out`].
     #[inline(always)]
     unsafe fn copy_into<T: Pod>(&self, off: usize, v: &mut T) {
-        // SAFETY: in bounds per the caller.
-        let p = unsafe { self.p.as_ptr().add(off) };
         let dst = bytemuck::bytes_of_mut(v);
-        #[cfg(target_arch = "x86_64")]
-        if size_of::<T>() % 16 == 0 && off % 16 == 0 && LEN >= 16 {
-            // Whole 16-byte chunks (mini-CQE arrays): one SSE2 load each, half the loads.
-            for (i, chunk) in dst.chunks_exact_mut(16).enumerate() {
-                // SAFETY: the caller guarantees the range is inside the slot; `LEN >= 16` means the stride (a power of two, at least `LEN`) is at least 16, so the slot is 16-aligned, and with `off % 16 == 0` so is each chunk; volatile and ordered as below.
-                let w = unsafe { core::ptr::read_volatile(p.add(i * 16).cast::<core::arch::x86_64::__m128i>()) };
-                chunk.copy_from_slice(bytemuck::bytes_of(&w));
-            }
-            return;
-        }
-        if size_of::<T>() % 8 == 0 && off % 8 == 0 {
-            for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-                // SAFETY: the caller guarantees the range is inside the slot; the slot is 8-aligned and `off % 8 == 0`, so each word is 8-aligned; volatile because the device owns the memory, ordered after the ownership check by the acquire fence in `owned_at`.
-                let w = unsafe { core::ptr::read_volatile(p.add(i * 8).cast::<u64>()) };
-                chunk.copy_from_slice(&w.to_ne_bytes());
-            }
+        if off % GRANULE == 0 && dst.len() % GRANULE == 0 {
+            // SAFETY: as below; the range is whole granules.
+            unsafe { granule::read_whole(self.p.as_ptr(), off, dst) }
         } else {
-            for (i, b) in dst.iter_mut().enumerate() {
-                // SAFETY: in bounds per the caller; bytes need no alignment.
-                *b = unsafe { core::ptr::read_volatile(p.add(i)) };
-            }
+            // SAFETY: the slot start is 8-aligned and the range ends at or before `LEN` (the caller's guarantee), so every granule it touches lies inside the slot (the field's invariant).
+            unsafe { granule::read(self.p.as_ptr(), off, dst) }
         }
     }
 }

@@ -518,27 +518,48 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     pub(super) fn take_array(s: SlotRef<'_, STRIDE>, arr: &mut MiniCqeArray) {
         s.read_into(Self::CQE_OFF, arr);
-        s.store_u8(Self::OWN_OFF, REINVALID);
+        // `op_own` is the last byte of the copy's last word: store that word back changed.
+        let mut last = [0u8; 8];
+        last.copy_from_slice(&bytemuck::bytes_of(arr)[Self::LAST_WORD - Self::CQE_OFF..][..8]);
+        last[Self::OWN_OFF - Self::LAST_WORD] = REINVALID;
+        s.store_word_at(Self::LAST_WORD, u64::from_ne_bytes(last));
     }
+
+    /// The slot offset of the 8 bytes that hold byte 62 (the iteration count) and `op_own`.
+    const LAST_WORD: usize = STRIDE - 8;
 
     /// A session's hole in lap `lap` (enhanced layout if `ENH`): false if the device wrote
     /// a CQE there (the session was truncated), else the slot is made hardware-owned again.
     #[inline(always)]
     pub(super) fn session_hole<const ENH: bool>(s: SlotRef<'_, STRIDE>, lap: u32) -> bool {
-        let written = if ENH {
-            Self::enh_owned_slot(s, lap).is_some()
-        } else {
-            s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
-        };
-        if written {
+        // One load of the word that holds both marks serves the test.
+        let Some(w) = s.load_word_at(Self::LAST_WORD) else {
             return false;
+        };
+        let b = w.to_ne_bytes();
+        let (vic, own) = (Self::VIC_OFF - Self::LAST_WORD, Self::OWN_OFF - Self::LAST_WORD);
+        let maybe_written = if ENH { b[vic] == lap as u8 } else { sw_owned_by_lap(b[own], lap) };
+        // A mark that says written is confirmed by the ownership accessors (with their
+        // fence), as any CQE is.
+        if maybe_written {
+            let written = if ENH {
+                Self::enh_owned_slot(s, lap).is_some()
+            } else {
+                s.owned_at(Self::OWN_OFF, |b| sw_owned_by_lap(b, lap)).is_some()
+            };
+            if written {
+                return false;
+            }
         }
+        // The device did not write the hole this lap, so its bytes are no CQE: the word is
+        // stored whole as "not written" (INVALID, and with `ENH` a stale count), without
+        // keeping what it held. The hole is the consumer's until the index passes it.
+        let mut clean = [0u8; 8];
+        clean[own] = REINVALID;
         if ENH {
-            s.store_u8(Self::VIC_OFF, Self::stale_vic(lap));
-        } else {
-            s.store_u8(Self::OWN_OFF, REINVALID);
+            clean[vic] = Self::stale_vic(lap);
         }
-        true
+        s.store_word_at(Self::LAST_WORD, u64::from_ne_bytes(clean))
     }
 
     /// What a consumed enhanced hole's byte 62 is set to in lap `lap`: the previous lap's
