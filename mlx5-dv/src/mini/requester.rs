@@ -12,6 +12,22 @@ use crate::registry::SqEntry;
 use dvcq_provider::{Completion, Pow2Ref, SlotRef};
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MINIS_PER_ARRAY};
 
+/// Runs `$body` with `$j` bound to 1, then 2, up to 7 (the holes of a group or block),
+/// written out so that every step's slot and item offsets are constants: a `for` loop over
+/// the same range is not always unrolled.
+macro_rules! for_holes_1_to_7 {
+    ($j:ident => $body:block) => {{
+        for_holes_1_to_7!(@ $j $body 1 2 3 4 5 6 7)
+    }};
+    (@ $j:ident $body:block $($k:literal)*) => {{
+        $({
+            let $j: usize = $k;
+            $body
+        })*
+    }};
+}
+const _: () = assert!(MINIS_PER_ARRAY == 8, "for_holes_1_to_7 covers the holes of an 8-slot group");
+
 /// [`Mlx5Cq::take_array`] out of line, for the slot-by-slot walk: it keeps that loop
 /// straight.
 #[cold]
@@ -158,17 +174,18 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                             let take = (next as usize).min(out.len() - n);
                             let wcs = &mut out[n..n + take];
                             sink.fill(&st.arr[0], &mut wcs[0]);
-                            #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
-                            for j in 1..MINIS_PER_ARRAY {
-                                if j >= take {
-                                    break;
-                                }
-                                if !Self::session_hole::<true>(g.get(j), lap) {
-                                    wcs[j] = truncated(stats, pos, next);
-                                    (pos, left, n) = (pos.wrapping_add(j as u32), 0, n + j + 1);
-                                    break 'enh;
-                                }
-                                sink.fill(&st.arr[j], &mut wcs[j]);
+                            'holes: {
+                                for_holes_1_to_7!(j => {
+                                    if j >= take {
+                                        break 'holes;
+                                    }
+                                    if !Self::session_hole::<true>(g.get(j), lap) {
+                                        wcs[j] = truncated(stats, pos, next);
+                                        (pos, left, n) = (pos.wrapping_add(j as u32), 0, n + j + 1);
+                                        break 'enh;
+                                    }
+                                    sink.fill(&st.arr[j], &mut wcs[j]);
+                                });
                             }
                             (pos, left, n) = (pos.wrapping_add(take as u32), next - take as u32, n + take);
                             continue;
@@ -220,15 +237,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         let wcs = &mut out[n..n + G];
                         Self::take_array(g.get(0), &mut st.arr);
                         sink.fill(&st.arr[0], &mut wcs[0]);
-                        #[allow(clippy::needless_range_loop)] // j is the slot, the mini and the item
-                        for j in 1..G {
+                        for_holes_1_to_7!(j => {
                             if !Self::session_hole::<false>(g.get(j), lap) {
                                 wcs[j] = truncated(stats, start, count);
                                 (i, left, n) = (i + j as u32, 0, n + j + 1);
                                 break 'walk;
                             }
                             sink.fill(&st.arr[j], &mut wcs[j]);
-                        }
+                        });
                         (i, left, n) = (i + G as u32, left - G as u32, n + G);
                         continue;
                     }
