@@ -250,8 +250,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let regular_next = matches!(stop, Stop::Full)
                 && ring.slots_to_end(cur) != ring.entries()
                 && next
-                    .owned_at(STRIDE - 2, |vic| vic == lap)
-                    .and_then(|_| next.load_u8_at(STRIDE - 1))
+                    .owned_word_map_at(STRIDE - 8, |w| {
+                        let [.., vic, own] = w.to_ne_bytes();
+                        (vic == lap).then_some(own)
+                    })
                     .is_some_and(|own| Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize] != STOP);
             if regular_next {
                 // A regular CQE ends a requester session all the same.

@@ -596,6 +596,19 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
         Some(class)
     }
 
+    /// [`SlotRef::owned_map_at`] for marks that share an 8-byte word: loads the word at
+    /// `off` (a multiple of 8) once, maps it (as a native `u64`: `to_ne_bytes` gives the
+    /// bytes in memory order) with `classify`, and fences only when the result is `Some`.
+    /// mlx5's enhanced layout tests byte 62 and `op_own` together this way, as DPDK's
+    /// `check_cqe_iteration` reads both before its barrier. `None` if the word is not a
+    /// whole 8 bytes of the first `LEN`.
+    #[inline(always)]
+    pub fn owned_word_map_at<T>(&self, off: usize, classify: impl FnOnce(u64) -> Option<T>) -> Option<T> {
+        let class = classify(self.load_word_at(off)?)?;
+        fence(Ordering::Acquire);
+        Some(class)
+    }
+
     /// [`RingView::store_u8`] on this slot (relaxed); false, storing nothing, if `off` is
     /// past `LEN`.
     #[inline(always)]

@@ -339,10 +339,12 @@ pub(super) fn next_block<const STRIDE: usize>(
     entries: u32,
     seen: Option<u32>,
 ) -> Option<u32> {
-    // Byte 62 says the device wrote the slot this lap; `op_own` is read after that test's
-    // fence. An INVALID opcode (a count of 16) fails the size test below.
-    s.owned_at(Mlx5Cq::<STRIDE>::VIC_OFF, |vic| vic == lap as u8)?;
-    let own = s.load_u8_at(Mlx5Cq::<STRIDE>::OWN_OFF)?;
+    // Byte 62 says the device wrote the slot this lap; `op_own` comes from the same load of
+    // their word. An INVALID opcode (a count of 16) fails the size test below.
+    let own = s.owned_word_map_at(STRIDE - 8, |w| {
+        let [.., vic, own] = w.to_ne_bytes();
+        (vic == lap as u8).then_some(own)
+    })?;
     let next = op_own::opcode(own) as u32 + 1;
     let fits = seen.is_none_or(|seen| next <= entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
     (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
@@ -576,8 +578,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// [`Mlx5Cq::enh_owned`] on a slot of lap `lap`.
     #[inline(always)]
     pub(crate) fn enh_owned_slot(s: SlotRef<'_, STRIDE>, lap: u32) -> Option<u8> {
-        s.owned_at(Self::VIC_OFF, |vic| vic == lap as u8)?;
-        s.owned_at(Self::OWN_OFF, |b| op_own::opcode(b) != cqe_opcode::INVALID)
+        // Both marks from one load of their word, before the fence (DPDK's
+        // `check_cqe_iteration` reads both before its barrier too).
+        s.owned_word_map_at(Self::LAST_WORD, |w| {
+            let [.., vic, own] = w.to_ne_bytes();
+            (vic == lap as u8 && op_own::opcode(own) != cqe_opcode::INVALID).then_some(own)
+        })
     }
 
     /// `poll` on a CQ created with compression, routed before any set-up: an open session
