@@ -86,3 +86,26 @@ impl CiPublisher {
         self.last_set_ci = w;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_provider::DmaBuffer;
+    use std::sync::Arc;
+
+    /// `set_ci` goes big-endian into the record's first word in one 8-byte store that keeps
+    /// the `arm` word as the poller found it; a record that is not 8-byte aligned is refused.
+    #[test]
+    fn set_ci_is_stored_beside_the_arm_word_it_found() {
+        let mem = Arc::new(DmaBuffer::new(64).unwrap());
+        mem.doorbell(4).unwrap().store_be32(0x1234_5678, Ordering::Release);
+        let mut p = CiPublisher::new(mem.doorbell(0).unwrap(), CiUpdate::EveryPoll).unwrap();
+        p.publish(0x0100_0203);
+        let mut rec = [0u8; 8];
+        mem.read_bytes(0, &mut rec).unwrap();
+        assert_eq!(rec, [0, 0, 2, 3, 0x12, 0x34, 0x56, 0x78], "24-bit set_ci, arm word untouched");
+        assert_eq!(p.last_set_ci(), Some(0x0203));
+        let misaligned = CiPublisher::new(mem.doorbell(12).unwrap(), CiUpdate::EveryPoll);
+        assert!(matches!(misaligned, Err(ProviderError::Misaligned { .. })));
+    }
+}
