@@ -96,12 +96,13 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 18] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
         (&["bench", "poll", "--compression", "basic"], "--compression needs --mix send or --mix recv"),
         (&["bench", "poll", "--back-pressure", "never"], "--back-pressure never needs --compression"),
+        (&["bench", "poll", "--back-pressure", "always"], "--back-pressure always needs --compression"),
         (&["ring", "export", "--vendor", "irdma", "--compression", "basic"], "mlx5 rings only"),
         // A batch larger than a lap was polled as a lap and printed as asked.
         (

@@ -88,10 +88,10 @@ struct PollArgs {
     /// CQ, and on a CQ without compression.
     #[arg(long, value_enum, default_value = "none")]
     compression: super::ring::CompressionArg,
-    /// mlx5, with --compression: whether the model compresses (always: every lap is full
-    /// sessions; never: regular CQEs only, the cost of compression support alone).
-    #[arg(long, value_enum, default_value = "always")]
-    back_pressure: BackPressure,
+    /// mlx5, with --compression: whether the model compresses (always, the default: every
+    /// lap is full sessions; never: regular CQEs only, the cost of compression support alone).
+    #[arg(long, value_enum)]
+    back_pressure: Option<BackPressure>,
     /// mlx5, with --compression: the responder mini-CQE format (default hash).
     #[arg(long, requires = "compression", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
     mini: Option<String>,
@@ -140,12 +140,13 @@ fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, 
     if comp.is_some() && a.vendor != Vendor::Mlx5 {
         return Err(CliError("--compression applies to mlx5 only".into()));
     }
-    if comp.is_none() && a.back_pressure == BackPressure::Never {
-        return Err(CliError("--back-pressure never needs --compression basic or enhanced".into()));
+    if let (None, Some(bp)) = (comp, a.back_pressure) {
+        let bp = if bp == BackPressure::Never { "never" } else { "always" };
+        return Err(CliError(format!("--back-pressure {bp} needs --compression basic or enhanced")));
     }
     // A comparison row may drop the compression or the back-pressure.
     let comp = comp.filter(|_| ring != Some(RingKind::Uncompressed));
-    let bp = a.back_pressure == BackPressure::Always && ring != Some(RingKind::Regular);
+    let bp = a.back_pressure() == BackPressure::Always && ring != Some(RingKind::Regular);
     let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size()) {
         (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
         (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
@@ -157,6 +158,11 @@ fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, 
 }
 
 impl PollArgs {
+    /// `--back-pressure`, always where not given.
+    fn back_pressure(&self) -> BackPressure {
+        self.back_pressure.unwrap_or(BackPressure::Always)
+    }
+
     fn cqe_size(&self) -> u32 {
         self.cqe_size.unwrap_or(match self.vendor {
             Vendor::Mlx5 => 64,
@@ -173,7 +179,7 @@ impl PollArgs {
             Some(m) => vec![row(m, self.batch.unwrap_or(DEFAULT_BATCH), None)],
             // A compressed CQ: the same completions as sessions, as regular CQEs on the
             // same CQ, and on a CQ without compression, then batch 1 and the empty call.
-            None if compressed && self.back_pressure == BackPressure::Always => vec![
+            None if compressed && self.back_pressure() == BackPressure::Always => vec![
                 row(Mode::Full, 16, Some(RingKind::Sessions)),
                 row(Mode::Full, 16, Some(RingKind::Regular)),
                 row(Mode::Full, 16, Some(RingKind::Uncompressed)),
@@ -324,7 +330,7 @@ impl PollArgs {
             if comp != "none" {
                 cmd.args(["--mini", self.mini.as_deref().unwrap_or("hash")]);
             }
-            if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure == BackPressure::Never) {
+            if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure() == BackPressure::Never) {
                 cmd.args(["--back-pressure", "never"]);
             }
             let status =
