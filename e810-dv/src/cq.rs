@@ -274,6 +274,9 @@ pub enum CqError {
     /// The shadow-area word is not usable (misaligned).
     #[error("shadow area: {0}")]
     Shadow(dvcq_provider::Error),
+    /// GEN3 with a compatibility mode for releases that had no GEN3 support.
+    #[error("a GEN3 CQ needs Compat::Current: rdma-core's irdma provider supports GEN3 from v64, and {0:?} reproduces older releases")]
+    Gen3BeforeV64(Compat),
 }
 
 /// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
@@ -306,9 +309,13 @@ impl IrdmaCq {
     ///
     /// # Errors
     ///
-    /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned.
+    /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned;
+    /// [`CqError::Gen3BeforeV64`] for GEN3 with an older release's [`Compat`].
     pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
         shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
+        if cfg.hw_rev == HwRev::Gen3 && cfg.compat != Compat::Current {
+            return Err(CqError::Gen3BeforeV64(cfg.compat));
+        }
         let entries = ring.entries();
         let mut eng = Engine::new(entries, cfg.hw_rev, cfg.compat, qps);
         eng.ci = Pos::at(cfg.ci, entries);

@@ -12,7 +12,8 @@ proptest! {
 
     #[test]
     fn garbage_ring_never_panics(gen in 1u8..=3, slots in (4usize..=13).prop_flat_map(|n| proptest::collection::vec(proptest::collection::vec(any::<u8>(), 64), n)), small_ctx in any::<bool>(), compat in prop::sample::select(Compat::ALL.to_vec())) {
-        let gen = HwRev::from_u8(gen).unwrap();
+        // GEN3 exists only with the current compat (rdma-core v64 and later).
+        let gen = HwRev::from_u8(gen).filter(|&g| g != HwRev::Gen3 || compat == Compat::Current).unwrap_or(HwRev::Gen2);
         // Any ring size, powers of two or not, as rdma-core allocates them.
         let mut m = IrdmaModel::new(ModelConfig::new(gen, slots.len() as u32)).unwrap();
         let mut qps = QpRegistry::new(gen);
