@@ -135,8 +135,9 @@ mod tests {
     const ROUNDS: u32 = if cfg!(miri) { 40 } else { 20_000 };
 
     /// Handles of both widths on one granule (mlx5's two 32-bit record words, and a 64-bit
-    /// word over both) used from three threads: each half only ever holds a value one of its
-    /// writers stored, and (under Miri) no pair of accesses races.
+    /// word over both) used from three threads, which the API allows though the protocol has
+    /// one writer per record: each half only ever holds a value one of its writers stored,
+    /// and (under Miri) no pair of accesses races.
     #[test]
     fn words_of_both_widths_on_one_granule_never_race() {
         let buf = Arc::new(DmaBuffer::new(64).unwrap());
@@ -160,8 +161,11 @@ mod tests {
         });
         for r in 0..ROUNDS {
             lo.store_be32(0x2000 + r, Ordering::Release);
+            // Two writers on one granule can undo each other's stores (the other writer
+            // puts back the half it read before), so this half may read as any value it
+            // held before, 0 included; never as anything no one wrote.
             let v = lo.load_be32(Ordering::Acquire);
-            assert!((0x2000..0x2000 + ROUNDS).contains(&v), "{v:#x}");
+            assert!(v == 0 || (0x2000..=0x2000 + r).contains(&v), "{v:#x}");
         }
         writer.join().unwrap();
         reader.join().unwrap();
