@@ -168,8 +168,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     ///
     /// # Errors
     ///
-    /// [`Mlx5Error::NeverWithoutOverrunIgnore`] for an unsafe doorbell policy;
-    /// [`Mlx5Error::Provider`] if `dbrec` is not 8-byte aligned.
+    /// [`Mlx5Error::NeverWithoutOverrunIgnore`] for an unsafe doorbell policy.
     pub fn new(
         ring: CqRing<STRIDE>,
         dbrec: DoorbellWord,
@@ -190,7 +189,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // No QP cached yet: a key no CQE can carry; the first CQE takes the slow path.
             cache: (u32::MAX, 0),
             prev_cache: (u32::MAX, 0),
-            doorbell: CiPublisher::new(dbrec, cfg.ci_update)?,
+            doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
             detour: cfg.compression.is_some(),
             cqn,

@@ -142,9 +142,9 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
     }
 
     /// A cursor on position `pos`: where a walk starts, and where it goes on after passing
-    /// the ring's end.
-    #[cold]
-    #[inline(never)]
+    /// the ring's end. Inlined: a call would take the ring by reference, and with the
+    /// walk's own state beside it that state would have to live in memory.
+    #[inline(always)]
     fn lap_start(ring: RingView<'a, STRIDE>, pos: u32) -> SlotCursor<'a, STRIDE> {
         ring.cursor(pos)
     }

@@ -25,6 +25,10 @@ pub struct DoorbellWord {
     granule: NonNull<u8>,
     /// The word's byte offset in its granule: 0 or 4.
     k: usize,
+    /// How far a 32-bit value shifts left to sit in the word's place in the granule value.
+    shift: u32,
+    /// The granule value's bits outside the word.
+    others: u64,
     _keep: Option<crate::ring::KeepAlive>,
 }
 
@@ -67,13 +71,14 @@ impl DoorbellWord {
         }
         let k = addr % GRANULE;
         let granule = NonNull::new(ptr.wrapping_sub(k)).ok_or(null)?;
-        Ok(Self { granule, k, _keep: keep })
+        let shift = granule::shift(k, 4);
+        Ok(Self { granule, k, shift, others: !(u64::from(u32::MAX) << shift), _keep: keep })
     }
 
     /// A second handle on the same word (for the device model); sound because the contract
     /// of [`DoorbellWord::new`] covers every alias.
     pub fn alias(&self) -> Self {
-        Self { granule: self.granule, k: self.k, _keep: self._keep.clone() }
+        Self { granule: self.granule, k: self.k, shift: self.shift, others: self.others, _keep: self._keep.clone() }
     }
 
     #[inline(always)]
@@ -86,13 +91,13 @@ impl DoorbellWord {
     #[inline(always)]
     pub fn store_be32(&self, v: u32, order: Ordering) {
         let g = self.word64();
-        g.store(granule::insert(g.load(Ordering::Relaxed), self.k, 4, u64::from(v.to_be())), order)
+        g.store((g.load(Ordering::Relaxed) & self.others) | (u64::from(v.to_be()) << self.shift), order)
     }
 
     /// Loads a big-endian 32-bit word with `order`.
     #[inline(always)]
     pub fn load_be32(&self, order: Ordering) -> u32 {
-        u32::from_be((self.word64().load(order) >> granule::shift(self.k, 4)) as u32)
+        u32::from_be((self.word64().load(order) >> self.shift) as u32)
     }
 
     /// Stores `v` as a little-endian 64-bit word (irdma shadow area) with `order`.
