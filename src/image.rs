@@ -17,7 +17,7 @@ pub fn decode_text(text: &str) -> Result<String, ImageError> {
         }
         ImageVendor::Irdma => {
             let img = dvcq_e810_dv::image::from_raw(&raw)?;
-            dvcq_e810_dv::image::decode_image(&img, dvcq_e810_dv::Compat::Current)
+            dvcq_e810_dv::image::decode_image(&img, dvcq_e810_dv::Compat::Current)?
         }
     };
     Ok(format_decode(&items, &end))

@@ -284,13 +284,21 @@ impl IrdmaImage {
 }
 
 /// Decodes an image: every completion in poll order, then the end state (ring-image.md).
-pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndState) {
+///
+/// # Errors
+///
+/// [`ImageError`] (line 1, the header) for a GEN3 image with an older release's `compat`:
+/// rdma-core handles GEN3 from v64 on, as [`crate::IrdmaCq::new`] says.
+pub fn decode_image(img: &IrdmaImage, compat: Compat) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
     let h = img.header;
+    if h.hw_rev == HwRev::Gen3 && compat != Compat::Current {
+        return Err(err(1, format!("a GEN3 ring decodes only as Compat::Current (rdma-core v64 on), not {compat:?}")));
+    }
     // The slots decide the geometry; a hand-built image whose header disagrees with them
     // decodes to nothing rather than with a wrong ring size.
     let ring = SlotBytes::new(img.slots.clone(), h.cqe_size as usize).filter(|r| r.entries() == h.entries);
     let Some(ring) = ring else {
-        return (Vec::new(), EndState { ci: h.ci, dbrec_ci: None });
+        return Ok((Vec::new(), EndState { ci: h.ci, dbrec_ci: None }));
     };
     let entries = ring.entries();
     let mut eng = Engine::new(entries, h.hw_rev, compat, img.registry());
@@ -318,7 +326,7 @@ pub fn decode_image(img: &IrdmaImage, compat: Compat) -> (Vec<DecodeItem>, EndSt
         }
     }
     let dbrec_ci = (ci != h.ci).then_some(eng.ci.slot());
-    (items, EndState { ci, dbrec_ci })
+    Ok((items, EndState { ci, dbrec_ci }))
 }
 
 #[cfg(test)]
@@ -327,6 +335,19 @@ mod tests {
 
     fn slot(q: [u64; 4]) -> String {
         q.iter().flat_map(|w| w.to_le_bytes()).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A GEN3 ring decodes only with the current compat: older releases had no GEN3.
+    #[test]
+    fn gen3_images_need_the_current_compat() {
+        let zero: String = "00".repeat(64);
+        let text = format!("ring cqe_size=64 entries=4 ci=0 vendor=irdma hw_rev=3\n{zero}\n{zero}\n{zero}\n{zero}\n");
+        let img = parse_irdma_image(&text).unwrap();
+        assert!(decode_image(&img, Compat::Current).is_ok());
+        for old in [Compat::V52, Compat::V44] {
+            let e = decode_image(&img, old).unwrap_err();
+            assert!(e.to_string().contains("GEN3 ring decodes only as Compat::Current"), "{e}");
+        }
     }
 
     #[test]
@@ -340,7 +361,7 @@ mod tests {
             zero
         );
         let img = parse_irdma_image(&text).unwrap();
-        let (items, end) = decode_image(&img, Compat::Current);
+        let (items, end) = decode_image(&img, Compat::Current).unwrap();
         let out = format_decode(&items, &end);
         assert_eq!(
             out,
@@ -353,12 +374,12 @@ mod tests {
 
         // A hand-built image whose header disagrees with its slots (the fields are public)
         // decodes to nothing, whatever the header says, and does not panic.
-        let first = decode_image(&img, Compat::Current).0;
+        let first = decode_image(&img, Compat::Current).unwrap().0;
         assert!(!first.is_empty());
         for entries in [0, 2, 8, 1 << 31, u32::MAX] {
             let mut bad = img.clone();
             bad.header.entries = entries;
-            let (items, end) = decode_image(&bad, Compat::Current);
+            let (items, end) = decode_image(&bad, Compat::Current).unwrap();
             assert!(items.is_empty(), "entries={entries}");
             assert_eq!(end, EndState { ci: 0, dbrec_ci: None });
         }
@@ -384,7 +405,7 @@ mod tests {
         assert!(e.msg.contains("1 slot lines"), "{e}");
         let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n")).unwrap();
         assert_eq!(ok.header.hw_rev, HwRev::Gen1);
-        let (items, end) = decode_image(&ok, Compat::Current);
+        let (items, end) = decode_image(&ok, Compat::Current).unwrap();
         assert!(items.is_empty());
         assert_eq!(format_decode(&items, &end), "end ci=0 dbrec_ci=none\n");
     }

@@ -44,7 +44,7 @@ fn scenario(gen: HwRev) {
     let text = img.to_text();
     let parsed = parse_irdma_image(&text).unwrap();
     assert_eq!(parsed, img);
-    let (items, end) = decode_image(&parsed, Compat::Current);
+    let (items, end) = decode_image(&parsed, Compat::Current).unwrap();
     let mut live = Vec::new();
     loop {
         let before = cq.ci();
@@ -108,9 +108,14 @@ proptest! {
         }
         let img = parse_irdma_image(&text).unwrap();
         for compat in Compat::ALL {
-            let (items, end) = decode_image(&img, compat);
-            prop_assert!(items.len() <= 4 * entries + 16);
-            let _ = format_decode(&items, &end);
+            match decode_image(&img, compat) {
+                Ok((items, end)) => {
+                    prop_assert!(items.len() <= 4 * entries + 16);
+                    let _ = format_decode(&items, &end);
+                }
+                // Only GEN3 with an older release's compat is refused.
+                Err(e) => prop_assert!(img.header.hw_rev == HwRev::Gen3 && compat != Compat::Current, "{e}"),
+            }
         }
     }
 
