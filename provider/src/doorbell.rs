@@ -43,7 +43,9 @@ impl DoorbellWord {
     /// `ptr` must lie in an 8-byte granule (`ptr` rounded down to a multiple of 8, 8 bytes
     /// long) that stays mapped and writable for the life of the value and of its aliases,
     /// and that nothing else in this process accesses except with naturally aligned 8-byte
-    /// atomic operations (a device's DMA is outside the process and not restricted).
+    /// atomic operations, or in accesses ordered before or after every access through these
+    /// handles (rdma-core's `ibv_req_notify_cq` on the thread that polls, say). A device's
+    /// DMA is outside the process and not restricted.
     ///
     /// # Errors
     ///

@@ -94,8 +94,10 @@ impl<const STRIDE: usize, const POW2: bool> CqRing<STRIDE, POW2> {
     /// `base` must point to at least `entries * STRIDE` bytes that stay mapped and writable
     /// for the life of the returned value (and of every copy made with [`CqRing::alias`]),
     /// and that nothing in this process accesses except through `CqRing`, [`crate::DmaBuffer`]
-    /// and [`crate::DoorbellWord`] accessors, or with naturally aligned 8-byte atomic
-    /// operations of its own (a device's DMA is outside the process and not restricted).
+    /// and [`crate::DoorbellWord`] accessors, with naturally aligned 8-byte atomic operations
+    /// of its own, or in accesses ordered before or after every access through these handles
+    /// (rdma-core calls on the polling thread, say). A device's DMA is outside the process
+    /// and not restricted.
     ///
     /// # Errors
     ///
