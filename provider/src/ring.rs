@@ -661,12 +661,7 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     /// [`RingView::owned_u64_at`] on this slot.
     #[inline(always)]
     pub fn owned_u64_at(&self, off: usize, is_sw_owned: impl FnOnce(u64) -> bool) -> Option<u64> {
-        if off + 8 > LEN || off % GRANULE != 0 {
-            return None;
-        }
-        // SAFETY: `off < LEN` (checked), and `off` is a granule's start.
-        let (g, _) = unsafe { self.granule_of(off) };
-        acquire_if(g.load(Ordering::Relaxed), is_sw_owned)
+        self.owned_word_map_at(off, |w| is_sw_owned(w).then_some(w))
     }
 
     /// [`RingView::read_at`] on this slot.
