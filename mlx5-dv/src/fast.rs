@@ -250,7 +250,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let regular_next = matches!(stop, Stop::Full)
                 && ring.slots_to_end(cur) != ring.entries()
                 && next
-                    .owned_word_map_at(STRIDE - 8, |w| {
+                    .owned_word_map_at(Self::LAST_WORD, |w| {
                         let [.., vic, own] = w.to_ne_bytes();
                         (vic == lap).then_some(own)
                     })

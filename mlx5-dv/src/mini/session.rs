@@ -341,7 +341,7 @@ pub(super) fn next_block<const STRIDE: usize>(
 ) -> Option<u32> {
     // Byte 62 says the device wrote the slot this lap; `op_own` comes from the same load of
     // their word. An INVALID opcode (a count of 16) fails the size test below.
-    let own = s.owned_word_map_at(STRIDE - 8, |w| {
+    let own = s.owned_word_map_at(Mlx5Cq::<STRIDE>::LAST_WORD, |w| {
         let [.., vic, own] = w.to_ne_bytes();
         (vic == lap as u8).then_some(own)
     })?;
@@ -528,7 +528,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// The slot offset of the 8 bytes that hold byte 62 (the iteration count) and `op_own`.
-    const LAST_WORD: usize = STRIDE - 8;
+    pub(crate) const LAST_WORD: usize = STRIDE - 8;
 
     /// A session's hole in lap `lap` (enhanced layout if `ENH`): false if the device wrote
     /// a CQE there (the session was truncated), else the slot is made hardware-owned again.
