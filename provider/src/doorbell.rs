@@ -139,7 +139,7 @@ mod tests {
     use core::sync::atomic::Ordering;
     use std::sync::Arc;
 
-    const ROUNDS: u32 = if cfg!(miri) { 40 } else { 20_000 };
+    use crate::granule::RACE_ROUNDS as ROUNDS;
 
     /// Handles of both widths on one granule (mlx5's two 32-bit record words, and a 64-bit
     /// word over both) used from three threads, which the API allows though the protocol has

@@ -113,7 +113,6 @@ pub(crate) unsafe fn write(base: *mut u8, off: usize, src: &[u8]) {
     while done < src.len() {
         let pos = off + done;
         let k = pos % GRANULE;
-        let n = (GRANULE - k).min(src.len() - done);
         // SAFETY: as in `read`.
         let g = unsafe { at(base.add(pos - k)) };
         if let (0, Some(whole)) = (k, src.get(done..done + GRANULE)) {
@@ -123,12 +122,18 @@ pub(crate) unsafe fn write(base: *mut u8, off: usize, src: &[u8]) {
             done += GRANULE;
             continue;
         }
+        let n = (GRANULE - k).min(src.len() - done);
         let mut bytes = g.load(Ordering::Relaxed).to_ne_bytes();
         bytes[k..k + n].copy_from_slice(&src[done..done + n]);
         g.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
         done += n;
     }
 }
+
+/// Rounds each side of a race test runs: enough to interleave on real threads, few enough
+/// for Miri.
+#[cfg(test)]
+pub(crate) const RACE_ROUNDS: u32 = if cfg!(miri) { 40 } else { 20_000 };
 
 #[cfg(test)]
 mod tests {

@@ -934,11 +934,9 @@ mod tests {
 
 #[cfg(test)]
 mod race_tests {
+    use crate::granule::RACE_ROUNDS as ROUNDS;
     use crate::DmaBuffer;
     use std::sync::Arc;
-
-    /// Rounds each side runs: enough to interleave on real threads, few enough for Miri.
-    const ROUNDS: u32 = if cfg!(miri) { 40 } else { 20_000 };
 
     /// A reader that ignores the ownership rule (a snapshot, a decoder alias, a poller that
     /// tests the wrong byte) while a producer thread rewrites the same slots reads torn
