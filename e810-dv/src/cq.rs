@@ -69,14 +69,20 @@ impl Engine {
         if s.flags & F_ZERO_BYTES != 0 {
             self.last_bytes = 0;
         }
-        match s.queue {
-            Queue::None => {}
-            Queue::Sq => self.qps.at_mut(s.qp).sq.tail = s.tail,
-            Queue::Rq => self.qps.at_mut(s.qp).rq.tail = s.tail,
-        }
-        if s.queue != Queue::None {
+        // A step names a queue only with the index of the QP it translated against, so the
+        // lookup finds it; `if let` keeps the path free of a panic all the same.
+        let qp = match s.queue {
+            Queue::None => None,
+            Queue::Sq | Queue::Rq => self.qps.get_mut(s.qp),
+        };
+        if let Some(qp) = qp {
+            if s.queue == Queue::Sq {
+                qp.sq.tail = s.tail;
+            } else {
+                qp.rq.tail = s.tail;
+            }
             self.last_qp = s.qp;
-            self.last_ctx = self.qps.at(s.qp).ctx();
+            self.last_ctx = qp.ctx();
         }
         if self.parked {
             // Keep a parked flush CQE off the fast path.
@@ -89,7 +95,9 @@ impl Engine {
 
     #[cold]
     fn flag_effects(&mut self, s: &Step) {
-        let qp = self.qps.at_mut(s.qp);
+        let Some(qp) = self.qps.get_mut(s.qp) else {
+            return;
+        };
         if s.flags & F_CLEAR_FIRST_SQ_WQ != 0 {
             qp.first_sq_wq = false;
         }

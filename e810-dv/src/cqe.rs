@@ -104,7 +104,11 @@ impl Engine {
                 None => return Some(Step::fault(FaultKind::UnknownQp, at, ctx as u32, slots)),
             }
         };
-        let qp = self.qps.at(qi);
+        // `qi` came from the lookup cache or the registry, so it is present; a miss would
+        // be reported like an unknown context rather than panic.
+        let Some(qp) = self.qps.get(qi) else {
+            return Some(Step::fault(FaultKind::UnknownQp, at, ctx as u32, slots));
+        };
 
         let error = w3 & q3::ERROR != 0;
         let mut major_err = q3::major_err(w3);

@@ -338,12 +338,8 @@ impl QpRegistry {
         self.qps.get_mut(i as usize)
     }
     #[inline(always)]
-    pub(crate) fn at(&self, i: u32) -> &Qp {
-        &self.qps[i as usize]
-    }
-    #[inline(always)]
-    pub(crate) fn at_mut(&mut self, i: u32) -> &mut Qp {
-        &mut self.qps[i as usize]
+    pub(crate) fn get(&self, i: u32) -> Option<&Qp> {
+        self.qps.get(i as usize)
     }
 
     /// Records a posted send WR of `quanta` quanta (1..=8) and returns its SQ quanta index

@@ -12,6 +12,7 @@
 //! ([`Pos::at`]).
 
 use crate::status::Compat;
+use core::num::NonZeroU32;
 use dvcq_provider::{CqRing, RingView, SlotRef, StrideCursor, MAX_ENTRIES};
 use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
@@ -426,7 +427,7 @@ impl SlotRing {
 pub struct SlotBytes {
     bytes: Vec<u8>,
     stride: usize,
-    entries: u32,
+    entries: NonZeroU32,
 }
 
 impl SlotBytes {
@@ -437,10 +438,8 @@ impl SlotBytes {
             return None;
         }
         let n = bytes.len() / stride;
-        if n == 0 || n > 1 << 24 {
-            return None;
-        }
-        Some(Self { bytes, stride, entries: n as u32 })
+        let entries = NonZeroU32::new(n.try_into().ok()?).filter(|e| e.get() <= 1 << 24)?;
+        Some(Self { bytes, stride, entries })
     }
     /// Bytes per slot.
     pub fn stride(&self) -> usize {
@@ -448,7 +447,7 @@ impl SlotBytes {
     }
     /// Number of slots.
     pub fn entries(&self) -> u32 {
-        self.entries
+        self.entries.get()
     }
     /// The raw bytes.
     pub fn bytes(&self) -> &[u8] {
@@ -492,14 +491,14 @@ impl SlotSource for SlotBytes {
         u32::from(self.stride == 32)
     }
     fn entries(&self) -> u32 {
-        self.entries
+        self.entries.get()
     }
     fn slot(&self, slot: u32) -> ByteSlot {
         ByteSlot([0, 8, 16, 24].map(|off| self.word(slot, off)))
     }
     fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (ByteSlot, &'o mut T)> {
         let slot = slot % self.entries;
-        let left = self.entries - slot;
+        let left = self.entries.get() - slot;
         out.iter_mut().take(left as usize).zip(slot..).map(|(o, s)| (self.slot(s), o))
     }
     fn ext(&self, pos: Pos) -> Option<ExtCqe> {
@@ -507,7 +506,7 @@ impl SlotSource for SlotBytes {
             let e = self.ext_words(pos.slot(), off::EXT);
             (e.valid() == pos.polarity()).then_some(e)
         } else {
-            let next = pos.step(1, self.entries);
+            let next = pos.step(1, self.entries.get());
             let e = self.ext_words(next.slot(), 0);
             (e.valid() == next.polarity()).then_some(e)
         }

@@ -756,10 +756,15 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     #[inline(always)]
     fn poll_compressed_v<const V1: bool>(&mut self, out: &mut [Completion]) -> usize {
+        // `n` never passes `out.len()` (each step writes into what is left); the `let-else`
+        // forms say so without a panic path.
         let mut n = 0;
         loop {
             if self.mini.left > 0 {
-                n += self.drain::<V1>(&mut out[n..]);
+                let Some(rest) = out.get_mut(n..) else {
+                    break;
+                };
+                n += self.drain::<V1>(rest);
                 if self.mini.left > 0 {
                     break;
                 }
@@ -767,16 +772,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             if n == out.len() || self.resize_pending() {
                 break;
             }
+            let Some(rest) = out.get_mut(n..) else {
+                break;
+            };
             let (m, at_session) = if self.mini.enhanced {
-                self.poll_regular::<V1, true>(&mut out[n..])
+                self.poll_regular::<V1, true>(rest)
             } else {
-                self.poll_regular::<V1, false>(&mut out[n..])
+                self.poll_regular::<V1, false>(rest)
             };
             n += m;
             if !at_session {
                 break;
             }
-            n += self.open_session(&mut out[n..]);
+            let Some(rest) = out.get_mut(n..) else {
+                break;
+            };
+            n += self.open_session(rest);
         }
         n
     }
