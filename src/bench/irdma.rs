@@ -59,12 +59,12 @@ impl BenchTarget for IrdmaBench {
     }
     #[inline(never)]
     fn poll_empty(&mut self, batch: usize) -> usize {
-        let end = batch.clamp(1, self.out.len());
+        let end = batch.max(1).min(self.out.len());
         self.ring.cq.poll(&mut self.out[..end])
     }
     #[inline(never)]
     fn noop(&mut self, batch: usize) -> usize {
-        let end = batch.clamp(1, self.out.len());
+        let end = batch.max(1).min(self.out.len());
         std::hint::black_box(&mut self.out[..end]).len() - end
     }
 }

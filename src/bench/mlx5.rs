@@ -127,7 +127,10 @@ impl<const S: usize> BenchTarget for Mlx5Bench<S> {
             if total == end {
                 return total;
             }
-            let n = self.cq.poll(&mut self.out[total..end]);
+            let Some(chunk) = self.out.get_mut(total..end) else {
+                return total;
+            };
+            let n = self.cq.poll(chunk);
             if n == 0 {
                 return total;
             }
@@ -146,12 +149,12 @@ impl<const S: usize> BenchTarget for Mlx5Bench<S> {
     }
     #[inline(never)]
     fn poll_empty(&mut self, batch: usize) -> usize {
-        let end = batch.clamp(1, self.out.len());
+        let end = batch.max(1).min(self.out.len());
         self.cq.poll(&mut self.out[..end])
     }
     #[inline(never)]
     fn noop(&mut self, batch: usize) -> usize {
-        let end = batch.clamp(1, self.out.len());
+        let end = batch.max(1).min(self.out.len());
         std::hint::black_box(&mut self.out[..end]).len() - end
     }
 }
