@@ -94,7 +94,7 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
     pub(crate) cache: (u32, u32),
     /// The QP the fast path cached before it, so two QPs taking turns need no lookup.
-    prev_cache: (u32, u32),
+    pub(crate) prev_cache: (u32, u32),
     pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
     /// `compression.is_some() || resize_pending`: the one test `poll` makes before its

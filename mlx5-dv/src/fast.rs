@@ -8,8 +8,9 @@
 //!   are the same load.
 //! - **The QP is looked up once per run, not per CQE.** The run holds the cached QP's send
 //!   and receive queues; a CQE only compares its QPN (or user index) with the cached key, in
-//!   wire byte order. A CQE of another QP ends the run ([`Stop::Miss`]) and the poller looks
-//!   the QP up and starts a new run.
+//!   wire byte order. A CQE of the QP cached before (two QPs taking turns on a shared CQ)
+//!   switches the run to that QP in place; any other QP ends the run ([`Stop::Miss`]) and
+//!   the poller looks the QP up and starts a new run.
 //! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
 //!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
 //! - **Queue state is written back once per run:** the RQ tail lives in a register and the
@@ -206,7 +207,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     ) -> (usize, Stop) {
         let ci = self.ci;
         let (key, slot) = self.cache;
-        let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
+        let Some((mut qp, mut srq)) = self.registry.qp_and_srq(slot) else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
@@ -219,13 +220,37 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         // skips the test). A run of the owner-bit test crosses the ring's end.
         let lap = if ENH { (ci >> ring.entries().trailing_zeros()) as u8 } else { 0 };
         if !ENH {
-            for wc in out.iter_mut() {
-                let mark = expected_owner(cur, ring.entries());
-                if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
-                    stop = s;
+            loop {
+                let rest = out.get_mut(cur.wrapping_sub(ci) as usize..).unwrap_or_default();
+                for wc in rest.iter_mut() {
+                    let mark = expected_owner(cur, ring.entries());
+                    if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
+                        stop = s;
+                        break;
+                    }
+                    cur = cur.wrapping_add(1);
+                }
+                // A CQE of the QP cached before this one (two QPs taking turns on a shared
+                // CQ): this QP's queues are written back and the run goes on with that one,
+                // if its receives take the same path, without leaving the run.
+                let Stop::Miss(other) = stop else {
+                    break;
+                };
+                if out.len() == 1 || other != self.prev_cache.0 {
                     break;
                 }
-                cur = cur.wrapping_add(1);
+                hot.finish().write_back(qp, srq);
+                let next = self.prev_cache;
+                let same_kind = self.registry.qp_at_ref(next.1).is_some_and(|q| recv_const(q.recv_kind()) == RECV);
+                let Some((q, s)) = same_kind.then(|| self.registry.qp_and_srq(next.1)).flatten() else {
+                    // Written back already: the caller's switch takes it from here.
+                    self.ci = cur;
+                    return (cur.wrapping_sub(ci) as usize, stop);
+                };
+                self.prev_cache = core::mem::replace(&mut self.cache, next);
+                (qp, srq) = (q, s);
+                hot = Hot::new(other, qp, srq.as_deref());
+                stop = Stop::Full;
             }
         } else {
             if out.len() > 1 && out.len() > ring.slots_to_end(ci) as usize {
@@ -263,6 +288,16 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             }
         }
         (cur.wrapping_sub(ci) as usize, stop)
+    }
+}
+
+/// [`Hot`]'s `RECV` for a QP's receive path.
+const fn recv_const(kind: RecvKind) -> u8 {
+    match kind {
+        RecvKind::Rq => RECV_RQ,
+        RecvKind::Srq => RECV_SRQ,
+        RecvKind::RqEth => RECV_RQ_ETH,
+        RecvKind::Slow => RECV_SLOW,
     }
 }
 
