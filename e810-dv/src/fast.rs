@@ -4,11 +4,12 @@
 //! caller's completions; anything else ends the run for the general path.
 //!
 //! Per run, not per CQE: the QP lookup, its queue tables and settings, and the write-back
-//! of the queue tails and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the
+//! of the queue tails and rdma-core's `bytes_xfered` scratch. A CQE of the QP cached before
+//! the current one switches the run to it in place (two QPs taking turns on a shared CQ). Per CQE: the valid bit, the
 //! context compare, one table load for the completion head, and the fields.
 
 use crate::cq::Engine;
-use crate::registry::Qp;
+use crate::registry::QpRegistry;
 use crate::ring::{Pos, SlotSource, SlotWords};
 use crate::status::{rq_opcode, sq_opcode, Compat};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
@@ -125,126 +126,157 @@ const RQ_HEAD: [[[WcHeadWord; 2]; 2]; 2] = {
 impl Engine {
     /// Polls common-case CQEs of the cached QP into `out` until `out` is full, the next
     /// CQE is not one (left unconsumed at `self.ci`), or the ring ends; returns the count
-    /// and why it stopped.
+    /// and why it stopped. A CQE of the QP cached before (two QPs taking turns) switches
+    /// the run to that QP in place when both are UD or both are not.
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
-        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, .. } = self;
-        let Some(qp) = (*last_ctx != 0).then(|| qps.get_mut(*last_qp)).flatten() else {
+        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, prev_ctx, prev_qp, .. } = self;
+        let Some(ud) = (*last_ctx != 0).then(|| qps.get(*last_qp)).flatten().map(|qp| qp.ud) else {
             return (0, Stop::Other);
         };
-        let run = Run { ctx: *last_ctx, entries: *entries, fast, ci, last_bytes };
-        match (qp.ud, *gen3) {
-            (false, false) => run.go::<R, false, false>(ring, qp, out),
-            (false, true) => run.go::<R, false, true>(ring, qp, out),
-            (true, false) => run.go::<R, true, false>(ring, qp, out),
-            (true, true) => run.go::<R, true, true>(ring, qp, out),
+        let cache = QpCache { last_ctx, last_qp, prev_ctx, prev_qp };
+        let run = Run { entries: *entries, fast, ci, last_bytes, qps, cache };
+        match (ud, *gen3) {
+            (false, false) => run.go::<R, false, false>(ring, out),
+            (false, true) => run.go::<R, false, true>(ring, out),
+            (true, false) => run.go::<R, true, false>(ring, out),
+            (true, true) => run.go::<R, true, true>(ring, out),
         }
     }
 }
 
-/// The engine state a fast run reads and advances, apart from the QP it runs on.
+/// The engine's two-entry QP lookup cache, as a fast run switches it.
+struct QpCache<'e> {
+    last_ctx: &'e mut u64,
+    last_qp: &'e mut u32,
+    prev_ctx: &'e mut u64,
+    prev_qp: &'e mut u32,
+}
+
+/// The engine state a fast run reads and advances.
 struct Run<'e> {
-    ctx: u64,
     entries: u32,
     fast: &'static FastTables,
     ci: &'e mut Pos,
     last_bytes: &'e mut u32,
+    qps: &'e mut QpRegistry,
+    cache: QpCache<'e>,
 }
 
 impl Run<'_> {
-    /// [`Engine::fast_run`] on `qp`, a UD or other QP on a GEN3 or older device: the tests
-    /// those make per CQE are constants here.
+    /// [`Engine::fast_run`] for UD or other QPs on a GEN3 or older device: the tests those
+    /// make per CQE are constants here.
     #[inline(always)]
-    fn go<R: SlotSource, const UD: bool, const GEN3: bool>(
-        self,
-        ring: &R,
-        qp: &mut Qp,
-        out: &mut [Completion],
-    ) -> (usize, Stop) {
-        let Run { ctx, entries, fast, .. } = self;
+    fn go<R: SlotSource, const UD: bool, const GEN3: bool>(self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
+        let Run { entries, fast, qps, cache, .. } = self;
         let ci = *self.ci;
-        // QP fields are read where they are used: the compiler keeps in registers what a
-        // long run reuses, and a one-CQE poll loads only what its CQE needs. Two derived
-        // values are worth computing once: until the first SQ completion after the
-        // connection WQEs, SQ CQEs need the general path (`first_sq_wq`); and which RQ
-        // opcodes are writes with immediate.
-        let sq_known = if qp.first_sq_wq { 0 } else { fast.sq_known };
-        let write_imm = fast.rq_write_imm[GEN3 as usize][qp.send_with_imm as usize];
-        // The queue tails the run leaves, written back once at its end ([`NONE`]: no
-        // completion of that queue): the SQ index past the last completed WQE, and the RQ
-        // index of the last completed receive.
-        let (mut sq_next, mut rq_last) = (NONE, NONE);
         // One lap at most: its slots are consecutive in memory and share one valid-bit
         // flip; the ring's end (not a power of two) ends the run, and the poller starts
         // the next one.
         let flip = ci.flip();
         let mut n = 0usize;
-        let stop = 'run: {
-            for (slot, wc) in ring.along(ci.slot(), &mut *out) {
-                let Some(w3) = slot.valid_q3(flip) else {
-                    break 'run Stop::Other;
-                };
-                if hi(w3) & hi(SLOW) != 0 || slot.qword(off::QWORD1) != ctx {
-                    break 'run Stop::Other;
-                }
-                let w2 = slot.qword(off::QWORD2);
-                let idx = u32::from(q3::wqe_idx(w3));
-                let op = q3::op(w3);
-                let bytes;
-                if hi(w3) & hi(q3::SQ) != 0 {
-                    let Some(&trk) = qp.sq_trk.get(idx as usize) else {
+        let stop = loop {
+            let ctx = *cache.last_ctx;
+            let Some(qp) = qps.get_mut(*cache.last_qp) else {
+                break Stop::Other;
+            };
+            // QP fields are read where they are used: the compiler keeps in registers what
+            // a long run reuses, and a one-CQE poll loads only what its CQE needs. Two
+            // derived values are worth computing once: until the first SQ completion after
+            // the connection WQEs, SQ CQEs need the general path (`first_sq_wq`); and
+            // which RQ opcodes are writes with immediate.
+            let sq_known = if qp.first_sq_wq { 0 } else { fast.sq_known };
+            let write_imm = fast.rq_write_imm[GEN3 as usize][qp.send_with_imm as usize];
+            // The queue tails this QP's part of the run leaves, written back when it ends
+            // ([`NONE`]: no completion of that queue): the SQ index past the last
+            // completed WQE, and the RQ index of the last completed receive.
+            let (mut sq_next, mut rq_last) = (NONE, NONE);
+            // The context of a CQE of another QP that ended this QP's part (0: none).
+            let mut other = 0;
+            let stop = 'run: {
+                let rest = out.get_mut(n..).unwrap_or_default();
+                for (slot, wc) in ring.along(ci.slot() + n as u32, rest) {
+                    let Some(w3) = slot.valid_q3(flip) else {
                         break 'run Stop::Other;
                     };
-                    if sq_known >> op & 1 == 0 {
+                    if hi(w3) & hi(SLOW) != 0 {
                         break 'run Stop::Other;
                     }
-                    sq_next = idx + u32::from(trk.quanta);
-                    bytes = trk.wr_len;
-                    wc.wr_id = trk.wr_id;
-                    wc.set_head(SQ_HEAD[UD as usize][op as usize]);
-                    wc.wqe_index = idx as u16;
+                    let c = slot.qword(off::QWORD1);
+                    if c != ctx {
+                        other = c;
+                        break 'run Stop::Other;
+                    }
+                    let w2 = slot.qword(off::QWORD2);
+                    let idx = u32::from(q3::wqe_idx(w3));
+                    let op = q3::op(w3);
+                    let bytes;
+                    if hi(w3) & hi(q3::SQ) != 0 {
+                        let Some(&trk) = qp.sq_trk.get(idx as usize) else {
+                            break 'run Stop::Other;
+                        };
+                        if sq_known >> op & 1 == 0 {
+                            break 'run Stop::Other;
+                        }
+                        sq_next = idx + u32::from(trk.quanta);
+                        bytes = trk.wr_len;
+                        wc.wr_id = trk.wr_id;
+                        wc.set_head(SQ_HEAD[UD as usize][op as usize]);
+                        wc.wqe_index = idx as u16;
+                    } else {
+                        // Hardware reports the RQ index in quanta (§4.4).
+                        let ri = idx >> qp.config().rq_shift;
+                        let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
+                            break 'run Stop::Other;
+                        };
+                        rq_last = ri;
+                        // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
+                        let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
+                        if inv {
+                            wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+                        }
+                        bytes = q0::payload_len(slot.qword(off::QWORD0));
+                        wc.wr_id = wr_id;
+                        wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
+                        wc.wqe_index = ri as u16;
+                    }
+                    // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
+                    // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
+                    // dlid_path_bits keep what the slot held, as `Completion` documents.
+                    let qp_num = q2::qp_id(w2);
+                    wc.byte_len = bytes;
+                    wc.qp_num = qp_num;
+                    wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
+                    if GEN3 {
+                        wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(slot.qword(off::QWORD0)));
+                    }
+                    n += 1;
+                }
+                if n == out.len() {
+                    Stop::Full
                 } else {
-                    // Hardware reports the RQ index in quanta (§4.4).
-                    let ri = idx >> qp.config().rq_shift;
-                    let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
-                        break 'run Stop::Other;
-                    };
-                    rq_last = ri;
-                    // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
-                    let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
-                    if inv {
-                        wc.imm_data = q2::src_qpn_or_inv_stag(w2);
-                    }
-                    bytes = q0::payload_len(slot.qword(off::QWORD0));
-                    wc.wr_id = wr_id;
-                    wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
-                    wc.wqe_index = ri as u16;
+                    Stop::Lap
                 }
-                // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
-                // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
-                // dlid_path_bits keep what the slot held, as `Completion` documents.
-                let qp_num = q2::qp_id(w2);
-                wc.byte_len = bytes;
-                wc.qp_num = qp_num;
-                wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
-                if GEN3 {
-                    wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(slot.qword(off::QWORD0)));
-                }
-                n += 1;
+            };
+            if sq_next != NONE {
+                qp.sq.tail = sq_next & qp.sq.mask();
             }
-            if n == out.len() {
-                Stop::Full
-            } else {
-                Stop::Lap
+            if rq_last != NONE {
+                qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
             }
+            // Two QPs taking turns: go on with the one cached before, in place, if it
+            // takes the same run (UD or not); else the poller switches as for any QP.
+            let switch = other != 0
+                && other == *cache.prev_ctx
+                && out.len() > 1
+                && qps.get(*cache.prev_qp).is_some_and(|q| q.ud == UD);
+            if !switch {
+                break stop;
+            }
+            core::mem::swap(cache.last_ctx, cache.prev_ctx);
+            core::mem::swap(cache.last_qp, cache.prev_qp);
         };
-        if sq_next != NONE {
-            qp.sq.tail = sq_next & qp.sq.mask();
-        }
-        if rq_last != NONE {
-            qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
-        }
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
             *self.last_bytes = last.byte_len;

@@ -1,18 +1,19 @@
 //! The irdma fast path (runs of one QP's common-case CQEs, the one-at-a-time poll) against
-//! the general translation: random streams over an RC and a UD QP on GEN2 and GEN3, with
-//! unknown opcodes, invalidations, immediates, errors and unknown contexts mixed in,
-//! polled in random batch sizes, give exactly what `peek` (the general path) says.
+//! the general translation: random streams over two RC QPs and a UD QP on GEN2 and GEN3
+//! (two RC QPs taking turns switch inside a run), with unknown opcodes, invalidations,
+//! immediates, errors and unknown contexts mixed in, polled in random batch sizes, give
+//! exactly what `peek` (the general path) says, and leave the queues where it does.
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
-use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpRegistry};
+use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpId, QpRegistry};
 use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
 use dvcq_provider::Completion;
 use dvcq_uapi::irdma::codes::sq_op;
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
-const CTX: [u64; 2] = [0x7f00_0000_1000, 0x7f00_0000_2000];
-const QPN: [u32; 2] = [0x11, 0x22];
+const CTX: [u64; 3] = [0x7f00_0000_1000, 0x7f00_0000_2000, 0x7f00_0000_3000];
+const QPN: [u32; 3] = [0x11, 0x22, 0x33];
 
 #[derive(Debug, Clone)]
 struct Pick {
@@ -25,7 +26,7 @@ struct Pick {
 
 fn picks() -> impl Strategy<Value = Vec<Pick>> {
     prop::collection::vec(
-        (0usize..2, 0u8..8, 0u8..64, 0u16..40, any::<u32>()).prop_map(|(qp, kind, op, idx, word)| Pick {
+        (0usize..3, 0u8..8, 0u8..64, 0u16..40, any::<u32>()).prop_map(|(qp, kind, op, idx, word)| Pick {
             qp,
             kind,
             op,
@@ -53,6 +54,7 @@ fn setup(gen: HwRev, compat: Compat) -> (IrdmaModel, IrdmaCq) {
     let mut qps = QpRegistry::new(gen);
     qps.register(CTX[0], QpConfig::rc(QPN[0], 32, 32)).unwrap();
     qps.register(CTX[1], QpConfig::ud(QPN[1], 32, 16)).unwrap();
+    qps.register(CTX[2], QpConfig::rc(QPN[2], 64, 16)).unwrap();
     let cq = model.poller(qps, compat).unwrap();
     (model, cq)
 }
@@ -81,6 +83,11 @@ proptest! {
         let got = drain_in_batches(&mut b, &batches, 2 * stream.len() + 1);
         prop_assert_eq!(got, want);
         prop_assert_eq!(a.ci(), b.ci());
+        // Both pollers moved every queue the same way.
+        for id in 0..CTX.len() as u32 {
+            let (qa, qb) = (a.qps().qp(QpId(id)).unwrap(), b.qps().qp(QpId(id)).unwrap());
+            prop_assert_eq!((qa.sq, qa.rq), (qb.sq, qb.rq), "QP {}", id);
+        }
     }
 }
 
