@@ -198,6 +198,45 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
+    /// The one-CQE fast path for a CQE whose ownership byte `own` the caller found
+    /// software-owned (the acquire fence issued): it is not loaded or tested again.
+    /// Returns what a one-element [`Mlx5Cq::fast_run_as`] returns.
+    #[inline(always)]
+    pub(crate) fn fast_one<const V1: bool>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
+        let (key, slot) = self.cache;
+        let kind = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
+            None => return (0, Stop::Other),
+            Some(qp) => qp.recv_kind(),
+        };
+        match kind {
+            RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ>(own, wc),
+            RecvKind::Srq => self.fast_one_qp::<V1, RECV_SRQ>(own, wc),
+            RecvKind::RqEth => self.fast_one_qp::<V1, RECV_RQ_ETH>(own, wc),
+            RecvKind::Slow => self.fast_one_qp::<V1, RECV_SLOW>(own, wc),
+        }
+    }
+
+    #[inline(always)]
+    fn fast_one_qp<const V1: bool, const RECV: u8>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
+        let ci = self.ci;
+        let (key, slot) = self.cache;
+        let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
+            return (0, Stop::Other);
+        };
+        let ring = self.ring.view();
+        let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
+        let c = Hot::<STRIDE, V1, RECV>::CLASS[(own ^ expected_owner(ci, ring.entries())) as usize];
+        let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe(c, own, ring.slot_ref(ci), wc) };
+        hot.finish().write_back(qp, srq);
+        match done {
+            Ok(()) => {
+                self.ci = ci.wrapping_add(1);
+                (1, Stop::Full)
+            }
+            Err(s) => (0, s),
+        }
+    }
+
     /// [`Mlx5Cq::fast_run_as`] for a QP whose receives come from its RQ, from an SRQ, or
     /// take the slow path (`RECV`); the class table is then a constant.
     #[inline(always)]
@@ -422,6 +461,13 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             })
             .ok_or(Stop::Other)?
         };
+        self.owned_cqe(c, own, slot, wc)
+    }
+
+    /// [`Hot::cqe`] past the ownership test: the CQE of class `c` (not [`STOP`]) with
+    /// ownership byte `own`, the acquire fence already issued.
+    #[inline(always)]
+    fn owned_cqe(&mut self, c: u8, own: u8, slot: SlotRef<'q, S>, wc: &mut Completion) -> Result<(), Stop> {
         let cqe = RingCqe { slot, op_own: own };
         let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
         if c == REQ {
