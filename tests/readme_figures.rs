@@ -89,57 +89,62 @@ fn compare(what: &str, readme: f64, measured: f64) -> Option<String> {
         .then(|| format!("{what}: README says {readme}, measured {measured:.2} (tolerance {tolerance:.1})"))
 }
 
-#[test]
-fn the_backend_table_holds_what_the_build_measures() {
+/// Measures `args` and compares each row of the result that `column` places (by mode,
+/// batch and ring kind) with that cell of the README row `label`; mismatches go to `wrong`.
+fn check_row(label: &str, args: &[&str], column: impl Fn(&str, u64, &str) -> Option<usize>, wrong: &mut Vec<String>) {
+    let cells = readme_row(label);
+    for (mode, batch, ring, instr) in measure(args) {
+        if let Some(Some(readme)) = column(&mode, batch, &ring).and_then(|c| cells.get(c)) {
+            let what = format!("{label} {args:?}: {mode} batch {batch} {ring}");
+            wrong.extend(compare(what.trim_end(), *readme, instr));
+        }
+    }
+}
+
+/// Runs `check` unless the figures cannot be compared here, then fails on any mismatch.
+fn check_table(check: impl FnOnce(&mut Vec<String>)) {
     if let Some(why) = skip_reason() {
         eprintln!("skip: README instruction figures not checked: {why}");
         return;
     }
     let mut wrong = Vec::new();
-    for (label, args) in BACKEND_ROWS {
-        let cells = readme_row(label);
-        for (mode, batch, _, instr) in measure(args) {
-            let column = match (mode.as_str(), batch) {
-                ("full", 16) => 0,
-                ("full", 1) => 1,
-                ("view", _) => 2,
-                ("empty", _) => 3,
-                _ => continue,
-            };
-            if let Some(Some(readme)) = cells.get(column) {
-                wrong.extend(compare(&format!("{label}, {mode} batch {batch}"), *readme, instr));
-            }
-        }
-    }
+    check(&mut wrong);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
+fn the_backend_table_holds_what_the_build_measures() {
+    check_table(|wrong| {
+        for (label, args) in BACKEND_ROWS {
+            let column = |mode: &str, batch, _: &str| match (mode, batch) {
+                ("full", 16) => Some(0),
+                ("full", 1) => Some(1),
+                ("view", _) => Some(2),
+                ("empty", _) => Some(3),
+                _ => None,
+            };
+            check_row(label, args, column, wrong);
+        }
+    });
+}
+
+#[test]
 fn the_compression_table_holds_what_the_build_measures() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skip: README instruction figures not checked: {why}");
-        return;
-    }
-    let mut wrong = Vec::new();
-    for (label, mix) in [("receives", "recv"), ("sends", "send")] {
-        // Columns: no compression, sessions basic, sessions enhanced, regular basic,
-        // regular enhanced.
-        let cells = readme_row(label);
-        for (layout, offset) in [("basic", 0), ("enhanced", 1)] {
-            for (mode, batch, ring, instr) in measure(&["--mix", mix, "--compression", layout]) {
-                let column = match (mode.as_str(), batch, ring.as_str()) {
-                    ("full", 16, "uncompressed") => 0,
-                    ("full", 16, "sessions") => 1 + offset,
-                    ("full", 16, "regular") => 3 + offset,
-                    _ => continue,
+    check_table(|wrong| {
+        for (label, mix) in [("receives", "recv"), ("sends", "send")] {
+            // Columns: no compression, sessions basic, sessions enhanced, regular basic,
+            // regular enhanced.
+            for (layout, offset) in [("basic", 0), ("enhanced", 1)] {
+                let column = |mode: &str, batch, ring: &str| match (mode, batch, ring) {
+                    ("full", 16, "uncompressed") => Some(0),
+                    ("full", 16, "sessions") => Some(1 + offset),
+                    ("full", 16, "regular") => Some(3 + offset),
+                    _ => None,
                 };
-                if let Some(Some(readme)) = cells.get(column) {
-                    wrong.extend(compare(&format!("{label}, {layout}, {ring}"), *readme, instr));
-                }
+                check_row(label, &["--mix", mix, "--compression", layout], column, wrong);
             }
         }
-    }
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    });
 }
 
 /// The comparison and the README parsing the two checks rest on.
