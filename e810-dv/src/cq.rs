@@ -384,25 +384,26 @@ impl IrdmaCq {
         // valid-bit check, and keep the batch loop out of line.
         let ci = self.eng.ci;
         let ready = match &self.ring {
-            SlotRing::Slots32(r) => r.slot(ci.slot()).valid_q3(ci.flip()).is_some(),
-            SlotRing::Slots64(r) => r.slot(ci.slot()).valid_q3(ci.flip()).is_some(),
+            SlotRing::Slots32(r) => r.slot(ci.slot()).valid_q3(ci.flip()),
+            SlotRing::Slots64(r) => r.slot(ci.slot()).valid_q3(ci.flip()),
         };
-        match out {
-            _ if !ready => 0,
-            [] => 0,
-            // The one-at-a-time poll takes the fast path without the batch loop's set-up.
-            [wc] => self.poll_single(wc),
-            out => self.poll_batch(out),
+        match (ready, out) {
+            (None, _) | (_, []) => 0,
+            // The one-at-a-time poll takes the fast path without the batch loop's set-up,
+            // or a second valid-bit test.
+            (Some(w3), [wc]) => self.poll_single(w3, wc),
+            (Some(_), out) => self.poll_batch(out),
         }
     }
 
+    /// One completion at the CQE whose valid qword3 `poll` read as `w3`.
     #[inline(never)]
-    fn poll_single(&mut self, wc: &mut Completion) -> usize {
-        let one = core::slice::from_mut(wc);
+    fn poll_single(&mut self, w3: u64, wc: &mut Completion) -> usize {
         let n = match &self.ring {
-            SlotRing::Slots32(r) => self.eng.fast_run(&r.view(), one).0,
-            SlotRing::Slots64(r) => self.eng.fast_run(&r.view(), one).0,
+            SlotRing::Slots32(r) => self.eng.fast_one(&r.view(), w3, wc),
+            SlotRing::Slots64(r) => self.eng.fast_one(&r.view(), w3, wc),
         };
+        let one = core::slice::from_mut(wc);
         if n == 0 {
             // Two QPs taking turns: a CQE of the QP cached second swaps the entries here.
             let m = match &self.ring {

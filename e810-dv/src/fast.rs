@@ -130,6 +130,24 @@ impl Engine {
     /// the run to that QP in place when both are UD or both are not.
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
+        self.fast_run_as::<R, false>(ring, 0, out)
+    }
+
+    /// A one-CQE [`Engine::fast_run`] at a CQE whose qword3 `w3` the caller found valid
+    /// (the acquire fence issued): it is not loaded or tested again. Returns 0 or 1.
+    #[inline(always)]
+    pub(crate) fn fast_one<R: SlotSource>(&mut self, ring: &R, w3: u64, wc: &mut Completion) -> usize {
+        self.fast_run_as::<R, true>(ring, w3, core::slice::from_mut(wc)).0
+    }
+
+    /// [`Engine::fast_run`], with `KNOWN`: the first CQE's valid qword3 is `w3`.
+    #[inline(always)]
+    fn fast_run_as<R: SlotSource, const KNOWN: bool>(
+        &mut self,
+        ring: &R,
+        w3: u64,
+        out: &mut [Completion],
+    ) -> (usize, Stop) {
         // `last_ctx` is 0 while invalid or while a flush CQE is parked.
         let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, prev_ctx, prev_qp, .. } = self;
         let Some(ud) = (*last_ctx != 0).then(|| qps.get(*last_qp)).flatten().map(|qp| qp.ud) else {
@@ -138,10 +156,10 @@ impl Engine {
         let cache = QpCache { last_ctx, last_qp, prev_ctx, prev_qp };
         let run = Run { entries: *entries, fast, ci, last_bytes, qps, cache };
         match (ud, *gen3) {
-            (false, false) => run.go::<R, false, false>(ring, out),
-            (false, true) => run.go::<R, false, true>(ring, out),
-            (true, false) => run.go::<R, true, false>(ring, out),
-            (true, true) => run.go::<R, true, true>(ring, out),
+            (false, false) => run.go::<R, false, false, KNOWN>(ring, w3, out),
+            (false, true) => run.go::<R, false, true, KNOWN>(ring, w3, out),
+            (true, false) => run.go::<R, true, false, KNOWN>(ring, w3, out),
+            (true, true) => run.go::<R, true, true, KNOWN>(ring, w3, out),
         }
     }
 }
@@ -166,9 +184,15 @@ struct Run<'e> {
 
 impl Run<'_> {
     /// [`Engine::fast_run`] for UD or other QPs on a GEN3 or older device: the tests those
-    /// make per CQE are constants here.
+    /// make per CQE are constants here. With `KNOWN`, the first CQE's valid qword3 is
+    /// `known_w3` (a one-CQE poll).
     #[inline(always)]
-    fn go<R: SlotSource, const UD: bool, const GEN3: bool>(self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
+    fn go<R: SlotSource, const UD: bool, const GEN3: bool, const KNOWN: bool>(
+        self,
+        ring: &R,
+        known_w3: u64,
+        out: &mut [Completion],
+    ) -> (usize, Stop) {
         let Run { entries, fast, qps, cache, .. } = self;
         let ci = *self.ci;
         // One lap at most: its slots are consecutive in memory and share one valid-bit
@@ -197,7 +221,8 @@ impl Run<'_> {
             let stop = 'run: {
                 let rest = out.get_mut(n..).unwrap_or_default();
                 for (slot, wc) in ring.along(ci.slot() + n as u32, rest) {
-                    let Some(w3) = slot.valid_q3(flip) else {
+                    let w3 = if KNOWN && n == 0 { Some(known_w3) } else { slot.valid_q3(flip) };
+                    let Some(w3) = w3 else {
                         break 'run Stop::Other;
                     };
                     if hi(w3) & hi(SLOW) != 0 {
