@@ -4,6 +4,7 @@
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig};
 use dvcq_e810_dv::{Compat, QpConfig, QpRegistry, Transport};
 use dvcq_provider::{Completion, WcStatus};
+use dvcq_uapi::irdma::cqe::q2;
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
@@ -26,8 +27,14 @@ proptest! {
         for (i, s) in slots.iter().enumerate() {
             let mut b = s[..size].to_vec();
             if small_ctx {
-                // Make handles hit registered QPs often.
-                b[8..16].copy_from_slice(&u64::from(s[8] % 4).to_le_bytes());
+                // Make handles hit registered QPs often, with the QP number such a QP's
+                // CQEs carry: a completion reports the CQE's own QP id (qword2), as
+                // rdma-core does, so a random one would say nothing about the handle.
+                let ctx = s[8] % 4;
+                b[8..16].copy_from_slice(&u64::from(ctx).to_le_bytes());
+                let w2 = u64::from_le_bytes(b[16..24].try_into().unwrap());
+                let w2 = q2::make(u32::from(ctx), q2::src_qpn_or_inv_stag(w2));
+                b[16..24].copy_from_slice(&w2.to_le_bytes());
             }
             m.write_raw(i as u32, &b).unwrap();
         }
@@ -37,8 +44,9 @@ proptest! {
         loop {
             let before = cq.ci();
             let n = cq.poll(&mut out);
-            // Every item is a completion of a registered QP or a fault item; a fault's
-            // status is the generic error, so code that ignores faults still sees one.
+            // Every item is a completion of a registered QP (its handle and QP id) or a
+            // fault item; a fault's status is the generic error, so code that ignores
+            // faults still sees one.
             for c in &out[..n] {
                 match c.fault() {
                     None => prop_assert!([1, 2, 3].contains(&c.qp_num), "completion of an unknown QP: {c:?}"),
