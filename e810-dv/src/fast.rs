@@ -4,9 +4,10 @@
 //! caller's completions; anything else ends the run for the general path.
 //!
 //! Per run, not per CQE: the QP lookup, its queue tables and settings, and the write-back
-//! of the queue tails and rdma-core's `bytes_xfered` scratch. A CQE of the QP cached before
-//! the current one switches the run to it in place (two QPs taking turns on a shared CQ). Per CQE: the valid bit, the
-//! context compare, one table load for the completion head, and the fields.
+//! of the queue tails and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the
+//! context compare, one table load for the completion head, and the fields. A CQE of the
+//! QP cached before the current one switches the run to it in place (two QPs taking turns
+//! on a shared CQ).
 
 use crate::cq::Engine;
 use crate::registry::QpRegistry;
