@@ -177,6 +177,14 @@ pub(crate) fn resp_head(wc: &mut Completion, op_own: u8, flags_rqpn: u32, imm: B
 }
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// The receive path of the cached QP, which picks the fast run's specialisation; `None`
+    /// until a lookup fills the cache (CQEs go through the slow path, which fills it).
+    #[inline(always)]
+    fn cached_recv_kind(&self) -> Option<RecvKind> {
+        let (key, slot) = self.cache;
+        (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten().map(Qp::recv_kind)
+    }
+
     /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
     /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
     /// `ENH` picks the ownership test of the CQ's layout: the owner bit, or (enhanced CQE
@@ -184,11 +192,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// compressed CQ take this path too; a title or block (format 3) stops the run.
     #[inline(always)]
     pub(crate) fn fast_run_as<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
-        let (key, slot) = self.cache;
-        // Until a lookup fills the cache, CQEs go through the slow path, which fills it.
-        let kind = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
-            None => return (0, Stop::Other),
-            Some(qp) => qp.recv_kind(),
+        let Some(kind) = self.cached_recv_kind() else {
+            return (0, Stop::Other);
         };
         match kind {
             RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ>(out),
@@ -203,10 +208,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Returns what a one-element [`Mlx5Cq::fast_run_as`] returns.
     #[inline(always)]
     pub(crate) fn fast_one<const V1: bool>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
-        let (key, slot) = self.cache;
-        let kind = match (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten() {
-            None => return (0, Stop::Other),
-            Some(qp) => qp.recv_kind(),
+        let Some(kind) = self.cached_recv_kind() else {
+            return (0, Stop::Other);
         };
         match kind {
             RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ>(own, wc),
