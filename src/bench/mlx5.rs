@@ -12,6 +12,24 @@ const QPN: u32 = 0x1c7;
 const SRQN: u32 = 0x2d;
 const QPN2: u32 = 0x2e8;
 
+/// QPs of the many-QPs mix.
+const MANY: u32 = 16;
+
+/// The QPN of the many-QPs mix's QP `k` (QP 0 is [`QPN`]).
+fn many_qpn(k: u32) -> u32 {
+    if k == 0 {
+        QPN
+    } else {
+        QPN2 + 3 * k
+    }
+}
+
+/// Which QP of the many-QPs mix the lap's CQE `i` belongs to: a fixed scramble in which a
+/// QP seldom completes twice in a row.
+fn many_order(i: u32) -> u32 {
+    (i.wrapping_mul(0x9e37_79b9) >> 7) % MANY
+}
+
 /// mlx5 model + poller, with one lap of CQEs precomputed.
 #[derive(Debug)]
 pub struct Mlx5Bench<const S: usize> {
@@ -53,6 +71,11 @@ impl<const S: usize> Mlx5Bench<S> {
         if mix == Mix::TwoQps {
             reg.add_qp(QpConfig::rc(QPN2, 1 << 16, 1 << 16)).map_err(|e| e.to_string())?;
         }
+        if mix == Mix::ManyQps {
+            for k in 1..MANY {
+                reg.add_qp(QpConfig::rc(many_qpn(k), 1 << 12, 1 << 12)).map_err(|e| e.to_string())?;
+            }
+        }
         let cq = model.poller::<S>(reg, CqConfig::default()).map_err(|e| e.to_string())?;
         // Single-kind mixes use consecutive WQE counters, so the same lap is what a
         // compressing device turns into full sessions: compressed and plain runs compare
@@ -65,9 +88,22 @@ impl<const S: usize> Mlx5Bench<S> {
             }
             _ => None,
         };
+        // Per-QP send and receive counters of the many-QPs mix.
+        let mut counters = [(0u16, 0u16); MANY as usize];
         let lap = lap.unwrap_or_else(|| {
             (0..entries)
                 .map(|i| {
+                    if mix == Mix::ManyQps {
+                        let k = many_order(i);
+                        let (sends, recvs) = &mut counters[k as usize];
+                        return if i % 2 == 0 {
+                            *sends = sends.wrapping_add(1);
+                            build::req(many_qpn(k), *sends - 1, wqe_opcode::SEND, 0)
+                        } else {
+                            *recvs = recvs.wrapping_add(1);
+                            build::resp(cqe_opcode::RESP_SEND, many_qpn(k), *recvs - 1, 64, 0)
+                        };
+                    }
                     // Two QPs take turns: each sees a send then a receive.
                     let (qpn, ctr, send) = if mix == Mix::TwoQps {
                         ([QPN, QPN2][(i % 2) as usize], (i / 4) as u16, i % 4 < 2)
@@ -171,8 +207,8 @@ mod tests {
     #[test]
     fn every_mix_polls_to_the_completions_it_claims() {
         let entries = 64;
-        let uncompressed =
-            [Mix::SendRecv, Mix::Send, Mix::Recv, Mix::Errors, Mix::SendSrq, Mix::TwoQps].map(|m| (m, None));
+        let uncompressed = [Mix::SendRecv, Mix::Send, Mix::Recv, Mix::Errors, Mix::SendSrq, Mix::TwoQps, Mix::ManyQps]
+            .map(|m| (m, None));
         let mut cases: Vec<(Mix, Option<(CompLayout, bool)>)> = uncompressed.to_vec();
         for layout in [CompLayout::Basic, CompLayout::Enhanced] {
             for mix in [Mix::Send, Mix::Recv] {

@@ -46,6 +46,9 @@ pub enum Mix {
     /// Send/receive completions of two QPs taking turns CQE by CQE: the worst case for a
     /// poller that caches the last QP (mlx5 and irdma).
     TwoQps,
+    /// Send/receive completions of 16 QPs in a scrambled order, as a CQ shared by many
+    /// connections sees them: few CQEs in a row share a QP (mlx5).
+    ManyQps,
 }
 
 /// A backend prepared for benchmarking.

@@ -375,6 +375,7 @@ fn mix_name(m: Mix) -> &'static str {
         Mix::Errors => "errors",
         Mix::SendSrq => "send-srq",
         Mix::TwoQps => "two-qps",
+        Mix::ManyQps => "many-qps",
     }
 }
 
