@@ -6,16 +6,18 @@
 //!   `op_own ^ expected_owner`: entries whose owner bit mismatches or whose opcode is
 //!   INVALID read [`STOP`], so the rdma-core ownership rule and the opcode/format switch
 //!   are the same load.
-//! - **The QP is looked up once per run, not per CQE.** The run holds the cached QP's send
-//!   and receive queues; a CQE only compares its QPN (or user index) with the cached key, in
-//!   wire byte order. A CQE of the QP cached before (two QPs taking turns on a shared CQ)
-//!   switches the run to that QP in place; any other QP ends the run ([`Stop::Miss`]) and
-//!   the poller looks the QP up and starts a new run.
+//! - **The QP is looked up when it changes, not per CQE.** The run holds the current QP; a
+//!   CQE only compares its QPN (or user index) with that QP's key, in wire byte order. A
+//!   CQE of another QP with the same receive path (a CQ shared by many QPs) moves the run
+//!   to that QP in place, as rdma-core moves `cur_rsc`: the current QP's queue positions
+//!   are written back and the other QP comes from the poller's second cache entry or the
+//!   registry's QPN table. Any other QP ends the run ([`Stop::Miss`]) and the poller
+//!   starts a new run for it.
 //! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
 //!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
-//! - **Queue state is written back once per run:** the RQ tail lives in a register and the
-//!   SQ retires through its last completed WQE at the end, which is what rdma-core's
-//!   per-CQE updates amount to.
+//! - **Queue state is written back once per QP in a run:** the RQ tail lives in a register
+//!   and the SQ retires through its last completed WQE when the run ends or moves to
+//!   another QP, which is what rdma-core's per-CQE updates amount to.
 //! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
 //! - **Every CQE field is read from ring memory once** (atomic loads are never merged).
 //!
@@ -27,9 +29,9 @@
 use crate::cq::{expected_owner, Mlx5Cq};
 use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
-use crate::registry::{Qp, RecvKind, SqEntry, Srq};
+use crate::registry::{Qp, RecvKind, Registry, Srq};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, Pow2Table, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
+use dvcq_provider::{Completion, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use dvcq_uapi::Be32;
@@ -222,15 +224,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn fast_one_qp<const V1: bool, const RECV: u8>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
         let ci = self.ci;
-        let (key, slot) = self.cache;
-        let Some((qp, srq)) = self.registry.qp_and_srq(slot) else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache, &mut self.prev_cache) else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
-        let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
         let c = Hot::<STRIDE, V1, RECV>::CLASS[(own ^ expected_owner(ci, ring.entries())) as usize];
         let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe(c, own, ring.slot_ref(ci), wc) };
-        hot.finish().write_back(qp, srq);
+        hot.finish();
         match done {
             Ok(()) => {
                 self.ci = ci.wrapping_add(1);
@@ -248,12 +248,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         out: &mut [Completion],
     ) -> (usize, Stop) {
         let ci = self.ci;
-        let (key, slot) = self.cache;
-        let Some((mut qp, mut srq)) = self.registry.qp_and_srq(slot) else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache, &mut self.prev_cache) else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
-        let mut hot = Hot::<STRIDE, V1, RECV>::new(key, qp, srq.as_deref());
         let mut cur = ci;
         let mut stop = Stop::Full;
         // The enhanced test expects the 8-bit lap count: a run stops at the ring's end, so
@@ -262,37 +260,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         // skips the test). A run of the owner-bit test crosses the ring's end.
         let lap = if ENH { (ci >> ring.entries().trailing_zeros()) as u8 } else { 0 };
         if !ENH {
-            loop {
-                let rest = out.get_mut(cur.wrapping_sub(ci) as usize..).unwrap_or_default();
-                for wc in rest.iter_mut() {
-                    let mark = expected_owner(cur, ring.entries());
-                    if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
-                        stop = s;
-                        break;
-                    }
-                    cur = cur.wrapping_add(1);
-                }
-                // A CQE of the QP cached before this one (two QPs taking turns on a shared
-                // CQ): this QP's queues are written back and the run goes on with that one,
-                // if its receives take the same path, without leaving the run.
-                let Stop::Miss(other) = stop else {
-                    break;
-                };
-                if out.len() == 1 || other != self.prev_cache.0 {
+            for wc in out.iter_mut() {
+                let mark = expected_owner(cur, ring.entries());
+                if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
+                    stop = s;
                     break;
                 }
-                hot.finish().write_back(qp, srq);
-                let next = self.prev_cache;
-                let same_kind = self.registry.qp_at_ref(next.1).is_some_and(|q| recv_const(q.recv_kind()) == RECV);
-                let Some((q, s)) = same_kind.then(|| self.registry.qp_and_srq(next.1)).flatten() else {
-                    // Written back already: the caller's switch takes it from here.
-                    self.ci = cur;
-                    return (cur.wrapping_sub(ci) as usize, stop);
-                };
-                self.prev_cache = core::mem::replace(&mut self.cache, next);
-                (qp, srq) = (q, s);
-                hot = Hot::new(other, qp, srq.as_deref());
-                stop = Stop::Full;
+                cur = cur.wrapping_add(1);
             }
         } else {
             if out.len() > 1 && out.len() > ring.slots_to_end(ci) as usize {
@@ -306,7 +280,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 cur = cur.wrapping_add(1);
             }
         }
-        hot.finish().write_back(qp, srq);
+        hot.finish();
         self.ci = cur;
         if ENH && cur != ci {
             // The run's last CQE is the title of a block right after it (spec §9.4): copied
@@ -333,16 +307,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 }
 
-/// [`Hot`]'s `RECV` for a QP's receive path.
-const fn recv_const(kind: RecvKind) -> u8 {
-    match kind {
-        RecvKind::Rq => RECV_RQ,
-        RecvKind::Srq => RECV_SRQ,
-        RecvKind::RqEth => RECV_RQ_ETH,
-        RecvKind::Slow => RECV_SLOW,
-    }
-}
-
 /// [`Hot`]'s `RECV`: receives from the QP's RQ.
 const RECV_RQ: u8 = 0;
 /// [`Hot`]'s `RECV`: receives from the SRQ the QP is attached to.
@@ -352,47 +316,31 @@ const RECV_RQ_ETH: u8 = 2;
 /// [`Hot`]'s `RECV`: receives take the slow path.
 const RECV_SLOW: u8 = 3;
 
-/// [`QueuePositions::sq_last`] when the run completed no send WQE (a masked index never
-/// reaches it).
+/// [`Hot::sq_last`] when the run completed no send WQE of the current QP (a masked index
+/// never reaches it).
 pub(crate) const NO_SQ: usize = usize::MAX;
 
-/// Where a fast run left the cached QP's queues.
-struct QueuePositions {
-    /// The masked index of the last completed send WQE, or [`NO_SQ`].
-    sq_last: usize,
-    rq_tail: u32,
-    srq_done: u64,
-}
-
-impl QueuePositions {
-    /// Retires the SQ through its last completed WQE, advances the RQ tail and counts the
-    /// SRQ completions.
-    #[inline(always)]
-    fn write_back(self, qp: &mut Qp, srq: Option<&mut Srq>) {
-        if self.sq_last != NO_SQ {
-            qp.sq.retire_through(self.sq_last as u32);
-        }
-        qp.rq.set_tail(self.rq_tail);
-        if let Some(s) = srq {
-            s.add_completed(self.srq_done);
-        }
-    }
-}
-
-/// The state of a fast run: the cached QP's key and queues, and the queue positions it
-/// will write back (the poll loop hands each CQE's ring slot in).
+/// The state of a fast run: the current QP's key and queues, the queue positions it will
+/// write back, and the registry, so that a CQE of another QP with the same receive path
+/// moves the run to that QP without leaving it (the poll loop hands each CQE's ring slot
+/// in).
 struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
-    qpn: u32,
-    /// The key as the CQE holds it: a 24-bit big-endian field read as one native word.
-    key_wire: u32,
-    sq: &'q Pow2Table<SqEntry>,
-    rq: &'q Pow2Table<u64>,
+    /// The current QP: its key, QPN and tables are read through it, so that a switch
+    /// changes one pointer.
+    qp: &'q Qp,
     rq_tail: u32,
+    /// The masked index of the current QP's last completed send WQE, or [`NO_SQ`].
     sq_last: usize,
     /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
     srq: &'q [u64],
     srqn_wire: u32,
     srq_done: u64,
+    /// Off the per-CQE path: what a switch to another QP needs.
+    reg: &'q Registry,
+    /// The poller's cache entries: (key, registry slot) of the current QP and of the one
+    /// before it, updated in place by a switch.
+    cache: &'q mut (u32, u32),
+    prev_cache: &'q mut (u32, u32),
 }
 
 impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
@@ -409,19 +357,22 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     };
     const MASK_WIRE: u32 = QPN_MASK.to_be();
 
+    /// A run on the QP in cache entry `cache`; `None` if that slot holds no QP.
     #[inline(always)]
-    fn new(key: u32, qp: &'q Qp, srq: Option<&'q Srq>) -> Self {
-        Self {
-            qpn: qp.config().qpn,
-            key_wire: (key & QPN_MASK).to_be(),
-            sq: qp.sq.table(),
-            rq: qp.rq.wrids(),
+    fn new(reg: &'q Registry, cache: &'q mut (u32, u32), prev_cache: &'q mut (u32, u32)) -> Option<Self> {
+        let qp = reg.qp_at_ref(cache.1)?;
+        let srq = qp.srq_slot().and_then(|s| reg.srq_at_ref(s));
+        Some(Self {
+            qp,
             rq_tail: qp.rq.tail(),
             sq_last: NO_SQ,
             srq: srq.map_or(&[], Srq::wrids),
             srqn_wire: srq.map_or(0, |s| s.srqn().to_be()),
             srq_done: 0,
-        }
+            reg,
+            cache,
+            prev_cache,
+        })
     }
 
     /// `qp_num` as rdma-core reports it: the CQE's own QPN. In version 0 that is the key
@@ -432,14 +383,47 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         if V1 {
             sop.get() & QPN_MASK
         } else {
-            self.qpn
+            self.qp.config().qpn
         }
     }
 
-    /// Ends the run: what [`QueuePositions::write_back`] stores into the QP.
+    /// Writes the current QP's queue positions back: the SQ retires through its last
+    /// completed WQE and the RQ tail moves, which is what rdma-core's per-CQE updates
+    /// amount to.
     #[inline(always)]
-    fn finish(self) -> QueuePositions {
-        QueuePositions { sq_last: self.sq_last, rq_tail: self.rq_tail, srq_done: self.srq_done }
+    fn write_back_qp(&self) {
+        if self.sq_last != NO_SQ {
+            self.qp.sq.retire_through(self.sq_last as u32);
+        }
+        self.qp.rq.set_tail(self.rq_tail);
+    }
+
+    /// Ends the run: writes the queue positions back and counts the SRQ completions.
+    #[inline(always)]
+    fn finish(self) {
+        self.write_back_qp();
+        if self.srq_done != 0 {
+            if let Some(s) = self.qp.srq_slot().and_then(|s| self.reg.srq_at_ref(s)) {
+                s.add_completed(self.srq_done);
+            }
+        }
+    }
+
+    /// Moves the run to the QP a CQE names by `key` (QPN or user index), as rdma-core
+    /// moves `cur_rsc`: the current QP's positions are written back first. A QP that is
+    /// not registered, or whose receives take another path (or another SRQ), is
+    /// [`Stop::Miss`]: the poller then ends the run and takes it from there.
+    #[inline(always)]
+    fn switch(&mut self, key: u32) -> Result<(), Stop> {
+        let Some((slot, qp)) = joinable::<V1>(self.reg, key, *self.prev_cache, self.qp) else {
+            return Err(Stop::Miss(key));
+        };
+        self.write_back_qp();
+        *self.prev_cache = core::mem::replace(self.cache, (key, slot));
+        self.qp = qp;
+        self.rq_tail = qp.rq.tail();
+        self.sq_last = NO_SQ;
+        Ok(())
     }
 
     /// The CQE in ring slot `slot` into `wc`, or why it is not for the fast path (then
@@ -475,11 +459,11 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
         if c == REQ {
             let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
-            if key_word.raw() & Self::MASK_WIRE != self.key_wire {
-                return Err(Stop::Miss(key_word.get() & QPN_MASK));
+            if key_word.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                self.switch(key_word.get() & QPN_MASK)?;
             }
-            let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.sq.mask();
-            let e = self.sq.at(idx);
+            let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.sq.table().mask();
+            let e = self.qp.sq.table().at(idx);
             self.sq_last = idx;
             // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
             wc.wr_id = e.wr_id;
@@ -493,8 +477,8 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
             let (wr_id, idx, qp_num) = if RECV == RECV_SRQ {
                 if V1 {
-                    if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
-                        return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+                    if srqn_uidx.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                        self.switch(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
                     // Version 0 names the SRQ itself (spec §7.5); any QP attached to the
@@ -510,20 +494,20 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 (wr_id, ctr as usize, sop.get() & QPN_MASK)
             } else {
                 if V1 {
-                    if srqn_uidx.raw() & Self::MASK_WIRE != self.key_wire {
-                        return Err(Stop::Miss(srqn_uidx.get() & QPN_MASK));
+                    if srqn_uidx.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                        self.switch(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
                     // Version 0 names an SRQ here (spec §7.5): the slow path's business.
                     return Err(Stop::Other);
-                } else if sop.raw() & Self::MASK_WIRE != self.key_wire {
-                    return Err(Stop::Miss(sop.get() & QPN_MASK));
+                } else if sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                    self.switch(sop.get() & QPN_MASK)?;
                 }
                 // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
                 // the tail only counts.
-                let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.rq.mask();
+                let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.rq.wrids().mask();
                 self.rq_tail = self.rq_tail.wrapping_add(1);
-                (*self.rq.at(idx), idx, self.qp_num(sop))
+                (*self.qp.rq.wrids().at(idx), idx, self.qp_num(sop))
             };
             let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
             let fr = cqe.be32(offset_of!(Cqe64, flags_rqpn)).get();
@@ -553,4 +537,13 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         wc.timestamp = cqe.be64(offset_of!(Cqe64, timestamp)).get();
         Ok(())
     }
+}
+
+/// The registry slot and QP of `key` (QPN or user index) if a run on QP `cur` can go on
+/// with it: a registered QP with the same receive path (and SRQ); the QP in the poller's
+/// second cache entry `prev` needs no lookup. Off the per-CQE path.
+#[inline(never)]
+fn joinable<'q, const V1: bool>(reg: &'q Registry, key: u32, prev: (u32, u32), cur: &Qp) -> Option<(u32, &'q Qp)> {
+    let (slot, qp) = if key == prev.0 { (prev.1, reg.qp_at_ref(prev.1)?) } else { reg.qp_by_key::<V1>(key)? };
+    (qp.recv_path() == cur.recv_path()).then_some((slot, qp))
 }

@@ -7,6 +7,7 @@
 //! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
+use core::cell::Cell;
 use dvcq_provider::{Pow2Table, WcOpcode};
 use rustc_hash::FxHashMap;
 
@@ -30,8 +31,9 @@ pub struct SendQueue {
     cur_post: u32,
     /// Work requests posted, `sq.head`.
     head: u32,
-    /// Work requests retired, `sq.tail`.
-    tail: u32,
+    /// Work requests retired, `sq.tail`. A cell so that a poll run can retire work
+    /// requests of several QPs through shared references (the poller is `!Sync`).
+    tail: Cell<u32>,
 }
 
 impl SendQueue {
@@ -47,7 +49,7 @@ impl SendQueue {
             })?,
             cur_post: 0,
             head: 0,
-            tail: 0,
+            tail: Cell::new(0),
         })
     }
 
@@ -73,7 +75,7 @@ impl SendQueue {
 
     /// Work requests posted but not yet retired by a CQE.
     pub fn outstanding(&self) -> u32 {
-        self.head.wrapping_sub(self.tail)
+        self.head.wrapping_sub(self.tail.get())
     }
 
     /// Entries in the table (`wqe_cnt`).
@@ -87,7 +89,7 @@ impl SendQueue {
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as usize & self.table.mask();
         let e = self.table.at(idx);
-        self.tail = e.wqe_head.wrapping_add(1);
+        self.tail.set(e.wqe_head.wrapping_add(1));
         (idx as u32, e.wr_id, e.wr_data)
     }
 
@@ -102,8 +104,8 @@ impl SendQueue {
     /// [`SendQueue::complete`] does, for a poll loop that looks entries up with
     /// [`SendQueue::peek`] and retires once, after its last requester CQE.
     #[inline(always)]
-    pub(crate) fn retire_through(&mut self, idx: u32) {
-        self.tail = self.table.at(idx as usize).wqe_head.wrapping_add(1);
+    pub(crate) fn retire_through(&self, idx: u32) {
+        self.tail.set(self.table.at(idx as usize).wqe_head.wrapping_add(1));
     }
 
     /// Like [`SendQueue::complete`] without retiring anything.
@@ -120,13 +122,14 @@ impl SendQueue {
 pub struct RecvQueue {
     wrid: Pow2Table<u64>,
     head: u32,
-    tail: u32,
+    /// A cell for the same reason as [`SendQueue`]'s tail.
+    tail: Cell<u32>,
 }
 
 impl RecvQueue {
     /// `None` unless `wqe_cnt` is a power of two.
     fn new(wqe_cnt: u32) -> Option<Self> {
-        Some(Self { wrid: Pow2Table::from_fn(wqe_cnt as usize, |i| i as u64)?, head: 0, tail: 0 })
+        Some(Self { wrid: Pow2Table::from_fn(wqe_cnt as usize, |i| i as u64)?, head: 0, tail: Cell::new(0) })
     }
 
     /// Records a posted receive; returns its WQE index.
@@ -139,7 +142,7 @@ impl RecvQueue {
 
     /// Receives posted and not yet completed.
     pub fn outstanding(&self) -> u32 {
-        self.head.wrapping_sub(self.tail)
+        self.head.wrapping_sub(self.tail.get())
     }
 
     /// Entries in the table (`wqe_cnt`).
@@ -155,7 +158,7 @@ impl RecvQueue {
     /// tail counts completions either way.
     #[inline(always)]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64) {
-        self.tail = self.tail.wrapping_add(1);
+        self.tail.set(self.tail.get().wrapping_add(1));
         self.at(wqe_counter as u32)
     }
 
@@ -182,13 +185,13 @@ impl RecvQueue {
     /// The running position of the next receive completion.
     #[inline(always)]
     pub(crate) fn tail(&self) -> u32 {
-        self.tail
+        self.tail.get()
     }
 
     /// Records that every receive before running position `tail` has completed.
     #[inline(always)]
-    pub(crate) fn set_tail(&mut self, tail: u32) {
-        self.tail = tail;
+    pub(crate) fn set_tail(&self, tail: u32) {
+        self.tail.set(tail);
     }
 }
 
@@ -198,7 +201,8 @@ impl RecvQueue {
 pub struct Srq {
     srqn: u32,
     wrid: Box<[u64]>,
-    completed: u64,
+    /// A cell for the same reason as [`SendQueue`]'s tail.
+    completed: Cell<u64>,
 }
 
 impl Srq {
@@ -220,13 +224,13 @@ impl Srq {
 
     /// Receive completions seen on this SRQ.
     pub fn completed(&self) -> u64 {
-        self.completed
+        self.completed.get()
     }
 
     #[inline]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> Option<u64> {
         let w = self.wrid.get(wqe_counter as usize).copied()?;
-        self.completed += 1;
+        self.add_completed(1);
         Some(w)
     }
 
@@ -238,8 +242,8 @@ impl Srq {
 
     /// Counts `n` completions taken from [`Srq::wrids`] directly.
     #[inline(always)]
-    pub(crate) fn add_completed(&mut self, n: u64) {
-        self.completed += n;
+    pub(crate) fn add_completed(&self, n: u64) {
+        self.completed.set(self.completed.get().wrapping_add(n));
     }
 
     #[inline]
@@ -300,6 +304,11 @@ pub struct Qp {
     pub rq: RecvQueue,
     srq: Option<u32>,
     uidx: u32,
+    /// The QPN and the user index as a CQE holds them (24-bit big-endian fields read as
+    /// one native word), for the poll loop's QP check.
+    keys_wire: [u32; 2],
+    /// See [`Qp::recv_path`].
+    recv_path: u64,
 }
 
 impl Qp {
@@ -313,6 +322,18 @@ impl Qp {
     }
     pub(crate) fn srq_slot(&self) -> Option<u32> {
         self.srq
+    }
+    /// [`Qp::recv_kind`] and the SRQ slot in one word, for the fast path's test whether a
+    /// run can go on with this QP: equal words mean the same receive path.
+    #[inline(always)]
+    pub(crate) fn recv_path(&self) -> u64 {
+        self.recv_path
+    }
+    /// The key a CQE of this QP carries, as a native read of its big-endian field: the
+    /// QPN (CQE version 0) or the user index (`v1`).
+    #[inline(always)]
+    pub(crate) fn key_wire(&self, v1: bool) -> u32 {
+        self.keys_wire[v1 as usize]
     }
     /// Where the QP's receives complete, for the poll fast path: its own RQ (with or
     /// without raw Ethernet extras), an SRQ, or the slow path.
@@ -374,6 +395,12 @@ pub struct Registry {
     /// QPN -> slot. Fx hashing: a poll looks a QP up whenever the CQE stream switches QP,
     /// and the keys are QP numbers the application registered.
     by_qpn: FxHashMap<u32, u32>,
+    /// QPN -> slot + 1 (0: none) by the QPN's low bits, in a power-of-two table at least
+    /// twice as large as the QP count; the first QP to take an index keeps it and the
+    /// others are found in `by_qpn`. Devices hand out QPNs in sequence, so their low bits
+    /// rarely collide: a CQ shared by many QPs finds a QP in a few instructions, as
+    /// rdma-core's QPN-indexed table does.
+    by_qpn_low: Box<[u32]>,
     by_srqn: FxHashMap<u32, u32>,
 }
 
@@ -400,7 +427,7 @@ impl Registry {
             return Err(RegistryError::Duplicate { what: "srqn", value: srqn });
         }
         let slot = self.srqs.len() as u32;
-        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: 0 });
+        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: Cell::new(0) });
         self.by_srqn.insert(srqn, slot);
         Ok(&mut self.srqs[slot as usize])
     }
@@ -434,8 +461,20 @@ impl Registry {
             None => None,
         };
         let slot = self.qps.len() as u32;
-        self.qps.push(Qp { cfg, sq, rq, srq, uidx: slot });
+        let keys_wire = [cfg.qpn.to_be(), (slot & dvcq_uapi::mlx5::cqe::QPN_MASK).to_be()];
+        let mut qp = Qp { cfg, sq, rq, srq, uidx: slot, keys_wire, recv_path: 0 };
+        qp.recv_path = (qp.recv_kind() as u64) << 32 | srq.map_or(u64::from(u32::MAX), u64::from);
+        self.qps.push(qp);
         self.by_qpn.insert(cfg.qpn, slot);
+        if self.by_qpn_low.len() < 2 * self.qps.len() {
+            let len = (4 * self.qps.len()).next_power_of_two();
+            self.by_qpn_low = vec![0; len].into_boxed_slice();
+            for (i, q) in self.qps.iter().enumerate() {
+                Self::place_low(&mut self.by_qpn_low, q.cfg.qpn, i as u32);
+            }
+        } else {
+            Self::place_low(&mut self.by_qpn_low, cfg.qpn, slot);
+        }
         Ok(&mut self.qps[slot as usize])
     }
 
@@ -459,13 +498,44 @@ impl Registry {
         &self.qps
     }
 
-    /// QP slot for a QPN (version 0) — slow path behind the poller's cache.
-    #[inline(never)]
-    pub(crate) fn slot_by_qpn(&self, qpn: u32) -> Option<u32> {
-        self.by_qpn.get(&qpn).copied()
+    /// Enters `slot` for `qpn` into a `by_qpn_low` table unless its index is taken.
+    fn place_low(table: &mut [u32], qpn: u32, slot: u32) {
+        let mask = table.len().wrapping_sub(1);
+        if let Some(e @ 0) = table.get_mut(qpn as usize & mask) {
+            *e = slot + 1;
+        }
     }
 
-    /// QP slot for a user index (version 1): user indexes are registration order.
+    /// QP slot for a QPN (version 0) — behind the poller's cache.
+    #[inline(never)]
+    pub(crate) fn slot_by_qpn(&self, qpn: u32) -> Option<u32> {
+        self.qp_by_key::<false>(qpn).map(|(slot, _)| slot)
+    }
+
+    /// The slot and QP a CQE's key names: the QPN (version 0) or the user index (`V1`).
+    #[inline(always)]
+    pub(crate) fn qp_by_key<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
+        if V1 {
+            return self.qps.get(key as usize).map(|q| (key, q));
+        }
+        let low = key as usize & self.by_qpn_low.len().wrapping_sub(1);
+        if let Some(&s) = self.by_qpn_low.get(low) {
+            let slot = s.wrapping_sub(1);
+            if let Some(q) = self.qps.get(slot as usize).filter(|q| q.cfg.qpn == key) {
+                return Some((slot, q));
+            }
+        }
+        self.qp_by_qpn_hashed(key)
+    }
+
+    /// [`Registry::qp_by_key`] for a QPN whose low bits another QP took.
+    #[cold]
+    #[inline(never)]
+    fn qp_by_qpn_hashed(&self, qpn: u32) -> Option<(u32, &Qp)> {
+        let slot = *self.by_qpn.get(&qpn)?;
+        self.qps.get(slot as usize).map(|q| (slot, q))
+    }
+
     #[inline]
     pub(crate) fn slot_by_uidx(&self, uidx: u32) -> Option<u32> {
         ((uidx as usize) < self.qps.len()).then_some(uidx)
@@ -479,14 +549,6 @@ impl Registry {
     #[inline(always)]
     pub(crate) fn qp_at(&mut self, slot: u32) -> Option<&mut Qp> {
         self.qps.get_mut(slot as usize)
-    }
-
-    /// The QP at `slot` and the SRQ it receives from, if any, both mutably.
-    #[inline(always)]
-    pub(crate) fn qp_and_srq(&mut self, slot: u32) -> Option<(&mut Qp, Option<&mut Srq>)> {
-        let qp = self.qps.get_mut(slot as usize)?;
-        let srq = qp.srq.and_then(|s| self.srqs.get_mut(s as usize));
-        Some((qp, srq))
     }
 
     #[inline(always)]
@@ -521,6 +583,24 @@ mod tests {
         let (i, wr_id, _) = qp.sq.complete(idx);
         assert_eq!((i, wr_id), (3, 102));
         assert_eq!(qp.sq.outstanding(), 0);
+    }
+
+    /// QPN lookups find every QP, whether its low bits are its own or shared (the fallback),
+    /// as the low-bits table grows, and nothing for an unregistered QPN.
+    #[test]
+    fn qpn_lookups_with_colliding_low_bits() {
+        let mut r = Registry::new();
+        let qpns: Vec<u32> = (0..40).map(|i| if i % 3 == 0 { 0x1000 * (i + 1) } else { 0x200 + i }).collect();
+        for (i, &q) in qpns.iter().enumerate() {
+            r.add_qp(QpConfig::rc(q, 8, 8)).unwrap();
+            for (slot, &p) in qpns[..=i].iter().enumerate() {
+                assert_eq!(r.slot_by_qpn(p), Some(slot as u32), "qpn {p:#x} after {} registrations", i + 1);
+            }
+        }
+        for unknown in [0x2000, 0x1ff, 0] {
+            assert_eq!(r.slot_by_qpn(unknown), None, "qpn {unknown:#x}");
+        }
+        assert_eq!(Registry::new().slot_by_qpn(0x100), None);
     }
 
     #[test]

@@ -10,9 +10,11 @@ use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use proptest::prelude::*;
 
-/// QPs by registration order (= user index): a plain RC QP, a second one, a QP on an SRQ
-/// and a raw Ethernet QP with the RX checksum capability.
-const QPNS: [u32; 4] = [0x100, 0x2ab, 0x3cd, 0x4ef];
+/// QPs by registration order (= user index): a plain RC QP, a second one, a QP on an SRQ,
+/// a raw Ethernet QP with the RX checksum capability, and two more plain RC QPs, so that a
+/// run meets QPs that are in neither of the poller's cache entries. The low bits of 0x520
+/// are those of 0x100, so its lookup takes the registry's fallback.
+const QPNS: [u32; 6] = [0x100, 0x2ab, 0x3cd, 0x4ef, 0x520, 0x6b1];
 const SRQN: u32 = 0x77;
 
 fn registry() -> Registry {
@@ -22,6 +24,8 @@ fn registry() -> Registry {
     r.add_qp(QpConfig::rc(QPNS[1], 16, 8)).unwrap();
     r.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QPNS[2], 32, 32) }).unwrap();
     r.add_qp(QpConfig { rx_csum: true, ..QpConfig::rc(QPNS[3], 32, 32) }).unwrap();
+    r.add_qp(QpConfig::rc(QPNS[4], 32, 16)).unwrap();
+    r.add_qp(QpConfig::rc(QPNS[5], 8, 32)).unwrap();
     r
 }
 
@@ -38,7 +42,7 @@ struct Pick {
 
 fn picks() -> impl Strategy<Value = Vec<Pick>> {
     prop::collection::vec(
-        (0usize..4, 0u8..12, any::<u16>(), any::<u32>(), 0u8..16, any::<bool>())
+        (0usize..QPNS.len(), 0u8..12, any::<u16>(), any::<u32>(), 0u8..16, any::<bool>())
             .prop_map(|(qp, kind, ctr, word, sl, grh)| Pick { qp, kind, ctr, word, sl, grh }),
         1..200,
     )
