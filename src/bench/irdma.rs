@@ -1,8 +1,9 @@
 //! The irdma benchmark target: the E810 (GEN2) model ring of 32-byte CQEs, half SQ and half
-//! RQ completions on one QP, or on two taking turns (e810-dv's `bench_ring_qps`).
+//! RQ completions on one QP, on two taking turns, or on 16 in a scrambled order (e810-dv's
+//! `bench_ring_qps`).
 
 use super::{BenchTarget, Mix};
-use dvcq_e810_dv::model::{bench_ring_qps, BenchRing};
+use dvcq_e810_dv::model::{bench_ring_qps, BenchRing, BENCH_MANY};
 use dvcq_provider::Completion;
 
 /// irdma model + poller with one lap of CQEs precomputed.
@@ -17,14 +18,16 @@ impl IrdmaBench {
     ///
     /// # Errors
     ///
-    /// A message when the mix is not send/recv or two-qps, or the model cannot be set up.
+    /// A message when the mix is not send/recv, two-qps or many-qps, or the model cannot be
+    /// set up.
     pub fn new(entries: u32, mix: Mix) -> Result<Self, String> {
-        let two_qps = match mix {
-            Mix::SendRecv => false,
-            Mix::TwoQps => true,
-            _ => return Err("the irdma benchmark runs the send-recv and two-qps mixes only".into()),
+        let qps = match mix {
+            Mix::SendRecv => 1,
+            Mix::TwoQps => 2,
+            Mix::ManyQps => BENCH_MANY,
+            _ => return Err("the irdma benchmark runs the send-recv, two-qps and many-qps mixes only".into()),
         };
-        let ring = bench_ring_qps(entries - 1, two_qps).map_err(|e| e.to_string())?;
+        let ring = bench_ring_qps(entries - 1, qps).map_err(|e| e.to_string())?;
         Ok(Self { out: vec![Completion::default(); ring.lap_len()], ring })
     }
 }
@@ -74,23 +77,27 @@ mod tests {
     use super::*;
     use dvcq_provider::{WcOpcode, WcStatus};
 
-    /// Both irdma mixes poll to what they claim to time: one lap of successful sends and
-    /// receives taking turns (per QP with two QPs), no fault items.
+    /// Every irdma mix polls to what it claims to time: one lap of successful completions,
+    /// each QP's sends and receives taking turns, no fault items, and as many QPs as the
+    /// mix names.
     #[test]
-    fn both_mixes_poll_to_the_completions_they_claim() {
-        for mix in [Mix::SendRecv, Mix::TwoQps] {
+    fn every_mix_polls_to_the_completions_it_claims() {
+        for (mix, qps) in [(Mix::SendRecv, 1), (Mix::TwoQps, 2), (Mix::ManyQps, BENCH_MANY as usize)] {
             let mut b = IrdmaBench::new(64, mix).unwrap();
             for lap in 0..3 {
                 b.prepare_lap();
                 // One batch of a whole lap: the bench's drain reuses the front of `out`.
                 let lap_len = b.out.len();
                 assert_eq!(b.poll_full(lap_len), lap_len, "{mix:?}, lap {lap}");
+                let mut seen = std::collections::HashMap::new();
                 for (i, c) in b.out.iter().enumerate() {
-                    let j = if mix == Mix::TwoQps { i / 2 } else { i };
-                    let want = if j % 2 == 0 { WcOpcode::Send } else { WcOpcode::Recv };
+                    let j = seen.entry(c.qp_num).or_insert(0u32);
+                    let want = if *j % 2 == 0 { WcOpcode::Send } else { WcOpcode::Recv };
+                    *j += 1;
                     assert_eq!(c.fault(), None, "{mix:?}, lap {lap}, item {i}");
                     assert_eq!((c.status, c.opcode), (WcStatus::Success, want), "{mix:?}, lap {lap}, item {i}");
                 }
+                assert_eq!(seen.len(), qps, "{mix:?}, lap {lap}");
             }
         }
     }

@@ -13,7 +13,8 @@ use dvcq_uapi::irdma::HwRev;
 pub const BENCH_CTX: u64 = 0x7f00_dead_0040;
 /// Its QP number.
 pub const BENCH_QPN: u32 = 0x2a;
-/// Completion context of the second QP ([`bench_ring_qps`]).
+/// Completion context of the second QP ([`bench_ring_qps`]); the scrambled mix's later
+/// QPs follow it 0x40 apart.
 pub const BENCH_CTX2: u64 = 0x7f00_dead_0080;
 /// Its QP number.
 pub const BENCH_QPN2: u32 = 0x2b;
@@ -39,38 +40,58 @@ pub struct BenchRing {
 ///
 /// [`ModelError`] if the model or poller cannot be set up.
 pub fn bench_ring(n: u32) -> Result<BenchRing, ModelError> {
-    bench_ring_qps(n, false)
+    bench_ring_qps(n, 1)
 }
 
-/// [`bench_ring`], with a second RC QP when `two_qps`: the two take turns CQE by CQE, each
-/// with the same send/receive pattern (a CQ shared by several QPs).
+/// QPs of [`bench_ring_qps`]'s scrambled mix.
+pub const BENCH_MANY: u32 = 16;
+
+/// [`bench_ring`] on `qps` RC QPs sharing the CQ, each with the same send/receive
+/// pattern: 1; 2, taking turns CQE by CQE (even positions the first QP's, odd ones the
+/// second's; the second is [`BENCH_CTX2`]); or [`BENCH_MANY`], in a fixed scrambled order
+/// where a QP seldom completes twice in a row (a CQ shared by many connections).
 ///
 /// # Errors
 ///
-/// [`ModelError`] if the model or poller cannot be set up.
-pub fn bench_ring_qps(n: u32, two_qps: bool) -> Result<BenchRing, ModelError> {
+/// [`ModelError`] if the model or poller cannot be set up, or `qps` is not 1, 2 or
+/// [`BENCH_MANY`].
+pub fn bench_ring_qps(n: u32, qps: u32) -> Result<BenchRing, ModelError> {
+    if ![1, 2, BENCH_MANY].contains(&qps) {
+        return Err(ModelError::Config("bench qp count"));
+    }
     let entries = n.saturating_add(1).max(4);
     let model = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries))?;
-    let mut qps = QpRegistry::new(HwRev::Gen2);
+    let mut reg = QpRegistry::new(HwRev::Gen2);
     let bad = |_| ModelError::Config("bench qp");
-    qps.register(BENCH_CTX, QpConfig::rc(BENCH_QPN, WQ, WQ)).map_err(bad)?;
-    if two_qps {
-        qps.register(BENCH_CTX2, QpConfig::rc(BENCH_QPN2, WQ, WQ)).map_err(bad)?;
+    let qp = |k: u32| match k {
+        0 => (BENCH_CTX, BENCH_QPN),
+        1 => (BENCH_CTX2, BENCH_QPN2),
+        _ => (BENCH_CTX2 + u64::from(k) * 0x40, BENCH_QPN2 + k),
+    };
+    for k in 0..qps {
+        let (ctx, qpn) = qp(k);
+        reg.register(ctx, QpConfig::rc(qpn, WQ, WQ)).map_err(bad)?;
     }
-    let cq = model.poller(qps, Compat::Current)?;
+    let cq = model.poller(reg, Compat::Current)?;
+    // Each QP's own count of CQEs so far: its sends and receives take turns.
+    let mut seen = vec![0u32; qps as usize];
     let lap = (0..n)
         .map(|i| {
-            // With two QPs, even positions are the first QP's and odd ones the second's.
-            let (ctx, qpn, j) = match (two_qps, i % 2) {
-                (true, 1) => (BENCH_CTX2, BENCH_QPN2, i / 2),
-                (true, _) => (BENCH_CTX, BENCH_QPN, i / 2),
-                (false, _) => (BENCH_CTX, BENCH_QPN, i),
+            let k = match qps {
+                1 => 0,
+                2 => i % 2,
+                _ => (i.wrapping_mul(0x9e37_79b9) >> 7) % qps,
             };
-            let k = ((j / 2) % WQ) as u16;
+            let (ctx, qpn) = qp(k);
+            let j = seen.get(k as usize).copied().unwrap_or(0);
+            if let Some(c) = seen.get_mut(k as usize) {
+                *c += 1;
+            }
+            let w = ((j / 2) % WQ) as u16;
             if j % 2 == 0 {
-                ModelCqe::send(ctx, qpn, k, sq_op::SEND)
+                ModelCqe::send(ctx, qpn, w, sq_op::SEND)
             } else {
-                ModelCqe::recv(ctx, qpn, k, 0, rq_op::ROCE_SEND_ONLY, 64)
+                ModelCqe::recv(ctx, qpn, w, 0, rq_op::ROCE_SEND_ONLY, 64)
             }
         })
         .collect();

@@ -13,7 +13,7 @@
 mod bench;
 pub mod build;
 
-pub use bench::{bench_ring, bench_ring_qps, BenchRing};
+pub use bench::{bench_ring, bench_ring_qps, BenchRing, BENCH_MANY};
 pub use build::{ModelCqe, ModelExt};
 
 use crate::cq::{CqConfig, CqError, IrdmaCq};
