@@ -15,13 +15,14 @@ use support::dvcq;
 const README: &str = include_str!("../README.md");
 
 /// The main table's rows: the README's label and the bench arguments that measure it.
-const BACKEND_ROWS: [(&str, &[&str]); 6] = [
+const BACKEND_ROWS: [(&str, &[&str]); 7] = [
     ("mlx5 model, 64 B or 128 B", &[]),
     ("mlx5, receives from an SRQ (`--mix send-srq`)", &["--mix", "send-srq"]),
     ("mlx5, two QPs taking turns (`--mix two-qps`)", &["--mix", "two-qps"]),
     ("mlx5, 16 QPs in a scrambled order (`--mix many-qps`)", &["--mix", "many-qps"]),
     ("irdma model, 32 B", &["--vendor", "irdma"]),
     ("irdma, two QPs taking turns (`--mix two-qps`)", &["--vendor", "irdma", "--mix", "two-qps"]),
+    ("irdma, 16 QPs in a scrambled order (`--mix many-qps`)", &["--vendor", "irdma", "--mix", "many-qps"]),
 ];
 
 /// The cells of the README table row whose first cell is `label`, after the label (`None`

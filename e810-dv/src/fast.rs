@@ -5,9 +5,10 @@
 //!
 //! Per run, not per CQE: the QP lookup, its queue tables and settings, and the write-back
 //! of the queue tails and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the
-//! context compare, one table load for the completion head, and the fields. A CQE of the
-//! QP cached before the current one switches the run to it in place (two QPs taking turns
-//! on a shared CQ).
+//! context compare, one table load for the completion head, and the fields. A CQE of
+//! another QP of the same kind (UD or not) moves the run to that QP without leaving the
+//! call (a CQ shared by several QPs): the QP cached before needs no lookup, any other one a
+//! registry lookup.
 
 use crate::cq::Engine;
 use crate::registry::QpRegistry;
@@ -127,8 +128,8 @@ const RQ_HEAD: [[[WcHeadWord; 2]; 2]; 2] = {
 impl Engine {
     /// Polls common-case CQEs of the cached QP into `out` until `out` is full, the next
     /// CQE is not one (left unconsumed at `self.ci`), or the ring ends; returns the count
-    /// and why it stopped. A CQE of the QP cached before (two QPs taking turns) switches
-    /// the run to that QP in place when both are UD or both are not.
+    /// and why it stopped. A CQE of another registered QP moves the run to that QP in
+    /// place when both are UD or both are not.
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         self.fast_run_as::<R, false>(ring, 0, out)
@@ -291,17 +292,19 @@ impl Run<'_> {
             if rq_last != NONE {
                 qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
             }
-            // Two QPs taking turns: go on with the one cached before, in place, if it
-            // takes the same run (UD or not); else the poller switches as for any QP.
-            let switch = other != 0
-                && other == *cache.prev_ctx
-                && out.len() > 1
-                && qps.get(*cache.prev_qp).is_some_and(|q| q.ud == UD);
-            if !switch {
+            // Another QP's CQE (a CQ shared by several QPs): go on with that QP, in place,
+            // if it takes the same run (UD or not), as rdma-core moves `cur_qp`; else the
+            // poller takes the CQE from here.
+            if other == 0 || out.len() == 1 {
                 break stop;
             }
-            core::mem::swap(cache.last_ctx, cache.prev_ctx);
-            core::mem::swap(cache.last_qp, cache.prev_qp);
+            // The QP cached before (two QPs taking turns) needs no lookup.
+            let next = if other == *cache.prev_ctx { Some(*cache.prev_qp) } else { qps.find_out_of_line(other) };
+            let Some(next) = next.filter(|&id| qps.get(id).is_some_and(|q| q.ud == UD)) else {
+                break stop;
+            };
+            (*cache.prev_ctx, *cache.prev_qp) = (ctx, *cache.last_qp);
+            (*cache.last_ctx, *cache.last_qp) = (other, next);
         };
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {

@@ -324,6 +324,13 @@ impl QpRegistry {
         }
     }
 
+    /// [`QpRegistry::find`], not inlined: for a poll loop that looks a QP up only when the
+    /// CQE stream changes QP.
+    #[inline(never)]
+    pub(crate) fn find_out_of_line(&self, ctx: u64) -> Option<u32> {
+        self.find(ctx)
+    }
+
     /// Number of registered QPs.
     pub fn len(&self) -> usize {
         self.qps.len()

@@ -1,6 +1,6 @@
 //! The irdma fast path (runs of one QP's common-case CQEs, the one-at-a-time poll) against
-//! the general translation: random streams over two RC QPs and a UD QP on GEN2 and GEN3
-//! (two RC QPs taking turns switch inside a run), with unknown opcodes, invalidations,
+//! the general translation: random streams over three RC QPs and a UD QP on GEN2 and GEN3
+//! (a run moves between RC QPs in place, through the second cache entry or a lookup), with unknown opcodes, invalidations,
 //! immediates, errors and unknown contexts mixed in, polled in random batch sizes, give
 //! exactly what `peek` (the general path) says, and leave the queues where it does.
 
@@ -12,8 +12,8 @@ use dvcq_uapi::irdma::codes::sq_op;
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
-const CTX: [u64; 3] = [0x7f00_0000_1000, 0x7f00_0000_2000, 0x7f00_0000_3000];
-const QPN: [u32; 3] = [0x11, 0x22, 0x33];
+const CTX: [u64; 4] = [0x7f00_0000_1000, 0x7f00_0000_2000, 0x7f00_0000_3000, 0x7f00_0000_4000];
+const QPN: [u32; 4] = [0x11, 0x22, 0x33, 0x44];
 
 #[derive(Debug, Clone)]
 struct Pick {
@@ -26,7 +26,7 @@ struct Pick {
 
 fn picks() -> impl Strategy<Value = Vec<Pick>> {
     prop::collection::vec(
-        (0usize..3, 0u8..8, 0u8..64, 0u16..40, any::<u32>()).prop_map(|(qp, kind, op, idx, word)| Pick {
+        (0usize..CTX.len(), 0u8..8, 0u8..64, 0u16..40, any::<u32>()).prop_map(|(qp, kind, op, idx, word)| Pick {
             qp,
             kind,
             op,
@@ -55,6 +55,7 @@ fn setup(gen: HwRev, compat: Compat) -> (IrdmaModel, IrdmaCq) {
     qps.register(CTX[0], QpConfig::rc(QPN[0], 32, 32)).unwrap();
     qps.register(CTX[1], QpConfig::ud(QPN[1], 32, 16)).unwrap();
     qps.register(CTX[2], QpConfig::rc(QPN[2], 64, 16)).unwrap();
+    qps.register(CTX[3], QpConfig::rc(QPN[3], 16, 64)).unwrap();
     let cq = model.poller(qps, compat).unwrap();
     (model, cq)
 }
