@@ -48,7 +48,7 @@ pub const BENCH_MANY: u32 = 16;
 
 /// [`bench_ring`] on `qps` RC QPs sharing the CQ, each with the same send/receive
 /// pattern: 1; 2, taking turns CQE by CQE (even positions the first QP's, odd ones the
-/// second's; the second is [`BENCH_CTX2`]); or [`BENCH_MANY`], in a fixed scrambled order
+/// second's); or [`BENCH_MANY`], in a fixed scrambled order
 /// where a QP seldom completes twice in a row (a CQ shared by many connections).
 ///
 /// # Errors
