@@ -1,7 +1,7 @@
 //! The cross-backend conformance suite: each case is written once against [`Backend`] and
-//! stamped out for every backend (ARCHITECTURE.md "Tests run on every backend"). The two
-//! hardware models always run; rxe (in the VM) and real NICs are probed and skip with one
-//! clear line when absent.
+//! stamped out for every backend (ARCHITECTURE.md "Tests run on every backend"). The
+//! hardware models always run; real devices (rxe in the VM, NICs) wait for the rdma-core
+//! glue, and their test says so in one line.
 
 mod backends;
 mod cases;
@@ -30,32 +30,21 @@ conformance!(
     empty_ring_polls_zero_and_peek_matches_poll,
 );
 
-/// Hardware backends need an RDMA device; this host may have none. The check prints one
-/// clear line and passes when there is nothing to test.
+/// The conformance cases on real RDMA devices. They need the rdma-core glue that attaches a
+/// poller to a device's CQ, which is not written yet, so the test is ignored: every run
+/// shows the reason in one line. Run with `--ignored` on a lab machine, it fails when
+/// devices are present (they cannot be tested yet) and passes only where there is none.
 #[test]
-fn real_devices_or_a_clear_skip() {
+#[ignore = "real RDMA devices: the rdma-core glue to attach to them is not written yet"]
+fn real_devices() {
     let devs: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
-    let line = if devs.is_empty() {
-        "skip: no RDMA device (/sys/class/infiniband is empty or absent); mlx5/irdma/rxe hardware backends not run"
-            .to_string()
-    } else {
-        // Attaching to a device needs the rdma-core glue (its own issue); until then, say so.
-        format!(
-            "skip: RDMA devices present ({}), but this build has no rdma-core glue to attach to them",
-            devs.join(", ")
-        )
-    };
-    // Written to the process's stderr directly, past the test harness's output capture, so
-    // the skip shows in every test run, not only with --nocapture.
-    use std::io::Write as _;
-    match std::fs::OpenOptions::new().write(true).open("/dev/stderr") {
-        Ok(mut f) => {
-            let _ = writeln!(f, "{line}");
-        }
-        Err(_) => eprintln!("{line}"),
-    }
+    assert!(
+        devs.is_empty(),
+        "RDMA devices present ({}), but this build has no rdma-core glue to run the conformance cases on them",
+        devs.join(", ")
+    );
 }
 
 // Keep `Backend` in scope for the macro's paths.
