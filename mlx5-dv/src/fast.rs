@@ -15,9 +15,10 @@
 //!   starts a new run for it.
 //! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
 //!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
-//! - **Queue state is written back once per QP in a run:** the RQ tail lives in a register
-//!   and the SQ retires through its last completed WQE when the run ends or moves to
-//!   another QP, which is what rdma-core's per-CQE updates amount to.
+//! - **The SQ retires once per QP in a run,** through its last completed WQE, when the run
+//!   ends or moves to another QP: what rdma-core's per-CQE updates amount to. A run counts
+//!   receives in the QP's own RQ tail (one memory increment, and a register free in the
+//!   loop); a one-CQE poll counts in a register.
 //! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
 //! - **Every CQE field is read from ring memory once** (atomic loads are never merged).
 //!
@@ -224,11 +225,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[inline(always)]
     fn fast_one_qp<const V1: bool, const RECV: u8>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
         let ci = self.ci;
-        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache, &mut self.prev_cache) else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV, false>::new(&self.registry, &mut self.cache, &mut self.prev_cache)
+        else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
-        let c = Hot::<STRIDE, V1, RECV>::CLASS[(own ^ expected_owner(ci, ring.entries())) as usize];
+        let c = Hot::<STRIDE, V1, RECV, false>::CLASS[(own ^ expected_owner(ci, ring.entries())) as usize];
         let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe(c, own, ring.slot_ref(ci), wc) };
         hot.finish();
         match done {
@@ -248,7 +250,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         out: &mut [Completion],
     ) -> (usize, Stop) {
         let ci = self.ci;
-        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache, &mut self.prev_cache) else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV, true>::new(&self.registry, &mut self.cache, &mut self.prev_cache)
+        else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
@@ -295,7 +298,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         let [.., vic, own] = w.to_ne_bytes();
                         (vic == lap).then_some(own)
                     })
-                    .is_some_and(|own| Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize] != STOP);
+                    .is_some_and(|own| Hot::<STRIDE, V1, RECV, true>::CLASS_ANY_OWNER[own as usize] != STOP);
             if regular_next {
                 // A regular CQE ends a requester session all the same.
                 self.end_requester_session();
@@ -324,10 +327,12 @@ pub(crate) const NO_SQ: usize = usize::MAX;
 /// write back, and the registry, so that a CQE of another QP with the same receive path
 /// moves the run to that QP without leaving it (the poll loop hands each CQE's ring slot
 /// in).
-struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
+struct Hot<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> {
     /// The current QP: its key, QPN and tables are read through it, so that a switch
     /// changes one pointer.
     qp: &'q Qp,
+    /// The current QP's RQ tail while a one-CQE poll takes it; a run (`RUN`) counts in the
+    /// QP's own tail, which leaves a register free in its loop.
     rq_tail: u32,
     /// The masked index of the current QP's last completed send WQE, or [`NO_SQ`].
     sq_last: usize,
@@ -343,7 +348,7 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
     prev_cache: &'q mut (u32, u32),
 }
 
-impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
+impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q, S, V1, RECV, RUN> {
     const CLASS: [u8; 256] = owned_class_table(S, RECV != RECV_SLOW);
     /// [`Self::CLASS`] for any owner bit (the enhanced layout's test is byte 62).
     const CLASS_ANY_OWNER: [u8; 256] = {
@@ -395,7 +400,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         if self.sq_last != NO_SQ {
             self.qp.sq.retire_through(self.sq_last as u32);
         }
-        self.qp.rq.set_tail(self.rq_tail);
+        if !RUN {
+            self.qp.rq.set_tail(self.rq_tail);
+        }
     }
 
     /// Ends the run: writes the queue positions back and counts the SRQ completions.
@@ -506,7 +513,11 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
                 // the tail only counts.
                 let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.rq.wrids().mask();
-                self.rq_tail = self.rq_tail.wrapping_add(1);
+                if RUN {
+                    self.qp.rq.set_tail(self.qp.rq.tail().wrapping_add(1));
+                } else {
+                    self.rq_tail = self.rq_tail.wrapping_add(1);
+                }
                 (*self.qp.rq.wrids().at(idx), idx, self.qp_num(sop))
             };
             let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
