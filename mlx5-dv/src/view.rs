@@ -26,6 +26,19 @@ const VIEW_OWNED: [bool; 256] = {
     t
 };
 
+/// [`VIEW_OWNED`] for each lap parity, indexed by the `op_own` byte itself: a walk picks
+/// its lap's table once, and each view's test is one load.
+const VIEW_OWNED_IN_LAP: [[bool; 256]; 2] = {
+    let mut t = [[false; 256]; 2];
+    let mut b = 0;
+    while b < 256 {
+        t[0][b] = VIEW_OWNED[b];
+        t[1][b] = VIEW_OWNED[b ^ 1];
+        b += 1;
+    }
+    t
+};
+
 /// Whether a view walk shows the CQE with `op_own` byte `b` in a lap of owner parity
 /// `parity` (see [`VIEW_OWNED`]).
 #[inline(always)]
@@ -48,7 +61,7 @@ pub struct Views<'a, const STRIDE: usize> {
     /// bit that lap expects: the walk steps a pointer and tests a constant (CQs without
     /// compression).
     cursor: SlotCursor<'a, STRIDE>,
-    parity: u8,
+    owned: &'static [bool; 256],
     doorbell: &'a mut CiPublisher,
     /// Anything but a CQ without compression takes the out-of-line test: one flag test
     /// per view either way.
@@ -81,8 +94,14 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
             Some(_) => ViewMode::Basic,
         };
         let (ring, ci, doorbell, mini) = cq.view_parts();
-        let (cursor, parity) = (Self::lap_start(ring, *ci), expected_owner(*ci, ring.entries()));
-        Self { ring, cur: *ci, ci, cursor, parity, doorbell, mode, mini }
+        let (cursor, owned) = (Self::lap_start(ring, *ci), Self::lap_table(*ci, ring.entries()));
+        Self { ring, cur: *ci, ci, cursor, owned, doorbell, mode, mini }
+    }
+
+    /// The ownership table of the lap that running position `pos` is in.
+    #[inline(always)]
+    fn lap_table(pos: u32, entries: u32) -> &'static [bool; 256] {
+        &VIEW_OWNED_IN_LAP[expected_owner(pos, entries) as usize]
     }
 
     /// The CQE at `pos` if it is software-owned; its slot is addressed once, for the
@@ -126,12 +145,12 @@ impl<'a, const STRIDE: usize> Views<'a, STRIDE> {
                 Some(s) => s,
                 None => {
                     self.cursor = Self::lap_start(self.ring, pos);
-                    self.parity = expected_owner(pos, self.ring.entries());
+                    self.owned = Self::lap_table(pos, self.ring.entries());
                     self.cursor.slot()?
                 }
             };
-            let parity = self.parity;
-            let op_own = slot.owned_at(STRIDE - 1, |b| view_owned(b, parity))?;
+            let owned = self.owned;
+            let op_own = slot.owned_at(STRIDE - 1, |b| owned[b as usize])?;
             self.cursor.advance();
             CqeView { ring: self.ring, slot, idx: pos, op_own }
         } else {
