@@ -346,12 +346,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     #[inline(always)]
     fn poll_single_v<const V1: bool>(&mut self, wc: &mut Completion) -> usize {
-        let one = core::slice::from_mut(wc);
-        match self.fast_run_as::<V1, false>(one) {
+        match self.fast_run_single::<V1>(wc) {
             (1, _) => 1,
             // Another QP's CQE: switch and try the fast path once more.
-            (_, Stop::Miss(key)) if self.switch_qp::<V1>(key) && self.fast_run_as::<V1, false>(one).0 == 1 => 1,
-            _ => self.poll_loop(one),
+            (_, Stop::Miss(key)) if self.switch_qp::<V1>(key) && self.fast_run_single::<V1>(wc).0 == 1 => 1,
+            _ => self.poll_loop(core::slice::from_mut(wc)),
         }
     }
 

@@ -54,8 +54,8 @@ pub(crate) enum Stop {
     Other,
     /// The CQE at the poller's counter names another QP: this key (QPN or user index).
     Miss(u32),
-    /// The run reached the ring's end (enhanced ownership test, whose lap count is fixed
-    /// per run): a new run goes on.
+    /// The run reached the ring's end (a run stays in one lap, whose owner parity or lap
+    /// count is fixed): a new run goes on.
     Lap,
 }
 
@@ -199,10 +199,26 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return (0, Stop::Other);
         };
         match kind {
-            RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ>(out),
-            RecvKind::Srq => self.fast_run_qp::<V1, ENH, RECV_SRQ>(out),
-            RecvKind::RqEth => self.fast_run_qp::<V1, ENH, RECV_RQ_ETH>(out),
-            RecvKind::Slow => self.fast_run_qp::<V1, ENH, RECV_SLOW>(out),
+            RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ, false>(out),
+            RecvKind::Srq => self.fast_run_qp::<V1, ENH, RECV_SRQ, false>(out),
+            RecvKind::RqEth => self.fast_run_qp::<V1, ENH, RECV_RQ_ETH, false>(out),
+            RecvKind::Slow => self.fast_run_qp::<V1, ENH, RECV_SLOW, false>(out),
+        }
+    }
+
+    /// [`Mlx5Cq::fast_run_as`] for one CQE with the owner-bit test (`poll_single`): the
+    /// CQE at the counter alone, with no walk to set up.
+    #[inline(always)]
+    pub(crate) fn fast_run_single<const V1: bool>(&mut self, wc: &mut Completion) -> (usize, Stop) {
+        let Some(kind) = self.cached_recv_kind() else {
+            return (0, Stop::Other);
+        };
+        let one = core::slice::from_mut(wc);
+        match kind {
+            RecvKind::Rq => self.fast_run_qp::<V1, false, RECV_RQ, true>(one),
+            RecvKind::Srq => self.fast_run_qp::<V1, false, RECV_SRQ, true>(one),
+            RecvKind::RqEth => self.fast_run_qp::<V1, false, RECV_RQ_ETH, true>(one),
+            RecvKind::Slow => self.fast_run_qp::<V1, false, RECV_SLOW, true>(one),
         }
     }
 
@@ -245,7 +261,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// [`Mlx5Cq::fast_run_as`] for a QP whose receives come from its RQ, from an SRQ, or
     /// take the slow path (`RECV`); the class table is then a constant.
     #[inline(always)]
-    fn fast_run_qp<const V1: bool, const ENH: bool, const RECV: u8>(
+    fn fast_run_qp<const V1: bool, const ENH: bool, const RECV: u8, const ONE: bool>(
         &mut self,
         out: &mut [Completion],
     ) -> (usize, Stop) {
@@ -257,15 +273,29 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let ring = self.ring.view();
         let mut cur = ci;
         let mut stop = Stop::Full;
-        // The enhanced test expects the 8-bit lap count: a run stops at the ring's end, so
-        // the count is one value for the whole run, and the loop steps a slot pointer
-        // instead of reducing every position (one CQE always fits, so a one-element run
-        // skips the test). A run of the owner-bit test crosses the ring's end.
+        // A run stops at the ring's end: its lap's owner parity (or, for the enhanced
+        // test, its 8-bit lap count) is one value for the whole run, and the loop steps a
+        // slot pointer instead of reducing every position (one CQE always fits, so a
+        // one-element run skips the test).
         let lap = if ENH { (ci >> ring.entries().trailing_zeros()) as u8 } else { 0 };
-        if !ENH {
-            for wc in out.iter_mut() {
-                let mark = expected_owner(cur, ring.entries());
-                if let Err(s) = hot.cqe::<false>(ring.slot_ref(cur), mark, wc) {
+        if ONE {
+            // One CQE (`poll_single`): no walk to set up.
+            if let Some(wc) = out.first_mut() {
+                match hot.cqe::<false>(ring.slot_ref(ci), expected_owner(ci, ring.entries()), wc) {
+                    Ok(()) => cur = cur.wrapping_add(1),
+                    Err(s) => stop = s,
+                }
+            }
+        } else if !ENH {
+            // One lap at most, like the enhanced run: its slots are consecutive and share
+            // one owner parity, so the loop steps a pointer and the class table of the
+            // lap's parity is picked once.
+            if out.len() > ring.slots_to_end(ci) as usize {
+                stop = Stop::Lap;
+            }
+            let class = &Hot::<STRIDE, V1, RECV, true>::CLASS_IN_LAP[expected_owner(ci, ring.entries()) as usize];
+            for (slot, wc) in ring.slots_along(ci, out) {
+                if let Err(s) = hot.cqe_in_lap(slot, class, wc) {
                     stop = s;
                     break;
                 }
@@ -356,6 +386,17 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         let mut b = 0;
         while b < 256 {
             t[b] = Self::CLASS[b & !1];
+            b += 1;
+        }
+        t
+    };
+    /// [`Self::CLASS`] for each lap parity, indexed by the `op_own` byte itself.
+    const CLASS_IN_LAP: [[u8; 256]; 2] = {
+        let mut t = [[STOP; 256]; 2];
+        let mut b = 0;
+        while b < 256 {
+            t[0][b] = Self::CLASS[b];
+            t[1][b] = Self::CLASS[b ^ 1];
             b += 1;
         }
         t
@@ -455,6 +496,19 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
             })
             .ok_or(Stop::Other)?
         };
+        self.owned_cqe(c, own, slot, wc)
+    }
+
+    /// [`Hot::cqe`] with the owner-bit test, in a lap whose [`Self::CLASS_IN_LAP`] table is
+    /// `class`.
+    #[inline(always)]
+    fn cqe_in_lap(&mut self, slot: SlotRef<'q, S>, class: &[u8; 256], wc: &mut Completion) -> Result<(), Stop> {
+        let (c, own) = slot
+            .owned_map_at(S - 1, |b| {
+                let c = class[b as usize];
+                (c != STOP).then_some((c, b))
+            })
+            .ok_or(Stop::Other)?;
         self.owned_cqe(c, own, slot, wc)
     }
 
