@@ -195,30 +195,31 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// compressed CQ take this path too; a title or block (format 3) stops the run.
     #[inline(always)]
     pub(crate) fn fast_run_as<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
-        let Some(kind) = self.cached_recv_kind() else {
-            return (0, Stop::Other);
-        };
-        match kind {
-            RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ, false>(out),
-            RecvKind::Srq => self.fast_run_qp::<V1, ENH, RECV_SRQ, false>(out),
-            RecvKind::RqEth => self.fast_run_qp::<V1, ENH, RECV_RQ_ETH, false>(out),
-            RecvKind::Slow => self.fast_run_qp::<V1, ENH, RECV_SLOW, false>(out),
-        }
+        self.fast_run_kind::<V1, ENH, false>(out)
     }
 
     /// [`Mlx5Cq::fast_run_as`] for one CQE with the owner-bit test (`poll_single`): the
     /// CQE at the counter alone, with no walk to set up.
     #[inline(always)]
     pub(crate) fn fast_run_single<const V1: bool>(&mut self, wc: &mut Completion) -> (usize, Stop) {
+        self.fast_run_kind::<V1, false, true>(core::slice::from_mut(wc))
+    }
+
+    /// The fast run specialised for the cached QP's receive path (`ONE`: a one-element
+    /// `out`, taken without a walk).
+    #[inline(always)]
+    fn fast_run_kind<const V1: bool, const ENH: bool, const ONE: bool>(
+        &mut self,
+        out: &mut [Completion],
+    ) -> (usize, Stop) {
         let Some(kind) = self.cached_recv_kind() else {
             return (0, Stop::Other);
         };
-        let one = core::slice::from_mut(wc);
         match kind {
-            RecvKind::Rq => self.fast_run_qp::<V1, false, RECV_RQ, true>(one),
-            RecvKind::Srq => self.fast_run_qp::<V1, false, RECV_SRQ, true>(one),
-            RecvKind::RqEth => self.fast_run_qp::<V1, false, RECV_RQ_ETH, true>(one),
-            RecvKind::Slow => self.fast_run_qp::<V1, false, RECV_SLOW, true>(one),
+            RecvKind::Rq => self.fast_run_qp::<V1, ENH, RECV_RQ, ONE>(out),
+            RecvKind::Srq => self.fast_run_qp::<V1, ENH, RECV_SRQ, ONE>(out),
+            RecvKind::RqEth => self.fast_run_qp::<V1, ENH, RECV_RQ_ETH, ONE>(out),
+            RecvKind::Slow => self.fast_run_qp::<V1, ENH, RECV_SLOW, ONE>(out),
         }
     }
 
