@@ -282,7 +282,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if ONE {
             // One CQE (`poll_single`): no walk to set up.
             if let Some(wc) = out.first_mut() {
-                match hot.cqe::<false>(ring.slot_ref(ci), expected_owner(ci, ring.entries()), wc) {
+                match hot.cqe_at(ring.slot_ref(ci), expected_owner(ci, ring.entries()), wc) {
                     Ok(()) => cur = cur.wrapping_add(1),
                     Err(s) => stop = s,
                 }
@@ -307,7 +307,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 stop = Stop::Lap;
             }
             for (slot, wc) in ring.slots_along(ci, out) {
-                if let Err(s) = hot.cqe::<true>(slot, lap, wc) {
+                if let Err(s) = hot.cqe_enhanced(slot, lap, wc) {
                     stop = s;
                     break;
                 }
@@ -475,33 +475,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         Ok(())
     }
 
-    /// The CQE in ring slot `slot` into `wc`, or why it is not for the fast path (then
-    /// nothing is consumed or written back for it). `mark` is the expected owner bit, or
-    /// with `ENH` the expected iteration count of byte 62.
-    #[inline(always)]
-    fn cqe<const ENH: bool>(&mut self, slot: SlotRef<'q, S>, mark: u8, wc: &mut Completion) -> Result<(), Stop> {
-        let (c, own) = if ENH {
-            // Byte 62 first, then the acquire fence whatever it holds (it orders the rest),
-            // so that one branch takes both tests; the owner bit means nothing here.
-            let this_lap = slot.owned_map_at(S - 2, |vic| Some(vic == mark)).ok_or(Stop::Other)?;
-            let b = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
-            let c = Self::CLASS_ANY_OWNER[b as usize];
-            if !this_lap || c == STOP {
-                return Err(Stop::Other);
-            }
-            (c, b)
-        } else {
-            slot.owned_map_at(S - 1, |b| {
-                let c = Self::CLASS[(b ^ mark) as usize];
-                (c != STOP).then_some((c, b))
-            })
-            .ok_or(Stop::Other)?
-        };
-        self.owned_cqe(c, own, slot, wc)
-    }
-
-    /// [`Hot::cqe`] with the owner-bit test, in a lap whose [`Self::CLASS_IN_LAP`] table is
-    /// `class`.
+    /// The CQE in ring slot `slot` into `wc` under the owner-bit test, in a lap whose
+    /// [`Self::CLASS_IN_LAP`] table is `class`; or why it is not for the fast path (then
+    /// nothing is consumed or written back for it).
     #[inline(always)]
     fn cqe_in_lap(&mut self, slot: SlotRef<'q, S>, class: &[u8; 256], wc: &mut Completion) -> Result<(), Stop> {
         let (c, own) = slot
@@ -513,8 +489,38 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         self.owned_cqe(c, own, slot, wc)
     }
 
-    /// [`Hot::cqe`] past the ownership test: the CQE of class `c` (not [`STOP`]) with
-    /// ownership byte `own`, the acquire fence already issued.
+    /// [`Hot::cqe_in_lap`] for one CQE, whose lap's owner bit is `owner` (`poll_single`:
+    /// indexing the lap's table there measured 1 to 3 instructions worse in the batch loop,
+    /// which shares the code generation unit).
+    #[inline(always)]
+    fn cqe_at(&mut self, slot: SlotRef<'q, S>, owner: u8, wc: &mut Completion) -> Result<(), Stop> {
+        let (c, own) = slot
+            .owned_map_at(S - 1, |b| {
+                let c = Self::CLASS[(b ^ owner) as usize];
+                (c != STOP).then_some((c, b))
+            })
+            .ok_or(Stop::Other)?;
+        self.owned_cqe(c, own, slot, wc)
+    }
+
+    /// [`Hot::cqe_in_lap`] under the enhanced layout's test: byte 62 must hold the run's
+    /// 8-bit lap count `lap`.
+    #[inline(always)]
+    fn cqe_enhanced(&mut self, slot: SlotRef<'q, S>, lap: u8, wc: &mut Completion) -> Result<(), Stop> {
+        // Byte 62 first, then the acquire fence whatever it holds (it orders the rest), so
+        // that one branch takes both tests; the owner bit means nothing here.
+        let this_lap = slot.owned_map_at(S - 2, |vic| Some(vic == lap)).ok_or(Stop::Other)?;
+        let own = slot.load_u8_at(S - 1).ok_or(Stop::Other)?;
+        let c = Self::CLASS_ANY_OWNER[own as usize];
+        if !this_lap || c == STOP {
+            return Err(Stop::Other);
+        }
+        self.owned_cqe(c, own, slot, wc)
+    }
+
+    /// [`Hot::cqe_in_lap`], [`Hot::cqe_at`] and [`Hot::cqe_enhanced`] past the ownership
+    /// test: the CQE of class `c` (not [`STOP`]) with ownership byte `own`, the acquire
+    /// fence already issued.
     #[inline(always)]
     fn owned_cqe(&mut self, c: u8, own: u8, slot: SlotRef<'q, S>, wc: &mut Completion) -> Result<(), Stop> {
         let cqe = RingCqe { slot, op_own: own };
