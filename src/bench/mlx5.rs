@@ -96,12 +96,11 @@ impl<const S: usize> Mlx5Bench<S> {
                     if mix == Mix::ManyQps {
                         let k = many_order(i);
                         let (sends, recvs) = &mut counters[k as usize];
+                        let next = |c: &mut u16| core::mem::replace(c, c.wrapping_add(1));
                         return if i % 2 == 0 {
-                            *sends = sends.wrapping_add(1);
-                            build::req(many_qpn(k), *sends - 1, wqe_opcode::SEND, 0)
+                            build::req(many_qpn(k), next(sends), wqe_opcode::SEND, 0)
                         } else {
-                            *recvs = recvs.wrapping_add(1);
-                            build::resp(cqe_opcode::RESP_SEND, many_qpn(k), *recvs - 1, 64, 0)
+                            build::resp(cqe_opcode::RESP_SEND, many_qpn(k), next(recvs), 64, 0)
                         };
                     }
                     // Two QPs take turns: each sees a send then a receive.
