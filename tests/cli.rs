@@ -96,7 +96,7 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 19] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
@@ -110,6 +110,11 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
             "--batch 8192: larger than a lap",
         ),
         (&["bench", "poll", "--vendor", "irdma", "--mode", "empty", "--batch", "64", "--entries", "64"], "(63 CQEs)"),
+        // The table's default batch was reported as if the user had given `--batch`.
+        (
+            &["bench", "poll", "--entries", "8"],
+            "batch 16 (the default; set --batch): larger than a lap of this ring (8",
+        ),
         (&["bench", "poll", "--mode", "view", "--batch", "4"], "--batch 4: a view walk has no batch"),
         (&["bench", "poll", "--laps", "10000", "--entries", "4194304"], "CQEs per repetition, at most 1073741824"),
         (&["bench", "poll", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression basic or"),

@@ -217,10 +217,12 @@ impl PollArgs {
             let (mode, batch) = (row.mode, row.batch);
             // perftest-style: a run does what its banner says, or does not start.
             if batch > t.entries() as usize {
-                return Err(CliError(format!(
-                    "--batch {batch}: larger than a lap of this ring ({} CQEs)",
-                    t.entries()
-                )));
+                // Name the batch as the user sees it: given, or the table's default.
+                let what = match self.batch {
+                    Some(_) => format!("--batch {batch}"),
+                    None => format!("batch {batch} (the default; set --batch)"),
+                };
+                return Err(CliError(format!("{what}: larger than a lap of this ring ({} CQEs)", t.entries())));
             }
             let prepare_only = self.callgrind_run == Some(CallgrindRun::Prep);
             let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only };
