@@ -113,7 +113,7 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         // The table's default batch was reported as if the user had given `--batch`.
         (
             &["bench", "poll", "--entries", "8"],
-            "batch 16 (the default; set --batch): larger than a lap of this ring (8",
+            "batch 16 (the table's; --mode with --batch picks another): larger than a lap of this ring (8",
         ),
         (&["bench", "poll", "--mode", "view", "--batch", "4"], "--batch 4: a view walk has no batch"),
         (&["bench", "poll", "--laps", "10000", "--entries", "4194304"], "CQEs per repetition, at most 1073741824"),

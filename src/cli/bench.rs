@@ -217,10 +217,10 @@ impl PollArgs {
             let (mode, batch) = (row.mode, row.batch);
             // perftest-style: a run does what its banner says, or does not start.
             if batch > t.entries() as usize {
-                // Name the batch as the user sees it: given, or the table's default.
+                // Name the batch as the user sees it: given, or one of the table's.
                 let what = match self.batch {
                     Some(_) => format!("--batch {batch}"),
-                    None => format!("batch {batch} (the default; set --batch)"),
+                    None => format!("batch {batch} (the table's; --mode with --batch picks another)"),
                 };
                 return Err(CliError(format!("{what}: larger than a lap of this ring ({} CQEs)", t.entries())));
             }
