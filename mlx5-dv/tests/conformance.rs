@@ -361,6 +361,39 @@ fn every_n_and_never_policies() {
     }
     assert_eq!(m.device_ci(), 0);
     assert_eq!(cq.last_set_ci(), None);
+    // An explicit publication writes even under `Never`.
+    cq.publish_ci();
+    assert_eq!((m.device_ci(), cq.last_set_ci()), (40, Some(40)));
+}
+
+/// `publish_ci` (the driver's `update_ci`) writes the counter at once under a cadence, and
+/// restarts the every-N count: the next write comes N CQEs after it, not after the last
+/// cadence write.
+#[test]
+fn an_explicit_publication_writes_now_and_restarts_the_count() {
+    let cfg = CqConfig { ci_update: CiUpdate::EveryN(NonZeroU32::new(4).unwrap()), ..CqConfig::default() };
+    let (mut m, mut cq) = setup::<64>(16, registry(), cfg);
+    let mut posted = 0u16;
+    let mut complete = |m: &mut Mlx5Model, cq: &mut Mlx5Cq<64>, n: usize| {
+        for _ in 0..n {
+            m.push(&build::req(QPN, posted, wqe_opcode::SEND, 0)).unwrap();
+            posted += 1;
+        }
+        assert_eq!(cq.poll(&mut [Completion::default(); 8]), n);
+    };
+    complete(&mut m, &mut cq, 3);
+    assert_eq!(m.device_ci(), 0, "3 < 4: not yet published");
+    cq.publish_ci();
+    assert_eq!((m.device_ci(), cq.last_set_ci()), (3, Some(3)));
+    // One more CQE would have completed the old count of 4; the count restarted at 3.
+    complete(&mut m, &mut cq, 3);
+    assert_eq!(m.device_ci(), 3, "3 since the explicit write: not yet published");
+    complete(&mut m, &mut cq, 1);
+    assert_eq!(m.device_ci(), 7, "4 since the explicit write");
+    // Through the vendor-neutral driver trait as well.
+    complete(&mut m, &mut cq, 1);
+    dvcq_provider::CqDriver::update_ci(&mut cq);
+    assert_eq!(m.device_ci(), 8);
 }
 
 #[test]
