@@ -583,6 +583,53 @@ fn arbitrary_bytes_never_panic() {
     });
 }
 
+/// A completion (not a fault item) only ever comes from a CQE that names the registered
+/// QP: garbage naming QPN 0, 1 or any other unregistered QP, mixed with good CQEs so that
+/// runs, QP switches and the lookup cache all take part, is a fault item, never another
+/// QP's completion.
+#[test]
+fn garbage_is_never_attributed_to_a_qp_it_does_not_name() {
+    use proptest::prelude::*;
+    let qpn = prop_oneof![Just(0u32), Just(1), Just(QPN), Just(QPN), 0u32..0x100_0000];
+    // Requester, responder SEND, the two error opcodes, or anything.
+    let op_own = prop_oneof![Just(0x00u8), Just(0x20), Just(0xd0), Just(0xe0), any::<u8>()];
+    let srqn = prop_oneof![3 => Just(0u32), 1 => any::<u32>()];
+    let slot = (proptest::array::uniform32(any::<u8>()), proptest::array::uniform32(any::<u8>()), qpn, op_own, srqn);
+    proptest!(ProptestConfig::with_cases(512), |(slots in proptest::collection::vec(slot, 1..24))| {
+        let (mut m, mut cq) = setup::<64>(32, registry(), CqConfig::default());
+        let mut named = Vec::new();
+        for (lo, hi, qpn, op_own, srqn) in &slots {
+            let mut b = [0u8; 64];
+            b[..32].copy_from_slice(lo);
+            b[32..].copy_from_slice(hi);
+            b[32..36].copy_from_slice(&srqn.to_be_bytes());
+            b[57..60].copy_from_slice(&qpn.to_be_bytes()[1..]);
+            b[63] = *op_own;
+            m.push(&build::raw(b)).unwrap();
+            // Which CQEs yield an item (as in `arbitrary_bytes_never_panic`), and the QPN each
+            // names.
+            let (opcode, format) = (op_own >> 4, (op_own >> 2) & 3);
+            match opcode {
+                cqe_opcode::INVALID => break,
+                _ if format >= 2 => named.push(*qpn),
+                cqe_opcode::RESIZE_CQ => break,
+                cqe_opcode::SIG_ERR => {}
+                _ => named.push(*qpn),
+            }
+        }
+        let got = poll_all(&mut cq);
+        prop_assert_eq!(got.len(), named.len());
+        for (i, (c, &qpn)) in got.iter().zip(&named).enumerate() {
+            if c.fault().is_none() {
+                prop_assert_eq!(qpn, QPN, "item {} is a completion of a CQE naming QPN {:#x}: {:?}", i, qpn, c);
+                prop_assert_eq!(c.qp_num, QPN);
+            } else if qpn != QPN && c.fault().map(|f| f.kind) == Some(FaultKind::UnknownQp) {
+                prop_assert_eq!(c.fault().map(|f| f.value), Some(qpn));
+            }
+        }
+    });
+}
+
 #[test]
 fn sig_err_is_swallowed_and_resize_switches_rings() {
     let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
@@ -656,6 +703,47 @@ fn cqe_version_1_looks_up_by_user_index() {
     assert_eq!(got[2].fault().map(|f| (f.kind, f.value)), Some((FaultKind::UnknownQp, 5)));
 }
 
+/// In CQE version 1 the CQE names the QP by user index, never the SRQ: a responder CQE
+/// of a QP attached to an SRQ takes its wr_id from that SRQ (by the unmasked counter), the
+/// error path (a flush, say) as much as the good one, and a QP with its own RQ from the RQ.
+#[test]
+fn cqe_version_1_receives_of_an_srq_qp_come_from_the_srq_errors_included() {
+    let mut reg = Registry::new();
+    let srq = reg.add_srq(0x33, 64).unwrap();
+    srq.post(40, 0xa40);
+    srq.post(41, 0xa41);
+    let mut on_srq = QpConfig::rc(0x100, 8, 0);
+    on_srq.srqn = Some(0x33);
+    reg.add_qp(on_srq).unwrap(); // uidx 0
+    reg.add_qp(QpConfig::rc(0x200, 8, 8)).unwrap(); // uidx 1
+    reg.qp_mut(0x200).unwrap().rq.post(0xb00);
+    let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
+    let (mut m, mut cq) = setup::<64>(8, reg, cfg);
+    m.push(&build::resp(cqe_opcode::RESP_SEND, 0x100, 40, 8, 0).srqn_uidx(0)).unwrap();
+    let flush = |qpn, wqe_counter, uidx| {
+        build::err(ErrSpec {
+            qpn,
+            wqe_counter,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            srqn_uidx: uidx,
+            ..ErrSpec::default()
+        })
+    };
+    m.push(&flush(0x100, 41, 0)).unwrap();
+    m.push(&flush(0x200, 0, 1)).unwrap();
+    let got = poll_all(&mut cq);
+    let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.wqe_index)).collect();
+    assert_eq!(
+        summary,
+        [
+            (WcStatus::Success, 0xa40, 0x100, 40),
+            (WcStatus::WrFlushErr, 0xa41, 0x100, 41),
+            (WcStatus::WrFlushErr, 0xb00, 0x200, 0),
+        ]
+    );
+    assert_eq!(cq.registry().qp(0x200).unwrap().rq.outstanding(), 0);
+}
+
 #[test]
 fn srq_receives_use_the_unmasked_counter() {
     let mut reg = Registry::new();
@@ -690,6 +778,22 @@ fn odp_page_fault_on_srq_is_swallowed() {
     let got = poll_all(&mut cq);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].opcode, WcOpcode::Send);
+}
+
+/// Peek resolves QPs and SRQs as poll does: a receive naming an unregistered SRQ is the
+/// same fault item either way, also when another SRQ is registered.
+#[test]
+fn peek_reports_an_unknown_srq_as_poll_does() {
+    let mut reg = registry();
+    reg.add_srq(0x33, 16).unwrap().post(0, 0xa0);
+    let (mut m, mut cq) = setup::<64>(4, reg, CqConfig::default());
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 8, 0).srqn_uidx(0x55)).unwrap();
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 8, 0).srqn_uidx(0x33)).unwrap();
+    for want in [Some((FaultKind::UnknownSrq, 0x55)), None] {
+        let peeked = cq.peek().unwrap();
+        assert_eq!(peeked.fault().map(|f| (f.kind, f.value)), want);
+        assert_eq!(cq.poll_one().unwrap(), peeked);
+    }
 }
 
 #[test]
