@@ -73,17 +73,26 @@ fn requester_opcodes_map_like_rdma_core() {
 }
 
 #[test]
-fn umr_nop_take_the_posted_opcode_and_driver2_overrides() {
+fn umr_set_psv_nop_mmo_take_the_posted_opcode_and_driver2_overrides() {
     let mut reg = registry();
     let sq = &mut reg.qp_mut(QPN).unwrap().sq;
-    let a = sq.post_with_opcode(1, 1, Some(WcOpcode::LocalInv));
+    // rdma-core `handle_good_req`: these four WQE opcodes report what the poster recorded.
+    let from_wr_data = [
+        (wqe_opcode::UMR, WcOpcode::LocalInv),
+        (wqe_opcode::SET_PSV, WcOpcode::Driver1),
+        (wqe_opcode::NOP, WcOpcode::BindMw),
+        (wqe_opcode::MMO, WcOpcode::Driver3),
+    ];
+    let idx: Vec<u16> = from_wr_data.iter().map(|&(_, op)| sq.post_with_opcode(1, 1, Some(op))).collect();
     let b = sq.post_with_opcode(2, 1, Some(WcOpcode::Driver2));
     let (mut m, mut cq) = setup::<64>(8, reg, CqConfig::default());
-    m.push(&build::req(QPN, a, wqe_opcode::UMR, 0)).unwrap();
+    for (&(wqe_op, _), &i) in from_wr_data.iter().zip(&idx) {
+        m.push(&build::req(QPN, i, wqe_op, 0)).unwrap();
+    }
     m.push(&build::req(QPN, b, wqe_opcode::SEND, 0)).unwrap();
     let got = poll_all(&mut cq);
-    assert_eq!(got[0].opcode, WcOpcode::LocalInv);
-    assert_eq!(got[1].opcode, WcOpcode::Driver2);
+    let want: Vec<WcOpcode> = from_wr_data.iter().map(|&(_, op)| op).chain([WcOpcode::Driver2]).collect();
+    assert_eq!(got.iter().map(|c| c.opcode).collect::<Vec<_>>(), want);
 }
 
 #[test]
@@ -774,10 +783,22 @@ fn odp_page_fault_on_srq_is_swallowed() {
         ..ErrSpec::default()
     };
     m.push(&build::err(spec)).unwrap();
+    // Only that pair is swallowed: the same syndrome with another vendor syndrome, and
+    // the ODP vendor syndrome with another syndrome, are completions.
+    m.push(&build::err(ErrSpec { vendor_err_synd: 0x33, ..spec })).unwrap();
+    m.push(&build::err(ErrSpec { syndrome: syndrome::WR_FLUSH_ERR, ..spec })).unwrap();
     m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
     let got = poll_all(&mut cq);
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].opcode, WcOpcode::Send);
+    let statuses: Vec<_> = got.iter().map(|c| (c.status, c.vendor_err)).collect();
+    assert_eq!(
+        statuses,
+        [
+            (WcStatus::RemAbortErr, 0x33),
+            (WcStatus::WrFlushErr, syndrome::VENDOR_ODP_PFAULT as u32),
+            (WcStatus::Success, 0)
+        ]
+    );
+    assert_eq!(got[2].opcode, WcOpcode::Send);
 }
 
 /// Peek resolves QPs and SRQs as poll does: a receive naming an unregistered SRQ is the

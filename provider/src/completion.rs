@@ -468,12 +468,40 @@ mod tests {
     fn opcode_numbers_match_libibverbs() {
         assert_eq!(WcOpcode::Recv as u8, 128);
         assert_eq!(WcOpcode::RecvRdmaWithImm as u8, 129);
-        for v in 0..=255u32 {
-            if let Some(op) = WcOpcode::from_u32(v) {
-                assert_eq!(op as u32, v);
-            }
+        // Exactly libibverbs' numbers have an opcode, and each round-trips.
+        let defined: Vec<u32> = (0..=255u32).filter(|&v| WcOpcode::from_u32(v).is_some()).collect();
+        assert_eq!(defined, (0..=9).chain(128..=137).collect::<Vec<u32>>());
+        for v in defined {
+            assert_eq!(WcOpcode::from_u32(v).map(|op| op as u32), Some(v));
         }
+        assert_eq!(WcOpcode::from_u32(u32::MAX), None);
         assert!(WcOpcode::Recv.is_recv() && !WcOpcode::RdmaRead.is_recv());
+    }
+
+    /// The `IBV_WC_*` names: one per value, each the libibverbs constant.
+    #[test]
+    fn constant_names_are_libibverbs_own() {
+        let ops: Vec<WcOpcode> = (0..=255u32).filter_map(WcOpcode::from_u32).collect();
+        let mut names: Vec<&str> = ops.iter().map(|op| op.name()).collect();
+        assert_eq!((names[0], names[9]), ("IBV_WC_SEND", "IBV_WC_ATOMIC_WRITE"));
+        assert_eq!((WcOpcode::Recv.name(), WcOpcode::Driver3.name()), ("IBV_WC_RECV", "IBV_WC_DRIVER3"));
+        let mut statuses: Vec<&str> = WcStatus::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!((statuses[0], statuses[5]), ("IBV_WC_SUCCESS", "IBV_WC_WR_FLUSH_ERR"));
+        assert_eq!(WcStatus::TmRndvIncomplete.name(), "IBV_WC_TM_RNDV_INCOMPLETE");
+        for list in [&mut names, &mut statuses] {
+            assert!(list.iter().all(|n| n.starts_with("IBV_WC_")), "{list:?}");
+            let n = list.len();
+            list.sort_unstable();
+            list.dedup();
+            assert_eq!(list.len(), n, "a name given twice");
+        }
+    }
+
+    #[test]
+    fn only_a_successful_completion_is_ok() {
+        assert!(Completion::default().is_ok());
+        let flushed = Completion { status: WcStatus::WrFlushErr, ..Completion::default() };
+        assert!(!flushed.is_ok());
     }
 
     #[test]
