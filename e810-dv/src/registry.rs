@@ -461,6 +461,25 @@ mod tests {
         assert_eq!(r.find(0x7f00_0000_2000), Some(0));
     }
 
+    /// What `register` and `post_send` accept and refuse, at the edges.
+    #[test]
+    fn registration_and_posting_limits() {
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        assert!(r.is_empty());
+        let shift = |rq_shift| QpConfig { rq_shift, ..QpConfig::rc(1, 8, 8) };
+        assert!(r.register(1, shift(3)).is_ok());
+        assert_eq!(r.register(2, shift(4)), Err(RegistryError::BadShift(4)));
+        let id = r.register(0x50, QpConfig::rc(2, 16, 4)).unwrap();
+        assert_eq!((r.len(), r.is_empty(), r.qp(id).map(Qp::ctx)), (2, false, Some(0x50)));
+        for bad in [0, 9] {
+            assert_eq!(r.post_send(id, 1, 1, bad, sq_op::SEND), Err(RegistryError::BadQuanta(bad)));
+        }
+        // 16 quanta hold 15 (one stays free): 8, then 7 from the chunk start at 8 fill it.
+        assert_eq!(r.post_send(id, 1, 1, 8, sq_op::SEND), Ok(0));
+        assert_eq!(r.post_send(id, 2, 1, 7, sq_op::SEND), Ok(8));
+        assert_eq!(r.post_send(id, 3, 1, 1, sq_op::SEND), Err(RegistryError::Full));
+    }
+
     #[test]
     fn posts_pad_with_nops_at_chunk_boundaries() {
         let mut r = QpRegistry::new(HwRev::Gen2);
