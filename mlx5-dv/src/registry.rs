@@ -377,6 +377,14 @@ pub enum RegistryError {
         /// The value.
         value: u32,
     },
+    /// An SRQ entry count outside 1 to 2^16 (SRQs need not be a power of two).
+    #[error("srq {srqn:#x} has {size} entries: must be 1 to 65536")]
+    BadSrqSize {
+        /// The SRQ.
+        srqn: u32,
+        /// The size given.
+        size: u32,
+    },
     /// A QP that names an SRQ nobody registered.
     #[error("qp {qpn:#x} names srq {srqn:#x}, which is not registered")]
     NoSuchSrq {
@@ -421,7 +429,7 @@ impl Registry {
             return Err(RegistryError::TooWide { what: "srqn", value: srqn });
         }
         if entries == 0 || entries > 1 << 16 {
-            return Err(RegistryError::BadQueueSize { qpn: srqn, what: "srq", size: entries });
+            return Err(RegistryError::BadSrqSize { srqn, size: entries });
         }
         if self.by_srqn.contains_key(&srqn) {
             return Err(RegistryError::Duplicate { what: "srqn", value: srqn });
@@ -570,6 +578,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dvcq_uapi::mlx5::cqe::QPN_MASK;
 
     #[test]
     fn one_requester_cqe_retires_older_unsignaled_wqes() {
@@ -623,5 +632,32 @@ mod tests {
         let mut c = QpConfig::rc(2, 4, 4);
         c.srqn = Some(9);
         assert!(matches!(r.add_qp(c), Err(RegistryError::NoSuchSrq { .. })));
+    }
+
+    /// The edges of what registers: 24-bit numbers, queues of 1 to 2^16 entries (QPs a
+    /// power of two, SRQs any count).
+    #[test]
+    fn registration_limits_at_the_edges() {
+        let mut r = Registry::new();
+        let qp = r.add_qp(QpConfig::rc(QPN_MASK, 1 << 16, 1)).unwrap();
+        assert_eq!((qp.sq.wqe_cnt(), qp.rq.wqe_cnt(), qp.uidx()), (1 << 16, 1, 0));
+        let qp = r.add_qp(QpConfig::rc(7, 2, 1 << 16)).unwrap();
+        assert_eq!((qp.sq.wqe_cnt(), qp.rq.wqe_cnt(), qp.uidx()), (2, 1 << 16, 1));
+        let wide = RegistryError::TooWide { what: "qpn", value: QPN_MASK + 1 };
+        assert_eq!(r.add_qp(QpConfig::rc(QPN_MASK + 1, 4, 4)).err(), Some(wide));
+        let big = RegistryError::BadQueueSize { qpn: 8, what: "rq", size: (1 << 16) + 1 };
+        assert_eq!(r.add_qp(QpConfig::rc(8, 4, (1 << 16) + 1)).err(), Some(big));
+
+        assert_eq!(r.add_srq(QPN_MASK, 1 << 16).map(|s| (s.srqn(), s.completed())).ok(), Some((QPN_MASK, 0)));
+        assert_eq!(r.add_srq(5, 3).map(|s| s.srqn()).ok(), Some(5), "an SRQ of 3 entries");
+        assert_eq!(
+            r.add_srq(QPN_MASK + 1, 4).err(),
+            Some(RegistryError::TooWide { what: "srqn", value: QPN_MASK + 1 })
+        );
+        for size in [0, (1 << 16) + 1] {
+            let e = r.add_srq(6, size).err();
+            assert_eq!(e, Some(RegistryError::BadSrqSize { srqn: 6, size }));
+            assert_eq!(e.map(|e| e.to_string()), Some(format!("srq 0x6 has {size} entries: must be 1 to 65536")));
+        }
     }
 }

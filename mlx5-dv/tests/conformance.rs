@@ -751,6 +751,8 @@ fn cqe_version_1_receives_of_an_srq_qp_come_from_the_srq_errors_included() {
         ]
     );
     assert_eq!(cq.registry().qp(0x200).unwrap().rq.outstanding(), 0);
+    // The flush consumed its SRQ WQE as well.
+    assert_eq!(cq.registry_mut().srq_mut(0x33).unwrap().completed(), 2);
 }
 
 #[test]
@@ -767,6 +769,13 @@ fn srq_receives_use_the_unmasked_counter() {
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 200, 1, 0).srqn_uidx(0x33)).unwrap();
     let c = cq.poll_one().unwrap();
     assert_eq!((c.wr_id, c.wqe_index), (0xaaaa, 200));
+    assert_eq!(cq.registry_mut().srq_mut(0x33).unwrap().completed(), 1);
+    // A run of receives (the fast path) is counted as the first one was.
+    for i in 0..3 {
+        m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 201 + i, 1, 0).srqn_uidx(0x33)).unwrap();
+    }
+    assert_eq!(poll_all(&mut cq).iter().map(|c| c.wqe_index).collect::<Vec<_>>(), [201, 202, 203]);
+    assert_eq!(cq.registry_mut().srq_mut(0x33).unwrap().completed(), 4);
 }
 
 #[test]
