@@ -171,6 +171,17 @@ fn error_classes_and_vendor_err() {
     assert_eq!(got[2].wqe_index, 0);
     assert_eq!(got[2].byte_len, 3);
     assert_eq!(got[2].vendor_err, 0x0006_0001);
+    // The stale value is whatever completion set it last, on any path: here a flushed SQ
+    // WR (the general path), then a non-flush error.
+    // (On GEN2 a flush CQE stays parked while the SQ holds WRs, so the next WR is posted
+    // after the flush drained it.)
+    let summary = |got: Vec<Completion>| got.iter().map(|c| (c.status, c.wr_id, c.byte_len)).collect::<Vec<_>>();
+    let w2 = cq.qps_mut().post_send(id, 3, 44, 1, sq_op::SEND).unwrap();
+    m.push(&ModelCqe::flush_general(CTX, QPN, true, w2)).unwrap();
+    assert_eq!(summary(poll_all(&mut cq)), [(WcStatus::WrFlushErr, 3, 44)]);
+    let w3 = cq.qps_mut().post_send(id, 4, 55, 1, sq_op::SEND).unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, w3, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
+    assert_eq!(summary(poll_all(&mut cq)), [(WcStatus::GeneralErr, 4, 44)]);
 }
 
 /// Every flush code, as `irdma_flush_err_to_ib_wc_status` maps it (§5.3): code 11 is
@@ -552,6 +563,8 @@ fn iwarp_user_sends_start_after_the_connection_wqes() {
         assert_eq!(got[0].wqe_index, conn);
         let qp = cq.qps().qp(id).unwrap();
         assert_eq!((qp.sq.head, qp.sq.tail), (u32::from(conn) + 1, u32::from(conn) + 1), "{gen:?}: SQ drained");
+        // Ending the connection-WQE check latches nothing else (push mode stays on).
+        assert!(!qp.push_dropped, "{gen:?}");
 
         let (w1, w2) = (conn + 1, conn + 2);
         assert_eq!(cq.qps_mut().post_send(id, 0xbbbb, 8, 1, sq_op::RDMA_WRITE), Ok(w1));
