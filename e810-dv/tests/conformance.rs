@@ -888,3 +888,21 @@ fn views_read_back_every_field() {
         assert_eq!(statuses, [WcStatus::GeneralErr, WcStatus::Success, WcStatus::WrFlushErr], "{gen:?}");
     }
 }
+
+/// The one-completion call, and the counter as the vendor-neutral driver trait reports it.
+#[test]
+fn poll_one_and_the_driver_counter() {
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
+    assert_eq!(cq.poll_one(), None, "empty ring");
+    for wr_id in [7, 8] {
+        let w = cq.qps_mut().post_send(id, wr_id, 3, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND)).unwrap();
+    }
+    for wr_id in [7, 8] {
+        let c = cq.poll_one().unwrap();
+        assert_eq!((c.wr_id, c.status, c.opcode), (wr_id, WcStatus::Success, WcOpcode::Send));
+    }
+    assert_eq!(cq.poll_one(), None);
+    assert_eq!((CqDriver::ci(&cq), cq.ci()), (2, 2));
+    assert_eq!(CqDriver::info(&cq).vendor, "irdma");
+}

@@ -907,10 +907,13 @@ fn view_turns<const S: usize>() {
             if rng & 0x100 == 0 {
                 let mut v = cq.views();
                 for k in 0..limit {
+                    let peeked = v.peek().map(|x| (x.position(), x.wqe_counter()));
                     let Some(x) = v.next() else {
                         assert_eq!(got.len(), usize::from(pushed), "{what}: a walk ended before the ring was empty");
+                        assert_eq!(peeked, None, "{what}: peek showed a CQE next did not take");
                         break;
                     };
+                    assert_eq!(peeked, Some((x.position(), x.wqe_counter())), "{what}: peek shows what next takes");
                     got.push((x.position(), x.wqe_counter() & 63));
                     if k == limit / 2 && rng & 0x200 == 0 {
                         // The producer writes more while the walk is under way.
