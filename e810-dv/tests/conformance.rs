@@ -906,3 +906,47 @@ fn poll_one_and_the_driver_counter() {
     assert_eq!((CqDriver::ci(&cq), cq.ci()), (2, 2));
     assert_eq!(CqDriver::info(&cq).vendor, "irdma");
 }
+
+/// Peek shows exactly what the next `poll_one` returns, also where poll changes state on
+/// the way: skipped connection-WQE CQEs (the first-SQ-WQE check, the byte count), a flush
+/// CQE that stays parked while it generates one completion per outstanding WR (GEN2), and
+/// a non-flush error that reports the stale byte count.
+#[test]
+fn peek_shows_what_the_next_poll_returns() {
+    for gen in [HwRev::Gen2, HwRev::Gen3] {
+        let (mut m, mut cq, id) = setup(gen, 32, iwarp(3), Compat::Current);
+        // Connection WQEs 0 and 2 complete while the user SQ is empty: skipped, and peek
+        // looks past them to a receive.
+        cq.qps_mut().post_recv(id, 9).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, 2, sq_op::SEND)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 5)).unwrap();
+        let p = cq.peek();
+        assert_eq!(p.map(|c| c.wr_id), Some(9), "{gen:?}");
+        assert_eq!(cq.poll_one(), p, "{gen:?}");
+        let w = cq.qps_mut().post_send(id, 10, 100, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND)).unwrap();
+        let e = cq.qps_mut().post_send(id, 11, 200, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, e, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
+        let outstanding: Vec<u16> = (12..15)
+            .map(|wr_id| cq.qps_mut().post_send(id, wr_id, wr_id as u32, 1, sq_op::RDMA_WRITE).unwrap())
+            .collect();
+        m.flush(CTX, QPN, true, flush::GENERAL_ERR, &outstanding).unwrap();
+        let mut seen = Vec::new();
+        while let Some(p) = cq.peek() {
+            assert_eq!(cq.peek(), Some(p), "{gen:?}: peek does not consume");
+            let c = cq.poll_one();
+            assert_eq!(c, Some(p), "{gen:?}: after {seen:?}");
+            seen.push((p.wr_id, p.status, p.byte_len));
+        }
+        assert_eq!(cq.poll_one(), None, "{gen:?}: peek saw nothing, poll takes nothing");
+        let want = [
+            (10, WcStatus::Success, 100),
+            (11, WcStatus::GeneralErr, 100),
+            (12, WcStatus::WrFlushErr, 12),
+            (13, WcStatus::WrFlushErr, 13),
+            (14, WcStatus::WrFlushErr, 14),
+        ];
+        assert_eq!(seen, want, "{gen:?}");
+    }
+}
