@@ -119,6 +119,19 @@ pub const fn expected_owner(ci: u32, entries: u32) -> u8 {
     ((ci & entries) != 0) as u8
 }
 
+/// A table indexed by `op_own ^ expected owner bit`, as one table per lap parity indexed
+/// by the `op_own` byte itself: a loop that stays in one lap picks its table once, and
+/// each CQE's test is one load.
+pub(crate) const fn per_lap_parity<T: Copy>(t: &[T; 256]) -> [[T; 256]; 2] {
+    let mut out = [*t; 2];
+    let mut b = 0;
+    while b < 256 {
+        out[1][b] = t[b ^ 1];
+        b += 1;
+    }
+    out
+}
+
 /// rdma-core's software-ownership test for an `op_own` byte at position `ci`: not INVALID
 /// and the owner bit matches the lap parity.
 #[inline(always)]

@@ -27,7 +27,7 @@
 //! Ethernet QPs on an SRQ, inline data on 64-byte CQEs, RESIZE, garbage) stops the run at
 //! that CQE, unconsumed, for the slow path in `cq.rs`.
 
-use crate::cq::{expected_owner, Mlx5Cq};
+use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
 use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
 use crate::registry::{Qp, RecvKind, Registry, Srq};
@@ -392,16 +392,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         t
     };
     /// [`Self::CLASS`] for each lap parity, indexed by the `op_own` byte itself.
-    const CLASS_IN_LAP: [[u8; 256]; 2] = {
-        let mut t = [[STOP; 256]; 2];
-        let mut b = 0;
-        while b < 256 {
-            t[0][b] = Self::CLASS[b];
-            t[1][b] = Self::CLASS[b ^ 1];
-            b += 1;
-        }
-        t
-    };
+    const CLASS_IN_LAP: [[u8; 256]; 2] = per_lap_parity(&Self::CLASS);
     const MASK_WIRE: u32 = QPN_MASK.to_be();
 
     /// A run on the QP in cache entry `cache`; `None` if that slot holds no QP.

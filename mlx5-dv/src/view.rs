@@ -1,7 +1,7 @@
 //! Zero-copy CQE views: read single fields straight from ring memory, without building a
 //! [`dvcq_provider::Completion`].
 
-use crate::cq::{expected_owner, Mlx5Cq};
+use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
 use crate::doorbell::CiPublisher;
 use crate::mini::{CompLayout, MiniState};
 use dvcq_provider::{RingView, SlotCursor, SlotRef};
@@ -28,16 +28,7 @@ const VIEW_OWNED: [bool; 256] = {
 
 /// [`VIEW_OWNED`] for each lap parity, indexed by the `op_own` byte itself: a walk picks
 /// its lap's table once, and each view's test is one load.
-const VIEW_OWNED_IN_LAP: [[bool; 256]; 2] = {
-    let mut t = [[false; 256]; 2];
-    let mut b = 0;
-    while b < 256 {
-        t[0][b] = VIEW_OWNED[b];
-        t[1][b] = VIEW_OWNED[b ^ 1];
-        b += 1;
-    }
-    t
-};
+const VIEW_OWNED_IN_LAP: [[bool; 256]; 2] = per_lap_parity(&VIEW_OWNED);
 
 /// Whether a view walk shows the CQE with `op_own` byte `b` in a lap of owner parity
 /// `parity` (see [`VIEW_OWNED`]).
