@@ -557,6 +557,23 @@ fn garbage_cqes_become_fault_items_and_good_neighbours_survive() {
     assert_eq!(cq.stats().faults, 6);
 }
 
+/// How many items a poll of a 64-byte CQE CQ without compression makes of a CQE with
+/// ownership byte `op_own`, or `None` where the poll stops there. An INVALID-opcode CQE is
+/// not software-owned. A format this CQ cannot hold (inline-64 on 64-byte CQEs, compressed
+/// without compression) is a fault item whatever the opcode. Otherwise a RESIZE is
+/// consumed and stops the poll (until `switch_ring`), SIG_ERR produces nothing, and every
+/// other CQE, garbage included, yields exactly one item.
+fn items_of(op_own: u8) -> Option<usize> {
+    let (opcode, format) = (op_own >> 4, (op_own >> 2) & 3);
+    match opcode {
+        cqe_opcode::INVALID => None,
+        _ if format >= 2 => Some(1),
+        cqe_opcode::RESIZE_CQ => None,
+        cqe_opcode::SIG_ERR => Some(0),
+        _ => Some(1),
+    }
+}
+
 #[test]
 fn arbitrary_bytes_never_panic() {
     use proptest::prelude::*;
@@ -571,20 +588,11 @@ fn arbitrary_bytes_never_panic() {
             pushed += 1;
         }
         let got = poll_all(&mut cq);
-        // An INVALID-opcode CQE is not software-owned and stops the poll. A format this CQ
-        // cannot hold (inline-64 on 64-byte CQEs, compressed without compression) is a
-        // fault item whatever the opcode. Otherwise a RESIZE is consumed and stops the poll
-        // (until `switch_ring`), SIG_ERR produces nothing, and every other CQE, garbage
-        // included, yields exactly one item.
         let mut want = 0;
         for s in &slots {
-            let (opcode, format) = (s[31] >> 4, (s[31] >> 2) & 3);
-            match opcode {
-                cqe_opcode::INVALID => break,
-                _ if format >= 2 => want += 1,
-                cqe_opcode::RESIZE_CQ => break,
-                cqe_opcode::SIG_ERR => {}
-                _ => want += 1,
+            match items_of(s[31]) {
+                None => break,
+                Some(n) => want += n,
             }
         }
         prop_assert!(want <= pushed);
@@ -615,15 +623,10 @@ fn garbage_is_never_attributed_to_a_qp_it_does_not_name() {
             b[57..60].copy_from_slice(&qpn.to_be_bytes()[1..]);
             b[63] = *op_own;
             m.push(&build::raw(b)).unwrap();
-            // Which CQEs yield an item (as in `arbitrary_bytes_never_panic`), and the QPN each
-            // names.
-            let (opcode, format) = (op_own >> 4, (op_own >> 2) & 3);
-            match opcode {
-                cqe_opcode::INVALID => break,
-                _ if format >= 2 => named.push(*qpn),
-                cqe_opcode::RESIZE_CQ => break,
-                cqe_opcode::SIG_ERR => {}
-                _ => named.push(*qpn),
+            // The QPN each item's CQE names.
+            match items_of(*op_own) {
+                None => break,
+                Some(n) => named.extend(std::iter::repeat_n(*qpn, n)),
             }
         }
         let got = poll_all(&mut cq);
