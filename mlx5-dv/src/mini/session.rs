@@ -634,8 +634,25 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // The next block of an enhanced requester session.
             self.poll_requester_session(out)
         } else {
-            self.poll_compressed(out, self.ci, 0)
+            self.open_at_counter(out)
         }
+    }
+
+    /// Opens the session whose title (basic) or first block (enhanced) is at the counter
+    /// and polls it: a requester session whose QP resolved goes straight to its own loop,
+    /// as later calls inside it do; anything else (a fault item, responder sessions) to the
+    /// general path. Out of line, so that the routing stays small.
+    #[inline(never)]
+    fn open_at_counter(&mut self, out: &mut [Completion]) -> usize {
+        let before = self.ci;
+        if out.is_empty() {
+            return 0;
+        }
+        let k = self.open_session(out);
+        if k == 0 && self.mini.left > 0 && self.mini.req.is_some() {
+            return self.poll_requester_session(out);
+        }
+        self.poll_compressed(out.get_mut(k..).unwrap_or_default(), before, k)
     }
 
     /// The `op_own` byte of the slot at running position `pos` if the device wrote it in
