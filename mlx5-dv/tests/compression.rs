@@ -1015,6 +1015,30 @@ fn requester_session_truncated_by_a_written_hole() {
     }
 }
 
+/// A basic requester session polled to its exact end, then a title that is a fault item
+/// (count 1) at the start of the next call: that call returns the fault item first, then
+/// the send after it. The session's resolved QP, still held from the session before, must
+/// not take the call past the fault item (which the requester loop would overwrite).
+#[test]
+fn fault_title_right_after_a_requester_session_is_kept() {
+    let mut m = model::<64>(64, None, 0);
+    let cfg = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+    let mut cq = m.poller_as::<64>(registry(), CqConfig { compression: Some(cfg), ..CqConfig::default() }, 0).unwrap();
+    m.push(&title(cqe_opcode::REQ, QP_RC, 0, 8)).unwrap();
+    m.push(&build::raw(requester_minis(0))).unwrap();
+    m.skip(6).unwrap();
+    m.push(&title(cqe_opcode::REQ, QP_RC, 8, 1)).unwrap();
+    m.push(&build::req(QP_RC, 9, wqe_opcode::SEND, 0)).unwrap();
+    let mut got = Vec::new();
+    assert_eq!(poll_batch(&mut cq, 8, &mut got), 8, "the session, to its end");
+    assert!(got.iter().enumerate().all(|(k, c)| c.is_ok() && c.wqe_index == k as u16));
+    assert_eq!(poll_batch(&mut cq, 4, &mut got), 2, "the fault item and the send after it");
+    let f = got[8].fault().expect("the bad title is a fault item");
+    assert_eq!((f.kind, f.position), (FaultKind::BadField, 8));
+    assert!(got[9].is_ok() && got[9].wqe_index == 9, "then the regular send");
+    assert_eq!(cq.ci(), 10);
+}
+
 /// Enhanced layout, the device shown consumer index 0 (the doorbell is written only every
 /// 1000 CQEs) on a ring of 16: a title, two blocks of seven that continue its session, and
 /// in the last slot a block claiming two minis, one more than the device could have
