@@ -986,6 +986,7 @@ fn requester_session_truncated_by_a_written_hole() {
         let got = drain_peeking(&mut cq, batch, &what);
         assert_truncated_sends(&got, 0, 12, at, 40, &what);
         assert_eq!(cq.ci(), at + 13);
+        assert_eq!(cq.stats().faults, 1, "{what}: one fault counted");
 
         // Enhanced: a regular send (the title), a block of two (one hole), a block of seven,
         // two of its holes, and a regular send written into the next.
@@ -1012,6 +1013,7 @@ fn requester_session_truncated_by_a_written_hole() {
         // The title, the block of two, then the block of seven up to the written hole.
         assert_truncated_sends(&got, 0, 6, at + 3, 7, &what);
         assert_eq!(cq.ci(), at + 7);
+        assert_eq!(cq.stats().faults, 1, "{what}: one fault counted");
     }
 }
 
@@ -1090,6 +1092,50 @@ fn enhanced_block_beyond_what_the_device_could_write_is_truncated() {
         let f = got[15].fault().expect("fault item");
         assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, 15, 2), "{what}");
         assert_eq!(cq.ci(), 16, "{what}");
+    }
+}
+
+/// Enhanced sends on a ring of 8 whose device was shown consumer index 0: the title and a
+/// block of seven fill the lap and are polled; then a block of one is written in the next
+/// lap's first slot (only a CQ created overrun-ignore lets the model write it). The
+/// requester loop meets it as the block that continues its session, and the device could
+/// have written no slot there: a Truncated fault that consumes it, as through the general
+/// path, at every batch size.
+#[test]
+fn requester_loop_truncates_a_block_beyond_what_the_device_could_write() {
+    let cfg = CqConfig {
+        compression: Some(CompressionConfig { layout: CompLayout::Enhanced, format: MiniFormat::Hash }),
+        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
+        ..CqConfig::default()
+    };
+    for batch in [1, 3, 16] {
+        let mut mc = ModelConfig::new(8);
+        mc.compression = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always);
+        mc.overrun_ignore = true;
+        let mut m = Mlx5Model::new(mc).unwrap();
+        let mut cq = m.poller_as::<64>(registry(), cfg, 0).unwrap();
+        let block = |pos: u32, first: u16, count: u8| {
+            let mut b = requester_minis(first);
+            b[62] = (pos / 8) as u8;
+            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
+            build::raw(b)
+        };
+        m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap();
+        m.flush().unwrap();
+        m.push(&block(1, 1, 7)).unwrap();
+        m.flush().unwrap();
+        m.skip(6).unwrap();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        assert_eq!(got.len(), 8, "batch {batch}: the title and the block of seven");
+        m.push(&block(8, 8, 1)).unwrap();
+        m.flush().unwrap();
+        while poll_batch(&mut cq, batch, &mut got) > 0 {}
+        assert!(got[..8].iter().enumerate().all(|(k, c)| c.is_ok() && c.wqe_index == k as u16), "batch {batch}");
+        assert_eq!(got.len(), 9, "batch {batch}: then one fault item");
+        let f = got[8].fault().expect("fault item");
+        assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, 8, 1), "batch {batch}");
+        assert_eq!((cq.ci(), cq.stats().faults), (9, 1), "batch {batch}");
     }
 }
 
