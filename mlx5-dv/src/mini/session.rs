@@ -648,8 +648,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if out.is_empty() {
             return 0;
         }
+        // 0: the session is open (`out` is not empty), and `req` is its own QP, or `None`.
         let k = self.open_session(out);
-        if k == 0 && self.mini.left > 0 && self.mini.req.is_some() {
+        if k == 0 && self.mini.req.is_some() {
             return self.poll_requester_session(out);
         }
         self.poll_compressed(out.get_mut(k..).unwrap_or_default(), before, k)
