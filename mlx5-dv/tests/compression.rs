@@ -896,6 +896,32 @@ fn session_count_beyond_free_slots_is_truncated() {
     }
 }
 
+/// A basic title with an opcode no session carries and a plausible count is one BadOpcode
+/// fault item that consumes the whole session: its array and holes are made hardware-owned
+/// again (so they cannot pass the ownership test two laps on), then the CQE after it.
+#[test]
+fn bad_opcode_title_consumes_and_reinvalidates_its_session() {
+    let cfg = CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash };
+    let mut m = model::<64>(16, None, 0);
+    let mut cq = m.poller_as::<64>(registry(), CqConfig { compression: Some(cfg), ..CqConfig::default() }, 0).unwrap();
+    m.push(&title(cqe_opcode::REQ_ERR, QP_RC, 0, 8)).unwrap();
+    m.push(&array([1, 2, 3, 4, 5, 6, 7, 8])).unwrap();
+    m.skip(6).unwrap();
+    m.push(&build::req(QP_RC, 8, wqe_opcode::SEND, 0)).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 4, &mut got) > 0 {}
+    assert_eq!(got.len(), 2, "one fault item, then the send");
+    let f = got[0].fault().expect("fault item");
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::BadOpcode, 0, cqe_opcode::REQ_ERR as u32));
+    assert!(got[1].is_ok() && got[1].wqe_index == 8);
+    assert_eq!((cq.ci(), cq.stats().faults), (9, 1));
+    let snap = m.snapshot();
+    assert_eq!(op_own::format(snap[63]), cqe_format::COMPRESSED, "the title keeps its bytes");
+    for pos in 1..8 {
+        assert_eq!(snap[pos * 64 + 63], 0xf0, "slot {pos} re-invalidated");
+    }
+}
+
 /// A truncated basic session (the device wrote a regular CQE where the session has a
 /// hole): the completions before it, one Truncated fault item, then that CQE.
 #[test]
@@ -1157,6 +1183,11 @@ fn enhanced_blocks_without_a_usable_title_are_faults() {
     assert_eq!((f.kind, f.value), (FaultKind::Truncated, 4));
     assert_eq!(got.len(), 2);
     assert_eq!((got[1].status, got[1].timestamp), (WcStatus::Success, 1));
+    // The fault consumed the block's slots: the holes got the previous lap's count back.
+    let snap = m.snapshot();
+    for pos in 2..5 {
+        assert_eq!(snap[pos * 64 + 62], 0xff, "hole at {pos}: lap 0's stale count is 255");
+    }
     // A block claiming eight minis (opcode nibble 7).
     let mut m = model::<64>(64, enh, 0);
     let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
