@@ -896,6 +896,37 @@ fn session_count_beyond_free_slots_is_truncated() {
     }
 }
 
+/// CQE version 1: a requester session resolves its QP by the title's user index, not by
+/// its QPN, and reports the title's own QPN (as uncompressed version-1 CQEs do). The title
+/// names user index 0 (QP 1) with QPN 0x100 (the QP at user index 1): the wr_ids and the
+/// SQ retirement are QP 1's, where a lookup by QPN would have taken QP 0x100's.
+#[test]
+fn version_1_requester_session_resolves_its_qp_by_user_index() {
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(1, 16, 16)).unwrap();
+    reg.add_qp(QpConfig::rc(0x100, 16, 16)).unwrap();
+    for i in 0..8 {
+        reg.qp_mut(1).unwrap().sq.post(1000 + i, 1);
+        reg.qp_mut(0x100).unwrap().sq.post(2000 + i, 1);
+    }
+    let cfg = CqConfig {
+        compression: Some(CompressionConfig { layout: CompLayout::Basic, format: MiniFormat::Hash }),
+        cqe_version: CqeVersion::V1,
+        ..CqConfig::default()
+    };
+    let mut m = model::<64>(16, None, 0);
+    let mut cq = m.poller_as::<64>(reg, cfg, 0).unwrap();
+    m.push(&title(cqe_opcode::REQ, 0x100, 0, 8).srqn_uidx(0)).unwrap();
+    m.push(&build::raw(requester_minis(0))).unwrap();
+    m.skip(6).unwrap();
+    let mut got = Vec::new();
+    while poll_batch(&mut cq, 16, &mut got) > 0 {}
+    let ids: Vec<_> = got.iter().map(|c| (c.is_ok(), c.wr_id, c.qp_num)).collect();
+    assert_eq!(ids, (0..8).map(|i| (true, 1000 + i, 0x100)).collect::<Vec<_>>());
+    assert_eq!(cq.registry().qp(1).unwrap().sq.outstanding(), 0, "QP 1's SQ retired");
+    assert_eq!(cq.registry().qp(0x100).unwrap().sq.outstanding(), 8, "QP 0x100's untouched");
+}
+
 /// A basic title with an opcode no session carries and a plausible count is one BadOpcode
 /// fault item that consumes the whole session: its array and holes are made hardware-owned
 /// again (so they cannot pass the ownership test two laps on), then the CQE after it.
