@@ -1043,7 +1043,7 @@ fn requester_session_truncated_by_a_written_hole() {
         let got = drain_peeking(&mut cq, batch, &what);
         assert_truncated_sends(&got, 0, 12, at, 40, &what);
         assert_eq!(cq.ci(), at + 13);
-        assert_eq!(cq.stats().faults, 1, "{what}: one fault counted");
+        assert_eq!((cq.stats().faults, cq.stats().sessions), (1, 1), "{what}: one fault, one session counted");
 
         // Enhanced: a regular send (the title), a block of two (one hole), a block of seven,
         // two of its holes, and a regular send written into the next.
@@ -1070,7 +1070,7 @@ fn requester_session_truncated_by_a_written_hole() {
         // The title, the block of two, then the block of seven up to the written hole.
         assert_truncated_sends(&got, 0, 6, at + 3, 7, &what);
         assert_eq!(cq.ci(), at + 7);
-        assert_eq!(cq.stats().faults, 1, "{what}: one fault counted");
+        assert_eq!((cq.stats().faults, cq.stats().sessions), (1, 2), "{what}: one fault, two blocks counted");
     }
 }
 
