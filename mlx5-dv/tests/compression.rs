@@ -988,6 +988,25 @@ fn requester_minis(first: u16) -> [u8; 64] {
     b
 }
 
+/// An enhanced block of `count` minis from the 64 bytes `minis`, written at running
+/// position `pos` of a ring of `entries`: byte 62 is that lap's count, `op_own` says
+/// COMPRESSED and the count.
+fn enhanced_block(mut minis: [u8; 64], pos: u32, entries: u32, count: u8) -> Entry {
+    minis[62] = (pos / entries) as u8;
+    minis[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
+    build::raw(minis)
+}
+
+/// An enhanced-layout CQ whose device keeps seeing consumer index 0: the doorbell is
+/// written only every 1000 CQEs.
+fn enhanced_unpublished() -> CqConfig {
+    CqConfig {
+        compression: Some(CompressionConfig { layout: CompLayout::Enhanced, format: MiniFormat::Hash }),
+        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
+        ..CqConfig::default()
+    }
+}
+
 /// The items a truncated requester session gives: `good` sends with WQE indexes from
 /// `first`, one Truncated fault for the session (or block) at `at` of `count`, then the
 /// regular send (WQE index 200) the device wrote into the hole.
@@ -1052,12 +1071,7 @@ fn requester_session_truncated_by_a_written_hole() {
         let mut cq = poller::<64>(&m);
         m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap();
         m.flush().unwrap();
-        let block = |pos: u32, first: u16, count: u8| {
-            let mut b = requester_minis(first);
-            b[62] = (pos / 64) as u8;
-            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
-            build::raw(b)
-        };
+        let block = |pos: u32, first: u16, count: u8| enhanced_block(requester_minis(first), pos, 64, count);
         m.push(&block(at + 1, 1, 2)).unwrap();
         m.flush().unwrap();
         m.skip(1).unwrap();
@@ -1105,11 +1119,7 @@ fn fault_title_right_after_a_requester_session_is_kept() {
 /// batch size (batch 1 continues sessions on its own path).
 #[test]
 fn enhanced_block_beyond_what_the_device_could_write_is_truncated() {
-    let cfg = CqConfig {
-        compression: Some(CompressionConfig { layout: CompLayout::Enhanced, format: MiniFormat::Hash }),
-        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
-        ..CqConfig::default()
-    };
+    let cfg = enhanced_unpublished();
     for (send, batch) in [true, false].into_iter().flat_map(|s| [(s, 1), (s, 3), (s, 16)]) {
         let what = format!("send {send}, batch {batch}");
         let mut m = model::<64>(16, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always), 0);
@@ -1122,9 +1132,7 @@ fn enhanced_block_beyond_what_the_device_could_write_is_truncated() {
                     b[8 * k..8 * k + 8].copy_from_slice(&mini.bytes);
                 }
             }
-            b[62] = (pos / 16) as u8;
-            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
-            build::raw(b)
+            enhanced_block(b, pos, 16, count)
         };
         m.push(&if send { build::req(QP_RC, 0, wqe_opcode::SEND, 0) } else { recv(0, 100) }).unwrap();
         m.flush().unwrap();
@@ -1160,23 +1168,14 @@ fn enhanced_block_beyond_what_the_device_could_write_is_truncated() {
 /// path, at every batch size.
 #[test]
 fn requester_loop_truncates_a_block_beyond_what_the_device_could_write() {
-    let cfg = CqConfig {
-        compression: Some(CompressionConfig { layout: CompLayout::Enhanced, format: MiniFormat::Hash }),
-        ci_update: dvcq_mlx5_dv::CiUpdate::EveryN(std::num::NonZeroU32::new(1000).unwrap()),
-        ..CqConfig::default()
-    };
+    let cfg = enhanced_unpublished();
     for batch in [1, 3, 16] {
         let mut mc = ModelConfig::new(8);
         mc.compression = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always);
         mc.overrun_ignore = true;
         let mut m = Mlx5Model::new(mc).unwrap();
         let mut cq = m.poller_as::<64>(registry(), cfg, 0).unwrap();
-        let block = |pos: u32, first: u16, count: u8| {
-            let mut b = requester_minis(first);
-            b[62] = (pos / 8) as u8;
-            b[63] = op_own::make(count - 1, cqe_format::COMPRESSED, false, 0);
-            build::raw(b)
-        };
+        let block = |pos: u32, first: u16, count: u8| enhanced_block(requester_minis(first), pos, 8, count);
         m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap();
         m.flush().unwrap();
         m.push(&block(1, 1, 7)).unwrap();
