@@ -8,6 +8,7 @@
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
 //! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
 //! - [`image`]: the ring-image text container and canonical completion lines.
+//! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod completion;
@@ -20,6 +21,8 @@ mod granule;
 pub mod image;
 mod pow2;
 mod ring;
+#[cfg(feature = "model")]
+mod scramble;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -31,3 +34,5 @@ pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
 pub use pow2::{Pow2Ref, Pow2Table};
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
+#[cfg(feature = "model")]
+pub use scramble::scrambled_qp;

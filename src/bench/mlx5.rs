@@ -24,12 +24,6 @@ fn many_qpn(k: u32) -> u32 {
     }
 }
 
-/// Which QP of the many-QPs mix the lap's CQE `i` belongs to: a fixed scramble in which a
-/// QP seldom completes twice in a row.
-fn many_order(i: u32) -> u32 {
-    (i.wrapping_mul(0x9e37_79b9) >> 7) % MANY
-}
-
 /// mlx5 model + poller, with one lap of CQEs precomputed.
 #[derive(Debug)]
 pub struct Mlx5Bench<const S: usize> {
@@ -94,7 +88,7 @@ impl<const S: usize> Mlx5Bench<S> {
             (0..entries)
                 .map(|i| {
                     if mix == Mix::ManyQps {
-                        let k = many_order(i);
+                        let k = dvcq_provider::scrambled_qp(i, MANY);
                         let (sends, recvs) = &mut counters[k as usize];
                         let next = |c: &mut u16| core::mem::replace(c, c.wrapping_add(1));
                         return if i % 2 == 0 {

@@ -80,7 +80,7 @@ pub fn bench_ring_qps(n: u32, qps: u32) -> Result<BenchRing, ModelError> {
             let k = match qps {
                 1 => 0,
                 2 => i % 2,
-                _ => (i.wrapping_mul(0x9e37_79b9) >> 7) % qps,
+                _ => dvcq_provider::scrambled_qp(i, qps),
             };
             let (ctx, qpn) = qp(k);
             let j = seen.get(k as usize).copied().unwrap_or(0);
