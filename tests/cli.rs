@@ -304,6 +304,8 @@ fn callgrind_counts_the_poll_path_even_on_a_small_ring() {
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         let instr = v["instr"].as_f64().unwrap_or(f64::NAN);
+        // The upper bounds are for optimized code; an unoptimized poll costs many times more.
+        let range = if cfg!(debug_assertions) { range.start..f64::INFINITY } else { range };
         assert!(range.contains(&instr), "{vendor} {mode}: {instr} instructions, expected {range:?}");
     }
 }
