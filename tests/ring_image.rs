@@ -180,6 +180,7 @@ fn malformed_images_name_the_line_and_the_problem() {
             "0x1a2 is already registered",
         ),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 srq=1000000\n{s}\n{s}\n"), 2, "does not fit in 24 bits"),
+        (&format!("ring cqe_size=64 entries=2 ci=0\n{s}\nring cqe_size=64 entries=2 ci=0\n{s}\n"), 3, "a second ring line"),
         // CR-only line endings make the file one line.
         (&format!("ring cqe_size=64 entries=2 ci=0\r{s}\r{s}\r"), 1, "lines must end in LF or CRLF"),
     ];
@@ -196,6 +197,52 @@ fn malformed_images_name_the_line_and_the_problem() {
 fn an_srq_qp_without_an_rq_decodes() {
     let s = "00".repeat(64);
     let text = format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=0 srq=5\n{s}\n{s}\n");
+    decode_text(&text).unwrap();
+}
+
+/// Slot lines are written in lowercase hex; a hand-edited image in uppercase reads as the
+/// same bytes.
+#[test]
+fn uppercase_slot_hex_reads_as_the_same_bytes() {
+    let mut m = Mlx5Model::new(ModelConfig::new(4)).unwrap();
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(0x1a2, 16, 16)).unwrap();
+    // Byte count 0xabcdef puts every hex letter into the slot.
+    m.push(&build::req(0x1a2, 3, wqe_opcode::RDMA_READ, 0xabcdef)).unwrap();
+    let text = Mlx5Image::from_ring(64, 0, CqeVersion::V0, None, &reg, m.snapshot()).to_text();
+    let upper: String = text
+        .lines()
+        .map(|l| if l.starts_with("ring") || l.starts_with("qp") { l.to_owned() } else { l.to_uppercase() } + "\n")
+        .collect();
+    assert!(upper.contains("ABCDEF") && text.contains("abcdef"), "{upper}");
+    assert_eq!(parse_mlx5_image(&upper).unwrap(), parse_mlx5_image(&text).unwrap());
+    assert_eq!(decode_text(&upper).unwrap(), decode_text(&text).unwrap());
+}
+
+/// The limits of a `qp` line are inclusive: a 24-bit QPN of all ones and work queues of
+/// 65536 entries are what mlx5 allows, and the image takes them.
+#[test]
+fn qp_limits_are_inclusive() {
+    let s = "00".repeat(64);
+    let text = format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=ffffff sq_wqe_cnt=65536 rq_wqe_cnt=65536\n{s}\n{s}\n");
+    let img = parse_mlx5_image(&text).unwrap();
+    assert_eq!((img.qps[0].qpn, img.qps[0].sq_wqe_cnt, img.qps[0].rq_wqe_cnt), (0xff_ffff, 1 << 16, 1 << 16));
+    decode_text(&text).unwrap();
+}
+
+/// A bare `srq` gives each QP an SRQ of its own, numbered so that no two QPs share one and
+/// every number fits in 24 bits: several such QPs decode.
+#[test]
+fn bare_srq_words_give_each_qp_its_own_srq() {
+    let s = "00".repeat(64);
+    let qps: String = (0..4).map(|k| format!("qp qpn={:x} sq_wqe_cnt=4 rq_wqe_cnt=0 srq\n", 0x10 + k)).collect();
+    let text = format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=1\n{qps}{s}\n{s}\n");
+    let img = parse_mlx5_image(&text).unwrap();
+    let mut reg = img.registry().unwrap();
+    let srqs: std::collections::HashSet<u32> =
+        (0..4).map(|k| reg.qp(0x10 + k).unwrap().config().srqn.unwrap()).collect();
+    assert_eq!(srqs.len(), 4);
+    assert!(srqs.iter().all(|&n| n <= 0xff_ffff && reg.srq_mut(n).is_some()), "{srqs:?}");
     decode_text(&text).unwrap();
 }
 

@@ -1,7 +1,9 @@
 //! Ring images exported by the model decode exactly as the live poller polls, and survive
 //! the text round trip; arbitrary text and ring bytes never panic.
 
-use dvcq_e810_dv::image::{decode_image, format_decode, parse_irdma_image, DecodeItem, ImageQp};
+use dvcq_e810_dv::image::{
+    decode_image, format_decode, header_from_words, image_from_parts, parse_irdma_image, DecodeItem, ImageQp,
+};
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
 use dvcq_provider::Completion;
@@ -135,4 +137,82 @@ proptest! {
             let _ = decode_image(&img, Compat::Current);
         }
     }
+}
+
+/// The decoder bounds its work on garbage, and the bound is never smaller than honest work:
+/// a full ring of 4095 completions (one slot stays free) decodes whole, and so does a GEN2
+/// flush CQE that stands for all 1023 outstanding WQEs of a large SQ on a small ring.
+#[test]
+fn long_decodes_are_not_cut_short() {
+    let entries = 4096;
+    let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, entries)).unwrap();
+    for i in 0..entries - 1 {
+        m.push(&ModelCqe::send(1, 0x21, (i % 8) as u16, sq_op::SEND)).unwrap();
+    }
+    // Small queues, so that their WQE count adds little to the bound.
+    let qp = ImageQp { qpn: 0x21, sq_wqe_cnt: 8, rq_wqe_cnt: 8, ..Default::default() };
+    let (items, end) = decode_image(&m.export_image(0, &[qp]).unwrap(), Compat::Current).unwrap();
+    assert_eq!(items.len(), entries as usize - 1);
+    assert!(items.iter().all(|it| matches!(it, DecodeItem::Wc(wc) if wc.status as u8 == 0)));
+    assert_eq!((end.ci, end.dbrec_ci), (entries - 1, Some(entries - 1)));
+
+    let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 8)).unwrap();
+    m.push(&ModelCqe::flush_general(1, 0x21, true, 0)).unwrap();
+    // An SQ with 1023 WQEs outstanding (tail 0, head 1023) and no RQ.
+    let qp = ImageQp { qpn: 0x21, sq_wqe_cnt: 1024, rq_wqe_cnt: 0, sq_head: Some(1023), ..Default::default() };
+    let (items, _) = decode_image(&m.export_image(0, &[qp]).unwrap(), Compat::Current).unwrap();
+    assert_eq!(items.len(), 1023);
+    let last = match items.last() {
+        Some(DecodeItem::Wc(wc)) => wc.wqe_index,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(last, 1022);
+}
+
+/// The limits of the ring and `qp` lines are inclusive, every key is read, and what is read
+/// is written back: a 24-bit QPN of all ones, 32768-entry queues, `rq_shift` 3 and an
+/// `srq` number round-trip; one past each limit is refused on its own line.
+#[test]
+fn image_limits_are_inclusive_and_every_key_round_trips() {
+    let z = "0".repeat(64);
+    let ring = "ring cqe_size=32 entries=2 ci=0 vendor=irdma";
+    let img = parse_irdma_image(&format!(
+        "{ring}\nqp qpn=ffffff sq_wqe_cnt=32768 rq_wqe_cnt=32768 rq_shift=3 srq=2d\nqp qpn=5 sq_wqe_cnt=4 rq_wqe_cnt=4 srq rq_shift=2\n{z}\n{z}\n"
+    ))
+    .unwrap();
+    let (a, b) = (&img.qps[0], &img.qps[1]);
+    assert_eq!((a.qpn, a.sq_wqe_cnt, a.rq_wqe_cnt, a.rq_shift, a.srq), (0xff_ffff, 32768, 32768, 3, Some(0x2d)));
+    assert_eq!((b.rq_shift, b.srq), (2, Some(0)));
+    assert_eq!(parse_irdma_image(&img.to_text()).unwrap(), img);
+    for (qp, want) in [
+        ("qpn=1000000 sq_wqe_cnt=4 rq_wqe_cnt=4", "wider than 24 bits"),
+        ("qpn=1 sq_wqe_cnt=65536 rq_wqe_cnt=4", "sq_wqe_cnt=65536"),
+        ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=65536", "rq_wqe_cnt=65536"),
+        ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 rq_shift=4", "rq_shift=4"),
+    ] {
+        let e = parse_irdma_image(&format!("{ring}\nqp {qp}\n{z}\n{z}\n")).unwrap_err();
+        assert!(e.line == 2 && e.msg.contains(want), "{qp}: {e}");
+    }
+    // Ring sizes: powers of two from 2 to 2^22, checked on the ring line before any slot.
+    for entries in [1, 6, 1 << 23] {
+        let e = parse_irdma_image(&format!("ring cqe_size=32 entries={entries} ci=0 vendor=irdma\n")).unwrap_err();
+        assert!(e.line == 1 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
+    }
+    // The same from the words alone, as a shared parser hands them over.
+    for entries in ["1", "6", "8388608"] {
+        let words = [("cqe_size", "32"), ("entries", entries), ("ci", "0")];
+        let e = header_from_words(&words, 7).unwrap_err();
+        assert!(e.line == 7 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
+    }
+    assert_eq!(
+        header_from_words(&[("cqe_size", "32"), ("entries", "4194304"), ("ci", "0")], 7).unwrap().entries,
+        1 << 22
+    );
+    // At most 64 QPs.
+    let qps = |n: u32| (1..=n).map(|k| ImageQp { qpn: k, sq_wqe_cnt: 4, rq_wqe_cnt: 4, ..Default::default() });
+    let header = img.header;
+    let slots = vec![0; 64];
+    assert!(image_from_parts(header, qps(64).collect(), slots.clone()).is_ok());
+    let e = image_from_parts(header, qps(65).collect(), slots).unwrap_err();
+    assert!(e.msg.contains("65 qp lines"), "{e}");
 }
