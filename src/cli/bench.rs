@@ -229,7 +229,7 @@ impl PollArgs {
             let mut r = bench::run(t.as_mut(), &p);
             r.ring = row.ring;
             if self.callgrind {
-                r.instr = Some(self.instructions(row)?);
+                r.instr = Some(self.instructions(row, t.entries())?);
             }
             if self.callgrind_run.is_some() {
                 continue;
@@ -292,8 +292,10 @@ impl PollArgs {
     }
 
     /// Instructions per CQE (or per empty call): callgrind totals of a polling run minus a
-    /// run that prepares the same laps without polling, divided by the CQE count.
-    fn instructions(&self, row: Row) -> Result<f64, CliError> {
+    /// run that prepares the same laps without polling, divided by the CQE count: laps
+    /// times `per_lap`, the target's CQEs per lap (an irdma ring keeps one slot free, so a
+    /// lap is one CQE short of `--entries`).
+    fn instructions(&self, row: Row, per_lap: u32) -> Result<f64, CliError> {
         let (mode, batch) = (row.mode, row.batch);
         let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
         let laps = self.laps.min(8);
@@ -348,7 +350,7 @@ impl PollArgs {
         };
         let with = run(false)?;
         let base = run(true)?;
-        let n = laps as f64 * self.entries as f64;
+        let n = f64::from(laps) * f64::from(per_lap);
         Ok(with.saturating_sub(base) as f64 / n)
     }
 }
