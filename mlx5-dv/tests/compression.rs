@@ -813,6 +813,35 @@ fn compressed_cqes_on_a_cq_without_compression_are_bad_format() {
     }
 }
 
+/// On a 64-byte CQ created with compression, a regular CQE in a format that size cannot
+/// hold (inline-64 data, format 2) is a BadFormat fault item, as it is without compression,
+/// and its neighbours are intact: neither the entry's uncompressed loop nor the loop that
+/// goes on after a session in the same call takes it for a responder CQE.
+#[test]
+fn inline_64_on_a_64_byte_compressed_cq_is_bad_format() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for policy in [Policy::Never, Policy::Always] {
+            let mut m = model::<64>(64, comp(layout, MiniFormat::Hash, policy), 0);
+            let mut cq = poller::<64>(&m);
+            let mut inline64 = recv(20, 4);
+            inline64.cqe.op_own |= 2 << op_own::FORMAT_SHIFT;
+            m.push_all(&(0..20).map(|i| recv(i, i.into())).collect::<Vec<_>>()).unwrap();
+            m.push(&inline64).unwrap();
+            m.push_all(&(20..30).map(|i| recv(i, i.into())).collect::<Vec<_>>()).unwrap();
+            let mut got = Vec::new();
+            while poll_batch(&mut cq, 64, &mut got) > 0 {}
+            let what = format!("{layout:?} {policy:?}");
+            assert_eq!(got.len(), 31, "{what}");
+            assert_eq!(got[20].fault().map(|f| f.kind), Some(FaultKind::BadFormat), "{what}");
+            let ok: Vec<u32> = got.iter().filter(|c| c.is_ok()).map(|c| c.byte_len).collect();
+            assert_eq!(ok, (0..30).collect::<Vec<_>>(), "{what}");
+            if policy == Policy::Always {
+                assert!(cq.stats().sessions > 0, "{what}: the inline-64 CQE must follow a session");
+            }
+        }
+    }
+}
+
 /// A CQ told the wrong mini format (the device writes CSUM, the poller was told HASH): the
 /// format is not in the CQE, so this is not detectable; the completions are all there,
 /// with the hash taken from the wrong bytes, and nothing panics.
