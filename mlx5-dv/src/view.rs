@@ -4,6 +4,7 @@
 use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
 use crate::doorbell::CiPublisher;
 use crate::mini::{CompLayout, MiniState};
+use core::mem::offset_of;
 use dvcq_provider::{RingView, SlotCursor, SlotRef};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
@@ -258,39 +259,40 @@ impl<const STRIDE: usize> CqeView<'_, STRIDE> {
     }
     /// `srqn_uidx & 0xffffff`.
     pub fn srqn_uidx(&self) -> u32 {
-        self.be32(32) & QPN_MASK
+        self.be32(offset_of!(Cqe64, srqn_uidx)) & QPN_MASK
     }
     /// Immediate / invalidated rkey / P_Key word, converted to host order.
     pub fn imm_inval_pkey(&self) -> u32 {
-        self.be32(36)
+        self.be32(offset_of!(Cqe64, imm_inval_pkey))
     }
     /// `flags_rqpn`.
     pub fn flags_rqpn(&self) -> u32 {
-        self.be32(24)
+        self.be32(offset_of!(Cqe64, flags_rqpn))
     }
     /// Source LID.
     pub fn slid(&self) -> u16 {
-        self.be16(22)
+        self.be16(offset_of!(Cqe64, slid))
     }
     /// Timestamp.
     pub fn timestamp(&self) -> u64 {
-        (u64::from(self.be32(48)) << 32) | u64::from(self.be32(52))
+        let at = offset_of!(Cqe64, timestamp);
+        (u64::from(self.be32(at)) << 32) | u64::from(self.be32(at + 4))
     }
     /// RSS hash result.
     pub fn rss_hash_result(&self) -> u32 {
-        self.be32(12)
+        self.be32(offset_of!(Cqe64, rss_hash_result))
     }
     /// L4 checksum.
     pub fn check_sum(&self) -> u16 {
-        self.be16(20)
+        self.be16(offset_of!(Cqe64, check_sum))
     }
     /// `hds_ip_ext`.
     pub fn hds_ip_ext(&self) -> u8 {
-        self.byte(28)
+        self.byte(offset_of!(Cqe64, hds_ip_ext))
     }
     /// `l4_hdr_type_etc`.
     pub fn l4_hdr_type_etc(&self) -> u8 {
-        self.byte(29)
+        self.byte(offset_of!(Cqe64, l4_hdr_type_etc))
     }
     /// The whole cqe64, copied.
     pub fn cqe(&self) -> Cqe64 {

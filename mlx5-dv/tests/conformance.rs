@@ -959,3 +959,108 @@ fn poller_is_send_but_not_sync() {
     // Checked at compile time; the probe itself is checked against a Sync type.
     const { assert!(<Probe<u32>>::IS_SYNC && !<Probe<Mlx5Cq<64>>>::IS_SYNC && !<Probe<Mlx5Cq<128>>>::IS_SYNC) };
 }
+
+/// Every typed accessor of a zero-copy view reads its own field of the CQE, converted from
+/// big-endian, in both CQE sizes (the cqe64 is the second half of a 128-byte slot): a CQE
+/// with a distinct value in each field, then one with the flags clear.
+#[test]
+fn every_view_accessor_reads_its_own_field() {
+    fn check<const S: usize>() {
+        let (mut m, mut cq) = setup::<S>(8, registry(), CqConfig::default());
+        let addr = RecvAddr { src_qp: 0x65_4321, slid: 0xbeef, sl: 0xa, path_bits: 0x55, grh: true };
+        let mut full = build::resp(cqe_opcode::RESP_SEND_IMM, QPN, 0x2345, 0x1234_5678, 0xa1b2_c3d4)
+            .recv_addr(addr)
+            .offloads(0x07, 0x9c, 0xc5c6, 0xdead_beef)
+            .timestamp(0x0102_0304_0506_0708)
+            .srqn_uidx(0xab_cdef)
+            .solicited(true);
+        full.cqe.signature = 0x5a;
+        let plain = build::req(QPN, 7, wqe_opcode::RDMA_READ, 99);
+        // Two laps of the 8-entry ring, so that the owner bit differs between them.
+        for lap in 0..2u8 {
+            for _ in 0..4 {
+                m.push(&full).unwrap();
+                m.push(&plain).unwrap();
+            }
+            {
+                let mut views = cq.views();
+                for k in 0..8u32 {
+                    let v = views.next().unwrap();
+                    assert_eq!(v.position(), u32::from(lap) * 8 + k, "{S}");
+                    if k % 2 == 0 {
+                        assert_eq!(v.op_own(), (cqe_opcode::RESP_SEND_IMM << 4) | 2 | lap, "{S}");
+                        assert_eq!((v.opcode(), v.format(), v.se()), (cqe_opcode::RESP_SEND_IMM, 0, true), "{S}");
+                        assert_eq!((v.qpn(), v.wqe_opcode(), v.wqe_counter()), (QPN, 0, 0x2345), "{S}");
+                        assert_eq!((v.byte_cnt(), v.imm_inval_pkey()), (0x1234_5678, 0xa1b2_c3d4), "{S}");
+                        assert_eq!((v.signature(), v.srqn_uidx(), v.slid()), (0x5a, 0xab_cdef, 0xbeef), "{S}");
+                        assert_eq!(v.flags_rqpn() & QPN_MASK, 0x65_4321, "{S}");
+                        assert_eq!((v.flags_rqpn() >> 24) & 0xf, 0xa, "{S}");
+                        assert_eq!(v.timestamp(), 0x0102_0304_0506_0708, "{S}");
+                        assert_eq!((v.rss_hash_result(), v.check_sum()), (0xdead_beef, 0xc5c6), "{S}");
+                        assert_eq!((v.hds_ip_ext(), v.l4_hdr_type_etc()), (0x07, 0x9c), "{S}");
+                        let mut want = full.cqe;
+                        want.op_own = v.op_own();
+                        assert_eq!(v.cqe(), want, "{S}");
+                    } else {
+                        assert_eq!(v.op_own(), lap, "{S}: REQ is opcode 0");
+                        assert_eq!((v.opcode(), v.se()), (cqe_opcode::REQ, false), "{S}");
+                        assert_eq!((v.qpn(), v.wqe_opcode(), v.wqe_counter()), (QPN, wqe_opcode::RDMA_READ, 7), "{S}");
+                        assert_eq!((v.byte_cnt(), v.signature(), v.srqn_uidx(), v.timestamp()), (99, 0, 0, 0), "{S}");
+                    }
+                }
+                assert!(views.next().is_none(), "{S}");
+            }
+            // Through the driver trait too: the running counter the views moved.
+            assert_eq!(dvcq_provider::CqDriver::ci(&cq), 8 * (u32::from(lap) + 1), "{S}");
+        }
+    }
+    check::<64>();
+    check::<128>();
+}
+
+/// The view accessors that depend on the CQE kind and size: the error fields of an error
+/// CQE; inline data only where the format and CQE size hold it (inline-64 is format 2 on
+/// 128-byte CQEs only); a GRH only in a 128-byte CQE that flags it.
+#[test]
+fn view_error_inline_and_grh_accessors_follow_the_cqe_kind_and_size() {
+    fn check<const S: usize>() {
+        let (mut m, mut cq) = setup::<S>(8, registry(), CqConfig::default());
+        let spec = ErrSpec {
+            requester: true,
+            qpn: QPN,
+            wqe_counter: 0x321,
+            syndrome: syndrome::LOCAL_PROT_ERR,
+            vendor_err_synd: 0x55,
+            hw_err_synd: 0x66,
+            hw_synd_type: 0x7,
+            wqe_opcode: wqe_opcode::RDMA_WRITE,
+            ..ErrSpec::default()
+        };
+        m.push(&build::err(spec)).unwrap();
+        // Format 2 with 40 bytes counted, and the in-CQE GRH flag, whatever the size.
+        let mut odd = build::resp(cqe_opcode::RESP_SEND, QPN, 0, 40, 0);
+        odd.cqe.op_own |= 2 << 2;
+        odd.cqe.flags_rqpn = dvcq_uapi::Be32::new(dvcq_uapi::mlx5::cqe::flags_rqpn::L3_IN_CQE);
+        m.push(&odd).unwrap();
+        // 128 bytes: a GRH in the first half, but the flag not set.
+        let mut unflagged = build::resp(cqe_opcode::RESP_SEND, QPN, 1, 8, 0);
+        unflagged.first_half = [0xee; 64];
+        m.push(&unflagged).unwrap();
+        let mut views = cq.views();
+        let e = views.next().unwrap().err();
+        assert_eq!(
+            (e.syndrome, e.vendor_err_synd, e.hw_err_synd, e.hw_synd_type),
+            (syndrome::LOCAL_PROT_ERR, 0x55, 0x66, 0x7),
+            "{S}"
+        );
+        assert_eq!((e.wqe_counter.get(), e.s_wqe_opcode_qpn.get() & QPN_MASK), (0x321, QPN), "{S}");
+        let v = views.next().unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(v.inline_data(&mut buf), if S == 128 { 40 } else { 0 }, "{S}");
+        assert_eq!(v.grh().is_some(), S == 128, "{S}");
+        let v = views.next().unwrap();
+        assert_eq!((v.inline_data(&mut buf), v.grh()), (0, None), "{S}");
+    }
+    check::<64>();
+    check::<128>();
+}
