@@ -163,8 +163,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         while b < 256 {
             let own = b as u8;
             let format = op_own::format(own);
-            let format_ok = format == 0 || format == 1 || (format == 2 && STRIDE == 128);
-            if format_ok {
+            if cqe::format_fits(format, STRIDE) {
                 match op_own::opcode(own) {
                     cqe_opcode::REQ => t[b] = FAST_REQ,
                     cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => t[b] = FAST_RESP,

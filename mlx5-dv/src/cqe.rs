@@ -468,6 +468,16 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     Parsed::Wc
 }
 
+/// Whether a regular CQE of `cqe_size` bytes can carry format `format`: no inline data (0),
+/// inline data in the cqe64 (1), or inline-64 data in the first half of a 128-byte CQE (2).
+/// Format 3 is a compression title or block, never a regular CQE. The one rule the fast
+/// paths' class tables and the slow path's BadFormat test share.
+pub(crate) const fn format_fits(format: u8, cqe_size: usize) -> bool {
+    format == cqe_format::NO_INLINE
+        || format == cqe_format::INLINE_SCATTER_32
+        || (format == cqe_format::INLINE_SCATTER_64 && cqe_size == 128)
+}
+
 /// Everything off the fast path: errors, swallowed CQEs, RESIZE, garbage.
 #[cold]
 #[inline(never)]
@@ -480,7 +490,7 @@ pub(crate) fn parse_slow<R: Resources>(
     out: &mut Completion,
 ) -> Parsed {
     let format = cqe.format();
-    if format == cqe_format::COMPRESSED || (format == cqe_format::INLINE_SCATTER_64 && cqe_size == 64) {
+    if !format_fits(format, cqe_size as usize) {
         // Compression not enabled on this CQ, or inline-64 data that a 64-byte CQE has no
         // room for: rdma-core would read before the CQE; we refuse.
         return fault(res, out, FaultKind::BadFormat, pos, cqe.op_own as u32);

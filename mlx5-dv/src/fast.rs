@@ -66,7 +66,7 @@ const fn owned_class(b: u8, stride: usize, resp: bool) -> u8 {
         return STOP;
     }
     let format = op_own::format(b);
-    if !(format == 0 || format == 1 || (format == 2 && stride == 128)) {
+    if !crate::cqe::format_fits(format, stride) {
         return STOP;
     }
     match op_own::opcode(b) {
