@@ -84,6 +84,26 @@ fn every_sq_opcode() {
     }
 }
 
+/// Hardware reports a receive's WQE index in quanta: with `rq_shift` 2 the RQ index is
+/// the CQE's index shifted right by 2, also on the fast path, whose run must not read
+/// another receive's wr_id from an RQ large enough to hold the unshifted index.
+#[test]
+fn fast_path_receives_shift_the_wqe_index_by_rq_shift() {
+    let mut cfg = QpConfig::rc(QPN, 16, 256);
+    cfg.rq_shift = 2;
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 64, cfg, Compat::Current);
+    for i in 0..64 {
+        cq.qps_mut().post_recv(id, 1000 + i).unwrap();
+    }
+    for i in 0..8 {
+        m.push(&ModelCqe::recv(CTX, QPN, i, 2, rq_op::ROCE_SEND_ONLY, 10 + u32::from(i))).unwrap();
+    }
+    let got = poll_all(&mut cq);
+    let seen: Vec<(u64, u16, u32)> = got.iter().map(|wc| (wc.wr_id, wc.wqe_index, wc.byte_len)).collect();
+    let want: Vec<(u64, u16, u32)> = (0..8).map(|i| (1000 + u64::from(i), i, 10 + u32::from(i))).collect();
+    assert_eq!(seen, want);
+}
+
 /// Receives with immediate data and invalidation. RoCE writes with immediate are
 /// `IBV_WC_RECV_RDMA_WITH_IMM` since rdma-core v52 (commit 7f2d095ff); before, the uk
 /// layer overwrote the opcode and they were `IBV_WC_RECV` (§4.7).
