@@ -6,7 +6,7 @@ use dvcq_e810_dv::image::{
 };
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
-use dvcq_provider::Completion;
+use dvcq_provider::{Completion, WcFlags};
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
@@ -215,4 +215,25 @@ fn image_limits_are_inclusive_and_every_key_round_trips() {
     assert!(image_from_parts(header, qps(64).collect(), slots.clone()).is_ok());
     let e = image_from_parts(header, qps(65).collect(), slots).unwrap_err();
     assert!(e.msg.contains("65 qp lines"), "{e}");
+}
+
+/// A GEN3 SRQ receive names its QP in qword5 (qword1 carries the wr_id): an image decodes
+/// it to the QP of that handle, here the second `qp` line (a UD QP, so its completion
+/// carries the GRH flag that the first, RC, QP's would not), with the CQE's own wr_id.
+#[test]
+fn gen3_srq_receives_decode_to_the_qp_their_qword5_names() {
+    let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen3, 8)).unwrap();
+    m.push(&ModelCqe::srq_recv(2, 0x22, 0xdead_beef, 77, rq_op::ROCE_SEND_ONLY)).unwrap();
+    let qps = [
+        ImageQp { qpn: 0x21, sq_wqe_cnt: 8, rq_wqe_cnt: 8, ..Default::default() },
+        ImageQp { qpn: 0x22, sq_wqe_cnt: 8, rq_wqe_cnt: 8, ud: true, ..Default::default() },
+    ];
+    let img = m.export_image(0, &qps).unwrap();
+    let (items, end) = decode_image(&parse_irdma_image(&img.to_text()).unwrap(), Compat::Current).unwrap();
+    let [DecodeItem::Wc(wc)] = items.as_slice() else {
+        panic!("{items:?}");
+    };
+    assert_eq!((wc.wr_id, wc.qp_num, wc.byte_len, wc.status as u8), (0xdead_beef, 0x22, 77, 0));
+    assert!(wc.wc_flags.contains(WcFlags::GRH), "{wc:?}");
+    assert_eq!(end.ci, 1);
 }
