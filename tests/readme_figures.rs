@@ -136,13 +136,10 @@ fn inclusive(run: &str, function: &str, args: &[&str]) -> u64 {
         .args([&["bench", "poll", "--callgrind-run", run, "--reps", "1"], &SHAPE[..], args].concat())
         .output()
         .expect("run valgrind");
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let total = dvcq::cli::bench::callgrind_total(&out);
     let _ = std::fs::remove_file(&out);
     assert!(o.status.success(), "callgrind of {function} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    text.lines()
-        .find_map(|l| l.strip_prefix("totals:"))
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or_else(|| panic!("callgrind of {function} {args:?}: no totals line"))
+    total.unwrap_or_else(|e| panic!("callgrind of {function} {args:?}: {e}"))
 }
 
 /// "label args mode: the bench says X, the poll function alone costs Y" unless the bench's

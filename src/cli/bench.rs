@@ -3,7 +3,6 @@
 use super::output::Output;
 use super::CliError;
 use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report, RingKind};
-use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 /// Arguments of `dvcq bench`.
@@ -344,7 +343,7 @@ impl PollArgs {
             if !status.success() {
                 return Err(CliError(format!("valgrind run failed ({status})")));
             }
-            let total = totals(&out);
+            let total = callgrind_total(&out);
             let _ = std::fs::remove_file(&out);
             total
         };
@@ -383,8 +382,12 @@ fn mix_name(m: Mix) -> &'static str {
     }
 }
 
-/// The `totals:` (or `summary:`) instruction count of a callgrind output file.
-fn totals(path: &PathBuf) -> Result<u64, CliError> {
+/// The `totals:` (or `summary:`) instruction count of the callgrind output file at `path`.
+///
+/// # Errors
+///
+/// A [`CliError`] naming the file when it cannot be read or has no such line.
+pub fn callgrind_total(path: &std::path::Path) -> Result<u64, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     text.lines()
         .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
