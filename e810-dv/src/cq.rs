@@ -384,8 +384,8 @@ impl IrdmaCq {
         // valid-bit check, and keep the batch loop out of line.
         let ci = self.eng.ci;
         let ready = match &self.ring {
-            SlotRing::Slots32(r) => r.slot(ci.slot()).valid_q3(ci.flip()),
-            SlotRing::Slots64(r) => r.slot(ci.slot()).valid_q3(ci.flip()),
+            SlotRing::Slots32(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()),
+            SlotRing::Slots64(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()),
         };
         match (ready, out) {
             (None, _) | (_, []) => 0,
@@ -456,8 +456,8 @@ impl IrdmaCq {
     /// The next completion without consuming it.
     pub fn peek(&self) -> Option<Completion> {
         match &self.ring {
-            SlotRing::Slots32(r) => self.eng.peek(r),
-            SlotRing::Slots64(r) => self.eng.peek(r),
+            SlotRing::Slots32(r) => self.eng.peek(&r.view()),
+            SlotRing::Slots64(r) => self.eng.peek(&r.view()),
         }
     }
 

@@ -287,8 +287,6 @@ impl<const LEN: usize> SlotWords for SlotRef<'_, LEN> {
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for dvcq_provider::CqRing<32, false> {}
-    impl Sealed for dvcq_provider::CqRing<64, false> {}
     impl Sealed for dvcq_provider::RingView<'_, 32, false> {}
     impl Sealed for dvcq_provider::RingView<'_, 64, false> {}
     impl Sealed for super::SlotBytes {}
@@ -340,42 +338,6 @@ where
     fn srq_ctx(&self, slot: u32) -> Option<u64> {
         // Byte 40 exists only in 64-byte slots.
         self.read_at::<Le64>(slot, off::EXT_QWORD5).map(Le64::get)
-    }
-}
-
-/// A ring handle reads through its view.
-impl<const S: usize> SlotSource for CqRing<S, false>
-where
-    CqRing<S, false>: sealed::Sealed,
-    for<'a> RingView<'a, S, false>: SlotSource<Slot<'a> = SlotRef<'a, S>>,
-{
-    type Slot<'s>
-        = SlotRef<'s, S>
-    where
-        Self: 's;
-    #[inline(always)]
-    fn ext_extra_slots(&self) -> u32 {
-        self.view().ext_extra_slots()
-    }
-    #[inline(always)]
-    fn entries(&self) -> u32 {
-        CqRing::entries(self)
-    }
-    #[inline(always)]
-    fn slot(&self, slot: u32) -> SlotRef<'_, S> {
-        self.view().slot_ref::<S>(slot)
-    }
-    #[inline(always)]
-    fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (SlotRef<'_, S>, &'o mut T)> {
-        self.view().slots_along(slot, out)
-    }
-    #[inline]
-    fn ext(&self, pos: Pos) -> Option<ExtCqe> {
-        self.view().ext(pos)
-    }
-    #[inline]
-    fn srq_ctx(&self, slot: u32) -> Option<u64> {
-        self.view().srq_ctx(slot)
     }
 }
 
