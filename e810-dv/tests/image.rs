@@ -5,11 +5,13 @@ use dvcq_e810_dv::image::{
     decode_image, format_decode, header_from_words, image_from_parts, parse_irdma_image, DecodeItem, ImageQp,
 };
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
-use dvcq_e810_dv::{Compat, QpConfig, QpRegistry};
-use dvcq_provider::{Completion, WcFlags};
+use dvcq_e810_dv::ring::{Pos, SlotWords};
+use dvcq_e810_dv::{Compat, QpConfig, QpRegistry, SlotBytes, SlotSource};
+use dvcq_provider::{Completion, DmaBuffer, RingView, SlotRef, WcFlags};
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
+use std::sync::Arc;
 
 fn scenario(gen: HwRev) {
     let entries = 32;
@@ -135,6 +137,55 @@ proptest! {
         }
         if let Ok(img) = parse_irdma_image(&text) {
             let _ = decode_image(&img, Compat::Current);
+        }
+    }
+}
+
+/// Every read an image decode makes through [`SlotBytes`] against the same read of the same
+/// bytes in ring memory, at each position of two laps from `ci`: valid test, main qwords,
+/// extension (the next slot in 32-byte mode, bytes 32-63 in 64-byte mode) and the GEN3 SRQ
+/// context. The decode itself is the poller's code, so agreeing here means an image decodes
+/// as the ring it was taken from would poll.
+fn bytes_read_as_ring_memory<const S: usize>(bytes: &[u8], ci: u32)
+where
+    for<'a> RingView<'a, S, false>: SlotSource<Slot<'a> = SlotRef<'a, S>>,
+{
+    let entries = (bytes.len() / S) as u32;
+    let mem = Arc::new(DmaBuffer::new(bytes.len()).unwrap());
+    let ring = mem.cq_ring_any_size::<S>(0, entries).unwrap();
+    for (i, slot) in bytes.chunks(S).enumerate() {
+        ring.write_bytes(i as u32, 0, slot).unwrap();
+    }
+    let live = ring.view();
+    let image = SlotBytes::new(bytes.to_vec(), S).unwrap();
+    assert_eq!(image.entries(), SlotSource::entries(&live));
+    assert_eq!(image.ext_extra_slots(), live.ext_extra_slots());
+    for k in 0..2 * entries {
+        let pos = Pos::at(ci.wrapping_add(k), entries);
+        let (a, b) = (image.slot(pos.slot()), live.slot(pos.slot()));
+        assert_eq!(a.valid_q3(pos.flip()), b.valid_q3(pos.flip()), "valid test at {pos:?}");
+        for off in [0, 8, 16, 24] {
+            assert_eq!(a.qword(off), b.qword(off), "qword at byte {off} of {pos:?}");
+        }
+        assert_eq!(image.ext(pos), live.ext(pos), "extension of {pos:?}");
+        assert_eq!(image.srq_ctx(pos.slot()), live.srq_ctx(pos.slot()), "SRQ context of {pos:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn image_bytes_read_as_ring_memory(
+        bytes in proptest::collection::vec(any::<u8>(), 12 * 64),
+        entries in 1usize..=12,
+        wide in any::<bool>(),
+        ci in 0u32..1 << 20,
+    ) {
+        if wide {
+            bytes_read_as_ring_memory::<64>(&bytes[..entries * 64], ci);
+        } else {
+            bytes_read_as_ring_memory::<32>(&bytes[..entries * 32], ci);
         }
     }
 }
