@@ -5,10 +5,11 @@
 //! a spill in a loop) fails here until the README says what it costs now.
 //!
 //! The method is checked as well: the bench counts a polling run minus a run that only
-//! prepares the same laps, so each figure of the backend table must equal what callgrind
-//! counts inside the bench's poll function alone (its inclusive count, collected with
-//! `--toggle-collect`). A baseline that does more or less model work than the polling run
-//! moves the difference and fails here, however close the README happens to be.
+//! prepares the same laps, so each figure of both tables (and of the rows the README gives
+//! in prose) must equal what callgrind counts inside the bench's poll function alone (its
+//! inclusive count, collected with `--toggle-collect`, in runs given the arguments the
+//! bench reports it gave its own). A baseline that does more or less model work than the
+//! polling run moves the difference and fails here, however close the README happens to be.
 //!
 //! Instruction counts depend on the compiler, so the README check runs only with the rustc
 //! the README names; both checks need an optimized build and valgrind. Otherwise each skips
@@ -100,6 +101,8 @@ struct Measured {
     instr: f64,
     /// CQEs (or empty calls) in the 8 laps.
     per_rep: u64,
+    /// What the bench's callgrind runs were told after `--callgrind-run poll|prep --reps 1`.
+    callgrind_args: Vec<String>,
 }
 
 /// `bench poll --callgrind --json` rows for `args`.
@@ -117,14 +120,19 @@ fn measure(args: &[&str]) -> Vec<Measured> {
                 ring: s("ring"),
                 instr: v["instr"].as_f64().unwrap_or(f64::NAN),
                 per_rep: v["per_rep"].as_u64().unwrap_or(0),
+                callgrind_args: v["callgrind_args"]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| x.as_str().unwrap_or("").to_owned()).collect())
+                    .unwrap_or_default(),
             }
         })
         .collect()
 }
 
 /// What callgrind counts inside the bench target's `function` (inclusive of its callees)
-/// in one of the bench's own callgrind runs (`run` is `poll` or `prep`) of `args`.
-fn inclusive(run: &str, function: &str, args: &[&str]) -> u64 {
+/// in one of the bench's own callgrind runs (`run` is `poll` or `prep`), given the
+/// arguments the bench gave it.
+fn inclusive(run: &str, function: &str, args: &[String]) -> u64 {
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = std::env::temp_dir().join(format!("dvcq-readme-figures-{}-{n}.out", std::process::id()));
@@ -133,7 +141,8 @@ fn inclusive(run: &str, function: &str, args: &[&str]) -> u64 {
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(format!("--toggle-collect=*BenchTarget>::{function}"))
         .arg(env!("CARGO_BIN_EXE_dvcq"))
-        .args([&["bench", "poll", "--callgrind-run", run, "--reps", "1"], &SHAPE[..], args].concat())
+        .args(["bench", "poll", "--callgrind-run", run, "--reps", "1"])
+        .args(args)
         .output()
         .expect("run valgrind");
     let total = dvcq::cli::bench::callgrind_total(&out);
@@ -143,32 +152,26 @@ fn inclusive(run: &str, function: &str, args: &[&str]) -> u64 {
 }
 
 /// "label args mode: the bench says X, the poll function alone costs Y" unless the bench's
-/// figure for row `m` of `args` is, within a quarter instruction, the inclusive count of the function
-/// that row times (for `empty`, that of `poll_empty` less that of the baseline's `noop`).
+/// figure for row `m` of `args` is, within a quarter instruction, the inclusive count of
+/// the function that row times (for `empty`, that of `poll_empty` less that of the
+/// baseline's `noop`), in runs given the very arguments the bench gave its own.
 fn check_method(label: &str, args: &[&str], m: &Measured) -> Option<String> {
-    let batch = m.batch.to_string();
-    let at = |mode: &'static str| {
-        let mut a: Vec<&str> = args.to_vec();
-        a.extend(["--mode", mode]);
-        if mode != "view" {
-            a.extend(["--batch", &batch]);
-        }
-        a
-    };
+    let what = format!("{label} {args:?}: {} batch {} {}", m.mode, m.batch, m.ring);
+    let what = what.trim_end();
+    if m.callgrind_args.is_empty() {
+        return Some(format!("{what}: the bench did not say what its callgrind runs were given"));
+    }
     let own = match m.mode.as_str() {
-        "full" => inclusive("poll", "poll_full", &at("full")) as f64,
-        "view" => inclusive("poll", "poll_views", &at("view")) as f64,
+        "full" => inclusive("poll", "poll_full", &m.callgrind_args) as f64,
+        "view" => inclusive("poll", "poll_views", &m.callgrind_args) as f64,
         "empty" => {
-            inclusive("poll", "poll_empty", &at("empty")) as f64 - inclusive("prep", "noop", &at("empty")) as f64
+            inclusive("poll", "poll_empty", &m.callgrind_args) as f64
+                - inclusive("prep", "noop", &m.callgrind_args) as f64
         }
-        other => return Some(format!("{label} {args:?}: unknown mode {other}")),
+        other => return Some(format!("{what}: unknown mode {other}")),
     } / m.per_rep.max(1) as f64;
-    ((own - m.instr).abs() > 0.25 || m.instr.is_nan()).then(|| {
-        format!(
-            "{label} {args:?}: {} batch {}: the bench says {:.2} per CQE, the poll function alone costs {own:.2}",
-            m.mode, m.batch, m.instr
-        )
-    })
+    ((own - m.instr).abs() > 0.25 || m.instr.is_nan())
+        .then(|| format!("{what}: the bench says {:.2} per CQE, the poll function alone costs {own:.2}", m.instr))
 }
 
 /// "what: README says X, measured Y" when Y is not within the tolerance of X.
@@ -196,26 +199,10 @@ fn compare_row(
     }
 }
 
-/// Measures `args` and compares the rows with the README row `label` (see [`compare_row`]).
-fn check_row(label: &str, args: &[&str], column: impl Fn(&str, u64, &str) -> Option<usize>, wrong: &mut Vec<String>) {
-    compare_row(label, args, &measure(args), column, wrong);
-}
-
-/// Runs `check` unless the figures cannot be compared here, then fails on any mismatch.
-fn check_table(check: impl FnOnce(&mut Vec<String>)) {
-    if let Some(why) = skip_reason() {
-        eprintln!("skip: README instruction figures not checked: {why}");
-        return;
-    }
-    let mut wrong = Vec::new();
-    check(&mut wrong);
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-}
-
-/// Both checks of the backend table from one measurement of each row: the method always,
-/// the README's figures where its rustc built this binary.
-#[test]
-fn the_backend_table_holds_what_the_build_measures() {
+/// Both checks of a table from one measurement of each of its `rows` (README label and
+/// bench arguments): the method on every row the bench printed, always; the README's
+/// figures, in the cells `column` places, where the README's rustc built this binary.
+fn check_table(rows: &[(&str, &[&str])], column: impl Fn(&str, u64, &str) -> Option<usize>) {
     if let Some(why) = cannot_measure() {
         eprintln!("skip: the bench's instruction figures not checked: {why}");
         return;
@@ -224,41 +211,49 @@ fn the_backend_table_holds_what_the_build_measures() {
     if let Some(why) = &readme {
         eprintln!("skip: README instruction figures not compared (the method is checked): {why}");
     }
-    let column = |mode: &str, batch, _: &str| match (mode, batch) {
-        ("full", 16) => Some(0),
-        ("full", 1) => Some(1),
-        ("view", _) => Some(2),
-        ("empty", _) => Some(3),
-        _ => None,
-    };
     let mut wrong = Vec::new();
-    for (label, args) in BACKEND_ROWS {
+    for &(label, args) in rows {
         let measured = measure(args);
+        assert!(!measured.is_empty(), "{label} {args:?}: the bench printed no rows");
         wrong.extend(measured.iter().filter_map(|m| check_method(label, args, m)));
         if readme.is_none() {
-            compare_row(label, args, &measured, column, &mut wrong);
+            compare_row(label, args, &measured, &column, &mut wrong);
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
-fn the_compression_table_holds_what_the_build_measures() {
-    check_table(|wrong| {
-        for (label, mix) in [("receives", "recv"), ("sends", "send")] {
-            // Columns: no compression, sessions basic, sessions enhanced, regular basic,
-            // regular enhanced.
-            for (layout, offset) in [("basic", 0), ("enhanced", 1)] {
-                let column = |mode: &str, batch, ring: &str| match (mode, batch, ring) {
-                    ("full", 16, "uncompressed") => Some(0),
-                    ("full", 16, "sessions") => Some(1 + offset),
-                    ("full", 16, "regular") => Some(3 + offset),
-                    _ => None,
-                };
-                check_row(label, &["--mix", mix, "--compression", layout], column, wrong);
-            }
-        }
+fn the_backend_table_holds_what_the_build_measures() {
+    check_table(&BACKEND_ROWS, |mode: &str, batch, _: &str| match (mode, batch) {
+        ("full", 16) => Some(0),
+        ("full", 1) => Some(1),
+        ("view", _) => Some(2),
+        ("empty", _) => Some(3),
+        _ => None,
     });
+}
+
+/// The compressed-CQ table: each mix in each layout. Its rows also poll at batch 1 and
+/// empty, which the README gives in prose only; their method is checked all the same.
+#[test]
+fn the_compression_table_holds_what_the_build_measures() {
+    for (layout, offset) in [("basic", 0), ("enhanced", 1)] {
+        // Columns: no compression, sessions basic, sessions enhanced, regular basic,
+        // regular enhanced.
+        check_table(
+            &[
+                ("receives", &["--mix", "recv", "--compression", layout]),
+                ("sends", &["--mix", "send", "--compression", layout]),
+            ],
+            |mode: &str, batch, ring: &str| match (mode, batch, ring) {
+                ("full", 16, "uncompressed") => Some(0),
+                ("full", 16, "sessions") => Some(1 + offset),
+                ("full", 16, "regular") => Some(3 + offset),
+                _ => None,
+            },
+        );
+    }
 }
 
 /// The comparison and the README parsing the two checks rest on.

@@ -109,6 +109,10 @@ pub struct Report {
     /// On a compressed-CQ table: how this row's completions reach the ring.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ring: Option<RingKind>,
+    /// With `instr`: the arguments its two callgrind runs gave `dvcq` after `bench poll
+    /// --callgrind-run poll|prep --reps 1`, to repeat them (under kcachegrind, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callgrind_args: Option<Vec<String>>,
 }
 
 /// How a row of a compressed-CQ table writes its completions (`dvcq bench poll
@@ -187,5 +191,6 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
         mcqe_per_s: if median > 0.0 { 1e3 / median } else { 0.0 },
         instr: None,
         ring: None,
+        callgrind_args: None,
     }
 }

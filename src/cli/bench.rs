@@ -228,7 +228,8 @@ impl PollArgs {
             let mut r = bench::run(t.as_mut(), &p);
             r.ring = row.ring;
             if self.callgrind {
-                r.instr = Some(self.instructions(row, t.entries())?);
+                let (instr, args) = self.instructions(row, t.entries())?;
+                (r.instr, r.callgrind_args) = (Some(instr), Some(args));
             }
             if self.callgrind_run.is_some() {
                 continue;
@@ -294,48 +295,16 @@ impl PollArgs {
     /// run that prepares the same laps without polling, divided by the CQE count: laps
     /// times `per_lap`, the target's CQEs per lap (an irdma ring keeps one slot free, so a
     /// lap is one CQE short of `--entries`).
-    fn instructions(&self, row: Row, per_lap: u32) -> Result<f64, CliError> {
-        let (mode, batch) = (row.mode, row.batch);
+    fn instructions(&self, row: Row, per_lap: u32) -> Result<(f64, Vec<String>), CliError> {
         let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
         let laps = self.laps.min(8);
+        let args = self.callgrind_args(row, laps);
         let run = |prepare_only: bool| -> Result<u64, CliError> {
             let out = std::env::temp_dir().join(format!("dvcq-callgrind-{}-{}.out", std::process::id(), prepare_only));
             let mut cmd = Command::new("valgrind");
             cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
             let which = if prepare_only { "prep" } else { "poll" };
-            cmd.arg(&exe).args(["bench", "poll", "--callgrind-run", which, "--reps", "1"]);
-            cmd.args(["--laps", &laps.to_string(), "--entries", &self.entries.to_string()]);
-            cmd.args(["--cqe-size", &self.cqe_size().to_string()]);
-            if mode != Mode::View {
-                cmd.args(["--batch", &batch.to_string()]);
-            }
-            cmd.args([
-                "--vendor",
-                match self.vendor {
-                    Vendor::Mlx5 => "mlx5",
-                    Vendor::Irdma => "irdma",
-                },
-            ]);
-            let mode_s = match mode {
-                Mode::Full => "full",
-                Mode::View => "view",
-                Mode::Empty => "empty",
-            };
-            cmd.args(["--mode", mode_s]);
-            cmd.args(["--mix", mix_name(self.mix)]);
-            let comp = match self.compression {
-                _ if row.ring == Some(RingKind::Uncompressed) => "none",
-                super::ring::CompressionArg::None => "none",
-                super::ring::CompressionArg::Basic => "basic",
-                super::ring::CompressionArg::Enhanced => "enhanced",
-            };
-            cmd.args(["--compression", comp]);
-            if comp != "none" {
-                cmd.args(["--mini", self.mini.as_deref().unwrap_or("hash")]);
-            }
-            if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure() == BackPressure::Never) {
-                cmd.args(["--back-pressure", "never"]);
-            }
+            cmd.arg(&exe).args(["bench", "poll", "--callgrind-run", which, "--reps", "1"]).args(&args);
             let status =
                 cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().map_err(|e| {
                     CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`"))
@@ -350,7 +319,51 @@ impl PollArgs {
         let with = run(false)?;
         let base = run(true)?;
         let n = f64::from(laps) * f64::from(per_lap);
-        Ok(with.saturating_sub(base) as f64 / n)
+        Ok((with.saturating_sub(base) as f64 / n, args))
+    }
+
+    /// What the two callgrind runs of `row` are told after `bench poll --callgrind-run
+    /// poll|prep --reps 1`: every setting of this run that shapes the ring and the
+    /// completions, spelled out (`laps` at most 8, so valgrind finishes quickly).
+    fn callgrind_args(&self, row: Row, laps: u32) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |k: &str, v: &str| a.extend([k.to_owned(), v.to_owned()]);
+        push("--laps", &laps.to_string());
+        push("--entries", &self.entries.to_string());
+        push("--cqe-size", &self.cqe_size().to_string());
+        if row.mode != Mode::View {
+            push("--batch", &row.batch.to_string());
+        }
+        push(
+            "--vendor",
+            match self.vendor {
+                Vendor::Mlx5 => "mlx5",
+                Vendor::Irdma => "irdma",
+            },
+        );
+        push(
+            "--mode",
+            match row.mode {
+                Mode::Full => "full",
+                Mode::View => "view",
+                Mode::Empty => "empty",
+            },
+        );
+        push("--mix", mix_name(self.mix));
+        let comp = match self.compression {
+            _ if row.ring == Some(RingKind::Uncompressed) => "none",
+            super::ring::CompressionArg::None => "none",
+            super::ring::CompressionArg::Basic => "basic",
+            super::ring::CompressionArg::Enhanced => "enhanced",
+        };
+        push("--compression", comp);
+        if comp != "none" {
+            push("--mini", self.mini.as_deref().unwrap_or("hash"));
+        }
+        if comp != "none" && (row.ring == Some(RingKind::Regular) || self.back_pressure() == BackPressure::Never) {
+            push("--back-pressure", "never");
+        }
+        a
     }
 }
 
