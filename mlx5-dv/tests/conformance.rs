@@ -112,6 +112,38 @@ fn one_requester_cqe_retires_all_older_unsignaled_wqes() {
     assert_eq!(cq.registry().qp(QPN).unwrap().sq.outstanding(), 0);
 }
 
+/// The GRH flag comes from the CQE's GRH bits (29:28 of `flags_rqpn`) alone, and `sl` from
+/// bits 27:24 alone, for every responder opcode and every `sl`: the two share the fast
+/// path's head table, and a table built with the wrong bits would flag a GRH for a
+/// non-zero `sl`. The general path (`peek`) must agree.
+#[test]
+fn grh_flag_and_sl_come_from_their_own_bits() {
+    let ops = [cqe_opcode::RESP_WR_IMM, cqe_opcode::RESP_SEND, cqe_opcode::RESP_SEND_IMM, cqe_opcode::RESP_SEND_INV];
+    let (mut m, mut cq) = setup::<64>(128, registry(), CqConfig::default());
+    let mut counter = 0u16;
+    for grh in [false, true] {
+        let rq = &mut cq.registry_mut().qp_mut(QPN).unwrap().rq;
+        for i in 0..64 {
+            rq.post(u64::from(counter) + i);
+        }
+        for sl in 0..16u8 {
+            for op in ops {
+                let addr = RecvAddr { src_qp: 7, slid: 1, sl, path_bits: 0, grh };
+                m.push(&build::resp(op, QPN, counter % 64, 8, 0).recv_addr(addr)).unwrap();
+                counter += 1;
+            }
+        }
+        let peeked = cq.peek().unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!(got.len(), 64);
+        assert_eq!(peeked, got[0]);
+        for (i, w) in got.iter().enumerate() {
+            assert_eq!(w.wc_flags.contains(WcFlags::GRH), grh, "item {i}: {w:?}");
+            assert_eq!(w.sl as usize, i / 4, "item {i}: {w:?}");
+        }
+    }
+}
+
 #[test]
 fn responder_opcodes_immediates_and_ud_fields() {
     let mut reg = registry();
