@@ -567,6 +567,51 @@ fn basic_session_across_batches_and_ring_end_then_holes_are_reinvalidated() {
     assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.wqe_index as usize == (20 + i) % 256));
 }
 
+/// One poll call takes every ready completion up to its buffer's length, across the ring's
+/// end: the fast runs stop at the end of their lap, and the poll goes on in the next one
+/// rather than returning short. Regular CQEs on CQs without compression and with either
+/// layout (whose enhanced run tests the lap count, so it must stop there), both CQE sizes,
+/// in lap 0 and in lap 255 (the enhanced count wraps to 0).
+fn one_poll_takes_all_across_the_ring_end<const S: usize>() {
+    let ring = 16;
+    for comp in [
+        None,
+        comp(CompLayout::Basic, MiniFormat::Hash, Policy::Never),
+        comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never),
+    ] {
+        for lap in [0, 255] {
+            let what = format!("{S}-byte CQEs, {comp:?}, lap {lap}");
+            let start = lap * ring + ring - 3;
+            let mut m = model::<S>(ring, comp, start);
+            let mut cq = poller::<S>(&m);
+            let entries: Vec<_> = (0..8).map(|i| recv(i, 10 + u32::from(i))).collect();
+            m.push_all(&entries).unwrap();
+            let mut got = Vec::new();
+            assert_eq!(poll_batch(&mut cq, 16, &mut got), 8, "{what}");
+            assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.byte_len == 10 + i as u32), "{what}: {got:?}");
+            assert_eq!(cq.ci(), start + 8, "{what}");
+            // A full ring: a buffer that ends exactly at the ring's end, then one that
+            // starts there.
+            m.push_all(&(8..24).map(|i| recv(i, 10 + u32::from(i))).collect::<Vec<_>>()).unwrap();
+            assert_eq!(poll_batch(&mut cq, 11, &mut got), 11, "{what}");
+            assert_eq!(cq.ci() % ring, 0, "{what}");
+            assert_eq!(poll_batch(&mut cq, 20, &mut got), 5, "{what}");
+            assert_eq!(poll_batch(&mut cq, 20, &mut got), 0, "{what}");
+            assert!(got.iter().enumerate().all(|(i, c)| c.is_ok() && c.byte_len == 10 + i as u32), "{what}: {got:?}");
+        }
+    }
+}
+
+#[test]
+fn one_poll_takes_all_across_the_ring_end_64() {
+    one_poll_takes_all_across_the_ring_end::<64>();
+}
+
+#[test]
+fn one_poll_takes_all_across_the_ring_end_128() {
+    one_poll_takes_all_across_the_ring_end::<128>();
+}
+
 /// The enhanced layout: the title is the previous regular CQE, blocks of up to seven
 /// follow, the 8-bit iteration count wraps, and a block straddles the ring end.
 #[test]
