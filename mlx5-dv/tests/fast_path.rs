@@ -108,7 +108,7 @@ fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result
     }
     let want = drain_one_by_one(&mut a).map_err(TestCaseError::fail)?;
     let got = drain_in_batches(&mut b, batches, stream.len() + 1);
-    prop_assert_eq!(got, want);
+    prop_assert_eq!(&got, &want);
     // Both pollers moved every queue the same way.
     for q in QPNS {
         let (ra, rb) = (a.registry().qp(q).unwrap(), b.registry().qp(q).unwrap());
@@ -116,6 +116,11 @@ fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result
         prop_assert_eq!(ra.rq.outstanding(), rb.rq.outstanding());
     }
     prop_assert_eq!(a.ci(), b.ci());
+    // Every successful receive of the SRQ QP is counted on the SRQ, by both.
+    let srq_receives = want.iter().filter(|c| c.qp_num == QPNS[2] && c.is_ok() && c.opcode.is_recv()).count() as u64;
+    for cq in [&mut a, &mut b] {
+        prop_assert_eq!(cq.registry_mut().srq_mut(SRQN).unwrap().completed(), srq_receives);
+    }
     Ok(())
 }
 
