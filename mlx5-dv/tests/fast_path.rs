@@ -7,14 +7,18 @@ use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry};
 use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
+use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use proptest::prelude::*;
 
 /// QPs by registration order (= user index): a plain RC QP, a second one, a QP on an SRQ,
-/// a raw Ethernet QP with the RX checksum capability, and two more plain RC QPs, so that a
-/// run meets QPs that are in neither of the poller's cache entries. The low bits of 0x520
-/// are those of 0x100, so its lookup takes the registry's fallback.
-const QPNS: [u32; 6] = [0x100, 0x2ab, 0x3cd, 0x4ef, 0x520, 0x6b1];
+/// a raw Ethernet QP with the RX checksum capability, two more plain RC QPs, so that a
+/// run meets QPs that are in neither of the poller's cache entries, and a raw Ethernet QP
+/// on the SRQ (whose receives the fast path leaves to the general one). The low bits of
+/// 0x520 are those of 0x100, so its lookup takes the registry's fallback.
+const QPNS: [u32; 7] = [0x100, 0x2ab, 0x3cd, 0x4ef, 0x520, 0x6b1, 0x7c3];
+/// The QPs on the SRQ.
+const ON_SRQ: [usize; 2] = [2, 6];
 const SRQN: u32 = 0x77;
 
 fn registry() -> Registry {
@@ -26,6 +30,7 @@ fn registry() -> Registry {
     r.add_qp(QpConfig { rx_csum: true, ..QpConfig::rc(QPNS[3], 32, 32) }).unwrap();
     r.add_qp(QpConfig::rc(QPNS[4], 32, 16)).unwrap();
     r.add_qp(QpConfig::rc(QPNS[5], 8, 32)).unwrap();
+    r.add_qp(QpConfig { srqn: Some(SRQN), rx_csum: true, ..QpConfig::rc(QPNS[6], 16, 16) }).unwrap();
     r
 }
 
@@ -81,7 +86,7 @@ fn entry(p: &Pick, v1: bool) -> Entry {
     // Version 0 names an SRQ in srqn_uidx; version 1 puts the user index there.
     match (v1, p.qp) {
         (true, q) => e.srqn_uidx(q as u32),
-        (false, 2) if (5..=8).contains(&p.kind) || p.kind == 11 => e.srqn_uidx(SRQN),
+        (false, q) if ON_SRQ.contains(&q) && ((5..=8).contains(&p.kind) || p.kind == 11) => e.srqn_uidx(SRQN),
         (false, _) => e,
     }
 }
@@ -116,8 +121,9 @@ fn check<const S: usize>(stream: &[Pick], v1: bool, batches: &[usize]) -> Result
         prop_assert_eq!(ra.rq.outstanding(), rb.rq.outstanding());
     }
     prop_assert_eq!(a.ci(), b.ci());
-    // Every successful receive of the SRQ QP is counted on the SRQ, by both.
-    let srq_receives = want.iter().filter(|c| c.qp_num == QPNS[2] && c.is_ok() && c.opcode.is_recv()).count() as u64;
+    // Every successful receive of the QPs on the SRQ is counted on the SRQ, by both.
+    let on_srq = |c: &Completion| ON_SRQ.iter().any(|&q| c.qp_num == QPNS[q]);
+    let srq_receives = want.iter().filter(|c| on_srq(c) && c.is_ok() && c.opcode.is_recv()).count() as u64;
     for cq in [&mut a, &mut b] {
         prop_assert_eq!(cq.registry_mut().srq_mut(SRQN).unwrap().completed(), srq_receives);
     }
