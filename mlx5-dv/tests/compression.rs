@@ -612,6 +612,33 @@ fn one_poll_takes_all_across_the_ring_end_128() {
     one_poll_takes_all_across_the_ring_end::<128>();
 }
 
+/// The enhanced layout's ownership test is byte 62 alone: when the lap count wraps from
+/// 255 to 0, the regular CQEs lap 255 left in the ring (whose other bytes are mostly
+/// zeros, the new lap's count) are not taken, whatever the batch.
+#[test]
+fn enhanced_cqes_of_lap_255_are_stale_in_lap_0() {
+    let ring = 16;
+    for batch in [1, 4, 16] {
+        let m_comp = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never);
+        let mut m = model::<64>(ring, m_comp, 255 * ring);
+        let mut cq = poller::<64>(&m);
+        let mut got = Vec::new();
+        // Bounded polls: a poller that took stale CQEs would go on taking them.
+        let drain = |cq: &mut Mlx5Cq<64>, got: &mut Vec<Completion>| {
+            for _ in 0..40 {
+                poll_batch(cq, batch, got);
+            }
+        };
+        m.push_all(&(0..16).map(|i| recv(i, 1)).collect::<Vec<_>>()).unwrap();
+        drain(&mut cq, &mut got);
+        assert_eq!(got.len(), 16, "batch {batch}");
+        m.push_all(&(16..18).map(|i| recv(i, 2)).collect::<Vec<_>>()).unwrap();
+        drain(&mut cq, &mut got);
+        assert_eq!(got.len(), 18, "batch {batch}: only the two CQEs of lap 0");
+        assert_eq!(cq.ci(), 256 * ring + 2, "batch {batch}");
+    }
+}
+
 /// The enhanced layout: the title is the previous regular CQE, blocks of up to seven
 /// follow, the 8-bit iteration count wraps, and a block straddles the ring end.
 #[test]
