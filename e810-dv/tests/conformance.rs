@@ -202,6 +202,19 @@ fn error_classes_and_vendor_err() {
     let w3 = cq.qps_mut().post_send(id, 4, 55, 1, sq_op::SEND).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, w3, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
     assert_eq!(summary(poll_all(&mut cq)), [(WcStatus::GeneralErr, 4, 44)]);
+    // A receive sets it too: alone in its poll call, and with immediate data.
+    for (i, (bytes, imm)) in [(66, None), (77, Some(5))].into_iter().enumerate() {
+        cq.qps_mut().post_recv(id, 20 + i as u64).unwrap();
+        let mut r = ModelCqe::recv(CTX, QPN, 1 + i as u16, 0, rq_op::ROCE_SEND_ONLY, bytes);
+        if let Some(imm) = imm {
+            r = r.with_imm(imm);
+        }
+        m.push(&r).unwrap();
+        assert_eq!(summary(poll_all(&mut cq)), [(WcStatus::Success, 20 + i as u64, bytes)]);
+        let w = cq.qps_mut().post_send(id, 30 + i as u64, 1, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
+        assert_eq!(summary(poll_all(&mut cq)), [(WcStatus::GeneralErr, 30 + i as u64, bytes)], "after receive {i}");
+    }
 }
 
 /// Every flush code, as `irdma_flush_err_to_ib_wc_status` maps it (§5.3): code 11 is
@@ -379,6 +392,33 @@ fn destroyed_qp_ctx_zero_is_skipped_and_unknown_handle_is_a_fault() {
     assert_eq!(cq.ci(), 4);
 }
 
+/// A successful receive whose RQ index (after `rq_shift`) lies beyond the RQ is a fault
+/// item naming the index, not the wr_id of the index masked into the RQ; the receives
+/// around it complete. Alone in a call (the general path) and inside a run (the fast
+/// path hands it over).
+#[test]
+fn receive_index_beyond_the_rq_is_a_fault() {
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
+    for wr_id in [40, 41, 42] {
+        cq.qps_mut().post_recv(id, wr_id).unwrap();
+    }
+    let recv = |idx| ModelCqe::recv(CTX, QPN, idx, 0, rq_op::ROCE_SEND_ONLY, 8);
+    m.push(&recv(20)).unwrap();
+    m.push(&recv(0)).unwrap();
+    m.push(&recv(1)).unwrap();
+    m.push(&recv(17)).unwrap();
+    m.push(&recv(2)).unwrap();
+    let mut one = [Completion::default()];
+    assert_eq!(cq.poll(&mut one), 1);
+    let f = one[0].fault().unwrap();
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::BadField, 0, 20));
+    let got = poll_all(&mut cq);
+    let f = got[2].fault().unwrap();
+    assert_eq!((f.kind, f.position, f.value), (FaultKind::BadField, 3, 17));
+    let ok: Vec<_> = got.iter().filter(|c| c.is_ok()).map(|c| c.wr_id).collect();
+    assert_eq!((got.len(), ok), (4, vec![40, 41, 42]));
+}
+
 /// The SRQ bit is read since v64 (commit 32c9f6947): a 32-byte slot has no byte 40 for the
 /// QP, so such a CQE is malformed. Before, the bit is not looked at.
 #[test]
@@ -396,6 +436,34 @@ fn srq_bit_on_32_byte_ring_is_bad_format() {
             assert!(got[0].is_ok(), "{compat:?}");
             assert_eq!((got[0].wr_id, got[0].byte_len), (9, 4), "{compat:?}");
         }
+    }
+}
+
+/// Only GEN3 has SRQ CQEs: the SRQ bit on a GEN2 ring is a bad format even in 64-byte
+/// slots, which have a byte 40 to read a QP context from. The fault's value is the high
+/// half of qword3, as for every bad format of an irdma CQE.
+#[test]
+fn srq_bit_before_gen3_is_bad_format_in_either_slot_size() {
+    for cqe_size in [32, 64] {
+        let mut cfg = ModelConfig::new(HwRev::Gen2, 16);
+        cfg.cqe_size = cqe_size;
+        let mut m = IrdmaModel::new(cfg).unwrap();
+        let mut qps = QpRegistry::new(HwRev::Gen2);
+        let id = qps.register(CTX, QpConfig::rc(QPN, 16, 16)).unwrap();
+        let mut cq = m.poller(qps, Compat::Current).unwrap();
+        cq.qps_mut().post_recv(id, 9).unwrap();
+        // A GEN3 SRQ receive, its QP context in qword5: a poller that read it would
+        // complete wr_id 0x77.
+        let c = ModelCqe::srq_recv(CTX, QPN, 0x77, 4, rq_op::ROCE_SEND_ONLY);
+        m.push(&c).unwrap();
+        let got = poll_all(&mut cq);
+        let f = got[0].fault().unwrap();
+        assert_eq!(
+            (f.kind, f.position, f.value),
+            (FaultKind::BadFormat, 0, (c.qword3(true) >> 32) as u32),
+            "{cqe_size}"
+        );
+        assert_eq!(got.len(), 1, "{cqe_size}");
     }
 }
 
