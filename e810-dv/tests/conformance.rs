@@ -668,6 +668,41 @@ fn iwarp_user_sends_start_after_the_connection_wqes() {
     }
 }
 
+/// rdma-core skips a connection WQE's CQE (uk.c 1461-1474) before it reads the
+/// push-dropped bit (1475-1479), so the bit there changes nothing: push mode stays on, the
+/// first-SQ-WQE check stays on while connection WQEs remain (the next one is skipped as
+/// well). And the stale byte count a non-flush SQ error reports is the last completion's:
+/// the skipped CQEs of a destroyed QP (comp ctx 0) and a fault item leave it alone.
+#[test]
+fn connection_wqe_cqes_ignore_push_dropped_and_skips_keep_the_stale_byte_count() {
+    let mut runs = Vec::new();
+    for dropped in [false, true] {
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
+        cq.qps_mut().post_recv(id, 9).unwrap();
+        // (A skipped connection WQE zeroes the count, as rdma-core zeroes its scratch
+        // completion: the receive comes after them.)
+        m.push(&ModelCqe { push_dropped: dropped, ..ModelCqe::send(CTX, QPN, 0, sq_op::SEND) }).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, 1, sq_op::SEND)).unwrap();
+        m.push(&ModelCqe::recv(CTX, QPN, 0, 0, rq_op::ROCE_SEND_ONLY, 33)).unwrap();
+        m.push(&ModelCqe::send(0, QPN, 5, sq_op::SEND)).unwrap();
+        m.push(&ModelCqe::send(0x999, QPN, 5, sq_op::SEND)).unwrap();
+        let mut got = poll_all(&mut cq);
+        // The user SQ was empty so far; now a WR fails with a non-flush error.
+        let w = cq.qps_mut().post_send(id, 10, 100, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_error(0x0005, 0x0042)).unwrap();
+        got.extend(poll_all(&mut cq));
+        let got: Vec<_> = got.iter().map(|c| (c.wr_id, c.status, c.byte_len, c.fault())).collect();
+        assert!(!cq.qps().qp(id).unwrap().push_dropped, "bit 51 on a skipped CQE");
+        runs.push(got);
+    }
+    assert_eq!(runs[0], runs[1]);
+    let fault = runs[0][1].3.unwrap();
+    assert_eq!((fault.kind, fault.position), (FaultKind::UnknownQp, 4));
+    assert_eq!(runs[0][0].0, 9);
+    assert_eq!(runs[0].len(), 3, "the connection WQEs' CQEs and comp ctx 0 are skipped: {:?}", runs[0]);
+    assert_eq!((runs[0][2].0, runs[0][2].1, runs[0][2].2), (10, WcStatus::GeneralErr, 33), "the receive's byte count");
+}
+
 #[test]
 fn iwarp_connection_wqes_are_skipped_while_the_sq_is_empty() {
     let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp(3), Compat::Current);
@@ -1040,6 +1075,8 @@ fn every_view_accessor_reads_its_own_field() {
     use dvcq_uapi::irdma::cqe::ext;
     for gen in [HwRev::Gen2, HwRev::Gen3] {
         let (mut m, mut cq, _) = setup(gen, 8, QpConfig::rc(QPN, 16, 16), Compat::Current);
+        let info = cq.info();
+        assert_eq!((cq.hw_rev(), info.entries, info.cqe_size), (gen, 8, gen.cqe_size() as u32));
         let ext_cqe = ModelCqe {
             ctx: 0x1122_3344_5566_7788,
             qp_num: 0x00ab_cdef,
