@@ -3,7 +3,7 @@
 //! completions the same stream gives uncompressed, over many laps, across poll batches and
 //! the ring end, mixed with errors, SIG_ERR and RESIZE; garbage gives fault items.
 
-use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::compress::{self, Compression, Policy};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{
@@ -64,11 +64,19 @@ fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) ->
     let imm = rng.next() as u32;
     let mut v = Vec::new();
     match kind % 8 {
-        // Receives on the RC QP, with or without immediate data.
+        // Receives on the RC QP, with or without immediate data, with the address fields
+        // a UD receive has (the title carries them for the whole session).
         0 | 1 => {
             let op = if kind % 8 == 0 { cqe_opcode::RESP_SEND } else { cqe_opcode::RESP_SEND_IMM };
+            let addr = RecvAddr {
+                src_qp: rng.next() as u32 & 0xff_ffff,
+                slid: rng.next() as u16,
+                sl: rng.below(16) as u8,
+                path_bits: rng.below(128) as u8,
+                grh: rng.below(2) == 0,
+            };
             for _ in 0..len {
-                v.push(build::resp(op, QP_RC, ctr.rc_rq, rng.below(9000) as u32, imm).timestamp(ts));
+                v.push(build::resp(op, QP_RC, ctr.rc_rq, rng.below(9000) as u32, imm).recv_addr(addr).timestamp(ts));
                 ctr.rc_rq = ctr.rc_rq.wrapping_add(1);
             }
         }
@@ -117,7 +125,9 @@ fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) ->
                     wqe_opcode::SEND_IMM,
                 ][rng.below(5) as usize];
                 ctr.sq = ctr.sq.wrapping_add(1 + rng.below(3) as u16);
-                v.push(build::req(QP_RC, ctr.sq, op, rng.below(1 << 20) as u32).timestamp(ts));
+                // Byte counts past 24 bits: a requester mini-CQE's count is 32 bits in
+                // every format (the flow-tag format's 24-bit count is the responder's).
+                v.push(build::req(QP_RC, ctr.sq, op, rng.below(1 << 26) as u32).timestamp(ts));
             }
         }
         // An error (always a regular CQE, ending any session), or a swallowed SIG_ERR.
@@ -201,13 +211,20 @@ fn poll_batch<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Comple
 }
 
 /// [`poll_batch`], checking first that `peek` shows the item the call then returns first
-/// (by the fields every kind of item defines).
+/// (by the fields every kind of item defines, and the byte count where it has one).
 fn poll_batch_peeking<const S: usize>(cq: &mut Mlx5Cq<S>, b: usize, out: &mut Vec<Completion>) -> usize {
     let id = |c: &Completion| (c.wr_id, c.status, c.qp_num, c.fault());
     let peeked = cq.peek();
     let before = out.len();
     let n = poll_batch(cq, b, out);
-    assert_eq!(peeked.map(|c| id(&c)), out.get(before).map(id), "peek before item {before}");
+    let polled = out.get(before);
+    assert_eq!(peeked.map(|c| id(&c)), polled.map(id), "peek before item {before}");
+    // A byte count the poll wrote (not the pattern's), peek shows too.
+    if let (Some(p), Some(c)) = (peeked, polled) {
+        if c.byte_len != PATTERN.byte_len {
+            assert_eq!(p.byte_len, c.byte_len, "peek's byte count before item {before}");
+        }
+    }
     n
 }
 

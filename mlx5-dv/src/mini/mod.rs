@@ -396,7 +396,14 @@ mod tests {
             assert_eq!(MiniFormat::from_word(f.word()), Some(f));
             assert_eq!(MiniFormat::from_hw_code(f.hw_code()), Some(f));
         }
-        assert_eq!(CompLayout::from_word("enhanced"), Some(CompLayout::Enhanced));
+        for l in [CompLayout::Basic, CompLayout::Enhanced] {
+            assert_eq!(CompLayout::from_word(l.word()), Some(l));
+        }
+        assert_eq!((CompLayout::Basic.word(), CompLayout::Enhanced.word()), ("basic", "enhanced"));
+        assert_eq!(CompLayout::from_word("zip"), None);
+        // The one-hot MLX5DV_CQE_RES_FORMAT_* bits, and nothing else.
+        let dv: Vec<_> = (0..=255).filter_map(|b| MiniFormat::from_dv_res_format(b).map(|f| (b, f))).collect();
+        assert_eq!(dv, [(1, MiniFormat::Hash), (2, MiniFormat::Csum), (4, MiniFormat::CsumStridx)]);
         assert_eq!(CompressionConfig::from_dv_attr(0, 1), None);
         assert_eq!(
             CompressionConfig::from_dv_attr(CompressionConfig::DV_MASK_COMPRESSED_CQE, 4),
