@@ -75,8 +75,16 @@ fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) ->
                 path_bits: rng.below(128) as u8,
                 grh: rng.below(2) == 0,
             };
+            // Checksum-OK header bits too, which only a QP with the RX checksum capability
+            // reports (the hash is the run's own, whatever the mini-CQE format).
+            let hash = rng.next() as u32;
             for _ in 0..len {
-                v.push(build::resp(op, QP_RC, ctr.rc_rq, rng.below(9000) as u32, imm).recv_addr(addr).timestamp(ts));
+                v.push(
+                    build::resp(op, QP_RC, ctr.rc_rq, rng.below(9000) as u32, imm)
+                        .recv_addr(addr)
+                        .offloads(0x07, 0x28, 0x1234, hash)
+                        .timestamp(ts),
+                );
                 ctr.rc_rq = ctr.rc_rq.wrapping_add(1);
             }
         }
