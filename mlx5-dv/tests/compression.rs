@@ -111,14 +111,13 @@ fn run(kind: u8, len: u32, seed: u64, format: MiniFormat, ctr: &mut Counters) ->
                 ctr.eth_rq = ctr.eth_rq.wrapping_add(1);
             }
         }
-        // Receives on the SRQ (wr_id indexed by the WQE counter).
+        // Receives on the SRQ (wr_id indexed by the WQE counter), with immediate data or
+        // an invalidated rkey in some runs.
         4 => {
+            let op =
+                [cqe_opcode::RESP_SEND, cqe_opcode::RESP_SEND_IMM, cqe_opcode::RESP_SEND_INV][rng.below(3) as usize];
             for _ in 0..len {
-                v.push(
-                    build::resp(cqe_opcode::RESP_SEND, QP_SRQ, ctr.srq, rng.below(4096) as u32, 0)
-                        .srqn_uidx(SRQN)
-                        .timestamp(ts),
-                );
+                v.push(build::resp(op, QP_SRQ, ctr.srq, rng.below(4096) as u32, imm).srqn_uidx(SRQN).timestamp(ts));
                 ctr.srq = ctr.srq.wrapping_add(1);
             }
         }
