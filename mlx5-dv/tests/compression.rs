@@ -472,6 +472,8 @@ proptest! {
         let n = dirty[..first].iter().filter(|e| !sig_err(e)).count();
         prop_assert!(got.len() >= n);
         prop_assert_eq!(&got[..n], &want[..n]);
+        // Every fault item is counted once, whichever path wrote it.
+        prop_assert_eq!(cq.stats().faults, got.iter().filter(|c| c.fault().is_some()).count() as u64);
         let _ = cq.peek();
     }
 }
