@@ -971,11 +971,16 @@ fn title(opcode: u8, qpn: u32, ctr: u16, count: u32) -> Entry {
 }
 
 fn array(byte_cnts: [u32; 8]) -> Entry {
+    build::raw(responder_minis(byte_cnts))
+}
+
+/// Eight hash-format responder mini-CQEs with these byte counts, as one 64-byte slot.
+fn responder_minis(byte_cnts: [u32; 8]) -> [u8; 64] {
     let mut b = [0u8; 64];
     for (i, n) in byte_cnts.iter().enumerate() {
         b[8 * i + 4..8 * i + 8].copy_from_slice(&n.to_be_bytes());
     }
-    build::raw(b)
+    b
 }
 
 /// A basic title whose count exceeds the free slots is a Truncated fault item: count 55 at
@@ -1212,6 +1217,37 @@ fn requester_session_truncated_by_a_written_hole() {
         assert_truncated_sends(&got, 0, 6, at + 3, 7, &what);
         assert_eq!(cq.ci(), at + 7);
         assert_eq!((cq.stats().faults, cq.stats().sessions), (1, 2), "{what}: one fault, two blocks counted");
+    }
+}
+
+/// An enhanced receive session with a CQE the device wrote into a hole of its block: the
+/// title, the completions before the hole, one Truncated fault, then that CQE, whatever the
+/// batch, also when the hole is met in the same call that opened the block.
+#[test]
+fn enhanced_receive_session_truncated_by_a_written_hole() {
+    for batch in [1, 2, 3, 16] {
+        let enh = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Always);
+        let mut m = model::<64>(64, enh, 0);
+        let mut cq = poller::<64>(&m);
+        // The title, then a block of seven at position 1 and two of its holes.
+        m.push(&recv(0, 100)).unwrap();
+        m.flush().unwrap();
+        m.push(&enhanced_block(responder_minis([101, 102, 103, 104, 105, 106, 107, 0]), 1, 64, 7)).unwrap();
+        m.flush().unwrap();
+        m.skip(2).unwrap();
+        m.push(&recv(4, 4242)).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            poll_batch_peeking(&mut cq, batch, &mut got);
+        }
+        let what = format!("batch {batch}");
+        assert_eq!(got.len(), 6, "{what}: {got:?}");
+        let bytes: Vec<_> = got[..4].iter().map(|c| c.byte_len).collect();
+        assert_eq!(bytes, [100, 101, 102, 103], "{what}");
+        let f = got[4].fault().unwrap();
+        assert_eq!((f.kind, f.position, f.value), (FaultKind::Truncated, 1, 7), "{what}");
+        assert_eq!(got[5].byte_len, 4242, "{what}: the CQE in the hole comes after");
+        assert_eq!(cq.ci(), 5, "{what}");
     }
 }
 
