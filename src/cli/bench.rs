@@ -294,7 +294,8 @@ impl PollArgs {
     /// Instructions per CQE (or per empty call): callgrind totals of a polling run minus a
     /// run that prepares the same laps without polling, divided by the CQE count: laps
     /// times `per_lap`, the target's CQEs per lap (an irdma ring keeps one slot free, so a
-    /// lap is one CQE short of `--entries`).
+    /// lap is one CQE short of `--entries`). Also returns what the two runs were given
+    /// ([`PollArgs::callgrind_args`]), for the report.
     fn instructions(&self, row: Row, per_lap: u32) -> Result<(f64, Vec<String>), CliError> {
         let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
         let laps = self.laps.min(8);
