@@ -1,6 +1,6 @@
 //! Decoding CQE dumps found in logs: the library side of `dvcq decode`.
 //!
-//! [`scan`] finds every dump in a text (whole log files included) and decodes each into a
+//! [`scan()`] finds every dump in a text (whole log files included) and decodes each into a
 //! [`Found`]; what cannot be decoded becomes a [`Problem`] with its line number and a reason,
 //! and scanning goes on. [`decode_mlx5`] and [`decode_irdma`] decode one CQE an application
 //! already holds. To print a CQE the way rdma-core does, see [`crate::mlx5::dump`].
@@ -126,7 +126,7 @@ impl core::fmt::Display for Problem {
     }
 }
 
-/// Everything [`scan`] found, in line order.
+/// Everything [`scan()`] found, in line order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// Dumps decoded.
