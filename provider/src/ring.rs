@@ -930,6 +930,47 @@ mod tests {
         assert_eq!(got[63], 0x21);
         assert!(ring.write_bytes(0, 60, &[0; 8]).is_err());
     }
+
+    /// A slot's word and typed accessors take exactly the whole, aligned ranges inside the
+    /// slot's first `LEN` bytes: each reads and writes the bytes it names, and refuses (None
+    /// or false, touching nothing) a range that ends past `LEN` or is misaligned. These
+    /// checks are all that keeps their unsafe reads in bounds.
+    #[test]
+    fn slot_accessors_take_whole_aligned_ranges_inside_the_slot() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<64>::new(m.0.as_mut_ptr(), 4) }.unwrap();
+        let body: Vec<u8> = (0..64).map(|b| b as u8 ^ 0xa5).collect();
+        ring.write_bytes(1, 0, &body).unwrap();
+        let view = ring.view();
+        let slot = view.slot_ref::<32>(1);
+        let word = |off: usize| u64::from_ne_bytes(body[off..off + 8].try_into().unwrap());
+        for off in 0..40 {
+            let whole = off + 8 <= 32 && off % 8 == 0;
+            assert_eq!(slot.load_word_at(off), whole.then(|| word(off)), "load_word_at({off})");
+            assert_eq!(slot.owned_u64_at(off, |_| true), whole.then(|| word(off)), "owned_u64_at({off})");
+            assert_eq!(slot.read_at::<u64>(off), whole.then(|| word(off)), "read_at::<u64>({off})");
+            let mut dst = 0u64;
+            assert_eq!(slot.read_into(off, &mut dst), whole, "read_into({off})");
+            assert_eq!(dst, if whole { word(off) } else { 0 }, "read_into({off})");
+            let half = off + 4 <= 32 && off % 4 == 0;
+            let want = half.then(|| u32::from_ne_bytes(body[off..off + 4].try_into().unwrap()));
+            assert_eq!(slot.read_at::<u32>(off), want, "read_at::<u32>({off})");
+        }
+        // Stores: a refused one writes nothing, anywhere in the ring.
+        for off in [4, 25, 32, 40] {
+            assert!(!slot.store_word_at(off, u64::MAX), "store_word_at({off})");
+        }
+        let mut all = [0u8; 64];
+        ring.read_bytes(1, 0, &mut all).unwrap();
+        assert_eq!(&all[..], &body[..]);
+        assert!(slot.store_word_at(24, 0x0102_0304_0506_0708));
+        assert_eq!(slot.load_word_at(24), Some(0x0102_0304_0506_0708));
+        ring.read_bytes(1, 0, &mut all).unwrap();
+        assert_eq!((&all[..24], &all[32..]), (&body[..24], &body[32..]));
+        // Neighbouring slots untouched.
+        assert!(m.0[..64].iter().chain(&m.0[128..]).all(|&b| b == 0));
+    }
 }
 
 #[cfg(test)]
