@@ -266,7 +266,7 @@ impl PollArgs {
             out.line(&format!(" Device         : {device}"))?;
             out.line(&format!(" CQE size       : {}[B]", self.cqe_size()))?;
         }
-        out.line(&format!(" Ring entries   : {:<34} Completion mix : {}", self.entries, mix_name(self.mix)))?;
+        out.line(&format!(" Ring entries   : {:<34} Completion mix : {}", self.entries, value_name(self.mix)))?;
         out.line(&format!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps))?;
         out.line(&line)?;
         let ring_col = if rings { "   #ring" } else { "" };
@@ -335,29 +335,14 @@ impl PollArgs {
         if row.mode != Mode::View {
             push("--batch", &row.batch.to_string());
         }
-        push(
-            "--vendor",
-            match self.vendor {
-                Vendor::Mlx5 => "mlx5",
-                Vendor::Irdma => "irdma",
-            },
-        );
-        push(
-            "--mode",
-            match row.mode {
-                Mode::Full => "full",
-                Mode::View => "view",
-                Mode::Empty => "empty",
-            },
-        );
-        push("--mix", mix_name(self.mix));
-        let comp = match self.compression {
-            _ if row.ring == Some(RingKind::Uncompressed) => "none",
-            super::ring::CompressionArg::None => "none",
-            super::ring::CompressionArg::Basic => "basic",
-            super::ring::CompressionArg::Enhanced => "enhanced",
+        push("--vendor", &value_name(self.vendor));
+        push("--mode", &value_name(row.mode));
+        push("--mix", &value_name(self.mix));
+        let comp = match row.ring {
+            Some(RingKind::Uncompressed) => "none".to_owned(),
+            _ => value_name(self.compression),
         };
-        push("--compression", comp);
+        push("--compression", &comp);
         if comp != "none" {
             push("--mini", self.mini.as_deref().unwrap_or("hash"));
         }
@@ -384,16 +369,10 @@ fn table_row(r: &Report) -> String {
     row.trim_end().to_string()
 }
 
-fn mix_name(m: Mix) -> &'static str {
-    match m {
-        Mix::SendRecv => "send-recv",
-        Mix::Send => "send",
-        Mix::Recv => "recv",
-        Mix::Errors => "errors",
-        Mix::SendSrq => "send-srq",
-        Mix::TwoQps => "two-qps",
-        Mix::ManyQps => "many-qps",
-    }
+/// How `v` is spelled on the command line: clap's own name for it, so that the callgrind
+/// child parses exactly what this run was given.
+fn value_name<T: clap::ValueEnum>(v: T) -> String {
+    v.to_possible_value().map_or_else(String::new, |p| p.get_name().to_owned())
 }
 
 /// The `totals:` (or `summary:`) instruction count of the callgrind output file at `path`.
