@@ -105,12 +105,12 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
         | ae::UDA_XMIT_DGRAM_TOO_LONG
         | ae::UDA_L4LEN_INVALID
         | ae::DDP_UBE_INVALID_MO
-        | ae::DDP_MSG_TOO_LONG => flush::LOC_LEN_ERR,
-        ae::AMP_INVALIDATE_NO_REMOTE_ACCESS | ae::IB_REMOTE_ACCESS_ERROR => flush::REM_ACCESS_ERR,
-        ae::AMP_MWBIND_BIND_DISABLED
-        | ae::AMP_MWBIND_TO_INVALID_PARENT
+        | ae::DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER => flush::LOC_LEN_ERR,
+        ae::AMP_INVALIDATE_NO_REMOTE_ACCESS_RIGHTS | ae::IB_REMOTE_ACCESS_ERROR => flush::REM_ACCESS_ERR,
+        ae::AMP_MWBIND_INVALID_RIGHTS
+        | ae::AMP_MWBIND_BIND_DISABLED
         | ae::AMP_MWBIND_INVALID_BOUNDS
-        | ae::AMP_MWBIND_INVALID_RIGHTS => flush::MW_BIND_ERR,
+        | ae::AMP_MWBIND_VALID_STAG => flush::MW_BIND_ERR,
         ae::LLP_TOO_MANY_RETRIES => flush::RETRY_EXC_ERR,
         ae::IB_INVALID_REQUEST => flush::REM_INV_REQ_ERR,
         ae::LLP_SEGMENT_TOO_SMALL
@@ -118,7 +118,7 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
         | ae::ROCE_RSP_LENGTH_ERROR
         | ae::IB_REMOTE_OP_ERROR => flush::REM_OP_ERR,
         ae::LLP_TOO_MANY_RNRS => flush::RNR_RETRY_EXC_ERR,
-        ae::LCE_QP_CATASTROPHIC | ae::CATASTROPHIC_0703 | ae::CATASTROPHIC_0704 | ae::CATASTROPHIC_0705 => {
+        ae::LCE_QP_CATASTROPHIC | ae::REMOTE_QP_CATASTROPHIC | ae::LOCAL_QP_CATASTROPHIC | ae::RCE_QP_CATASTROPHIC => {
             flush::FATAL_ERR
         }
         _ => flush::GENERAL_ERR,
@@ -152,13 +152,13 @@ pub const fn vendor_err(major_err: u16, minor_err: u16) -> u32 {
 #[inline(always)]
 pub const fn sq_opcode(op: u8, compat: Compat) -> Option<WcOpcode> {
     Some(match op {
-        sq_op::ATOMIC_COMPARE_SWAP | sq_op::ATOMIC_FETCH_ADD if !compat.sq_atomics() => return None,
+        sq_op::ATOMIC_COMPARE_AND_SWAP | sq_op::ATOMIC_FETCH_AND_ADD if !compat.sq_atomics() => return None,
         sq_op::RDMA_WRITE | sq_op::RDMA_WRITE_SOL => WcOpcode::RdmaWrite,
         sq_op::RDMA_READ => WcOpcode::RdmaRead,
         sq_op::SEND | sq_op::SEND_INV | sq_op::SEND_SOL | sq_op::SEND_SOL_INV => WcOpcode::Send,
         sq_op::BIND_MW => WcOpcode::BindMw,
-        sq_op::ATOMIC_COMPARE_SWAP => WcOpcode::CompSwap,
-        sq_op::ATOMIC_FETCH_ADD => WcOpcode::FetchAdd,
+        sq_op::ATOMIC_COMPARE_AND_SWAP => WcOpcode::CompSwap,
+        sq_op::ATOMIC_FETCH_AND_ADD => WcOpcode::FetchAdd,
         sq_op::INV_STAG => WcOpcode::LocalInv,
         _ => return None,
     })
@@ -215,6 +215,38 @@ mod tests {
         }
         assert_eq!(flush_code_status(11, Compat::V52), WcStatus::FatalErr);
         assert_eq!(flush_code_status(11, Compat::V44), WcStatus::FatalErr);
+    }
+
+    /// `irdma_ae_to_qp_err_code` case by case, by number (§5.4): every listed code gives its
+    /// flush code, and every other 16-bit value GENERAL_ERR.
+    #[test]
+    fn ae_table_is_rdma_core_s_whole_switch() {
+        let listed: [(&[u16], u16); 10] = [
+            (&[0x0108, 0x0103, 0x0109, 0x0102, 0x0105, 0x0104, 0x0106, 0x0107, 0x010a, 0x011c], 2),
+            (&[0x0133, 0x020a], 4),
+            (&[0x0134, 0x0132, 0x0135, 0x0305, 0x0303], 6),
+            (&[0x0112, 0x020d], 3),
+            (&[0x0118, 0x011b, 0x0119, 0x0114], 9),
+            (&[0x050a], 8),
+            (&[0x0208], 10),
+            (&[0x0507, 0x0505, 0x0316, 0x020e], 5),
+            (&[0x050f], 11),
+            (&[0x0700, 0x0703, 0x0704, 0x0705], 7),
+        ];
+        for code in 0..=u16::MAX {
+            let want = listed.iter().find(|(codes, _)| codes.contains(&code)).map_or(flush::GENERAL_ERR, |&(_, f)| f);
+            assert_eq!(ae_to_flush_code(code), want, "AE {code:#06x}");
+        }
+        // Each code listed is named, by rdma-core's identifier.
+        for &(codes, _) in &listed {
+            for &code in codes {
+                assert!(ae::name(code).is_some_and(|n| n.starts_with("IRDMA_AE_")), "AE {code:#06x}");
+            }
+        }
+        assert_eq!(ae::name(0x0114), Some("IRDMA_AE_AMP_MWBIND_VALID_STAG"));
+        assert_eq!(ae::name(0x011b), Some("IRDMA_AE_AMP_MWBIND_BIND_DISABLED"));
+        assert_eq!(ae::name(0x0303), Some("IRDMA_AE_DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER"));
+        assert_eq!(ae::name(0x0101), None);
     }
 
     #[test]

@@ -45,10 +45,10 @@ fn every_sq_opcode() {
         (sq_op::SEND_SOL, Some(WcOpcode::Send), true),
         (sq_op::SEND_SOL_INV, Some(WcOpcode::Send), true),
         (sq_op::BIND_MW, Some(WcOpcode::BindMw), true),
-        (sq_op::ATOMIC_COMPARE_SWAP, Some(WcOpcode::CompSwap), false),
-        (sq_op::ATOMIC_FETCH_ADD, Some(WcOpcode::FetchAdd), false),
+        (sq_op::ATOMIC_COMPARE_AND_SWAP, Some(WcOpcode::CompSwap), false),
+        (sq_op::ATOMIC_FETCH_AND_ADD, Some(WcOpcode::FetchAdd), false),
         (sq_op::INV_STAG, Some(WcOpcode::LocalInv), true),
-        (sq_op::FAST_REG, None, false),
+        (sq_op::FAST_REG_NSMR, None, false),
         (sq_op::RDMA_READ_INV_STAG, None, false),
     ];
     for compat in Compat::ALL {

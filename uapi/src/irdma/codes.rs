@@ -2,36 +2,58 @@
 //! (minor) codes and the asynchronous-event codes a GEN3 SRQ flush carries
 //! (shared/spec/irdma.md §4.7, §5).
 
+/// Defines a code table: one constant per code (documented with rdma-core's identifier,
+/// `$prefix` followed by the constant's name) and `name`, which gives that identifier back.
+/// The two cannot disagree, and a value given twice fails to build (an unreachable pattern).
+macro_rules! code_table {
+    ($ty:ty, $prefix:literal, $($(#[$doc:meta])* $name:ident = $value:literal;)+) => {
+        $(
+            #[doc = concat!("`", $prefix, stringify!($name), "`.")]
+            $(#[$doc])*
+            pub const $name: $ty = $value;
+        )+
+
+        /// rdma-core's identifier of a code, or `None` for a code not in this table.
+        #[deny(unreachable_patterns)]
+        pub const fn name(code: $ty) -> Option<&'static str> {
+            match code {
+                $($name => Some(concat!($prefix, stringify!($name))),)+
+                _ => None,
+            }
+        }
+    };
+}
+
 /// SQ WQE opcodes (`IRDMA_OP_TYPE_*`/`IRDMAQP_OP_*`), echoed in an SQ CQE's `IRDMACQ_OP`.
 pub mod sq_op {
-    /// RDMA WRITE.
-    pub const RDMA_WRITE: u8 = 0x00;
-    /// RDMA READ.
-    pub const RDMA_READ: u8 = 0x01;
-    /// SEND.
-    pub const SEND: u8 = 0x03;
-    /// SEND with invalidate.
-    pub const SEND_INV: u8 = 0x04;
-    /// SEND with solicited event.
-    pub const SEND_SOL: u8 = 0x05;
-    /// SEND with solicited event and invalidate.
-    pub const SEND_SOL_INV: u8 = 0x06;
-    /// Memory-window bind.
-    pub const BIND_MW: u8 = 0x08;
-    /// Fast register (no `ibv_wc` opcode: status becomes GENERAL_ERR, §4.7).
-    pub const FAST_REG: u8 = 0x09;
-    /// Local invalidate.
-    pub const INV_STAG: u8 = 0x0a;
-    /// RDMA READ with local invalidate (no `ibv_wc` opcode).
-    pub const RDMA_READ_INV_STAG: u8 = 0x0b;
-    /// NOP: the provider's padding WQE.
-    pub const NOP: u8 = 0x0c;
-    /// RDMA WRITE with solicited event.
-    pub const RDMA_WRITE_SOL: u8 = 0x0d;
-    /// Atomic fetch-and-add (v64+).
-    pub const ATOMIC_FETCH_ADD: u8 = 0x0f;
-    /// Atomic compare-and-swap (v64+).
-    pub const ATOMIC_COMPARE_SWAP: u8 = 0x11;
+    code_table! {
+        u8, "IRDMA_OP_TYPE_",
+        RDMA_WRITE = 0x00;
+        RDMA_READ = 0x01;
+        SEND = 0x03;
+        /// SEND with invalidate.
+        SEND_INV = 0x04;
+        /// SEND with solicited event.
+        SEND_SOL = 0x05;
+        /// SEND with solicited event and invalidate.
+        SEND_SOL_INV = 0x06;
+        /// Memory-window bind.
+        BIND_MW = 0x08;
+        /// Fast register (no `ibv_wc` opcode: status becomes GENERAL_ERR, §4.7).
+        FAST_REG_NSMR = 0x09;
+        /// Local invalidate.
+        INV_STAG = 0x0a;
+        /// RDMA READ with local invalidate (no `ibv_wc` opcode).
+        RDMA_READ_INV_STAG = 0x0b;
+        /// The provider's padding WQE.
+        NOP = 0x0c;
+        /// RDMA WRITE with solicited event.
+        RDMA_WRITE_SOL = 0x0d;
+        /// v64+.
+        ATOMIC_FETCH_AND_ADD = 0x0f;
+        /// v64+.
+        ATOMIC_COMPARE_AND_SWAP = 0x11;
+    }
 }
 
 /// Receive-side opcodes.
@@ -66,102 +88,160 @@ pub mod major {
 
 /// Flush (minor) codes, `enum irdma_flush_opcode` (§5.2).
 pub mod flush {
-    /// `FLUSH_INVALID`.
-    pub const INVALID: u16 = 0;
-    /// `FLUSH_GENERAL_ERR`.
-    pub const GENERAL_ERR: u16 = 1;
-    /// `FLUSH_PROT_ERR`.
-    pub const PROT_ERR: u16 = 2;
-    /// `FLUSH_REM_ACCESS_ERR`.
-    pub const REM_ACCESS_ERR: u16 = 3;
-    /// `FLUSH_LOC_QP_OP_ERR`.
-    pub const LOC_QP_OP_ERR: u16 = 4;
-    /// `FLUSH_REM_OP_ERR`.
-    pub const REM_OP_ERR: u16 = 5;
-    /// `FLUSH_LOC_LEN_ERR`.
-    pub const LOC_LEN_ERR: u16 = 6;
-    /// `FLUSH_FATAL_ERR`.
-    pub const FATAL_ERR: u16 = 7;
-    /// `FLUSH_RETRY_EXC_ERR`.
-    pub const RETRY_EXC_ERR: u16 = 8;
-    /// `FLUSH_MW_BIND_ERR`.
-    pub const MW_BIND_ERR: u16 = 9;
-    /// `FLUSH_REM_INV_REQ_ERR`.
-    pub const REM_INV_REQ_ERR: u16 = 10;
-    /// `FLUSH_RNR_RETRY_EXC_ERR` (rdma-core v64+).
-    pub const RNR_RETRY_EXC_ERR: u16 = 11;
+    code_table! {
+        u16, "FLUSH_",
+        INVALID = 0;
+        GENERAL_ERR = 1;
+        PROT_ERR = 2;
+        REM_ACCESS_ERR = 3;
+        LOC_QP_OP_ERR = 4;
+        REM_OP_ERR = 5;
+        LOC_LEN_ERR = 6;
+        FATAL_ERR = 7;
+        RETRY_EXC_ERR = 8;
+        MW_BIND_ERR = 9;
+        REM_INV_REQ_ERR = 10;
+        /// rdma-core v64+.
+        RNR_RETRY_EXC_ERR = 11;
+    }
 }
 
-/// Asynchronous-event codes that `irdma_ae_to_qp_err_code` translates (§5.4).
+/// Asynchronous-event codes: those `irdma_ae_to_qp_err_code` translates (§5.4), and two
+/// others a decoder meets.
 pub mod ae {
-    /// `IRDMA_AE_AMP_UNALLOCATED_STAG`.
-    pub const AMP_UNALLOCATED_STAG: u16 = 0x0102;
-    /// `IRDMA_AE_AMP_INVALID_STAG`.
-    pub const AMP_INVALID_STAG: u16 = 0x0103;
-    /// `IRDMA_AE_AMP_BAD_QP`.
-    pub const AMP_BAD_QP: u16 = 0x0104;
-    /// `IRDMA_AE_AMP_BAD_PD`.
-    pub const AMP_BAD_PD: u16 = 0x0105;
-    /// `IRDMA_AE_AMP_BAD_STAG_KEY`.
-    pub const AMP_BAD_STAG_KEY: u16 = 0x0106;
-    /// `IRDMA_AE_AMP_BAD_STAG_INDEX`.
-    pub const AMP_BAD_STAG_INDEX: u16 = 0x0107;
-    /// `IRDMA_AE_AMP_BOUNDS_VIOLATION`.
-    pub const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
-    /// `IRDMA_AE_AMP_RIGHTS_VIOLATION`.
-    pub const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
-    /// `IRDMA_AE_AMP_TO_WRAP`.
-    pub const AMP_TO_WRAP: u16 = 0x010a;
-    /// `IRDMA_AE_AMP_INVALIDATE_NO_REMOTE_ACCESS_RIGHTS`.
-    pub const AMP_INVALIDATE_NO_REMOTE_ACCESS: u16 = 0x0112;
-    /// `IRDMA_AE_AMP_MWBIND_INVALID_RIGHTS`.
-    pub const AMP_MWBIND_INVALID_RIGHTS: u16 = 0x0114;
-    /// `IRDMA_AE_AMP_MWBIND_BIND_DISABLED`.
-    pub const AMP_MWBIND_BIND_DISABLED: u16 = 0x0118;
-    /// `IRDMA_AE_AMP_MWBIND_INVALID_BOUNDS`.
-    pub const AMP_MWBIND_INVALID_BOUNDS: u16 = 0x0119;
-    /// `IRDMA_AE_AMP_MWBIND_TO_INVALID_PARENT`.
-    pub const AMP_MWBIND_TO_INVALID_PARENT: u16 = 0x011b;
-    /// `IRDMA_AE_PRIV_OPERATION_DENIED`.
-    pub const PRIV_OPERATION_DENIED: u16 = 0x011c;
-    /// `IRDMA_AE_IB_INVALID_REQUEST`.
-    pub const IB_INVALID_REQUEST: u16 = 0x0208;
-    /// `IRDMA_AE_WQE_UNEXPECTED_OPCODE`.
-    pub const WQE_UNEXPECTED_OPCODE: u16 = 0x020a;
-    /// `IRDMA_AE_IB_REMOTE_ACCESS_ERROR`.
-    pub const IB_REMOTE_ACCESS_ERROR: u16 = 0x020d;
-    /// `IRDMA_AE_IB_REMOTE_OP_ERROR`.
-    pub const IB_REMOTE_OP_ERROR: u16 = 0x020e;
-    /// `IRDMA_AE_DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER`.
-    pub const DDP_MSG_TOO_LONG: u16 = 0x0303;
-    /// `IRDMA_AE_DDP_UBE_INVALID_MO`.
-    pub const DDP_UBE_INVALID_MO: u16 = 0x0305;
-    /// `IRDMA_AE_ROCE_RSP_LENGTH_ERROR`.
-    pub const ROCE_RSP_LENGTH_ERROR: u16 = 0x0316;
-    /// `IRDMA_AE_UDA_XMIT_DGRAM_TOO_LONG`.
-    pub const UDA_XMIT_DGRAM_TOO_LONG: u16 = 0x0132;
-    /// `IRDMA_AE_UDA_XMIT_BAD_PD`.
-    pub const UDA_XMIT_BAD_PD: u16 = 0x0133;
-    /// `IRDMA_AE_UDA_XMIT_DGRAM_TOO_SHORT`.
-    pub const UDA_XMIT_DGRAM_TOO_SHORT: u16 = 0x0134;
-    /// `IRDMA_AE_UDA_L4LEN_INVALID`.
-    pub const UDA_L4LEN_INVALID: u16 = 0x0135;
-    /// `IRDMA_AE_LLP_SEGMENT_TOO_SMALL`.
-    pub const LLP_SEGMENT_TOO_SMALL: u16 = 0x0507;
-    /// `IRDMA_AE_LLP_RECEIVED_MPA_CRC_ERROR`.
-    pub const LLP_RECEIVED_MPA_CRC_ERROR: u16 = 0x0505;
-    /// `IRDMA_AE_LLP_TOO_MANY_RETRIES`.
-    pub const LLP_TOO_MANY_RETRIES: u16 = 0x050a;
-    /// `IRDMA_AE_LLP_TOO_MANY_RNRS`.
-    pub const LLP_TOO_MANY_RNRS: u16 = 0x050f;
-    /// `IRDMA_AE_LCE_QP_CATASTROPHIC`.
-    pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
-    /// A catastrophic-error AE the provider maps to FATAL (0x0703..0x0705, §5.4).
-    pub const CATASTROPHIC_0703: u16 = 0x0703;
-    /// See [`CATASTROPHIC_0703`].
-    pub const CATASTROPHIC_0704: u16 = 0x0704;
-    /// See [`CATASTROPHIC_0703`].
-    pub const CATASTROPHIC_0705: u16 = 0x0705;
-    /// `IRDMA_AE_CQ_OPERATION_ERROR`: raised on CQ overflow (§8.7).
-    pub const CQ_OPERATION_ERROR: u16 = 0x0203;
+    code_table! {
+        u16, "IRDMA_AE_",
+        AMP_UNALLOCATED_STAG = 0x0102;
+        AMP_INVALID_STAG = 0x0103;
+        AMP_BAD_QP = 0x0104;
+        AMP_BAD_PD = 0x0105;
+        AMP_BAD_STAG_KEY = 0x0106;
+        AMP_BAD_STAG_INDEX = 0x0107;
+        AMP_BOUNDS_VIOLATION = 0x0108;
+        AMP_RIGHTS_VIOLATION = 0x0109;
+        AMP_TO_WRAP = 0x010a;
+        AMP_INVALIDATE_NO_REMOTE_ACCESS_RIGHTS = 0x0112;
+        AMP_MWBIND_VALID_STAG = 0x0114;
+        AMP_MWBIND_INVALID_RIGHTS = 0x0118;
+        AMP_MWBIND_INVALID_BOUNDS = 0x0119;
+        /// Not translated: a general error.
+        AMP_MWBIND_TO_INVALID_PARENT = 0x011a;
+        AMP_MWBIND_BIND_DISABLED = 0x011b;
+        PRIV_OPERATION_DENIED = 0x011c;
+        UDA_XMIT_DGRAM_TOO_LONG = 0x0132;
+        UDA_XMIT_BAD_PD = 0x0133;
+        UDA_XMIT_DGRAM_TOO_SHORT = 0x0134;
+        UDA_L4LEN_INVALID = 0x0135;
+        /// Raised on CQ overflow (§8.7); not translated.
+        CQ_OPERATION_ERROR = 0x0203;
+        IB_INVALID_REQUEST = 0x0208;
+        WQE_UNEXPECTED_OPCODE = 0x020a;
+        IB_REMOTE_ACCESS_ERROR = 0x020d;
+        IB_REMOTE_OP_ERROR = 0x020e;
+        DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER = 0x0303;
+        DDP_UBE_INVALID_MO = 0x0305;
+        ROCE_RSP_LENGTH_ERROR = 0x0316;
+        LLP_RECEIVED_MPA_CRC_ERROR = 0x0505;
+        LLP_SEGMENT_TOO_SMALL = 0x0507;
+        LLP_TOO_MANY_RETRIES = 0x050a;
+        LLP_TOO_MANY_RNRS = 0x050f;
+        LCE_QP_CATASTROPHIC = 0x0700;
+        REMOTE_QP_CATASTROPHIC = 0x0703;
+        LOCAL_QP_CATASTROPHIC = 0x0704;
+        RCE_QP_CATASTROPHIC = 0x0705;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name by number, as rdma-core's `providers/irdma/defs.h` and `user.h` define them;
+    /// any other value has none.
+    #[test]
+    fn names_are_rdma_core_s_by_number() {
+        let sq: [(u8, &str); 14] = [
+            (0x00, "IRDMA_OP_TYPE_RDMA_WRITE"),
+            (0x01, "IRDMA_OP_TYPE_RDMA_READ"),
+            (0x03, "IRDMA_OP_TYPE_SEND"),
+            (0x04, "IRDMA_OP_TYPE_SEND_INV"),
+            (0x05, "IRDMA_OP_TYPE_SEND_SOL"),
+            (0x06, "IRDMA_OP_TYPE_SEND_SOL_INV"),
+            (0x08, "IRDMA_OP_TYPE_BIND_MW"),
+            (0x09, "IRDMA_OP_TYPE_FAST_REG_NSMR"),
+            (0x0a, "IRDMA_OP_TYPE_INV_STAG"),
+            (0x0b, "IRDMA_OP_TYPE_RDMA_READ_INV_STAG"),
+            (0x0c, "IRDMA_OP_TYPE_NOP"),
+            (0x0d, "IRDMA_OP_TYPE_RDMA_WRITE_SOL"),
+            (0x0f, "IRDMA_OP_TYPE_ATOMIC_FETCH_AND_ADD"),
+            (0x11, "IRDMA_OP_TYPE_ATOMIC_COMPARE_AND_SWAP"),
+        ];
+        for op in 0..=u8::MAX {
+            let want = sq.iter().find(|e| e.0 == op).map(|e| e.1);
+            assert_eq!(sq_op::name(op), want, "SQ opcode {op:#04x}");
+        }
+        let flushes = [
+            "INVALID",
+            "GENERAL_ERR",
+            "PROT_ERR",
+            "REM_ACCESS_ERR",
+            "LOC_QP_OP_ERR",
+            "REM_OP_ERR",
+            "LOC_LEN_ERR",
+            "FATAL_ERR",
+            "RETRY_EXC_ERR",
+            "MW_BIND_ERR",
+            "REM_INV_REQ_ERR",
+            "RNR_RETRY_EXC_ERR",
+        ];
+        let ae: [(u16, &str); 36] = [
+            (0x0102, "AMP_UNALLOCATED_STAG"),
+            (0x0103, "AMP_INVALID_STAG"),
+            (0x0104, "AMP_BAD_QP"),
+            (0x0105, "AMP_BAD_PD"),
+            (0x0106, "AMP_BAD_STAG_KEY"),
+            (0x0107, "AMP_BAD_STAG_INDEX"),
+            (0x0108, "AMP_BOUNDS_VIOLATION"),
+            (0x0109, "AMP_RIGHTS_VIOLATION"),
+            (0x010a, "AMP_TO_WRAP"),
+            (0x0112, "AMP_INVALIDATE_NO_REMOTE_ACCESS_RIGHTS"),
+            (0x0114, "AMP_MWBIND_VALID_STAG"),
+            (0x0118, "AMP_MWBIND_INVALID_RIGHTS"),
+            (0x0119, "AMP_MWBIND_INVALID_BOUNDS"),
+            (0x011a, "AMP_MWBIND_TO_INVALID_PARENT"),
+            (0x011b, "AMP_MWBIND_BIND_DISABLED"),
+            (0x011c, "PRIV_OPERATION_DENIED"),
+            (0x0132, "UDA_XMIT_DGRAM_TOO_LONG"),
+            (0x0133, "UDA_XMIT_BAD_PD"),
+            (0x0134, "UDA_XMIT_DGRAM_TOO_SHORT"),
+            (0x0135, "UDA_L4LEN_INVALID"),
+            (0x0203, "CQ_OPERATION_ERROR"),
+            (0x0208, "IB_INVALID_REQUEST"),
+            (0x020a, "WQE_UNEXPECTED_OPCODE"),
+            (0x020d, "IB_REMOTE_ACCESS_ERROR"),
+            (0x020e, "IB_REMOTE_OP_ERROR"),
+            (0x0303, "DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER"),
+            (0x0305, "DDP_UBE_INVALID_MO"),
+            (0x0316, "ROCE_RSP_LENGTH_ERROR"),
+            (0x0505, "LLP_RECEIVED_MPA_CRC_ERROR"),
+            (0x0507, "LLP_SEGMENT_TOO_SMALL"),
+            (0x050a, "LLP_TOO_MANY_RETRIES"),
+            (0x050f, "LLP_TOO_MANY_RNRS"),
+            (0x0700, "LCE_QP_CATASTROPHIC"),
+            (0x0703, "REMOTE_QP_CATASTROPHIC"),
+            (0x0704, "LOCAL_QP_CATASTROPHIC"),
+            (0x0705, "RCE_QP_CATASTROPHIC"),
+        ];
+        for code in 0..=u16::MAX {
+            let name = flush::name(code);
+            assert_eq!(
+                name.map(|n| n.strip_prefix("FLUSH_")),
+                flushes.get(usize::from(code)).map(|&n| Some(n)),
+                "flush {code}"
+            );
+            let name = ae::name(code);
+            let want = ae.iter().find(|e| e.0 == code).map(|e| Some(e.1));
+            assert_eq!(name.map(|n| n.strip_prefix("IRDMA_AE_")), want, "AE code {code:#06x}");
+        }
+    }
 }
