@@ -567,3 +567,88 @@ fn cr_only_line_endings_and_empty_input_are_named() {
     assert_eq!(rc, 1);
     assert_eq!(err, "dvcq decode: <stdin>: the input is empty: no CQE dump found\n");
 }
+
+#[test]
+fn each_dump_is_shown_with_the_printer_it_came_from() {
+    let b = err_cqe(0xd2, 0x05, 0x00, 7, 0x0a, 1);
+    let words: String = rdma_core("x", &b).lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let inputs = [
+        (rdma_core("h", &b), "rdma-core libmlx5 dump"),
+        (format!("mlx5_poll_one:1040: dump cqe for cqn 0x406:\n{words}"), "rdma-core debug CQE dump"),
+        (format!("mlx5_0:dump_cqe:262:(pid 0): dump error cqe\n{words}"), "Linux mlx5_ib word dump"),
+        (words.clone(), "words without header"),
+        (kernel(&b, "cqe_dump: "), "Linux mlx5_ib print_hex_dump"),
+        (dpdk(&b), "DPDK rte_hexdump"),
+        (format!("{}\n", hex(&b)), "bare hex string"),
+    ];
+    for (text, printer) in inputs {
+        let (rc, out, err) = run_cli(&["decode"], &text);
+        assert_eq!(rc, 0, "{printer}: {err}");
+        assert!(out.starts_with("dump 1: line "), "{printer}: {out}");
+        assert!(out.lines().next().unwrap().ends_with(&format!("({printer})")), "{printer}: {out}");
+    }
+    let (rc, out, _) = run_cli(
+        &["decode", "--vendor", "irdma"],
+        "0000000000000000 0000000000000000 0000000000000000 c300000000000000\n",
+    );
+    assert_eq!(rc, 0);
+    assert_eq!(out.lines().next(), Some("dump 1: line 1 (irdma qwords)"));
+    // A problem names the format it was read as: a DPDK dump cut short.
+    let cut: String = dpdk(&b).lines().take(3).map(|l| format!("{l}\n")).collect();
+    let (_, _, err) = run_cli(&["decode"], &cut);
+    assert!(err.contains("(DPDK rte_hexdump)"), "{err}");
+}
+
+#[test]
+fn requester_success_and_every_format_show_their_fields() {
+    // A requester SEND completion: byte count, timestamp, the posted opcode, the raw bytes.
+    let mut b = [0u8; 64];
+    b[44..48].copy_from_slice(&512u32.to_be_bytes());
+    b[48..56].copy_from_slice(&0x0011_2233_4455_6677u64.to_be_bytes());
+    b[56..60].copy_from_slice(&0x0a00_0042u32.to_be_bytes()); // MLX5_OPCODE_SEND, QPN 0x42
+    b[60..62].copy_from_slice(&7u16.to_be_bytes());
+    b[63] = 0x01; // REQ, format 0, owner 1
+    let c = decode_mlx5(&b, Mlx5Options::default());
+    assert_eq!((c.opcode_name, c.status.as_ref().map(|s| s.value)), ("MLX5_CQE_REQ", Some(0)));
+    assert_eq!((c.byte_cnt, c.timestamp), (Some(512), Some(0x0011_2233_4455_6677)));
+    assert_eq!((c.wqe_opcode, c.wqe_opcode_name), (Some(0x0a), Some("MLX5_OPCODE_SEND")));
+    assert_eq!((c.qpn, c.wqe_counter, c.owner), (0x42, 7, 1));
+    assert_eq!(c.raw, hex(&b));
+    assert_eq!((c.format, c.format_name), (0, "no inline data"));
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    // The format bits (op_own 3:2) by name; format 3 says what it is.
+    for (format, name) in [(1, "MLX5_INLINE_SCATTER_32"), (2, "MLX5_INLINE_SCATTER_64"), (3, "MLX5_COMPRESSED")] {
+        b[63] = 0x20 | format << 2; // RESP_SEND
+        let c = decode_mlx5(&b, Mlx5Options::default());
+        assert_eq!((c.format, c.format_name), (format, name));
+        assert_eq!(c.notes.iter().any(|n| n.starts_with("format 3")), format == 3, "{:?}", c.notes);
+    }
+    // The CQEs rdma-core returns no work completion for: no status, and a note saying why.
+    let special =
+        [(5, "resize marker"), (12, "signature error"), (15, "invalid: "), (6, "tag-matching"), (9, "opcode 9")];
+    for (op, note) in special {
+        b[63] = op << 4 | 1;
+        let c = decode_mlx5(&b, Mlx5Options::default());
+        assert_eq!(c.status, None, "opcode {op}");
+        assert!(c.notes.iter().any(|n| n.starts_with(note)), "opcode {op}: {:?}", c.notes);
+        assert_eq!(c.notes.len(), 1, "opcode {op}: {:?}", c.notes);
+    }
+    // An error CQE has no timestamp: bytes 48-55 are reserved and syndromes there.
+    let e = decode_mlx5(&err_cqe(0xd2, 0x05, 0, 1, 0x0a, 1), Mlx5Options::default());
+    assert_eq!(e.timestamp, None);
+}
+
+#[test]
+fn reserved_bytes_of_an_error_cqe_are_exactly_struct_mlx5_err_cqe_s() {
+    // `struct mlx5_err_cqe`: rsvd0[32], srqn, rsvd1[16], then the syndrome bytes.
+    for i in 0..64 {
+        let mut b = err_cqe(0xd2, 0x05, 0, 1, 0x0a, 1);
+        if b[i] != 0 {
+            continue;
+        }
+        b[i] = 0x80;
+        let c = decode_mlx5(&b, Mlx5Options::default());
+        let noted = c.notes.iter().any(|n| n.contains(&format!("(offsets {i})")));
+        assert_eq!(noted, i < 32 || (36..52).contains(&i), "byte {i}: {:?}", c.notes);
+    }
+}

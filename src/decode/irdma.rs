@@ -5,7 +5,9 @@
 //! rdma-core's irdma provider (spec §5).
 
 use super::mlx5::{Meaning, StatusInfo};
+use crate::irdma::status::{classify_error, flush_code_status, sq_opcode, vendor_err, CompStatus, Compat};
 use crate::provider::WcStatus;
+use crate::uapi::irdma::codes::{ae, flush, major as major_code, sq_op};
 use crate::uapi::irdma::cqe::{ext, q0, q2, q3};
 use serde::Serialize;
 
@@ -66,106 +68,6 @@ pub struct IrdmaCqe {
     pub notes: Vec<String>,
 }
 
-/// Names of the SQ opcodes (rdma-core `providers/irdma/user.h` / `defs.h`).
-fn sq_op_name(op: u8) -> Option<&'static str> {
-    Some(match op {
-        0x00 => "IRDMA_OP_TYPE_RDMA_WRITE",
-        0x01 => "IRDMA_OP_TYPE_RDMA_READ",
-        0x03 => "IRDMA_OP_TYPE_SEND",
-        0x04 => "IRDMA_OP_TYPE_SEND_INV",
-        0x05 => "IRDMA_OP_TYPE_SEND_SOL",
-        0x06 => "IRDMA_OP_TYPE_SEND_SOL_INV",
-        0x08 => "IRDMA_OP_TYPE_BIND_MW",
-        0x09 => "IRDMA_OP_TYPE_FAST_REG_NSMR",
-        0x0a => "IRDMA_OP_TYPE_INV_STAG",
-        0x0b => "IRDMA_OP_TYPE_RDMA_READ_INV_STAG",
-        0x0c => "IRDMA_OP_TYPE_NOP",
-        0x0d => "IRDMA_OP_TYPE_RDMA_WRITE_SOL",
-        0x0f => "IRDMA_OP_TYPE_ATOMIC_FETCH_AND_ADD",
-        0x11 => "IRDMA_OP_TYPE_ATOMIC_COMPARE_AND_SWAP",
-        _ => return None,
-    })
-}
-
-/// SQ opcodes `set_ib_wc_op_sq` knows (v64+); any other SQ opcode makes the status
-/// GENERAL_ERR.
-fn sq_op_known(op: u8) -> bool {
-    matches!(op, 0x00 | 0x0d | 0x01 | 0x03..=0x06 | 0x08 | 0x11 | 0x0f | 0x0a)
-}
-
-fn flush_name(minor: u16) -> Option<&'static str> {
-    Some(match minor {
-        0 => "FLUSH_INVALID",
-        1 => "FLUSH_GENERAL_ERR",
-        2 => "FLUSH_PROT_ERR",
-        3 => "FLUSH_REM_ACCESS_ERR",
-        4 => "FLUSH_LOC_QP_OP_ERR",
-        5 => "FLUSH_REM_OP_ERR",
-        6 => "FLUSH_LOC_LEN_ERR",
-        7 => "FLUSH_FATAL_ERR",
-        8 => "FLUSH_RETRY_EXC_ERR",
-        9 => "FLUSH_MW_BIND_ERR",
-        10 => "FLUSH_REM_INV_REQ_ERR",
-        11 => "FLUSH_RNR_RETRY_EXC_ERR",
-        _ => return None,
-    })
-}
-
-/// `irdma_flush_err_to_ib_wc_status` (spec §5.3, rdma-core v64+).
-fn flush_status(minor: u16) -> WcStatus {
-    match minor {
-        1 => WcStatus::WrFlushErr,
-        2 => WcStatus::LocProtErr,
-        3 => WcStatus::RemAccessErr,
-        4 => WcStatus::LocQpOpErr,
-        5 => WcStatus::RemOpErr,
-        6 => WcStatus::LocLenErr,
-        8 => WcStatus::RetryExcErr,
-        9 => WcStatus::MwBindErr,
-        10 => WcStatus::RemInvReqErr,
-        11 => WcStatus::RnrRetryExcErr,
-        _ => WcStatus::FatalErr,
-    }
-}
-
-/// `irdma_ae_to_qp_err_code` (spec §5.4): AE code → flush code, and the AE's name.
-fn ae_to_flush(ae: u16) -> (u16, Option<&'static str>) {
-    match ae {
-        0x0102 => (2, Some("AE_AMP_UNALLOCATED_STAG")),
-        0x0103 => (2, Some("AE_AMP_INVALID_STAG")),
-        0x0104 => (2, Some("AE_AMP_BAD_QP")),
-        0x0105 => (2, Some("AE_AMP_BAD_PD")),
-        0x0106 => (2, Some("AE_AMP_BAD_STAG_KEY")),
-        0x0107 => (2, Some("AE_AMP_BAD_STAG_INDEX")),
-        0x0108 => (2, Some("AE_AMP_BOUNDS_VIOLATION")),
-        0x0109 => (2, Some("AE_AMP_RIGHTS_VIOLATION")),
-        0x010a => (2, Some("AE_AMP_TO_WRAP")),
-        0x011c => (2, Some("AE_PRIV_OPERATION_DENIED")),
-        0x0133 => (4, Some("AE_UDA_XMIT_BAD_PD")),
-        0x020a => (4, Some("AE_WQE_UNEXPECTED_OPCODE")),
-        0x0132 => (6, Some("AE_UDA_XMIT_DGRAM_TOO_LONG")),
-        0x0134 => (6, Some("AE_UDA_XMIT_DGRAM_TOO_SHORT")),
-        0x0135 => (6, Some("AE_UDA_L4LEN_INVALID")),
-        0x0303 => (6, Some("AE_DDP_UBE_INVALID_MSN / msg too long")),
-        0x0305 => (6, Some("AE_DDP_UBE_INVALID_MO")),
-        0x0112 => (3, Some("AE_AMP_INVALIDATE_NO_REMOTE_ACCESS_RIGHTS")),
-        0x020d => (3, Some("AE_IB_REMOTE_ACCESS_ERROR")),
-        0x0114 => (9, Some("AE_AMP_MWBIND_INVALID_RIGHTS")),
-        0x0118 => (9, Some("AE_AMP_MWBIND_BIND_DISABLED")),
-        0x0119 => (9, Some("AE_AMP_MWBIND_INVALID_BOUNDS")),
-        0x011b => (9, Some("AE_AMP_MWBIND_TO_INVALID_PARENT")),
-        0x050a => (8, Some("AE_LLP_TOO_MANY_RETRIES")),
-        0x0208 => (10, Some("AE_IB_INVALID_REQUEST")),
-        0x0507 => (5, Some("AE_LLP_SEGMENT_TOO_SMALL")),
-        0x0505 => (5, Some("AE_LLP_RECEIVED_MPA_CRC_ERROR")),
-        0x0316 => (5, Some("AE_ROCE_RSP_LENGTH_ERROR")),
-        0x020e => (5, Some("AE_IB_REMOTE_OP_ERROR")),
-        0x050f => (11, Some("AE_LLP_TOO_MANY_RNRS")),
-        0x0700 | 0x0703 | 0x0704 | 0x0705 => (7, Some("AE_LCE_*_CATASTROPHIC")),
-        _ => (1, None),
-    }
-}
-
 /// Decodes an irdma CQE from 4 qwords (main part) or 8 (main part and extension).
 ///
 /// # Panics
@@ -187,44 +89,54 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
     let is_sq = w3 & q3::SQ != 0;
     let extended = w3 & q3::EXTCQE != 0;
     let mut minor_name = None;
+    // The status the newest rdma-core reports, with a note where older releases differ
+    // (the poller's own tables, `Compat`).
     let status = if !error {
-        if is_sq && !sq_op_known(opcode) {
-            notes.push(
-                "success CQE with an SQ opcode the provider does not map: rdma-core reports \
-                 IBV_WC_GENERAL_ERR"
-                    .into(),
-            );
-            WcStatus::GeneralErr
-        } else {
-            if is_sq && matches!(opcode, 0x0f | 0x11) {
-                notes.push("rdma-core before v64 does not map atomic opcodes: it reports IBV_WC_GENERAL_ERR".into());
+        match (is_sq, sq_opcode(opcode, Compat::Current), sq_opcode(opcode, Compat::V44)) {
+            (true, None, _) => {
+                notes.push(
+                    "success CQE with an SQ opcode the provider does not map: rdma-core reports \
+                     IBV_WC_GENERAL_ERR"
+                        .into(),
+                );
+                WcStatus::GeneralErr
             }
-            WcStatus::Success
+            (true, Some(_), None) => {
+                notes.push("rdma-core before v64 does not map this opcode: it reports IBV_WC_GENERAL_ERR".into());
+                WcStatus::Success
+            }
+            _ => WcStatus::Success,
         }
-    } else if major == 1 {
-        minor_name = flush_name(minor);
-        if minor == 11 {
-            notes.push("rdma-core before v64 maps flush code 11 to IBV_WC_FATAL_ERR".into());
-        }
-        flush_status(minor)
-    } else if major == 0xfffe {
-        let (f, n) = ae_to_flush(minor);
-        minor_name = n;
-        notes.push(format!(
-            "SRQ flush: the minor code is an async-event code, translated to flush code {f} ({}); \
-             rdma-core before v64 reports IBV_WC_GENERAL_ERR",
-            flush_name(f).unwrap_or("?")
-        ));
-        flush_status(f)
     } else {
-        if is_sq && (major >> 12) == 0xe {
-            notes.push(
-                "major 0xEnnn on an SQ CQE: on a RoCE UD QP rdma-core v64+ clears it and \
-                 reports success (non-fatal)"
-                    .into(),
-            );
+        match classify_error(major, minor, Compat::Current) {
+            (CompStatus::Flushed(code), _) if major == major_code::FLUSH => {
+                minor_name = flush::name(minor);
+                let (now, old) = (flush_code_status(code, Compat::Current), flush_code_status(code, Compat::V44));
+                if now != old {
+                    notes.push(format!("rdma-core before v64 maps flush code {code} to {}", old.name()));
+                }
+                now
+            }
+            (CompStatus::Flushed(code), _) => {
+                minor_name = ae::name(minor);
+                notes.push(format!(
+                    "SRQ flush: the minor code is an async-event code, translated to flush code {code} ({}); \
+                     rdma-core before v64 reports IBV_WC_GENERAL_ERR",
+                    flush::name(code).unwrap_or("?")
+                ));
+                flush_code_status(code, Compat::Current)
+            }
+            _ => {
+                if is_sq && major >> 12 == major_code::CIE_NIBBLE {
+                    notes.push(
+                        "major 0xEnnn on an SQ CQE: on a RoCE UD QP rdma-core v64+ clears it and \
+                         reports success (non-fatal)"
+                            .into(),
+                    );
+                }
+                WcStatus::GeneralErr
+            }
         }
-        WcStatus::GeneralErr
     };
     if !error && (major != 0 || minor != 0) {
         notes.push("error bit clear but major/minor not zero".into());
@@ -242,9 +154,9 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
         major_err: major,
         minor_err: minor,
         minor_err_name: if error { minor_name } else { None },
-        vendor_err: error.then_some(((major as u32) << 16) | minor as u32),
+        vendor_err: error.then_some(vendor_err(major, minor)),
         opcode,
-        opcode_name: if is_sq { sq_op_name(opcode) } else { None },
+        opcode_name: if is_sq { sq_op::name(opcode) } else { None },
         queue: if is_sq { "SQ" } else { "RQ" },
         wqe_idx: q3::wqe_idx(w3),
         extended,
@@ -341,5 +253,74 @@ mod tests {
         assert!(d.notes.iter().any(|n| n.contains("before v64")), "{:?}", d.notes);
         let d = decode_irdma(&[0, 0, 0, 0xC300_0000_0000_0000]);
         assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+
+    /// One SQ (bit 62) or RQ CQE's qword3, valid, with the error fields and opcode given.
+    fn q3(sq: bool, error: bool, major: u16, minor: u16, op: u8) -> u64 {
+        (1 << 63)
+            | (u64::from(sq) << 62)
+            | (u64::from(op) << 56)
+            | (u64::from(error) << 55)
+            | (u64::from(major) << 16)
+            | u64::from(minor)
+    }
+
+    #[test]
+    fn every_flush_code_by_number() {
+        // rdma-core v64's `irdma_flush_err_to_ib_wc_status` (spec §5.3), by number.
+        let status = [19, 5, 4, 10, 2, 11, 1, 19, 12, 6, 9, 13, 19, 19];
+        for (minor, want) in (0u16..).zip(status) {
+            let d = decode_irdma(&[0, 0, 0, q3(minor % 2 == 0, true, 1, minor, 0)]);
+            assert_eq!(d.status.value, want, "flush code {minor}");
+            assert_eq!(d.minor_err_name, flush::name(minor), "flush code {minor}");
+            assert_eq!(d.minor_err_name.is_some(), minor <= 11, "flush code {minor}");
+            assert_eq!(d.vendor_err, Some(0x0001_0000 | u32::from(minor)));
+            assert!(d.meaning.is_some(), "flush code {minor}");
+            // Only code 11 changed meaning (v64): before, it was FATAL.
+            let noted = d.notes.iter().any(|n| n.contains("before v64 maps flush code 11 to IBV_WC_FATAL_ERR"));
+            assert_eq!(noted, minor == 11, "flush code {minor}: {:?}", d.notes);
+        }
+    }
+
+    #[test]
+    fn srq_flush_names_the_async_event() {
+        // (AE code, its name, the status of the flush code it translates to), by number.
+        let cases = [
+            (0x0114, Some("IRDMA_AE_AMP_MWBIND_VALID_STAG"), 6),
+            (0x011b, Some("IRDMA_AE_AMP_MWBIND_BIND_DISABLED"), 6),
+            (0x0303, Some("IRDMA_AE_DDP_UBE_DDP_MESSAGE_TOO_LONG_FOR_AVAILABLE_BUFFER"), 1),
+            (0x0703, Some("IRDMA_AE_REMOTE_QP_CATASTROPHIC"), 19),
+            (0x050f, Some("IRDMA_AE_LLP_TOO_MANY_RNRS"), 13),
+            (0x0203, Some("IRDMA_AE_CQ_OPERATION_ERROR"), 5),
+            (0x0101, None, 5),
+        ];
+        for (code, name, status) in cases {
+            let d = decode_irdma(&[0, 0, 0, q3(false, true, 0xfffe, code, 0)]);
+            assert_eq!(d.minor_err_name, name, "AE {code:#06x}");
+            assert_eq!(d.status.value, status, "AE {code:#06x}");
+            assert_eq!(d.vendor_err, Some(0xfffe_0000 | u32::from(code)));
+            assert!(d.notes.iter().any(|n| n.starts_with("SRQ flush")), "{:?}", d.notes);
+        }
+        // Any other major is a general error, with no name for its minor.
+        let d = decode_irdma(&[0, 0, 0, q3(true, true, 2, 0x0114, 0)]);
+        assert_eq!((d.status.value, d.minor_err_name), (21, None));
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn every_sq_opcode_of_a_successful_cqe() {
+        // `set_ib_wc_op_sq` (spec §4.7) maps these; any other makes the status GENERAL_ERR.
+        let mapped = [0x00, 0x0d, 0x01, 0x03, 0x04, 0x05, 0x06, 0x08, 0x11, 0x0f, 0x0a];
+        for op in 0..64u8 {
+            let d = decode_irdma(&[0, 0, 0, q3(true, false, 0, 0, op)]);
+            assert_eq!(d.status.value == 0, mapped.contains(&op), "SQ opcode {op:#04x}");
+            assert_eq!(d.opcode_name, sq_op::name(op), "SQ opcode {op:#04x}");
+            let new = d.notes.iter().any(|n| n.contains("before v64"));
+            assert_eq!(new, op == 0x0f || op == 0x11, "SQ opcode {op:#04x}: {:?}", d.notes);
+            assert_eq!((d.vendor_err, d.minor_err_name, d.meaning.is_some()), (None, None, false));
+            // A receive's opcode is the received protocol's: never an SQ name, always success.
+            let d = decode_irdma(&[0, 0, 0, q3(false, false, 0, 0, op)]);
+            assert_eq!((d.queue, d.opcode_name, d.status.value), ("RQ", None, 0), "RQ opcode {op:#04x}");
+        }
     }
 }
