@@ -9,6 +9,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs, missing_debug_implementations)]
 
+#[macro_use]
+mod code_table;
 pub mod endian;
 pub mod irdma;
 pub mod mlx5;

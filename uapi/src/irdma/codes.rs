@@ -2,28 +2,6 @@
 //! (minor) codes and the asynchronous-event codes a GEN3 SRQ flush carries
 //! (shared/spec/irdma.md §4.7, §5).
 
-/// Defines a code table: one constant per code (documented with rdma-core's identifier,
-/// `$prefix` followed by the constant's name) and `name`, which gives that identifier back.
-/// The two cannot disagree, and a value given twice fails to build (an unreachable pattern).
-macro_rules! code_table {
-    ($ty:ty, $prefix:literal, $($(#[$doc:meta])* $name:ident = $value:literal;)+) => {
-        $(
-            #[doc = concat!("`", $prefix, stringify!($name), "`.")]
-            $(#[$doc])*
-            pub const $name: $ty = $value;
-        )+
-
-        /// rdma-core's identifier of a code, or `None` for a code not in this table.
-        #[deny(unreachable_patterns)]
-        pub const fn name(code: $ty) -> Option<&'static str> {
-            match code {
-                $($name => Some(concat!($prefix, stringify!($name))),)+
-                _ => None,
-            }
-        }
-    };
-}
-
 /// SQ WQE opcodes (`IRDMA_OP_TYPE_*`/`IRDMAQP_OP_*`), echoed in an SQ CQE's `IRDMACQ_OP`.
 pub mod sq_op {
     code_table! {
