@@ -162,6 +162,51 @@ fn responder_error_and_documented_vendor_syndromes() {
     assert!(c.vendor_err_meaning.as_ref().unwrap().contains("UCT_IB_MLX5_CQE_VENDOR_SYND_PSN"));
     let c = decode_mlx5(&err_cqe(0xd0, 0x05, 0xf9, 1, 0x0a, 0), Mlx5Options::default());
     assert!(c.notes.iter().any(|n| n.contains("does not print")));
+    // rdma-core reads 0x93 as an ODP fault only on a responder REMOTE_ABORTED CQE: any other
+    // pairing gets neither the page-fault reading nor the swallow note.
+    for (op_own, synd, vendor) in [(0xd0, 0x22, 0x93), (0xe0, 0x13, 0x93), (0xe0, 0x22, 0x92)] {
+        let c = decode_mlx5(&err_cqe(op_own, synd, vendor, 1, 0, 0), Mlx5Options::default());
+        let v = c.vendor_err_meaning.unwrap();
+        assert!(!v.contains("page fault on the receive side"), "{op_own:#x} {synd:#x} {vendor:#x}: {v}");
+        assert!(!c.notes.iter().any(|n| n.contains("swallows")), "{op_own:#x} {synd:#x} {vendor:#x}");
+    }
+    let c = decode_mlx5(&err_cqe(0xd0, 0x22, 0x93, 1, 0, 0), Mlx5Options::default());
+    assert!(c.vendor_err_meaning.unwrap().contains("only interprets it with syndrome REMOTE_ABORTED_ERR"));
+    let c = decode_mlx5(&err_cqe(0xd0, 0x22, 0x42, 1, 0, 0), Mlx5Options::default());
+    assert_eq!(c.vendor_err_meaning.as_deref(), Some("0x42: undocumented (no public source states its meaning)"));
+}
+
+#[test]
+fn every_syndrome_says_which_side_failed() {
+    // The IB completion-error semantics: which side's resources or state the error points at.
+    let sides = [
+        (0x01, "local"),
+        (0x02, "local"),
+        (0x04, "local"),
+        (0x05, "local"),
+        (0x06, "local"),
+        (0x10, "network or remote"),
+        (0x11, "local"),
+        (0x12, "remote"),
+        (0x13, "remote"),
+        (0x14, "remote"),
+        (0x15, "network or remote"),
+        (0x16, "remote"),
+        (0x22, "remote"),
+    ];
+    let mut summaries = Vec::new();
+    for (synd, side) in sides {
+        let m = decode_mlx5(&err_cqe(0xd0, synd, 0, 1, 0x0a, 0), Mlx5Options::default()).meaning.unwrap();
+        assert_eq!(m.side, side, "syndrome {synd:#04x}");
+        assert!(!m.causes.is_empty(), "syndrome {synd:#04x}");
+        summaries.push(m.summary);
+    }
+    summaries.sort_unstable();
+    summaries.dedup();
+    assert_eq!(summaries.len(), sides.len(), "each syndrome has its own meaning");
+    let m = decode_mlx5(&err_cqe(0xd0, 0x30, 0, 1, 0x0a, 0), Mlx5Options::default()).meaning.unwrap();
+    assert_eq!(m.side, "unknown");
+    assert!(m.summary.contains("IBV_WC_GENERAL_ERR"));
 }
 
 #[test]
