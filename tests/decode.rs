@@ -631,6 +631,8 @@ fn each_dump_is_shown_with_the_printer_it_came_from() {
         assert_eq!(rc, 0, "{printer}: {err}");
         assert!(out.starts_with("dump 1: line "), "{printer}: {out}");
         assert!(out.lines().next().unwrap().ends_with(&format!("({printer})")), "{printer}: {out}");
+        // A flush error's remark is printed too.
+        assert!(out.contains("\n  note             rdma-core does not print its"), "{printer}: {out}");
     }
     let (rc, out, _) = run_cli(
         &["decode", "--vendor", "irdma"],
@@ -696,4 +698,27 @@ fn reserved_bytes_of_an_error_cqe_are_exactly_struct_mlx5_err_cqe_s() {
         let noted = c.notes.iter().any(|n| n.contains(&format!("(offsets {i})")));
         assert_eq!(noted, i < 32 || (36..52).contains(&i), "byte {i}: {:?}", c.notes);
     }
+}
+
+#[test]
+fn text_shows_a_timestamp_and_irdma_flags_only_when_set() {
+    let mut b = [0u8; 64];
+    b[63] = 0x21; // RESP_SEND, owner 1, timestamp 0
+    let (_, out, _) = run_cli(&["decode"], &format!("{}\n", hex(&b)));
+    assert!(out.contains("\n  byte_cnt ") && !out.contains("timestamp"), "{out}");
+    b[48..56].copy_from_slice(&0xabcdu64.to_be_bytes());
+    let (_, out, _) = run_cli(&["decode"], &format!("{}\n", hex(&b)));
+    assert!(out.contains("\n  timestamp        0xabcd\n"), "{out}");
+    // The 64 bytes as four rows of four words, labelled once.
+    let rows: Vec<&str> = out.lines().skip(1).take(4).collect();
+    assert_eq!(rows[0], format!("  bytes            {}", ["00000000"; 4].join(" ")), "{out}");
+    assert_eq!(rows[1], rows[2]);
+    assert_eq!(rows[2], format!("{:19}{}", "", ["00000000"; 4].join(" ")), "{out}");
+    assert_eq!(rows[3], format!("{:19}00000000 0000abcd 00000000 00000021", ""), "{out}");
+    // irdma: the set flag bits by name (qword3 bits 50 EXTCQE, 54 SOEVENT), none: no line.
+    let q = |w3: u64| format!("0000000000000000 0000000000000000 0000000000000000 {w3:016x}\n");
+    let (_, out, _) = run_cli(&["decode", "--vendor", "irdma"], &q(0xc300_0000_0000_0000));
+    assert!(!out.contains("flags"), "{out}");
+    let (_, out, _) = run_cli(&["decode", "--vendor", "irdma"], &q(0xc344_0000_0000_0000));
+    assert!(out.contains("\n  flags            EXTCQE SOEVENT\n"), "{out}");
 }
