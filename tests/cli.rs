@@ -96,7 +96,7 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 19] = [
+    let cases: [(&[&str], &str); 22] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
@@ -128,6 +128,9 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         (&["ring", "export", "--hw-rev", "3"], "--hw-rev 3: applies to irdma rings only"),
         (&["ring", "export", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression"),
         (&["ring", "export", "--vendor", "irdma", "--compression", "none", "--mini", "csum"], "--mini csum needs"),
+        (&["ring", "export", "--entries", "2"], "--entries 2: must be a power of two from 4 to 4194304"),
+        (&["ring", "export", "--entries", "24"], "--entries 24: must be a power of two"),
+        (&["ring", "export", "--entries", "8388608"], "--entries 8388608: must be a power of two from 4 to"),
     ];
     for (args, what) in cases {
         let o = dvcq(args, None);
@@ -136,6 +139,10 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         assert!(e.starts_with("dvcq: ") && e.contains(what), "{args:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
     }
+    // The smallest ring an image may have is exported.
+    let o = dvcq(&["ring", "export", "--entries", "4", "--scenario", "laps"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("ring cqe_size=64 entries=4 "));
     // Ranges and dependencies clap checks: its usage error, status 2.
     let usage: [(&[&str], &str); 9] = [
         (&["bench", "poll", "--mode", "fast"], "'fast'"),

@@ -722,3 +722,39 @@ fn text_shows_a_timestamp_and_irdma_flags_only_when_set() {
     let (_, out, _) = run_cli(&["decode", "--vendor", "irdma"], &q(0xc344_0000_0000_0000));
     assert!(out.contains("\n  flags            EXTCQE SOEVENT\n"), "{out}");
 }
+
+#[test]
+fn text_separates_dumps_and_sums_up_only_when_something_was_wrong() {
+    let one = rdma_core("h", &err_cqe(0xd2, 0x13, 0, 1, 0x0a, 1));
+    let two = rdma_core("h", &err_cqe(0xd2, 0x05, 0, 2, 0x0a, 2));
+    // Two good dumps: two blocks with one blank line between, no summary, nothing on stderr.
+    let (rc, out, err) = run_cli(&["decode"], &format!("{one}{two}"));
+    assert_eq!((rc, err.as_str()), (0, ""));
+    let blocks: Vec<&str> = out.split("\n\n").collect();
+    assert_eq!(blocks.len(), 2, "{out}");
+    assert!(blocks[0].starts_with("dump 1: line 1 ") && blocks[1].starts_with("dump 2: line 6 "), "{out}");
+    assert!(!out.contains("decoded"), "{out}");
+    // A dump and a problem: the summary says how many of each and where to look.
+    let cut: String = one.lines().take(3).map(|l| format!("{l}\n")).collect();
+    let (rc, out, err) = run_cli(&["decode"], &format!("{two}\n{cut}"));
+    assert_eq!(rc, 1);
+    assert!(out.ends_with("\n\n1 dump(s) decoded, 1 problem(s) in <stdin> (see standard error)\n"), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Only problems: no summary, the problem on stderr.
+    let (rc, out, err) = run_cli(&["decode"], &cut);
+    assert_eq!((rc, out.as_str()), (1, ""));
+    assert!(err.contains("line 1") && !err.contains("no CQE dump found"), "{err}");
+}
+
+#[test]
+fn irdma_qword_counts_other_than_four_or_eight_are_noted() {
+    for n in [1, 3, 4, 5, 7, 8] {
+        let mut q = vec![0u64; n];
+        if let Some(w) = q.get_mut(3) {
+            *w = 0xc300_0000_0000_0000;
+        }
+        let d = dvcq::decode::decode_irdma(&q);
+        let noted = d.notes.iter().any(|x| x == &format!("{n} qwords given; 4 or 8 expected"));
+        assert_eq!(noted, n != 4 && n != 8, "{n} qwords: {:?}", d.notes);
+    }
+}
