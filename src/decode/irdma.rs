@@ -308,6 +308,46 @@ mod tests {
     }
 
     #[test]
+    fn immediate_data_needs_the_extension_and_its_valid_bit() {
+        let ext = 1 << 50;
+        let imm_valid = 1 << 62;
+        // (EXTCQE, qword7, qwords given) → imm_valid, imm_data
+        let cases = [
+            (true, imm_valid, 8, Some(true), Some(0x1234)),
+            (true, 0, 8, Some(false), None),
+            (false, imm_valid, 8, Some(false), None),
+            (true, imm_valid, 4, None, None),
+        ];
+        for (extended, q7, n, valid, data) in cases {
+            let w3 = q3(false, false, 0, 0, 0) | if extended { ext } else { 0 };
+            let q = [0, 0, 0, w3, 0xdead_0000_0000_1234, 0, 0, q7];
+            let d = decode_irdma(&q[..n]);
+            assert_eq!((d.imm_valid, d.imm_data), (valid, data), "{extended} {q7:#x} {n}");
+            let missing = d.notes.iter().any(|x| x.starts_with("EXTCQE set: the extension"));
+            assert_eq!(missing, extended && n == 4, "{extended} {n}");
+        }
+    }
+
+    #[test]
+    fn ud_cie_errors_and_stray_error_codes_are_remarked() {
+        // Major 0xEnnn on an SQ CQE (a RoCE UD "CIE" error that v64 turns into success): a
+        // general error here, since the QP type is not in the CQE, with a note.
+        for (sq, major, noted) in [(true, 0xe123, true), (false, 0xe123, false), (true, 0x0e12, false)] {
+            let d = decode_irdma(&[0, 0, 0, q3(sq, true, major, 1, 0)]);
+            assert_eq!(d.status.value, 21, "{major:#x}");
+            assert!(d.meaning.as_ref().is_some_and(|m| m.summary.contains("IBV_WC_GENERAL_ERR")), "{major:#x}");
+            assert_eq!(d.notes.iter().any(|n| n.starts_with("major 0xEnnn")), noted, "{major:#x} {:?}", d.notes);
+        }
+        // Error codes without the error bit.
+        for (major, minor) in [(0, 0), (0, 3), (2, 0)] {
+            let d = decode_irdma(&[0, 0, 0, q3(true, false, major, minor, 0)]);
+            let noted = d.notes.iter().any(|n| n == "error bit clear but major/minor not zero");
+            assert_eq!(noted, (major, minor) != (0, 0), "{major} {minor}");
+            assert_eq!((d.status.value, d.vendor_err, d.minor_err_name), (0, None, None));
+        }
+    }
+
+    #[test]
     fn every_sq_opcode_of_a_successful_cqe() {
         // `set_ib_wc_op_sq` (spec §4.7) maps these; any other makes the status GENERAL_ERR.
         let mapped = [0x00, 0x0d, 0x01, 0x03, 0x04, 0x05, 0x06, 0x08, 0x11, 0x0f, 0x0a];
