@@ -758,3 +758,59 @@ fn irdma_qword_counts_other_than_four_or_eight_are_noted() {
         assert_eq!(noted, n != 4 && n != 8, "{n} qwords: {:?}", d.notes);
     }
 }
+
+/// The reason `dvcq decode` gives for line 2 of an rdma-core dump whose first row is `row`.
+fn first_row_problem(row: &str) -> String {
+    let tail = "00000000 00000000 00000000 00000000\n".repeat(2) + "00000000 00008716 0a001f8e 000027d2\n";
+    let r = scan(&format!("mlx5: h: got completion with error:\n{row}\n{tail}"), Vendor::Mlx5);
+    assert!(r.dumps.is_empty(), "{row}");
+    assert_eq!(r.problems.len(), 1, "{row}: {:?}", r.problems);
+    assert_eq!(r.problems[0].line, 2, "{row}");
+    r.problems[0].reason.clone()
+}
+
+#[test]
+fn malformed_word_rows_are_diagnosed_precisely() {
+    let cases = [
+        // A word glued to text before it is no word.
+        ("id_00000000 00000000 00000000 00000000", "found 3 hex word(s), expected 4"),
+        // An offset is no word, nor is a word with text glued after it alone.
+        ("00000010: 00 01 02", "expected 4 hex words, found \"00000010: 00 01 02\""),
+        ("12345678x", "expected 4 hex words, found \"12345678x\""),
+        // Seven digits are a short word, not a word with a bad character.
+        ("0000000 00000000 00000000 00000000", "found 3 hex word(s), expected 4"),
+        ("0000z000 00000000 00000000 00000000", "non-hex character 'z' at column 5 in word '0000z000'"),
+    ];
+    for (row, why) in cases {
+        let reason = first_row_problem(row);
+        assert!(reason.contains(why), "{row}: {reason}");
+    }
+    // Quoted rows are cut at 48 characters, marked with "...".
+    let reason = first_row_problem(&"x".repeat(48));
+    assert!(reason.ends_with(&format!("found \"{}\"", "x".repeat(48))), "{reason}");
+    let reason = first_row_problem(&"x".repeat(49));
+    assert!(reason.ends_with(&format!("found \"{}...\"", "x".repeat(48))), "{reason}");
+}
+
+#[test]
+fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_four() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let dump = rdma_core("h", &b);
+    // A hex log prefix before each row: the row's last four words are the CQE's.
+    let mut lines = dump.lines();
+    let prefixed: String =
+        lines.next().map(|h| format!("{h}\n")).into_iter().chain(lines.map(|l| format!("cafe0001 {l}\n"))).collect();
+    let r = scan(&prefixed, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    // Without a header, a row of five words is not a row: three rows are left, too few.
+    let words: Vec<&str> = dump.lines().skip(1).collect();
+    let text = format!("{} 00000000\n{}\n{}\n{}\n", words[0], words[1], words[2], words[3]);
+    let r = scan(&text, Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    assert!(
+        r.problems.iter().any(|p| p.reason.contains("3 lines of 4 hex words without a header")),
+        "{:?}",
+        r.problems
+    );
+}
