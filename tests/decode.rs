@@ -780,6 +780,8 @@ fn malformed_word_rows_are_diagnosed_precisely() {
         // Seven digits are a short word, not a word with a bad character.
         ("0000000 00000000 00000000 00000000", "found 3 hex word(s), expected 4"),
         ("0000z000 00000000 00000000 00000000", "non-hex character 'z' at column 5 in word '0000z000'"),
+        ("00000000 00000000 000000\t0 00000000", "found 2 hex word(s), expected 4"),
+        ("00000000 000000g0 00000000 00000000", "non-hex character 'g' at column 16 in word '000000g0'"),
     ];
     for (row, why) in cases {
         let reason = first_row_problem(row);
@@ -813,4 +815,35 @@ fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_fou
         "{:?}",
         r.problems
     );
+}
+
+#[test]
+fn an_offset_line_is_a_hexdump_row_when_mostly_bytes_follow() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    // Half the tokens after the offset are bytes: a row, and the rest are bad bytes.
+    let bad: String = kernel(&b, "cqe_dump: ")
+        .lines()
+        .enumerate()
+        .map(
+            |(i, l)| {
+                if i == 1 {
+                    format!("{}{}\n", &l[..l.len() - 23], ["zzz"; 8].join(" "))
+                } else {
+                    format!("{l}\n")
+                }
+            },
+        )
+        .collect();
+    let r = scan(&bad, Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    assert!(r.problems.iter().any(|p| p.reason.contains("non-hex byte 'zzz' at column 45")), "{:?}", r.problems);
+    // A DPDK row's bytes end at a lone `|`; a byte of one digit is a bad byte, not the column.
+    let mut d = dpdk(&b);
+    d = d.replacen("00000010: 00 00", "00000010: 00 0", 1);
+    let r = scan(&d, Vendor::Mlx5);
+    assert!(r.problems.iter().any(|p| p.reason.contains("non-hex byte '0' at column")), "{:?}", r.problems);
+    // Prose after an offset, or a `|` with no bytes before it, is no row at all.
+    let text = "note 00000000: 00 01 02 03 and then some five more words\nx 00000000: | abc\n";
+    let r = scan(text, Vendor::Mlx5);
+    assert!(r.dumps.is_empty() && r.problems.is_empty(), "{:?}", r.problems);
 }
