@@ -842,8 +842,54 @@ fn an_offset_line_is_a_hexdump_row_when_mostly_bytes_follow() {
     d = d.replacen("00000010: 00 00", "00000010: 00 0", 1);
     let r = scan(&d, Vendor::Mlx5);
     assert!(r.problems.iter().any(|p| p.reason.contains("non-hex byte '0' at column")), "{:?}", r.problems);
+    // Upper-case bytes in one row and lower-case in another: no single printer wrote that.
+    let mut c = b;
+    c[0] = 0xab;
+    let k = kernel(&c, "").replacen(" d2", " D2", 1);
+    let r = scan(&k, Vendor::Mlx5);
+    assert!(r.problems.iter().any(|p| p.reason.contains("upper- and lower-case hex mixed")), "{:?}", r.problems);
     // Prose after an offset, or a `|` with no bytes before it, is no row at all.
     let text = "note 00000000: 00 01 02 03 and then some five more words\nx 00000000: | abc\n";
     let r = scan(text, Vendor::Mlx5);
     assert!(r.dumps.is_empty() && r.problems.is_empty(), "{:?}", r.problems);
+}
+
+#[test]
+fn a_dump_cut_by_the_header_of_another_is_reported_and_the_other_decoded() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let dump = rdma_core("h", &b);
+    let words: String = dump.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let first: String = dump.lines().take(2).map(|l| format!("{l}\n")).collect();
+    let headers = [
+        ("mlx5_poll_one:1040: dump cqe for cqn 0x406:", DumpFormat::RdmaCoreDebug),
+        ("mlx5_0:dump_cqe:262:(pid 0): dump error cqe", DumpFormat::KernelWords),
+        ("mlx5: h: got completion with error:", DumpFormat::RdmaCore),
+    ];
+    for (header, format) in headers {
+        let r = scan(&format!("{first}{header}\n{words}"), Vendor::Mlx5);
+        assert_eq!(r.dumps.len(), 1, "{header}: {:?}", r.problems);
+        assert_eq!((r.dumps[0].line, r.dumps[0].format), (3, format), "{header}");
+        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+        assert_eq!(r.problems.len(), 1, "{header}: {:?}", r.problems);
+        let p = &r.problems[0];
+        assert_eq!(p.line, 1, "{header}");
+        assert!(p.reason.contains("1 of 4 lines of words, then line 3 starts another dump"), "{header}: {p:?}");
+    }
+}
+
+#[test]
+fn a_hexdump_row_of_more_than_sixteen_bytes_is_named() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let k: String = kernel(&b, "")
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == 2 { format!("{l} 00\n") } else { format!("{l}\n") })
+        .collect();
+    let r = scan(&k, Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    assert!(
+        r.problems.iter().any(|p| p.line == 3 && p.reason.contains("17 bytes on one line, at most 16 expected")),
+        "{:?}",
+        r.problems
+    );
 }
