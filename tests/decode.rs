@@ -893,3 +893,36 @@ fn a_hexdump_row_of_more_than_sixteen_bytes_is_named() {
         r.problems
     );
 }
+
+#[test]
+fn a_bad_row_keeps_its_dump_s_remaining_rows_and_no_more() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let dump = rdma_core("h", &b);
+    let header = dump.lines().next().unwrap();
+    let rows: Vec<&str> = dump.lines().skip(1).collect();
+    let words = rows.join("\n");
+    let bad = "00000000 zz";
+    // (text, the line of the problem, the dumps decoded: line and format)
+    let cases = [
+        // The bad row first: its dump's three other rows are its own; a headerless dump follows.
+        (format!("{header}\n{bad}\n{}\n{words}\n", rows[1..].join("\n")), 2, vec![(6, DumpFormat::Words)]),
+        // The bad row second: two rows are left to it.
+        (format!("{header}\n{}\n{bad}\n{}\n{words}\n", rows[0], rows[2..].join("\n")), 3, vec![(6, DumpFormat::Words)]),
+        // The bad row last: nothing is left to it.
+        (format!("{header}\n{}\n{bad}\n{words}\n", rows[..3].join("\n")), 5, vec![(6, DumpFormat::Words)]),
+        // A header ends the rows left to a bad one.
+        (format!("{header}\n{bad}\n{}\n{dump}", rows[1]), 2, vec![(4, DumpFormat::RdmaCore)]),
+    ];
+    for (text, problem_line, want) in cases {
+        let r = scan(&text, Vendor::Mlx5);
+        let got: Vec<(usize, DumpFormat)> = r.dumps.iter().map(|d| (d.line, d.format)).collect();
+        assert_eq!(got, want, "{text}\n{:?}", r.problems);
+        assert_eq!(
+            r.problems.iter().map(|p| p.line).collect::<Vec<_>>(),
+            vec![problem_line],
+            "{text}\n{:?}",
+            r.problems
+        );
+        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    }
+}
