@@ -926,3 +926,38 @@ fn a_bad_row_keeps_its_dump_s_remaining_rows_and_no_more() {
         check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
     }
 }
+
+#[test]
+fn blank_lines_inside_a_dump_and_dumps_back_to_back() {
+    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let rows: Vec<String> = rdma_core("h", &b).lines().skip(1).map(str::to_owned).collect();
+    let k: Vec<String> = kernel(&b, "").lines().map(str::to_owned).collect();
+    let lines = |v: &[String]| v.iter().map(|l| format!("{l}\n")).collect::<String>();
+    let formats = |text: &str| {
+        let r = scan(text, Vendor::Mlx5);
+        for i in 0..r.dumps.len() {
+            check_fields(only_mlx5(&r, i), 0x13, 10, "remote access error");
+        }
+        (
+            r.dumps.iter().map(|d| (d.line, d.format)).collect::<Vec<_>>(),
+            r.problems.iter().map(|p| p.line).collect::<Vec<_>>(),
+        )
+    };
+    // Headerless words: a blank line between rows is inside the dump; a line of text is not.
+    let text = format!("{}\n{}", lines(&rows[..2]), lines(&rows[2..]));
+    assert_eq!(formats(&text), (vec![(1, DumpFormat::Words)], vec![]));
+    let text = format!("{}some text\n{}", lines(&rows[..2]), lines(&rows[2..]));
+    assert_eq!(formats(&text), (vec![], vec![1, 4]));
+    // One line of four words alone is no dump and no problem.
+    assert_eq!(formats(&format!("x\n{}y\n", lines(&rows[..1]))), (vec![], vec![]));
+    // A hexdump: a blank line between rows is inside; offset 0 again starts the next dump.
+    let text = format!("{}\n{}", lines(&k[..2]), lines(&k[2..]));
+    assert_eq!(formats(&text), (vec![(1, DumpFormat::Kernel)], vec![]));
+    let text = format!("{}{}", lines(&k), lines(&k));
+    assert_eq!(formats(&text), (vec![(1, DumpFormat::Kernel), (5, DumpFormat::Kernel)], vec![]));
+    let text = format!("{}\n{}", lines(&k), lines(&k));
+    assert_eq!(formats(&text), (vec![(1, DumpFormat::Kernel), (6, DumpFormat::Kernel)], vec![]));
+    // DPDK rows without their title line are still DPDK's (the ` | ` column says so).
+    let d: String = dpdk(&b).lines().skip(1).map(|l| format!("{l}\n")).collect();
+    assert_eq!(formats(&d), (vec![(1, DumpFormat::Dpdk)], vec![]));
+}
