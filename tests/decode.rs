@@ -961,3 +961,29 @@ fn blank_lines_inside_a_dump_and_dumps_back_to_back() {
     let d: String = dpdk(&b).lines().skip(1).map(|l| format!("{l}\n")).collect();
     assert_eq!(formats(&d), (vec![(1, DumpFormat::Dpdk)], vec![]));
 }
+
+#[test]
+fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
+    let err = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let mut ok = [0u8; 64];
+    ok[63] = 0x21; // RESP_SEND
+    let announce = |bytes: &[u8], len: usize| {
+        let d = dpdk(bytes);
+        d.replacen(&format!("len={}", bytes.len()), &format!("len={len}"), 1)
+    };
+    // Two CQEs announced and given, neither an error: a ring dump with nothing to show.
+    let r = scan(&announce(&[ok, ok].concat(), 128), Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(why, ["ring dump of 2 CQEs holds no error CQE (opcode 13 or 14)"]);
+    // Two announced, one given: still a ring (its error CQE is slot 0), and the cut is named.
+    let r = scan(&announce(&err, 128), Vendor::Mlx5);
+    assert_eq!(r.dumps.iter().map(|d| d.slot).collect::<Vec<_>>(), [Some(0)]);
+    let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(why, ["truncated dump: 64 of the 128 bytes its title announces (the first 64 decoded)"]);
+    // Less than one CQE given: nothing decoded, and the message does not claim otherwise.
+    let r = scan(&announce(&err[..32], 128), Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(why, ["truncated dump: 32 of the 128 bytes its title announces"]);
+}
