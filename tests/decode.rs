@@ -987,3 +987,20 @@ fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
     let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
     assert_eq!(why, ["truncated dump: 32 of the 128 bytes its title announces"]);
 }
+
+#[test]
+fn irdma_qwords_short_of_a_cqe_are_reported_where_they_are() {
+    let z = "0000000000000000";
+    let text = format!("cqe:\n{z}\n{z}\n{z}\nend\n{z} {z} {z}\nend\n");
+    let r = scan(&text, Vendor::Irdma);
+    assert!(r.dumps.is_empty());
+    let got: Vec<(usize, &str)> = r.problems.iter().map(|p| (p.line, p.reason.as_str())).collect();
+    assert_eq!(
+        got,
+        [(2, "found 3 qwords (lines 2 to 4), expected 4 or 8 per CQE"), (6, "found 3 qwords, expected 4 or 8 per CQE")]
+    );
+    // Words of 12 to 20 characters that are mostly not hex, and hex runs far from 16 digits,
+    // are prose, not broken qwords.
+    let r = scan("completion_status: ok\nid 0123456789abcdef01234567\n", Vendor::Irdma);
+    assert!(r.dumps.is_empty() && r.problems.is_empty(), "{:?}", r.problems);
+}
