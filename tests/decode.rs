@@ -74,6 +74,11 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// `text` with its line `n` (0-based) rewritten by `edit`; every line ends in `\n`.
+fn edit_line(text: &str, n: usize, edit: impl Fn(&str) -> String) -> String {
+    text.lines().enumerate().map(|(i, l)| if i == n { edit(l) } else { l.to_owned() } + "\n").collect()
+}
+
 fn only_mlx5(r: &Report, i: usize) -> &dvcq::decode::Mlx5Cqe {
     match &r.dumps[i].cqe {
         Decoded::Mlx5(c) => c,
@@ -821,19 +826,7 @@ fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_fou
 fn an_offset_line_is_a_hexdump_row_when_mostly_bytes_follow() {
     let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
     // Half the tokens after the offset are bytes: a row, and the rest are bad bytes.
-    let bad: String = kernel(&b, "cqe_dump: ")
-        .lines()
-        .enumerate()
-        .map(
-            |(i, l)| {
-                if i == 1 {
-                    format!("{}{}\n", &l[..l.len() - 23], ["zzz"; 8].join(" "))
-                } else {
-                    format!("{l}\n")
-                }
-            },
-        )
-        .collect();
+    let bad = edit_line(&kernel(&b, "cqe_dump: "), 1, |l| format!("{}{}", &l[..l.len() - 23], ["zzz"; 8].join(" ")));
     let r = scan(&bad, Vendor::Mlx5);
     assert!(r.dumps.is_empty());
     assert!(r.problems.iter().any(|p| p.reason.contains("non-hex byte 'zzz' at column 45")), "{:?}", r.problems);
@@ -880,11 +873,7 @@ fn a_dump_cut_by_the_header_of_another_is_reported_and_the_other_decoded() {
 #[test]
 fn a_hexdump_row_of_more_than_sixteen_bytes_is_named() {
     let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
-    let k: String = kernel(&b, "")
-        .lines()
-        .enumerate()
-        .map(|(i, l)| if i == 2 { format!("{l} 00\n") } else { format!("{l}\n") })
-        .collect();
+    let k = edit_line(&kernel(&b, ""), 2, |l| format!("{l} 00"));
     let r = scan(&k, Vendor::Mlx5);
     assert!(r.dumps.is_empty());
     assert!(
