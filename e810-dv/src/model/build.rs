@@ -188,3 +188,33 @@ pub(crate) fn le_bytes(w: [u64; 3]) -> [u8; 24] {
     }
     b
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each constructor puts each argument where the layout reads it back.
+    #[test]
+    fn constructors_encode_every_argument() {
+        let c = ModelCqe::recv(0xc0ffee, 0x12345, 3, 2, 0x0b, 700);
+        let [w0, w1, w2] = c.body();
+        assert_eq!((q0::payload_len(w0), w1, q2::qp_id(w2)), (700, 0xc0ffee, 0x12345));
+        let w3 = c.qword3(true);
+        assert_eq!((q3::op(w3), q3::wqe_idx(w3), w3 & q3::SQ), (0x0b, 12, 0));
+        let c = ModelCqe::flush(7, 0x54321, true, 9, flush::LOC_LEN_ERR);
+        let w3 = c.qword3(false);
+        assert_eq!(q2::qp_id(c.body()[2]), 0x54321);
+        assert_eq!((q3::major_err(w3), q3::minor_err(w3), q3::wqe_idx(w3), q3::valid(w3)), (1, 6, 9, false));
+        assert!(w3 & q3::SQ != 0 && w3 & q3::ERROR != 0);
+        let c = ModelCqe::srq_recv(0xabc0, 0x777, 0x5151, 64, 0x0d);
+        let w3 = c.qword3(true);
+        assert_eq!((q3::op(w3), c.body()[1], c.ext_body()[1]), (0x0d, 0x5151, 0xabc0));
+        assert!(w3 & q3::SRQ != 0 && w3 & q3::EXTCQE != 0);
+        // A UD receive's extension: source MAC and VLAN side by side in qword6.
+        let mac = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+        let c = ModelCqe::recv(1, 2, 0, 0, 0x04, 8).with_ud(0x99, true, mac, Some(0x0abc));
+        let q6 = c.ext_body()[2];
+        assert_eq!((ext::smac(q6), ext::vlan(q6)), (mac, 0x0abc));
+        assert_eq!(ModelCqe::send(1, 2, 3, 4).ext_body(), [0; 3]);
+    }
+}

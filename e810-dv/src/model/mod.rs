@@ -428,6 +428,27 @@ mod tests {
         assert!(matches!(m.push(&c), Err(ModelError::Overflow { .. })));
         assert_eq!(m.events(), &[ModelEvent::CqError { cq_id: 3, ae_code: 0x0203 }]);
         assert!(matches!(m.push(&c), Err(ModelError::CqInError { .. })));
+        assert!(m.in_error());
+    }
+
+    #[test]
+    fn release_all_frees_the_ring_and_push_wait_waits_for_room() {
+        let mut m = IrdmaModel::new(ModelConfig::new(HwRev::Gen2, 4)).unwrap();
+        let c = ModelCqe::send(1, 1, 0, 3);
+        assert!(!m.in_error());
+        for _ in 0..3 {
+            m.push_wait(&c, Duration::from_millis(50)).unwrap();
+        }
+        // Full: waiting gives up after the stall time and writes nothing; no CQ error.
+        let t = Instant::now();
+        assert!(matches!(m.push_wait(&c, Duration::from_millis(20)), Err(ModelError::Stalled { prod: 3, ms: 20 })));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        assert_eq!((m.prod(), m.in_error(), m.events().len()), (3, false, 0));
+        // A consumer that took everything: three slots free again, and the next lap written.
+        m.release_all();
+        assert_eq!((m.shadow_head(), m.free_slots()), (3, 3));
+        m.push_wait(&c, Duration::from_millis(50)).unwrap();
+        assert_eq!(m.prod(), 4);
     }
 
     #[test]
