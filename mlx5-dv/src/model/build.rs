@@ -194,3 +194,21 @@ pub fn resize() -> Entry {
 pub fn raw(bytes: [u8; 64]) -> Entry {
     Entry::from(bytemuck::cast::<[u8; 64], Cqe64>(bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GRH moved into the CQE replaces the in-data flag (GRH field 2, not 3); the address
+    /// fields keep only their bits.
+    #[test]
+    fn address_fields_and_a_grh_in_the_cqe() {
+        let a = RecvAddr { src_qp: 0xff12_3456, slid: 0xbeef, sl: 0x1f, path_bits: 0xff, grh: true };
+        let e = resp(cqe_opcode::RESP_SEND, 7, 1, 64, 0).recv_addr(a);
+        assert_eq!((e.cqe.grh(), e.cqe.sl(), e.cqe.src_qp()), (1, 0xf, 0x12_3456));
+        assert_eq!((e.cqe.slid.get(), e.cqe.ml_path), (0xbeef, 0x7f));
+        let e = e.grh_in_cqe([0x5a; 40]);
+        assert_eq!((e.cqe.grh(), e.cqe.sl(), e.cqe.src_qp()), (2, 0xf, 0x12_3456));
+        assert!(e.first_half[24..].iter().all(|&b| b == 0x5a) && e.first_half[..24].iter().all(|&b| b == 0));
+    }
+}
