@@ -211,4 +211,22 @@ mod tests {
         assert_eq!((e.cqe.grh(), e.cqe.sl(), e.cqe.src_qp()), (2, 0xf, 0x12_3456));
         assert!(e.first_half[24..].iter().all(|&b| b == 0x5a) && e.first_half[..24].iter().all(|&b| b == 0));
     }
+
+    /// An error CQE carries the posted WQE's opcode above its QPN (`s_wqe_opcode_qpn`).
+    #[test]
+    fn an_error_cqe_names_the_wqe_opcode_and_qp() {
+        let s = ErrSpec {
+            requester: true,
+            qpn: 0xab_cdef,
+            wqe_counter: 9,
+            syndrome: 0x13,
+            vendor_err_synd: 0x88,
+            hw_err_synd: 1,
+            hw_synd_type: 2,
+            wqe_opcode: 0x10,
+            srqn_uidx: 0x42,
+        };
+        let e = err(s);
+        assert_eq!((e.cqe.wqe_opcode(), e.cqe.qpn(), e.cqe.opcode()), (0x10, 0xab_cdef, cqe_opcode::REQ_ERR));
+    }
 }
