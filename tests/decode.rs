@@ -40,6 +40,17 @@ fn err_cqe(op_own: u8, synd: u8, vendor: u8, qpn: u32, wqe_op: u8, ctr: u16) -> 
     b
 }
 
+/// The error CQE most tests decode: a requester REMOTE_ACCESS_ERR (syndrome 0x13) on QP
+/// 0xabcdef, WQE 0x1234.
+fn remote_access_err() -> [u8; 64] {
+    err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234)
+}
+
+/// Checks every field of [`remote_access_err`] as decoded.
+fn check_remote_access(c: &dvcq::decode::Mlx5Cqe) {
+    check_fields(c, 0x13, 10, "remote access error");
+}
+
 fn rdma_core(host: &str, b: &[u8; 64]) -> String {
     err_cqe_dump(host, &cqe_from_bytes(b))
 }
@@ -454,13 +465,13 @@ fn a_megabyte_line_of_offsets_is_scanned_in_linear_time() {
     // milliseconds.
     let noise = "00000000: ".repeat(104_858);
     assert!(noise.len() >= 1 << 20);
-    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let good = remote_access_err();
     let text = format!("{noise}\n{}", kernel(&good, "cqe_dump: "));
     let r = scan(&text, Vendor::Mlx5);
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     assert_eq!(r.dumps.len(), 1);
     assert_eq!((r.dumps[0].line, r.dumps[0].format), (2, DumpFormat::Kernel));
-    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    check_remote_access(only_mlx5(&r, 0));
     // The same offsets followed by one line's worth of bytes: the line is a hexdump line
     // with too much on it, reported once.
     let text = format!("{noise}00000000: {}\n", "00 ".repeat(16));
@@ -537,14 +548,14 @@ fn irdma_tokens_that_are_not_qwords_are_named() {
 
 #[test]
 fn overlong_dumps_keep_the_cqes_they_announce() {
-    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let good = remote_access_err();
     // A DPDK title announcing one CQE, followed by two.
     let mut two = good.to_vec();
     two.extend_from_slice(&good);
     let text = dpdk(&two).replace("len=128", "len=64");
     let r = scan(&text, Vendor::Mlx5);
     assert_eq!(r.dumps.len(), 1, "{:?}", r.problems);
-    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    check_remote_access(only_mlx5(&r, 0));
     assert_eq!(r.problems.len(), 1);
     assert_eq!(r.problems[0].line, 1);
     assert!(
@@ -558,7 +569,7 @@ fn overlong_dumps_keep_the_cqes_they_announce() {
     let text = format!("{}cqe_dump: 00000040: {}\n", kernel(&good, "cqe_dump: "), ["00"; 16].join(" "));
     let r = scan(&text, Vendor::Mlx5);
     assert_eq!(r.dumps.len(), 1, "{:?}", r.problems);
-    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    check_remote_access(only_mlx5(&r, 0));
     assert_eq!(r.problems.len(), 1);
     assert!(
         r.problems[0].reason.contains("dump longer than one 64-byte CQE: 80 bytes, the last 16 not decoded"),
@@ -579,7 +590,7 @@ fn overlong_dumps_keep_the_cqes_they_announce() {
 
 #[test]
 fn malformed_dpdk_titles_are_reported() {
-    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let good = remote_access_err();
     for len in ["-64", "1000000000000000000000000000000"] {
         let text = dpdk(&good).replace("len=64", &format!("len={len}"));
         let r = scan(&text, Vendor::Mlx5);
@@ -592,13 +603,13 @@ fn malformed_dpdk_titles_are_reported() {
         );
         // The lines under it still decode.
         assert_eq!(r.dumps.len(), 1, "{len}");
-        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+        check_remote_access(only_mlx5(&r, 0));
     }
 }
 
 #[test]
 fn cr_only_line_endings_and_empty_input_are_named() {
-    let good = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let good = remote_access_err();
     for text in [rdma_core("h", &good), kernel(&good, "cqe_dump: ")] {
         let r = scan(&text.replace('\n', "\r"), Vendor::Mlx5);
         assert!(r.dumps.is_empty());
@@ -801,7 +812,7 @@ fn malformed_word_rows_are_diagnosed_precisely() {
 
 #[test]
 fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_four() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     let dump = rdma_core("h", &b);
     // A hex log prefix before each row: the row's last four words are the CQE's.
     let mut lines = dump.lines();
@@ -809,7 +820,7 @@ fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_fou
         lines.next().map(|h| format!("{h}\n")).into_iter().chain(lines.map(|l| format!("cafe0001 {l}\n"))).collect();
     let r = scan(&prefixed, Vendor::Mlx5);
     assert!(r.problems.is_empty(), "{:?}", r.problems);
-    check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+    check_remote_access(only_mlx5(&r, 0));
     // Without a header, a row of five words is not a row: three rows are left, too few.
     let words: Vec<&str> = dump.lines().skip(1).collect();
     let text = format!("{} 00000000\n{}\n{}\n{}\n", words[0], words[1], words[2], words[3]);
@@ -824,7 +835,7 @@ fn words_after_a_header_are_the_last_four_of_the_row_and_without_one_exactly_fou
 
 #[test]
 fn an_offset_line_is_a_hexdump_row_when_mostly_bytes_follow() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     // Half the tokens after the offset are bytes: a row, and the rest are bad bytes.
     let bad = edit_line(&kernel(&b, "cqe_dump: "), 1, |l| format!("{}{}", &l[..l.len() - 23], ["zzz"; 8].join(" ")));
     let r = scan(&bad, Vendor::Mlx5);
@@ -849,7 +860,7 @@ fn an_offset_line_is_a_hexdump_row_when_mostly_bytes_follow() {
 
 #[test]
 fn a_dump_cut_by_the_header_of_another_is_reported_and_the_other_decoded() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     let dump = rdma_core("h", &b);
     let words: String = dump.lines().skip(1).map(|l| format!("{l}\n")).collect();
     let first: String = dump.lines().take(2).map(|l| format!("{l}\n")).collect();
@@ -862,7 +873,7 @@ fn a_dump_cut_by_the_header_of_another_is_reported_and_the_other_decoded() {
         let r = scan(&format!("{first}{header}\n{words}"), Vendor::Mlx5);
         assert_eq!(r.dumps.len(), 1, "{header}: {:?}", r.problems);
         assert_eq!((r.dumps[0].line, r.dumps[0].format), (3, format), "{header}");
-        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+        check_remote_access(only_mlx5(&r, 0));
         assert_eq!(r.problems.len(), 1, "{header}: {:?}", r.problems);
         let p = &r.problems[0];
         assert_eq!(p.line, 1, "{header}");
@@ -872,7 +883,7 @@ fn a_dump_cut_by_the_header_of_another_is_reported_and_the_other_decoded() {
 
 #[test]
 fn a_hexdump_row_of_more_than_sixteen_bytes_is_named() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     let k = edit_line(&kernel(&b, ""), 2, |l| format!("{l} 00"));
     let r = scan(&k, Vendor::Mlx5);
     assert!(r.dumps.is_empty());
@@ -885,7 +896,7 @@ fn a_hexdump_row_of_more_than_sixteen_bytes_is_named() {
 
 #[test]
 fn a_bad_row_keeps_its_dump_s_remaining_rows_and_no_more() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     let dump = rdma_core("h", &b);
     let header = dump.lines().next().unwrap();
     let rows: Vec<&str> = dump.lines().skip(1).collect();
@@ -912,20 +923,20 @@ fn a_bad_row_keeps_its_dump_s_remaining_rows_and_no_more() {
             "{text}\n{:?}",
             r.problems
         );
-        check_fields(only_mlx5(&r, 0), 0x13, 10, "remote access error");
+        check_remote_access(only_mlx5(&r, 0));
     }
 }
 
 #[test]
 fn blank_lines_inside_a_dump_and_dumps_back_to_back() {
-    let b = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let b = remote_access_err();
     let rows: Vec<String> = rdma_core("h", &b).lines().skip(1).map(str::to_owned).collect();
     let k: Vec<String> = kernel(&b, "").lines().map(str::to_owned).collect();
     let lines = |v: &[String]| v.iter().map(|l| format!("{l}\n")).collect::<String>();
     let formats = |text: &str| {
         let r = scan(text, Vendor::Mlx5);
         for i in 0..r.dumps.len() {
-            check_fields(only_mlx5(&r, i), 0x13, 10, "remote access error");
+            check_remote_access(only_mlx5(&r, i));
         }
         (
             r.dumps.iter().map(|d| (d.line, d.format)).collect::<Vec<_>>(),
@@ -953,7 +964,7 @@ fn blank_lines_inside_a_dump_and_dumps_back_to_back() {
 
 #[test]
 fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
-    let err = err_cqe(0xd2, 0x13, 0x88, 0xab_cdef, 0x10, 0x1234);
+    let err = remote_access_err();
     let mut ok = [0u8; 64];
     ok[63] = 0x21; // RESP_SEND
     let announce = |bytes: &[u8], len: usize| {
