@@ -980,7 +980,24 @@ fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
     let r = scan(&announce(&err, 128), Vendor::Mlx5);
     assert_eq!(r.dumps.iter().map(|d| d.slot).collect::<Vec<_>>(), [Some(0)]);
     let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
-    assert_eq!(why, ["truncated dump: 64 of the 128 bytes its title announces (the first 64 decoded)"]);
+    assert_eq!(why, ["truncated dump: 64 of the 128 bytes its title announces (the first 64 searched: 1 error CQE)"]);
+    // Three announced, two given, both errors: the count says what the output holds.
+    let r = scan(&announce(&[err, err].concat(), 192), Vendor::Mlx5);
+    assert_eq!(r.dumps.iter().map(|d| d.slot).collect::<Vec<_>>(), [Some(0), Some(1)]);
+    let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(
+        why,
+        ["truncated dump: 128 of the 192 bytes its title announces (the first 128 searched: 2 error CQEs)"]
+    );
+    // Two announced, one given, no error: nothing is shown, and the message does not say
+    // "decoded" as if something were.
+    let r = scan(&announce(&ok, 128), Vendor::Mlx5);
+    assert!(r.dumps.is_empty());
+    let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(
+        why,
+        ["truncated dump: 64 of the 128 bytes its title announces (the first 64 searched: no error CQE, opcode 13 or 14)"]
+    );
     // Less than one CQE given: nothing decoded, and the message does not claim otherwise.
     let r = scan(&announce(&err[..32], 128), Vendor::Mlx5);
     assert!(r.dumps.is_empty());

@@ -542,6 +542,11 @@ impl<'a> Scanner<'a> {
         let announced = title.as_ref().and_then(|t| t.2);
         let usable = announced.map_or(have, |len| len.min(have));
         let whole = usable / 64;
+        // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
+        let slots = announced.map_or(whole, |len| len / 64).max(whole);
+        let cqes: Vec<(usize, [u8; 64])> =
+            (0..whole).filter_map(|k| to64(&bytes[k * 64..k * 64 + 64]).map(|b| (k, b))).collect();
+        let errors: Vec<usize> = cqes.iter().filter(|(_, b)| matches!(b[63] >> 4, 13 | 14)).map(|c| c.0).collect();
         let mut reported = false;
         if let Some(len) = announced.filter(|&len| len != have) {
             let why = if have < len {
@@ -549,7 +554,19 @@ impl<'a> Scanner<'a> {
             } else {
                 format!("dump longer than announced: {have} bytes where its title announces {len}")
             };
-            let kept = if whole > 0 { format!(" (the first {} decoded)", whole * 64) } else { String::new() };
+            // Say what became of the bytes that are kept: a single CQE is decoded, a ring dump
+            // is searched for its error CQEs, and "decoded" would claim output there is none of.
+            let kept = match (whole, slots) {
+                (0, _) => String::new(),
+                (_, 1) => format!(" (the first {} decoded)", whole * 64),
+                (_, _) if errors.is_empty() => {
+                    format!(" (the first {} searched: no error CQE, opcode 13 or 14)", whole * 64)
+                }
+                (_, _) => {
+                    let n = errors.len();
+                    format!(" (the first {} searched: {n} error CQE{})", whole * 64, if n == 1 { "" } else { "s" })
+                }
+            };
             self.problem(start_no, Some(format), format!("{why}{kept}"));
             reported = true;
         }
@@ -572,18 +589,11 @@ impl<'a> Scanner<'a> {
             );
             reported = true;
         }
-        // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
-        let slots = announced.map_or(whole, |len| len / 64).max(whole);
         let mut any = false;
-        for k in 0..whole {
-            let Some(b) = to64(&bytes[k * 64..k * 64 + 64]) else {
-                continue;
-            };
-            let op = b[63] >> 4;
-            let wanted = slots == 1 || op == 13 || op == 14;
-            if wanted {
+        for (k, b) in &cqes {
+            if slots == 1 || errors.contains(k) {
                 let no = if slots == 1 { start_no } else { rows.get(k * 4).map_or(start_no, |r| r.1) };
-                self.found_mlx5(no, format, (slots > 1).then_some(k), &b);
+                self.found_mlx5(no, format, (slots > 1).then_some(*k), b);
                 any = true;
             }
         }
