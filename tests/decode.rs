@@ -372,7 +372,7 @@ one per line:
 0000000000000000
 c300000500000000
 bad: 0x00000000000000zz 0 0 0
-three: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000
+five: 0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000 0x0000000000000000
 ";
     let r = scan(text, Vendor::Irdma);
     assert_eq!(r.dumps.len(), 2, "{:?}", r.problems);
@@ -448,8 +448,11 @@ fn cli_exit_codes_text_and_json() {
     let (rc, out, _) = run_cli(&["decode", "--help"], "");
     assert_eq!(rc, 0);
     assert!(out.contains("Exit status"));
-    let (rc, out, _) = run_cli(&["decode", "--vendor", "irdma"], "0 0 0 0\n0x0 0x0 0x0 0xc080000000010001\n");
-    assert_eq!(rc, 1, "{out}"); // "0x0" is not a qword: nothing decodes
+    // "0 0 0 0" is not a CQE; unpadded 0x numbers, four on a line, are.
+    let (rc, out, err) = run_cli(&["decode", "--vendor", "irdma"], "0 0 0 0\n0x0 0x0 0x0 0xc080000000010001\n");
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains("line 2") && out.contains("IBV_WC_WR_FLUSH_ERR"), "{out}");
+    assert!(!out.contains("line 1"), "{out}");
     let (rc, out, _) = run_cli(
         &["decode", "--vendor", "irdma"],
         "0000000000000000 0000000000000000 0000000000000000 c080000000010001\n",
@@ -531,8 +534,13 @@ fn irdma_tokens_that_are_not_qwords_are_named() {
             "0x0000000000000000 0x00007é00deadbeef 0x0000001200000000 0xc080000500010003",
             "at column 20: non-hex character 'é'",
         ),
-        // A short 0x number among qwords.
-        ("0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000", "'0x0' at column 1: 1 hex digits"),
+        // A short 0x number among qwords, on a line that is not one unpadded CQE.
+        (
+            "0x0 0x0000000000000000 0x0000000000000000 0x0000000000000000 0x0000000000000000",
+            "'0x0' at column 1: 1 hex digits, a qword has 16 (numbers without zero padding are read only as a line \
+             that ends in exactly 4 or 8 of them)",
+        ),
+        ("0x0000000000000000 0x12, 0x0000000000000000", "'0x12' at column 20: 2 hex digits"),
     ];
     for (line, why) in cases {
         let r = scan(&format!("cqe:\n{line}\n"), Vendor::Irdma);
@@ -1003,6 +1011,50 @@ fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
     assert!(r.dumps.is_empty());
     let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
     assert_eq!(why, ["truncated dump: 32 of the 128 bytes its title announces"]);
+}
+
+#[test]
+fn irdma_qwords_printed_without_zero_padding_make_a_cqe_only_four_or_eight_to_a_line() {
+    let padded = "0000000000000000 00007f00deadbeef 0000001200000000 c080000500010003";
+    let want = scan(padded, Vendor::Irdma);
+    assert_eq!(want.dumps.len(), 1, "{:?}", want.problems);
+    // `0x%llx`, `%#llx` (zero printed as a bare 0), upper case, commas, and a label first.
+    for line in [
+        "0x0 0x7f00deadbeef 0x1200000000 0xc080000500010003",
+        "cqe[5]: 0 0x7f00deadbeef 0x1200000000 0xc080000500010003",
+        "0X0, 0X7F00DEADBEEF, 0X1200000000, 0XC080000500010003",
+        "0 00007f00deadbeef 0x1200000000 c080000500010003",
+    ] {
+        let r = scan(line, Vendor::Irdma);
+        assert!(r.problems.is_empty(), "{line}: {:?}", r.problems);
+        assert_eq!(r.dumps.iter().map(|d| &d.cqe).collect::<Vec<_>>(), [&want.dumps[0].cqe], "{line}");
+    }
+    // Eight of them: an extended CQE, the same as its padded form.
+    let eight_padded = format!("{padded} 0000000000000000 0000000000000000 0000000000000000 8000000000000abc");
+    let eight = "0x0 0x7f00deadbeef 0x1200000000 0xc080000500010003 0 0 0 0x8000000000000abc";
+    let (a, b) = (scan(&eight_padded, Vendor::Irdma), scan(eight, Vendor::Irdma));
+    assert_eq!(b.dumps.len(), 1, "{:?}", b.problems);
+    assert_eq!(a.dumps[0].cqe, b.dumps[0].cqe);
+    // Not a CQE, and not a problem: no 0x at all, too few or too many numbers, numbers that
+    // do not end the line, a 0x number in the label.
+    for line in [
+        "0 0 0 0",
+        "0x0 0x1 0x2",
+        "0x0 0x1 0x2 0x3 0x4",
+        "0x0 0x1 0x2 0x3 0x4 0x5 0x6 0x7 0x8",
+        "0x0 0x1 0x2 0x3 done",
+        "wqe 0x5 regs 0x0 0x1 0x2 0x3",
+    ] {
+        let r = scan(line, Vendor::Irdma);
+        assert!(r.dumps.is_empty() && r.problems.is_empty(), "{line}: {:?} {:?}", r.dumps, r.problems);
+    }
+    // A leading zero is not printf's unpadded output: such a number is a qword cut short.
+    let r = scan("0x0 0x07f00deadbeef 0x1200000000 0xc080000500010003", Vendor::Irdma);
+    assert!(r.dumps.is_empty(), "{:?}", r.dumps);
+    assert!(r.problems[0].reason.contains("'0x07f00deadbeef' at column 5: 13 hex digits"), "{:?}", r.problems);
+    // Unpadded numbers are not joined across lines: one a line is prose, as before.
+    let r = scan("0x0\n0x7f00deadbeef\n0x1200000000\n0xc080000500010003\n", Vendor::Irdma);
+    assert!(r.dumps.is_empty(), "{:?}", r.dumps);
 }
 
 #[test]

@@ -23,7 +23,7 @@ Input: any text (whole logs too) holding one or more dumps:
   kernel      print_hex_dump lines '[cqe_dump: ]00000000: 00 11 ...' (16 bytes a line)
   DPDK        'MLX5 Error CQ: at [0x..], len=N' + rte_hexdump lines (error CQEs of the ring)
   bare        one line of 64 bytes in hex, spaces optional (success CQEs decode too)
-  irdma       4 or 8 hex qwords per CQE (with --vendor irdma)
+  irdma       4 or 8 hex qwords per CQE (with --vendor irdma); '%016llx', or 4 or 8 '0x%llx' a line
 Problems are reported with their line number and reason; decoding goes on.
 
 Exit status:

@@ -10,7 +10,8 @@
 //! * DPDK `rte_hexdump`: a `<title> at [<ptr>], len=<n>` line, then `%08X:` and sixteen
 //!   ` %02X` bytes, ` | ` and an ASCII column;
 //! * a bare 64-byte hex string on one line;
-//! * irdma (with [`Vendor::Irdma`]): four or eight 64-bit qwords, `0x` optional.
+//! * irdma (with [`Vendor::Irdma`]): four or eight 64-bit qwords, `0x` optional; four or
+//!   eight on a line may be printed without zero padding.
 //!
 //! The scanner works on bytes and only slices at ASCII positions, so no input can make it
 //! panic.
@@ -779,6 +780,10 @@ impl<'a> Scanner<'a> {
 enum QToken {
     /// A qword: 16 hex digits.
     Qword(u64),
+    /// A number printed without zero padding: `0x` and 1 to 15 hex digits, no leading zero
+    /// (`0x%llx`), or a bare `0` (what `%#llx` prints for zero). A qword only on a line of exactly 4 or 8
+    /// numbers; see [`qword_line`].
+    Unpadded { value: u64, prefixed: bool },
     /// Meant as a qword but not one (`strong`: close to 16 hex digits, so wrong wherever it
     /// stands; otherwise a `0x` number, wrong on a line of qwords).
     Bad { why: String, strong: bool },
@@ -789,6 +794,9 @@ enum QToken {
 /// One token: `0x` optional, a trailing `,` or `;` ignored. `col` is its 1-based column.
 fn qword_token(tok: &str, col: usize) -> QToken {
     let t = tok.trim_end_matches([',', ';']);
+    if t == "0" {
+        return QToken::Unpadded { value: 0, prefixed: false };
+    }
     let (body, prefixed) = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(b) => (b, true),
         None => (t, false),
@@ -797,6 +805,12 @@ fn qword_token(tok: &str, col: usize) -> QToken {
     let len = body.chars().count();
     if len == 16 && digits == 16 {
         return u64::from_str_radix(body, 16).map_or(QToken::Other, QToken::Qword);
+    }
+    // printf prints no leading zero without padding, so `0x00ab` is a qword cut short.
+    if prefixed && (1..16).contains(&len) && digits == len && (body == "0" || !body.starts_with('0')) {
+        if let Ok(value) = u64::from_str_radix(body, 16) {
+            return QToken::Unpadded { value, prefixed };
+        }
     }
     let strong = (12..=20).contains(&len) && digits >= 12;
     if !strong && !prefixed {
@@ -822,14 +836,38 @@ enum QLine {
 /// A line holding 64-bit qwords (`%016llx`, optional `0x`, optional trailing `,`). A token
 /// that is close to a qword but not one makes the line bad, as does a `0x` number that is not
 /// 16 digits on a line that holds qwords.
+///
+/// Qwords printed without zero padding (`0x%llx`, or `%#llx`, which prints zero as `0`) are
+/// read too, but only as a whole CQE: the line ends in exactly 4 or 8 numbers, at least one
+/// of them written with `0x`, after any label. Short numbers are common in prose, so they are
+/// not joined across lines, and `0 0 0 0` is not a CQE.
 fn qword_line(s: &str) -> QLine {
-    let mut out = Vec::new();
-    let mut bad: Option<String> = None;
-    let mut weak: Option<String> = None;
+    // Each token with its 1-based column and what it is.
+    let mut toks: Vec<(usize, &str, QToken)> = Vec::new();
     for (start, end) in token_spans(s.as_bytes()) {
         // Token boundaries are ASCII whitespace, so the slice is on char boundaries.
         let Some(tok) = s.get(start..end) else { continue };
-        match qword_token(tok, start + 1) {
+        toks.push((start + 1, tok, qword_token(tok, start + 1)));
+    }
+    let number = |t: &QToken| matches!(t, QToken::Qword(_) | QToken::Unpadded { .. });
+    let run = toks.iter().rev().take_while(|t| number(&t.2)).count();
+    let (label, numbers) = toks.split_at(toks.len() - run);
+    let prefixed_short = |t: &QToken| matches!(t, QToken::Unpadded { prefixed: true, .. });
+    let unpadded_cqe = matches!(run, 4 | 8)
+        && numbers.iter().any(|t| prefixed_short(&t.2))
+        && !label.iter().any(|t| prefixed_short(&t.2) || matches!(t.2, QToken::Bad { .. }));
+    if unpadded_cqe {
+        let value = |t: &(usize, &str, QToken)| match t.2 {
+            QToken::Qword(v) | QToken::Unpadded { value: v, .. } => v,
+            _ => 0,
+        };
+        return QLine::Ok(numbers.iter().map(value).collect());
+    }
+    let mut out = Vec::new();
+    let mut bad: Option<String> = None;
+    let mut weak: Option<String> = None;
+    for (col, tok, t) in toks {
+        match t {
             QToken::Qword(v) => out.push(v),
             QToken::Bad { why, strong: true } => {
                 bad.get_or_insert(why);
@@ -837,7 +875,18 @@ fn qword_line(s: &str) -> QLine {
             QToken::Bad { why, strong: false } => {
                 weak.get_or_insert(why);
             }
-            QToken::Other => {}
+            QToken::Unpadded { prefixed: true, .. } => {
+                weak.get_or_insert_with(|| {
+                    let t = tok.trim_end_matches([',', ';']);
+                    format!(
+                        "qword '{}' at column {col}: {} hex digits, a qword has 16 (numbers without zero \
+                         padding are read only as a line that ends in exactly 4 or 8 of them)",
+                        excerpt(t),
+                        t.len() - 2
+                    )
+                });
+            }
+            QToken::Unpadded { prefixed: false, .. } | QToken::Other => {}
         }
     }
     match (bad, weak, out.is_empty()) {
