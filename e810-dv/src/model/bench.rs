@@ -133,3 +133,84 @@ impl BenchRing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_provider::{CqDriver, WcOpcode, WcStatus};
+
+    /// Which QP position `i` of a lap belongs to, as the doc of [`bench_ring_qps`] says.
+    fn qp_of(i: u32, qps: u32) -> (u64, u32) {
+        let k = match qps {
+            1 => 0,
+            2 => i % 2,
+            _ => dvcq_provider::scrambled_qp(i, qps),
+        };
+        match k {
+            0 => (BENCH_CTX, BENCH_QPN),
+            1 => (BENCH_CTX2, BENCH_QPN2),
+            _ => (BENCH_CTX2 + u64::from(k) * 0x40, BENCH_QPN2 + k),
+        }
+    }
+
+    #[test]
+    fn a_lap_is_each_qp_s_sends_and_receives_taking_turns() {
+        for qps in [1, 2, BENCH_MANY] {
+            for n in [3, 7, 64, 301] {
+                let mut b = bench_ring_qps(n, qps).unwrap();
+                assert_eq!(b.lap_len(), n as usize);
+                assert_eq!(CqDriver::info(&b.cq).entries, (n + 1).max(4), "n {n}");
+                let mut out = vec![Completion::default(); n as usize + 8];
+                // Two laps: the second starts where the first left the ring.
+                for lap in 0..2 {
+                    b.refill().unwrap();
+                    let mut got = 0;
+                    while let k @ 1.. = b.cq.poll(&mut out[got..]) {
+                        got += k;
+                    }
+                    assert_eq!(got, n as usize, "qps {qps} n {n} lap {lap}");
+                    let mut seen = std::collections::HashMap::<u32, u32>::new();
+                    for (i, c) in out[..n as usize].iter().enumerate() {
+                        let (_, qpn) = qp_of(i as u32, qps);
+                        let j = seen.entry(qpn).or_default();
+                        let what = format!("qps {qps} n {n} lap {lap} cqe {i}");
+                        assert_eq!((c.qp_num, c.status), (qpn, WcStatus::Success), "{what}");
+                        // Identity wr_ids: the QP's WQE index, one send then one receive.
+                        assert_eq!(c.wr_id, u64::from(*j / 2), "{what}");
+                        let want = if *j % 2 == 0 { (WcOpcode::Send, 0) } else { (WcOpcode::Recv, 64) };
+                        assert_eq!((c.opcode, c.byte_len), want, "{what}");
+                        *j += 1;
+                    }
+                    assert_eq!(seen.len(), qps.min(n) as usize, "every QP completes: qps {qps} n {n}");
+                }
+            }
+        }
+        assert!(matches!(bench_ring_qps(8, 3), Err(ModelError::Config(_))));
+        assert!(matches!(bench_ring_qps(8, 0), Err(ModelError::Config(_))));
+    }
+
+    #[test]
+    fn a_lap_is_polled_or_discarded_before_the_next_and_any_batch_drains_it() {
+        let mut b = bench_ring(32).unwrap();
+        let mut out = [Completion::default(); 16];
+        // Any batch gives the whole lap: 1, larger than the buffer, and 0 (taken as 1).
+        for batch in [1, 100, 0] {
+            b.refill().unwrap();
+            assert_eq!(b.drain(&mut out, batch), 32, "batch {batch}");
+            assert_eq!(b.drain(&mut out, batch), 0);
+        }
+        // The prepare-only baseline: discarding frees the ring for the next lap without a
+        // poll, lap after lap (the poller is then behind; that run never polls).
+        let mut p = bench_ring(32).unwrap();
+        for _ in 0..5 {
+            p.refill().unwrap();
+            p.discard();
+        }
+        assert!(!p.model.in_error());
+        // A lap written over one not yet polled overflows the ring, which the model then
+        // holds in error, as the device raises a CQ error.
+        b.refill().unwrap();
+        assert!(matches!(b.refill(), Err(ModelError::Overflow { .. })));
+        assert!(b.model.in_error());
+    }
+}
