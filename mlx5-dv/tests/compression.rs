@@ -1405,6 +1405,51 @@ fn enhanced_blocks_without_a_usable_title_are_faults() {
     assert_eq!(kinds, [None, Some(FaultKind::BadField), None, Some(FaultKind::BadOpcode), None]);
 }
 
+/// `RandomRuns { max }` keeps every run (title included) to `max` completions, in both
+/// layouts, and the same seed writes the same ring.
+#[test]
+fn random_runs_are_no_longer_than_their_max_and_repeat_with_their_seed() {
+    let lap = compress::bench_lap(200, QP_RC, false);
+    // Returns the ring as written (a poll rewrites the slots of the sessions it consumes)
+    // and the sessions the poller counted.
+    let ring = |layout, seed, max| {
+        let mut m = model::<64>(256, comp(layout, MiniFormat::Hash, Policy::RandomRuns { seed, max }), 0);
+        let mut cq = poller::<64>(&m);
+        m.push_all(lap.iter()).unwrap();
+        // A session of L completions takes L slots in either layout (holes included).
+        assert_eq!(m.pi(), 200);
+        let snap = m.snapshot();
+        let mut got = Vec::new();
+        while poll_batch(&mut cq, 16, &mut got) > 0 {}
+        let ids: Vec<u16> = got.iter().map(|c| c.wqe_index).collect();
+        assert_eq!(ids, (0..200).collect::<Vec<u16>>(), "{layout:?} seed {seed} max {max}");
+        (snap, cq.stats().sessions)
+    };
+    // Byte 63 of each written slot.
+    let last_bytes = |snap: &[u8]| snap.chunks(64).take(200).map(|s| s[63]).collect::<Vec<u8>>();
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        // Runs of one are regular CQEs (RESP_SEND, format 0): nothing is compressed.
+        let (snap, sessions) = ring(layout, 7, 1);
+        assert!(last_bytes(&snap).iter().all(|&b| b == 0x20), "{layout:?}");
+        assert_eq!(sessions, 0);
+        // Runs of one or two: every session is a title and one mini-CQE. Basic: the title
+        // (format 3) and an array whose last byte is unused; enhanced: a regular title and
+        // a block of one (format 3, count − 1 = 0 in the opcode bits).
+        let (snap, sessions) = ring(layout, 7, 2);
+        let kinds: &[u8] = if layout == CompLayout::Basic { &[0x20, 0x2c, 0x00] } else { &[0x20, 0x0c] };
+        let bytes = last_bytes(&snap);
+        assert!(bytes.iter().all(|b| kinds.contains(b)), "{layout:?}: {bytes:x?}");
+        let regular = bytes.iter().filter(|&&b| b >> 4 == cqe_opcode::RESP_SEND).count() as u64;
+        assert_eq!(regular + sessions, 200, "{layout:?}: each session saves one regular CQE");
+        assert!(sessions > 20, "{layout:?}: {sessions} sessions");
+        // The same seed writes the same ring; another seed, another.
+        let (snap, sessions) = ring(layout, 7, 8);
+        assert!(sessions > 20, "{layout:?}: {sessions} sessions");
+        assert_eq!(snap, ring(layout, 7, 8).0, "{layout:?}");
+        assert_ne!(snap, ring(layout, 8, 8).0, "{layout:?}");
+    }
+}
+
 /// The producer on its own thread compresses (random runs) while the consumer polls: the
 /// completions match the uncompressed reference in order.
 #[test]
