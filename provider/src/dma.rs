@@ -134,3 +134,74 @@ impl DmaBuffer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DmaBuffer;
+    use crate::error::Error;
+    use core::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    fn out_of_bounds<T: core::fmt::Debug>(r: Result<T, Error>) -> bool {
+        matches!(r, Err(Error::OutOfBounds { .. }))
+    }
+
+    #[test]
+    fn a_buffer_is_page_aligned_zeroed_and_as_long_as_asked() {
+        for len in [1, 100, 4096, 4097, 3 * 4096] {
+            let buf = DmaBuffer::new(len).unwrap();
+            assert_eq!(buf.len(), len);
+            assert_eq!(buf.as_ptr() as usize % 4096, 0);
+            let mut bytes = vec![0xaa; len];
+            buf.read_bytes(0, &mut bytes).unwrap();
+            assert!(bytes.iter().all(|&b| b == 0), "{len}");
+        }
+        // Zero bytes asked: one byte given, so the buffer is never empty.
+        let buf = DmaBuffer::new(0).unwrap();
+        assert_eq!((buf.len(), buf.is_empty()), (1, false));
+    }
+
+    /// The bounds checks keep every ring, doorbell and snapshot inside the buffer, which is
+    /// what the unsafe pointer arithmetic behind them relies on.
+    #[test]
+    fn rings_doorbells_and_reads_must_fit_in_the_buffer() {
+        let buf = Arc::new(DmaBuffer::new(256).unwrap());
+        // Rings: exactly to the end fits; a byte past it does not.
+        assert_eq!(buf.cq_ring::<64>(0, 4).unwrap().entries(), 4);
+        assert_eq!(buf.cq_ring::<64>(128, 2).unwrap().entries(), 2);
+        assert_eq!(buf.cq_ring_any_size::<32>(64, 6).unwrap().entries(), 6);
+        assert!(out_of_bounds(buf.cq_ring::<64>(0, 8)));
+        assert!(out_of_bounds(buf.cq_ring::<64>(64, 4)));
+        assert!(out_of_bounds(buf.cq_ring_any_size::<32>(65, 6)));
+        assert!(out_of_bounds(buf.cq_ring::<128>(usize::MAX - 64, 1)), "an offset that overflows");
+        assert!(out_of_bounds(buf.cq_ring::<128>(0, u32::MAX)));
+        // Doorbells: the 8-byte granule holding the word must fit.
+        assert!(buf.doorbell(248).is_ok());
+        assert!(buf.doorbell(252).is_ok());
+        assert!(out_of_bounds(buf.doorbell(256)));
+        assert!(out_of_bounds(buf.doorbell(usize::MAX - 3)));
+        // Reads: any range inside, none past the end.
+        let mut out = [0u8; 16];
+        assert!(buf.read_bytes(240, &mut out).is_ok());
+        assert!(buf.read_bytes(256, &mut []).is_ok());
+        assert!(out_of_bounds(buf.read_bytes(241, &mut out)));
+        assert!(out_of_bounds(buf.read_bytes(usize::MAX, &mut out)));
+        // The error says what, where and the limit.
+        let e = buf.cq_ring::<64>(64, 4).unwrap_err().to_string();
+        assert_eq!(e, "dma buffer ring: offset 64 + 256 bytes is outside 256 bytes");
+    }
+
+    /// A ring, a doorbell and a snapshot over the same bytes see each other's stores.
+    #[test]
+    fn every_view_of_the_buffer_sees_the_same_bytes() {
+        let buf = Arc::new(DmaBuffer::new(128).unwrap());
+        let ring = buf.cq_ring::<64>(0, 2).unwrap();
+        ring.write_bytes(1, 8, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let db = buf.doorbell(64 + 8).unwrap();
+        assert_eq!(db.load_be32(Ordering::Acquire), 0x0102_0304);
+        db.store_be32(0xa0b0_c0d0, Ordering::Release);
+        let mut out = [0u8; 8];
+        buf.read_bytes(72, &mut out).unwrap();
+        assert_eq!(out, [0xa0, 0xb0, 0xc0, 0xd0, 5, 6, 7, 8]);
+    }
+}
