@@ -24,7 +24,7 @@ pub enum Scenario {
     /// flushes, and a CQE from a QP nobody registered.
     Mixed,
     /// Error completions of every class the device reports (mlx5: one CQE per syndrome;
-    /// irdma: flush CQEs with every minor code).
+    /// irdma: a flush CQE with every minor code, each on a QP of its own).
     Errors,
     /// A ring that wrapped several times, with the last lap part-consumed.
     Laps,
@@ -35,6 +35,15 @@ pub enum Scenario {
 
 const QP_A: u32 = 0x1a2;
 const QP_B: u32 = 0x1b3;
+/// irdma's errors scenario: the first of its QPs, one per flush code, and its context (the
+/// image's qp line: contexts 1 and 2 are QP_A and QP_B).
+const QP_ERR: u32 = 0x1c0;
+const IRDMA_ERR_CTX: u64 = 3;
+
+/// Every flush minor code irdma reports (the table's 0 is no code).
+fn irdma_flush_codes() -> impl Iterator<Item = u16> {
+    flush::ALL.into_iter().filter(|&c| c != flush::INVALID)
+}
 
 /// Plays `scenario` on an mlx5 model with `entries` slots of `cqe_size` bytes, on a CQ
 /// created with `compression` (the model then compresses every run it can), and returns the
@@ -202,6 +211,19 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
     let mut qps = QpRegistry::new(hw_rev);
     qps.register(1, IrdmaQpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
     qps.register(2, IrdmaQpConfig::ud(QP_B, 64, 64)).map_err(|e| e.to_string())?;
+    // One SQ WQE outstanding on each QP of the errors scenario: its flush completes it.
+    let err_qp = |k: usize| IrdmaImageQp {
+        qpn: QP_ERR + k as u32,
+        sq_wqe_cnt: 64,
+        rq_wqe_cnt: 64,
+        sq_head: Some(1),
+        ..Default::default()
+    };
+    let err_qps = if scenario == Scenario::Errors { irdma_flush_codes().count() } else { 0 };
+    for k in 0..err_qps {
+        qps.register(IRDMA_ERR_CTX + k as u64, IrdmaQpConfig::rc(QP_ERR + k as u32, 64, 64))
+            .map_err(|e| e.to_string())?;
+    }
     let mut cq = m.poller(qps, Compat::Current).map_err(|e| e.to_string())?;
     let mut buf = [Completion::default(); 16];
     let warm = match scenario {
@@ -228,22 +250,12 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
             ModelCqe::flush(1, QP_A, true, 2, flush::RETRY_EXC_ERR),
             ModelCqe::send(7, 0x999, 0, sq_op::SEND),
         ],
-        Scenario::Errors => [
-            flush::GENERAL_ERR,
-            flush::PROT_ERR,
-            flush::REM_ACCESS_ERR,
-            flush::LOC_QP_OP_ERR,
-            flush::REM_OP_ERR,
-            flush::LOC_LEN_ERR,
-            flush::FATAL_ERR,
-            flush::RETRY_EXC_ERR,
-            flush::MW_BIND_ERR,
-            flush::REM_INV_REQ_ERR,
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, &minor)| ModelCqe::flush(1, QP_A, true, i as u16, minor))
-        .collect(),
+        // Each on a QP of its own: GEN1/GEN2 complete every outstanding WQE of a QP with its
+        // first flush CQE's status, so flushes on one QP would show one code only.
+        Scenario::Errors => irdma_flush_codes()
+            .enumerate()
+            .map(|(k, minor)| ModelCqe::flush(IRDMA_ERR_CTX + k as u64, QP_ERR + k as u32, true, 0, minor))
+            .collect(),
         Scenario::Laps | Scenario::Stream => (0..entries - 1)
             .map(|i| {
                 if i % 2 == 0 {
@@ -259,17 +271,17 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
     }
     // Work-queue positions the flushes walk (GEN1/GEN2 generate one completion per
     // outstanding WQE from them).
-    let sq_head = if scenario == Scenario::Errors { 10 } else { 3 };
-    let img_qps = [
+    let mut img_qps = vec![
         IrdmaImageQp {
             qpn: QP_A,
             sq_wqe_cnt: 64,
             rq_wqe_cnt: 64,
-            sq_head: Some(sq_head),
+            sq_head: Some(3),
             rq_head: Some(2),
             ..Default::default()
         },
         IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
     ];
+    img_qps.extend((0..err_qps).map(err_qp));
     Ok(m.export_image(cq.ci(), &img_qps).map_err(|e| e.to_string())?.to_text())
 }

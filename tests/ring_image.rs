@@ -2,6 +2,7 @@
 //! decoding an image equals polling the live ring; malformed images give line-numbered
 //! errors; arbitrary input never panics.
 
+use dvcq::decode::{decode_mlx5, Mlx5Options};
 use dvcq::image::decode_text;
 use dvcq::mlx5::image::{decode_image, parse_mlx5_image, Mlx5Image};
 use dvcq::mlx5::model::build::{self, ErrSpec};
@@ -84,6 +85,128 @@ fn mixed_scenario_decodes_to_the_expected_lines() {
     assert!(lines[6].starts_with("wc wqe_idx=3 status=5") && lines[7].starts_with("wc wqe_idx=2 status=5"));
     assert!(lines[8].starts_with("bad slot=") && lines[8].ends_with("reason=unknown_qp"));
     assert_eq!(lines[9], "end ci=19 dbrec_ci=19");
+}
+
+/// The `key=value` fields of a canonical `wc` line.
+fn wc_fields(line: &str) -> std::collections::HashMap<&str, &str> {
+    assert!(line.starts_with("wc "), "{line}");
+    line[3..].split(' ').filter_map(|kv| kv.split_once('=')).collect()
+}
+
+/// `(wqe_idx, status, opcode, byte_len, qp_num, vendor_err)` of a `wc` line.
+type WcRow = (u32, u32, u32, u32, String, String);
+
+/// The [`WcRow`] of every `wc` line, and the ci of the `end` line.
+fn wc_summary(out: &str) -> (Vec<WcRow>, u32) {
+    let num = |f: &std::collections::HashMap<&str, &str>, k: &str| f[k].parse::<u32>().unwrap();
+    let wcs = out
+        .lines()
+        .filter(|l| l.starts_with("wc "))
+        .map(|l| {
+            let f = wc_fields(l);
+            let (qp, ve) = (f["qp_num"].to_string(), f["vendor_err"].to_string());
+            (num(&f, "wqe_idx"), num(&f, "status"), num(&f, "opcode"), num(&f, "byte_len"), qp, ve)
+        })
+        .collect();
+    let end = out.lines().last().unwrap();
+    let ci = end.strip_prefix("end ci=").and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    (wcs, ci)
+}
+
+/// Each scenario holds what `dvcq ring export --help` says it does, on both models: the
+/// images start mid-ring (laps: after three and a half laps) and hold exactly the
+/// completions the scenario writes, in order.
+#[test]
+fn every_scenario_holds_what_its_help_says() {
+    use dvcq::irdma::status::flush_code_status;
+    use dvcq::mlx5::status::syndrome_status;
+    use dvcq::uapi::irdma::codes::flush;
+    use dvcq_uapi::irdma::HwRev;
+    let entries = 32u32;
+    let mid = entries / 2 + 1;
+    let laps = entries * 3 + entries / 2;
+    let (send, recv) = (0, 128);
+    for size in [64, 128] {
+        let what = format!("mlx5 {size}-byte");
+        // Errors: one error CQE per syndrome, requester and responder in turn, in syndrome
+        // order, with vendor and hardware syndromes.
+        let img = scenario::mlx5(Scenario::Errors, 64, size, None).unwrap();
+        let (wcs, ci) = wc_summary(&decode_text(&img.to_text()).unwrap());
+        assert_eq!((ci, wcs.len()), (64 / 2 + 1 + syndrome::ALL.len() as u32, syndrome::ALL.len()), "{what}");
+        for (k, s) in syndrome::ALL.into_iter().enumerate() {
+            let w = &wcs[k];
+            assert_eq!((w.0, w.1), (k as u32, syndrome_status(s) as u32), "{what}: syndrome {s:#x}");
+            assert_eq!(w.5, format!("{:#x}", 0x80 + k), "{what}: syndrome {s:#x}");
+            let at = ((64 / 2 + 1 + k as u32) % 64 * size + size - 64) as usize;
+            let cqe = decode_mlx5(img.slots[at..at + 64].try_into().unwrap(), Mlx5Options::default());
+            let opcode = if k % 2 == 0 { cqe_opcode::REQ_ERR } else { cqe_opcode::RESP_ERR };
+            assert_eq!((cqe.opcode, cqe.syndrome, cqe.qpn), (opcode, Some(s), 0x1a2), "{what}: syndrome {s:#x}");
+            assert_eq!((cqe.hw_err_synd, cqe.hw_synd_type), (Some(1), Some(2)), "{what}: syndrome {s:#x}");
+        }
+        // Mixed: the error CQEs' sides and posted opcode (the wc lines are checked above).
+        let img = scenario::mlx5(Scenario::Mixed, entries, size, None).unwrap();
+        let raw = |k: u32| {
+            let at = ((mid + k) % entries * size + size - 64) as usize;
+            decode_mlx5(img.slots[at..at + 64].try_into().unwrap(), Mlx5Options::default())
+        };
+        let errs: Vec<_> = (6..9).map(raw).map(|c| (c.opcode, c.vendor_err_synd, c.wqe_opcode)).collect();
+        let (req, resp, flush_synd) = (cqe_opcode::REQ_ERR, cqe_opcode::RESP_ERR, Some(0xf9));
+        assert_eq!(
+            errs,
+            [(req, Some(0x81), Some(wqe_opcode::SEND)), (req, flush_synd, Some(0)), (resp, flush_synd, None)],
+            "{what}"
+        );
+        // Laps: a full ring after three and a half laps, sends and receives in turn.
+        let (wcs, ci) =
+            wc_summary(&decode_text(&scenario::mlx5(Scenario::Laps, entries, size, None).unwrap().to_text()).unwrap());
+        assert_eq!((ci, wcs.len()), (laps + entries, entries as usize), "{what}");
+        for (i, w) in wcs.iter().enumerate() {
+            let want = if i % 2 == 0 { (i as u32, 0, send, 0) } else { (i as u32, 0, recv, i as u32) };
+            assert_eq!((w.0, w.1, w.2, w.3), want, "{what} laps: {i}");
+        }
+        // Stream: receives, then sends, then a local protection error after the last send.
+        let (wcs, ci) = wc_summary(
+            &decode_text(&scenario::mlx5(Scenario::Stream, entries, size, None).unwrap().to_text()).unwrap(),
+        );
+        let (recvs, sends) = ((entries - 1) / 2, entries - 1 - (entries - 1) / 2);
+        assert_eq!((ci, wcs.len()), (mid + entries, entries as usize), "{what}");
+        for (i, w) in wcs.iter().enumerate() {
+            let i = i as u32;
+            let want = match i {
+                _ if i < recvs => (i, 0, recv, 100 + i, "0x0"),
+                _ if i < recvs + sends => (i - recvs, 0, send, 0, "0x0"),
+                _ => (sends, syndrome_status(syndrome::LOCAL_PROT_ERR) as u32, send, 0, "0x51"),
+            };
+            assert_eq!((w.0, w.1, w.2, w.3, w.5.as_str()), want, "{what} stream: {i}");
+        }
+    }
+    for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
+        let what = format!("irdma {rev:?}");
+        // Errors: every flush code on a QP of its own, so every generation shows each one
+        // (GEN1/GEN2 complete a QP's outstanding WQEs with its first flush's status).
+        let (wcs, ci) = wc_summary(&decode_text(&scenario::irdma(Scenario::Errors, entries, rev).unwrap()).unwrap());
+        let codes: Vec<u16> = flush::ALL.into_iter().filter(|&c| c != flush::INVALID).collect();
+        assert_eq!((ci, wcs.len()), (mid + codes.len() as u32, codes.len()), "{what}");
+        for (k, (w, &minor)) in wcs.iter().zip(&codes).enumerate() {
+            let status = flush_code_status(minor, dvcq::irdma::Compat::Current) as u32;
+            let want = (0, status, format!("{:#x}", 0x1c0 + k), format!("{:#x}", 0x1_0000 | u32::from(minor)));
+            assert_eq!((w.0, w.1, w.4.clone(), w.5.clone()), want, "{what}: flush code {minor}");
+        }
+        // Laps and stream: a ring less one slot of sends and receives in turn; laps after
+        // three and a half laps, stream from mid-ring.
+        for (sc, start) in [(Scenario::Laps, laps), (Scenario::Stream, mid)] {
+            let (wcs, ci) = wc_summary(&decode_text(&scenario::irdma(sc, entries, rev).unwrap()).unwrap());
+            // The exported ci keeps only what irdma's position means: modulo two laps (the
+            // valid bit's parity).
+            let want_ci = start % (2 * entries) + entries - 1;
+            assert_eq!((ci, wcs.len()), (want_ci, entries as usize - 1), "{what} {sc:?}");
+            for (i, w) in wcs.iter().enumerate() {
+                let i = i as u32;
+                let want = if i % 2 == 0 { (i / 2, 0, send, 0) } else { (i / 2, 0, recv, i) };
+                assert_eq!((w.0, w.1, w.2, w.3), want, "{what} {sc:?}: {i}");
+            }
+        }
+    }
 }
 
 #[test]
