@@ -179,6 +179,15 @@ fn every_scenario_holds_what_its_help_says() {
             };
             assert_eq!((w.0, w.1, w.2, w.3, w.5.as_str()), want, "{what} stream: {i}");
         }
+        let img = scenario::mlx5(Scenario::Stream, entries, size, None).unwrap();
+        let at = ((mid + entries - 1) % entries * size + size - 64) as usize;
+        let cqe = decode_mlx5(img.slots[at..at + 64].try_into().unwrap(), Mlx5Options::default());
+        assert_eq!(cqe.opcode, cqe_opcode::REQ_ERR, "{what}: the stream's error is the requester's");
+        // A ring too small for the scenario is refused, saying how much it needs.
+        let e = scenario::mlx5(Scenario::Mixed, 8, size, None).unwrap_err();
+        assert_eq!(e, "the mixed scenario needs 10 free slots; use more --entries");
+        let e = scenario::mlx5(Scenario::Errors, 8, size, None).unwrap_err();
+        assert_eq!(e, format!("the errors scenario needs {} free slots; use more --entries", syndrome::ALL.len()));
     }
     for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
         let what = format!("irdma {rev:?}");
