@@ -194,3 +194,111 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
         callgrind_args: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target that counts what `run` asks of it, and whose polls take a set time.
+    #[derive(Default)]
+    struct Fake {
+        calls: Vec<&'static str>,
+        /// Laps prepared and not yet polled or discarded.
+        pending: u32,
+        /// How long each poll call spins, in microseconds, by call number.
+        spin_us: Vec<u64>,
+    }
+
+    impl Fake {
+        fn spin(&mut self) {
+            let us = self.spin_us.get(self.calls.len()).copied().unwrap_or(0);
+            let t = Instant::now();
+            while t.elapsed().as_micros() < u128::from(us) {}
+        }
+    }
+
+    impl BenchTarget for Fake {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+        fn entries(&self) -> u32 {
+            8
+        }
+        fn prepare_lap(&mut self) {
+            assert_eq!(self.pending, 0, "a lap prepared over one not drained");
+            self.pending = 1;
+            self.calls.push("prepare");
+        }
+        fn discard_lap(&mut self) {
+            self.pending = 0;
+            self.calls.push("discard");
+        }
+        fn poll_full(&mut self, batch: usize) -> usize {
+            self.spin();
+            self.pending = 0;
+            self.calls.push(if batch == 4 { "full/4" } else { "full" });
+            8
+        }
+        fn poll_views(&mut self) -> usize {
+            self.spin();
+            self.pending = 0;
+            self.calls.push("views");
+            6
+        }
+        fn poll_empty(&mut self, _: usize) -> usize {
+            self.calls.push("empty");
+            0
+        }
+        fn noop(&mut self, _: usize) -> usize {
+            self.calls.push("noop");
+            0
+        }
+    }
+
+    fn params(mode: Mode, laps: u32, reps: u32, prepare_only: bool) -> Params {
+        Params { mode, batch: 4, laps, reps, prepare_only }
+    }
+
+    #[test]
+    fn each_mode_prepares_and_polls_what_it_says_and_counts_what_was_polled() {
+        let mut t = Fake::default();
+        let r = run(&mut t, &params(Mode::Full, 3, 2, false));
+        assert_eq!(t.calls, ["prepare", "full/4"].repeat(6));
+        assert_eq!((r.per_rep, r.batch, r.mode, r.target.as_str()), (24, 4, Mode::Full, "fake"));
+        // Views count the CQEs the walk saw.
+        let mut t = Fake::default();
+        assert_eq!(run(&mut t, &params(Mode::View, 2, 1, false)).per_rep, 12);
+        assert_eq!(t.calls, ["prepare", "views", "prepare", "views"]);
+        // The prepare-only baseline: the same laps, discarded, never polled.
+        let mut t = Fake::default();
+        assert_eq!(run(&mut t, &params(Mode::Full, 2, 1, true)).per_rep, 16);
+        assert_eq!(t.calls, ["prepare", "discard", "prepare", "discard"]);
+        // Empty: one call per ring entry and lap; its baseline calls the no-op instead.
+        let mut t = Fake::default();
+        assert_eq!(run(&mut t, &params(Mode::Empty, 2, 1, false)).per_rep, 16);
+        assert_eq!(t.calls, ["empty"; 16]);
+        let mut t = Fake::default();
+        run(&mut t, &params(Mode::Empty, 1, 1, true));
+        assert_eq!(t.calls, ["noop"; 8]);
+        // Zero laps or repetitions run one.
+        let mut t = Fake::default();
+        assert_eq!(run(&mut t, &params(Mode::Full, 0, 0, false)).per_rep, 8);
+    }
+
+    #[test]
+    fn the_row_reports_the_median_and_the_fastest_repetition() {
+        // Three repetitions of one lap: the polls of the second take far longer than the
+        // others, so the median is one of the fast ones and the minimum below it.
+        let mut t = Fake { spin_us: vec![0, 0, 0, 20_000, 0, 0], ..Fake::default() };
+        let r = run(&mut t, &params(Mode::Full, 1, 3, false));
+        assert!(r.ns_min <= r.ns_median, "{r:?}");
+        assert!(r.ns_median < 20_000_000.0 / 8.0, "the slow repetition is not the median: {r:?}");
+        assert!((r.mcqe_per_s - 1e3 / r.ns_median).abs() < 1e-9);
+        assert_eq!((r.instr, r.ring, r.callgrind_args.is_none()), (None, None, true));
+        // Time is per CQE: a lap of 8 polled in at least 1 ms is at least 125 µs a CQE (and
+        // the bound above leaves room for a busy machine, not for a time 8 times too long).
+        let mut t = Fake { spin_us: vec![0, 1_000, 0, 1_000], ..Fake::default() };
+        let r = run(&mut t, &params(Mode::Full, 1, 2, false));
+        assert!((125_000.0..4_000_000.0).contains(&r.ns_min), "{r:?}");
+    }
+}
