@@ -194,4 +194,22 @@ mod tests {
         assert!(hi.load_le64(Ordering::Acquire).is_err());
         assert_eq!(lo.load_le64(Ordering::Acquire).unwrap(), u64::from_le_bytes(bytes));
     }
+
+    /// A 64-bit word (irdma's shadow area) is stored little-endian over its whole granule;
+    /// a word that is not 8-aligned refuses the store and leaves the memory alone.
+    #[test]
+    fn a_qword_store_writes_its_granule_little_endian_or_nothing() {
+        let buf = Arc::new(DmaBuffer::new(64).unwrap());
+        let (whole, half) = (buf.doorbell(16).unwrap(), buf.doorbell(20).unwrap());
+        whole.store_le64(0x0102_0304_0506_0708, Ordering::Release).unwrap();
+        let mut bytes = [0u8; 8];
+        buf.read_bytes(16, &mut bytes).unwrap();
+        assert_eq!(bytes, [8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(whole.load_le64(Ordering::Acquire).unwrap(), 0x0102_0304_0506_0708);
+        let e = half.store_le64(u64::MAX, Ordering::Release).unwrap_err();
+        let at = buf.as_ptr() as usize + 20;
+        assert!(matches!(e, crate::error::Error::Misaligned { addr, align: 8, .. } if addr == at), "{e}");
+        buf.read_bytes(16, &mut bytes).unwrap();
+        assert_eq!(bytes, [8, 7, 6, 5, 4, 3, 2, 1]);
+    }
 }

@@ -67,3 +67,38 @@ impl fmt::Display for CqeFault {
         write!(f, "{what} {:#x} at ring position {}", self.value, self.position)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CqeFault, FaultKind};
+
+    const ALL: [FaultKind; 7] = [
+        FaultKind::None,
+        FaultKind::UnknownQp,
+        FaultKind::UnknownSrq,
+        FaultKind::BadOpcode,
+        FaultKind::BadFormat,
+        FaultKind::Truncated,
+        FaultKind::BadField,
+    ];
+
+    /// Ring-image decoding prints `reason=<word>`: one word per kind, each its own, that a
+    /// reader splitting the line at spaces and `=` gets back whole.
+    #[test]
+    fn each_kind_has_its_own_word() {
+        let words: Vec<&str> = ALL.iter().map(|k| k.word()).collect();
+        assert_eq!(words, ["none", "unknown_qp", "unknown_srq", "bad_opcode", "bad_format", "truncated", "bad_field"]);
+    }
+
+    /// The message names the kind, the offending value in hex and where the CQE sat.
+    #[test]
+    fn a_fault_says_what_which_value_and_where() {
+        let f = CqeFault { kind: FaultKind::UnknownQp, position: 25, value: 0x999 };
+        assert_eq!(f.to_string(), "unknown qp 0x999 at ring position 25");
+        let texts: Vec<String> = ALL.iter().map(|&kind| CqeFault { kind, position: 0, value: 0 }.to_string()).collect();
+        for (i, t) in texts.iter().enumerate() {
+            assert!(t.ends_with(" 0x0 at ring position 0"), "{t}");
+            assert!(!texts[..i].contains(t), "{t} twice");
+        }
+    }
+}

@@ -117,6 +117,7 @@ mod tests {
             prop_assert_eq!(*t.at(index), (index % len) * 3);
             prop_assert_eq!(*t.by_value().at(index), (index % len) * 3);
             prop_assert_eq!(t.by_value().mask(), t.mask());
+            prop_assert_eq!((t.len(), t.mask(), t.is_empty()), (len, len - 1, false));
             *t.at_mut(index) = 7;
             prop_assert_eq!(*t.at(index % len), 7);
         }
