@@ -44,6 +44,20 @@ fn bench_table_has_the_perftest_layout() {
     // One slot stays free: a lap is 201 CQEs.
     let want = [("full", "201"), ("full", "201"), ("view", "201"), ("empty*", "201")];
     assert_eq!(rows, want, "{out}");
+    // One banner; a short device name shares its line with the CQE size.
+    assert_eq!(out.matches("dvcq poll benchmark").count(), 1, "{out}");
+    assert!(out.contains("\n Device         : irdma model (GEN2), 32-byte CQEs   CQE size       : 32[B]\n"), "{out}");
+    // The footer: the closing rule, what `empty*` means, and how to count instructions.
+    let tail: Vec<&str> = out.lines().rev().take(3).collect();
+    assert_eq!(
+        tail,
+        [
+            " add --callgrind for instructions per CQE (valgrind, poll path only)",
+            " empty*: cost of one poll call on an empty ring (per call, not per CQE)",
+            &"-".repeat(88),
+        ],
+        "{out}"
+    );
 }
 
 #[test]
@@ -82,6 +96,30 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
     assert_eq!(got, want, "{out}");
     // Every row polled the whole lap of 64 completions.
     assert!(rows.iter().all(|w| w[2] == "64"), "{out}");
+    // A long device name gets a line of its own; the footer explains the #ring column.
+    assert!(
+        out.contains("\n Device         : mlx5 model, 64-byte CQEs, enhanced compression\n CQE size       : 64[B]\n"),
+        "{out}"
+    );
+    assert!(out.contains("\n #ring: the same completions as compressed sessions"), "{out}");
+    // Each row polled its own ring: sessions and regular CQEs on the compression CQ (idle
+    // without back-pressure), and a CQ created without compression.
+    let mut json = args.to_vec();
+    json.push("--json");
+    let o = dvcq(&json, None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<(String, String)> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| (v["ring"].as_str().unwrap().to_string(), v["target"].as_str().unwrap().to_string()))
+        .collect();
+    let base = "mlx5 model, 64-byte CQEs";
+    let targets = |ring: &str| rows.iter().filter(|r| r.0 == ring).map(|r| r.1.as_str()).collect::<Vec<_>>();
+    let enhanced = format!("{base}, enhanced compression");
+    assert!(targets("sessions").iter().all(|t| *t == enhanced), "{rows:?}");
+    assert_eq!(targets("regular"), [format!("{enhanced}, idle")], "{rows:?}");
+    assert_eq!(targets("uncompressed"), [base], "{rows:?}");
     // JSON rows say which ring they polled; one mode alone has no comparison rows.
     let mut json = args.to_vec();
     json.extend(["--mode", "full", "--back-pressure", "never", "--json"]);
@@ -96,9 +134,13 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 22] = [
+    let cases: [(&[&str], &str); 25] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
+        // Powers of two outside the sizes an mlx5 CQ can have.
+        (&["bench", "poll", "--entries", "1"], "--entries 1: must be a power of two from 2 to 4194304"),
+        (&["bench", "poll", "--entries", "8388608"], "--entries 8388608: must be a power of two from 2 to"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
+        (&["bench", "poll", "--vendor", "irdma", "--entries", "1048577"], "--entries 1048577: irdma rings have 4"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
         (&["bench", "poll", "--compression", "basic"], "--compression needs --mix send or --mix recv"),
         (&["bench", "poll", "--back-pressure", "never"], "--back-pressure never needs --compression"),

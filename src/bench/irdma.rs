@@ -101,4 +101,23 @@ mod tests {
             }
         }
     }
+
+    /// The view walk counts a lap; the empty poll and its baseline return nothing; the
+    /// prepare-only baseline frees each lap for the next without polling it.
+    #[test]
+    fn views_empty_polls_and_the_baseline_do_what_they_time() {
+        let mut b = IrdmaBench::new(64, Mix::SendRecv).unwrap();
+        b.prepare_lap();
+        assert_eq!(b.poll_views(), 63);
+        for batch in [0, 1, 16, 1000] {
+            assert_eq!(b.noop(batch), 0, "batch {batch}");
+        }
+        let mut p = IrdmaBench::new(64, Mix::SendRecv).unwrap();
+        assert_eq!(p.poll_empty(16), 0);
+        for _ in 0..4 {
+            p.prepare_lap();
+            p.discard_lap();
+        }
+        assert!(!p.ring.model.in_error(), "a discarded lap leaves room for the next");
+    }
 }

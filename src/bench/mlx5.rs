@@ -233,7 +233,35 @@ mod tests {
                     let want = if send { WcOpcode::Send } else { WcOpcode::Recv };
                     assert_eq!((c.status, c.opcode), (WcStatus::Success, want), "{what}: item {i}");
                 }
+                // The view walk sees the same lap, up to the first compressed session (only
+                // a poll decompresses), and consumes what it saw.
+                b.prepare_lap();
+                let (seen, rest) = (b.poll_views(), b.poll_full(16));
+                assert_eq!(seen + rest, entries as usize, "{what}: views");
+                assert_eq!(rest == 0, !back_pressure, "{what}: views end only at a session");
+                assert_eq!(b.poll_empty(16), 0, "{what}: drained");
             }
+        }
+    }
+
+    /// The banner names the CQE size and compression, and says when the compression CQ is
+    /// idle (no back-pressure, so regular CQEs only).
+    #[test]
+    fn the_name_says_what_ring_is_measured() {
+        let hash = |layout| Some(CompressionConfig { layout, format: MiniFormat::Hash });
+        let name = |comp, bp| Mlx5Bench::<128>::new(16, Mix::Send, comp, bp).unwrap().name();
+        assert_eq!(name(None, false), "mlx5 model, 128-byte CQEs");
+        assert_eq!(name(hash(CompLayout::Basic), true), "mlx5 model, 128-byte CQEs, basic compression");
+        assert_eq!(name(hash(CompLayout::Enhanced), false), "mlx5 model, 128-byte CQEs, enhanced compression, idle");
+    }
+
+    /// The empty-poll baseline does the call and nothing else: it returns 0 like an empty
+    /// poll, whatever the batch.
+    #[test]
+    fn the_empty_poll_and_its_baseline_return_nothing() {
+        let mut b = Mlx5Bench::<64>::new(16, Mix::SendRecv, None, false).unwrap();
+        for batch in [0, 1, 16, 1000] {
+            assert_eq!((b.poll_empty(batch), b.noop(batch)), (0, 0), "batch {batch}");
         }
     }
 }
