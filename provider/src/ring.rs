@@ -971,6 +971,51 @@ mod tests {
         // Neighbouring slots untouched.
         assert!(m.0[..64].iter().chain(&m.0[128..]).all(|&b| b == 0));
     }
+
+    /// The ring-level accessors the vendor pollers and models use: the 64-bit ownership
+    /// word (irdma's qword 3) published little-endian and tested whole, byte stores, the
+    /// class-mapping ownership test, and copies into a buffer; each refuses what is outside
+    /// the slot or misaligned, and touches nothing then.
+    #[test]
+    fn ring_accessors_name_their_bytes_and_refuse_the_rest() {
+        let mut m = Mem([0; 256]);
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<32, false>::new(m.0.as_mut_ptr(), 6) }.unwrap();
+        let view = ring.view();
+        assert_eq!((ring.entries(), view.entries()), (6, 6));
+        // The ownership word: stored little-endian, tested and returned whole.
+        ring.publish_u64(8, 24, 0x8000_0000_0000_0042).unwrap(); // index 8 is slot 2
+        let mut bytes = [0u8; 8];
+        ring.read_bytes(2, 24, &mut bytes).unwrap();
+        assert_eq!(bytes, [0x42, 0, 0, 0, 0, 0, 0, 0x80]);
+        let valid = |w: u64| w >> 63 == 1;
+        assert_eq!(ring.owned_u64::<24>(2, valid), Some(0x8000_0000_0000_0042));
+        assert_eq!(view.owned_u64_at(2, 24, valid), Some(0x8000_0000_0000_0042));
+        assert_eq!(view.owned_u64_at(2, 24, |w| !valid(w)), None);
+        assert_eq!(view.owned_u64_at(2, 20, valid), None, "misaligned");
+        assert_eq!(view.owned_u64_at(2, 32, valid), None, "past the slot");
+        assert!(matches!(ring.publish_u64(2, 20, 1), Err(Error::Misaligned { .. })));
+        assert!(matches!(ring.publish_u64(2, 32, 1), Err(Error::OutOfBounds { .. })));
+        // Byte stores: that byte of that slot only.
+        ring.store_u8(1, 5, 0xab).unwrap();
+        view.store_u8(3, 31, 0xcd).unwrap();
+        assert!(ring.store_u8(1, 32, 0xff).is_err() && view.store_u8(1, 32, 0xff).is_err());
+        let changed: Vec<(usize, u8)> = m.0[..6 * 32].iter().copied().enumerate().filter(|&(_, b)| b != 0).collect();
+        assert_eq!(changed, [(32 + 5, 0xab), (2 * 32 + 24, 0x42), (2 * 32 + 31, 0x80), (3 * 32 + 31, 0xcd)]);
+        // The class-mapping ownership test maps the byte, or gives nothing.
+        assert_eq!(view.owned_map_at(1, 5, |b| (b == 0xab).then_some("mine")), Some("mine"));
+        assert_eq!(view.owned_map_at(1, 5, |b| (b == 0).then_some("mine")), None);
+        assert_eq!(view.owned_map_at(1, 32, |_| Some("mine")), None, "past the slot");
+        let w = view.slot_ref::<32>(2).owned_word_map_at(24, |w| Some(w.to_ne_bytes()));
+        assert_eq!(w, Some([0x42, 0, 0, 0, 0, 0, 0, 0x80]), "a word in memory order");
+        // Copies into a buffer: whole and aligned, or nothing.
+        let mut dst = [0u8; 8];
+        assert!(view.read_into(1, 0, &mut dst));
+        assert_eq!(dst, [0, 0, 0, 0, 0, 0xab, 0, 0]);
+        let mut dst = [7u8; 8];
+        assert!(!view.read_into(1, 28, &mut dst));
+        assert_eq!(dst, [7; 8]);
+    }
 }
 
 #[cfg(test)]
