@@ -545,9 +545,10 @@ impl<'a> Scanner<'a> {
         let whole = usable / 64;
         // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
         let slots = announced.map_or(whole, |len| len / 64).max(whole);
-        let cqes: Vec<(usize, [u8; 64])> =
-            (0..whole).filter_map(|k| to64(&bytes[k * 64..k * 64 + 64]).map(|b| (k, b))).collect();
-        let errors: Vec<usize> = cqes.iter().filter(|(_, b)| matches!(b[63] >> 4, 13 | 14)).map(|c| c.0).collect();
+        // Each whole CQE, and whether it is an error CQE (opcode 13 or 14).
+        let cqes: Vec<([u8; 64], bool)> =
+            bytes.chunks_exact(64).take(whole).filter_map(to64).map(|b| (b, matches!(b[63] >> 4, 13 | 14))).collect();
+        let errors = cqes.iter().filter(|c| c.1).count();
         let mut reported = false;
         if let Some(len) = announced.filter(|&len| len != have) {
             let why = if have < len {
@@ -560,12 +561,10 @@ impl<'a> Scanner<'a> {
             let kept = match (whole, slots) {
                 (0, _) => String::new(),
                 (_, 1) => format!(" (the first {} decoded)", whole * 64),
-                (_, _) if errors.is_empty() => {
-                    format!(" (the first {} searched: no error CQE, opcode 13 or 14)", whole * 64)
-                }
+                (_, _) if errors == 0 => format!(" (the first {} searched: no error CQE, opcode 13 or 14)", whole * 64),
                 (_, _) => {
-                    let n = errors.len();
-                    format!(" (the first {} searched: {n} error CQE{})", whole * 64, if n == 1 { "" } else { "s" })
+                    let s = if errors == 1 { "" } else { "s" };
+                    format!(" (the first {} searched: {errors} error CQE{s})", whole * 64)
                 }
             };
             self.problem(start_no, Some(format), format!("{why}{kept}"));
@@ -591,10 +590,10 @@ impl<'a> Scanner<'a> {
             reported = true;
         }
         let mut any = false;
-        for (k, b) in &cqes {
-            if slots == 1 || errors.contains(k) {
+        for (k, (b, error)) in cqes.iter().enumerate() {
+            if slots == 1 || *error {
                 let no = if slots == 1 { start_no } else { rows.get(k * 4).map_or(start_no, |r| r.1) };
-                self.found_mlx5(no, format, (slots > 1).then_some(*k), b);
+                self.found_mlx5(no, format, (slots > 1).then_some(k), b);
                 any = true;
             }
         }
@@ -781,8 +780,8 @@ enum QToken {
     /// A qword: 16 hex digits.
     Qword(u64),
     /// A number printed without zero padding: `0x` and 1 to 15 hex digits, no leading zero
-    /// (`0x%llx`), or a bare `0` (what `%#llx` prints for zero). A qword only on a line of exactly 4 or 8
-    /// numbers; see [`qword_line`].
+    /// (`0x%llx`), or a bare `0` (what `%#llx` prints for zero). A qword only on a line that
+    /// ends in exactly 4 or 8 numbers; see [`qword_line`].
     Unpadded { value: u64, prefixed: bool },
     /// Meant as a qword but not one (`strong`: close to 16 hex digits, so wrong wherever it
     /// stands; otherwise a `0x` number, wrong on a line of qwords).
