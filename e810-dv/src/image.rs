@@ -92,7 +92,7 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
         }
     }
     if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
-        return Err(err(line, format!("entries={entries}: must be a power of two from 2 to 2^22")));
+        return Err(err(line, format!("entries={entries}: must be a power of two from 2 to 4194304")));
     }
     let hw_rev = match get("hw_rev") {
         None => HwRev::Gen2,

@@ -647,6 +647,9 @@ mod tests {
         assert_eq!(r.add_qp(QpConfig::rc(QPN_MASK + 1, 4, 4)).err(), Some(wide));
         let big = RegistryError::BadQueueSize { qpn: 8, what: "rq", size: (1 << 16) + 1 };
         assert_eq!(r.add_qp(QpConfig::rc(8, 4, (1 << 16) + 1)).err(), Some(big));
+        // Refused registrations take no user index: the QPs are in registration order.
+        let listed: Vec<_> = r.qps().iter().map(|q| (q.config().qpn, q.uidx())).collect();
+        assert_eq!(listed, [(QPN_MASK, 0), (7, 1)]);
 
         assert_eq!(r.add_srq(QPN_MASK, 1 << 16).map(|s| (s.srqn(), s.completed())).ok(), Some((QPN_MASK, 0)));
         assert_eq!(r.add_srq(5, 3).map(|s| s.srqn()).ok(), Some(5), "an SRQ of 3 entries");

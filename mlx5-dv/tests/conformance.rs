@@ -743,10 +743,13 @@ fn cqe_version_1_looks_up_by_user_index() {
     m.push(&build::req(0x200, 3, wqe_opcode::SEND, 0).srqn_uidx(1)).unwrap();
     m.push(&build::resp(cqe_opcode::RESP_SEND, 0x100, 0, 8, 0).srqn_uidx(0)).unwrap();
     m.push(&build::req(0x200, 3, wqe_opcode::SEND, 0).srqn_uidx(5)).unwrap();
+    // The first index past the last QP names none either.
+    m.push(&build::req(0x200, 4, wqe_opcode::SEND, 0).srqn_uidx(2)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!((got[0].qp_num, got[0].wqe_index), (0x200, 3));
     assert_eq!((got[1].opcode, got[1].qp_num), (WcOpcode::Recv, 0x100));
     assert_eq!(got[2].fault().map(|f| (f.kind, f.value)), Some((FaultKind::UnknownQp, 5)));
+    assert_eq!(got[3].fault().map(|f| (f.kind, f.value)), Some((FaultKind::UnknownQp, 2)));
 }
 
 /// In CQE version 1 the CQE names the QP by user index, never the SRQ: a responder CQE
