@@ -385,6 +385,30 @@ mod tests {
         }
     }
 
+    /// A run of one QP's CQEs stops at the ring's end: the slots after it belong to the next
+    /// lap, where the CQEs the producer has not yet rewritten are stale.
+    #[test]
+    fn a_run_stops_at_the_end_of_the_lap() {
+        let send = |idx: u64| slot([0, 1, 0x11 << 32, 0xC300_0000_0000_0000 | idx << 32]);
+        let text = format!(
+            "ring cqe_size=32 entries=4 ci=2 vendor=irdma\nqp qpn=11 sq_wqe_cnt=8 rq_wqe_cnt=8\n{}\n{}\n{}\n{}\n",
+            send(0),
+            send(1),
+            send(2),
+            send(3)
+        );
+        let (items, end) = decode_image(&parse_irdma_image(&text).unwrap(), Compat::Current).unwrap();
+        let idx: Vec<_> = items
+            .iter()
+            .map(|it| match it {
+                DecodeItem::Wc(wc) => wc.wqe_index,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(idx, [2, 3]);
+        assert_eq!((end.ci, end.dbrec_ci), (4, Some(0)));
+    }
+
     #[test]
     fn parse_errors_carry_line_numbers() {
         let e = parse_irdma_image("ring cqe_size=32 entries=3 ci=0\n").unwrap_err();

@@ -158,7 +158,8 @@ where
     }
     let live = ring.view();
     let image = SlotBytes::new(bytes.to_vec(), S).unwrap();
-    assert_eq!(image.entries(), SlotSource::entries(&live));
+    assert_eq!((image.stride(), image.bytes()), (S, bytes));
+    assert_eq!((image.entries(), SlotSource::entries(&image)), (entries, SlotSource::entries(&live)));
     assert_eq!(image.ext_extra_slots(), live.ext_extra_slots());
     for k in 0..2 * entries {
         let pos = Pos::at(ci.wrapping_add(k), entries);
