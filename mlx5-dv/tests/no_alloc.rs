@@ -10,6 +10,20 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
 
+/// The counter these tests read does count: an allocation, a zeroed one and a growth each
+/// add one (otherwise every test here would pass whatever the poll path did).
+#[test]
+fn the_counting_allocator_counts() {
+    let before = allocations();
+    let boxed = std::hint::black_box(Box::new(7u64));
+    let mut zeroed = std::hint::black_box(vec![0u8; 4096]);
+    zeroed.reserve(1 << 16);
+    std::hint::black_box(&zeroed);
+    assert_eq!(allocations() - before, 3);
+    drop((boxed, zeroed));
+    assert_eq!(allocations() - before, 3, "freeing is not counted");
+}
+
 #[test]
 fn poll_views_and_peek_do_not_allocate() {
     let mut m = Mlx5Model::new(ModelConfig::new(256)).unwrap();

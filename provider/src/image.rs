@@ -402,6 +402,26 @@ mod tests {
         assert_eq!(e.to_string(), "line 1: entries=+2 is not a decimal number");
     }
 
+    /// Slot bytes are read in either case of hex digit (the format writes lowercase); a
+    /// second ring line and a qp line among the slots are named as such.
+    #[test]
+    fn slot_hex_in_either_case_and_lines_out_of_place() {
+        let digits: String = (0..=255u8).map(|b| format!("{b:02x}")).collect();
+        let [lower, upper] = [digits.clone(), digits.to_uppercase()].map(|slot| {
+            let text = format!("ring cqe_size=128 entries=2 ci=0\n{}\n{}\n", &slot[..256], &slot[256..]);
+            parse_image(&text).unwrap().slots
+        });
+        assert_eq!(lower, (0..=255u8).collect::<Vec<_>>());
+        assert_eq!(upper, lower);
+
+        let slot = "00".repeat(64);
+        let ring = "ring cqe_size=64 entries=2 ci=0";
+        let e = parse_image(&format!("{ring}\n{slot}\n{ring}\n{slot}\n")).unwrap_err();
+        assert_eq!(e.to_string(), "line 3: a second ring line");
+        let e = parse_image(&format!("{ring}\nqp qpn=1\n{slot}\nqp qpn=2\n{slot}\n")).unwrap_err();
+        assert_eq!(e.to_string(), "line 4: qp line after the first slot line");
+    }
+
     #[test]
     fn a_word_given_twice_is_an_error_on_its_line() {
         let slot = "00".repeat(64);

@@ -82,3 +82,53 @@ pub fn drain_in_batches<D: CqDriver>(cq: &mut D, batches: &[usize], calls: usize
     }
     all
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::CqInfo;
+
+    /// A CQ of `n` completions numbered by `wr_id`, whose poll takes them in order and
+    /// whose peek shows `peek_shift` more than the next one.
+    struct Numbered {
+        next: u64,
+        n: u64,
+        peek_shift: u64,
+    }
+
+    impl CqDriver for Numbered {
+        fn info(&self) -> CqInfo {
+            CqInfo { vendor: "test", entries: 8, cqe_size: 64, cqn: 0 }
+        }
+        fn poll(&mut self, out: &mut [Completion]) -> usize {
+            let mut k = 0;
+            for slot in out.iter_mut().take((self.n - self.next) as usize) {
+                *slot = Completion { wr_id: self.next, ..Completion::default() };
+                self.next += 1;
+                k += 1;
+            }
+            k
+        }
+        fn peek(&self) -> Option<Completion> {
+            (self.next < self.n).then(|| Completion { wr_id: self.next + self.peek_shift, ..Completion::default() })
+        }
+        fn ci(&self) -> u32 {
+            self.next as u32
+        }
+        fn update_ci(&mut self) {}
+    }
+
+    /// The reference drain returns what peek and poll agree on, and names the first item
+    /// where they differ.
+    #[test]
+    fn drain_one_by_one_reports_where_peek_and_poll_differ() {
+        let all = drain_one_by_one(&mut Numbered { next: 0, n: 3, peek_shift: 0 }).unwrap();
+        assert_eq!(all.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
+        let e = drain_one_by_one(&mut Numbered { next: 0, n: 3, peek_shift: 1 }).unwrap_err();
+        assert!(e.starts_with("item 0: peek gave Completion { wr_id: 1,"), "{e}");
+
+        let batches = drain_in_batches(&mut Numbered { next: 0, n: 6, peek_shift: 0 }, &[2, 0, 1], 4);
+        // Calls of 2, 0, 1 and 2 again, the last one taking what is left.
+        assert_eq!(batches.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    }
+}
