@@ -39,7 +39,8 @@ pub struct ImageQp {
     pub sq_wqe_cnt: u32,
     /// RQ size (WQEs).
     pub rq_wqe_cnt: u32,
-    /// The QP uses an SRQ (`srq` or `srq=<hex>`).
+    /// The QP uses an SRQ (`srq` or `srq=<hex>`). Read and written back, but a decode does
+    /// not need it: a GEN3 SRQ CQE carries its wr_id, and its QP in qword5.
     pub srq: Option<u32>,
     /// UD QP.
     pub ud: bool,
