@@ -1,23 +1,33 @@
 //! Ring images across vendors: parse the container once, hand it to the backend it names.
 
-use crate::provider::image::{format_decode, parse_image, ImageError, ImageVendor};
+use crate::irdma::Compat;
+use crate::provider::image::{format_decode, parse_image, ImageError, ImageVendor, RawImage};
 
 /// Decodes a ring image's text (mlx5 or irdma) into the canonical lines of
-/// shared/ring-image.md.
+/// shared/ring-image.md; an irdma ring as current rdma-core polls it.
 ///
 /// # Errors
 ///
 /// [`ImageError`] with the line of the first problem.
 pub fn decode_text(text: &str) -> Result<String, ImageError> {
-    let raw = parse_image(text)?;
+    decode_raw(&parse_image(text)?, Compat::Current)
+}
+
+/// Decodes a parsed image; an irdma ring as the rdma-core releases of `irdma` poll it (mlx5
+/// rings do not depend on the release).
+///
+/// # Errors
+///
+/// [`ImageError`] for invalid vendor words, or a GEN3 ring with a release before v64.
+pub fn decode_raw(raw: &RawImage, irdma: Compat) -> Result<String, ImageError> {
     let (items, end) = match raw.vendor {
         ImageVendor::Mlx5 => {
-            let img = crate::mlx5::image::from_raw(&raw)?;
+            let img = crate::mlx5::image::from_raw(raw)?;
             crate::mlx5::image::decode_image(&img)?
         }
         ImageVendor::Irdma => {
-            let img = dvcq_e810_dv::image::from_raw(&raw)?;
-            dvcq_e810_dv::image::decode_image(&img, dvcq_e810_dv::Compat::Current)?
+            let img = dvcq_e810_dv::image::from_raw(raw)?;
+            dvcq_e810_dv::image::decode_image(&img, irdma)?
         }
     };
     Ok(format_decode(&items, &end))

@@ -234,6 +234,72 @@ fn ring_export_pipes_into_ring_decode() {
     assert!(out.lines().filter(|l| l.starts_with("wc ")).count() >= 10, "{out}");
 }
 
+/// `ring decode --rdma-core` decodes an irdma ring as that release polls it: each release
+/// of a range gives its range's lines, the ranges differ where rdma-core changed, and no
+/// release is the current one.
+#[test]
+fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
+    let image = |scenario: &str, hw_rev: &str| {
+        let o = dvcq(&["ring", "export", "--vendor", "irdma", "--hw-rev", hw_rev, "--scenario", scenario], None);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let decode = |text: &str, release: Option<&str>| {
+        let mut args = vec!["ring", "decode", "-"];
+        args.extend(release.iter().flat_map(|r| ["--rdma-core", r]));
+        let o = dvcq(&args, Some(text));
+        assert!(o.status.success(), "{release:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // The lines where `a` and `b` differ, as (a's, b's).
+    let changed = |a: &str, b: &str| -> Vec<(String, String)> {
+        a.lines().zip(b.lines()).filter(|(x, y)| x != y).map(|(x, y)| (x.to_owned(), y.to_owned())).collect()
+    };
+    for scenario in ["mixed", "errors"] {
+        let text = image(scenario, "2");
+        let [v44, v52, v64] = [Some("v44"), Some("v52"), None].map(|r| decode(&text, r));
+        for (release, want) in [("51", &v44), ("v63", &v52), ("v52", &v52), ("v64", &v64), ("99", &v64)] {
+            assert_eq!(&decode(&text, Some(release)), want, "{scenario}, {release}");
+        }
+        let (old, new) = (changed(&v44, &v52), changed(&v52, &v64));
+        if scenario == "mixed" {
+            // v52: a RoCE write-with-immediate receive is RECV_RDMA_WITH_IMM, no longer RECV.
+            assert_eq!(old.len(), 1, "{old:?}");
+            assert!(old[0].0.contains(" opcode=128 ") && old[0].0.contains(" wc_flags=0x2 "), "{old:?}");
+            assert!(old[0].1.contains(" opcode=129 ") && old[0].1.contains(" wc_flags=0x2 "), "{old:?}");
+            assert!(new.is_empty(), "{new:?}");
+        } else {
+            // v64: flush code 11 is RNR_RETRY_EXC_ERR (13), no longer FATAL_ERR (19).
+            assert!(old.is_empty(), "{old:?}");
+            assert_eq!(new.len(), 1, "{new:?}");
+            assert!(new[0].0.contains(" status=19 ") && new[0].0.contains(" vendor_err=0x1000b "), "{new:?}");
+            assert!(new[0].1.contains(" status=13 ") && new[0].1.contains(" vendor_err=0x1000b "), "{new:?}");
+        }
+    }
+    // Refused: a release before v44, a word that is no release, an mlx5 ring, and a GEN3
+    // ring with a release that had no GEN3.
+    let mixed = image("mixed", "2");
+    for (release, what) in [
+        ("v43", "'v43' for '--rdma-core <vN>': v43: the irdma poll is reproduced from rdma-core v44 on"),
+        ("v5x", "\"v5x\" is not an rdma-core release: give its major number, as v52 or 52"),
+        ("+52", "\"+52\" is not an rdma-core release"),
+    ] {
+        let o = dvcq(&["ring", "decode", "-", "--rdma-core", release], Some(&mixed));
+        assert_eq!(o.status.code(), Some(2), "{release}");
+        assert!(stderr(&o).starts_with("error: invalid value ") && stderr(&o).contains(what), "{}", stderr(&o));
+    }
+    let mlx5 = String::from_utf8(dvcq(&["ring", "export"], None).stdout).unwrap();
+    let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v64"], Some(&mlx5));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o), "dvcq: --rdma-core v64: applies to irdma rings only, and stdin holds an mlx5 ring\n");
+    let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v44"], Some(&image("mixed", "3")));
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "dvcq: stdin: line 1: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 had no GEN3\n"
+    );
+}
+
 #[test]
 fn unreadable_and_malformed_images_name_the_file_and_line() {
     let o = dvcq(&["ring", "decode", "no-such-image.txt"], None);

@@ -293,7 +293,10 @@ impl IrdmaImage {
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
     let h = img.header;
     if h.hw_rev == HwRev::Gen3 && compat != Compat::Current {
-        return Err(err(1, format!("a GEN3 ring decodes only as Compat::Current (rdma-core v64 on), not {compat:?}")));
+        return Err(err(
+            1,
+            format!("a GEN3 ring decodes only as rdma-core v64 and later poll it: {} had no GEN3", compat.releases()),
+        ));
     }
     // The slots decide the geometry; a hand-built image whose header disagrees with them
     // decodes to nothing rather than with a wrong ring size.
@@ -347,7 +350,7 @@ mod tests {
         assert!(decode_image(&img, Compat::Current).is_ok());
         for old in [Compat::V52, Compat::V44] {
             let e = decode_image(&img, old).unwrap_err();
-            assert!(e.to_string().contains("GEN3 ring decodes only as Compat::Current"), "{e}");
+            assert!(e.to_string().contains("GEN3 ring decodes only as rdma-core v64 and later poll it: v"), "{e}");
         }
     }
 

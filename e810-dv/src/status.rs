@@ -28,6 +28,26 @@ impl Compat {
     /// Every variant, newest first.
     pub const ALL: [Compat; 3] = [Compat::Current, Compat::V52, Compat::V44];
 
+    /// The behaviour of rdma-core release `v<major>`; `None` before v44, the oldest release
+    /// reproduced.
+    pub const fn for_release(major: u32) -> Option<Compat> {
+        match major {
+            64.. => Some(Compat::Current),
+            52..=63 => Some(Compat::V52),
+            44..=51 => Some(Compat::V44),
+            _ => None,
+        }
+    }
+
+    /// The releases this variant covers, as rdma-core names them (`v52 to v63`).
+    pub const fn releases(self) -> &'static str {
+        match self {
+            Compat::Current => "v64 and later",
+            Compat::V52 => "v52 to v63",
+            Compat::V44 => "v44 to v51",
+        }
+    }
+
     /// Receive CQEs keep the hardware opcode (rdma-core commit 7f2d095ff, v52); before,
     /// the uk layer overwrote it with `IRDMA_OP_TYPE_REC`/`REC_IMM`.
     #[inline(always)]
@@ -191,6 +211,25 @@ pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each release maps to the variant whose range names it, at both ends of each range.
+    #[test]
+    fn releases_map_to_their_variant() {
+        for (major, want) in [
+            (0, None),
+            (43, None),
+            (44, Some(Compat::V44)),
+            (51, Some(Compat::V44)),
+            (52, Some(Compat::V52)),
+            (63, Some(Compat::V52)),
+            (64, Some(Compat::Current)),
+            (u32::MAX, Some(Compat::Current)),
+        ] {
+            assert_eq!(Compat::for_release(major), want, "v{major}");
+        }
+        let names: Vec<_> = Compat::ALL.iter().map(|c| c.releases()).collect();
+        assert_eq!(names, ["v64 and later", "v52 to v63", "v44 to v51"]);
+    }
 
     #[test]
     fn flush_table_matches_spec() {

@@ -983,6 +983,7 @@ mod tests {
         let ring = unsafe { CqRing::<32, false>::new(m.0.as_mut_ptr(), 6) }.unwrap();
         let view = ring.view();
         assert_eq!((ring.entries(), view.entries()), (6, 6));
+        assert_eq!(ring.base_addr(), m.0.as_ptr() as usize);
         // The ownership word: stored little-endian, tested and returned whole.
         ring.publish_u64(8, 24, 0x8000_0000_0000_0042).unwrap(); // index 8 is slot 2
         let mut bytes = [0u8; 8];

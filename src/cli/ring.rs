@@ -2,7 +2,9 @@
 
 use super::output::Output;
 use super::CliError;
-use crate::image::decode_text;
+use crate::image::decode_raw;
+use crate::irdma::Compat;
+use crate::provider::image::{parse_image, ImageError, ImageVendor};
 use crate::scenario::{self, Scenario};
 use std::io::Read;
 use std::process::ExitCode;
@@ -20,6 +22,11 @@ enum RingWhat {
     Decode {
         /// The image file; `-` or nothing reads standard input.
         file: Option<String>,
+        /// irdma: decode as this rdma-core release polls (`v44` or `44`; the default is
+        /// current rdma-core, v64 and later). Releases differ in a few statuses and opcodes:
+        /// v44 to v51 (Debian 12), v52 to v63, v64 on.
+        #[arg(long, value_name = "vN", value_parser = parse_release)]
+        rdma_core: Option<Release>,
     },
     /// Play a scenario on a hardware model and print its ring as an image.
     Export {
@@ -82,6 +89,27 @@ impl CompressionArg {
     }
 }
 
+/// An rdma-core release given with `--rdma-core`, and the irdma behaviour it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Release {
+    major: u32,
+    compat: Compat,
+}
+
+/// `v52` or `52`: an rdma-core release from v44 on (the oldest whose irdma poll dvcq
+/// reproduces).
+fn parse_release(s: &str) -> Result<Release, String> {
+    let digits = s.strip_prefix('v').unwrap_or(s);
+    let major = digits
+        .parse::<u32>()
+        .ok()
+        .filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| format!("{s:?} is not an rdma-core release: give its major number, as v52 or 52"))?;
+    let compat = Compat::for_release(major)
+        .ok_or_else(|| format!("v{major}: the irdma poll is reproduced from rdma-core v44 on"))?;
+    Ok(Release { major, compat })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ExportVendor {
     Mlx5,
@@ -92,9 +120,17 @@ impl RingArgs {
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         match &self.what {
-            RingWhat::Decode { file } => {
+            RingWhat::Decode { file, rdma_core } => {
                 let (name, text) = read_input(file.as_deref())?;
-                let out = decode_text(&text).map_err(|e| CliError(format!("{name}: {e}")))?;
+                let at = |e: ImageError| CliError(format!("{name}: {e}"));
+                let raw = parse_image(&text).map_err(at)?;
+                if let (ImageVendor::Mlx5, Some(r)) = (raw.vendor, rdma_core) {
+                    return Err(CliError(format!(
+                        "--rdma-core v{}: applies to irdma rings only, and {name} holds an mlx5 ring",
+                        r.major
+                    )));
+                }
+                let out = decode_raw(&raw, rdma_core.map_or(Compat::Current, |r| r.compat)).map_err(at)?;
                 Output::stdout().write(&out)?;
                 Ok(ExitCode::SUCCESS)
             }
