@@ -6,6 +6,8 @@
 //! 0 names no QP (a destroyed QP's CQE, skipped as rdma-core does). Work queues hold the
 //! identity wr_id mapping and one quantum per SQ WQE; `sq_head`/`sq_tail`/`rq_head`/
 //! `rq_tail` (defaults size-1 and 0) give the ring positions flushed completions walk.
+//! Two `qp` words go beyond the format's own (readers that do not know them ignore them):
+//! `transport=iwarp` and `conn_wqes=<n>`, for iWARP QPs.
 
 use crate::cq::Engine;
 use crate::registry::{QpConfig, QpRegistry, QpType, Transport};
@@ -54,6 +56,13 @@ pub struct ImageQp {
     pub rq_head: Option<u32>,
     /// RQ tail (default 0).
     pub rq_tail: Option<u32>,
+    /// An iWARP QP (`transport=iwarp`; the default is `roce`): immediate data, not the
+    /// opcode, makes a receive `IBV_WC_RECV_RDMA_WITH_IMM` (§4.7).
+    pub iwarp: bool,
+    /// Connection WQEs at the start of the SQ (`conn_wqes=<n>`, default 0; rdma-core uses 3
+    /// for iWARP QPs on GEN2 and GEN3, §4.6). An SQ CQE below it is consumed without a
+    /// completion while the SQ is empty (`sq_head` = `sq_tail`).
+    pub conn_wqes: u16,
 }
 
 /// A whole irdma ring image.
@@ -144,6 +153,19 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
                 }
                 q.rq_shift = s as u8;
             }
+            "transport" => {
+                q.iwarp = match v {
+                    Some("roce") => false,
+                    Some("iwarp") => true,
+                    Some(t) => return Err(err(line, format!("transport={t}: must be roce or iwarp"))),
+                    None => return Err(err(line, "transport needs a value: roce or iwarp")),
+                }
+            }
+            "conn_wqes" => {
+                let n = need(false)?;
+                q.conn_wqes =
+                    u16::try_from(n).map_err(|_| err(line, format!("conn_wqes={n}: must be below sq_wqe_cnt")))?;
+            }
             "sq_head" => q.sq_head = Some(need(false)?),
             "sq_tail" => q.sq_tail = Some(need(false)?),
             "rq_head" => q.rq_head = Some(need(false)?),
@@ -162,6 +184,9 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
         if n != 0 && (!n.is_power_of_two() || n > 1 << 15) {
             return Err(err(line, format!("{key}={n}: irdma queues are powers of two up to 32768")));
         }
+    }
+    if q.conn_wqes != 0 && u32::from(q.conn_wqes) >= q.sq_wqe_cnt {
+        return Err(err(line, format!("conn_wqes={}: must be below sq_wqe_cnt={}", q.conn_wqes, q.sq_wqe_cnt)));
     }
     // Ring positions lie inside their queue; a queue of no entries has none but 0.
     let positions = [
@@ -244,6 +269,12 @@ impl IrdmaImage {
             if q.rq_shift != 0 {
                 let _ = write!(s, " rq_shift={}", q.rq_shift);
             }
+            if q.iwarp {
+                s.push_str(" transport=iwarp");
+            }
+            if q.conn_wqes != 0 {
+                let _ = write!(s, " conn_wqes={}", q.conn_wqes);
+            }
             for (k, v) in
                 [("sq_head", q.sq_head), ("sq_tail", q.sq_tail), ("rq_head", q.rq_head), ("rq_tail", q.rq_tail)]
             {
@@ -263,11 +294,11 @@ impl IrdmaImage {
             let cfg = QpConfig {
                 qp_num: q.qpn,
                 qp_type: if q.ud { QpType::Ud } else { QpType::Rc },
-                transport: Transport::Roce,
+                transport: if q.iwarp { Transport::Iwarp } else { Transport::Roce },
                 sq_quanta: q.sq_wqe_cnt,
                 rq_wqes: q.rq_wqe_cnt,
                 rq_shift: q.rq_shift,
-                conn_wqes: 0,
+                conn_wqes: q.conn_wqes,
             };
             // Sizes were validated by the parser; a hand-built image with bad sizes simply
             // leaves that handle unregistered (its CQEs become unknown_qp items).

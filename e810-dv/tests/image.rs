@@ -289,3 +289,76 @@ fn gen3_srq_receives_decode_to_the_qp_their_qword5_names() {
     assert!(wc.wc_flags.contains(WcFlags::GRH), "{wc:?}");
     assert_eq!(end.ci, 1);
 }
+
+/// An iWARP QP with connection WQEs (`transport=iwarp conn_wqes=3`) decodes as the live
+/// poller polls it: the connection WQE's CQE gives no completion, and immediate data makes
+/// a receive a write with immediate. Read as RoCE, the same ring gives other completions;
+/// the words round-trip, and bad values are refused on their line.
+#[test]
+fn iwarp_qps_decode_as_the_live_poller_polls_them() {
+    let gen = HwRev::Gen2;
+    let mut m = IrdmaModel::new(ModelConfig::new(gen, 16)).unwrap();
+    let iwarp = QpConfig { transport: dvcq_e810_dv::Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(0x31, 8, 8) };
+    let mut qps = QpRegistry::new(gen);
+    let id = qps.register(1, iwarp).unwrap();
+    // The SQ as rdma-core leaves it once connected: past the connection WQEs, and empty
+    // (the user's WR at 3 completes below without a post, as in any image).
+    qps.qp_mut(id).unwrap().sq.set(3, 3);
+    let mut cq = m.poller(qps, Compat::Current).unwrap();
+    m.push(&ModelCqe::send(1, 0x31, 0, sq_op::SEND)).unwrap(); // a connection WQE
+    m.push(&ModelCqe::recv(1, 0x31, 0, 0, rq_op::ROCE_SEND_ONLY, 8).with_imm(5)).unwrap();
+    m.push(&ModelCqe::send(1, 0x31, 3, sq_op::SEND)).unwrap();
+    let qp = ImageQp {
+        qpn: 0x31,
+        sq_wqe_cnt: 8,
+        rq_wqe_cnt: 8,
+        iwarp: true,
+        conn_wqes: 3,
+        sq_head: Some(3),
+        sq_tail: Some(3),
+        ..Default::default()
+    };
+    let img = m.export_image(0, &[qp]).unwrap();
+    let text = img.to_text();
+    assert!(text.contains("qp qpn=31 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=iwarp conn_wqes=3 sq_head=3"), "{text}");
+    assert_eq!(parse_irdma_image(&text).unwrap(), img);
+
+    let mut out = [Completion::default(); 8];
+    let n = cq.poll(&mut out);
+    let (items, _) = decode_image(&img, Compat::Current).unwrap();
+    let live: Vec<DecodeItem> = out[..n].iter().map(|wc| DecodeItem::from_completion(wc, 16)).collect();
+    assert_eq!(items, live);
+    let summary = |items: &[DecodeItem]| -> Vec<(u16, u8)> {
+        items
+            .iter()
+            .map(|it| match it {
+                DecodeItem::Wc(wc) => (wc.wqe_index, wc.opcode as u8),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    // RECV_RDMA_WITH_IMM (129), then the user's send (opcode 0) at WQE 3.
+    assert_eq!(summary(&items), [(0, 129), (3, 0)]);
+
+    // The same ring read as RoCE QP without connection WQEs.
+    let mut roce = img.clone();
+    roce.qps[0] = ImageQp { iwarp: false, conn_wqes: 0, ..qp };
+    let (items, _) = decode_image(&roce, Compat::Current).unwrap();
+    assert_eq!(summary(&items), [(0, 0), (0, 128), (3, 0)]);
+
+    let z = "0".repeat(64);
+    for (words, want) in [
+        ("transport=ib", "transport=ib: must be roce or iwarp"),
+        ("transport", "transport needs a value: roce or iwarp"),
+        ("conn_wqes=8", "conn_wqes=8: must be below sq_wqe_cnt=8"),
+        ("conn_wqes=70000", "conn_wqes=70000: must be below sq_wqe_cnt"),
+        ("conn_wqes=x", "conn_wqes=x is not a valid number"),
+    ] {
+        let text = format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 {words}\n{z}\n{z}\n");
+        let e = parse_irdma_image(&text).unwrap_err();
+        assert_eq!((e.line, e.msg.as_str()), (2, want), "{words}");
+    }
+    let text =
+        format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=roce\n{z}\n{z}\n");
+    assert!(!parse_irdma_image(&text).unwrap().qps[0].iwarp);
+}
