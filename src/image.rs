@@ -27,7 +27,8 @@ pub fn decode_raw(raw: &RawImage, irdma: Compat) -> Result<String, ImageError> {
         }
         ImageVendor::Irdma => {
             let img = dvcq_e810_dv::image::from_raw(raw)?;
-            dvcq_e810_dv::image::decode_image(&img, irdma)?
+            // Its one refusal (a GEN3 ring with an older release) is about the ring line.
+            dvcq_e810_dv::image::decode_image(&img, irdma).map_err(|e| ImageError::new(raw.ring_line, e.msg))?
         }
     };
     Ok(format_decode(&items, &end))

@@ -292,11 +292,13 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
     let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v64"], Some(&mlx5));
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o), "dvcq: --rdma-core v64: applies to irdma rings only, and stdin holds an mlx5 ring\n");
-    let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v44"], Some(&image("mixed", "3")));
+    // The refusal names the ring line, after a comment line here.
+    let gen3 = format!("# captured on a GEN3 device\n{}", image("mixed", "3"));
+    let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v44"], Some(&gen3));
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "dvcq: stdin: line 1: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 had no GEN3\n"
+        "dvcq: stdin: line 2: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 had no GEN3\n"
     );
 }
 

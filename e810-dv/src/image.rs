@@ -319,13 +319,14 @@ impl IrdmaImage {
 ///
 /// # Errors
 ///
-/// [`ImageError`] (line 1, the header) for a GEN3 image with an older release's `compat`:
-/// rdma-core handles GEN3 from v64 on, as [`crate::IrdmaCq::new`] says.
+/// [`ImageError`] (line 0: the image keeps no line numbers; it is about the `ring` line's
+/// `hw_rev`) for a GEN3 image with an older release's `compat`: rdma-core handles GEN3
+/// from v64 on, as [`crate::IrdmaCq::new`] says.
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
     let h = img.header;
     if h.hw_rev == HwRev::Gen3 && compat != Compat::Current {
         return Err(err(
-            1,
+            0,
             format!("a GEN3 ring decodes only as rdma-core v64 and later poll it: {} had no GEN3", compat.releases()),
         ));
     }
