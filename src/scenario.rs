@@ -13,7 +13,7 @@ use crate::provider::Completion;
 use crate::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use dvcq_e810_dv::image::ImageQp as IrdmaImageQp;
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaModelConfig, ModelCqe};
-use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry};
+use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType, Transport};
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
 
@@ -31,6 +31,10 @@ pub enum Scenario {
     /// Runs of same-kind completions (receives, then sends, then an error): what a device
     /// under PCIe back-pressure compresses (use with `--compression`).
     Stream,
+    /// irdma only: two iWARP QPs. A connection WQE's CQE (consumed without a completion),
+    /// a send, an RDMA write and read, receives with immediate data, with an invalidate and
+    /// plain, then one QP's SQ and RQ flushed with a retry error.
+    Iwarp,
 }
 
 const QP_A: u32 = 0x1a2;
@@ -141,6 +145,7 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
                 push(m, e)?;
             }
         }
+        Scenario::Iwarp => return Err("the iwarp scenario is irdma only: ConnectX QPs are InfiniBand or RoCE".into()),
         Scenario::Errors => {
             let all = syndrome::ALL;
             if all.len() as u32 > entries_left(m) {
@@ -208,21 +213,21 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
 /// A message when the model cannot be set up or the ring is too small for the scenario.
 pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, String> {
     let mut m = IrdmaModel::new(IrdmaModelConfig::new(hw_rev, entries)).map_err(|e| e.to_string())?;
-    let mut qps = QpRegistry::new(hw_rev);
-    qps.register(1, IrdmaQpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
-    qps.register(2, IrdmaQpConfig::ud(QP_B, 64, 64)).map_err(|e| e.to_string())?;
-    // One SQ WQE outstanding on each QP of the errors scenario: its flush completes it.
-    let err_qp = |k: usize| IrdmaImageQp {
-        qpn: QP_ERR + k as u32,
-        sq_wqe_cnt: 64,
-        rq_wqe_cnt: 64,
-        sq_head: Some(1),
-        ..Default::default()
+    let (items, img_qps) = match scenario {
+        Scenario::Iwarp => irdma_iwarp(hw_rev),
+        _ => irdma_roce(scenario, entries, hw_rev),
     };
-    let err_qps = if scenario == Scenario::Errors { irdma_flush_codes().count() } else { 0 };
-    for k in 0..err_qps {
-        qps.register(IRDMA_ERR_CTX + k as u64, IrdmaQpConfig::rc(QP_ERR + k as u32, 64, 64))
-            .map_err(|e| e.to_string())?;
+    let mut qps = QpRegistry::new(hw_rev);
+    for (k, q) in img_qps.iter().enumerate() {
+        let transport = if q.iwarp { Transport::Iwarp } else { Transport::Roce };
+        let qp_type = if q.ud { QpType::Ud } else { QpType::Rc };
+        let cfg = IrdmaQpConfig {
+            transport,
+            qp_type,
+            conn_wqes: q.conn_wqes,
+            ..IrdmaQpConfig::rc(q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt)
+        };
+        qps.register(k as u64 + 1, cfg).map_err(|e| e.to_string())?;
     }
     let mut cq = m.poller(qps, Compat::Current).map_err(|e| e.to_string())?;
     let mut buf = [Completion::default(); 16];
@@ -235,11 +240,29 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         m.push(&ModelCqe::send(0, 0, 0, sq_op::SEND)).map_err(|e| e.to_string())?;
         while cq.poll(&mut buf) > 0 {}
     }
+    for c in &items {
+        m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
+    }
+    Ok(m.export_image(cq.ci(), &img_qps).map_err(|e| e.to_string())?.to_text())
+}
+
+/// The receive opcode hardware writes for an RDMA write with immediate data: the IB
+/// protocol opcode on GEN1/GEN2, a software op type on GEN3 (§4.7).
+fn irdma_write_imm_op(hw_rev: HwRev) -> u8 {
+    if hw_rev == HwRev::Gen3 {
+        rq_op::GEN3_WRITE_IMM
+    } else {
+        rq_op::ROCE_WRITE_ONLY_WITH_IMM
+    }
+}
+
+/// The RoCE scenarios' CQEs and qp lines (context k + 1 is the k-th qp line).
+fn irdma_roce(scenario: Scenario, entries: u32, hw_rev: HwRev) -> (Vec<ModelCqe>, Vec<IrdmaImageQp>) {
     let items: Vec<ModelCqe> = match scenario {
         Scenario::Mixed => vec![
             ModelCqe::send(1, QP_A, 0, sq_op::SEND),
             ModelCqe::send(1, QP_A, 1, sq_op::RDMA_READ),
-            ModelCqe::recv(1, QP_A, 0, 0, rq_op::ROCE_WRITE_ONLY_WITH_IMM, 256).with_imm(0x1122_3344),
+            ModelCqe::recv(1, QP_A, 0, 0, irdma_write_imm_op(hw_rev), 256).with_imm(0x1122_3344),
             ModelCqe::recv(1, QP_A, 1, 0, rq_op::ROCE_SEND_ONLY, 64).with_inv(0xabcdef),
             ModelCqe::recv(2, QP_B, 0, 0, rq_op::ROCE_SEND_ONLY_WITH_IMM, 512).with_imm(0xcafe).with_ud(
                 0x4d2,
@@ -256,7 +279,7 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
             .enumerate()
             .map(|(k, minor)| ModelCqe::flush(IRDMA_ERR_CTX + k as u64, QP_ERR + k as u32, true, 0, minor))
             .collect(),
-        Scenario::Laps | Scenario::Stream => (0..entries - 1)
+        Scenario::Laps | Scenario::Stream | Scenario::Iwarp => (0..entries - 1)
             .map(|i| {
                 if i % 2 == 0 {
                     ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND)
@@ -266,12 +289,9 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
             })
             .collect(),
     };
-    for c in &items {
-        m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
-    }
     // Work-queue positions the flushes walk (GEN1/GEN2 generate one completion per
     // outstanding WQE from them).
-    let mut img_qps = vec![
+    let mut qps = vec![
         IrdmaImageQp {
             qpn: QP_A,
             sq_wqe_cnt: 64,
@@ -282,6 +302,61 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         },
         IrdmaImageQp { qpn: QP_B, sq_wqe_cnt: 64, rq_wqe_cnt: 64, ud: true, ..Default::default() },
     ];
-    img_qps.extend((0..err_qps).map(err_qp));
-    Ok(m.export_image(cq.ci(), &img_qps).map_err(|e| e.to_string())?.to_text())
+    // One SQ WQE outstanding on each QP of the errors scenario: its flush completes it.
+    if scenario == Scenario::Errors {
+        qps.extend(irdma_flush_codes().enumerate().map(|(k, _)| IrdmaImageQp {
+            qpn: QP_ERR + k as u32,
+            sq_wqe_cnt: 64,
+            rq_wqe_cnt: 64,
+            sq_head: Some(1),
+            ..Default::default()
+        }));
+    }
+    (items, qps)
+}
+
+/// The iWARP scenario's CQEs and qp lines: QP_A is connected and works, QP_B is flushed.
+///
+/// rdma-core reserves the first SQ quanta of an iWARP QP for the connection (one in GEN1
+/// legacy mode, three otherwise, §4.6); user WRs start after them. An image holds one SQ
+/// position per QP, so the connection CQE (skipped only while the SQ is empty) and the
+/// flushes (which walk outstanding WRs) are on different QPs.
+fn irdma_iwarp(hw_rev: HwRev) -> (Vec<ModelCqe>, Vec<IrdmaImageQp>) {
+    let conn: u16 = if hw_rev == HwRev::Gen1 { 1 } else { 3 };
+    // Receives: an iWARP QP has no send-with-immediate, so immediate data alone makes a
+    // receive RDMA_WITH_IMM on GEN1/GEN2; GEN3 reads its op type as on RoCE.
+    let (wimm, send) = (irdma_write_imm_op(hw_rev), rq_op::ROCE_SEND_ONLY);
+    let mut items = vec![
+        ModelCqe::send(1, QP_A, 0, sq_op::SEND),
+        ModelCqe::send(1, QP_A, conn, sq_op::SEND),
+        ModelCqe::send(1, QP_A, conn + 1, sq_op::RDMA_WRITE),
+        ModelCqe::send(1, QP_A, conn + 2, sq_op::RDMA_READ),
+        ModelCqe::recv(1, QP_A, 0, 0, wimm, 256).with_imm(0x1122_3344),
+        ModelCqe::recv(1, QP_A, 1, 0, send, 64).with_inv(0xabcdef),
+        ModelCqe::recv(1, QP_A, 2, 0, send, 100),
+    ];
+    // Two WRs outstanding on each of QP_B's queues. GEN1/GEN2 write one flush CQE per queue
+    // and rdma-core completes the rest from it; GEN3 writes one per WR.
+    let per_queue = if hw_rev.parks_flush() { 1 } else { 2 };
+    for k in 0..per_queue {
+        items.push(ModelCqe::flush(2, QP_B, true, conn + k, flush::RETRY_EXC_ERR));
+    }
+    for k in 0..per_queue {
+        items.push(ModelCqe::flush(2, QP_B, false, k, flush::RETRY_EXC_ERR));
+    }
+    let iwarp = |qpn| IrdmaImageQp {
+        qpn,
+        sq_wqe_cnt: 64,
+        rq_wqe_cnt: 64,
+        iwarp: true,
+        conn_wqes: conn,
+        sq_head: Some(conn.into()),
+        sq_tail: Some(conn.into()),
+        ..Default::default()
+    };
+    let qps = vec![
+        iwarp(QP_A),
+        IrdmaImageQp { sq_head: Some(u32::from(conn) + 2), rq_head: Some(2), rq_tail: Some(0), ..iwarp(QP_B) },
+    ];
+    (items, qps)
 }

@@ -16,8 +16,13 @@ use proptest::prelude::*;
 
 #[test]
 fn every_scenario_round_trips_and_decodes() {
-    for sc in [Scenario::Mixed, Scenario::Errors, Scenario::Laps, Scenario::Stream] {
+    for sc in [Scenario::Mixed, Scenario::Errors, Scenario::Laps, Scenario::Stream, Scenario::Iwarp] {
         for size in [64, 128] {
+            if sc == Scenario::Iwarp {
+                let e = scenario::mlx5(sc, 32, size, None).unwrap_err();
+                assert_eq!(e, "the iwarp scenario is irdma only: ConnectX QPs are InfiniBand or RoCE");
+                continue;
+            }
             let img = scenario::mlx5(sc, 32, size, None).unwrap();
             let text = img.to_text();
             assert_eq!(parse_mlx5_image(&text).unwrap(), img, "{sc:?}/{size}");
@@ -215,6 +220,44 @@ fn every_scenario_holds_what_its_help_says() {
                 assert_eq!((w.0, w.1, w.2, w.3), want, "{what} {sc:?}: {i}");
             }
         }
+        // Mixed: the write with immediate data is one on every generation (GEN3 writes a
+        // software op type where GEN1/GEN2 write the protocol opcode).
+        let (wcs, _) = wc_summary(&decode_text(&scenario::irdma(Scenario::Mixed, entries, rev).unwrap()).unwrap());
+        assert_eq!((wcs[2].0, wcs[2].2, wcs[2].3), (0, 129, 256), "{what} mixed");
+        // iWARP: the connection WQE's CQE gives no completion, user WRs start after the
+        // connection WQEs, immediate data alone makes a receive RDMA_WITH_IMM (GEN3: its
+        // op type), and QP_B's SQ and RQ flush two WRs each, the first with the code.
+        let text = scenario::irdma(Scenario::Iwarp, entries, rev).unwrap();
+        let img = dvcq::irdma::image::parse_irdma_image(&text).unwrap();
+        let conn = if rev == HwRev::Gen1 { 1 } else { 3 };
+        assert!(img.qps.iter().all(|q| q.iwarp && u32::from(q.conn_wqes) == conn), "{what}: {text}");
+        let (wcs, ci) = wc_summary(&decode_text(&text).unwrap());
+        // Slots: 11 CQEs on GEN3; on GEN1/GEN2 9 CQEs, the immediate's extended CQE taking
+        // two 32-byte slots.
+        let cqes = if rev == HwRev::Gen3 { 11 } else { 10 };
+        assert_eq!(ci, mid + cqes, "{what} iwarp");
+        let retry = |code| (flush_code_status(code, dvcq::irdma::Compat::Current) as u32, 0x1_0000 | u32::from(code));
+        let (first, rest) = (retry(flush::RETRY_EXC_ERR), retry(flush::GENERAL_ERR));
+        let rest = if rev == HwRev::Gen3 { first } else { rest };
+        let (write, read, imm) = (1, 2, 129);
+        let flushed_recv = if rev == HwRev::Gen3 { imm } else { recv };
+        let want: Vec<(u32, u32, u32, u32, &str, u32)> = vec![
+            (conn, 0, send, 0, "0x1a2", 0),
+            (conn + 1, 0, write, 0, "0x1a2", 0),
+            (conn + 2, 0, read, 0, "0x1a2", 0),
+            (0, 0, imm, 256, "0x1a2", 0),
+            (1, 0, recv, 64, "0x1a2", 0),
+            (2, 0, recv, 100, "0x1a2", 0),
+            (conn, first.0, send, 0, "0x1b3", first.1),
+            (conn + 1, rest.0, send, 0, "0x1b3", rest.1),
+            (0, first.0, flushed_recv, 0, "0x1b3", first.1),
+            (1, rest.0, flushed_recv, 0, "0x1b3", rest.1),
+        ];
+        let got: Vec<(u32, u32, u32, u32, &str, u32)> = wcs
+            .iter()
+            .map(|w| (w.0, w.1, w.2, w.3, w.4.as_str(), u32::from_str_radix(&w.5[2..], 16).unwrap()))
+            .collect();
+        assert_eq!(got, want, "{what} iwarp");
     }
 }
 
