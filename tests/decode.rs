@@ -166,13 +166,34 @@ got bad completion with status: 0xd, vendor syndrome: 0x87
     assert_eq!((c.signature, c.owner, c.se), (0x27, 0, 1));
 }
 
+/// The text report prints a number no table names with the number.
+#[test]
+fn the_text_report_keeps_numbers_without_a_name() {
+    // Syndrome 0x30 and WQE opcode 0x3f are in no table.
+    let line = remote_access_err().iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut b = remote_access_err();
+    b[55] = 0x30;
+    b[56] = 0x3f;
+    let text = format!("{line}\n{}\n", b.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!(r.dumps.len(), 2, "{:?}", r.problems);
+    let known = dvcq::decode::render_text(1, &r.dumps[0]);
+    assert!(known.contains("0x13 MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"), "{known}");
+    let out = dvcq::decode::render_text(2, &r.dumps[1]);
+    let field = |name: &str| {
+        out.lines().find_map(|l| l.trim_start().strip_prefix(name)).map(|v| v.trim_start_matches(':').trim()).unwrap()
+    };
+    assert_eq!((field("syndrome"), field("wqe_opcode")), ("0x30 unknown", "0x3f unknown"), "{out}");
+}
+
 #[test]
 fn responder_error_and_documented_vendor_syndromes() {
     let b = err_cqe(0xe0, syndrome::REMOTE_ABORTED_ERR, 0x93, 0x55, 0, 7);
     let c = decode_mlx5(&b, Mlx5Options::default());
     assert_eq!(c.opcode_name, "MLX5_CQE_RESP_ERR");
     assert_eq!(c.wqe_opcode, None);
-    assert!(c.vendor_err_meaning.as_ref().unwrap().contains("ODP_PFAULT"));
+    let v = c.vendor_err_meaning.as_ref().unwrap();
+    assert!(v.contains("ODP_PFAULT") && v.contains("page fault on the receive side"), "{v}");
     assert!(c.notes.iter().any(|n| n.contains("swallows")));
     let c = decode_mlx5(&err_cqe(0xe0, 0x22, 0x99, 1, 0, 0), Mlx5Options::default());
     assert!(c.vendor_err_meaning.as_ref().unwrap().contains("UCT_IB_MLX5_CQE_VENDOR_SYND_PSN"));

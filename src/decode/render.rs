@@ -37,12 +37,9 @@ pub fn render_text(index: usize, f: &Found) -> String {
     out
 }
 
-fn opt_name(v: Option<u8>, n: Option<&str>) -> String {
-    match (v, n) {
-        (Some(v), Some(n)) => format!("{v:#04x} {n}"),
-        (Some(v), None) => format!("{v:#04x}"),
-        _ => "-".into(),
-    }
+/// `0x13 NAME`: a number and its name (`unknown` where no table names it).
+fn named(v: u8, n: Option<&str>) -> String {
+    format!("{v:#04x} {}", n.unwrap_or("unknown"))
 }
 
 fn mlx5(out: &mut String, c: &Mlx5Cqe) {
@@ -55,13 +52,13 @@ fn mlx5(out: &mut String, c: &Mlx5Cqe) {
     kv(out, "se", c.se);
     kv(out, "format", format_args!("{} ({})", c.format, c.format_name));
     if let Some(s) = c.syndrome {
-        kv(out, "syndrome", opt_name(Some(s), c.syndrome_name));
+        kv(out, "syndrome", named(s, c.syndrome_name));
         kv(out, "vendor_err_synd", c.vendor_err_meaning.as_deref().unwrap_or("-"));
         kv(out, "hw_err_synd", format_args!("{:#04x}", c.hw_err_synd.unwrap_or(0)));
         kv(out, "hw_synd_type", format_args!("{:#04x}", c.hw_synd_type.unwrap_or(0)));
     }
-    if c.wqe_opcode.is_some() {
-        kv(out, "wqe_opcode", opt_name(c.wqe_opcode, c.wqe_opcode_name));
+    if let Some(w) = c.wqe_opcode {
+        kv(out, "wqe_opcode", named(w, c.wqe_opcode_name));
     }
     kv(out, "qpn", format_args!("{:#x}", c.qpn));
     kv(out, "wqe_counter", format_args!("{} ({:#06x})", c.wqe_counter, c.wqe_counter));
