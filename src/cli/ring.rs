@@ -135,9 +135,7 @@ impl RingArgs {
                 Ok(ExitCode::SUCCESS)
             }
             RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev, compression, mini } => {
-                if !entries.is_power_of_two() || *entries < 4 || *entries > 1 << 22 {
-                    return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
-                }
+                check_export_entries(*entries)?;
                 // Every option given is used: one that does not apply to the vendor is an error.
                 let comp = compression.config(mini.as_deref())?;
                 let text = match vendor {
@@ -174,6 +172,15 @@ impl RingArgs {
     }
 }
 
+/// `--entries` of `ring export`: a power of two from 4 (the smallest ring an image may hold)
+/// to 2^22 (the largest either device makes).
+fn check_export_entries(entries: u32) -> Result<(), CliError> {
+    if !entries.is_power_of_two() || !(4..=1 << 22).contains(&entries) {
+        return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
+    }
+    Ok(())
+}
+
 /// Reads a file, or standard input for `None` / `-`; returns a name for messages and the text.
 pub(crate) fn read_input(file: Option<&str>) -> Result<(String, String), CliError> {
     match file {
@@ -186,6 +193,24 @@ pub(crate) fn read_input(file: Option<&str>) -> Result<(String, String), CliErro
             let bytes = std::fs::read(path).map_err(|e| CliError(format!("{path}: {e}")))?;
             let s = String::from_utf8(bytes).map_err(|e| CliError(format!("{path}: not UTF-8 text ({e})")))?;
             Ok((path.to_string(), s))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ends of the range are taken (the CLI tests export the smallest ring only: the
+    /// largest makes a 256 MiB image).
+    #[test]
+    fn export_entries_take_both_ends_of_the_range() {
+        for ok in [4, 8, 1 << 21, 1 << 22] {
+            assert!(check_export_entries(ok).is_ok(), "{ok}");
+        }
+        for bad in [0, 1, 2, 3, 6, (1 << 22) + 4, 1 << 23, 1 << 31] {
+            let e = check_export_entries(bad).unwrap_err();
+            assert_eq!(e.0, format!("--entries {bad}: must be a power of two from 4 to 4194304"));
         }
     }
 }
