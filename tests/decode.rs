@@ -325,6 +325,47 @@ fn several_dumps_and_bad_ones_in_one_log() {
     assert!(r.problems[3].reason.contains("120 hex digits"));
 }
 
+/// A bad rdma-core dump claims the word lines left of its four, and no line after them: a
+/// dump that follows the text after it still decodes.
+#[test]
+fn a_bad_dump_claims_only_its_own_word_lines() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0x2a8af, 0x10, 3);
+    let mut text = String::new();
+    text += "mlx5: d: got completion with error:\n"; // 1
+    text += "00000000 00000000 00000000 00000000\n"; // 2
+    text += "0000z000 00000000 00000000 00000000\n"; // 3: non-hex; two lines left
+    text += "unrelated\n"; // 4: no words, not the dump's
+    text += &hex(&good); // 5: a bare dump
+    text += "\n";
+    let r = scan(&text, Vendor::Mlx5);
+    let lines: Vec<usize> = r.dumps.iter().map(|d| d.line).collect();
+    assert_eq!(lines, [5], "{:#?}", r.problems);
+    assert_eq!(r.problems.iter().map(|p| p.line).collect::<Vec<_>>(), [3]);
+}
+
+/// After a blank line, a hexdump goes on only with its next offset: a line at another
+/// offset is a dump of its own (reported: it does not start at 0), and the first is whole.
+#[test]
+fn a_hexdump_goes_on_after_a_blank_line_only_with_its_next_offset() {
+    let good = err_cqe(0xd2, 0x13, 0x88, 0x2a8af, 0x10, 3);
+    let dump = kernel(&good, "cqe_dump: "); // 1-4
+    let text = format!("{dump}\n{}\n", dump.lines().nth(1).unwrap().replace("00000010:", "00000100:")); // 6
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!(r.dumps.iter().map(|d| d.line).collect::<Vec<_>>(), [1], "{:#?}", r.problems);
+    assert_eq!(r.problems.len(), 1, "{:#?}", r.problems);
+    assert_eq!(r.problems[0].line, 6);
+    assert!(r.problems[0].reason.starts_with("dump starting at line 6: offset 0x100"), "{}", r.problems[0].reason);
+    // With its next offset it is one dump: a fifth row of a 64-byte CQE.
+    let text = format!("{dump}\n{}\n", dump.lines().nth(1).unwrap().replace("00000010:", "00000040:"));
+    let r = scan(&text, Vendor::Mlx5);
+    assert!(r.problems.iter().all(|p| p.line != 6), "{:#?}", r.problems);
+    // Words after a blank line go on a headerless run the same way.
+    let words = rdma_core("h", &good).lines().skip(1).map(|l| format!("{l}\n")).collect::<Vec<_>>();
+    let text = format!("{}{}\n\n{}{}", words[0], words[1], words[2], words[3]);
+    let r = scan(&text, Vendor::Mlx5);
+    assert_eq!((r.dumps.len(), r.problems.len()), (1, 0), "{:#?}", r.problems);
+}
+
 #[test]
 fn wrong_line_counts_and_overlapping_formats() {
     let good = err_cqe(0xd2, 0x13, 0x88, 1, 0x10, 3);
@@ -380,6 +421,13 @@ fn headerless_and_old_kernel_words() {
     let t = format!("mlx5_poll_one:1040: dump cqe for cqn 0x406:\n{words}");
     let r = scan(&t, Vendor::Mlx5);
     assert_eq!(r.dumps[0].format, DumpFormat::RdmaCoreDebug);
+    // Current kernels print the same header, then print_hex_dump rows (after a blank line
+    // here): one kernel dump, no problem.
+    let t = format!("[ 5.1] mlx5_0:dump_cqe:294:(pid 0): dump error cqe\n\n{}", kernel(&good, "[ 5.1] "));
+    let r = scan(&t, Vendor::Mlx5);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    assert_eq!((r.dumps.len(), r.dumps[0].line, r.dumps[0].format), (1, 3, DumpFormat::Kernel));
+    assert_eq!(only_mlx5(&r, 0).syndrome, Some(1));
 }
 
 #[test]

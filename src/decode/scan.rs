@@ -87,19 +87,18 @@ fn word_runs(b: &[u8]) -> Vec<Vec<u32>> {
             if k == j {
                 break;
             }
+            // Glued text (or a longer number) after a word ends the run: the next turn
+            // finds no whitespace there.
             match hex8(b, k) {
                 Some(v) => {
                     run.push(v);
                     j = k + 8;
-                    if j < b.len() && !b[j].is_ascii_whitespace() {
-                        break; // glued text (or a longer number) ends the run
-                    }
                 }
                 None => break,
             }
         }
         runs.push(run);
-        i = j.max(i + 1);
+        i = j;
     }
     runs
 }
@@ -455,13 +454,8 @@ impl<'a> Scanner<'a> {
                     rows.push((w, l.no));
                     i += 1;
                 }
-                None if is_blank(l.text) => {
-                    let j = self.next_nonblank(i);
-                    match self.lines.get(j) {
-                        Some(n) if parse_words(n.text, true).is_some() => i = j,
-                        _ => break,
-                    }
-                }
+                // Blank lines inside the run are skipped; the run goes on if words follow.
+                None if is_blank(l.text) => i = self.next_nonblank(i),
                 None => break,
             }
         }
@@ -478,7 +472,8 @@ impl<'a> Scanner<'a> {
                 format!("wrong line count: {} lines of 4 hex words without a header, expected 4 per CQE", rows.len()),
             );
         }
-        i.max(s + 1)
+        // The caller starts at a line of words, so this is past it.
+        i
     }
 
     /// A hexdump block (kernel or DPDK) starting at index `s`; `title` is a DPDK title seen
@@ -494,7 +489,8 @@ impl<'a> Scanner<'a> {
                     let j = self.next_nonblank(i);
                     if let Some(n) = self.lines.get(j) {
                         if let Some(o) = parse_offset_line(n.text) {
-                            if o.offset as usize == rows.len() * 16 && o.offset != 0 {
+                            // The next row of this dump (rows holds line `s` at least).
+                            if o.offset as usize == rows.len() * 16 {
                                 i = j;
                                 continue;
                             }
@@ -619,7 +615,8 @@ impl<'a> Scanner<'a> {
             while self.lines.get(i).is_some_and(|l| parse_offset_line(l.text).is_some()) {
                 i += 1;
             }
-            return i.max(t + 1);
+            // Past the title: `j` is.
+            return i;
         }
         let len = match len {
             Ok(len) => Some(len),
@@ -939,6 +936,11 @@ mod tests {
             parse_offset_line("00000000: 00 00 00 00 73 65 65 6E 00 00 00 00 00 00 00 00 | ....seen........").unwrap();
         assert!(d.bar && d.upper);
         assert_eq!(d.bytes[7], 0x6e);
+        // A `|` that opens the line has no space before it: no column separator (and no
+        // read before the line's start).
+        let b = parse_offset_line("| 00000000: 00 11 22 33 44 55 66 77 88 99 aa bb cc dd ee ff").unwrap();
+        assert!(!b.bar && b.bytes.len() == 16);
+        assert!(!is_bar(b"| 00", (0, 1)) && is_bar(b"0 | 0", (2, 3)));
     }
 
     #[test]
