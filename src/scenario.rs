@@ -240,6 +240,11 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         m.push(&ModelCqe::send(0, 0, 0, sq_op::SEND)).map_err(|e| e.to_string())?;
         while cq.poll(&mut buf) > 0 {}
     }
+    let need: u32 = items.iter().map(|c| m.slots_for(c)).sum();
+    if need > m.free_slots() {
+        let name = clap::ValueEnum::to_possible_value(&scenario).map(|v| v.get_name().to_owned()).unwrap_or_default();
+        return Err(format!("the {name} scenario needs {need} free slots; use more --entries"));
+    }
     for c in &items {
         m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
     }

@@ -220,6 +220,15 @@ fn every_scenario_holds_what_its_help_says() {
                 assert_eq!((w.0, w.1, w.2, w.3), want, "{what} {sc:?}: {i}");
             }
         }
+        // A ring too small for the scenario is refused, saying how many slots it needs: on
+        // GEN1/GEN2 an extended CQE takes two 32-byte slots (the immediates, mixed's UD
+        // receive) and a flush CQE serves a whole queue; GEN3 writes one CQE per flushed WR.
+        let need = if rev == HwRev::Gen3 { [7, 11] } else { [9, 10] };
+        for (sc, need) in [(Scenario::Mixed, need[0]), (Scenario::Iwarp, need[1])] {
+            let e = scenario::irdma(sc, 4, rev).unwrap_err();
+            let name = format!("{sc:?}").to_lowercase();
+            assert_eq!(e, format!("the {name} scenario needs {need} free slots; use more --entries"), "{what}");
+        }
         // Mixed: the write with immediate data is one on every generation (GEN3 writes a
         // software op type where GEN1/GEN2 write the protocol opcode).
         let (wcs, _) = wc_summary(&decode_text(&scenario::irdma(Scenario::Mixed, entries, rev).unwrap()).unwrap());

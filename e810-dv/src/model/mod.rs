@@ -233,7 +233,8 @@ impl IrdmaModel {
         n - 1 - used
     }
 
-    fn slots_for(&self, c: &ModelCqe) -> u32 {
+    /// Ring slots `c` takes: two for an extended CQE in 32-byte slots (GEN1/GEN2), else one.
+    pub fn slots_for(&self, c: &ModelCqe) -> u32 {
         if c.extended() && matches!(self.ring, SlotRing::Slots32(_)) {
             2
         } else {
