@@ -13,7 +13,7 @@ use crate::provider::Completion;
 use crate::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use dvcq_e810_dv::image::ImageQp as IrdmaImageQp;
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaModelConfig, ModelCqe};
-use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType, Transport};
+use dvcq_e810_dv::{Compat, QpRegistry};
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::HwRev;
 
@@ -217,18 +217,9 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
         Scenario::Iwarp => irdma_iwarp(hw_rev),
         _ => irdma_roce(scenario, entries, hw_rev),
     };
-    let mut qps = QpRegistry::new(hw_rev);
-    for (k, q) in img_qps.iter().enumerate() {
-        let transport = if q.iwarp { Transport::Iwarp } else { Transport::Roce };
-        let qp_type = if q.ud { QpType::Ud } else { QpType::Rc };
-        let cfg = IrdmaQpConfig {
-            transport,
-            qp_type,
-            conn_wqes: q.conn_wqes,
-            ..IrdmaQpConfig::rc(q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt)
-        };
-        qps.register(k as u64 + 1, cfg).map_err(|e| e.to_string())?;
-    }
+    // The live poller only consumes the warm-up, whose CQEs name no QP: it needs none. The
+    // image's qp lines describe the QPs to whoever decodes it.
+    let qps = QpRegistry::new(hw_rev);
     let mut cq = m.poller(qps, Compat::Current).map_err(|e| e.to_string())?;
     let mut buf = [Completion::default(); 16];
     let warm = match scenario {
