@@ -198,7 +198,13 @@ fn every_scenario_holds_what_its_help_says() {
         let what = format!("irdma {rev:?}");
         // Errors: every flush code on a QP of its own, so every generation shows each one
         // (GEN1/GEN2 complete a QP's outstanding WQEs with its first flush's status).
-        let (wcs, ci) = wc_summary(&decode_text(&scenario::irdma(Scenario::Errors, entries, rev).unwrap()).unwrap());
+        let text = scenario::irdma(Scenario::Errors, entries, rev).unwrap();
+        // The qp lines name the QPs the CQEs do (a decode finds them by context, so only
+        // this check sees a qp line that names another).
+        let img = dvcq::irdma::image::parse_irdma_image(&text).unwrap();
+        let qpns: Vec<u32> = img.qps[2..].iter().map(|q| q.qpn).collect();
+        assert_eq!(qpns, (0..qpns.len() as u32).map(|k| 0x1c0 + k).collect::<Vec<_>>(), "{what}");
+        let (wcs, ci) = wc_summary(&decode_text(&text).unwrap());
         let codes: Vec<u16> = flush::ALL.into_iter().filter(|&c| c != flush::INVALID).collect();
         assert_eq!((ci, wcs.len()), (mid + codes.len() as u32, codes.len()), "{what}");
         for (k, (w, &minor)) in wcs.iter().zip(&codes).enumerate() {
