@@ -44,6 +44,12 @@ const QP_B: u32 = 0x1b3;
 const QP_ERR: u32 = 0x1c0;
 const IRDMA_ERR_CTX: u64 = 3;
 
+/// What a ring too small for `scenario` is told: the free slots it needs.
+fn too_small(scenario: Scenario, need: usize) -> String {
+    let name = clap::ValueEnum::to_possible_value(&scenario).map(|v| v.get_name().to_owned()).unwrap_or_default();
+    format!("the {name} scenario needs {need} free slots; use more --entries")
+}
+
 /// Every flush minor code irdma reports (the table's 0 is no code).
 fn irdma_flush_codes() -> impl Iterator<Item = u16> {
     flush::ALL.into_iter().filter(|&c| c != flush::INVALID)
@@ -139,7 +145,7 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
                 build::req(0x999, 0, wqe_opcode::SEND, 0),
             ];
             if items.len() as u32 > entries_left(m) {
-                return Err(format!("the mixed scenario needs {} free slots; use more --entries", items.len()));
+                return Err(too_small(scenario, items.len()));
             }
             for e in items {
                 push(m, e)?;
@@ -149,7 +155,7 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
         Scenario::Errors => {
             let all = syndrome::ALL;
             if all.len() as u32 > entries_left(m) {
-                return Err(format!("the errors scenario needs {} free slots; use more --entries", all.len()));
+                return Err(too_small(scenario, all.len()));
             }
             for (i, s) in all.into_iter().enumerate() {
                 push(
@@ -213,10 +219,7 @@ fn drive<const S: usize>(m: &mut Mlx5Model, reg: Registry, scenario: Scenario) -
 /// A message when the model cannot be set up or the ring is too small for the scenario.
 pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, String> {
     let mut m = IrdmaModel::new(IrdmaModelConfig::new(hw_rev, entries)).map_err(|e| e.to_string())?;
-    let (items, img_qps) = match scenario {
-        Scenario::Iwarp => irdma_iwarp(hw_rev),
-        _ => irdma_roce(scenario, entries, hw_rev),
-    };
+    let (items, img_qps) = irdma_plan(scenario, entries, hw_rev);
     // The live poller only consumes the warm-up, whose CQEs name no QP: it needs none. The
     // image's qp lines describe the QPs to whoever decodes it.
     let qps = QpRegistry::new(hw_rev);
@@ -233,8 +236,7 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
     }
     let need: u32 = items.iter().map(|c| m.slots_for(c)).sum();
     if need > m.free_slots() {
-        let name = clap::ValueEnum::to_possible_value(&scenario).map(|v| v.get_name().to_owned()).unwrap_or_default();
-        return Err(format!("the {name} scenario needs {need} free slots; use more --entries"));
+        return Err(too_small(scenario, need as usize));
     }
     for c in &items {
         m.push(c).map_err(|e| format!("{e} (use more --entries)"))?;
@@ -252,9 +254,10 @@ fn irdma_write_imm_op(hw_rev: HwRev) -> u8 {
     }
 }
 
-/// The RoCE scenarios' CQEs and qp lines (context k + 1 is the k-th qp line).
-fn irdma_roce(scenario: Scenario, entries: u32, hw_rev: HwRev) -> (Vec<ModelCqe>, Vec<IrdmaImageQp>) {
+/// A scenario's CQEs and qp lines (context k + 1 is the k-th qp line).
+fn irdma_plan(scenario: Scenario, entries: u32, hw_rev: HwRev) -> (Vec<ModelCqe>, Vec<IrdmaImageQp>) {
     let items: Vec<ModelCqe> = match scenario {
+        Scenario::Iwarp => return irdma_iwarp(hw_rev),
         Scenario::Mixed => vec![
             ModelCqe::send(1, QP_A, 0, sq_op::SEND),
             ModelCqe::send(1, QP_A, 1, sq_op::RDMA_READ),
@@ -275,7 +278,7 @@ fn irdma_roce(scenario: Scenario, entries: u32, hw_rev: HwRev) -> (Vec<ModelCqe>
             .enumerate()
             .map(|(k, minor)| ModelCqe::flush(IRDMA_ERR_CTX + k as u64, QP_ERR + k as u32, true, 0, minor))
             .collect(),
-        Scenario::Laps | Scenario::Stream | Scenario::Iwarp => (0..entries - 1)
+        Scenario::Laps | Scenario::Stream => (0..entries - 1)
             .map(|i| {
                 if i % 2 == 0 {
                     ModelCqe::send(1, QP_A, (i / 2 % 64) as u16, sq_op::SEND)
