@@ -188,10 +188,20 @@ pub fn run(t: &mut dyn BenchTarget, p: &Params) -> Report {
         per_rep,
         ns_median: median,
         ns_min: per_rep_ns[0],
-        mcqe_per_s: if median > 0.0 { 1e3 / median } else { 0.0 },
+        mcqe_per_s: mcqe_per_s(median),
         instr: None,
         ring: None,
         callgrind_args: None,
+    }
+}
+
+/// Millions of CQEs a second at `ns_per_cqe`; 0 for a time too short to measure (a
+/// rate of infinity would be `null` in the JSON output).
+fn mcqe_per_s(ns_per_cqe: f64) -> f64 {
+    if ns_per_cqe > 0.0 {
+        1e3 / ns_per_cqe
+    } else {
+        0.0
     }
 }
 
@@ -246,6 +256,7 @@ mod tests {
             6
         }
         fn poll_empty(&mut self, _: usize) -> usize {
+            self.spin();
             self.calls.push("empty");
             0
         }
@@ -300,5 +311,21 @@ mod tests {
         let mut t = Fake { spin_us: vec![0, 1_000, 0, 1_000], ..Fake::default() };
         let r = run(&mut t, &params(Mode::Full, 1, 2, false));
         assert!((125_000.0..4_000_000.0).contains(&r.ns_min), "{r:?}");
+    }
+
+    #[test]
+    fn an_empty_poll_row_times_each_call() {
+        // One lap is 8 calls; the first takes at least 1 ms, so the repetition averages at
+        // least 125 µs a call.
+        let mut t = Fake { spin_us: vec![1_000], ..Fake::default() };
+        let r = run(&mut t, &params(Mode::Empty, 1, 1, false));
+        assert!((125_000.0..4_000_000.0).contains(&r.ns_median), "{r:?}");
+        assert_eq!(r.ns_min, r.ns_median);
+    }
+
+    #[test]
+    fn the_rate_of_an_unmeasurably_short_time_is_zero_not_infinite() {
+        assert_eq!(mcqe_per_s(0.0), 0.0);
+        assert_eq!(mcqe_per_s(4.0), 250.0);
     }
 }

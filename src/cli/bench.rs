@@ -124,17 +124,22 @@ impl BenchArgs {
     }
 }
 
-fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, CliError> {
-    match a.vendor {
-        Vendor::Mlx5 if !a.entries.is_power_of_two() || a.entries < 2 || a.entries > 1 << 22 => {
-            return Err(CliError(format!("--entries {}: must be a power of two from 2 to 4194304", a.entries)));
+/// Refuses a ring size the vendor's model cannot have.
+fn check_entries(vendor: Vendor, entries: u32) -> Result<(), CliError> {
+    match vendor {
+        Vendor::Mlx5 if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) => {
+            Err(CliError(format!("--entries {entries}: must be a power of two from 2 to 4194304")))
         }
         // irdma rings have the sizes rdma-core gives them (`cqe + 1`, doubled, even).
-        Vendor::Irdma if !(4..=1 << 20).contains(&a.entries) => {
-            return Err(CliError(format!("--entries {}: irdma rings have 4 to 1048576 slots", a.entries)));
+        Vendor::Irdma if !(4..=1 << 20).contains(&entries) => {
+            Err(CliError(format!("--entries {entries}: irdma rings have 4 to 1048576 slots")))
         }
-        _ => {}
+        _ => Ok(()),
     }
+}
+
+fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, CliError> {
+    check_entries(a.vendor, a.entries)?;
     let comp = a.compression.config(a.mini.as_deref())?;
     if comp.is_some() && a.vendor != Vendor::Mlx5 {
         return Err(CliError("--compression applies to mlx5 only".into()));
@@ -386,4 +391,25 @@ pub fn callgrind_total(path: &std::path::Path) -> Result<u64, CliError> {
         .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .ok_or_else(|| CliError(format!("{}: no totals line in callgrind output", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_sizes_are_checked_at_both_ends() {
+        for (vendor, ok, bad) in [
+            (Vendor::Mlx5, [2, 64, 1 << 22], [0, 1, 3, 48, 1 << 23]),
+            (Vendor::Irdma, [4, 5, 1 << 20], [0, 1, 3, (1 << 20) + 1, 1 << 22]),
+        ] {
+            for n in ok {
+                assert!(check_entries(vendor, n).is_ok(), "{vendor:?} {n}");
+            }
+            for n in bad {
+                let e = check_entries(vendor, n).unwrap_err();
+                assert!(e.0.starts_with(&format!("--entries {n}: ")), "{vendor:?}: {}", e.0);
+            }
+        }
+    }
 }
