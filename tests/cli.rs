@@ -134,7 +134,7 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 26] = [
+    let cases: [(&[&str], &str); 27] = [
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         // Powers of two outside the sizes an mlx5 CQ can have.
         (&["bench", "poll", "--entries", "1"], "--entries 1: must be a power of two from 2 to 4194304"),
@@ -174,6 +174,7 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         (&["ring", "export", "--entries", "24"], "--entries 24: must be a power of two"),
         (&["ring", "export", "--entries", "8388608"], "--entries 8388608: must be a power of two from 4 to"),
         (&["ring", "export", "--scenario", "iwarp"], "the iwarp scenario is irdma only"),
+        (&["decode", "--vendor", "irdma", "--cqe-size", "128"], "--cqe-size applies to mlx5 rings; an irdma CQE"),
     ];
     for (args, what) in cases {
         let o = dvcq(args, None);
@@ -220,6 +221,23 @@ fn options_that_apply_are_used() {
     let o = dvcq(&["ring", "export", "--compression", "basic", "--mini", "csum", "--scenario", "stream"], None);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).lines().next().unwrap().ends_with("comp=basic mini=csum"));
+    // A DPDK ring dump of two 128-byte slots whose first halves hold data: read as 64-byte
+    // CQEs unless `--cqe-size 128` says otherwise (its error CQE is then slot 1).
+    let mut ring = [0x11u8; 256];
+    ring[128..].fill(0);
+    ring[255] = 0xd0; // REQ_ERR
+    ring[248..252].copy_from_slice(&[0x0a, 0x00, 0x01, 0x23]);
+    let mut dump = format!("MLX5 Error CQ: at [0x1000], len={}\n", ring.len());
+    for (r, row) in ring.chunks(16).enumerate() {
+        let bytes: String = row.iter().map(|b| format!(" {b:02X}")).collect();
+        dump += &format!("{:08X}:{bytes} | ................\n", r * 16);
+    }
+    for (size, slot, cqe_size) in [("auto", 3, 64), ("128", 1, 128)] {
+        let o = dvcq(&["decode", "--json", "--cqe-size", size, "-"], Some(&dump));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["slot"].as_u64(), v["ring_cqe_size"].as_u64()), (Some(slot), Some(cqe_size)), "{size}");
+    }
 }
 
 #[test]

@@ -3,7 +3,9 @@
 
 mod support;
 
-use dvcq::decode::{decode_mlx5, scan, Decoded, DumpFormat, Mlx5Options, Report, Vendor};
+use dvcq::decode::{
+    decode_mlx5, scan, scan_with, Decoded, DumpFormat, Mlx5Options, Report, RingCqeSize, ScanOptions, Vendor,
+};
 use dvcq::mlx5::dump::{cqe_from_bytes, err_cqe_dump};
 use dvcq::uapi::mlx5::opcode::syndrome;
 
@@ -1052,7 +1054,7 @@ fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
     let r = scan(&announce(&[ok, ok].concat(), 128), Vendor::Mlx5);
     assert!(r.dumps.is_empty());
     let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
-    assert_eq!(why, ["ring dump of 2 CQEs holds no error CQE (opcode 13 or 14)"]);
+    assert_eq!(why, ["ring dump of 2 64-byte CQEs holds no error CQE (opcode 13 or 14)"]);
     // Two announced, one given: still a ring (its error CQE is slot 0), and the cut is named.
     let r = scan(&announce(&err, 128), Vendor::Mlx5);
     assert_eq!(r.dumps.iter().map(|d| d.slot).collect::<Vec<_>>(), [Some(0)]);
@@ -1080,6 +1082,76 @@ fn a_dpdk_title_s_length_decides_ring_or_single_cqe() {
     assert!(r.dumps.is_empty());
     let why: Vec<&str> = r.problems.iter().map(|p| p.reason.as_str()).collect();
     assert_eq!(why, ["truncated dump: 32 of the 128 bytes its title announces"]);
+}
+
+/// The slots and ring CQE sizes `scan_with` reports for `text` read with `size`.
+fn ring_slots(text: &str, size: RingCqeSize) -> Vec<(Option<usize>, Option<u32>, usize)> {
+    let r = scan_with(text, Vendor::Mlx5, ScanOptions { ring_cqe_size: size });
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    r.dumps.iter().map(|d| (d.slot, d.ring_cqe_size, d.line)).collect()
+}
+
+/// DPDK built with 128-byte cache lines (arm64's generic build) creates 128-byte CQEs and
+/// dumps whole 128-byte slots, `struct mlx5_cqe` padding 64 bytes before the cqe64.
+#[test]
+fn dpdk_rings_of_128_byte_cqes() {
+    let err = remote_access_err();
+    let mut ok = [0u8; 64];
+    ok[44..48].copy_from_slice(&64u32.to_be_bytes());
+    ok[56..60].copy_from_slice(&0x0a00_0123u32.to_be_bytes());
+    let mut unwritten = [0u8; 64];
+    unwritten[63] = 0xf1; // DPDK's initial op_own
+    let slot = |first: [u8; 64], cqe64: [u8; 64]| [first, cqe64].concat();
+    let zero = [0u8; 64];
+    // Slot 1 of four is the error CQE; every slot's first half is zero.
+    let ring: Vec<u8> = [slot(zero, ok), slot(zero, err), slot(zero, ok), slot(zero, unwritten)].concat();
+    let text = format!("noise\n{}", dpdk(&ring));
+    // Found as slot 1, at its slot's first row (title on line 2, 8 rows a slot), whole.
+    let want = vec![(Some(1), Some(128), 2 + 1 + 8)];
+    assert_eq!(ring_slots(&text, RingCqeSize::Auto), want);
+    assert_eq!(ring_slots(&text, RingCqeSize::Bytes128), want);
+    let r = scan(&text, Vendor::Mlx5);
+    check_remote_access(only_mlx5(&r, 0));
+    assert!(dvcq::decode::render_text(1, &r.dumps[0])
+        .starts_with("dump 1: line 11 (DPDK rte_hexdump, CQE 1 of the ring; 128-byte CQEs, its cqe64 shown)\n"));
+    // Read as 64-byte CQEs, the same bytes put the error CQE in slot 3.
+    assert_eq!(ring_slots(&text, RingCqeSize::Bytes64), vec![(Some(3), Some(64), 2 + 1 + 12)]);
+
+    // First halves holding inline data (format 2 receives): not detected, so 64-byte CQEs;
+    // one of them even reads as an error CQE there. `--cqe-size 128` reads the ring right.
+    let mut inline = [0x5au8; 64];
+    inline[63] = 0xd0;
+    let ring: Vec<u8> = [slot(inline, ok), slot(zero, err)].concat();
+    let text = dpdk(&ring);
+    assert_eq!(ring_slots(&text, RingCqeSize::Auto), vec![(Some(0), Some(64), 2), (Some(3), Some(64), 2 + 12)]);
+    assert_eq!(ring_slots(&text, RingCqeSize::Bytes128), vec![(Some(1), Some(128), 2 + 8)]);
+
+    // A ring of 64-byte CQEs is never taken for one of 128: DPDK initialises every op_own.
+    let ring: Vec<u8> = [unwritten, err, unwritten, ok].concat();
+    assert_eq!(ring_slots(&dpdk(&ring), RingCqeSize::Auto), vec![(Some(1), Some(64), 2 + 4)]);
+
+    // One 64-byte CQE is that CQE whatever the ring's size: no slot, nothing cut.
+    for size in [RingCqeSize::Auto, RingCqeSize::Bytes64, RingCqeSize::Bytes128] {
+        assert_eq!(ring_slots(&dpdk(&err), size), vec![(None, None, 1)], "{size:?}");
+        assert_eq!(ring_slots(&kernel(&err, "cqe_dump: "), size), vec![(None, None, 1)], "{size:?}");
+    }
+
+    // Messages count 128-byte CQEs: a ring without an error, a cut ring, a cut slot.
+    let why = |text: &str| -> Vec<String> { scan(text, Vendor::Mlx5).problems.into_iter().map(|p| p.reason).collect() };
+    let ring: Vec<u8> = [slot(zero, ok), slot(zero, unwritten)].concat();
+    assert_eq!(why(&dpdk(&ring)), ["ring dump of 2 128-byte CQEs holds no error CQE (opcode 13 or 14)"]);
+    let ring: Vec<u8> = [slot(zero, ok), slot(zero, err)].concat();
+    let cut = dpdk(&ring).replacen("len=256", "len=512", 1);
+    assert_eq!(
+        why(&cut),
+        ["truncated dump: 256 of the 512 bytes its title announces (the first 256 searched: 1 error CQE)"]
+    );
+    let r = scan(&cut, Vendor::Mlx5);
+    assert_eq!(r.dumps.iter().map(|d| d.slot).collect::<Vec<_>>(), [Some(1)]);
+    let ring: Vec<u8> = [slot(zero, err), zero.to_vec()].concat();
+    let text = dpdk(&ring);
+    assert_eq!(why(&text), ["dump longer than one 128-byte CQE: 192 bytes, the last 64 not decoded"]);
+    assert_eq!(scan(&text, Vendor::Mlx5).dumps.len(), 1);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::output::{warn, Output};
 use super::CliError;
-use crate::decode::{render_text, scan, Report, Vendor};
+use crate::decode::{render_text, scan_with, Report, RingCqeSize, ScanOptions, Vendor};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +21,8 @@ const AFTER_HELP: &str = "\
 Input: any text (whole logs too) holding one or more dumps:
   rdma-core   'mlx5: <host>: got completion with error:' + 4 lines of '%08x %08x %08x %08x'
   kernel      print_hex_dump lines '[cqe_dump: ]00000000: 00 11 ...' (16 bytes a line)
-  DPDK        'MLX5 Error CQ: at [0x..], len=N' + rte_hexdump lines (error CQEs of the ring)
+  DPDK        'MLX5 Error CQ: at [0x..], len=N' + rte_hexdump lines (error CQEs of the ring;
+              64- or 128-byte CQEs, see --cqe-size)
   bare        one line of 64 bytes in hex, spaces optional (success CQEs decode too)
   irdma       4 or 8 hex qwords per CQE (with --vendor irdma); '%016llx', or 4 or 8 '0x%llx' a line
 Problems are reported with their line number and reason; decoding goes on.
@@ -45,11 +46,36 @@ pub struct DecodeArgs {
     /// ("type":"problem"), in line order.
     #[arg(long)]
     pub json: bool,
+    /// mlx5: the CQE size of a dumped CQ ring (DPDK dumps the whole ring). `auto` reads
+    /// 128-byte CQEs when every slot's first half is zero, as in the rings DPDK creates when
+    /// built with 128-byte cache lines (arm64's generic build); set 128 when those halves
+    /// hold inline data. A dump of one 64-byte CQE is that CQE either way.
+    #[arg(long, value_enum, default_value_t = CqeSizeArg::Auto)]
+    pub cqe_size: CqeSizeArg,
+}
+
+/// `--cqe-size` of `dvcq decode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CqeSizeArg {
+    /// 128 when every slot's first half is zero, else 64.
+    #[default]
+    Auto,
+    /// 64-byte CQEs.
+    #[value(name = "64")]
+    Bytes64,
+    /// 128-byte CQEs, the cqe64 in each one's second half.
+    #[value(name = "128")]
+    Bytes128,
 }
 
 impl DecodeArgs {
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
+        if self.vendor == VendorArg::Irdma && self.cqe_size != CqeSizeArg::Auto {
+            return Err(CliError(
+                "decode: --cqe-size applies to mlx5 rings; an irdma CQE's size comes from its qwords (4 or 8)".into(),
+            ));
+        }
         let mut raw = Vec::new();
         let name = match &self.input {
             Some(p) if p.as_os_str() != "-" => {
@@ -68,7 +94,12 @@ impl DecodeArgs {
             VendorArg::Mlx5 => Vendor::Mlx5,
             VendorArg::Irdma => Vendor::Irdma,
         };
-        let report = scan(&text, vendor);
+        let ring_cqe_size = match self.cqe_size {
+            CqeSizeArg::Auto => RingCqeSize::Auto,
+            CqeSizeArg::Bytes64 => RingCqeSize::Bytes64,
+            CqeSizeArg::Bytes128 => RingCqeSize::Bytes128,
+        };
+        let report = scan_with(&text, vendor, ScanOptions { ring_cqe_size });
         let out = if self.json { render_json(&report)? } else { render_human(&report, &name) };
         Output::stdout().write(&out)?;
         if !self.json {

@@ -17,7 +17,10 @@
 //! * DPDK mlx5 (`mlx5_dump_debug_information` → `rte_hexdump`): `MLX5 Error CQ: at [0x..],
 //!   len=<n>`, then `%08X:` and ` %02X` bytes, ` | ` and an ASCII column; the whole CQ ring is
 //!   dumped, so only its error CQEs are decoded; before dumping, the Tx path writes `"seen"`
-//!   into reserved bytes of the error CQE, which are ignored.
+//!   into reserved bytes of the error CQE, which are ignored. DPDK built with 128-byte cache
+//!   lines (arm64's generic build among them) creates 128-byte CQEs and dumps 128-byte
+//!   slots (`struct mlx5_cqe` pads 64 bytes before the cqe64); [`ScanOptions::ring_cqe_size`]
+//!   says how such a ring is read.
 //! * a bare 64-byte hex string (one line, spaces optional);
 //! * irdma CQEs as four or eight 64-bit qwords ([`Vendor::Irdma`]).
 
@@ -28,7 +31,7 @@ mod scan;
 
 pub use irdma::{decode_irdma, IrdmaCqe};
 pub use mlx5::{decode_mlx5, Meaning, Mlx5Cqe, Mlx5Options, StatusInfo, DPDK_MARKER, DPDK_MARKER_OFFSETS};
-pub use scan::scan;
+pub use scan::{scan, scan_with, RingCqeSize, ScanOptions};
 
 use serde::Serialize;
 
@@ -100,6 +103,10 @@ pub struct Found {
     pub format: DumpFormat,
     /// Index of the CQE in a dump of several (a DPDK ring), else `None`.
     pub slot: Option<usize>,
+    /// With `slot`: the ring's CQE size in bytes, 64 or 128 (the cqe64 is a 128-byte slot's
+    /// second half).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_cqe_size: Option<u32>,
     /// The decoded CQE.
     #[serde(flatten)]
     pub cqe: Decoded,

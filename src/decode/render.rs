@@ -28,7 +28,11 @@ fn notes(out: &mut String, n: &[String]) {
 /// The text `dvcq decode` prints for one dump; `index` counts from 1.
 pub fn render_text(index: usize, f: &Found) -> String {
     let mut out = String::new();
-    let slot = f.slot.map(|s| format!(", CQE {s} of the ring")).unwrap_or_default();
+    let slot = match (f.slot, f.ring_cqe_size) {
+        (Some(s), Some(128)) => format!(", CQE {s} of the ring; 128-byte CQEs, its cqe64 shown"),
+        (Some(s), _) => format!(", CQE {s} of the ring"),
+        (None, _) => String::new(),
+    };
     let _ = writeln!(out, "dump {index}: line {} ({}{slot})", f.line, f.format.describe());
     match &f.cqe {
         Decoded::Mlx5(c) => mlx5(&mut out, c),

@@ -331,6 +331,38 @@ fn starts_dump(s: &str) -> bool {
 struct Scanner<'a> {
     lines: Vec<Line<'a>>,
     report: Report,
+    opts: ScanOptions,
+}
+
+/// How [`scan_with`] reads a dumped mlx5 CQ ring (a dump of more than one 64-byte CQE).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RingCqeSize {
+    /// 128-byte slots when every slot's first half is zero and some second half is not, as
+    /// in a ring DPDK built with 128-byte cache lines dumps; 64-byte CQEs otherwise.
+    #[default]
+    Auto,
+    /// 64-byte CQEs.
+    Bytes64,
+    /// 128-byte slots, the cqe64 in each slot's second half (rdma-core `cqe + 64`).
+    Bytes128,
+}
+
+/// Settings of [`scan_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ScanOptions {
+    /// How a dumped mlx5 CQ ring is cut into CQEs. A dump of one 64-byte CQE is always that
+    /// CQE: the kernel and rdma-core print the cqe64 of a 128-byte CQE alone.
+    pub ring_cqe_size: RingCqeSize,
+}
+
+/// True when `bytes`, cut into 64-byte halves, looks like a ring of 128-byte CQEs: at least
+/// one whole slot, every first half zero and some second half not. A 64-byte ring never
+/// looks so: DPDK and rdma-core initialise every CQE's `op_own` (0xF1 or 0xF0), and a CQE
+/// the device wrote names its QP.
+fn zero_first_halves(bytes: &[u8]) -> bool {
+    let halves: Vec<&[u8]> = bytes.chunks_exact(64).collect();
+    let zero = |h: &&[u8]| h.iter().all(|&b| b == 0);
+    halves.len() >= 2 && halves.iter().step_by(2).all(zero) && !halves.iter().skip(1).step_by(2).all(zero)
 }
 
 fn to64(bytes: &[u8]) -> Option<[u8; 64]> {
@@ -352,9 +384,23 @@ impl<'a> Scanner<'a> {
         self.report.problems.push(Problem { line, format, reason });
     }
 
-    fn found_mlx5(&mut self, line: usize, format: DumpFormat, slot: Option<usize>, b: &[u8; 64]) {
+    /// A decoded mlx5 CQE; `ring` is its slot and the ring's CQE size in a ring dump.
+    fn found_mlx5(&mut self, line: usize, format: DumpFormat, ring: Option<(usize, u32)>, b: &[u8; 64]) {
         let opts = Mlx5Options { dpdk: format == DumpFormat::Dpdk };
-        self.report.dumps.push(Found { line, format, slot, cqe: Decoded::Mlx5(Box::new(decode_mlx5(b, opts))) });
+        let (slot, ring_cqe_size) = (ring.map(|r| r.0), ring.map(|r| r.1));
+        let cqe = Decoded::Mlx5(Box::new(decode_mlx5(b, opts)));
+        self.report.dumps.push(Found { line, format, slot, ring_cqe_size, cqe });
+    }
+
+    /// The CQE size of a dumped ring whose bytes are `bytes`: 64 for a dump of one CQE.
+    fn ring_stride(&self, bytes: &[u8]) -> usize {
+        match self.opts.ring_cqe_size {
+            _ if bytes.len() <= 64 => 64,
+            RingCqeSize::Bytes64 => 64,
+            RingCqeSize::Bytes128 => 128,
+            RingCqeSize::Auto if zero_first_halves(bytes) => 128,
+            RingCqeSize::Auto => 64,
+        }
     }
 
     /// Index of the next non-blank line at or after `i`.
@@ -538,12 +584,18 @@ impl<'a> Scanner<'a> {
         // not fit is reported, and every whole CQE of the rest is still decoded.
         let announced = title.as_ref().and_then(|t| t.2);
         let usable = announced.map_or(have, |len| len.min(have));
-        let whole = usable / 64;
+        // 64-byte CQEs, or 128-byte ones whose second half is the cqe64.
+        let stride = self.ring_stride(bytes.get(..usable).unwrap_or_default());
+        let whole = usable / stride;
         // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
-        let slots = announced.map_or(whole, |len| len / 64).max(whole);
-        // Each whole CQE, and whether it is an error CQE (opcode 13 or 14).
-        let cqes: Vec<([u8; 64], bool)> =
-            bytes.chunks_exact(64).take(whole).filter_map(to64).map(|b| (b, matches!(b[63] >> 4, 13 | 14))).collect();
+        let slots = announced.map_or(whole, |len| len / stride).max(whole);
+        // Each whole CQE's cqe64, and whether it is an error CQE (opcode 13 or 14).
+        let cqes: Vec<([u8; 64], bool)> = bytes
+            .chunks_exact(stride)
+            .take(whole)
+            .filter_map(|c| to64(c.get(stride - 64..)?))
+            .map(|b| (b, matches!(b[63] >> 4, 13 | 14)))
+            .collect();
         let errors = cqes.iter().filter(|c| c.1).count();
         let mut reported = false;
         if let Some(len) = announced.filter(|&len| len != have) {
@@ -556,11 +608,13 @@ impl<'a> Scanner<'a> {
             // is searched for its error CQEs, and "decoded" would claim output there is none of.
             let kept = match (whole, slots) {
                 (0, _) => String::new(),
-                (_, 1) => format!(" (the first {} decoded)", whole * 64),
-                (_, _) if errors == 0 => format!(" (the first {} searched: no error CQE, opcode 13 or 14)", whole * 64),
+                (_, 1) => format!(" (the first {} decoded)", whole * stride),
+                (_, _) if errors == 0 => {
+                    format!(" (the first {} searched: no error CQE, opcode 13 or 14)", whole * stride)
+                }
                 (_, _) => {
                     let s = if errors == 1 { "" } else { "s" };
-                    format!(" (the first {} searched: {errors} error CQE{s})", whole * 64)
+                    format!(" (the first {} searched: {errors} error CQE{s})", whole * stride)
                 }
             };
             self.problem(start_no, Some(format), format!("{why}{kept}"));
@@ -571,25 +625,30 @@ impl<'a> Scanner<'a> {
                 self.problem(
                     start_no,
                     Some(format),
-                    format!("truncated dump: {usable} bytes, less than one 64-byte CQE (4 lines of 16)"),
+                    format!(
+                        "truncated dump: {usable} bytes, less than one {stride}-byte CQE ({} lines of 16)",
+                        stride / 16
+                    ),
                 );
             }
             return i;
         }
-        if usable % 64 != 0 && !reported {
-            let cqes = if whole == 1 { "one 64-byte CQE".to_string() } else { format!("{whole} 64-byte CQEs") };
+        if usable % stride != 0 && !reported {
+            let cqes =
+                if whole == 1 { format!("one {stride}-byte CQE") } else { format!("{whole} {stride}-byte CQEs") };
             self.problem(
                 start_no,
                 Some(format),
-                format!("dump longer than {cqes}: {usable} bytes, the last {} not decoded", usable % 64),
+                format!("dump longer than {cqes}: {usable} bytes, the last {} not decoded", usable % stride),
             );
             reported = true;
         }
         let mut any = false;
         for (k, (b, error)) in cqes.iter().enumerate() {
             if slots == 1 || *error {
-                let no = if slots == 1 { start_no } else { rows.get(k * 4).map_or(start_no, |r| r.1) };
-                self.found_mlx5(no, format, (slots > 1).then_some(k), b);
+                // A ring's CQE is reported at its slot's first row.
+                let no = if slots == 1 { start_no } else { rows.get(k * stride / 16).map_or(start_no, |r| r.1) };
+                self.found_mlx5(no, format, (slots > 1).then_some((k, stride as u32)), b);
                 any = true;
             }
         }
@@ -597,7 +656,7 @@ impl<'a> Scanner<'a> {
             self.problem(
                 start_no,
                 Some(format),
-                format!("ring dump of {slots} CQEs holds no error CQE (opcode 13 or 14)"),
+                format!("ring dump of {slots} {stride}-byte CQEs holds no error CQE (opcode 13 or 14)"),
             );
         }
         i
@@ -767,6 +826,7 @@ impl<'a> Scanner<'a> {
             line,
             format: DumpFormat::IrdmaQwords,
             slot: None,
+            ring_cqe_size: None,
             cqe: Decoded::Irdma(Box::new(decode_irdma(q))),
         });
     }
@@ -892,14 +952,19 @@ fn qword_line(s: &str) -> QLine {
     }
 }
 
-/// Scans `text` for CQE dumps of `vendor`'s formats.
+/// Scans `text` for CQE dumps of `vendor`'s formats, with the default [`ScanOptions`].
 pub fn scan(text: &str, vendor: Vendor) -> Report {
+    scan_with(text, vendor, ScanOptions::default())
+}
+
+/// Scans `text` for CQE dumps of `vendor`'s formats.
+pub fn scan_with(text: &str, vendor: Vendor, opts: ScanOptions) -> Report {
     let lines = text
         .split('\n')
         .enumerate()
         .map(|(i, t)| Line { no: i + 1, text: t.strip_suffix('\r').unwrap_or(t) })
         .collect();
-    let mut s = Scanner { lines, report: Report::default() };
+    let mut s = Scanner { lines, report: Report::default(), opts };
     match vendor {
         Vendor::Mlx5 => s.run_mlx5(),
         Vendor::Irdma => s.run_irdma(),
