@@ -277,7 +277,21 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
     for scenario in ["mixed", "errors", "iwarp"] {
         let text = image(scenario, "2");
         let [v44, v52, v64] = [Some("v44"), Some("v52"), None].map(|r| decode(&text, r));
-        for (release, want) in [("51", &v44), ("v63", &v52), ("v52", &v52), ("v64", &v64), ("99", &v64)] {
+        // A point release of v44 to v51 from the one that took v52's receive opcodes on
+        // polls as v52 does; one before it as v44 did.
+        let releases = [
+            ("51", &v44),
+            ("v44.6", &v44),
+            ("50.1", &v44),
+            ("v44.7", &v52),
+            ("v51.2", &v52),
+            ("48.3", &v52),
+            ("v63", &v52),
+            ("v52", &v52),
+            ("v64", &v64),
+            ("99", &v64),
+        ];
+        for (release, want) in releases {
             assert_eq!(&decode(&text, Some(release)), want, "{scenario}, {release}");
         }
         let (old, new) = (changed(&v44, &v52), changed(&v52, &v64));
@@ -304,9 +318,12 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
     // ring with a release that had no GEN3.
     let mixed = image("mixed", "2");
     for (release, what) in [
-        ("v43", "'v43' for '--rdma-core <vN>': v43: the irdma poll is reproduced from rdma-core v44 on"),
-        ("v5x", "\"v5x\" is not an rdma-core release: give its major number, as v52 or 52"),
+        ("v43", "'v43' for '--rdma-core <vN[.M]>': v43: the irdma poll is reproduced from rdma-core v44 on"),
+        ("v5x", "\"v5x\" is not an rdma-core release: give it as v44.7, v52 or 52"),
         ("+52", "\"+52\" is not an rdma-core release"),
+        ("v44.", "\"v44.\" is not an rdma-core release"),
+        ("v44.7.1", "\"v44.7.1\" is not an rdma-core release"),
+        ("v43.9", "v43: the irdma poll is reproduced from rdma-core v44 on"),
     ] {
         let o = dvcq(&["ring", "decode", "-", "--rdma-core", release], Some(&mixed));
         assert_eq!(o.status.code(), Some(2), "{release}");
@@ -322,7 +339,8 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "dvcq: stdin: line 2: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 had no GEN3\n"
+        "dvcq: stdin: line 2: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 (before v44.7, \
+         v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2) had no GEN3\n"
     );
 }
 

@@ -710,7 +710,7 @@ impl CqeView<'_> {
         self.w3 & q3::EXTCQE != 0
     }
     /// The status rdma-core would derive from the error fields alone (no QP context: the
-    /// SQ unknown-opcode override and the UD CIE rule are not applied).
+    /// SQ unknown-opcode override is not applied).
     pub fn status(&self) -> WcStatus {
         if !self.error() {
             return WcStatus::Success;

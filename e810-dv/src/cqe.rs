@@ -7,7 +7,7 @@ use crate::flush;
 use crate::ring::{Pos, SlotSource, SlotWords};
 use crate::status::{classify_error, flush_code_status, rq_opcode, sq_opcode, vendor_err, CompStatus};
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcStatus};
-use dvcq_uapi::irdma::codes::{flush as flush_code, major};
+use dvcq_uapi::irdma::codes::flush as flush_code;
 use dvcq_uapi::irdma::cqe::{q0, q2, q3, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
 
@@ -111,10 +111,9 @@ impl Engine {
         };
 
         let error = w3 & q3::ERROR != 0;
-        let mut major_err = q3::major_err(w3);
+        let major_err = q3::major_err(w3);
         let (mut comp, mut minor_err) =
             if error { classify_error(major_err, q3::minor_err(w3), self.compat) } else { (CompStatus::Success, 0) };
-        let mut error = error;
         if parked {
             if let CompStatus::Flushed(_) = comp {
                 comp = CompStatus::Flushed(flush_code::GENERAL_ERR);
@@ -122,19 +121,12 @@ impl Engine {
             }
         }
         let is_sq = w3 & q3::SQ != 0;
-        if error
-            && is_sq
-            && qp.ud
-            && qp.send_with_imm
-            && major_err >> 12 == major::CIE_NIBBLE
-            && self.compat.rnr_and_ud_cie()
-        {
-            // Non-fatal UD "CIE" errors are reported as success (v64+, §5.1).
-            comp = CompStatus::Success;
-            error = false;
-            major_err = 0;
-            minor_err = 0;
-        }
+        // Not followed: the uk layer's rule that turns a RoCE UD QP's non-fatal "CIE" send
+        // errors (major 0xEnnn) into successes (v64+, `irdma_uk_cq_poll_cmpl`) tests
+        // `qp->qp_type == IRDMA_QP_TYPE_ROCE_UD`, and the userspace provider never sets the
+        // type it initialises QPs with (`irdma_uk_qp_init` defaults it to IWARP), so in
+        // userspace the rule never applies and such a CQE is an unknown error
+        // (`IBV_WC_GENERAL_ERR`) in every release. shared/spec/irdma.md §5.1 says otherwise.
 
         let mut wc = Completion::default();
         wc.qp_num = q2::qp_id(w2);

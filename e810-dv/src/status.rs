@@ -9,42 +9,50 @@ use dvcq_uapi::irdma::codes::{ae, flush, major, rq_op, sq_op};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Compat {
     /// rdma-core v64 and later (checked against v65): minor 11 is
-    /// `IBV_WC_RNR_RETRY_EXC_ERR`, the UD "CIE" send errors are successes, major 0xFFFE is
-    /// a flush with an AE code, the SRQ bit is read, atomic SQ opcodes are mapped, and ring
-    /// sizes are rounded to even.
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`, major 0xFFFE is a flush with an AE code, the SRQ bit is
+    /// read, atomic SQ opcodes are mapped, and ring sizes are rounded to even.
     #[default]
     Current,
-    /// rdma-core v52 to v63: as [`Compat::V44`], except that RoCE write-with-immediate
-    /// receives are `IBV_WC_RECV_RDMA_WITH_IMM` (commit 7f2d095ff).
+    /// rdma-core v52 to v63, and the v44 to v51 point releases that took commit 7f2d095ff
+    /// (from v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2 and v51.2 on): as
+    /// [`Compat::V44`], except that RoCE write-with-immediate receives are
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
     V52,
-    /// rdma-core v44 to v51 (v44 is Debian 12's): RoCE write-with-immediate receives are
-    /// `IBV_WC_RECV` with `IBV_WC_WITH_IMM`, minor 11 is `IBV_WC_FATAL_ERR`, UD "CIE" send
-    /// errors and major 0xFFFE are general errors, the SRQ bit is not looked at, atomic SQ
-    /// opcodes are general errors, and ring sizes are not rounded.
+    /// rdma-core v44 to v51 before those point releases (Debian 12 ships v44.0, Ubuntu 24.04
+    /// v50.0): RoCE write-with-immediate receives are `IBV_WC_RECV` with `IBV_WC_WITH_IMM`,
+    /// minor 11 is `IBV_WC_FATAL_ERR`, major 0xFFFE is a general error, the SRQ bit is not
+    /// looked at, atomic SQ opcodes are general errors, and ring sizes are not rounded.
     V44,
 }
+
+/// The first point release of each of v44 to v51 with rdma-core commit 7f2d095ff ("Do not
+/// override the raw op type", v52), as (major, minor): from there its irdma poll is v52's.
+const V52_BACKPORTS: [(u32, u32); 8] = [(44, 7), (45, 6), (46, 5), (47, 4), (48, 3), (49, 3), (50, 2), (51, 2)];
 
 impl Compat {
     /// Every variant, newest first.
     pub const ALL: [Compat; 3] = [Compat::Current, Compat::V52, Compat::V44];
 
-    /// The behaviour of rdma-core release `v<major>`; `None` before v44, the oldest release
-    /// reproduced.
-    pub const fn for_release(major: u32) -> Option<Compat> {
+    /// The behaviour of rdma-core release `v<major>.<minor>`; `None` before v44, the oldest
+    /// release reproduced.
+    pub const fn for_release(major: u32, minor: u32) -> Option<Compat> {
         match major {
             64.. => Some(Compat::Current),
             52..=63 => Some(Compat::V52),
-            44..=51 => Some(Compat::V44),
+            44..=51 => {
+                let first = V52_BACKPORTS[(major - 44) as usize].1;
+                Some(if minor >= first { Compat::V52 } else { Compat::V44 })
+            }
             _ => None,
         }
     }
 
-    /// The releases this variant covers, as rdma-core names them (`v52 to v63`).
+    /// The releases this variant covers, as rdma-core names them (`v64 and later`).
     pub const fn releases(self) -> &'static str {
         match self {
             Compat::Current => "v64 and later",
-            Compat::V52 => "v52 to v63",
-            Compat::V44 => "v44 to v51",
+            Compat::V52 => "v52 to v63 (and v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2 on)",
+            Compat::V44 => "v44 to v51 (before v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2)",
         }
     }
 
@@ -55,10 +63,9 @@ impl Compat {
         !matches!(self, Compat::V44)
     }
 
-    /// Flush code 11 is `FLUSH_RNR_RETRY_EXC_ERR` and the UD "CIE" send errors are
-    /// successes (rdma-core commit d986d0b2c, v64).
+    /// Flush code 11 is `FLUSH_RNR_RETRY_EXC_ERR` (rdma-core commit d986d0b2c, v64).
     #[inline(always)]
-    pub(crate) const fn rnr_and_ud_cie(self) -> bool {
+    pub(crate) const fn rnr_retry_exc(self) -> bool {
         matches!(self, Compat::Current)
     }
 
@@ -102,7 +109,7 @@ pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
         flush::MW_BIND_ERR => WcStatus::MwBindErr,
         flush::REM_INV_REQ_ERR => WcStatus::RemInvReqErr,
         // Added in v64; older versions fall through to FATAL (§5.3, §10).
-        flush::RNR_RETRY_EXC_ERR if compat.rnr_and_ud_cie() => WcStatus::RnrRetryExcErr,
+        flush::RNR_RETRY_EXC_ERR if compat.rnr_retry_exc() => WcStatus::RnrRetryExcErr,
         _ => WcStatus::FatalErr,
     }
 }
@@ -147,7 +154,8 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
 
 /// The status decision of `irdma_uk_cq_poll_cmpl` (§5.1) for an error CQE; returns the
 /// status class and the minor code as rdma-core keeps it (translated for major 0xFFFE).
-/// The UD "CIE" case needs the QP type and is handled by the caller.
+/// A non-fatal UD "CIE" error (major 0xEnnn) is unknown here, as in rdma-core's userspace
+/// provider (see `Engine::translate`).
 #[inline]
 pub const fn classify_error(major_err: u16, minor_err: u16, compat: Compat) -> (CompStatus, u16) {
     if major_err == major::FLUSH {
@@ -215,20 +223,34 @@ mod tests {
     /// Each release maps to the variant whose range names it, at both ends of each range.
     #[test]
     fn releases_map_to_their_variant() {
-        for (major, want) in [
-            (0, None),
-            (43, None),
-            (44, Some(Compat::V44)),
-            (51, Some(Compat::V44)),
-            (52, Some(Compat::V52)),
-            (63, Some(Compat::V52)),
-            (64, Some(Compat::Current)),
-            (u32::MAX, Some(Compat::Current)),
+        for (major, minor, want) in [
+            (0, 0, None),
+            (43, 99, None),
+            (44, 0, Some(Compat::V44)),
+            (44, 6, Some(Compat::V44)),
+            (44, 7, Some(Compat::V52)),
+            (47, 3, Some(Compat::V44)),
+            (47, 4, Some(Compat::V52)),
+            (50, 1, Some(Compat::V44)),
+            (50, 2, Some(Compat::V52)),
+            (51, 1, Some(Compat::V44)),
+            (51, 2, Some(Compat::V52)),
+            (52, 0, Some(Compat::V52)),
+            (63, 9, Some(Compat::V52)),
+            (64, 0, Some(Compat::Current)),
+            (u32::MAX, 0, Some(Compat::Current)),
         ] {
-            assert_eq!(Compat::for_release(major), want, "v{major}");
+            assert_eq!(Compat::for_release(major, minor), want, "v{major}.{minor}");
+        }
+        // Each backport's point release is the first of its major with v52's poll.
+        for (major, first) in V52_BACKPORTS {
+            assert_eq!(Compat::for_release(major, first - 1), Some(Compat::V44), "v{major}");
+            assert_eq!(Compat::for_release(major, first), Some(Compat::V52), "v{major}");
+            assert_eq!(Compat::for_release(major, u32::MAX), Some(Compat::V52), "v{major}");
         }
         let names: Vec<_> = Compat::ALL.iter().map(|c| c.releases()).collect();
-        assert_eq!(names, ["v64 and later", "v52 to v63", "v44 to v51"]);
+        assert!(names[0] == "v64 and later" && names[1].starts_with("v52 to v63 (and v44.7,"), "{names:?}");
+        assert!(names[2].starts_with("v44 to v51 (before v44.7,"), "{names:?}");
     }
 
     #[test]

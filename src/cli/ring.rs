@@ -22,10 +22,12 @@ enum RingWhat {
     Decode {
         /// The image file; `-` or nothing reads standard input.
         file: Option<String>,
-        /// irdma: decode as this rdma-core release polls (`v44` or `44`; the default is
-        /// current rdma-core, v64 and later). Releases differ in a few statuses and opcodes:
-        /// v44 to v51 (Debian 12), v52 to v63, v64 on.
-        #[arg(long, value_name = "vN", value_parser = parse_release)]
+        /// irdma: decode as this rdma-core release polls (`v44.7`, or `v44` for v44.0; the
+        /// default is current rdma-core, v64 and later). Releases differ in a few statuses
+        /// and opcodes: v44 to v51 (Debian 12's v44.0, Ubuntu 24.04's v50.0); v52 to v63,
+        /// with the v44-v51 point releases from v44.7, v45.6, v46.5, v47.4, v48.3, v49.3,
+        /// v50.2 and v51.2 on; v64 on.
+        #[arg(long, value_name = "vN[.M]", value_parser = parse_release)]
         rdma_core: Option<Release>,
     },
     /// Play a scenario on a hardware model and print its ring as an image.
@@ -93,21 +95,34 @@ impl CompressionArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Release {
     major: u32,
+    minor: u32,
     compat: Compat,
 }
 
-/// `v52` or `52`: an rdma-core release from v44 on (the oldest whose irdma poll dvcq
-/// reproduces).
+impl core::fmt::Display for Release {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.minor {
+            0 => write!(f, "v{}", self.major),
+            minor => write!(f, "v{}.{minor}", self.major),
+        }
+    }
+}
+
+/// `v44.7`, `44.7`, `v52` or `52` (a major alone is its `.0`): an rdma-core release from
+/// v44 on (the oldest whose irdma poll dvcq reproduces).
 fn parse_release(s: &str) -> Result<Release, String> {
-    let digits = s.strip_prefix('v').unwrap_or(s);
-    let major = digits
-        .parse::<u32>()
-        .ok()
-        .filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
-        .ok_or_else(|| format!("{s:?} is not an rdma-core release: give its major number, as v52 or 52"))?;
-    let compat = Compat::for_release(major)
+    let text = s.strip_prefix('v').unwrap_or(s);
+    let number = |t: &str| t.parse::<u32>().ok().filter(|_| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()));
+    let (major, minor) = match text.split_once('.') {
+        Some((major, minor)) => (number(major), number(minor)),
+        None => (number(text), Some(0)),
+    };
+    let (Some(major), Some(minor)) = (major, minor) else {
+        return Err(format!("{s:?} is not an rdma-core release: give it as v44.7, v52 or 52"));
+    };
+    let compat = Compat::for_release(major, minor)
         .ok_or_else(|| format!("v{major}: the irdma poll is reproduced from rdma-core v44 on"))?;
-    Ok(Release { major, compat })
+    Ok(Release { major, minor, compat })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -126,8 +141,7 @@ impl RingArgs {
                 let raw = parse_image(&text).map_err(at)?;
                 if let (ImageVendor::Mlx5, Some(r)) = (raw.vendor, rdma_core) {
                     return Err(CliError(format!(
-                        "--rdma-core v{}: applies to irdma rings only, and {name} holds an mlx5 ring",
-                        r.major
+                        "--rdma-core {r}: applies to irdma rings only, and {name} holds an mlx5 ring"
                     )));
                 }
                 let out = decode_raw(&raw, rdma_core.map_or(Compat::Current, |r| r.compat)).map_err(at)?;

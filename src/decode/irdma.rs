@@ -129,8 +129,9 @@ pub fn decode_irdma(qwords: &[u64]) -> IrdmaCqe {
             _ => {
                 if is_sq && major >> 12 == major_code::CIE_NIBBLE {
                     notes.push(
-                        "major 0xEnnn on an SQ CQE: on a RoCE UD QP rdma-core v64+ clears it and \
-                         reports success (non-fatal)"
+                        "major 0xEnnn on an SQ CQE: a non-fatal UD \"CIE\" error; rdma-core's uk layer \
+                         would clear it for RoCE UD QPs (v64+), but its userspace QPs are never typed so, \
+                         and userspace reports IBV_WC_GENERAL_ERR"
                             .into(),
                     );
                 }
@@ -330,8 +331,8 @@ mod tests {
 
     #[test]
     fn ud_cie_errors_and_stray_error_codes_are_remarked() {
-        // Major 0xEnnn on an SQ CQE (a RoCE UD "CIE" error that v64 turns into success): a
-        // general error here, since the QP type is not in the CQE, with a note.
+        // Major 0xEnnn on an SQ CQE (a RoCE UD "CIE" error): a general error, as rdma-core's
+        // userspace provider reports it, with a note.
         for (sq, major, noted) in [(true, 0xe123, true), (false, 0xe123, false), (true, 0x0e12, false)] {
             let d = decode_irdma(&[0, 0, 0, q3(sq, true, major, 1, 0)]);
             assert_eq!(d.status.value, 21, "{major:#x}");
