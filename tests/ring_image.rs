@@ -436,6 +436,36 @@ fn bare_srq_words_give_each_qp_its_own_srq() {
     decode_text(&text).unwrap();
 }
 
+/// A ring captured on a device carries the user indexes rdma-core gave its QPs: `uidx=`
+/// on a `qp` line says which (the line's order otherwise). CQEs decode by those indexes,
+/// the words round-trip, an image made from a registry writes them where they are not the
+/// line's order, and an index given twice or wider than 24 bits is refused on its line.
+#[test]
+fn qp_lines_carry_the_user_indexes_rdma_core_gave() {
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig { uidx: Some(9), ..QpConfig::rc(0x100, 8, 8) }).unwrap();
+    reg.add_qp(QpConfig { uidx: Some(1), ..QpConfig::rc(0x200, 8, 8) }).unwrap();
+    let mut m = Mlx5Model::new(ModelConfig::new(4)).unwrap();
+    m.push(&build::req(0x100, 2, wqe_opcode::SEND, 0).srqn_uidx(9)).unwrap();
+    m.push(&build::req(0x200, 5, wqe_opcode::SEND, 0).srqn_uidx(1)).unwrap();
+    let img = Mlx5Image::from_ring(64, 0, CqeVersion::V1, None, &reg, m.snapshot());
+    let text = img.to_text();
+    assert!(text.contains("qp qpn=100 sq_wqe_cnt=8 rq_wqe_cnt=8 uidx=9\n"), "{text}");
+    assert!(text.contains("qp qpn=200 sq_wqe_cnt=8 rq_wqe_cnt=8\n"), "the line's order needs no word: {text}");
+    assert_eq!(parse_mlx5_image(&text).unwrap(), img);
+    let lines = decode_text(&text).unwrap();
+    let wcs: Vec<&str> = lines.lines().filter(|l| l.starts_with("wc ")).collect();
+    assert_eq!(wcs.len(), 2, "{lines}");
+    assert!(wcs[0].starts_with("wc wqe_idx=2 status=0 ") && wcs[0].contains(" qp_num=0x100 "), "{lines}");
+    assert!(wcs[1].starts_with("wc wqe_idx=5 status=0 ") && wcs[1].contains(" qp_num=0x200 "), "{lines}");
+    // Without the word, uidx 9 names no QP.
+    let bare = decode_text(&text.replace(" uidx=9", "")).unwrap();
+    assert!(bare.contains("bad slot=0 reason=unknown_qp"), "{bare}");
+    let refused = |edit: &str| decode_text(&text.replace(" uidx=9", edit)).unwrap_err().to_string();
+    assert_eq!(refused(" uidx=1000000"), "line 2: uidx 0x1000000 is wider than 24 bits");
+    assert_eq!(refused(" uidx=1"), "line 3: uidx 0x1 is already registered");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 

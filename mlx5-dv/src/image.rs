@@ -4,7 +4,8 @@
 //!
 //! Work queues get identity wr_id tables, so `wqe_idx` is the index rdma-core would use into
 //! its wr_id table (masked for SQ/RQ, unmasked for SRQ). User indexes (`cqe_ver=1`) are the
-//! `qp` lines' order, 0, 1, 2, ...
+//! `qp` lines' order, 0, 1, 2, ..., unless the lines give them (`uidx=<hex>`, a word beyond
+//! the format's own: a ring captured on a device has the indexes rdma-core gave).
 
 use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
 use crate::cqe::CqeVersion;
@@ -33,6 +34,8 @@ pub struct ImageQp {
     pub srq: Option<Option<u32>>,
     /// UD QP.
     pub ud: bool,
+    /// `uidx=<hex>`: the QP's user index (CQE version 1); by default the line's order.
+    pub uidx: Option<u32>,
 }
 
 /// An mlx5 ring image.
@@ -121,7 +124,7 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
 }
 
 fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp, ImageError> {
-    let mut q = ImageQp { qpn: 0, sq_wqe_cnt: 0, rq_wqe_cnt: 0, srq: None, ud: false };
+    let mut q = ImageQp { qpn: 0, sq_wqe_cnt: 0, rq_wqe_cnt: 0, srq: None, ud: false, uidx: None };
     let mut have = [false; 3];
     for &(k, v) in words {
         let need = |hex: bool| -> Result<u32, ImageError> {
@@ -143,14 +146,17 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
             }
             "srq" => q.srq = Some(if v.is_some() { Some(need(true)?) } else { None }),
             "ud" => q.ud = true,
+            "uidx" => q.uidx = Some(need(true)?),
             _ => {}
         }
     }
     if have != [true; 3] {
         return Err(ImageError::new(line, "qp line needs qpn=, sq_wqe_cnt= and rq_wqe_cnt="));
     }
-    if q.qpn > 0xff_ffff {
-        return Err(ImageError::new(line, format!("qpn {:#x} is wider than 24 bits", q.qpn)));
+    for (what, n) in [("qpn", Some(q.qpn)), ("uidx", q.uidx)] {
+        if let Some(n) = n.filter(|&n| n > 0xff_ffff) {
+            return Err(ImageError::new(line, format!("{what} {n:#x} is wider than 24 bits")));
+        }
     }
     for (what, n) in [("sq_wqe_cnt", q.sq_wqe_cnt), ("rq_wqe_cnt", q.rq_wqe_cnt)] {
         // A QP on an SRQ has no RQ of its own: 0, as rdma-core creates it, is fine there.
@@ -195,6 +201,7 @@ impl Mlx5Image {
                 srqn,
                 rx_csum: false,
                 ud: q.ud,
+                uidx: q.uidx,
             };
             r.add_qp(cfg).map_err(at)?;
         }
@@ -223,6 +230,9 @@ impl Mlx5Image {
             if q.ud {
                 s.push_str(" ud");
             }
+            if let Some(u) = q.uidx {
+                let _ = write!(s, " uidx={u:x}");
+            }
             s.push('\n');
         }
         write_slots(&mut s, &self.slots, self.cqe_size as usize);
@@ -243,7 +253,8 @@ impl Mlx5Image {
         let qps = registry
             .qps()
             .iter()
-            .map(|q| {
+            .enumerate()
+            .map(|(i, q)| {
                 let c = q.config();
                 ImageQp {
                     qpn: c.qpn,
@@ -251,6 +262,8 @@ impl Mlx5Image {
                     rq_wqe_cnt: c.rq_wqe_cnt,
                     srq: c.srqn.map(Some),
                     ud: c.ud,
+                    // Written where it is not the line's order, which readers assume.
+                    uidx: (q.uidx() != i as u32).then_some(q.uidx()),
                 }
             })
             .collect();

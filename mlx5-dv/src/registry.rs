@@ -272,12 +272,19 @@ pub struct QpConfig {
     /// The QP is UD (informational: UD fields are filled for every responder CQE, as
     /// rdma-core does).
     pub ud: bool,
+    /// The QP's user index, which CQEs carry in `srqn_uidx` on CQs of CQE version 1
+    /// (24 bits). rdma-core gives each QP, XRC SRQ and receive WQ of a device context the
+    /// first free index of the context's table (`mlx5_store_uidx`), so a CQ's QPs seldom
+    /// have indexes 0, 1, 2, ...: give the one rdma-core gave. `None`: the QP's registration
+    /// order on this registry (0, 1, 2, ..., as ring images number their `qp` lines). Give
+    /// every QP of a registry its index, or none of them.
+    pub uidx: Option<u32>,
 }
 
 impl QpConfig {
     /// An RC QP with the given queue sizes.
     pub fn rc(qpn: u32, sq_wqe_cnt: u32, rq_wqe_cnt: u32) -> Self {
-        Self { qpn, sq_wqe_cnt, rq_wqe_cnt, srqn: None, rx_csum: false, ud: false }
+        Self { qpn, sq_wqe_cnt, rq_wqe_cnt, srqn: None, rx_csum: false, ud: false, uidx: None }
     }
 }
 
@@ -303,22 +310,23 @@ pub struct Qp {
     /// Receive queue tracking.
     pub rq: RecvQueue,
     srq: Option<u32>,
-    uidx: u32,
     /// The QPN and the user index as a CQE holds them (24-bit big-endian fields read as
     /// one native word), for the poll loop's QP check.
     keys_wire: [u32; 2],
     /// See [`Qp::recv_path`].
-    recv_path: u64,
+    recv_path: u32,
 }
 
 impl Qp {
-    /// The configuration it was registered with.
+    /// The configuration it was registered with, its user index filled in.
     pub fn config(&self) -> &QpConfig {
         &self.cfg
     }
-    /// The user index assigned at registration (CQE version 1 lookups).
+    /// The QP's user index (CQE version 1 lookups): [`QpConfig::uidx`], or its registration
+    /// order.
     pub fn uidx(&self) -> u32 {
-        self.uidx
+        // Registration fills the index in.
+        self.cfg.uidx.unwrap_or(0)
     }
     pub(crate) fn srq_slot(&self) -> Option<u32> {
         self.srq
@@ -326,7 +334,7 @@ impl Qp {
     /// [`Qp::recv_kind`] and the SRQ slot in one word, for the fast path's test whether a
     /// run can go on with this QP: equal words mean the same receive path.
     #[inline(always)]
-    pub(crate) fn recv_path(&self) -> u64 {
+    pub(crate) fn recv_path(&self) -> u32 {
         self.recv_path
     }
     /// The key a CQE of this QP carries, as a native read of its big-endian field: the
@@ -339,7 +347,7 @@ impl Qp {
     /// without raw Ethernet extras), an SRQ, or the slow path.
     #[inline(always)]
     pub(crate) fn recv_kind(&self) -> RecvKind {
-        match (self.cfg.rx_csum, self.srq) {
+        match (self.cfg.rx_csum, self.srq_slot()) {
             (false, None) => RecvKind::Rq,
             (false, Some(_)) => RecvKind::Srq,
             (true, None) => RecvKind::RqEth,
@@ -347,6 +355,11 @@ impl Qp {
         }
     }
 }
+
+// The poll path addresses the registry's QPs by slot: with a power-of-two size that is one
+// shift (a 136-byte Qp took two instructions there, and cost the one-QP poll 0.6
+// instructions per CQE at batch 16).
+static_assertions::const_assert_eq!(core::mem::size_of::<Qp>(), 128);
 
 /// Errors registering resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -395,20 +408,71 @@ pub enum RegistryError {
     },
 }
 
+/// Registry slots by a 24-bit key (a QPN or a user index). A power-of-two table indexed by
+/// the key's low bits, at least twice as large as the key count, holds slot + 1 of the first
+/// key to take each index (0: free); a hash map of every key stands behind it. Devices hand
+/// out QPNs in sequence and rdma-core user indexes from 0 up, so their low bits rarely
+/// collide: a CQ shared by many QPs finds one in a few instructions, as rdma-core's QPN- and
+/// index-keyed tables do. The table holds no keys: a lookup checks the key of the QP it
+/// finds there, which the poll path reads anyway.
+#[derive(Debug, Clone, Default)]
+struct KeyIndex {
+    low: Box<[u32]>,
+    /// Every key. Fx hashing: the keys are numbers the application registered.
+    all: FxHashMap<u32, u32>,
+}
+
+impl KeyIndex {
+    fn contains(&self, key: u32) -> bool {
+        self.all.contains_key(&key)
+    }
+
+    /// The slot of `key`.
+    fn get(&self, key: u32) -> Option<u32> {
+        self.all.get(&key).copied()
+    }
+
+    /// Enters `key` for registry slot `slot` (slots are registered in increasing order).
+    fn insert(&mut self, key: u32, slot: u32) {
+        self.all.insert(key, slot);
+        if self.low.len() < 2 * self.all.len() {
+            self.low = vec![0; (4 * self.all.len()).next_power_of_two()].into_boxed_slice();
+            // In slot order, so that the key registered first keeps a shared index.
+            let mut keys: Vec<(u32, u32)> = self.all.iter().map(|(&k, &s)| (k, s)).collect();
+            keys.sort_unstable_by_key(|&(_, s)| s);
+            for (k, s) in keys {
+                Self::place(&mut self.low, k, s);
+            }
+        } else {
+            Self::place(&mut self.low, key, slot);
+        }
+    }
+
+    /// Enters `key` into a low-bits table unless its index is taken.
+    fn place(low: &mut [u32], key: u32, slot: u32) {
+        let mask = low.len().wrapping_sub(1);
+        if let Some(e @ 0) = low.get_mut(key as usize & mask) {
+            *e = slot + 1;
+        }
+    }
+
+    /// The slot the low-bits table holds at `key`'s index: `key`'s if `key` took the index
+    /// first, another key's, or (a free index) a slot no registry has; `None` before the
+    /// first key.
+    #[inline(always)]
+    fn low_slot(&self, key: u32) -> Option<u32> {
+        let mask = self.low.len().wrapping_sub(1);
+        self.low.get(key as usize & mask).map(|s| s.wrapping_sub(1))
+    }
+}
+
 /// The QPs and SRQs of a CQ, looked up by QPN (CQE version 0) or user index (version 1).
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     qps: Vec<Qp>,
     srqs: Vec<Srq>,
-    /// QPN -> slot. Fx hashing: a poll looks a QP up whenever the CQE stream switches QP,
-    /// and the keys are QP numbers the application registered.
-    by_qpn: FxHashMap<u32, u32>,
-    /// QPN -> slot + 1 (0: none) by the QPN's low bits, in a power-of-two table at least
-    /// twice as large as the QP count; the first QP to take an index keeps it and the
-    /// others are found in `by_qpn`. Devices hand out QPNs in sequence, so their low bits
-    /// rarely collide: a CQ shared by many QPs finds a QP in a few instructions, as
-    /// rdma-core's QPN-indexed table does.
-    by_qpn_low: Box<[u32]>,
+    by_qpn: KeyIndex,
+    by_uidx: KeyIndex,
     by_srqn: FxHashMap<u32, u32>,
 }
 
@@ -440,15 +504,21 @@ impl Registry {
         Ok(&mut self.srqs[slot as usize])
     }
 
-    /// Registers a QP. Its user index (for CQE version 1) is its registration order:
-    /// 0, 1, 2, ... as ring images assign them.
+    /// Registers a QP, under its user index [`QpConfig::uidx`] for CQE version 1 (by
+    /// default its registration order: 0, 1, 2, ... as ring images assign them).
     ///
     /// # Errors
     ///
-    /// [`RegistryError`] for bad sizes, duplicates, or an unknown SRQ.
+    /// [`RegistryError`] for bad sizes, duplicates (of the QPN or the user index), numbers
+    /// wider than 24 bits, or an unknown SRQ.
     pub fn add_qp(&mut self, cfg: QpConfig) -> Result<&mut Qp, RegistryError> {
         if cfg.qpn > dvcq_uapi::mlx5::cqe::QPN_MASK {
             return Err(RegistryError::TooWide { what: "qpn", value: cfg.qpn });
+        }
+        let slot = self.qps.len() as u32;
+        let uidx = cfg.uidx.unwrap_or(slot);
+        if uidx > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "uidx", value: uidx });
         }
         let bad = |what, size| RegistryError::BadQueueSize { qpn: cfg.qpn, what, size };
         for (what, size) in [("sq", cfg.sq_wqe_cnt), ("rq", cfg.rq_wqe_cnt)] {
@@ -461,39 +531,35 @@ impl Registry {
         // receives never reach this table, which only needs to exist.
         let rq_cnt = if cfg.srqn.is_some() { cfg.rq_wqe_cnt.max(1) } else { cfg.rq_wqe_cnt };
         let rq = RecvQueue::new(rq_cnt).ok_or(bad("rq", cfg.rq_wqe_cnt))?;
-        if self.by_qpn.contains_key(&cfg.qpn) {
+        if self.by_qpn.contains(cfg.qpn) {
             return Err(RegistryError::Duplicate { what: "qpn", value: cfg.qpn });
+        }
+        if self.by_uidx.contains(uidx) {
+            return Err(RegistryError::Duplicate { what: "uidx", value: uidx });
         }
         let srq = match cfg.srqn {
             Some(srqn) => Some(*self.by_srqn.get(&srqn).ok_or(RegistryError::NoSuchSrq { qpn: cfg.qpn, srqn })?),
             None => None,
         };
-        let slot = self.qps.len() as u32;
-        let keys_wire = [cfg.qpn.to_be(), (slot & dvcq_uapi::mlx5::cqe::QPN_MASK).to_be()];
-        let mut qp = Qp { cfg, sq, rq, srq, uidx: slot, keys_wire, recv_path: 0 };
-        qp.recv_path = (qp.recv_kind() as u64) << 32 | srq.map_or(u64::from(u32::MAX), u64::from);
+        let keys_wire = [cfg.qpn.to_be(), uidx.to_be()];
+        let cfg = QpConfig { uidx: Some(uidx), ..cfg };
+        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0 };
+        // SRQ slots are below 2^24 (SRQ numbers are 24-bit and unique): bit 24 is "none".
+        qp.recv_path = (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
         self.qps.push(qp);
         self.by_qpn.insert(cfg.qpn, slot);
-        if self.by_qpn_low.len() < 2 * self.qps.len() {
-            let len = (4 * self.qps.len()).next_power_of_two();
-            self.by_qpn_low = vec![0; len].into_boxed_slice();
-            for (i, q) in self.qps.iter().enumerate() {
-                Self::place_low(&mut self.by_qpn_low, q.cfg.qpn, i as u32);
-            }
-        } else {
-            Self::place_low(&mut self.by_qpn_low, cfg.qpn, slot);
-        }
+        self.by_uidx.insert(uidx, slot);
         Ok(&mut self.qps[slot as usize])
     }
 
     /// The QP with this number.
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
-        self.by_qpn.get(&qpn).map(|&s| &self.qps[s as usize])
+        self.by_qpn.get(qpn).and_then(|s| self.qps.get(s as usize))
     }
 
     /// The QP with this number, to record posts.
     pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
-        self.by_qpn.get(&qpn).map(|&s| &mut self.qps[s as usize])
+        self.by_qpn.get(qpn).and_then(|s| self.qps.get_mut(s as usize))
     }
 
     /// The SRQ with this number.
@@ -501,17 +567,9 @@ impl Registry {
         self.by_srqn.get(&srqn).map(|&s| &mut self.srqs[s as usize])
     }
 
-    /// All QPs in registration (user index) order.
+    /// All QPs in registration order.
     pub fn qps(&self) -> &[Qp] {
         &self.qps
-    }
-
-    /// Enters `slot` for `qpn` into a `by_qpn_low` table unless its index is taken.
-    fn place_low(table: &mut [u32], qpn: u32, slot: u32) {
-        let mask = table.len().wrapping_sub(1);
-        if let Some(e @ 0) = table.get_mut(qpn as usize & mask) {
-            *e = slot + 1;
-        }
     }
 
     /// QP slot for a QPN (version 0) — behind the poller's cache.
@@ -523,30 +581,29 @@ impl Registry {
     /// The slot and QP a CQE's key names: the QPN (version 0) or the user index (`V1`).
     #[inline(always)]
     pub(crate) fn qp_by_key<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
-        if V1 {
-            return self.qps.get(key as usize).map(|q| (key, q));
-        }
-        let low = key as usize & self.by_qpn_low.len().wrapping_sub(1);
-        if let Some(&s) = self.by_qpn_low.get(low) {
-            let slot = s.wrapping_sub(1);
-            if let Some(q) = self.qps.get(slot as usize).filter(|q| q.cfg.qpn == key) {
+        let index = if V1 { &self.by_uidx } else { &self.by_qpn };
+        if let Some(slot) = index.low_slot(key) {
+            // Version 1 compares the index in wire order, as the poll loop keeps it.
+            let is_key = |q: &&Qp| if V1 { q.keys_wire[1] == key.to_be() } else { q.cfg.qpn == key };
+            if let Some(q) = self.qps.get(slot as usize).filter(is_key) {
                 return Some((slot, q));
             }
         }
-        self.qp_by_qpn_hashed(key)
+        self.qp_by_key_hashed::<V1>(key)
     }
 
-    /// [`Registry::qp_by_key`] for a QPN whose low bits another QP took.
+    /// [`Registry::qp_by_key`] for a key whose low bits another QP's key took.
     #[cold]
     #[inline(never)]
-    fn qp_by_qpn_hashed(&self, qpn: u32) -> Option<(u32, &Qp)> {
-        let slot = *self.by_qpn.get(&qpn)?;
+    fn qp_by_key_hashed<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
+        let slot = if V1 { self.by_uidx.get(key) } else { self.by_qpn.get(key) }?;
         self.qps.get(slot as usize).map(|q| (slot, q))
     }
 
-    #[inline]
+    /// QP slot for a user index (version 1) — behind the poller's cache.
+    #[inline(never)]
     pub(crate) fn slot_by_uidx(&self, uidx: u32) -> Option<u32> {
-        ((uidx as usize) < self.qps.len()).then_some(uidx)
+        self.qp_by_key::<true>(uidx).map(|(slot, _)| slot)
     }
 
     #[inline(never)]
@@ -632,6 +689,38 @@ mod tests {
         let mut c = QpConfig::rc(2, 4, 4);
         c.srqn = Some(9);
         assert!(matches!(r.add_qp(c), Err(RegistryError::NoSuchSrq { .. })));
+    }
+
+    /// User indexes given at registration are looked up as given, whatever their low bits
+    /// share; the registration order stays the order of `qps()`; a user index is refused
+    /// when another QP has it (given, or as its registration order), or is wider than 24
+    /// bits.
+    #[test]
+    fn user_indexes_as_rdma_core_gave_them() {
+        let mut r = Registry::new();
+        let uidxs: Vec<u32> = (0..40).map(|i| if i % 3 == 0 { 0x1000 * (i + 1) } else { 0x200 + 2 * i }).collect();
+        for (i, &u) in uidxs.iter().enumerate() {
+            r.add_qp(QpConfig { uidx: Some(u), ..QpConfig::rc(0x500 + i as u32, 8, 8) }).unwrap();
+            for (slot, &v) in uidxs[..=i].iter().enumerate() {
+                assert_eq!(r.slot_by_uidx(v), Some(slot as u32), "uidx {v:#x} after {} registrations", i + 1);
+                assert_eq!(r.qp_by_key::<true>(v).map(|(s, q)| (s, q.uidx())), Some((slot as u32, v)));
+            }
+        }
+        for unknown in [0, 1, 0x201, 0x2000] {
+            assert_eq!(r.slot_by_uidx(unknown), None, "uidx {unknown:#x}");
+        }
+        let order: Vec<u32> = r.qps().iter().map(|q| q.config().qpn).collect();
+        assert_eq!(order, (0x500..0x500 + 40).collect::<Vec<_>>());
+        let taken = r.add_qp(QpConfig { uidx: Some(uidxs[5]), ..QpConfig::rc(0x600, 8, 8) }).err();
+        assert_eq!(taken, Some(RegistryError::Duplicate { what: "uidx", value: uidxs[5] }));
+        let wide = r.add_qp(QpConfig { uidx: Some(QPN_MASK + 1), ..QpConfig::rc(0x600, 8, 8) }).err();
+        assert_eq!(wide, Some(RegistryError::TooWide { what: "uidx", value: QPN_MASK + 1 }));
+        // A QP without an index takes its registration order, here one another QP has.
+        let mut r = Registry::new();
+        r.add_qp(QpConfig { uidx: Some(1), ..QpConfig::rc(1, 8, 8) }).unwrap();
+        let implicit = r.add_qp(QpConfig::rc(2, 8, 8)).err();
+        assert_eq!(implicit, Some(RegistryError::Duplicate { what: "uidx", value: 1 }));
+        assert_eq!(r.qps().len(), 1, "a refused QP takes no slot");
     }
 
     /// The edges of what registers: 24-bit numbers, queues of 1 to 2^16 entries (QPs a

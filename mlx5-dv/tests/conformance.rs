@@ -752,6 +752,62 @@ fn cqe_version_1_looks_up_by_user_index() {
     assert_eq!(got[3].fault().map(|f| (f.kind, f.value)), Some((FaultKind::UnknownQp, 2)));
 }
 
+/// rdma-core gives user indexes per device context, the first free one each time, so a
+/// CQ's QPs carry whatever indexes they got (here 7 and 2, and the index 1 of a QP on
+/// another CQ): each CQE completes the QP its index names, on the fast path (a run, a QP
+/// switch, one CQE at a time) and on the error path, and an index no QP here has is
+/// a fault item.
+#[test]
+fn cqe_version_1_user_indexes_are_the_ones_rdma_core_gave() {
+    for batch in [1, 16] {
+        let mut reg = Registry::new();
+        reg.add_qp(QpConfig { uidx: Some(7), ..QpConfig::rc(0x200, 8, 8) }).unwrap();
+        reg.add_qp(QpConfig { uidx: Some(2), ..QpConfig::rc(0x300, 8, 8) }).unwrap();
+        assert_eq!(reg.qps().iter().map(|q| q.uidx()).collect::<Vec<_>>(), [7, 2]);
+        let a = reg.qp_mut(0x200).unwrap().sq.post(0xaaaa, 1);
+        let b = reg.qp_mut(0x300).unwrap().sq.post(0xbbbb, 1);
+        reg.qp_mut(0x300).unwrap().rq.post(0xcccc);
+        reg.qp_mut(0x300).unwrap().rq.post(0xdddd);
+        let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
+        let (mut m, mut cq) = setup::<64>(16, reg, cfg);
+        m.push(&build::req(0x200, a, wqe_opcode::SEND, 0).srqn_uidx(7)).unwrap();
+        m.push(&build::req(0x300, b, wqe_opcode::SEND, 0).srqn_uidx(2)).unwrap();
+        m.push(&build::resp(cqe_opcode::RESP_SEND, 0x300, 0, 8, 0).srqn_uidx(2)).unwrap();
+        m.push(&build::req(0x300, 1, wqe_opcode::SEND, 0).srqn_uidx(1)).unwrap();
+        let flush = ErrSpec {
+            requester: false,
+            qpn: 0x300,
+            wqe_counter: 1,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            srqn_uidx: 2,
+            ..ErrSpec::default()
+        };
+        m.push(&build::err(flush)).unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![Completion::default(); batch];
+        while let n @ 1.. = cq.poll(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.fault().map(|f| f.value))).collect();
+        assert_eq!(
+            summary,
+            [
+                (WcStatus::Success, 0xaaaa, 0x200, None),
+                (WcStatus::Success, 0xbbbb, 0x300, None),
+                (WcStatus::Success, 0xcccc, 0x300, None),
+                (WcStatus::GeneralErr, 3, 1, Some(1)),
+                (WcStatus::WrFlushErr, 0xdddd, 0x300, None),
+            ],
+            "batch {batch}"
+        );
+        assert_eq!(got[3].fault().map(|f| f.kind), Some(FaultKind::UnknownQp));
+        for qpn in [0x200, 0x300] {
+            let qp = cq.registry().qp(qpn).unwrap();
+            assert_eq!((qp.sq.outstanding(), qp.rq.outstanding()), (0, 0), "batch {batch}: qp {qpn:#x}");
+        }
+    }
+}
+
 /// In CQE version 1 the CQE names the QP by user index, never the SRQ: a responder CQE
 /// of a QP attached to an SRQ takes its wr_id from that SRQ (by the unmasked counter), the
 /// error path (a flush, say) as much as the good one, and a QP with its own RQ from the RQ.
