@@ -80,6 +80,12 @@ pub struct CqStats {
     pub resizes: u64,
     /// Compressed sessions (basic titles, enhanced blocks) opened.
     pub sessions: u64,
+    /// Successful completions whose data came inside the CQE (inline scatter) for a QP or
+    /// SRQ without registered WQEs ([`crate::Registry::set_recv_wqes`]): their data was
+    /// not copied into the posted buffers. rdma-core creates RC QPs that receive this way
+    /// unless `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE` (or `MLX5_SCATTER_TO_CQE=0`) says
+    /// otherwise.
+    pub inline_not_copied: u64,
 }
 
 /// An mlx5 CQ opened for polling: `STRIDE` is the CQE size, 64 or 128.
@@ -154,16 +160,16 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Offset of `op_own` inside a slot.
     pub(crate) const OWN_OFF: usize = STRIDE - 1;
     /// Fast-path class of every `op_own` byte: successful requester and responder CQEs
-    /// with a format this stride supports go inline; errors, compression, opcodes >= 5 and
-    /// inline-64 data on 64-byte CQEs go to the slow path. One load replaces a compare
-    /// chain.
+    /// without inline data go inline; errors, compression, opcodes >= 5 and inline data
+    /// (copied into the WQE's buffers, or refused on a CQE too small for it) go to the
+    /// slow path. One load replaces a compare chain.
     pub(crate) const CLASS: [u8; 256] = {
         let mut t = [SLOW; 256];
         let mut b = 0;
         while b < 256 {
             let own = b as u8;
             let format = op_own::format(own);
-            if cqe::format_fits(format, STRIDE) {
+            if format == cqe_format::NO_INLINE {
                 match op_own::opcode(own) {
                     cqe_opcode::REQ => t[b] = FAST_REQ,
                     cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => t[b] = FAST_RESP,
@@ -438,6 +444,17 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         }
     }
 
+    /// The first half of the 128-byte CQE at `idx` whose `op_own` is `own`, when its format
+    /// puts inline data there (format 2, spec §4).
+    #[inline]
+    pub(crate) fn inline_half(ring: RingView<'_, STRIDE>, idx: u32, own: u8) -> Option<[u8; 64]> {
+        if STRIDE == 128 && op_own::format(own) == cqe_format::INLINE_SCATTER_64 {
+            ring.read_at::<[u8; 64]>(idx, 0)
+        } else {
+            None
+        }
+    }
+
     /// Consumes the CQE at `self.ci` through the slow path: errors, swallowed CQEs,
     /// RESIZE, garbage. `None` when the ring is empty there, or (compressed CQ) when a
     /// title or block is there: the session code opens it.
@@ -450,9 +467,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return None;
         }
         let cqe = self.ring.read_at::<Cqe64>(cur, Self::CQE_OFF)?;
+        let half = Self::inline_half(self.ring.view(), cur, own);
         self.ci = cur.wrapping_add(1);
         let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-        let p = cqe::parse_slow(&mut res, cqe, V1, STRIDE as u32, cur, slot);
+        let p = cqe::parse_slow(&mut res, cqe, half, V1, STRIDE as u32, cur, slot);
         self.cache = res.cache();
         if ENH {
             // Enhanced compression: a CQE the poll passed may be the next block's title.
@@ -486,8 +504,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         loop {
             self.owned(ci)?;
             let cqe: Cqe64 = self.ring.read_at(ci, Self::CQE_OFF)?;
+            let half = Self::inline_half(self.ring.view(), ci, cqe.op_own);
             let mut out = Completion::default();
-            match cqe::parse_slow(&mut Peek(&self.registry), cqe, v1, STRIDE as u32, ci, &mut out) {
+            match cqe::parse_slow(&mut Peek(&self.registry), cqe, half, v1, STRIDE as u32, ci, &mut out) {
                 Parsed::Wc => return Some(out),
                 Parsed::Resize => return None,
                 Parsed::Swallowed => ci = ci.wrapping_add(1),

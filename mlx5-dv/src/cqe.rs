@@ -8,7 +8,7 @@ use crate::fast;
 use crate::fields::CqeFields;
 use crate::registry::Registry;
 use crate::status::syndrome_status;
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode};
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
@@ -60,8 +60,17 @@ pub(crate) trait Resources {
     }
     /// SRQ receive: wr_id at the unmasked index, `None` if beyond the SRQ.
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64>;
+    /// Copies a receive's inline data into receive WQE `idx` of the QP in `slot` (its RQ)
+    /// or, with `srq`, of the SRQ in `slot` (a peek only finds out what the copy gives):
+    /// `Ok(false)` without registered WQEs, `Err(status)` when rdma-core's copy fails.
+    fn scatter_recv(&mut self, slot: u32, srq: bool, idx: u32, data: &[u8]) -> Result<bool, WcStatus>;
+    /// Copies a READ or atomic response into the send WQE at `wqe_counter` of the QP in
+    /// `slot`, as [`Resources::scatter_recv`].
+    fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus>;
     /// Counts a fault item (consuming view only).
     fn note_fault(&mut self) {}
+    /// Counts a completion whose inline data stays in the CQE (consuming view only).
+    fn note_not_copied(&mut self) {}
 }
 
 /// The consuming view: the registry plus the poller's one-entry lookup cache (rdma-core's
@@ -140,8 +149,17 @@ impl Resources for Consume<'_> {
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
         self.reg.srq_at(slot)?.complete(wqe_counter)
     }
+    fn scatter_recv(&mut self, slot: u32, srq: bool, idx: u32, data: &[u8]) -> Result<bool, WcStatus> {
+        self.reg.scatter_recv(slot, srq, idx, data, true)
+    }
+    fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
+        self.reg.scatter_send(slot, wqe_counter, data, true)
+    }
     fn note_fault(&mut self) {
         self.stats.faults += 1;
+    }
+    fn note_not_copied(&mut self) {
+        self.stats.inline_not_copied += 1;
     }
 }
 
@@ -170,6 +188,12 @@ impl Resources for Peek<'_> {
     }
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
         self.0.srq_at_ref(slot)?.peek(wqe_counter)
+    }
+    fn scatter_recv(&mut self, slot: u32, srq: bool, idx: u32, data: &[u8]) -> Result<bool, WcStatus> {
+        self.0.scatter_recv(slot, srq, idx, data, false)
+    }
+    fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
+        self.0.scatter_send(slot, wqe_counter, data, false)
     }
 }
 
@@ -468,6 +492,72 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     Parsed::Wc
 }
 
+/// A successful CQE whose data came inside it (format 1 or 2, inline scatter): translated
+/// as any other, then the data copied where its WQE says, as rdma-core's poll copies it,
+/// with the status rdma-core gives a copy that fails (`mlx5_copy_to_recv_wqe`,
+/// `mlx5_copy_to_recv_srq`, `mlx5_copy_to_send_wqe`). More data than the format has room
+/// for is garbage: a fault item, consuming nothing.
+#[cold]
+#[inline(never)]
+fn parse_inline<R: Resources>(
+    res: &mut R,
+    cqe: &Cqe64,
+    first_half: Option<[u8; 64]>,
+    v1: bool,
+    pos: u32,
+    out: &mut Completion,
+) -> Parsed {
+    let format = cqe.format();
+    let requester = cqe.opcode() == cqe_opcode::REQ;
+    // What rdma-core copies: a receive's byte count; a READ's byte count or an atomic's 8
+    // bytes (`handle_good_req`'s byte_len; other opcodes fail before copying).
+    let len = if requester {
+        match REQ_MAP[(cqe.sop_drop_qpn() >> 24) as usize].len {
+            ReqLen::ByteCnt => cqe.byte_cnt(),
+            ReqLen::Eight => 8,
+            ReqLen::Unset => 0,
+        }
+    } else {
+        cqe.byte_cnt()
+    };
+    let own = bytemuck::bytes_of(cqe);
+    let src: &[u8] =
+        if format == cqe_format::INLINE_SCATTER_32 { own } else { first_half.as_ref().map_or(&[], |h| &h[..]) };
+    let cap = crate::scatter::inline_capacity(format).unwrap_or(0).min(src.len());
+    let Some(data) = src.get(..len as usize).filter(|_| len as usize <= cap) else {
+        return fault(res, out, FaultKind::BadField, pos, len);
+    };
+    let parsed = if requester { parse_req(res, cqe, v1, pos, out) } else { parse_resp(res, cqe, v1, pos, out) };
+    if out.fault().is_some() {
+        return parsed;
+    }
+    let copied = if requester {
+        match res.qp(key(cqe, v1), v1) {
+            Some(slot) => res.scatter_send(slot, cqe.wqe_counter(), data),
+            None => Ok(false),
+        }
+    } else {
+        match recv_target(res, cqe, v1) {
+            Ok((RecvTarget::Rq(slot), _)) => res.scatter_recv(slot, false, u32::from(out.wqe_index), data),
+            Ok((RecvTarget::Srq(slot), _)) => res.scatter_recv(slot, true, u32::from(out.wqe_index), data),
+            Err(_) => Ok(false),
+        }
+    };
+    match copied {
+        Ok(true) => {}
+        Ok(false) => res.note_not_copied(),
+        Err(status) => {
+            out.status = status;
+            if !requester {
+                // `handle_responder` returns before its opcode switch and the GRH test, so
+                // only the checksum flag it set before the copy stays.
+                out.wc_flags &= WcFlags::IP_CSUM_OK;
+            }
+        }
+    }
+    parsed
+}
+
 /// Whether a regular CQE of `cqe_size` bytes can carry format `format`: no inline data (0),
 /// inline data in the cqe64 (1), or inline-64 data in the first half of a 128-byte CQE (2).
 /// Format 3 is a compression title or block, never a regular CQE. The one rule the fast
@@ -478,12 +568,14 @@ pub(crate) const fn format_fits(format: u8, cqe_size: usize) -> bool {
         || (format == cqe_format::INLINE_SCATTER_64 && cqe_size == 128)
 }
 
-/// Everything off the fast path: errors, swallowed CQEs, RESIZE, garbage.
+/// Everything off the fast path: errors, swallowed CQEs, RESIZE, inline data, garbage.
+/// `first_half` is a 128-byte CQE's first 64 bytes, where format 2 puts its inline data.
 #[cold]
 #[inline(never)]
 pub(crate) fn parse_slow<R: Resources>(
     res: &mut R,
     cqe: Cqe64,
+    first_half: Option<[u8; 64]>,
     v1: bool,
     cqe_size: u32,
     pos: u32,
@@ -496,6 +588,9 @@ pub(crate) fn parse_slow<R: Resources>(
         return fault(res, out, FaultKind::BadFormat, pos, cqe.op_own as u32);
     }
     match cqe.opcode() {
+        cqe_opcode::REQ | cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if format != cqe_format::NO_INLINE => {
+            parse_inline(res, &cqe, first_half, v1, pos, out)
+        }
         cqe_opcode::REQ => parse_req(res, &cqe, v1, pos, out),
         cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => parse_resp(res, &cqe, v1, pos, out),
         cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => parse_err(res, &cqe, v1, pos, out),

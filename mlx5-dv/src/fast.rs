@@ -24,7 +24,7 @@
 //!
 //! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX
 //! checksum capability) or from the SRQ it is attached to. Anything else (errors, raw
-//! Ethernet QPs on an SRQ, inline data on 64-byte CQEs, RESIZE, garbage) stops the run at
+//! Ethernet QPs on an SRQ, inline data (copied into the WQE's buffers), RESIZE, garbage) stops the run at
 //! that CQE, unconsumed, for the slow path in `cq.rs`.
 
 use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
@@ -34,7 +34,7 @@ use crate::registry::{Qp, RecvKind, Registry, Srq};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
-use dvcq_uapi::mlx5::opcode::cqe_opcode;
+use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use dvcq_uapi::Be32;
 
 /// Not a fast-path CQE: the ring is empty here (owner mismatch, INVALID opcode) or the
@@ -59,14 +59,14 @@ pub(crate) enum Stop {
     Lap,
 }
 
-/// The class of an `op_own` byte already XORed with the expected owner bit.
-const fn owned_class(b: u8, stride: usize, resp: bool) -> u8 {
+/// The class of an `op_own` byte already XORed with the expected owner bit. A CQE with
+/// inline data (formats 1 and 2) takes the slow path, which copies it where its WQE says.
+const fn owned_class(b: u8, resp: bool) -> u8 {
     // The owner bit now reads 0 when it matches the lap parity (spec §3.1).
     if b & 1 != 0 || op_own::opcode(b) == cqe_opcode::INVALID {
         return STOP;
     }
-    let format = op_own::format(b);
-    if !crate::cqe::format_fits(format, stride) {
+    if op_own::format(b) != cqe_format::NO_INLINE {
         return STOP;
     }
     match op_own::opcode(b) {
@@ -76,11 +76,11 @@ const fn owned_class(b: u8, stride: usize, resp: bool) -> u8 {
     }
 }
 
-const fn owned_class_table(stride: usize, resp: bool) -> [u8; 256] {
+const fn owned_class_table(resp: bool) -> [u8; 256] {
     let mut t = [STOP; 256];
     let mut b = 0;
     while b < 256 {
-        t[b] = owned_class(b as u8, stride, resp);
+        t[b] = owned_class(b as u8, resp);
         b += 1;
     }
     t
@@ -380,7 +380,7 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> 
 }
 
 impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q, S, V1, RECV, RUN> {
-    const CLASS: [u8; 256] = owned_class_table(S, RECV != RECV_SLOW);
+    const CLASS: [u8; 256] = owned_class_table(RECV != RECV_SLOW);
     /// [`Self::CLASS`] for any owner bit (the enhanced layout's test is byte 62).
     const CLASS_ANY_OWNER: [u8; 256] = {
         let mut t = [STOP; 256];

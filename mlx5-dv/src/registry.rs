@@ -7,8 +7,9 @@
 //! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
+use crate::scatter::{RecvWqes, SendWqes};
 use core::cell::Cell;
-use dvcq_provider::{Pow2Table, WcOpcode};
+use dvcq_provider::{Pow2Table, WcOpcode, WcStatus};
 use rustc_hash::FxHashMap;
 
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
@@ -406,6 +407,32 @@ pub enum RegistryError {
         /// The SRQ.
         srqn: u32,
     },
+    /// WQEs given for a QP or SRQ that is not registered.
+    #[error("{what} {value:#x} is not registered")]
+    NotRegistered {
+        /// What number.
+        what: &'static str,
+        /// The value.
+        value: u32,
+    },
+    /// A receive WQE stride that is not a power of two from 16 bytes.
+    #[error("receive wqe stride of {stride} bytes: must be a power of two from 16")]
+    BadWqeStride {
+        /// The stride given.
+        stride: u32,
+    },
+    /// A WQE buffer smaller than its queue.
+    #[error("{what} buffer of {what_value:#x} has {have} bytes, its queue needs {need}")]
+    WqeBufferTooSmall {
+        /// Which queue: "qp rq", "qp sq" or "srq".
+        what: &'static str,
+        /// The QPN or SRQN.
+        what_value: u32,
+        /// Bytes the queue's WQEs take.
+        need: usize,
+        /// Bytes given.
+        have: usize,
+    },
 }
 
 /// Registry slots by a 24-bit key (a QPN or a user index). A power-of-two table indexed by
@@ -466,6 +493,13 @@ impl KeyIndex {
     }
 }
 
+/// A QP's WQE buffers, for inline scatter.
+#[derive(Debug, Clone, Default)]
+struct QpWqes {
+    rq: Option<RecvWqes>,
+    sq: Option<SendWqes>,
+}
+
 /// The QPs and SRQs of a CQ, looked up by QPN (CQE version 0) or user index (version 1).
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
@@ -474,6 +508,11 @@ pub struct Registry {
     by_qpn: KeyIndex,
     by_uidx: KeyIndex,
     by_srqn: FxHashMap<u32, u32>,
+    /// WQE buffers by QP and SRQ slot: read only for CQEs with inline data, so they stay
+    /// out of the structures the poll loops read.
+    qp_wqes: FxHashMap<u32, QpWqes>,
+    srq_wqes: FxHashMap<u32, RecvWqes>,
+    null_lkey: Option<u32>,
 }
 
 impl Registry {
@@ -570,6 +609,99 @@ impl Registry {
     /// All QPs in registration order.
     pub fn qps(&self) -> &[Qp] {
         &self.qps
+    }
+
+    /// Where QP `qpn`'s receive WQEs are, so that a receive whose data came inline in its
+    /// CQE (inline scatter) is copied into the buffers the WQE names, as rdma-core does.
+    /// Without them such a receive completes with its data left in the CQE
+    /// ([`crate::CqStats::inline_not_copied`] counts it).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotRegistered`] for an unknown QP, or
+    /// [`RegistryError::WqeBufferTooSmall`] for a buffer smaller than the RQ.
+    pub fn set_recv_wqes(&mut self, qpn: u32, wqes: RecvWqes) -> Result<(), RegistryError> {
+        let slot = self.by_qpn.get(qpn).ok_or(RegistryError::NotRegistered { what: "qpn", value: qpn })?;
+        let need = self.qps[slot as usize].rq.wqe_cnt() as usize * wqes.stride() as usize;
+        Self::fits("qp rq", qpn, need, wqes.buffer().len())?;
+        self.qp_wqes.entry(slot).or_default().rq = Some(wqes);
+        Ok(())
+    }
+
+    /// Where QP `qpn`'s send WQEs are, so that a READ or atomic response that came inline
+    /// in its CQE is copied into the WQE's scatter list.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Registry::set_recv_wqes`], for the SQ's `wqe_cnt` 64-byte blocks.
+    pub fn set_send_wqes(&mut self, qpn: u32, wqes: SendWqes) -> Result<(), RegistryError> {
+        let slot = self.by_qpn.get(qpn).ok_or(RegistryError::NotRegistered { what: "qpn", value: qpn })?;
+        let need = self.qps[slot as usize].sq.wqe_cnt() as usize * 64;
+        Self::fits("qp sq", qpn, need, wqes.buffer().len())?;
+        self.qp_wqes.entry(slot).or_default().sq = Some(wqes);
+        Ok(())
+    }
+
+    /// Where SRQ `srqn`'s WQEs are, as [`Registry::set_recv_wqes`] for a QP's RQ.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Registry::set_recv_wqes`]; an SRQ WQE also needs a data segment after its
+    /// next segment (a stride of at least 32 bytes).
+    pub fn set_srq_wqes(&mut self, srqn: u32, wqes: RecvWqes) -> Result<(), RegistryError> {
+        let slot = *self.by_srqn.get(&srqn).ok_or(RegistryError::NotRegistered { what: "srqn", value: srqn })?;
+        if wqes.stride() < 32 {
+            return Err(RegistryError::BadWqeStride { stride: wqes.stride() });
+        }
+        let need = self.srqs[slot as usize].wrid.len() * wqes.stride() as usize;
+        Self::fits("srq", srqn, need, wqes.buffer().len())?;
+        self.srq_wqes.insert(slot, wqes);
+        Ok(())
+    }
+
+    /// The lkey of the device context's null memory region (`ibv_alloc_null_mr`, rdma-core's
+    /// `dump_fill_mkey`): inline data a data segment of that key takes is dropped, as
+    /// rdma-core drops it.
+    pub fn set_null_lkey(&mut self, lkey: Option<u32>) {
+        self.null_lkey = lkey;
+    }
+
+    fn fits(what: &'static str, value: u32, need: usize, have: usize) -> Result<(), RegistryError> {
+        if have < need {
+            return Err(RegistryError::WqeBufferTooSmall { what, what_value: value, need, have });
+        }
+        Ok(())
+    }
+
+    /// Copies inline data into receive WQE `idx` of the QP in `slot` (its RQ) or, with
+    /// `srq`, of the SRQ in `slot`: `Ok(false)` when no WQE buffer is registered for it.
+    /// With `write` false, only finds out what a copy would give.
+    pub(crate) fn scatter_recv(
+        &self,
+        slot: u32,
+        srq: bool,
+        idx: u32,
+        data: &[u8],
+        write: bool,
+    ) -> Result<bool, WcStatus> {
+        let wqes = if srq { self.srq_wqes.get(&slot) } else { self.qp_wqes.get(&slot).and_then(|w| w.rq.as_ref()) };
+        match wqes {
+            Some(w) => w.scatter(srq, idx, data, self.null_lkey, write).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Copies a READ or atomic response into the scatter list of the QP in `slot`'s send
+    /// WQE at `wqe_counter`: `Ok(false)` when no SQ buffer is registered for it.
+    pub(crate) fn scatter_send(&self, slot: u32, wqe_counter: u16, data: &[u8], write: bool) -> Result<bool, WcStatus> {
+        let (Some(qp), Some(w)) = (self.qps.get(slot as usize), self.qp_wqes.get(&slot).and_then(|w| w.sq.as_ref()))
+        else {
+            return Ok(false);
+        };
+        // rdma-core scatters only for RC QPs; of the other kinds a registry knows UD and raw
+        // Ethernet (RX checksum) QPs.
+        let rc = !qp.cfg.ud && !qp.cfg.rx_csum;
+        w.scatter(qp.sq.wqe_cnt(), rc, wqe_counter, data, self.null_lkey, write).map(|()| true)
     }
 
     /// QP slot for a QPN (version 0) — behind the poller's cache.

@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::granule::{self, GRANULE};
 use crate::ring::KeepAlive;
-use crate::{CqRing, DoorbellWord};
+use crate::{CqRing, DoorbellWord, WqBuffer};
 use core::ptr::NonNull;
 use std::sync::Arc;
 
@@ -117,6 +117,44 @@ impl DmaBuffer {
         let keep: KeepAlive = self.clone();
         // SAFETY: the 8-aligned granule holding `offset` is inside the mapping (checked; the mapping is page-aligned); the mapping lives as long as `keep`; every access to its bytes is an aligned 8-byte atomic one.
         unsafe { DoorbellWord::with_keepalive(self.as_ptr().add(offset), Some(keep)) }
+    }
+
+    /// A work-queue buffer over `len` bytes at `offset`, keeping this buffer alive: where
+    /// a model or test posts WQEs for a poller to scatter inline data from.
+    ///
+    /// # Safety
+    ///
+    /// The second half of [`WqBuffer::new`]'s contract: every data segment of a WQE whose
+    /// completion a poller processes names memory that is valid for writes of its byte
+    /// count and that nothing reads or writes until the poll returns that completion. (The
+    /// first half, the buffer's own memory, this mapping provides.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the buffer, or the errors of
+    /// [`WqBuffer::new`].
+    pub unsafe fn wq_buffer(self: &Arc<Self>, offset: usize, len: usize) -> Result<WqBuffer, Error> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer work queue", offset, len, limit: self.len });
+        }
+        let keep: KeepAlive = self.clone();
+        // SAFETY: the range lies inside the mapping (checked), which lives as long as `keep`, and whose bytes are only accessed by aligned 8-byte atomic operations; the data segments' memory is the caller's guarantee.
+        unsafe { WqBuffer::with_keepalive(self.as_ptr().add(offset), len, Some(keep)) }
+    }
+
+    /// Writes `src` at `offset`, one relaxed atomic store per 8-byte granule (a granule
+    /// covered in part is read and written back whole): WQEs a test posts, say.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the buffer.
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), Error> {
+        if offset.checked_add(src.len()).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer", offset, len: src.len(), limit: self.len });
+        }
+        // SAFETY: as in `read_bytes`: page-aligned base, the range and every granule it touches inside the mapping, the granule rule kept.
+        unsafe { granule::write(self.as_ptr(), offset, src) };
+        Ok(())
     }
 
     /// Copies `out.len()` bytes from `offset`, one relaxed atomic load per 8-byte granule

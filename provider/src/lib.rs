@@ -6,6 +6,7 @@
 //! - [`CqDriver`]: the operations every backend implements.
 //! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
+//! - [`WqBuffer`]: a work queue's WQEs, which a poller reads to scatter inline CQE data.
 //! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
 //! - [`image`]: the ring-image text container and canonical completion lines.
 //! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
@@ -25,6 +26,7 @@ mod ring;
 mod scramble;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod wq;
 
 pub use completion::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode, WcStatus};
 pub use dma::DmaBuffer;
@@ -36,3 +38,4 @@ pub use pow2::{Pow2Ref, Pow2Table};
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
 #[cfg(feature = "model")]
 pub use scramble::scrambled_qp;
+pub use wq::WqBuffer;

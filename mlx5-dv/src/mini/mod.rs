@@ -376,7 +376,7 @@ mod tests {
                 let mut b = Completion::default();
                 decompress(&mut Peek(&reg), &t, req, format, mini, 12, false, 0, &mut a);
                 let full = expand(&t, mini, format, 2);
-                let parsed = cqe::parse_slow(&mut Peek(&reg), full, false, 64, 0, &mut b);
+                let parsed = cqe::parse_slow(&mut Peek(&reg), full, None, false, 64, 0, &mut b);
                 assert!(matches!(parsed, Parsed::Wc), "{format:?} opcode {opcode}");
                 // FTAG_STRIDX puts the flow tag (0x421234 here) where the QPN was: no such
                 // QP. Everything else is a completion of QP 0x42.

@@ -10,7 +10,7 @@ use crate::fast::Stop;
 use crate::fields::RingCqe;
 use crate::registry::{Qp, Registry};
 use core::mem::offset_of;
-use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Ref, RingView, SlotRef, WcFlags};
+use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Ref, RingView, SlotRef, WcFlags, WcStatus};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::CI_MASK;
 use dvcq_uapi::mlx5::mini::{MiniCqe, MiniCqeArray, MAX_ENHANCED_MINIS, MINIS_PER_ARRAY};
@@ -215,6 +215,13 @@ impl Resources for Resolved {
     }
     fn srq_complete(&mut self, _: u32, _: u16) -> Option<u64> {
         Some(0)
+    }
+    // A title of a session never carries inline data (its format is the session's).
+    fn scatter_recv(&mut self, _: u32, _: bool, _: u32, _: &[u8]) -> Result<bool, WcStatus> {
+        Ok(false)
+    }
+    fn scatter_send(&mut self, _: u32, _: u16, _: &[u8]) -> Result<bool, WcStatus> {
+        Ok(false)
     }
 }
 
@@ -1091,7 +1098,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     let Some(c) = ring.read_at::<Cqe64>(cur, Self::CQE_OFF) else {
                         break;
                     };
-                    match cqe::parse_slow(&mut res, c, V1, STRIDE as u32, cur, slot) {
+                    let half = Self::inline_half(ring, cur, own);
+                    match cqe::parse_slow(&mut res, c, half, V1, STRIDE as u32, cur, slot) {
                         Parsed::Swallowed => {
                             res.stats.swallowed += 1;
                             continue;
@@ -1169,7 +1177,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             }
             let cqe: Cqe64 = ring.read_at(ci, Self::CQE_OFF)?;
             if cqe.format() != cqe_format::COMPRESSED {
-                match cqe::parse_slow(&mut res, cqe, v1, STRIDE as u32, ci, &mut out) {
+                let half = Self::inline_half(ring, ci, cqe.op_own);
+                match cqe::parse_slow(&mut res, cqe, half, v1, STRIDE as u32, ci, &mut out) {
                     Parsed::Wc => return Some(out),
                     Parsed::Resize => return None,
                     Parsed::Swallowed => {

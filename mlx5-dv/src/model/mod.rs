@@ -10,6 +10,7 @@
 
 pub mod build;
 pub mod compress;
+pub mod wqe;
 
 use crate::cq::{CqConfig, Mlx5Cq, Mlx5Error};
 use crate::mini::CompLayout;

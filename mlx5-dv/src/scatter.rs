@@ -1,0 +1,195 @@
+//! Inline scatter (shared/spec/mlx5.md §4, §7.1, §7.2, Pitfall 13): data the device put in a
+//! CQE instead of the buffers the WQE names (format 1: up to 32 bytes at the start of the
+//! cqe64; format 2: up to 64 in the first half of a 128-byte CQE), copied where the WQE
+//! says, as rdma-core's poll does. rdma-core creates RC QPs with it on by default
+//! (`MLX5_QP_FLAG_SCATTER_CQE`), for small receives and for READ and atomic responses.
+//!
+//! The copy reads the completed WQE's 16-byte data segments (`byte_count`, `lkey`, `addr`,
+//! big-endian) from the work queue's buffer, which the application registers
+//! ([`crate::Registry::set_recv_wqes`] and its siblings).
+
+use crate::registry::RegistryError;
+use dvcq_provider::{WcStatus, WqBuffer};
+use dvcq_uapi::mlx5::opcode::wqe_opcode;
+
+/// Bytes of a data segment (`struct mlx5_wqe_data_seg`), and of every other WQE segment.
+const SEG: usize = 16;
+/// Bytes of a send WQE basic block.
+const SEND_WQEBB: usize = 64;
+
+/// The most inline data a CQE of format 1 (in the cqe64) or 2 (in a 128-byte CQE's first
+/// half) carries; `None` for other formats.
+pub(crate) const fn inline_capacity(format: u8) -> Option<usize> {
+    match format {
+        dvcq_uapi::mlx5::opcode::cqe_format::INLINE_SCATTER_32 => Some(32),
+        dvcq_uapi::mlx5::opcode::cqe_format::INLINE_SCATTER_64 => Some(64),
+        _ => None,
+    }
+}
+
+/// A receive queue's WQEs in memory: a QP's RQ (`mlx5dv_qp`'s `rq.buf`, `rq.stride`) or an
+/// SRQ (`mlx5dv_srq`'s `buf`, `stride`). A WQE is an array of data segments; an SRQ WQE's
+/// first 16 bytes are its next segment, and with `signature` a QP's RQ WQE's are a
+/// signature segment.
+#[derive(Debug, Clone)]
+pub struct RecvWqes {
+    buf: WqBuffer,
+    shift: u32,
+    signature: bool,
+}
+
+impl RecvWqes {
+    /// `stride` bytes per WQE (a power of two from 16); `signature`: the QP was created
+    /// with WQE signatures (rdma-core's `wq_sig`; never for an SRQ).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::BadWqeStride`] for another stride.
+    pub fn new(buf: WqBuffer, stride: u32, signature: bool) -> Result<Self, RegistryError> {
+        if !stride.is_power_of_two() || stride < SEG as u32 {
+            return Err(RegistryError::BadWqeStride { stride });
+        }
+        Ok(Self { buf, shift: stride.trailing_zeros(), signature })
+    }
+
+    /// Bytes per WQE.
+    pub fn stride(&self) -> u32 {
+        1 << self.shift
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &WqBuffer {
+        &self.buf
+    }
+
+    /// Copies `data` into receive WQE `idx` (rdma-core `mlx5_copy_to_recv_wqe` for a QP's RQ,
+    /// `mlx5_copy_to_recv_srq` for an SRQ); with `write` false, only finds out whether it
+    /// fits (a peek).
+    ///
+    /// rdma-core takes as many segments as fit in a WQE from where the data segments start,
+    /// so with a next or signature segment the last one it may read lies in the next WQE;
+    /// kept, within the buffer.
+    pub(crate) fn scatter(
+        &self,
+        srq: bool,
+        idx: u32,
+        data: &[u8],
+        null_lkey: Option<u32>,
+        write: bool,
+    ) -> Result<(), WcStatus> {
+        let skip = if srq || self.signature { SEG } else { 0 };
+        let start = ((idx as usize) << self.shift) + skip;
+        let max = 1usize << (self.shift - 4);
+        match to_segments(&self.buf, start, max, data, null_lkey, write) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(WcStatus::LocLenErr),
+        }
+    }
+}
+
+/// A send queue's WQEs in memory (`mlx5dv_qp`'s `sq.buf`): 64-byte basic blocks, as many as
+/// the SQ's `wqe_cnt`.
+#[derive(Debug, Clone)]
+pub struct SendWqes {
+    buf: WqBuffer,
+}
+
+impl SendWqes {
+    /// The SQ's buffer.
+    pub fn new(buf: WqBuffer) -> Self {
+        Self { buf }
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &WqBuffer {
+        &self.buf
+    }
+
+    /// Copies `data`, a READ or atomic response, into the scatter list of the send WQE at
+    /// `wqe_counter` of an SQ of `wqe_cnt` basic blocks (rdma-core `mlx5_copy_to_send_wqe`):
+    /// `IBV_WC_GENERAL_ERR` on a QP that is not RC, `IBV_WC_REM_INV_REQ_ERR` for a WQE of
+    /// another opcode, `IBV_WC_LOC_LEN_ERR` when the list holds less. A list that runs past
+    /// the SQ's end goes on at its start. With `write` false, only finds out (a peek).
+    pub(crate) fn scatter(
+        &self,
+        wqe_cnt: u32,
+        rc: bool,
+        wqe_counter: u16,
+        data: &[u8],
+        null_lkey: Option<u32>,
+        write: bool,
+    ) -> Result<(), WcStatus> {
+        let end = wqe_cnt as usize * SEND_WQEBB;
+        let ctrl = (wqe_counter as usize & (wqe_cnt as usize).wrapping_sub(1)) * SEND_WQEBB;
+        if !rc {
+            return Err(WcStatus::GeneralErr);
+        }
+        // The control segment: `opmod_idx_opcode` (opcode in its low byte) and `qpn_ds`
+        // (the WQE's size in 16-byte units in its low 6 bits).
+        let Some(c) = self.buf.bytes8(ctrl) else {
+            return Err(WcStatus::LocLenErr);
+        };
+        // After the control segment, a remote address segment, and for atomics an atomic
+        // segment.
+        let segs_before = match c[3] {
+            wqe_opcode::RDMA_READ => 2,
+            wqe_opcode::ATOMIC_CS | wqe_opcode::ATOMIC_FA => 3,
+            _ => return Err(WcStatus::RemInvReqErr),
+        };
+        let start = ctrl + segs_before * SEG;
+        let max = usize::from(c[7] & 0x3f).saturating_sub(segs_before);
+        let to_end = end.saturating_sub(start) / SEG;
+        let wrapped = if max > to_end {
+            match to_segments(&self.buf, start, to_end, data, null_lkey, write) {
+                Ok(()) => return Ok(()),
+                Err(done) => {
+                    to_segments(&self.buf, 0, max - to_end, data.get(done..).unwrap_or_default(), null_lkey, write)
+                }
+            }
+        } else {
+            to_segments(&self.buf, start, max, data, null_lkey, write)
+        };
+        wrapped.map_err(|_| WcStatus::LocLenErr)
+    }
+}
+
+/// rdma-core `copy_to_scat`: copies `data` into the data segments from byte `start` of
+/// `buf`, at most `max` of them, each taking up to its byte count; a segment of the null
+/// memory key (`ibv_alloc_null_mr`, rdma-core's `dump_fill_mkey`) takes its share without a
+/// copy. `Err(bytes copied)` when the segments hold less than `data` (or run out of the
+/// buffer). With `write` false nothing is written.
+#[allow(unsafe_code)]
+fn to_segments(
+    buf: &WqBuffer,
+    start: usize,
+    max: usize,
+    data: &[u8],
+    null_lkey: Option<u32>,
+    write: bool,
+) -> Result<(), usize> {
+    let mut done = 0;
+    if data.is_empty() {
+        return Ok(());
+    }
+    for i in 0..max {
+        let off = start + i * SEG;
+        let (Some(head), Some(addr)) = (buf.bytes8(off), buf.bytes8(off + 8)) else {
+            return Err(done);
+        };
+        let [c0, c1, c2, c3, k0, k1, k2, k3] = head;
+        let byte_count = u32::from_be_bytes([c0, c1, c2, c3]) as usize;
+        let lkey = u32::from_be_bytes([k0, k1, k2, k3]);
+        let rest = data.get(done..).unwrap_or_default();
+        let part = rest.get(..byte_count).unwrap_or(rest);
+        let n = part.len();
+        if write && null_lkey != Some(lkey) {
+            // SAFETY: the segment at `off` belongs to the WQE whose completion is being polled (the callers scatter only for the CQE they are translating), so the buffer's contract makes the `byte_count >= n` bytes it names writable now.
+            unsafe { buf.write_named(u64::from_be_bytes(addr), part) };
+        }
+        done += n;
+        if done == data.len() {
+            return Ok(());
+        }
+    }
+    Err(done)
+}

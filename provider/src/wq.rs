@@ -1,0 +1,157 @@
+//! Work-queue buffers: the memory an application posts WQEs into. A poller reads a completed
+//! WQE's data segments from it to put data the device delivered inside the CQE (mlx5's
+//! inline scatter) where the WQE says, as rdma-core's poll does.
+
+use crate::error::Error;
+use crate::granule::{self, GRANULE};
+use crate::ring::KeepAlive;
+use core::fmt;
+use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
+
+/// A work queue's WQE buffer, read by the poller (`mlx5dv_qp`'s `sq.buf` or `rq.buf`,
+/// `mlx5dv_srq`'s `buf`), and the one way it writes to the memory the WQEs' data segments
+/// name.
+///
+/// Like ring memory, the buffer is read only by naturally aligned 8-byte atomic loads
+/// (`granule.rs`).
+#[derive(Clone)]
+pub struct WqBuffer {
+    base: NonNull<u8>,
+    len: usize,
+    _keep: Option<KeepAlive>,
+}
+
+impl fmt::Debug for WqBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WqBuffer").field("base", &self.base).field("len", &self.len).finish()
+    }
+}
+
+// SAFETY: a pointer to memory the creator vouched for (see `new`); nothing is tied to the creating thread, every read is an aligned 8-byte atomic load, and the writes `write_named` makes go to memory the contract hands to whoever processes the completion, on whichever thread that is.
+unsafe impl Send for WqBuffer {}
+
+impl WqBuffer {
+    /// Wraps the `len` bytes at `base`.
+    ///
+    /// # Safety
+    ///
+    /// - `base` is 8-aligned, and its `len` bytes stay mapped and readable for the life of
+    ///   the value and of its clones; nothing in this process writes them except with
+    ///   naturally aligned 8-byte atomic operations, or in writes ordered before the poll
+    ///   that reads them (posting a WQE happens before its completion is polled).
+    /// - Every data segment of a WQE whose completion a poller is processing names memory
+    ///   (its address and byte count, as the device reads them) that is valid for writes,
+    ///   and that nothing reads or writes until the poll returns that completion: the
+    ///   memory the device would otherwise have written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Null`] or [`Error::Misaligned`].
+    pub unsafe fn new(base: *mut u8, len: usize) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        unsafe { Self::with_keepalive(base, len, None) }
+    }
+
+    /// [`WqBuffer::new`], holding `keep` (the owner of the memory) alive.
+    ///
+    /// # Safety
+    ///
+    /// As for [`WqBuffer::new`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`WqBuffer::new`].
+    pub unsafe fn with_keepalive(base: *mut u8, len: usize, keep: Option<KeepAlive>) -> Result<Self, Error> {
+        let base = NonNull::new(base).ok_or(Error::Null { what: "work queue buffer" })?;
+        if base.as_ptr() as usize % GRANULE != 0 {
+            return Err(Error::Misaligned { what: "work queue buffer", addr: base.as_ptr() as usize, align: GRANULE });
+        }
+        Ok(Self { base, len, _keep: keep })
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The 8 bytes at `off` in memory order; `None` unless `off` is 8-aligned and the bytes
+    /// lie inside the buffer.
+    #[inline]
+    pub fn bytes8(&self, off: usize) -> Option<[u8; 8]> {
+        if off % GRANULE != 0 || off.checked_add(GRANULE).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        // SAFETY: `off` is 8-aligned, so is the base (checked at construction), and the granule lies inside the buffer (checked), which the constructor's caller keeps readable under the granule rule.
+        let w = unsafe { granule::at(self.base.as_ptr().add(off)) }.load(Ordering::Relaxed);
+        Some(w.to_ne_bytes())
+    }
+
+    /// Writes `data` to `addr`: the address of a data segment in this buffer. Returns false,
+    /// writing nothing, for a null address (a garbage segment).
+    ///
+    /// # Safety
+    ///
+    /// `addr` and a byte count of at least `data.len()` come from a data segment, in this
+    /// buffer, of a WQE whose completion the caller is processing: the memory the
+    /// constructor's contract makes writable now.
+    pub unsafe fn write_named(&self, addr: u64, data: &[u8]) -> bool {
+        let Some(dst) = NonNull::new(addr as usize as *mut u8) else {
+            return data.is_empty();
+        };
+        // Byte by byte (at most the 64 bytes a CQE carries): `copy_nonoverlapping` compiled
+        // to an indirect call of `memcpy`, which the poll path allows none of
+        // (tests/hot_path.rs).
+        for (i, &b) in data.iter().enumerate() {
+            // SAFETY: the segment names `data.len()` writable bytes at `addr` that nothing else accesses until the completion is returned (the caller's guarantee, from the constructor's contract), and `i < data.len()`.
+            unsafe { dst.as_ptr().add(i).write_volatile(b) };
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DmaBuffer;
+    use std::sync::Arc;
+
+    #[test]
+    fn reads_whole_aligned_words_inside_the_buffer_and_writes_where_a_segment_points() {
+        let mem = Arc::new(DmaBuffer::new(64).unwrap());
+        mem.write_bytes(8, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        // SAFETY: the one segment written to below names `dst`, live and otherwise untouched.
+        let wq = unsafe { mem.wq_buffer(0, 32) }.unwrap();
+        assert_eq!((wq.len(), wq.is_empty()), (32, false));
+        assert_eq!(wq.bytes8(8), Some([1, 2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(wq.bytes8(24), Some([0; 8]));
+        // Past the end, across it, or misaligned: nothing.
+        for off in [32, 28, 4, usize::MAX - 3] {
+            assert_eq!(wq.bytes8(off), None, "offset {off}");
+        }
+        let mut dst = vec![0u8; 6];
+        // SAFETY: `dst` is live, writable and not otherwise accessed during the call.
+        assert!(unsafe { wq.write_named(dst.as_mut_ptr() as u64, &[9, 8, 7]) });
+        assert_eq!(dst, [9, 8, 7, 0, 0, 0]);
+        // SAFETY: a null address is refused before any write.
+        assert!(!unsafe { wq.write_named(0, &[1]) });
+        // SAFETY: nothing is written for an empty range.
+        assert!(unsafe { wq.write_named(0, &[]) });
+    }
+
+    #[test]
+    fn a_buffer_must_be_8_aligned_and_not_null() {
+        let mem = Arc::new(DmaBuffer::new(64).unwrap());
+        // SAFETY: both are refused before a buffer exists.
+        assert!(matches!(unsafe { mem.wq_buffer(4, 16) }, Err(Error::Misaligned { align: 8, .. })));
+        // SAFETY: as above.
+        assert!(matches!(unsafe { mem.wq_buffer(8, 64) }, Err(Error::OutOfBounds { .. })));
+        // SAFETY: refused before use.
+        assert!(matches!(unsafe { WqBuffer::new(core::ptr::null_mut(), 8) }, Err(Error::Null { .. })));
+    }
+}
