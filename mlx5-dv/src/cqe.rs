@@ -6,7 +6,7 @@
 
 use crate::fast;
 use crate::fields::CqeFields;
-use crate::registry::Registry;
+use crate::registry::{Registry, Srq};
 use crate::status::syndrome_status;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
@@ -28,7 +28,7 @@ pub enum CqeVersion {
 pub(crate) enum Parsed {
     /// A completion (or fault item) was written.
     Wc,
-    /// The CQE is consumed without a completion (SIG_ERR, ODP page fault), as rdma-core does.
+    /// The CQE is consumed without a completion (SIG_ERR), as rdma-core does.
     Swallowed,
     /// A RESIZE CQE: the device moved to a new ring.
     Resize,
@@ -40,6 +40,8 @@ pub(crate) trait Resources {
     fn qp(&mut self, key: u32, v1: bool) -> Option<u32>;
     /// SRQ slot for an SRQ number.
     fn srq(&mut self, srqn: u32) -> Option<u32>;
+    /// The SRQ number of an SRQ slot.
+    fn srqn_of(&self, slot: u32) -> u32;
     /// The SRQ slot a QP receives from, and whether it has the RX checksum capability.
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool);
     /// Requester: (masked index, wr_id, wr_data) and retire up to the WQE.
@@ -113,6 +115,9 @@ impl Resources for Consume<'_> {
     fn srq(&mut self, srqn: u32) -> Option<u32> {
         self.reg.srq_slot_by_srqn(srqn)
     }
+    fn srqn_of(&self, slot: u32) -> u32 {
+        self.reg.srq_at_ref(slot).map_or(0, Srq::srqn)
+    }
     #[inline(always)]
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool) {
         self.reg.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
@@ -176,6 +181,9 @@ impl Resources for Peek<'_> {
     }
     fn srq(&mut self, srqn: u32) -> Option<u32> {
         self.0.srq_slot_by_srqn(srqn)
+    }
+    fn srqn_of(&self, slot: u32) -> u32 {
+        self.0.srq_at_ref(slot).map_or(0, Srq::srqn)
     }
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool) {
         self.0.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
@@ -452,7 +460,9 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
 
 /// Parses an error CQE (opcodes 13, 14), rdma-core's error branch of `mlx5_parse_cqe`:
 /// status from the syndrome, `vendor_err`, wr_id as for success; opcode and byte_len stay
-/// unset (zero). An ODP page fault on an SRQ is swallowed, as rdma-core re-posts the WQE.
+/// unset (zero). An ODP page fault on an SRQ receive is a [`FaultKind::SrqPageFault`] item:
+/// rdma-core swallows it and re-posts the WQE itself, which only the application can do
+/// here.
 #[cold]
 #[inline(never)]
 pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u32, out: &mut Completion) -> Parsed {
@@ -470,7 +480,13 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
             Err((kind, v)) => return fault(res, out, kind, pos, v),
             Ok((RecvTarget::Srq(slot), _)) => {
                 if e.syndrome == syndrome::REMOTE_ABORTED_ERR && e.vendor_err_synd == syndrome::VENDOR_ODP_PFAULT {
-                    return Parsed::Swallowed;
+                    // rdma-core (`mlx5_complete_odp_fault`) posts the WQE again at the SRQ's
+                    // head and returns nothing; the application posts to its SRQ here, so it
+                    // learns which receive to post again.
+                    let srqn = res.srqn_of(slot);
+                    let p = fault(res, out, FaultKind::SrqPageFault, pos, srqn);
+                    out.wqe_index = wqe_counter;
+                    return p;
                 }
                 match res.srq_complete(slot, wqe_counter) {
                     Some(w) => (wqe_counter as u32, w),

@@ -23,6 +23,11 @@ pub enum FaultKind {
     /// A field holds a value the layout does not allow (for example a WQE index beyond the
     /// work queue).
     BadField = 6,
+    /// mlx5: an on-demand-paging page fault on a receive from an SRQ. The device consumed
+    /// the SRQ WQE without data; rdma-core re-posts it itself and returns nothing, but the
+    /// application owns the SRQ here and must post that receive again. The item's
+    /// `qp_num` is the SRQ number (the fault's value) and `wqe_index` the consumed WQE.
+    SrqPageFault = 7,
 }
 
 impl FaultKind {
@@ -36,6 +41,7 @@ impl FaultKind {
             Self::BadFormat => "bad_format",
             Self::Truncated => "truncated",
             Self::BadField => "bad_field",
+            Self::SrqPageFault => "srq_page_fault",
         }
     }
 }
@@ -63,6 +69,7 @@ impl fmt::Display for CqeFault {
             FaultKind::BadFormat => "cqe format not enabled on this cq",
             FaultKind::Truncated => "truncated cqe session",
             FaultKind::BadField => "bad cqe field",
+            FaultKind::SrqPageFault => "odp page fault, receive to post again on srq",
         };
         write!(f, "{what} {:#x} at ring position {}", self.value, self.position)
     }
@@ -72,7 +79,7 @@ impl fmt::Display for CqeFault {
 mod tests {
     use super::{CqeFault, FaultKind};
 
-    const ALL: [FaultKind; 7] = [
+    const ALL: [FaultKind; 8] = [
         FaultKind::None,
         FaultKind::UnknownQp,
         FaultKind::UnknownSrq,
@@ -80,6 +87,7 @@ mod tests {
         FaultKind::BadFormat,
         FaultKind::Truncated,
         FaultKind::BadField,
+        FaultKind::SrqPageFault,
     ];
 
     /// Ring-image decoding prints `reason=<word>`: one word per kind, each its own, that a
@@ -87,7 +95,19 @@ mod tests {
     #[test]
     fn each_kind_has_its_own_word() {
         let words: Vec<&str> = ALL.iter().map(|k| k.word()).collect();
-        assert_eq!(words, ["none", "unknown_qp", "unknown_srq", "bad_opcode", "bad_format", "truncated", "bad_field"]);
+        assert_eq!(
+            words,
+            [
+                "none",
+                "unknown_qp",
+                "unknown_srq",
+                "bad_opcode",
+                "bad_format",
+                "truncated",
+                "bad_field",
+                "srq_page_fault"
+            ]
+        );
     }
 
     /// The message names the kind, the offending value in hex and where the CQE sat.

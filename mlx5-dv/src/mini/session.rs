@@ -201,6 +201,9 @@ impl Resources for Resolved {
     fn srq(&mut self, _: u32) -> Option<u32> {
         Some(0)
     }
+    fn srqn_of(&self, _: u32) -> u32 {
+        0
+    }
     fn qp_attrs(&self, _: u32) -> (Option<u32>, bool) {
         match self.0 {
             RecvTarget::Rq(_) => (None, false),
