@@ -250,9 +250,11 @@ impl Mlx5Image {
         slots: Vec<u8>,
     ) -> Self {
         let entries = (slots.len() / cqe_size.max(1) as usize) as u32;
+        // XRC SRQs and receive WQs have no `qp` line: the format has none for them.
         let qps = registry
             .qps()
             .iter()
+            .filter(|q| q.kind() == crate::registry::ResourceKind::Qp)
             .enumerate()
             .map(|(i, q)| {
                 let c = q.config();

@@ -31,7 +31,7 @@ pub mod view;
 pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error};
 pub use cqe::CqeVersion;
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
-pub use registry::{QpConfig, Registry, RegistryError};
+pub use registry::{QpConfig, Registry, RegistryError, ResourceKind};
 pub use scatter::{RecvWqes, SendWqes};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};

@@ -316,12 +316,32 @@ pub struct Qp {
     keys_wire: [u32; 2],
     /// See [`Qp::recv_path`].
     recv_path: u32,
+    kind: ResourceKind,
+}
+
+/// What an entry of the registry's QP table stands for. CQEs of version 1 name a QP, an XRC
+/// SRQ or a receive work queue alike by user index, and the poller treats the last two as
+/// QPs whose receives come from an SRQ or from their own queue; they have no QPN lookup
+/// and an unused one-entry send queue (a requester CQE naming one, which a device does
+/// not write, completes that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceKind {
+    /// A QP ([`Registry::add_qp`]).
+    Qp,
+    /// An XRC SRQ ([`Registry::add_xrc_srq`]): `config().qpn` is its SRQ number.
+    XrcSrq,
+    /// A receive work queue ([`Registry::add_rwq`]): `config().qpn` is its WQ number.
+    Rwq,
 }
 
 impl Qp {
     /// The configuration it was registered with, its user index filled in.
     pub fn config(&self) -> &QpConfig {
         &self.cfg
+    }
+    /// Whether it is a QP, or an XRC SRQ or receive WQ that CQEs name as they name a QP.
+    pub fn kind(&self) -> ResourceKind {
+        self.kind
     }
     /// The QP's user index (CQE version 1 lookups): [`QpConfig::uidx`], or its registration
     /// order.
@@ -508,6 +528,8 @@ pub struct Registry {
     by_qpn: KeyIndex,
     by_uidx: KeyIndex,
     by_srqn: FxHashMap<u32, u32>,
+    /// Receive WQ number -> slot in `qps`.
+    by_wqn: FxHashMap<u32, u32>,
     /// WQE buffers by QP and SRQ slot: read only for CQEs with inline data, so they stay
     /// out of the structures the poll loops read.
     qp_wqes: FxHashMap<u32, QpWqes>,
@@ -551,6 +573,60 @@ impl Registry {
     /// [`RegistryError`] for bad sizes, duplicates (of the QPN or the user index), numbers
     /// wider than 24 bits, or an unknown SRQ.
     pub fn add_qp(&mut self, cfg: QpConfig) -> Result<&mut Qp, RegistryError> {
+        self.add_entry(cfg, ResourceKind::Qp)
+    }
+
+    /// Registers an XRC SRQ of `entries` WQEs, and the user index rdma-core gave it
+    /// (`MLX5_RSC_TYPE_XSRQ`): CQEs of version 1 name it by that index, version 0 by its
+    /// number, as any SRQ. Its receives complete from its wr_id table, as an SRQ's do.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Registry::add_srq`], and for a user index another resource has.
+    pub fn add_xrc_srq(&mut self, srqn: u32, uidx: u32, entries: u32) -> Result<&mut Srq, RegistryError> {
+        if uidx > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "uidx", value: uidx });
+        }
+        if self.by_uidx.contains(uidx) {
+            return Err(RegistryError::Duplicate { what: "uidx", value: uidx });
+        }
+        // Checked above, what the entry could refuse; the SRQ checks the rest.
+        self.add_srq(srqn, entries)?;
+        let cfg = QpConfig { srqn: Some(srqn), uidx: Some(uidx), ..QpConfig::rc(srqn, 1, 0) };
+        self.add_entry(cfg, ResourceKind::XrcSrq)?;
+        self.srq_mut(srqn).ok_or(RegistryError::NotRegistered { what: "srqn", value: srqn })
+    }
+
+    /// Registers a receive work queue (`ibv_create_wq`, the queues an RSS QP spreads its
+    /// receives over) of `wqe_cnt` WQEs, under the user index rdma-core gave it
+    /// (`MLX5_RSC_TYPE_RWQ`; such CQs are of CQE version 1). Its receives complete from
+    /// its own queue, as a QP's RQ's do, without the raw Ethernet checksum flag (rdma-core
+    /// reads that capability off QPs only); record posts through [`Registry::rwq_mut`].
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError`] for a bad size, a number wider than 24 bits, or a WQ number or
+    /// user index registered before.
+    pub fn add_rwq(&mut self, wqn: u32, uidx: u32, wqe_cnt: u32) -> Result<&mut RecvQueue, RegistryError> {
+        if self.by_wqn.contains_key(&wqn) {
+            return Err(RegistryError::Duplicate { what: "wqn", value: wqn });
+        }
+        let cfg = QpConfig { uidx: Some(uidx), ..QpConfig::rc(wqn, 1, wqe_cnt) };
+        let slot = self.qps.len() as u32;
+        self.add_entry(cfg, ResourceKind::Rwq)?;
+        self.by_wqn.insert(wqn, slot);
+        Ok(&mut self.qps[slot as usize].rq)
+    }
+
+    /// The receive work queue with this number, to record posts.
+    pub fn rwq_mut(&mut self, wqn: u32) -> Option<&mut RecvQueue> {
+        let slot = *self.by_wqn.get(&wqn)?;
+        self.qps.get_mut(slot as usize).map(|q| &mut q.rq)
+    }
+
+    /// Registers one entry of the QP table: a QP (found by QPN and user index), or an XRC
+    /// SRQ or receive WQ (found by user index only) that CQEs name as they name a QP.
+    fn add_entry(&mut self, cfg: QpConfig, kind: ResourceKind) -> Result<&mut Qp, RegistryError> {
         if cfg.qpn > dvcq_uapi::mlx5::cqe::QPN_MASK {
             return Err(RegistryError::TooWide { what: "qpn", value: cfg.qpn });
         }
@@ -570,7 +646,7 @@ impl Registry {
         // receives never reach this table, which only needs to exist.
         let rq_cnt = if cfg.srqn.is_some() { cfg.rq_wqe_cnt.max(1) } else { cfg.rq_wqe_cnt };
         let rq = RecvQueue::new(rq_cnt).ok_or(bad("rq", cfg.rq_wqe_cnt))?;
-        if self.by_qpn.contains(cfg.qpn) {
+        if kind == ResourceKind::Qp && self.by_qpn.contains(cfg.qpn) {
             return Err(RegistryError::Duplicate { what: "qpn", value: cfg.qpn });
         }
         if self.by_uidx.contains(uidx) {
@@ -582,11 +658,13 @@ impl Registry {
         };
         let keys_wire = [cfg.qpn.to_be(), uidx.to_be()];
         let cfg = QpConfig { uidx: Some(uidx), ..cfg };
-        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0 };
+        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind };
         // SRQ slots are below 2^24 (SRQ numbers are 24-bit and unique): bit 24 is "none".
         qp.recv_path = (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
         self.qps.push(qp);
-        self.by_qpn.insert(cfg.qpn, slot);
+        if kind == ResourceKind::Qp {
+            self.by_qpn.insert(cfg.qpn, slot);
+        }
         self.by_uidx.insert(uidx, slot);
         Ok(&mut self.qps[slot as usize])
     }
@@ -606,7 +684,8 @@ impl Registry {
         self.by_srqn.get(&srqn).map(|&s| &mut self.srqs[s as usize])
     }
 
-    /// All QPs in registration order.
+    /// All QPs in registration order, with the XRC SRQs and receive WQs that CQEs name by
+    /// user index ([`Qp::kind`]).
     pub fn qps(&self) -> &[Qp] {
         &self.qps
     }

@@ -3,7 +3,7 @@
 
 use dvcq_mlx5_dv::model::build::{self, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig, ModelError, ModelEvent, RingInit};
-use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry};
+use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry, RegistryError};
 use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
@@ -806,6 +806,74 @@ fn cqe_version_1_user_indexes_are_the_ones_rdma_core_gave() {
             assert_eq!((qp.sq.outstanding(), qp.rq.outstanding()), (0, 0), "batch {batch}: qp {qpn:#x}");
         }
     }
+}
+
+/// In CQE version 1 a user index may name an XRC SRQ or a receive work queue as well as a
+/// QP (rdma-core's `MLX5_RSC_TYPE_XSRQ`, `MLX5_RSC_TYPE_RWQ`): an XRC SRQ's receives
+/// complete from its wr_id table by the unmasked counter, a WQ's from its own queue by the
+/// masked one, errors included; `qp_num` is the CQE's own QPN (the XRC target QP, the RSS
+/// QP). Neither is a QP to `qp()`, and both are listed with their kind.
+#[test]
+fn cqe_version_1_user_indexes_name_xrc_srqs_and_receive_work_queues() {
+    use dvcq_mlx5_dv::ResourceKind;
+    for batch in [1, 16] {
+        let mut reg = Registry::new();
+        reg.add_qp(QpConfig { uidx: Some(3), ..QpConfig::rc(0x100, 8, 8) }).unwrap();
+        let xsrq = reg.add_xrc_srq(0x44, 1, 64).unwrap();
+        xsrq.post(10, 0x4410);
+        xsrq.post(11, 0x4411);
+        let rwq = reg.add_rwq(0x55, 2, 8).unwrap();
+        let at = [rwq.post(0x5500), rwq.post(0x5501)];
+        assert!(reg.qp(0x44).is_none() && reg.qp(0x55).is_none());
+        let kinds: Vec<_> = reg.qps().iter().map(|q| (q.kind(), q.uidx())).collect();
+        assert_eq!(kinds, [(ResourceKind::Qp, 3), (ResourceKind::XrcSrq, 1), (ResourceKind::Rwq, 2)]);
+        let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
+        let (mut m, mut cq) = setup::<64>(16, reg, cfg);
+        let flush = |qpn, wqe_counter, uidx| {
+            build::err(ErrSpec {
+                qpn,
+                wqe_counter,
+                syndrome: syndrome::WR_FLUSH_ERR,
+                srqn_uidx: uidx,
+                ..ErrSpec::default()
+            })
+        };
+        m.push(&build::resp(cqe_opcode::RESP_SEND, 0x300, 10, 8, 0).srqn_uidx(1)).unwrap();
+        m.push(&build::resp(cqe_opcode::RESP_SEND, 0x400, at[0], 9, 0).srqn_uidx(2)).unwrap();
+        m.push(&build::req(0x100, 0, wqe_opcode::SEND, 0).srqn_uidx(3)).unwrap();
+        m.push(&flush(0x300, 11, 1)).unwrap();
+        m.push(&flush(0x400, at[1], 2)).unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![Completion::default(); batch];
+        while let n @ 1.. = cq.poll(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.wqe_index)).collect();
+        assert_eq!(
+            summary,
+            [
+                (WcStatus::Success, 0x4410, 0x300, 10),
+                (WcStatus::Success, 0x5500, 0x400, 0),
+                (WcStatus::Success, 0, 0x100, 0),
+                (WcStatus::WrFlushErr, 0x4411, 0x300, 11),
+                (WcStatus::WrFlushErr, 0x5501, 0x400, 1),
+            ],
+            "batch {batch}"
+        );
+        assert_eq!(cq.registry_mut().srq_mut(0x44).unwrap().completed(), 2, "batch {batch}");
+        assert_eq!(cq.registry_mut().rwq_mut(0x55).unwrap().outstanding(), 0, "batch {batch}");
+    }
+    // One user index space: a QP's, an XRC SRQ's and a WQ's indexes are each other's
+    // duplicates; WQ numbers are their own.
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig { uidx: Some(3), ..QpConfig::rc(0x100, 8, 8) }).unwrap();
+    let dup = RegistryError::Duplicate { what: "uidx", value: 3 };
+    assert_eq!(reg.add_xrc_srq(0x44, 3, 64).err(), Some(dup));
+    assert!(reg.srq_mut(0x44).is_none(), "a refused XRC SRQ registers no SRQ either");
+    assert_eq!(reg.add_rwq(0x55, 3, 8).err(), Some(dup));
+    reg.add_rwq(0x55, 4, 8).unwrap();
+    assert_eq!(reg.add_rwq(0x55, 5, 8).err(), Some(RegistryError::Duplicate { what: "wqn", value: 0x55 }));
+    assert_eq!(reg.add_xrc_srq(0x45, 1 << 24, 8).err(), Some(RegistryError::TooWide { what: "uidx", value: 1 << 24 }));
 }
 
 /// In CQE version 1 the CQE names the QP by user index, never the SRQ: a responder CQE
