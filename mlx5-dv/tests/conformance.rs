@@ -25,6 +25,16 @@ fn setup<const S: usize>(entries: u32, reg: Registry, cfg: CqConfig) -> (Mlx5Mod
     (m, cq)
 }
 
+/// Every completion the CQ has, polled `batch` at a time.
+fn poll_batches<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize) -> Vec<Completion> {
+    let mut got = Vec::new();
+    let mut buf = vec![Completion::default(); batch];
+    while let n @ 1.. = cq.poll(&mut buf) {
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
 fn poll_all<const S: usize>(cq: &mut Mlx5Cq<S>) -> Vec<Completion> {
     let mut out = Vec::new();
     let mut buf = [Completion::default(); 7];
@@ -783,11 +793,7 @@ fn cqe_version_1_user_indexes_are_the_ones_rdma_core_gave() {
             ..ErrSpec::default()
         };
         m.push(&build::err(flush)).unwrap();
-        let mut got = Vec::new();
-        let mut buf = vec![Completion::default(); batch];
-        while let n @ 1.. = cq.poll(&mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
+        let got = poll_batches(&mut cq, batch);
         let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.fault().map(|f| f.value))).collect();
         assert_eq!(
             summary,
@@ -843,11 +849,7 @@ fn cqe_version_1_user_indexes_name_xrc_srqs_and_receive_work_queues() {
         m.push(&build::req(0x100, 0, wqe_opcode::SEND, 0).srqn_uidx(3)).unwrap();
         m.push(&flush(0x300, 11, 1)).unwrap();
         m.push(&flush(0x400, at[1], 2)).unwrap();
-        let mut got = Vec::new();
-        let mut buf = vec![Completion::default(); batch];
-        while let n @ 1.. = cq.poll(&mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
+        let got = poll_batches(&mut cq, batch);
         let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.wqe_index)).collect();
         assert_eq!(
             summary,
