@@ -25,6 +25,12 @@ fn setup<const S: usize>(entries: u32, reg: Registry, cfg: CqConfig) -> (Mlx5Mod
     (m, cq)
 }
 
+/// A responder flush error of QP `qpn` (CQE version 1: of user index `uidx`) at WQE
+/// `wqe_counter`.
+fn flush(qpn: u32, wqe_counter: u16, uidx: u32) -> build::Entry {
+    build::err(ErrSpec { qpn, wqe_counter, syndrome: syndrome::WR_FLUSH_ERR, srqn_uidx: uidx, ..ErrSpec::default() })
+}
+
 /// Every completion the CQ has, polled `batch` at a time.
 fn poll_batches<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize) -> Vec<Completion> {
     let mut got = Vec::new();
@@ -835,15 +841,6 @@ fn cqe_version_1_user_indexes_name_xrc_srqs_and_receive_work_queues() {
         assert_eq!(kinds, [(ResourceKind::Qp, 3), (ResourceKind::XrcSrq, 1), (ResourceKind::Rwq, 2)]);
         let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
         let (mut m, mut cq) = setup::<64>(16, reg, cfg);
-        let flush = |qpn, wqe_counter, uidx| {
-            build::err(ErrSpec {
-                qpn,
-                wqe_counter,
-                syndrome: syndrome::WR_FLUSH_ERR,
-                srqn_uidx: uidx,
-                ..ErrSpec::default()
-            })
-        };
         m.push(&build::resp(cqe_opcode::RESP_SEND, 0x300, 10, 8, 0).srqn_uidx(1)).unwrap();
         m.push(&build::resp(cqe_opcode::RESP_SEND, 0x400, at[0], 9, 0).srqn_uidx(2)).unwrap();
         m.push(&build::req(0x100, 0, wqe_opcode::SEND, 0).srqn_uidx(3)).unwrap();
@@ -895,15 +892,6 @@ fn cqe_version_1_receives_of_an_srq_qp_come_from_the_srq_errors_included() {
     let cfg = CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() };
     let (mut m, mut cq) = setup::<64>(8, reg, cfg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, 0x100, 40, 8, 0).srqn_uidx(0)).unwrap();
-    let flush = |qpn, wqe_counter, uidx| {
-        build::err(ErrSpec {
-            qpn,
-            wqe_counter,
-            syndrome: syndrome::WR_FLUSH_ERR,
-            srqn_uidx: uidx,
-            ..ErrSpec::default()
-        })
-    };
     m.push(&flush(0x100, 41, 0)).unwrap();
     m.push(&flush(0x200, 0, 1)).unwrap();
     let got = poll_all(&mut cq);
