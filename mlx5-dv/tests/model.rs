@@ -54,7 +54,12 @@ fn an_overrun_puts_the_cq_in_error_and_nothing_else_does() {
         m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
         assert!(!m.in_error(), "a full ring is not in error");
     }
-    assert!(matches!(m.push(&build::req(QPN, 4, wqe_opcode::SEND, 0)), Err(ModelError::Overrun { .. })));
+    let e = m.push(&build::req(QPN, 4, wqe_opcode::SEND, 0)).unwrap_err();
+    assert_eq!(e, ModelError::Overrun { cqn: 0x406, pi: 4, ci: 0, need: 1, free: 0 });
+    assert_eq!(
+        e.to_string(),
+        "cq 0x406 overrun at producer index 4: the write takes 1 slot(s), consumer index 0 leaves 0 free"
+    );
     assert!(m.in_error());
     assert_eq!(m.events(), &[ModelEvent::CqError { cqn: 0x406, syndrome: 1 }]);
     // An overrun-ignore CQ overwrites instead, and stays usable.
@@ -68,6 +73,26 @@ fn an_overrun_puts_the_cq_in_error_and_nothing_else_does() {
     assert!(m.events().is_empty());
 }
 
+/// A 64-byte CQE has no first half: inline-64 data or a GRH in the CQE cannot reach a
+/// 64-byte CQ, so the model refuses an entry that carries one instead of dropping it; raw
+/// bytes that only claim such a format (garbage) are written.
+#[test]
+fn a_first_half_is_refused_on_a_cq_of_64_byte_cqes() {
+    let mut m = Mlx5Model::new(ModelConfig::new(4)).unwrap();
+    let inline64 = build::resp(cqe_opcode::RESP_SEND, QPN, 0, 0, 0).inline(&[7; 48]);
+    let grh = build::resp(cqe_opcode::RESP_SEND, QPN, 0, 8, 0).grh_in_cqe([1; 40]);
+    for e in [inline64, grh] {
+        assert!(matches!(m.push(&e), Err(ModelError::Config(_))));
+    }
+    assert_eq!(m.pi(), 0);
+    let mut claims = inline64;
+    claims.first_half = [0; 64];
+    m.push(&claims).unwrap();
+    let mut mc = ModelConfig::new(4);
+    mc.cqe_size = 128;
+    Mlx5Model::new(mc).unwrap().push(&inline64).unwrap();
+}
+
 #[test]
 fn a_resize_to_a_ring_the_device_cannot_have_is_refused_and_writes_nothing() {
     let mut m = Mlx5Model::new(ModelConfig::new(8)).unwrap();
@@ -78,6 +103,8 @@ fn a_resize_to_a_ring_the_device_cannot_have_is_refused_and_writes_nothing() {
         assert!(matches!(e, ModelError::Config(_)), "{entries}: {e}");
     }
     assert!(matches!(m.resize::<128>(16), Err(ModelError::Config(_))));
+    // The size the CQ has: rdma-core and the kernel return before any command.
+    assert!(matches!(m.resize::<64>(8), Err(ModelError::Config(_))));
     assert_eq!(m.pi(), 1, "a refused resize writes no RESIZE CQE");
     // The bounds themselves are rings the device can have.
     for entries in [2, 1 << 22] {

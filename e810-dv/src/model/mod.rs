@@ -88,7 +88,7 @@ pub enum ModelError {
     #[error("model: {0}")]
     Config(&'static str),
     /// No free slot: the CQE was dropped and the CQ is now in error (§8.7).
-    #[error("cq {cq_id} overflow at producer position {prod}: shadow head {head} leaves no free slot")]
+    #[error("cq {cq_id} overflow at producer position {prod}: the cqe takes {need} slot(s), shadow head {head} leaves {free} free")]
     Overflow {
         /// CQ id.
         cq_id: u32,
@@ -96,6 +96,10 @@ pub enum ModelError {
         prod: u32,
         /// Head read from the shadow area.
         head: u32,
+        /// Slots the CQE takes (2 for an extended CQE in 32-byte slots).
+        need: u32,
+        /// Slots free (the model keeps one slot free, §8).
+        free: u32,
     },
     /// The CQ is in error after an overflow and accepts no more CQEs.
     #[error("cq {cq_id} is in error after an overflow")]
@@ -252,10 +256,12 @@ impl IrdmaModel {
         if self.in_error {
             return Err(ModelError::CqInError { cq_id: self.cfg.cq_id });
         }
-        if self.free_slots() < self.slots_for(c) {
+        let (need, free) = (self.slots_for(c), self.free_slots());
+        if free < need {
             self.in_error = true;
             self.events.push(ModelEvent::CqError { cq_id: self.cfg.cq_id, ae_code: ae::CQ_OPERATION_ERROR });
-            return Err(ModelError::Overflow { cq_id: self.cfg.cq_id, prod: self.prod(), head: self.shadow_head() });
+            let (cq_id, prod, head) = (self.cfg.cq_id, self.prod(), self.shadow_head());
+            return Err(ModelError::Overflow { cq_id, prod, head, need, free });
         }
         self.write(c)
     }
@@ -426,7 +432,12 @@ mod tests {
             m.push(&c).unwrap();
         }
         assert_eq!(m.free_slots(), 0);
-        assert!(matches!(m.push(&c), Err(ModelError::Overflow { .. })));
+        let e = m.push(&c).unwrap_err();
+        assert_eq!(e, ModelError::Overflow { cq_id: 3, prod: 3, head: 0, need: 1, free: 0 });
+        assert_eq!(
+            e.to_string(),
+            "cq 3 overflow at producer position 3: the cqe takes 1 slot(s), shadow head 0 leaves 0 free"
+        );
         assert_eq!(m.events(), &[ModelEvent::CqError { cq_id: 3, ae_code: 0x0203 }]);
         assert!(matches!(m.push(&c), Err(ModelError::CqInError { .. })));
         assert!(m.in_error());

@@ -83,7 +83,7 @@ pub enum ModelError {
     Config(&'static str),
     /// The CQ is full and was not created with overrun-ignore: the CQE was not written and
     /// the CQ is now in error (as hardware raises CQ_ERR).
-    #[error("cq {cqn:#x} overrun at producer index {pi}: consumer index {ci} leaves no free slot")]
+    #[error("cq {cqn:#x} overrun at producer index {pi}: the write takes {need} slot(s), consumer index {ci} leaves {free} free")]
     Overrun {
         /// CQ number.
         cqn: u32,
@@ -91,6 +91,10 @@ pub enum ModelError {
         pi: u32,
         /// Consumer index read from the doorbell record (24 bits).
         ci: u32,
+        /// Slots the write takes (a whole compressed session at once).
+        need: u32,
+        /// Slots free.
+        free: u32,
     },
     /// The CQ is in the error state after an overrun; it accepts no more CQEs.
     #[error("cq {cqn:#x} is in error after an overrun")]
@@ -310,7 +314,8 @@ impl Mlx5Model {
         if !self.cfg.overrun_ignore && !self.room_for(n) {
             self.in_error = true;
             self.events.push(ModelEvent::CqError { cqn: self.cfg.cqn, syndrome: 1 });
-            return Err(ModelError::Overrun { cqn: self.cfg.cqn, pi: self.pi, ci: self.device_ci() });
+            let free = self.cfg.entries.saturating_sub(self.used());
+            return Err(ModelError::Overrun { cqn: self.cfg.cqn, pi: self.pi, ci: self.device_ci(), need: n, free });
         }
         Ok(())
     }
@@ -322,11 +327,16 @@ impl Mlx5Model {
     /// # Errors
     ///
     /// [`ModelError::Overrun`] (and a [`ModelEvent::CqError`]) when the CQ is full without
-    /// overrun-ignore; [`ModelError::CqInError`] afterwards.
+    /// overrun-ignore; [`ModelError::CqInError`] afterwards; [`ModelError::Config`] for an
+    /// entry with a first half (inline-64 data, a GRH in the CQE) on a CQ of 64-byte CQEs,
+    /// which has none to hold it: a device never writes one there.
     ///
     /// On a CQ created with compression the completion may be held back to form a session
     /// ([`compress`]); it reaches the ring with its session, or at [`Mlx5Model::flush`].
     pub fn push(&mut self, e: &Entry) -> Result<u32, ModelError> {
+        if self.cfg.cqe_size == 64 && e.first_half != [0; 64] {
+            return Err(ModelError::Config("a 64-byte CQE has no first half for inline-64 data or a GRH"));
+        }
         if self.comp.is_some() {
             return self.push_compressed(e);
         }
@@ -383,6 +393,11 @@ impl Mlx5Model {
         }
         if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
             return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
+        }
+        // rdma-core (`mlx5_resize_cq`) and the kernel (`mlx5_ib_resize_cq`) return at once
+        // for the size the CQ has: no command reaches the device, no RESIZE CQE is written.
+        if entries == self.cfg.entries {
+            return Err(ModelError::Config("resize to the size the cq has: rdma-core does nothing, no RESIZE cqe"));
         }
         self.push(&build::resize())?;
         let (mem, ring) = Self::alloc_ring(&self.cfg, entries)?;
