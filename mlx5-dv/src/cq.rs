@@ -318,12 +318,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     #[cold]
     #[inline(never)]
     fn poll_detour(&mut self, out: &mut [Completion]) -> usize {
-        if self.cfg.compression.is_some() {
-            return self.poll_compressed_entry(out);
-        }
         // A RESIZE CQE was consumed (and published by that poll): nothing more until
-        // `switch_ring`.
-        0
+        // `switch_ring`, compressed CQ or not. The device writes nothing after it in the
+        // old ring, so anything there is garbage, and taking it would put the counter off
+        // for the new ring.
+        if self.resize_pending {
+            return 0;
+        }
+        self.poll_compressed_entry(out)
     }
 
     /// One completion: a fast run over a one-element slice (the compiler drops the loop),

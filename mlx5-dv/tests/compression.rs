@@ -1637,3 +1637,83 @@ fn take_turns<const S: usize>(layout: CompLayout) {
         "{layout:?}, {S}-byte CQEs: views and sessions both had a share"
     );
 }
+
+/// Polls until a call returns nothing (at most 64 calls, so a poller that never stops
+/// fails here), `batch` at a time, peeking before each call ([`poll_batch_peeking`]);
+/// returns what was polled.
+fn poll_dry<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize) -> Vec<Completion> {
+    let mut got = Vec::new();
+    for _ in 0..64 {
+        if poll_batch_peeking(cq, batch, &mut got) == 0 {
+            return got;
+        }
+    }
+    panic!("the poller never ran dry: {got:?}");
+}
+
+/// Garbage after an enhanced requester session: a block of an impossible count ends the
+/// session like a regular CQE. The consumer index only moves forward, each garbage block
+/// is one fault item, and the poller runs dry (it went back to the session's old position
+/// and returned the same fault for ever).
+#[test]
+fn a_fault_block_after_an_enhanced_requester_session_ends_it() {
+    for batch in [1, 4, 32] {
+        let mut m = model::<64>(16, comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never), 0);
+        let mut cq = poller::<64>(&m);
+        m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap(); // the title, at 0
+        m.push(&enhanced_block(requester_minis(1), 1, 16, 3)).unwrap(); // sends 1-3, slots 1-3
+        m.skip(2).unwrap();
+        m.push(&enhanced_block(requester_minis(4), 4, 16, 10)).unwrap(); // a count of 10
+        m.push(&enhanced_block(requester_minis(5), 5, 16, 11)).unwrap(); // and 11
+        let got = poll_dry(&mut cq, batch);
+        let what: Vec<_> = got.iter().map(|c| c.fault().map(|f| (f.kind, f.position)).ok_or(c.wqe_index)).collect();
+        let want = [Err(0), Err(1), Err(2), Err(3), Ok((FaultKind::BadField, 4)), Ok((FaultKind::BadField, 5))];
+        assert_eq!(what, want, "batch {batch}");
+        assert_eq!((cq.ci(), cq.stats().faults), (6, 2), "batch {batch}");
+    }
+}
+
+/// After a RESIZE CQE a compressed CQ polls nothing more from the old ring until
+/// `switch_ring`, as one without compression does: the device writes nothing there after
+/// it, and taking what garbage does would leave the counter off in the new ring.
+#[test]
+fn a_compressed_cq_polls_nothing_after_a_resize_until_it_switches() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        let mut m = model::<64>(16, comp(layout, MiniFormat::Hash, Policy::Never), 0);
+        let mut cq = poller::<64>(&m);
+        m.push(&build::resize()).unwrap();
+        m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap();
+        for call in 0..3 {
+            // The first call takes the RESIZE, which gives no completion.
+            assert!(poll_dry(&mut cq, 8).is_empty(), "{layout:?}, call {call}");
+            assert!(cq.resize_pending() && cq.ci() == 1, "{layout:?}, call {call}: the RESIZE and nothing after it");
+        }
+    }
+}
+
+/// On an overrun-ignore CQ a block that continues a session is bounded by the ring's size,
+/// as a block that opens one is: a block of 7 on a ring of 4 is truncated garbage, for
+/// peek and for poll, whatever the batch.
+#[test]
+fn a_block_larger_than_the_ring_is_truncated_wherever_it_is_met() {
+    for batch in [1, 3, 32] {
+        let mut c = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never);
+        if let Some(c) = &mut c {
+            c.policy = Policy::Never;
+        }
+        let mut mc = ModelConfig::new(4);
+        mc.overrun_ignore = true;
+        mc.compression = c;
+        let mut m = Mlx5Model::new(mc).unwrap();
+        let cfg = CqConfig { ci_update: dvcq_mlx5_dv::CiUpdate::Never, ..CqConfig::default() };
+        let mut cq = m.poller::<64>(registry(), cfg).unwrap();
+        m.push(&build::req(QP_RC, 0, wqe_opcode::SEND, 0)).unwrap(); // title, 0
+        m.push(&enhanced_block(requester_minis(1), 1, 4, 2)).unwrap(); // sends 1-2, slots 1-2
+        m.skip(1).unwrap();
+        m.push(&enhanced_block(requester_minis(3), 3, 4, 7)).unwrap(); // 7 in a ring of 4
+        let got = poll_dry(&mut cq, batch);
+        let what: Vec<_> =
+            got.iter().map(|c| c.fault().map(|f| (f.kind, f.position, f.value)).ok_or(c.wqe_index)).collect();
+        assert_eq!(what, [Err(0), Err(1), Err(2), Ok((FaultKind::Truncated, 3, 7))], "batch {batch}");
+    }
+}

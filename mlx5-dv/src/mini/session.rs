@@ -356,7 +356,10 @@ pub(super) fn next_block<const STRIDE: usize>(
         (vic == lap as u8).then_some(own)
     })?;
     let next = op_own::opcode(own) as u32 + 1;
-    let fits = seen.is_none_or(|seen| next <= entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
+    // The ring's size bounds a block as `check_block` bounds one that opens a session
+    // (overrun-ignore: the whole ring; else what the device was shown as free).
+    let free = seen.map_or(entries, |seen| entries.saturating_sub(pos.wrapping_sub(seen) & CI_MASK));
+    let fits = next <= free;
     (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
 }
 
@@ -843,6 +846,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 for i in 1..consume {
                     self.reinvalidate(t.wrapping_add(i));
                 }
+                // The fault ends a requester session as a regular CQE does: its loop would
+                // otherwise go on from the session's old position and move `ci` back.
+                self.end_requester_session();
                 self.ci = t.wrapping_add(consume);
                 self.stats.faults += 1;
                 *slot = Completion::from_fault(CqeFault { kind, position: t, value });
