@@ -81,9 +81,10 @@ pub struct CqStats {
     /// Compressed sessions (basic titles, enhanced blocks) opened.
     pub sessions: u64,
     /// Successful completions whose data came inside the CQE (inline scatter) for a QP or
-    /// SRQ without registered WQEs ([`crate::Registry::set_recv_wqes`]): their data was
-    /// not copied into the posted buffers. rdma-core creates RC QPs that receive this way
-    /// unless `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE` (or `MLX5_SCATTER_TO_CQE=0`) says
+    /// SRQ without registered WQEs ([`crate::Registry::set_recv_wqes`]), or naming a WQE
+    /// with nothing outstanding: their data was not copied into the posted buffers.
+    /// rdma-core creates RC and DC QPs that receive this way unless
+    /// `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE` (or `MLX5_SCATTER_TO_CQE=0`) says
     /// otherwise.
     pub inline_not_copied: u64,
 }

@@ -69,6 +69,11 @@ pub(crate) trait Resources {
     /// Copies a READ or atomic response into the send WQE at `wqe_counter` of the QP in
     /// `slot`, as [`Resources::scatter_recv`].
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus>;
+    /// Whether the WQE a CQE names holds a work request posted and not yet completed: a
+    /// receive outstanding on the RQ of the QP in `slot`, or (`requester`) the send WQE at
+    /// `wqe_counter`. Asked before translating a CQE with inline data, whose copy writes
+    /// only into posted WQEs' buffers.
+    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool;
     /// Counts a fault item (consuming view only).
     fn note_fault(&mut self) {}
     /// Counts a completion whose inline data stays in the CQE (consuming view only).
@@ -160,6 +165,9 @@ impl Resources for Consume<'_> {
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
         self.reg.scatter_send(slot, wqe_counter, data, true)
     }
+    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
+        self.reg.wqe_posted(slot, requester, wqe_counter)
+    }
     fn note_fault(&mut self) {
         self.stats.faults += 1;
     }
@@ -202,6 +210,9 @@ impl Resources for Peek<'_> {
     }
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
         self.0.scatter_send(slot, wqe_counter, data, false)
+    }
+    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
+        self.0.wqe_posted(slot, requester, wqe_counter)
     }
 }
 
@@ -543,11 +554,25 @@ fn parse_inline<R: Resources>(
     let Some(data) = src.get(..len as usize).filter(|_| len as usize <= cap) else {
         return fault(res, out, FaultKind::BadField, pos, len);
     };
+    // Asked before the translation retires the WQE. A CQE naming a WQE with nothing posted
+    // in it is garbage the copy must not act on: its data stays in the CQE. (An SRQ keeps
+    // no count here; the device is trusted to name posted SRQ WQEs, as rdma-core trusts it.)
+    let posted = if requester {
+        res.qp(key(cqe, v1), v1).is_some_and(|slot| res.wqe_posted(slot, true, cqe.wqe_counter()))
+    } else {
+        match recv_target(res, cqe, v1) {
+            Ok((RecvTarget::Rq(slot), _)) => res.wqe_posted(slot, false, cqe.wqe_counter()),
+            Ok((RecvTarget::Srq(_), _)) => true,
+            Err(_) => false,
+        }
+    };
     let parsed = if requester { parse_req(res, cqe, v1, pos, out) } else { parse_resp(res, cqe, v1, pos, out) };
     if out.fault().is_some() {
         return parsed;
     }
-    let copied = if requester {
+    let copied = if !posted {
+        Ok(false)
+    } else if requester {
         match res.qp(key(cqe, v1), v1) {
             Some(slot) => res.scatter_send(slot, cqe.wqe_counter(), data),
             None => Ok(false),

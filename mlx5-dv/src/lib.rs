@@ -24,7 +24,7 @@ pub mod mini;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod registry;
-pub mod scatter;
+mod scatter;
 pub mod status;
 pub mod view;
 
@@ -32,6 +32,5 @@ pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error
 pub use cqe::CqeVersion;
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
 pub use registry::{QpConfig, Registry, RegistryError, ResourceKind};
-pub use scatter::{RecvWqes, SendWqes};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};

@@ -9,7 +9,7 @@
 
 use crate::scatter::{RecvWqes, SendWqes};
 use core::cell::Cell;
-use dvcq_provider::{Pow2Table, WcOpcode, WcStatus};
+use dvcq_provider::{Pow2Table, WcOpcode, WcStatus, WqBuffer};
 use rustc_hash::FxHashMap;
 
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
@@ -77,6 +77,15 @@ impl SendQueue {
     /// Work requests posted but not yet retired by a CQE.
     pub fn outstanding(&self) -> u32 {
         self.head.wrapping_sub(self.tail.get())
+    }
+
+    /// Whether the WQE a requester CQE's `wqe_counter` names holds a work request posted
+    /// and not yet retired.
+    pub(crate) fn holds_outstanding(&self, wqe_counter: u16) -> bool {
+        let e = self.table.at(wqe_counter as usize & self.table.mask());
+        let outstanding = self.outstanding();
+        // Garbage may have retired past the head: then nothing counts as posted.
+        outstanding <= self.wqe_cnt() && e.wqe_head.wrapping_sub(self.tail.get()) < outstanding
     }
 
     /// Entries in the table (`wqe_cnt`).
@@ -226,6 +235,12 @@ impl Srq {
     /// Receive completions seen on this SRQ.
     pub fn completed(&self) -> u64 {
         self.completed.get()
+    }
+
+    /// The wr_id recorded for SRQ WQE `wqe_index` (the receive to post again after a
+    /// [`dvcq_provider::FaultKind::SrqPageFault`] item, say); `None` beyond the SRQ.
+    pub fn wr_id(&self, wqe_index: u16) -> Option<u64> {
+        self.wrid.get(wqe_index as usize).copied()
     }
 
     #[inline]
@@ -380,6 +395,7 @@ impl Qp {
 // The poll path addresses the registry's QPs by slot: with a power-of-two size that is one
 // shift (a 136-byte Qp took two instructions there, and cost the one-QP poll 0.6
 // instructions per CQE at batch 16).
+#[cfg(target_pointer_width = "64")]
 static_assertions::const_assert_eq!(core::mem::size_of::<Qp>(), 128);
 
 /// Errors registering resources.
@@ -532,8 +548,8 @@ pub struct Registry {
     by_wqn: FxHashMap<u32, u32>,
     /// WQE buffers by QP and SRQ slot: read only for CQEs with inline data, so they stay
     /// out of the structures the poll loops read.
-    qp_wqes: FxHashMap<u32, QpWqes>,
-    srq_wqes: FxHashMap<u32, RecvWqes>,
+    qp_wqes: Vec<QpWqes>,
+    srq_wqes: Vec<Option<RecvWqes>>,
     null_lkey: Option<u32>,
 }
 
@@ -608,6 +624,9 @@ impl Registry {
     /// [`RegistryError`] for a bad size, a number wider than 24 bits, or a WQ number or
     /// user index registered before.
     pub fn add_rwq(&mut self, wqn: u32, uidx: u32, wqe_cnt: u32) -> Result<&mut RecvQueue, RegistryError> {
+        if wqn > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "wqn", value: wqn });
+        }
         if self.by_wqn.contains_key(&wqn) {
             return Err(RegistryError::Duplicate { what: "wqn", value: wqn });
         }
@@ -691,51 +710,117 @@ impl Registry {
     }
 
     /// Where QP `qpn`'s receive WQEs are, so that a receive whose data came inline in its
-    /// CQE (inline scatter) is copied into the buffers the WQE names, as rdma-core does.
-    /// Without them such a receive completes with its data left in the CQE
-    /// ([`crate::CqStats::inline_not_copied`] counts it).
+    /// CQE (inline scatter) is copied into the buffers the WQE names, as rdma-core does:
+    /// `buf` holds the RQ's `wqe_cnt` WQEs of `stride` bytes (`mlx5dv_qp`'s `rq.buf` and
+    /// `rq.stride`), each an array of data segments, after a signature segment with
+    /// `signature` (rdma-core's `wq_sig`). Without it such a receive completes with its data
+    /// left in the CQE ([`crate::CqStats::inline_not_copied`] counts it). Record every post
+    /// ([`RecvQueue::post`]): a receive completion that finds nothing outstanding on the RQ
+    /// is garbage, and is not copied.
+    ///
+    /// # Safety
+    ///
+    /// `buf` is that RQ's WQE buffer, in that layout; and while the registry (or a clone of
+    /// it) polls a CQ, the data segments of every WQE that the CQ's CQEs name name memory
+    /// valid for writes of their byte counts, which nothing reads or writes during a poll:
+    /// the buffers of posted receives, which the device may write as well. (The poller
+    /// trusts the device, as rdma-core does, to name only posted WQEs, beyond the check
+    /// above.)
     ///
     /// # Errors
     ///
-    /// [`RegistryError::NotRegistered`] for an unknown QP, or
+    /// [`RegistryError::NotRegistered`] for an unknown QP,
+    /// [`RegistryError::BadWqeStride`] for a stride that is not a power of two from 16, or
     /// [`RegistryError::WqeBufferTooSmall`] for a buffer smaller than the RQ.
-    pub fn set_recv_wqes(&mut self, qpn: u32, wqes: RecvWqes) -> Result<(), RegistryError> {
+    #[allow(unsafe_code)]
+    pub unsafe fn set_recv_wqes(
+        &mut self,
+        qpn: u32,
+        buf: WqBuffer,
+        stride: u32,
+        signature: bool,
+    ) -> Result<(), RegistryError> {
         let slot = self.by_qpn.get(qpn).ok_or(RegistryError::NotRegistered { what: "qpn", value: qpn })?;
-        let need = self.qps[slot as usize].rq.wqe_cnt() as usize * wqes.stride() as usize;
+        let wqes = RecvWqes::new(buf, stride, signature)?;
+        let need = self.qps[slot as usize].rq.wqe_cnt() as usize * stride as usize;
         Self::fits("qp rq", qpn, need, wqes.buffer().len())?;
-        self.qp_wqes.entry(slot).or_default().rq = Some(wqes);
+        self.qp_wqes_mut(slot).rq = Some(wqes);
         Ok(())
     }
 
-    /// Where QP `qpn`'s send WQEs are, so that a READ or atomic response that came inline
-    /// in its CQE is copied into the WQE's scatter list.
+    /// Where QP `qpn`'s send WQEs are (`mlx5dv_qp`'s `sq.buf`: the SQ's `wqe_cnt` 64-byte
+    /// blocks), so that a READ or atomic response that came inline in its CQE is copied
+    /// into the WQE's scatter list. Requesters get such CQEs only on QPs created to
+    /// (`sq_sig_all`, or `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`). Record every post
+    /// ([`SendQueue::post`]): a CQE for a WQE that is not outstanding is not copied.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Registry::set_recv_wqes`], for the SQ's WQEs: `buf` is that SQ's buffer,
+    /// and the data segments of every send WQE the CQ's CQEs name name memory that may be
+    /// written during a poll.
     ///
     /// # Errors
     ///
-    /// As for [`Registry::set_recv_wqes`], for the SQ's `wqe_cnt` 64-byte blocks.
-    pub fn set_send_wqes(&mut self, qpn: u32, wqes: SendWqes) -> Result<(), RegistryError> {
+    /// As for [`Registry::set_recv_wqes`].
+    #[allow(unsafe_code)]
+    pub unsafe fn set_send_wqes(&mut self, qpn: u32, buf: WqBuffer) -> Result<(), RegistryError> {
         let slot = self.by_qpn.get(qpn).ok_or(RegistryError::NotRegistered { what: "qpn", value: qpn })?;
         let need = self.qps[slot as usize].sq.wqe_cnt() as usize * 64;
-        Self::fits("qp sq", qpn, need, wqes.buffer().len())?;
-        self.qp_wqes.entry(slot).or_default().sq = Some(wqes);
+        Self::fits("qp sq", qpn, need, buf.len())?;
+        self.qp_wqes_mut(slot).sq = Some(SendWqes::new(buf));
         Ok(())
     }
 
-    /// Where SRQ `srqn`'s WQEs are, as [`Registry::set_recv_wqes`] for a QP's RQ.
+    /// Where SRQ `srqn`'s WQEs are (`mlx5dv_srq`'s `buf` and `stride`), as
+    /// [`Registry::set_recv_wqes`] for a QP's RQ; each WQE starts with its next segment.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Registry::set_recv_wqes`], for the SRQ's WQEs. An SRQ keeps no count of
+    /// its outstanding receives here, so the poller relies on the device alone.
     ///
     /// # Errors
     ///
     /// As for [`Registry::set_recv_wqes`]; an SRQ WQE also needs a data segment after its
     /// next segment (a stride of at least 32 bytes).
-    pub fn set_srq_wqes(&mut self, srqn: u32, wqes: RecvWqes) -> Result<(), RegistryError> {
+    #[allow(unsafe_code)]
+    pub unsafe fn set_srq_wqes(&mut self, srqn: u32, buf: WqBuffer, stride: u32) -> Result<(), RegistryError> {
         let slot = *self.by_srqn.get(&srqn).ok_or(RegistryError::NotRegistered { what: "srqn", value: srqn })?;
-        if wqes.stride() < 32 {
-            return Err(RegistryError::BadWqeStride { stride: wqes.stride() });
+        if stride < 32 {
+            return Err(RegistryError::BadWqeStride { stride });
         }
-        let need = self.srqs[slot as usize].wrid.len() * wqes.stride() as usize;
+        let wqes = RecvWqes::new(buf, stride, false)?;
+        let need = self.srqs[slot as usize].wrid.len() * stride as usize;
         Self::fits("srq", srqn, need, wqes.buffer().len())?;
-        self.srq_wqes.insert(slot, wqes);
+        let i = slot as usize;
+        if self.srq_wqes.len() <= i {
+            self.srq_wqes.resize(i + 1, None);
+        }
+        self.srq_wqes[i] = Some(wqes);
         Ok(())
+    }
+
+    /// The WQE buffers of the QP in `slot`, grown to hold it.
+    fn qp_wqes_mut(&mut self, slot: u32) -> &mut QpWqes {
+        let i = slot as usize;
+        if self.qp_wqes.len() <= i {
+            self.qp_wqes.resize_with(i + 1, QpWqes::default);
+        }
+        &mut self.qp_wqes[i]
+    }
+
+    /// Whether the QP in `slot` has a receive outstanding on its RQ or (`requester`) holds
+    /// a work request posted and not yet retired in its send WQE at `wqe_counter`.
+    pub(crate) fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
+        self.qps.get(slot as usize).is_some_and(|q| {
+            if requester {
+                q.sq.holds_outstanding(wqe_counter)
+            } else {
+                // Garbage may have completed past the head (a count beyond the queue).
+                (1..=q.rq.wqe_cnt()).contains(&q.rq.outstanding())
+            }
+        })
     }
 
     /// The lkey of the device context's null memory region (`ibv_alloc_null_mr`, rdma-core's
@@ -763,7 +848,11 @@ impl Registry {
         data: &[u8],
         write: bool,
     ) -> Result<bool, WcStatus> {
-        let wqes = if srq { self.srq_wqes.get(&slot) } else { self.qp_wqes.get(&slot).and_then(|w| w.rq.as_ref()) };
+        let wqes = if srq {
+            self.srq_wqes.get(slot as usize).and_then(Option::as_ref)
+        } else {
+            self.qp_wqes.get(slot as usize).and_then(|w| w.rq.as_ref())
+        };
         match wqes {
             Some(w) => w.scatter(srq, idx, data, self.null_lkey, write).map(|()| true),
             None => Ok(false),
@@ -773,7 +862,8 @@ impl Registry {
     /// Copies a READ or atomic response into the scatter list of the QP in `slot`'s send
     /// WQE at `wqe_counter`: `Ok(false)` when no SQ buffer is registered for it.
     pub(crate) fn scatter_send(&self, slot: u32, wqe_counter: u16, data: &[u8], write: bool) -> Result<bool, WcStatus> {
-        let (Some(qp), Some(w)) = (self.qps.get(slot as usize), self.qp_wqes.get(&slot).and_then(|w| w.sq.as_ref()))
+        let (Some(qp), Some(w)) =
+            (self.qps.get(slot as usize), self.qp_wqes.get(slot as usize).and_then(|w| w.sq.as_ref()))
         else {
             return Ok(false);
         };

@@ -1,12 +1,14 @@
 //! Inline scatter (shared/spec/mlx5.md §4, §7.1, §7.2, Pitfall 13): data the device put in a
 //! CQE instead of the buffers the WQE names (format 1: up to 32 bytes at the start of the
 //! cqe64; format 2: up to 64 in the first half of a 128-byte CQE), copied where the WQE
-//! says, as rdma-core's poll does. rdma-core creates RC QPs with it on by default
-//! (`MLX5_QP_FLAG_SCATTER_CQE`), for small receives and for READ and atomic responses.
+//! says, as rdma-core's poll does. rdma-core turns it on for the responder side of RC and
+//! DC QPs by default (small receives); a requester gets READ and atomic responses inline
+//! only on a QP created with `sq_sig_all` or `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
 //!
 //! The copy reads the completed WQE's 16-byte data segments (`byte_count`, `lkey`, `addr`,
 //! big-endian) from the work queue's buffer, which the application registers
-//! ([`crate::Registry::set_recv_wqes`] and its siblings).
+//! ([`crate::Registry::set_recv_wqes`] and its siblings, `unsafe`: the copy writes where
+//! the segments point), and only for a WQE the registry holds as posted.
 
 use crate::registry::RegistryError;
 use dvcq_provider::{WcStatus, WqBuffer};
@@ -32,7 +34,7 @@ pub(crate) const fn inline_capacity(format: u8) -> Option<usize> {
 /// first 16 bytes are its next segment, and with `signature` a QP's RQ WQE's are a
 /// signature segment.
 #[derive(Debug, Clone)]
-pub struct RecvWqes {
+pub(crate) struct RecvWqes {
     buf: WqBuffer,
     shift: u32,
     signature: bool,
@@ -45,20 +47,15 @@ impl RecvWqes {
     /// # Errors
     ///
     /// [`RegistryError::BadWqeStride`] for another stride.
-    pub fn new(buf: WqBuffer, stride: u32, signature: bool) -> Result<Self, RegistryError> {
+    pub(crate) fn new(buf: WqBuffer, stride: u32, signature: bool) -> Result<Self, RegistryError> {
         if !stride.is_power_of_two() || stride < SEG as u32 {
             return Err(RegistryError::BadWqeStride { stride });
         }
         Ok(Self { buf, shift: stride.trailing_zeros(), signature })
     }
 
-    /// Bytes per WQE.
-    pub fn stride(&self) -> u32 {
-        1 << self.shift
-    }
-
     /// The buffer.
-    pub fn buffer(&self) -> &WqBuffer {
+    pub(crate) fn buffer(&self) -> &WqBuffer {
         &self.buf
     }
 
@@ -90,19 +87,14 @@ impl RecvWqes {
 /// A send queue's WQEs in memory (`mlx5dv_qp`'s `sq.buf`): 64-byte basic blocks, as many as
 /// the SQ's `wqe_cnt`.
 #[derive(Debug, Clone)]
-pub struct SendWqes {
+pub(crate) struct SendWqes {
     buf: WqBuffer,
 }
 
 impl SendWqes {
     /// The SQ's buffer.
-    pub fn new(buf: WqBuffer) -> Self {
+    pub(crate) fn new(buf: WqBuffer) -> Self {
         Self { buf }
-    }
-
-    /// The buffer.
-    pub fn buffer(&self) -> &WqBuffer {
-        &self.buf
     }
 
     /// Copies `data`, a READ or atomic response, into the scatter list of the send WQE at
@@ -182,7 +174,13 @@ fn to_segments(
         let rest = data.get(done..).unwrap_or_default();
         let part = rest.get(..byte_count).unwrap_or(rest);
         let n = part.len();
-        if write && null_lkey != Some(lkey) {
+        let dropped = null_lkey == Some(lkey);
+        if n > 0 && !dropped && u64::from_be_bytes(addr) == 0 {
+            // A null address takes nothing (a garbage or unfinished WQE); rdma-core would
+            // write through it.
+            return Err(done);
+        }
+        if write && !dropped {
             // SAFETY: the segment at `off` belongs to the WQE whose completion is being polled (the callers scatter only for the CQE they are translating), so the buffer's contract makes the `byte_count >= n` bytes it names writable now.
             unsafe { buf.write_named(u64::from_be_bytes(addr), part) };
         }

@@ -1697,13 +1697,9 @@ fn a_compressed_cq_polls_nothing_after_a_resize_until_it_switches() {
 #[test]
 fn a_block_larger_than_the_ring_is_truncated_wherever_it_is_met() {
     for batch in [1, 3, 32] {
-        let mut c = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never);
-        if let Some(c) = &mut c {
-            c.policy = Policy::Never;
-        }
         let mut mc = ModelConfig::new(4);
         mc.overrun_ignore = true;
-        mc.compression = c;
+        mc.compression = comp(CompLayout::Enhanced, MiniFormat::Hash, Policy::Never);
         let mut m = Mlx5Model::new(mc).unwrap();
         let cfg = CqConfig { ci_update: dvcq_mlx5_dv::CiUpdate::Never, ..CqConfig::default() };
         let mut cq = m.poller::<64>(registry(), cfg).unwrap();

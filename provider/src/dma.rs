@@ -122,28 +122,23 @@ impl DmaBuffer {
     /// A work-queue buffer over `len` bytes at `offset`, keeping this buffer alive: where
     /// a model or test posts WQEs for a poller to scatter inline data from.
     ///
-    /// # Safety
-    ///
-    /// The second half of [`WqBuffer::new`]'s contract: every data segment of a WQE whose
-    /// completion a poller processes names memory that is valid for writes of its byte
-    /// count and that nothing reads or writes until the poll returns that completion. (The
-    /// first half, the buffer's own memory, this mapping provides.)
-    ///
     /// # Errors
     ///
     /// [`Error::OutOfBounds`] if the range leaves the buffer, or the errors of
     /// [`WqBuffer::new`].
-    pub unsafe fn wq_buffer(self: &Arc<Self>, offset: usize, len: usize) -> Result<WqBuffer, Error> {
+    pub fn wq_buffer(self: &Arc<Self>, offset: usize, len: usize) -> Result<WqBuffer, Error> {
         if offset.checked_add(len).is_none_or(|end| end > self.len) {
             return Err(Error::OutOfBounds { what: "dma buffer work queue", offset, len, limit: self.len });
         }
         let keep: KeepAlive = self.clone();
-        // SAFETY: the range lies inside the mapping (checked), which lives as long as `keep`, and whose bytes are only accessed by aligned 8-byte atomic operations; the data segments' memory is the caller's guarantee.
+        // SAFETY: the range lies inside the mapping (checked), which lives as long as `keep`, and whose bytes are only accessed by aligned 8-byte atomic operations.
         unsafe { WqBuffer::with_keepalive(self.as_ptr().add(offset), len, Some(keep)) }
     }
 
-    /// Writes `src` at `offset`, one relaxed atomic store per 8-byte granule (a granule
-    /// covered in part is read and written back whole): WQEs a test posts, say.
+    /// Writes `src` at `offset`, one relaxed atomic store per 8-byte granule: WQEs a test
+    /// posts, say. A granule covered in part is read and written back whole, so a write
+    /// another thread makes to the rest of it meanwhile may be lost: write whole granules
+    /// where a producer thread shares the buffer.
     ///
     /// # Errors
     ///

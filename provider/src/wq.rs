@@ -11,7 +11,9 @@ use core::sync::atomic::Ordering;
 
 /// A work queue's WQE buffer, read by the poller (`mlx5dv_qp`'s `sq.buf` or `rq.buf`,
 /// `mlx5dv_srq`'s `buf`), and the one way it writes to the memory the WQEs' data segments
-/// name.
+/// name. Which bytes are data segments, and when their memory may be written, is promised
+/// where the buffer is handed to a poller (mlx5's `Registry::set_recv_wqes` and its
+/// siblings), not here.
 ///
 /// Like ring memory, the buffer is read only by naturally aligned 8-byte atomic loads
 /// (`granule.rs`).
@@ -36,14 +38,10 @@ impl WqBuffer {
     ///
     /// # Safety
     ///
-    /// - `base` is 8-aligned, and its `len` bytes stay mapped and readable for the life of
-    ///   the value and of its clones; nothing in this process writes them except with
-    ///   naturally aligned 8-byte atomic operations, or in writes ordered before the poll
-    ///   that reads them (posting a WQE happens before its completion is polled).
-    /// - Every data segment of a WQE whose completion a poller is processing names memory
-    ///   (its address and byte count, as the device reads them) that is valid for writes,
-    ///   and that nothing reads or writes until the poll returns that completion: the
-    ///   memory the device would otherwise have written.
+    /// `base`'s `len` bytes stay mapped and readable for the life of the value and of its
+    /// clones, and nothing in this process writes them except with naturally aligned 8-byte
+    /// atomic operations, or in writes ordered before the poll that reads them (posting a
+    /// WQE happens before its completion is polled).
     ///
     /// # Errors
     ///
@@ -97,9 +95,9 @@ impl WqBuffer {
     ///
     /// # Safety
     ///
-    /// `addr` and a byte count of at least `data.len()` come from a data segment, in this
-    /// buffer, of a WQE whose completion the caller is processing: the memory the
-    /// constructor's contract makes writable now.
+    /// The `data.len()` bytes at `addr` are valid for writes, and nothing else reads or
+    /// writes them during the call (what registering the buffer with a poller promises for
+    /// the data segments of the WQEs its CQEs name).
     pub unsafe fn write_named(&self, addr: u64, data: &[u8]) -> bool {
         let Some(dst) = NonNull::new(addr as usize as *mut u8) else {
             return data.is_empty();
@@ -108,7 +106,7 @@ impl WqBuffer {
         // to an indirect call of `memcpy`, which the poll path allows none of
         // (tests/hot_path.rs).
         for (i, &b) in data.iter().enumerate() {
-            // SAFETY: the segment names `data.len()` writable bytes at `addr` that nothing else accesses until the completion is returned (the caller's guarantee, from the constructor's contract), and `i < data.len()`.
+            // SAFETY: the `data.len()` bytes at `addr` are writable and not otherwise accessed during the call (the caller's guarantee), and `i < data.len()`.
             unsafe { dst.as_ptr().add(i).write_volatile(b) };
         }
         true
@@ -125,8 +123,7 @@ mod tests {
     fn reads_whole_aligned_words_inside_the_buffer_and_writes_where_a_segment_points() {
         let mem = Arc::new(DmaBuffer::new(64).unwrap());
         mem.write_bytes(8, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-        // SAFETY: the one segment written to below names `dst`, live and otherwise untouched.
-        let wq = unsafe { mem.wq_buffer(0, 32) }.unwrap();
+        let wq = mem.wq_buffer(0, 32).unwrap();
         assert_eq!((wq.len(), wq.is_empty()), (32, false));
         assert_eq!(wq.bytes8(8), Some([1, 2, 3, 4, 5, 6, 7, 8]));
         assert_eq!(wq.bytes8(24), Some([0; 8]));
@@ -147,10 +144,8 @@ mod tests {
     #[test]
     fn a_buffer_must_be_8_aligned_and_not_null() {
         let mem = Arc::new(DmaBuffer::new(64).unwrap());
-        // SAFETY: both are refused before a buffer exists.
-        assert!(matches!(unsafe { mem.wq_buffer(4, 16) }, Err(Error::Misaligned { align: 8, .. })));
-        // SAFETY: as above.
-        assert!(matches!(unsafe { mem.wq_buffer(8, 64) }, Err(Error::OutOfBounds { .. })));
+        assert!(matches!(mem.wq_buffer(4, 16), Err(Error::Misaligned { align: 8, .. })));
+        assert!(matches!(mem.wq_buffer(8, 64), Err(Error::OutOfBounds { .. })));
         // SAFETY: refused before use.
         assert!(matches!(unsafe { WqBuffer::new(core::ptr::null_mut(), 8) }, Err(Error::Null { .. })));
     }

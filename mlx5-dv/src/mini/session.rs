@@ -226,6 +226,9 @@ impl Resources for Resolved {
     fn scatter_send(&mut self, _: u32, _: u16, _: &[u8]) -> Result<bool, WcStatus> {
         Ok(false)
     }
+    fn wqe_posted(&self, _: u32, _: bool, _: u16) -> bool {
+        false
+    }
 }
 
 /// A drain's position in the open session ([`MiniState`]'s fields, in registers).

@@ -1,6 +1,6 @@
 //! WQEs as an application posts them (rdma-core's `mlx5_post_recv`, `mlx5_post_srq_recv`
 //! and `mlx5_post_send` layouts), for a model's work queues: where a poller copies the
-//! data a CQE carries inline ([`crate::RecvWqes`], [`crate::SendWqes`]).
+//! data a CQE carries inline ([`crate::Registry::set_recv_wqes`], [`crate::Registry::set_send_wqes`]).
 
 use dvcq_uapi::mlx5::opcode::wqe_opcode;
 
