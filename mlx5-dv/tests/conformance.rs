@@ -4,6 +4,7 @@
 use dvcq_mlx5_dv::model::build::{self, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig, ModelError, ModelEvent, RingInit};
 use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, QpConfig, Registry, RegistryError};
+use dvcq_provider::testing::drain;
 use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, QPN_MASK};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
@@ -31,26 +32,8 @@ fn flush(qpn: u32, wqe_counter: u16, uidx: u32) -> build::Entry {
     build::err(ErrSpec { qpn, wqe_counter, syndrome: syndrome::WR_FLUSH_ERR, srqn_uidx: uidx, ..ErrSpec::default() })
 }
 
-/// Every completion the CQ has, polled `batch` at a time.
-fn poll_batches<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let mut buf = vec![Completion::default(); batch];
-    while let n @ 1.. = cq.poll(&mut buf) {
-        got.extend_from_slice(&buf[..n]);
-    }
-    got
-}
-
 fn poll_all<const S: usize>(cq: &mut Mlx5Cq<S>) -> Vec<Completion> {
-    let mut out = Vec::new();
-    let mut buf = [Completion::default(); 7];
-    loop {
-        let n = cq.poll(&mut buf);
-        out.extend_from_slice(&buf[..n]);
-        if n == 0 {
-            return out;
-        }
-    }
+    drain(cq, 7)
 }
 
 #[test]
@@ -799,7 +782,7 @@ fn cqe_version_1_user_indexes_are_the_ones_rdma_core_gave() {
             ..ErrSpec::default()
         };
         m.push(&build::err(flush)).unwrap();
-        let got = poll_batches(&mut cq, batch);
+        let got = drain(&mut cq, batch);
         let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.fault().map(|f| f.value))).collect();
         assert_eq!(
             summary,
@@ -846,7 +829,7 @@ fn cqe_version_1_user_indexes_name_xrc_srqs_and_receive_work_queues() {
         m.push(&build::req(0x100, 0, wqe_opcode::SEND, 0).srqn_uidx(3)).unwrap();
         m.push(&flush(0x300, 11, 1)).unwrap();
         m.push(&flush(0x400, at[1], 2)).unwrap();
-        let got = poll_batches(&mut cq, batch);
+        let got = drain(&mut cq, batch);
         let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.qp_num, c.wqe_index)).collect();
         assert_eq!(
             summary,

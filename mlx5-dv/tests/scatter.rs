@@ -8,6 +8,7 @@ use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::wqe::{self, DataSeg};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, Registry, RegistryError};
+use dvcq_provider::testing::drain;
 use dvcq_provider::{Completion, DmaBuffer, FaultKind, WcFlags, WcOpcode, WcStatus, WqBuffer};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use std::sync::Arc;
@@ -50,15 +51,6 @@ fn setup<const S: usize>(reg: Registry) -> (Mlx5Model, Mlx5Cq<S>) {
     let m = Mlx5Model::new(mc).unwrap();
     let cq = m.poller::<S>(reg, CqConfig::default()).unwrap();
     (m, cq)
-}
-
-fn poll_all<const S: usize>(cq: &mut Mlx5Cq<S>, batch: usize) -> Vec<Completion> {
-    let mut out = Vec::new();
-    let mut buf = vec![Completion::default(); batch];
-    while let n @ 1.. = cq.poll(&mut buf) {
-        out.extend_from_slice(&buf[..n]);
-    }
-    out
 }
 
 fn payload(n: usize) -> Vec<u8> {
@@ -114,7 +106,7 @@ fn three_receives<const S: usize>(reg: Registry, at: [u16; 3], data: &[u8], batc
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[0], 4, 0)).unwrap();
     m.push(&build::resp(cqe_opcode::RESP_SEND_IMM, QPN, at[1], 0, 0x5566).inline(data)).unwrap();
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[2], 4, 0)).unwrap();
-    let got = poll_all(&mut cq, batch);
+    let got = drain(&mut cq, batch);
     (got, cq.stats().inline_not_copied)
 }
 
@@ -136,7 +128,7 @@ fn a_receive_larger_than_its_segments_is_a_local_length_error() {
     let data = payload(20);
     m.push(&build::resp(cqe_opcode::RESP_SEND_IMM, QPN, at, 0, 7).inline(&data)).unwrap();
     let peeked = cq.peek().unwrap();
-    let got = poll_all(&mut cq, 4);
+    let got = drain(&mut cq, 4);
     assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::LocLenErr, 0xb0, 20));
     assert_eq!(got[0].wc_flags, WcFlags::empty(), "no WITH_IMM: rdma-core returns before the opcode switch");
     assert_eq!(peeked.status, WcStatus::LocLenErr, "peek reports what poll returns");
@@ -165,7 +157,7 @@ fn null_key_segments_signature_segments_and_srq_wqes() {
     unsafe { reg.set_recv_wqes(QPN, rq, 64, true) }.unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at, 0, 0).inline(&data)).unwrap();
-    assert_eq!(poll_all(&mut cq, 1)[0].status, WcStatus::Success);
+    assert_eq!(drain(&mut cq, 1)[0].status, WcStatus::Success);
     assert!(dst.0[0].iter().all(|&b| b == 0), "the null key's buffer is not written");
     assert_eq!(&dst.0[1][..14], &data[10..]);
 
@@ -179,7 +171,7 @@ fn null_key_segments_signature_segments_and_srq_wqes() {
     unsafe { reg.set_srq_wqes(SRQN, srq, 32) }.unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 260, 0, 0).srqn_uidx(SRQN).inline(&data)).unwrap();
-    let got = poll_all(&mut cq, 16);
+    let got = drain(&mut cq, 16);
     assert_eq!((got[0].status, got[0].wr_id, got[0].wqe_index), (WcStatus::Success, 0x5260, 260));
     assert_eq!(&dst.0[0][..24], &data[..]);
 }
@@ -205,7 +197,7 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
         let at: Vec<u16> = (0..3).map(|i| q.post(0x100 + i, 1)).collect();
         assert_eq!(at, [0, 1, 2]);
         m.push(&build::req(QPN, 2, wqe_opcode::SEND, 0)).unwrap();
-        assert_eq!(poll_all(cq, 4).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x102]);
+        assert_eq!(drain(cq, 4).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x102]);
         let q = &mut cq.registry_mut().qp_mut(QPN).unwrap().sq;
         [q.post(0x3003, 2), q.post(0x3005, 1), q.post(0x3006, 1)]
     };
@@ -221,7 +213,7 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
     m.push(&build::req(QPN, at[0], wqe_opcode::RDMA_READ, 0).inline(&data)).unwrap();
     m.push(&build::req(QPN, at[1], wqe_opcode::ATOMIC_FA, 0).inline(&fetched)).unwrap();
     m.push(&build::req(QPN, at[2], wqe_opcode::RDMA_READ, 0).inline(&data[..4])).unwrap();
-    let got = poll_all(&mut cq, 16);
+    let got = drain(&mut cq, 16);
     let summary: Vec<_> = got.iter().map(|c| (c.status, c.opcode, c.byte_len, c.wr_id)).collect();
     assert_eq!(
         summary,
@@ -243,7 +235,7 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
     let (mut m, mut cq) = setup::<64>(reg);
     let at = early(&mut m, &mut cq);
     m.push(&build::req(QPN, at[0], wqe_opcode::RDMA_READ, 0).inline(&data)).unwrap();
-    let got = poll_all(&mut cq, 1);
+    let got = drain(&mut cq, 1);
     assert_eq!((got[0].status, got[0].wr_id), (WcStatus::GeneralErr, 0x3003), "the WQE's own wr_id");
 }
 
@@ -264,7 +256,7 @@ fn out_of_order_receives_fill_the_wqes_their_cqes_name() {
     let (first, second) = (payload(12), vec![0xee; 9]);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[1], 0, 0).inline(&first)).unwrap();
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[0], 0, 0).inline(&second)).unwrap();
-    let got = poll_all(&mut cq, 16);
+    let got = drain(&mut cq, 16);
     let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.byte_len)).collect();
     assert_eq!(summary, [(WcStatus::Success, 0xe1, 12), (WcStatus::Success, 0xe0, 9)]);
     assert_eq!((&dst.0[1][..12], &dst.0[0][..9]), (&first[..], &second[..]));
@@ -293,7 +285,7 @@ fn nothing_is_written_for_wqes_not_posted_or_null_addresses() {
         m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 0, 0).inline(&payload(8))).unwrap();
     }
     m.push(&build::req(QPN, 0, wqe_opcode::RDMA_READ, 0).inline(&payload(8))).unwrap();
-    let got = poll_all(&mut cq, 16);
+    let got = drain(&mut cq, 16);
     assert_eq!(got.len(), 3);
     assert!(got.iter().all(|c| c.status == WcStatus::Success && c.fault().is_none()), "{got:?}");
     assert_eq!(cq.stats().inline_not_copied, 3);
@@ -309,7 +301,7 @@ fn nothing_is_written_for_wqes_not_posted_or_null_addresses() {
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at, 0, 0).inline(&payload(8))).unwrap();
     assert_eq!(cq.peek().map(|c| c.status), Some(WcStatus::LocLenErr));
-    let got = poll_all(&mut cq, 4);
+    let got = drain(&mut cq, 4);
     assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::LocLenErr, 0xf0, 8));
 }
 
@@ -328,7 +320,7 @@ fn unregistered_wqes_are_counted_and_garbage_lengths_are_faults() {
     m.push(&garbage).unwrap();
     assert_eq!(cq.peek().map(|c| c.status), Some(WcStatus::Success));
     assert_eq!(cq.stats().inline_not_copied, 0);
-    let got = poll_all(&mut cq, 4);
+    let got = drain(&mut cq, 4);
     assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::Success, 0xc0, 16));
     assert_eq!(got[1].fault().map(|f| (f.kind, f.value)), Some((FaultKind::BadField, 33)));
     assert_eq!(cq.stats().inline_not_copied, 1);

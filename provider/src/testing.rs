@@ -71,6 +71,16 @@ pub fn drain_one_by_one<D: CqDriver>(cq: &mut D) -> Result<Vec<Completion>, Stri
     Ok(all)
 }
 
+/// Drains with polls of `batch` completions until one returns none.
+pub fn drain<D: CqDriver>(cq: &mut D, batch: usize) -> Vec<Completion> {
+    let mut all = Vec::new();
+    let mut buf = vec![Completion::default(); batch];
+    while let n @ 1.. = cq.poll(&mut buf) {
+        all.extend_from_slice(&buf[..n]);
+    }
+    all
+}
+
 /// Drains with polls of the sizes in `batches`, taken in turn, `calls` polls in all, into
 /// zeroed completions.
 pub fn drain_in_batches<D: CqDriver>(cq: &mut D, batches: &[usize], calls: usize) -> Vec<Completion> {
