@@ -519,6 +519,15 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     Parsed::Wc
 }
 
+/// Where a CQE's inline data is copied: the send WQE of the QP in a slot, or a receive WQE
+/// of the QP's RQ or of the SRQ in a slot.
+#[derive(Clone, Copy)]
+enum InlineDest {
+    Send(u32),
+    Rq(u32),
+    Srq(u32),
+}
+
 /// A successful CQE whose data came inside it (format 1 or 2, inline scatter): translated
 /// as any other, then the data copied where its WQE says, as rdma-core's poll copies it,
 /// with the status rdma-core gives a copy that fails (`mlx5_copy_to_recv_wqe`,
@@ -554,35 +563,29 @@ fn parse_inline<R: Resources>(
     let Some(data) = src.get(..len as usize).filter(|_| len as usize <= cap) else {
         return fault(res, out, FaultKind::BadField, pos, len);
     };
-    // Asked before the translation retires the WQE. A CQE naming a WQE with nothing posted
-    // in it is garbage the copy must not act on: its data stays in the CQE. (An SRQ keeps
-    // no count here; the device is trusted to name posted SRQ WQEs, as rdma-core trusts it.)
-    let posted = if requester {
-        res.qp(key(cqe, v1), v1).is_some_and(|slot| res.wqe_posted(slot, true, cqe.wqe_counter()))
+    // Where the data goes, found (and asked whether its WQE holds a posted work request)
+    // before the translation retires the WQE. A CQE naming a WQE with nothing posted in it
+    // is garbage the copy must not act on: its data stays in the CQE. (An SRQ keeps no
+    // count here; the device is trusted to name posted SRQ WQEs, as rdma-core trusts it.)
+    let counter = cqe.wqe_counter();
+    let dest = if requester {
+        res.qp(key(cqe, v1), v1).filter(|&slot| res.wqe_posted(slot, true, counter)).map(InlineDest::Send)
     } else {
         match recv_target(res, cqe, v1) {
-            Ok((RecvTarget::Rq(slot), _)) => res.wqe_posted(slot, false, cqe.wqe_counter()),
-            Ok((RecvTarget::Srq(_), _)) => true,
-            Err(_) => false,
+            Ok((RecvTarget::Rq(slot), _)) => res.wqe_posted(slot, false, counter).then_some(InlineDest::Rq(slot)),
+            Ok((RecvTarget::Srq(slot), _)) => Some(InlineDest::Srq(slot)),
+            Err(_) => None,
         }
     };
     let parsed = if requester { parse_req(res, cqe, v1, pos, out) } else { parse_resp(res, cqe, v1, pos, out) };
     if out.fault().is_some() {
         return parsed;
     }
-    let copied = if !posted {
-        Ok(false)
-    } else if requester {
-        match res.qp(key(cqe, v1), v1) {
-            Some(slot) => res.scatter_send(slot, cqe.wqe_counter(), data),
-            None => Ok(false),
-        }
-    } else {
-        match recv_target(res, cqe, v1) {
-            Ok((RecvTarget::Rq(slot), _)) => res.scatter_recv(slot, false, u32::from(out.wqe_index), data),
-            Ok((RecvTarget::Srq(slot), _)) => res.scatter_recv(slot, true, u32::from(out.wqe_index), data),
-            Err(_) => Ok(false),
-        }
+    let copied = match dest {
+        Some(InlineDest::Send(slot)) => res.scatter_send(slot, counter, data),
+        Some(InlineDest::Rq(slot)) => res.scatter_recv(slot, false, u32::from(out.wqe_index), data),
+        Some(InlineDest::Srq(slot)) => res.scatter_recv(slot, true, u32::from(out.wqe_index), data),
+        None => Ok(false),
     };
     match copied {
         Ok(true) => {}
