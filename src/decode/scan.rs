@@ -387,7 +387,7 @@ impl<'a> Scanner<'a> {
     /// A decoded mlx5 CQE; `ring` is its slot and the ring's CQE size in a ring dump.
     fn found_mlx5(&mut self, line: usize, format: DumpFormat, ring: Option<(usize, u32)>, b: &[u8; 64]) {
         let opts = Mlx5Options { dpdk: format == DumpFormat::Dpdk };
-        let (slot, ring_cqe_size) = (ring.map(|r| r.0), ring.map(|r| r.1));
+        let (slot, ring_cqe_size) = ring.unzip();
         let cqe = Decoded::Mlx5(Box::new(decode_mlx5(b, opts)));
         self.report.dumps.push(Found { line, format, slot, ring_cqe_size, cqe });
     }
