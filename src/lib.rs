@@ -40,3 +40,4 @@ pub mod cli;
 pub mod decode;
 pub mod image;
 pub mod scenario;
+pub mod verbs;

@@ -1,0 +1,292 @@
+//! The work a device executes, in the terms every backend shares: queue pair types and
+//! capabilities, scatter/gather entries, send and receive work requests, and the endpoint
+//! facts two queue pairs exchange to connect.
+//!
+//! These are plain values with libibverbs' meanings (`struct ibv_send_wr`, `struct
+//! ibv_recv_wr`, `struct ibv_sge`, `struct ibv_qp_cap`). The rdma-core glue translates them
+//! into the C structures; the device models execute them themselves. Scatter/gather entries
+//! name a [`MrSlice`] (a memory region, an offset and a length) rather than a raw address, so
+//! a safe caller can only point a device at memory it registered.
+
+/// Queue pair transport types (`enum ibv_qp_type`, the ones dvcq drives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected (`IBV_QPT_RC`).
+    Rc,
+    /// Unreliable datagram (`IBV_QPT_UD`): every receive buffer starts with the 40-byte GRH
+    /// slot, as on every RDMA device.
+    Ud,
+}
+
+impl QpType {
+    /// The transport's short name, as `ibv_devinfo` and perftest print it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpType::Rc => "RC",
+            QpType::Ud => "UD",
+        }
+    }
+}
+
+/// Queue sizes asked for at QP creation (`struct ibv_qp_cap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send work requests outstanding at most.
+    pub max_send_wr: u32,
+    /// Receive work requests outstanding at most (0 with an SRQ).
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Bytes a send may carry inline in its WQE.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+    }
+}
+
+/// A UD receive buffer's first 40 bytes hold the GRH (or nothing useful on IB without one).
+pub const UD_GRH_BYTES: u32 = 40;
+
+/// Access a memory region grants (`enum ibv_access_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// Local read only (the base right every region has).
+    pub const LOCAL_READ: Access = Access(0);
+    /// `IBV_ACCESS_LOCAL_WRITE`: the device may write the region for local work (receives,
+    /// RDMA READ responses).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// `IBV_ACCESS_REMOTE_WRITE`.
+    pub const REMOTE_WRITE: Access = Access(1 << 1);
+    /// `IBV_ACCESS_REMOTE_READ`.
+    pub const REMOTE_READ: Access = Access(1 << 2);
+    /// Every right dvcq's workloads use.
+    pub const ALL: Access = Access(1 | (1 << 1) | (1 << 2));
+
+    /// libibverbs' bit value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every right in `other` is granted here.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets of rights.
+    pub const fn union(self, other: Access) -> Access {
+        Access(self.0 | other.0)
+    }
+}
+
+/// The keys and address of a registered memory region, as a peer learns them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteRegion {
+    /// Virtual address of the region's first byte (the address RDMA operations name).
+    pub addr: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The remote key.
+    pub rkey: u32,
+}
+
+/// A remote buffer an RDMA operation reads or writes: an address and the rkey that
+/// covers it. Any numbers may be given; a device checks them (a bad key or range is a
+/// `REM_ACCESS_ERR` completion, not an error here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteAddr {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+impl RemoteRegion {
+    /// The remote address `offset` bytes into the region.
+    pub const fn at(&self, offset: u64) -> RemoteAddr {
+        RemoteAddr { addr: self.addr.wrapping_add(offset), rkey: self.rkey }
+    }
+}
+
+/// One scatter/gather entry: `len` bytes at `offset` in a registered memory region, by the
+/// region's local key and address (`struct ibv_sge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrSlice {
+    /// Virtual address of the first byte.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u32,
+    /// The region's local key.
+    pub lkey: u32,
+}
+
+/// What a send work request does (`enum ibv_wr_opcode` with its operands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// `IBV_WR_SEND`.
+    Send,
+    /// `IBV_WR_SEND_WITH_IMM`, with the immediate data (host order).
+    SendWithImm(u32),
+    /// `IBV_WR_RDMA_WRITE` to a remote buffer.
+    Write(RemoteAddr),
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`: the write, then a receive completion at the peer.
+    WriteWithImm(RemoteAddr, u32),
+    /// `IBV_WR_RDMA_READ` from a remote buffer into the local scatter list.
+    Read(RemoteAddr),
+}
+
+impl SendOp {
+    /// The libibverbs `IBV_WR_*` number.
+    pub const fn wr_opcode(self) -> u32 {
+        match self {
+            SendOp::Write(_) => 0,
+            SendOp::WriteWithImm(..) => 1,
+            SendOp::Send => 2,
+            SendOp::SendWithImm(_) => 3,
+            SendOp::Read(_) => 4,
+        }
+    }
+
+    /// The immediate data the op carries, if any.
+    pub const fn imm(self) -> Option<u32> {
+        match self {
+            SendOp::SendWithImm(i) | SendOp::WriteWithImm(_, i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The remote buffer an RDMA op names.
+    pub const fn remote(self) -> Option<RemoteAddr> {
+        match self {
+            SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// Where a UD send goes: the destination QP, its Q_Key, and the address handle's facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdDest {
+    /// Destination QP number.
+    pub qpn: u32,
+    /// The Q_Key the destination QP accepts.
+    pub qkey: u32,
+    /// The destination's endpoint (its GID and LID), from which the address handle is made.
+    pub endpoint: Endpoint,
+}
+
+/// A send work request (`struct ibv_send_wr`, one of a list).
+#[derive(Clone, Copy, Debug)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The operation and its operands.
+    pub op: SendOp,
+    /// The local buffers: gathered for SEND/WRITE, scattered for READ.
+    pub sg_list: &'a [MrSlice],
+    /// `IBV_SEND_SIGNALED`: write a completion for this request even without `sq_sig_all`.
+    pub signaled: bool,
+    /// `IBV_SEND_SOLICITED`.
+    pub solicited: bool,
+    /// `IBV_SEND_INLINE`: the data is copied into the WQE at post time.
+    pub inline: bool,
+    /// The destination of a UD send (ignored on RC).
+    pub ud: Option<UdDest>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A signaled request of `op` over `sg_list`.
+    pub const fn new(wr_id: u64, op: SendOp, sg_list: &'a [MrSlice]) -> Self {
+        SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: false, ud: None }
+    }
+
+    /// The same request, signaled or not.
+    pub const fn signaled(mut self, yes: bool) -> Self {
+        self.signaled = yes;
+        self
+    }
+
+    /// The same request sent to a UD destination.
+    pub const fn to(mut self, dest: UdDest) -> Self {
+        self.ud = Some(dest);
+        self
+    }
+
+    /// Total bytes of the scatter/gather list.
+    pub fn len(&self) -> u64 {
+        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+    }
+
+    /// Whether the list carries no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr`).
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the message lands.
+    pub sg_list: &'a [MrSlice],
+}
+
+/// What a peer needs to reach a queue pair: its number, the port's LID and the GID in use,
+/// and the first packet sequence number (the facts `ibv_rc_pingpong` exchanges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// Port LID (0 on RoCE).
+    pub lid: u16,
+    /// GID (all zero when the port needs none).
+    pub gid: [u8; 16],
+    /// GID table index the QP sends with.
+    pub gid_index: u8,
+    /// Starting packet sequence number.
+    pub psn: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wr_opcodes_have_libibverbs_numbers() {
+        let r = RemoteAddr { addr: 0x1000, rkey: 7 };
+        assert_eq!(SendOp::Write(r).wr_opcode(), 0);
+        assert_eq!(SendOp::WriteWithImm(r, 1).wr_opcode(), 1);
+        assert_eq!(SendOp::Send.wr_opcode(), 2);
+        assert_eq!(SendOp::SendWithImm(1).wr_opcode(), 3);
+        assert_eq!(SendOp::Read(r).wr_opcode(), 4);
+        assert_eq!(SendOp::WriteWithImm(r, 9).imm(), Some(9));
+        assert_eq!(SendOp::Read(r).remote(), Some(r));
+        assert_eq!(SendOp::Send.remote(), None);
+    }
+
+    #[test]
+    fn access_bits_are_libibverbs_bits() {
+        assert_eq!(Access::LOCAL_WRITE.bits(), 1);
+        assert_eq!(Access::REMOTE_WRITE.bits(), 2);
+        assert_eq!(Access::REMOTE_READ.bits(), 4);
+        assert!(Access::ALL.contains(Access::REMOTE_READ));
+        assert!(!Access::LOCAL_WRITE.contains(Access::REMOTE_WRITE));
+    }
+
+    #[test]
+    fn a_request_sums_its_list() {
+        let sg = [MrSlice { addr: 0, len: 3, lkey: 1 }, MrSlice { addr: 8, len: 5, lkey: 1 }];
+        let wr = SendWr::new(1, SendOp::Send, &sg);
+        assert_eq!(wr.len(), 8);
+        assert!(!wr.is_empty());
+        assert!(wr.signaled);
+        assert!(!wr.signaled(false).signaled);
+    }
+}
