@@ -27,6 +27,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs, missing_debug_implementations)]
+#![deny(unsafe_code)]
 
 pub use dvcq_e810_dv as irdma;
 pub use dvcq_mlx5_dv as mlx5;
@@ -38,6 +39,9 @@ pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOp
 pub mod bench;
 pub mod cli;
 pub mod decode;
+pub mod device;
 pub mod image;
 pub mod scenario;
+#[cfg(dvcq_rdma_core)]
+mod sys;
 pub mod verbs;

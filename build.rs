@@ -1,0 +1,146 @@
+//! Finds rdma-core and generates the bindings of the hardware glue (`src/sys/`).
+//!
+//! With libibverbs' development files (found by pkg-config) and libclang (for bindgen), this
+//! writes `OUT_DIR/verbs.rs` from `infiniband/verbs.h` and `infiniband/mlx5dv.h`, links
+//! libibverbs and libmlx5, and sets `cfg(dvcq_rdma_core)`, which turns the glue on. Without
+//! them, or with `DVCQ_NO_RDMA_CORE=1`, the crate builds in model-only mode: the models,
+//! ring images and tools work, and opening a real device says why it cannot. Either way the
+//! build succeeds; a model-only build prints one cargo warning saying how to get hardware
+//! support.
+
+use std::env;
+use std::path::PathBuf;
+
+/// Debian/Ubuntu packages that give a build with hardware support.
+const PACKAGES: &str = "libibverbs-dev ibverbs-providers libclang-dev";
+
+/// Every rdma-core function the glue calls. Types are pulled in as these need them, plus
+/// the few listed in [`TYPES`].
+const FUNCTIONS: &[&str] = &[
+    "ibv_get_device_list",
+    "ibv_free_device_list",
+    "ibv_get_device_name",
+    "ibv_get_device_guid",
+    "ibv_open_device",
+    "ibv_close_device",
+    "ibv_query_device",
+    "ibv_query_gid",
+    "ibv_query_port",
+    "ibv_alloc_pd",
+    "ibv_dealloc_pd",
+    "ibv_reg_mr",
+    "ibv_dereg_mr",
+    "ibv_create_comp_channel",
+    "ibv_destroy_comp_channel",
+    "ibv_create_cq",
+    "ibv_destroy_cq",
+    "ibv_resize_cq",
+    "ibv_get_cq_event",
+    "ibv_ack_cq_events",
+    "ibv_create_qp",
+    "ibv_destroy_qp",
+    "ibv_modify_qp",
+    "ibv_create_srq",
+    "ibv_destroy_srq",
+    "ibv_create_ah",
+    "ibv_destroy_ah",
+    "mlx5dv_init_obj",
+    "mlx5dv_query_device",
+];
+
+/// Types the glue names that no listed function mentions: the extended context whose ops
+/// the `static inline` verbs calls go through, the extended CQ that rdma-core providers
+/// embed in their private CQ structs, and the port attributes `query_port` fills.
+const TYPES: &[&str] = &[
+    "verbs_context",
+    "ibv_cq_ex",
+    "ibv_port_attr",
+    "ibv_wc",
+    "ibv_modify_cq_attr",
+    "ibv_cq_attr_mask",
+    "ibv_send_wr",
+    "ibv_recv_wr",
+    "ibv_qp_attr_mask",
+    "ibv_qp_state",
+    "ibv_wr_opcode",
+    "ibv_send_flags",
+    "ibv_access_flags",
+    "ibv_wc_status",
+    "ibv_wc_opcode",
+    "ibv_wc_flags",
+    "ibv_port_state",
+    "ibv_mtu",
+    "ibv_node_type",
+    "ibv_transport_type",
+    "mlx5dv_obj_type",
+];
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(dvcq_rdma_core)");
+    println!("cargo::rerun-if-env-changed=DVCQ_NO_RDMA_CORE");
+    println!("cargo::rerun-if-changed=build.rs");
+
+    if env::var_os("DVCQ_NO_RDMA_CORE").is_some_and(|v| v == "1") {
+        model_only("DVCQ_NO_RDMA_CORE=1 is set");
+        return;
+    }
+    let verbs = match pkg_config::Config::new().atleast_version("1.8").probe("libibverbs") {
+        Ok(lib) => lib,
+        Err(e) => {
+            model_only(&format!("rdma-core's libibverbs was not found by pkg-config ({})", first_line(&e.to_string())));
+            return;
+        }
+    };
+    // libmlx5 ships with libibverbs-dev on every distribution that packages rdma-core; its
+    // absence means mlx5dv cannot be used, not that the build must fail.
+    let mlx5 = pkg_config::Config::new().probe("libmlx5").ok();
+    if mlx5.is_none() {
+        model_only("rdma-core's libmlx5 (mlx5dv) was not found by pkg-config");
+        return;
+    }
+
+    let mut builder = bindgen::Builder::default()
+        .header_contents("dvcq_rdma.h", "#include <infiniband/verbs.h>\n#include <infiniband/mlx5dv.h>\n")
+        .default_enum_style(bindgen::EnumVariation::Consts)
+        .prepend_enum_name(false)
+        .derive_default(true)
+        .derive_debug(false)
+        .layout_tests(true)
+        .generate_comments(false)
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    for f in FUNCTIONS {
+        builder = builder.allowlist_function(f);
+    }
+    for t in TYPES {
+        builder = builder.allowlist_type(t);
+    }
+    for inc in verbs.include_paths.iter().chain(mlx5.iter().flat_map(|l| l.include_paths.iter())) {
+        builder = builder.clang_arg(format!("-I{}", inc.display()));
+    }
+    let bindings = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            model_only(&format!("bindgen could not read verbs.h/mlx5dv.h ({})", first_line(&e.to_string())));
+            return;
+        }
+        Err(_) => {
+            model_only("bindgen could not load libclang");
+            return;
+        }
+    };
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("verbs.rs");
+    bindings.write_to_file(&out).expect("OUT_DIR is writable");
+    println!("cargo::rustc-cfg=dvcq_rdma_core");
+}
+
+/// Finishes a model-only build: no glue, one warning with the reason and the remedy.
+fn model_only(reason: &str) {
+    println!(
+        "cargo::warning=dvcq: model-only build: {reason}; real RDMA devices need rdma-core's \
+         development files and libclang (Debian/Ubuntu: apt-get install {PACKAGES})"
+    );
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s).trim()
+}

@@ -1,0 +1,164 @@
+//! Completion queues and completion channels made by rdma-core, and `ibv_poll_cq` into
+//! dvcq's [`Completion`].
+
+use super::device::Context;
+use super::error::VerbsError;
+use super::ffi;
+use super::ops;
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use std::sync::Arc;
+
+/// A completion channel (`ibv_create_comp_channel`): the fd completion events arrive on.
+#[derive(Debug)]
+pub(crate) struct CompChannel {
+    ptr: *mut ffi::ibv_comp_channel,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: a channel is an fd and a context pointer; libibverbs allows its use from any
+// thread, and dvcq reads events through it from one thread at a time (`&mut`).
+unsafe impl Send for CompChannel {}
+// SAFETY: shared use only reads the fd number.
+unsafe impl Sync for CompChannel {}
+
+impl CompChannel {
+    /// Creates a channel on `ctx`.
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<CompChannel>, VerbsError> {
+        // SAFETY: a live context.
+        let ptr = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_comp_channel"));
+        }
+        Ok(Arc::new(CompChannel { ptr, _ctx: Arc::clone(ctx) }))
+    }
+
+    /// The channel's file descriptor.
+    pub(crate) fn fd(&self) -> i32 {
+        // SAFETY: a live channel.
+        unsafe { (*self.ptr).fd }
+    }
+}
+
+impl Drop for CompChannel {
+    fn drop(&mut self) {
+        // SAFETY: the last handle; every CQ on it held an Arc and has been destroyed.
+        unsafe { ffi::ibv_destroy_comp_channel(self.ptr) };
+    }
+}
+
+/// A CQ that rdma-core created (`ibv_create_cq`), destroyed when its last handle goes: the
+/// poller and every QP that completes into it hold one, so the CQ (and any ring its provider
+/// mapped) outlives them all.
+#[derive(Debug)]
+pub(crate) struct VerbsCq {
+    ptr: *mut ffi::ibv_cq,
+    ctx: Arc<Context>,
+    _channel: Option<Arc<CompChannel>>,
+}
+
+// SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut`
+// owner at a time.
+unsafe impl Send for VerbsCq {}
+// SAFETY: shared handles (the QPs') only pass the pointer to rdma-core's thread-safe
+// create/destroy calls.
+unsafe impl Sync for VerbsCq {}
+
+impl VerbsCq {
+    /// `ibv_create_cq(ctx, depth, NULL, channel, comp_vector)`.
+    pub(crate) fn create(
+        ctx: &Arc<Context>,
+        depth: u32,
+        comp_vector: u32,
+        channel: Option<&Arc<CompChannel>>,
+    ) -> Result<Arc<VerbsCq>, VerbsError> {
+        let cqe = i32::try_from(depth).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
+        let vector = i32::try_from(comp_vector).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
+        let ch = channel.map_or(core::ptr::null_mut(), |c| c.ptr);
+        // SAFETY: a live context; the channel, when given, belongs to it and outlives the
+        // CQ (the CQ holds its Arc).
+        let ptr = unsafe { ffi::ibv_create_cq(ctx.as_ptr(), cqe, core::ptr::null_mut(), ch, vector) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_cq"));
+        }
+        Ok(Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: channel.cloned() }))
+    }
+
+    /// The raw CQ, for the QPs and the direct attaches.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_cq {
+        self.ptr
+    }
+
+    /// The context it was made on.
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// The depth the provider gave (`cq->cqe`, at least what was asked for).
+    pub(crate) fn depth(&self) -> u32 {
+        // SAFETY: a live CQ.
+        u32::try_from(unsafe { (*self.ptr).cqe }).unwrap_or(0)
+    }
+
+    /// `ibv_req_notify_cq`.
+    pub(crate) fn req_notify(&self, solicited_only: bool) -> Result<(), VerbsError> {
+        // SAFETY: a live CQ.
+        let rc = unsafe { ops::req_notify_cq(self.ptr, solicited_only) };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_req_notify_cq", rc));
+        }
+        Ok(())
+    }
+
+    /// `ibv_poll_cq` for up to `wc.len()` completions.
+    ///
+    /// Takes `&mut` of nothing but the buffer: the caller's `&mut` poller is the one
+    /// consumer.
+    #[inline]
+    pub(crate) fn poll_raw(&self, wc: &mut [ffi::ibv_wc]) -> Result<usize, VerbsError> {
+        let n = i32::try_from(wc.len()).unwrap_or(i32::MAX);
+        // SAFETY: a live CQ and `n` writable entries.
+        let rc = unsafe { ops::poll_cq(self.ptr, n, wc.as_mut_ptr()) };
+        usize::try_from(rc).map_err(|_| VerbsError::code("ibv_poll_cq", rc))
+    }
+}
+
+impl Drop for VerbsCq {
+    fn drop(&mut self) {
+        // SAFETY: the last handle: the poller and every QP using this CQ are gone.
+        unsafe { ffi::ibv_destroy_cq(self.ptr) };
+    }
+}
+
+/// One `ibv_wc` as dvcq's [`Completion`], field for field. A status or opcode number
+/// libibverbs does not define (a newer provider's) becomes a fault item rather than a
+/// guess; the opcode of an error completion is undefined in verbs and reads as `Send`.
+#[inline]
+pub(crate) fn completion_of(wc: &ffi::ibv_wc, position: u32) -> Completion {
+    let Some(status) = WcStatus::from_u32(wc.status) else {
+        return Completion::from_fault(CqeFault { kind: FaultKind::BadField, position, value: wc.status });
+    };
+    let opcode = match WcOpcode::from_u32(wc.opcode) {
+        Some(op) => op,
+        None if status != WcStatus::Success => WcOpcode::Send,
+        None => {
+            return Completion::from_fault(CqeFault { kind: FaultKind::BadOpcode, position, value: wc.opcode })
+        }
+    };
+    Completion {
+        wr_id: wc.wr_id,
+        byte_len: wc.byte_len,
+        // SAFETY: both union members are u32; either reading is valid for any bits.
+        imm_data: unsafe { wc.__bindgen_anon_1.imm_data },
+        qp_num: wc.qp_num,
+        wc_flags: WcFlags::from_bits_retain(wc.wc_flags),
+        status,
+        opcode,
+        sl: wc.sl,
+        pkey_index: wc.pkey_index,
+        src_qp: wc.src_qp,
+        vendor_err: wc.vendor_err,
+        slid: wc.slid,
+        dlid_path_bits: wc.dlid_path_bits,
+        ..Completion::default()
+    }
+}

@@ -1,0 +1,21 @@
+//! The rdma-core glue: the only FFI in dvcq, built when build.rs found rdma-core
+//! (`cfg(dvcq_rdma_core)`).
+//!
+//! - [`ffi`]: the bindgen output for verbs.h and mlx5dv.h.
+//! - [`ops`]: the verbs that verbs.h defines `static inline`, through the provider's ops.
+//! - [`device`], [`cq`], [`qp`]: RAII handles over contexts, CQs, channels, PDs, MRs, QPs,
+//!   SRQs and address handles. Each handle holds an `Arc` of what it was made on, so a
+//!   context outlives its CQs, a CQ its QPs, and a mapped ring is never read after destroy.
+//!
+//! Every `unsafe` block here has a `// SAFETY:` comment; the rest of the crate is
+//! `deny(unsafe_code)`.
+#![allow(unsafe_code)]
+
+pub(crate) mod cq;
+pub(crate) mod device;
+mod error;
+pub(crate) mod ffi;
+mod ops;
+pub(crate) mod qp;
+
+pub use error::VerbsError;

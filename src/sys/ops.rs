@@ -1,0 +1,175 @@
+//! The verbs that `infiniband/verbs.h` defines `static inline`, written the way verbs.h
+//! writes them: through the provider's function pointers in `struct ibv_context_ops`, or,
+//! for the extended verbs, in `struct verbs_context` (found with verbs.h's
+//! `verbs_get_ctx_op` rule). Every offset comes from the bindgen structs, none is written by
+//! hand.
+
+use super::ffi;
+use core::ffi::c_int;
+use core::mem::{offset_of, size_of};
+
+/// `__VERBS_ABI_IS_EXTENDED` (verbs.h): the `abi_compat` value of a context that sits at the
+/// end of a `struct verbs_context`.
+const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
+
+/// verbs.h's `verbs_get_ctx(ctx)`: the extended context around `ctx`, if it has one.
+///
+/// # Safety
+///
+/// `ctx` points to a live `ibv_context` that rdma-core opened.
+unsafe fn verbs_get_ctx(ctx: *mut ffi::ibv_context) -> Option<*mut ffi::verbs_context> {
+    // SAFETY: the caller gives a live context; reading its abi_compat word is what
+    // verbs.h's verbs_get_ctx does.
+    let compat = unsafe { (*ctx).abi_compat } as usize;
+    if compat != VERBS_ABI_IS_EXTENDED {
+        return None;
+    }
+    // SAFETY: an extended context is the last field of the `verbs_context` rdma-core
+    // allocated (verbs.h: "Must be last field in the struct"), so stepping back by that
+    // field's offset stays inside the same allocation.
+    Some(unsafe { ctx.cast::<u8>().sub(offset_of!(ffi::verbs_context, context)) }.cast())
+}
+
+/// verbs.h's `verbs_get_ctx_op(ctx, op)` test: whether the provider's `verbs_context` is
+/// long enough to hold the field at `op_offset` (its `sz` counts the bytes before the
+/// embedded `ibv_context`).
+fn has_op(vctx: &ffi::verbs_context, op_offset: usize) -> bool {
+    vctx.sz >= size_of::<ffi::verbs_context>() - op_offset
+}
+
+/// `ibv_poll_cq(cq, n, wc)`: `cq->context->ops.poll_cq`.
+///
+/// # Safety
+///
+/// `cq` is a live CQ, and `wc` points to `n` writable `ibv_wc`s.
+#[inline]
+pub(crate) unsafe fn poll_cq(cq: *mut ffi::ibv_cq, n: c_int, wc: *mut ffi::ibv_wc) -> c_int {
+    // SAFETY: a live CQ's context is live, and its provider filled ops at open.
+    let f = unsafe { (*(*cq).context).ops.poll_cq };
+    match f {
+        // SAFETY: the provider's poll, with the caller's CQ and buffer.
+        Some(f) => unsafe { f(cq, n, wc) },
+        None => -libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_req_notify_cq(cq, solicited_only)`: `cq->context->ops.req_notify_cq`.
+///
+/// # Safety
+///
+/// `cq` is a live CQ.
+pub(crate) unsafe fn req_notify_cq(cq: *mut ffi::ibv_cq, solicited_only: bool) -> c_int {
+    // SAFETY: as in poll_cq.
+    let f = unsafe { (*(*cq).context).ops.req_notify_cq };
+    match f {
+        // SAFETY: the provider's arm, with the caller's CQ.
+        Some(f) => unsafe { f(cq, c_int::from(solicited_only)) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_post_send(qp, wr, bad_wr)`: `qp->context->ops.post_send`.
+///
+/// # Safety
+///
+/// `qp` is a live QP; `wr` heads a valid list of work requests whose scatter lists point to
+/// registered memory; `bad` is writable.
+pub(crate) unsafe fn post_send(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_send_wr,
+    bad: *mut *mut ffi::ibv_send_wr,
+) -> c_int {
+    // SAFETY: a live QP's context is live and its ops filled.
+    let f = unsafe { (*(*qp).context).ops.post_send };
+    match f {
+        // SAFETY: the provider's post, with the caller's QP and list.
+        Some(f) => unsafe { f(qp, wr, bad) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_post_recv(qp, wr, bad_wr)`: `qp->context->ops.post_recv`.
+///
+/// # Safety
+///
+/// As [`post_send`], for receive work requests.
+pub(crate) unsafe fn post_recv(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_recv_wr,
+    bad: *mut *mut ffi::ibv_recv_wr,
+) -> c_int {
+    // SAFETY: as in post_send.
+    let f = unsafe { (*(*qp).context).ops.post_recv };
+    match f {
+        // SAFETY: the provider's post, with the caller's QP and list.
+        Some(f) => unsafe { f(qp, wr, bad) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_post_srq_recv(srq, wr, bad_wr)`: `srq->context->ops.post_srq_recv`.
+///
+/// # Safety
+///
+/// As [`post_recv`], for a live SRQ.
+pub(crate) unsafe fn post_srq_recv(
+    srq: *mut ffi::ibv_srq,
+    wr: *mut ffi::ibv_recv_wr,
+    bad: *mut *mut ffi::ibv_recv_wr,
+) -> c_int {
+    // SAFETY: a live SRQ's context is live and its ops filled.
+    let f = unsafe { (*(*srq).context).ops.post_srq_recv };
+    match f {
+        // SAFETY: the provider's post, with the caller's SRQ and list.
+        Some(f) => unsafe { f(srq, wr, bad) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_query_port(ctx, port, attr)` as verbs.h's `___ibv_query_port` does it: the extended
+/// `query_port` with the size of the caller's struct, or the compat entry point (over a
+/// zeroed struct) for a provider without one.
+///
+/// # Safety
+///
+/// `ctx` is a live context.
+pub(crate) unsafe fn query_port(ctx: *mut ffi::ibv_context, port: u8, attr: &mut ffi::ibv_port_attr) -> c_int {
+    // SAFETY: the caller gives a live context.
+    if let Some(vctx) = unsafe { verbs_get_ctx(ctx) } {
+        // SAFETY: verbs_get_ctx found the provider's verbs_context, which is live as long
+        // as the context is.
+        let vctx = unsafe { &*vctx };
+        if has_op(vctx, offset_of!(ffi::verbs_context, query_port)) {
+            if let Some(f) = vctx.query_port {
+                // SAFETY: the provider's extended query with the struct's real size.
+                return unsafe { f(ctx, port, attr, size_of::<ffi::ibv_port_attr>()) };
+            }
+        }
+    }
+    *attr = ffi::ibv_port_attr::default();
+    // SAFETY: the exported compat query fills a prefix of `ibv_port_attr`
+    // (`_compat_ibv_port_attr` is its leading part, which is why verbs.h casts it).
+    unsafe { ffi::ibv_query_port(ctx, port, (attr as *mut ffi::ibv_port_attr).cast()) }
+}
+
+/// `ibv_modify_cq(cq, attr)` (verbs.h): the extended `modify_cq`, or `EOPNOTSUPP`.
+///
+/// # Safety
+///
+/// `cq` is a live CQ.
+pub(crate) unsafe fn modify_cq(cq: *mut ffi::ibv_cq, attr: &mut ffi::ibv_modify_cq_attr) -> c_int {
+    // SAFETY: a live CQ's context is live.
+    let Some(vctx) = (unsafe { verbs_get_ctx((*cq).context) }) else {
+        return libc::EOPNOTSUPP;
+    };
+    // SAFETY: as in query_port.
+    let vctx = unsafe { &*vctx };
+    if !has_op(vctx, offset_of!(ffi::verbs_context, modify_cq)) {
+        return libc::EOPNOTSUPP;
+    }
+    match vctx.modify_cq {
+        // SAFETY: the provider's modify, with the caller's CQ.
+        Some(f) => unsafe { f(cq, attr) },
+        None => libc::EOPNOTSUPP,
+    }
+}

@@ -1,0 +1,470 @@
+//! Protection domains, memory regions, queue pairs, SRQs and address handles made by
+//! rdma-core, and posting dvcq's work requests ([`crate::verbs`]) to them.
+
+use super::cq::VerbsCq;
+use super::device::Context;
+use super::error::VerbsError;
+use super::ffi;
+use super::ops;
+use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use dvcq_provider::DmaBuffer;
+use std::sync::Arc;
+
+/// A protection domain (`ibv_alloc_pd`).
+#[derive(Debug)]
+pub(crate) struct Pd {
+    ptr: *mut ffi::ibv_pd,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: PDs are plain kernel handles; libibverbs allows their use from any thread.
+unsafe impl Send for Pd {}
+// SAFETY: as above; dvcq only passes the pointer to thread-safe verbs.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    /// Allocates a PD on `ctx`.
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>, VerbsError> {
+        // SAFETY: a live context.
+        let ptr = unsafe { ffi::ibv_alloc_pd(ctx.as_ptr()) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_alloc_pd"));
+        }
+        Ok(Arc::new(Pd { ptr, ctx: Arc::clone(ctx) }))
+    }
+
+    /// The context it belongs to.
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: the last handle: every MR, QP, SRQ and AH in it held an Arc and is gone.
+        unsafe { ffi::ibv_dealloc_pd(self.ptr) };
+    }
+}
+
+/// A memory region over memory it owns (page-aligned, zeroed), so the device writes only
+/// into a buffer no Rust reference points into; the data is copied in and out.
+#[derive(Debug)]
+pub(crate) struct Mr {
+    ptr: *mut ffi::ibv_mr,
+    mem: Arc<DmaBuffer>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's
+// accessors); both are usable from any thread.
+unsafe impl Send for Mr {}
+// SAFETY: as above.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Registers `len` fresh bytes with `access`.
+    pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access) -> Result<Mr, VerbsError> {
+        let mem = Arc::new(DmaBuffer::new(len.max(1)).map_err(|_| VerbsError { call: "mmap", errno: libc::ENOMEM })?);
+        let flags = i32::try_from(access.bits()).unwrap_or(0);
+        // SAFETY: the buffer is live for the MR's lifetime (the MR holds its Arc and
+        // deregisters before the buffer is dropped: fields drop after `drop`).
+        let ptr = unsafe { ffi::ibv_reg_mr(pd.ptr, mem.as_ptr().cast(), len.max(1), flags) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_reg_mr"));
+        }
+        Ok(Mr { ptr, mem, _pd: Arc::clone(pd) })
+    }
+
+    /// The registered memory.
+    pub(crate) fn memory(&self) -> &Arc<DmaBuffer> {
+        &self.mem
+    }
+
+    /// The region's address, length, lkey and rkey.
+    pub(crate) fn keys(&self) -> (u64, u64, u32, u32) {
+        // SAFETY: a live MR.
+        let mr = unsafe { &*self.ptr };
+        (mr.addr as u64, mr.length as u64, mr.lkey, mr.rkey)
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: registered once, deregistered once, before its memory is unmapped.
+        unsafe { ffi::ibv_dereg_mr(self.ptr) };
+    }
+}
+
+/// A shared receive queue (`ibv_create_srq`).
+#[derive(Debug)]
+pub(crate) struct Srq {
+    ptr: *mut ffi::ibv_srq,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: SRQs may be posted from any thread (the provider locks).
+unsafe impl Send for Srq {}
+// SAFETY: as above.
+unsafe impl Sync for Srq {}
+
+impl Srq {
+    /// Creates an SRQ of `max_wr` receives with `max_sge` entries each.
+    pub(crate) fn new(pd: &Arc<Pd>, max_wr: u32, max_sge: u32) -> Result<Arc<Srq>, VerbsError> {
+        let mut init = ffi::ibv_srq_init_attr {
+            srq_context: core::ptr::null_mut(),
+            attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
+        };
+        // SAFETY: a live PD and a filled attribute struct.
+        let ptr = unsafe { ffi::ibv_create_srq(pd.ptr, &mut init) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_srq"));
+        }
+        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd) }))
+    }
+
+    /// Posts receives.
+    pub(crate) fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostFailure> {
+        with_recv_list(wrs, |head, bad| {
+            // SAFETY: a live SRQ; the list and its SGEs live for the call.
+            unsafe { ops::post_srq_recv(self.ptr, head, bad) }
+        })
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: the last handle: every QP using it held an Arc and is gone.
+        unsafe { ffi::ibv_destroy_srq(self.ptr) };
+    }
+}
+
+/// A post that rdma-core refused: which request of the list, and the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PostFailure {
+    /// Index of the first request not posted.
+    pub(crate) index: usize,
+    /// The provider's errno.
+    pub(crate) errno: i32,
+}
+
+/// A queue pair (`ibv_create_qp`) with the CQs, SRQ and PD it uses, which it keeps alive.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    ptr: *mut ffi::ibv_qp,
+    qp_type: QpType,
+    port: u8,
+    gid_index: u8,
+    ahs: Vec<(Endpoint, *mut ffi::ibv_ah)>,
+    pd: Arc<Pd>,
+    _send_cq: Arc<VerbsCq>,
+    _recv_cq: Arc<VerbsCq>,
+    _srq: Option<Arc<Srq>>,
+}
+
+// SAFETY: QPs may be used from any thread; posting takes `&mut self`, so one thread posts
+// at a time, and the address-handle cache is only touched there.
+unsafe impl Send for Qp {}
+
+/// The Q_Key every UD QP dvcq creates uses.
+pub(crate) const UD_QKEY: u32 = 0x1111_1111;
+
+impl Qp {
+    /// Creates a QP and brings it to INIT (UD: all the way to RTS, since a UD QP needs no
+    /// peer).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        pd: &Arc<Pd>,
+        qp_type: QpType,
+        send_cq: &Arc<VerbsCq>,
+        recv_cq: &Arc<VerbsCq>,
+        srq: Option<&Arc<Srq>>,
+        caps: QpCaps,
+        sq_sig_all: bool,
+        port: u8,
+        gid_index: u8,
+    ) -> Result<Qp, VerbsError> {
+        let mut init = ffi::ibv_qp_init_attr {
+            qp_context: core::ptr::null_mut(),
+            send_cq: send_cq.as_ptr(),
+            recv_cq: recv_cq.as_ptr(),
+            srq: srq.map_or(core::ptr::null_mut(), |s| s.ptr),
+            cap: ffi::ibv_qp_cap {
+                max_send_wr: caps.max_send_wr,
+                max_recv_wr: if srq.is_some() { 0 } else { caps.max_recv_wr },
+                max_send_sge: caps.max_send_sge,
+                max_recv_sge: caps.max_recv_sge,
+                max_inline_data: caps.max_inline_data,
+            },
+            qp_type: match qp_type {
+                QpType::Rc => ffi::IBV_QPT_RC,
+                QpType::Ud => ffi::IBV_QPT_UD,
+            },
+            sq_sig_all: i32::from(sq_sig_all),
+        };
+        // SAFETY: a live PD; the CQs and SRQ are live and held by the QP until it is
+        // destroyed.
+        let ptr = unsafe { ffi::ibv_create_qp(pd.ptr, &mut init) };
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_qp"));
+        }
+        let qp = Qp {
+            ptr,
+            qp_type,
+            port,
+            gid_index,
+            ahs: Vec::new(),
+            pd: Arc::clone(pd),
+            _send_cq: Arc::clone(send_cq),
+            _recv_cq: Arc::clone(recv_cq),
+            _srq: srq.cloned(),
+        };
+        let mut a = ffi::ibv_qp_attr {
+            qp_state: ffi::IBV_QPS_INIT,
+            pkey_index: 0,
+            port_num: port,
+            ..Default::default()
+        };
+        let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
+        match qp_type {
+            QpType::Rc => {
+                a.qp_access_flags = Access::ALL.bits();
+                mask |= ffi::IBV_QP_ACCESS_FLAGS;
+            }
+            QpType::Ud => {
+                a.qkey = UD_QKEY;
+                mask |= ffi::IBV_QP_QKEY;
+            }
+        }
+        qp.modify(&mut a, mask)?;
+        if qp_type == QpType::Ud {
+            let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_RTR, ..Default::default() };
+            qp.modify(&mut a, ffi::IBV_QP_STATE)?;
+            let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_RTS, sq_psn: 0, ..Default::default() };
+            qp.modify(&mut a, ffi::IBV_QP_STATE | ffi::IBV_QP_SQ_PSN)?;
+        }
+        Ok(qp)
+    }
+
+    fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: u32) -> Result<(), VerbsError> {
+        let mask = i32::try_from(mask).unwrap_or(i32::MAX);
+        // SAFETY: a live QP and a filled attribute struct.
+        let rc = unsafe { ffi::ibv_modify_qp(self.ptr, attr, mask) };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_modify_qp", rc));
+        }
+        Ok(())
+    }
+
+    /// The QP number.
+    pub(crate) fn qpn(&self) -> u32 {
+        // SAFETY: a live QP.
+        unsafe { (*self.ptr).qp_num }
+    }
+
+    /// The raw QP, for the direct attaches.
+    #[allow(dead_code)]
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_qp {
+        self.ptr
+    }
+
+    /// This QP's endpoint: its number, the port's LID and the GID it sends from.
+    pub(crate) fn endpoint(&self) -> Result<Endpoint, VerbsError> {
+        let ctx = self.pd.context();
+        let lid = ctx.port_attr(self.port)?.lid;
+        let gid = ctx.gid(self.port, i32::from(self.gid_index))?;
+        Ok(Endpoint { qpn: self.qpn(), lid, gid, gid_index: self.gid_index, psn: 0 })
+    }
+
+    fn ah_attr(&self, peer: &Endpoint) -> ffi::ibv_ah_attr {
+        let mut ah = ffi::ibv_ah_attr { dlid: peer.lid, port_num: self.port, ..Default::default() };
+        if peer.gid != [0; 16] {
+            ah.is_global = 1;
+            ah.grh.dgid.raw = peer.gid;
+            ah.grh.sgid_index = self.gid_index;
+            ah.grh.hop_limit = 1;
+        }
+        ah
+    }
+
+    /// Connects an RC QP to `peer` (INIT → RTR → RTS), with the port's active MTU.
+    pub(crate) fn connect(&mut self, peer: &Endpoint) -> Result<(), VerbsError> {
+        if self.qp_type != QpType::Rc {
+            return Ok(());
+        }
+        let mtu = self.pd.context().port_attr(self.port)?.active_mtu;
+        let mut a = ffi::ibv_qp_attr {
+            qp_state: ffi::IBV_QPS_RTR,
+            path_mtu: mtu,
+            dest_qp_num: peer.qpn,
+            rq_psn: peer.psn,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ah_attr: self.ah_attr(peer),
+            ..Default::default()
+        };
+        self.modify(
+            &mut a,
+            ffi::IBV_QP_STATE
+                | ffi::IBV_QP_AV
+                | ffi::IBV_QP_PATH_MTU
+                | ffi::IBV_QP_DEST_QPN
+                | ffi::IBV_QP_RQ_PSN
+                | ffi::IBV_QP_MAX_DEST_RD_ATOMIC
+                | ffi::IBV_QP_MIN_RNR_TIMER,
+        )?;
+        let mut a = ffi::ibv_qp_attr {
+            qp_state: ffi::IBV_QPS_RTS,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            sq_psn: 0,
+            max_rd_atomic: 1,
+            ..Default::default()
+        };
+        self.modify(
+            &mut a,
+            ffi::IBV_QP_STATE
+                | ffi::IBV_QP_TIMEOUT
+                | ffi::IBV_QP_RETRY_CNT
+                | ffi::IBV_QP_RNR_RETRY
+                | ffi::IBV_QP_SQ_PSN
+                | ffi::IBV_QP_MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    /// Moves the QP to the error state: outstanding work completes with `WR_FLUSH_ERR`.
+    pub(crate) fn to_error(&mut self) -> Result<(), VerbsError> {
+        let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_ERR, ..Default::default() };
+        self.modify(&mut a, ffi::IBV_QP_STATE)
+    }
+
+    /// The address handle for a UD destination, made once per endpoint.
+    fn ah_for(&mut self, peer: &Endpoint) -> Result<*mut ffi::ibv_ah, VerbsError> {
+        if let Some((_, ah)) = self.ahs.iter().find(|(e, _)| e.gid == peer.gid && e.lid == peer.lid) {
+            return Ok(*ah);
+        }
+        let mut attr = self.ah_attr(peer);
+        // SAFETY: a live PD and a filled attribute struct.
+        let ah = unsafe { ffi::ibv_create_ah(self.pd.ptr, &mut attr) };
+        if ah.is_null() {
+            return Err(VerbsError::last("ibv_create_ah"));
+        }
+        self.ahs.push((*peer, ah));
+        Ok(ah)
+    }
+
+    /// Posts send work requests, in order, as one list.
+    pub(crate) fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostFailure> {
+        let mut sges: Vec<Vec<ffi::ibv_sge>> = wrs.iter().map(|w| w.sg_list.iter().map(sge).collect()).collect();
+        let mut list: Vec<ffi::ibv_send_wr> = Vec::with_capacity(wrs.len());
+        for (i, (w, s)) in wrs.iter().zip(sges.iter_mut()).enumerate() {
+            let mut flags = 0;
+            if w.signaled {
+                flags |= ffi::IBV_SEND_SIGNALED;
+            }
+            if w.solicited {
+                flags |= ffi::IBV_SEND_SOLICITED;
+            }
+            if w.inline {
+                flags |= ffi::IBV_SEND_INLINE;
+            }
+            let mut c = ffi::ibv_send_wr {
+                wr_id: w.wr_id,
+                sg_list: s.as_mut_ptr(),
+                num_sge: i32::try_from(s.len()).unwrap_or(i32::MAX),
+                opcode: w.op.wr_opcode(),
+                send_flags: flags,
+                ..Default::default()
+            };
+            if let Some(imm) = w.op.imm() {
+                c.__bindgen_anon_1.imm_data = imm.to_be();
+            }
+            if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) = w.op {
+                c.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
+            }
+            if self.qp_type == QpType::Ud {
+                let Some(dest) = w.ud else {
+                    return Err(PostFailure { index: i, errno: libc::EINVAL });
+                };
+                let ah = self.ah_for(&dest.endpoint).map_err(|e| PostFailure { index: i, errno: e.errno })?;
+                c.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: dest.qpn, remote_qkey: dest.qkey };
+            }
+            list.push(c);
+        }
+        link(&mut list, |w, next| w.next = next);
+        if list.is_empty() {
+            return Ok(());
+        }
+        let head = list.as_mut_ptr();
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: a live QP; the list, its SGEs and the AHs live for the call.
+        let rc = unsafe { ops::post_send(self.ptr, head, &mut bad) };
+        failure(rc, bad, head)
+    }
+
+    /// Posts receive work requests (a QP without an SRQ).
+    pub(crate) fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostFailure> {
+        with_recv_list(wrs, |head, bad| {
+            // SAFETY: a live QP; the list and its SGEs live for the call.
+            unsafe { ops::post_recv(self.ptr, head, bad) }
+        })
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: the QP is destroyed once, before the CQs, SRQ and PD it holds (fields drop
+        // after this), and its address handles after it.
+        unsafe { ffi::ibv_destroy_qp(self.ptr) };
+        for (_, ah) in self.ahs.drain(..) {
+            // SAFETY: each AH was created once by this QP and no QP uses it any more.
+            unsafe { ffi::ibv_destroy_ah(ah) };
+        }
+    }
+}
+
+fn sge(s: &MrSlice) -> ffi::ibv_sge {
+    ffi::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }
+}
+
+/// Chains a list through its `next` pointers (the last one's stays null).
+fn link<T>(list: &mut [T], mut set: impl FnMut(&mut T, *mut T)) {
+    for i in 1..list.len() {
+        let next: *mut T = &mut list[i];
+        set(&mut list[i - 1], next);
+    }
+}
+
+/// The index of `bad` in the list at `head`, when a post failed.
+fn failure<T>(rc: i32, bad: *mut T, head: *mut T) -> Result<(), PostFailure> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let index = if bad.is_null() { 0 } else { (bad as usize - head as usize) / core::mem::size_of::<T>() };
+    Err(PostFailure { index, errno: rc.abs() })
+}
+
+fn with_recv_list(
+    wrs: &[RecvWr<'_>],
+    post: impl FnOnce(*mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> i32,
+) -> Result<(), PostFailure> {
+    let mut sges: Vec<Vec<ffi::ibv_sge>> = wrs.iter().map(|w| w.sg_list.iter().map(sge).collect()).collect();
+    let mut list: Vec<ffi::ibv_recv_wr> = wrs
+        .iter()
+        .zip(sges.iter_mut())
+        .map(|(w, s)| ffi::ibv_recv_wr {
+            wr_id: w.wr_id,
+            next: core::ptr::null_mut(),
+            sg_list: s.as_mut_ptr(),
+            num_sge: i32::try_from(s.len()).unwrap_or(i32::MAX),
+        })
+        .collect();
+    link(&mut list, |w, next| w.next = next);
+    if list.is_empty() {
+        return Ok(());
+    }
+    let head = list.as_mut_ptr();
+    let mut bad = core::ptr::null_mut();
+    let rc = post(head, &mut bad);
+    failure(rc, bad, head)
+}
