@@ -637,10 +637,10 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     /// a slot it owns (then [`SlotRef::store_word_at`]) with one load.
     #[inline(always)]
     pub fn load_word_at(&self, off: usize) -> Option<u64> {
-        if off + GRANULE > LEN || off % GRANULE != 0 {
+        if !whole_in::<LEN>(off, GRANULE, GRANULE) {
             return None;
         }
-        // SAFETY: `off < LEN` (checked), and `off` is a granule's start.
+        // SAFETY: `off + 8 <= LEN`, so `off < LEN` (checked without a sum that could wrap), and `off` is a granule's start.
         let (g, _) = unsafe { self.granule_of(off) };
         Some(g.load(Ordering::Relaxed))
     }
@@ -649,7 +649,7 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     /// [`SlotRef::load_word_at`]. False, storing nothing, where `load_word_at` gives `None`.
     #[inline(always)]
     pub fn store_word_at(&self, off: usize, w: u64) -> bool {
-        if off + GRANULE > LEN || off % GRANULE != 0 {
+        if !whole_in::<LEN>(off, GRANULE, GRANULE) {
             return false;
         }
         // SAFETY: as in `load_word_at`.
@@ -667,20 +667,20 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
     /// [`RingView::read_at`] on this slot.
     #[inline(always)]
     pub fn read_at<T: Pod>(&self, off: usize) -> Option<T> {
-        if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
+        if !whole_in::<LEN>(off, size_of::<T>(), align_of::<T>()) {
             return None;
         }
-        // SAFETY: range checked just above.
+        // SAFETY: `off + size_of::<T>() <= LEN`, checked just above without a sum that could wrap.
         Some(unsafe { self.copy_out(off) })
     }
 
     /// [`RingView::read_into`] on this slot.
     #[inline(always)]
     pub fn read_into<T: Pod>(&self, off: usize, dst: &mut T) -> bool {
-        if off + size_of::<T>() > LEN || off % align_of::<T>() != 0 || align_of::<T>() > 8 {
+        if !whole_in::<LEN>(off, size_of::<T>(), align_of::<T>()) {
             return false;
         }
-        // SAFETY: range checked just above.
+        // SAFETY: `off + size_of::<T>() <= LEN`, checked just above without a sum that could wrap.
         unsafe { self.copy_into(off, dst) };
         true
     }
@@ -729,6 +729,15 @@ impl<const LEN: usize> SlotRef<'_, LEN> {
             unsafe { granule::read(self.p.as_ptr(), off, dst) }
         }
     }
+}
+
+/// Whether `size` bytes at `off`, aligned to `align` (at most 8), lie inside the first `LEN`
+/// bytes of a slot: the one bounds test of the slot accessors. Written as `off <= LEN - size`
+/// so that no sum can wrap (an `off + size` near `usize::MAX` would wrap to a small number
+/// and pass); with a constant `off` it folds away.
+#[inline(always)]
+const fn whole_in<const LEN: usize>(off: usize, size: usize, align: usize) -> bool {
+    size <= LEN && off <= LEN - size && off % align == 0 && align <= GRANULE
 }
 
 /// The decision point of the ownership rule: if the producer's ownership mark says the
@@ -970,6 +979,76 @@ mod tests {
         assert_eq!((&all[..24], &all[32..]), (&body[..24], &body[32..]));
         // Neighbouring slots untouched.
         assert!(m.0[..64].iter().chain(&m.0[128..]).all(|&b| b == 0));
+    }
+
+    /// Offsets at and past every boundary of a slot, up to `usize::MAX - k`, where an
+    /// unchecked `off + size` wraps to a small sum: every accessor that takes an offset
+    /// refuses them all and touches nothing, in the slot or around it. Slot 1 of the ring
+    /// is used, so a wrapped offset would land in slot 0 (read or overwritten here, not a
+    /// crash).
+    #[test]
+    fn offsets_past_the_slot_end_are_refused_even_where_a_sum_would_wrap() {
+        let mut m = Mem([0; 256]);
+        for (i, b) in m.0.iter_mut().enumerate() {
+            *b = i as u8 ^ 0x5a;
+        }
+        let before = m.0;
+        // SAFETY: `m` outlives the ring and is only accessed through it.
+        let ring = unsafe { CqRing::<64>::new(m.0.as_mut_ptr(), 4) }.unwrap();
+        let view = ring.view();
+        let slot = view.slot_ref::<32>(1);
+        let whole = view.slot_ref::<64>(1);
+        let wild = (0..=17).map(|k| usize::MAX - k);
+        // Offsets from where the last whole word or field ends to past the slot.
+        let edges = |len: usize, size: usize| (len - size + 1..=len + 9).chain([len * 2, 1 << 40]);
+        for off in wild.clone().chain(edges(32, 8)) {
+            assert_eq!(slot.load_word_at(off), None, "load_word_at({off:#x})");
+            assert!(!slot.store_word_at(off, u64::MAX), "store_word_at({off:#x})");
+            assert_eq!(slot.owned_u64_at(off, |_| true), None, "owned_u64_at({off:#x})");
+            assert_eq!(slot.owned_word_map_at(off, Some), None, "owned_word_map_at({off:#x})");
+            assert_eq!(slot.read_at::<u64>(off), None, "read_at::<u64>({off:#x})");
+            let mut dst = 7u64;
+            assert!(!slot.read_into(off, &mut dst), "read_into::<u64>({off:#x})");
+            assert_eq!(dst, 7);
+        }
+        for off in wild.clone().chain(edges(32, 4)) {
+            assert_eq!(slot.read_at::<u32>(off), None, "read_at::<u32>({off:#x})");
+        }
+        for off in wild.clone().chain(edges(32, 1)) {
+            assert_eq!(slot.read_at::<u8>(off), None, "read_at::<u8>({off:#x})");
+            assert_eq!(slot.load_u8_at(off), None, "load_u8_at({off:#x})");
+            assert!(!slot.store_u8(off, 0xff), "store_u8({off:#x})");
+        }
+        for off in wild.clone().chain(edges(32, 16)) {
+            assert_eq!(slot.read_at::<[u8; 16]>(off), None, "read_at::<[u8; 16]>({off:#x})");
+            let mut dst = [7u8; 16];
+            assert!(!slot.read_into(off, &mut dst), "read_into::<[u8; 16]>({off:#x})");
+            assert_eq!(dst, [7; 16]);
+        }
+        // The ring-level accessors, on the whole 64-byte slot.
+        for off in wild.clone().chain(edges(64, 8)) {
+            assert_eq!(ring.read_at::<u64>(1, off), None, "CqRing::read_at({off:#x})");
+            assert_eq!(view.read_at::<u64>(1, off), None, "RingView::read_at({off:#x})");
+            assert_eq!(view.owned_u64_at(1, off, |_| true), None, "RingView::owned_u64_at({off:#x})");
+            assert_eq!(whole.owned_word_map_at(off, Some), None, "owned_word_map_at({off:#x})");
+            let mut dst = [7u8; 8];
+            assert!(!view.read_into(1, off, &mut dst), "RingView::read_into({off:#x})");
+            assert_eq!(dst, [7; 8]);
+            assert!(ring.publish_u64(1, off, u64::MAX).is_err(), "publish_u64({off:#x})");
+        }
+        for off in wild.chain(edges(64, 1)) {
+            assert_eq!(view.load_u8_at(1, off), None, "RingView::load_u8_at({off:#x})");
+            assert_eq!(view.owned_at(1, off, |_| true), None, "RingView::owned_at({off:#x})");
+            assert!(ring.store_u8(1, off, 0xff).is_err() && ring.publish_u8(1, off, 0xff).is_err(), "{off:#x}");
+            assert!(ring.write_bytes(1, off, &[0xff; 2]).is_err(), "write_bytes({off:#x})");
+            assert!(ring.read_bytes(1, off, &mut [0; 2]).is_err(), "read_bytes({off:#x})");
+        }
+        // The last whole field of each size is still taken.
+        assert_eq!(slot.read_at::<u64>(24), Some(u64::from_ne_bytes(before[88..96].try_into().unwrap())));
+        assert_eq!(slot.read_at::<[u8; 16]>(16).map(|a| a[15]), Some(before[64 + 31]));
+        assert_eq!(view.read_at::<u64>(1, 56), Some(u64::from_ne_bytes(before[120..128].try_into().unwrap())));
+        drop(ring);
+        assert!(m.0 == before, "a refused access wrote something");
     }
 
     /// The ring-level accessors the vendor pollers and models use: the 64-bit ownership
