@@ -34,12 +34,20 @@ pub use dvcq_mlx5_dv as mlx5;
 pub use dvcq_provider as provider;
 pub use dvcq_uapi as uapi;
 
+pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
+pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats};
+pub use error::{Error, VerbsError};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 
+#[cfg(dvcq_rdma_core)]
+mod backend;
 pub mod bench;
 pub mod cli;
+mod context;
+pub mod cq;
 pub mod decode;
 pub mod device;
+mod error;
 pub mod image;
 pub mod scenario;
 #[cfg(dvcq_rdma_core)]

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod bench;
 pub mod decode;
+pub mod devices;
 mod output;
 pub mod ring;
 
@@ -22,6 +23,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Ring images: decode one, or export a model scenario as one.
     Ring(ring::RingArgs),
+    /// List RDMA devices and the built-in models, with the backend each gets.
+    Devices(devices::DevicesArgs),
     /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
     Decode(decode::DecodeArgs),
 }
@@ -32,6 +35,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Bench(a) => a.run(),
         Command::Decode(a) => a.run(),
+        Command::Devices(a) => a.run(),
         Command::Ring(a) => a.run(),
     };
     match result {

@@ -1,8 +1,192 @@
 //! Devices: the RDMA devices rdma-core finds and the built-in models, listed and opened by
-//! name.
+//! name ([`crate::Context::open`]).
 
 mod info;
 mod release;
 
-pub use info::{DeviceInfo, GidInfo, PortInfo};
+pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
 pub use release::{provider_name, Release};
+
+use serde::Serialize;
+
+/// What `dvcq devices` lists: the rdma-core release loaded, every device, and why there is
+/// no hardware when there is none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceList {
+    /// The rdma-core release whose libibverbs this process loaded (`v44.0`), or `None` in a
+    /// model-only build.
+    pub rdma_core: Option<String>,
+    /// Real devices first, in rdma-core's order, then the models.
+    pub devices: Vec<DeviceInfo>,
+    /// Why no real device is listed, when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_hardware: Option<String>,
+    /// Devices rdma-core lists that could not be queried, with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+}
+
+/// The built-in model devices' names.
+pub const MODEL_NAMES: [&str; 2] = ["model-mlx5", "model-e810"];
+
+/// The name of every device that can be opened, real ones first.
+pub fn names() -> Vec<String> {
+    let mut v = hardware_names().unwrap_or_default();
+    v.extend(MODEL_NAMES.iter().map(|s| s.to_string()));
+    v
+}
+
+#[cfg(dvcq_rdma_core)]
+fn hardware_names() -> Result<Vec<String>, String> {
+    crate::sys::device::device_names().map_err(|e| match e.errno {
+        libc::ENOSYS => format!("this kernel has no RDMA support (no /sys/class/infiniband; {e})"),
+        _ => e.to_string(),
+    })
+}
+
+#[cfg(not(dvcq_rdma_core))]
+fn hardware_names() -> Result<Vec<String>, String> {
+    Err("this dvcq was built without rdma-core (model-only build)".into())
+}
+
+/// Lists every device, querying each real one (and, to say which backend applies, making
+/// and attaching a one-entry CQ on it).
+pub fn list() -> DeviceList {
+    let mut devices = Vec::new();
+    let mut unreadable = Vec::new();
+    let no_hardware = match hardware_names() {
+        Err(why) => Some(why),
+        Ok(names) if names.is_empty() => {
+            Some("rdma-core lists no RDMA device (no NIC, or no RDMA driver loaded in this kernel)".into())
+        }
+        Ok(names) => {
+            for name in names {
+                match crate::Context::open(&name).and_then(|c| c.info()) {
+                    Ok(info) => devices.push(info),
+                    Err(e) => unreadable.push(format!("{name}: {e}")),
+                }
+            }
+            None
+        }
+    };
+    devices.extend(model_infos());
+    DeviceList { rdma_core: rdma_core_release().map(|r| r.to_string()), devices, no_hardware, unreadable }
+}
+
+/// The rdma-core release of the libibverbs this process loaded.
+#[cfg(dvcq_rdma_core)]
+pub fn rdma_core_release() -> Option<Release> {
+    Release::from_libibverbs_file(&crate::sys::device::libibverbs_file()?)
+}
+
+/// The rdma-core release of the libibverbs this process loaded (none: a model-only build).
+#[cfg(not(dvcq_rdma_core))]
+pub fn rdma_core_release() -> Option<Release> {
+    None
+}
+
+/// The models, as `dvcq devices` lists them.
+pub fn model_infos() -> Vec<DeviceInfo> {
+    Vec::new()
+}
+
+/// The port dvcq uses on a device (the first active one, else 1) and the GID index on it
+/// (RoCE: the first RoCE v2 GID that maps an IPv4 address, else the first RoCE v2 one, else
+/// 0; InfiniBand: 0).
+#[cfg(dvcq_rdma_core)]
+pub(crate) fn default_port_and_gid(ctx: &crate::sys::device::Context) -> (u8, u8) {
+    let ports = ctx.device_attr().map(|a| a.phys_port_cnt).unwrap_or(1).max(1);
+    let port = (1..=ports).find(|&p| ctx.port_attr(p).is_ok_and(|a| a.state == 4)).unwrap_or(1);
+    let Ok(attr) = ctx.port_attr(port) else { return (port, 0) };
+    if attr.link_layer != 2 {
+        return (port, 0);
+    }
+    let gids = gids(ctx, port, attr.gid_tbl_len);
+    let v2 = |g: &&GidInfo| g.kind == "RoCE v2";
+    let mapped = gids.iter().filter(v2).find(|g| g.gid.starts_with("0000:0000:0000:0000:0000:ffff:"));
+    let pick = mapped.or_else(|| gids.iter().find(v2)).map_or(0, |g| g.index);
+    (port, u8::try_from(pick).unwrap_or(0))
+}
+
+/// The valid GIDs of a port, with their kinds from sysfs.
+#[cfg(dvcq_rdma_core)]
+fn gids(ctx: &crate::sys::device::Context, port: u8, len: i32) -> Vec<GidInfo> {
+    let base = ctx.ibdev_path().join("ports").join(port.to_string()).join("gid_attrs").join("types");
+    (0..len.max(0))
+        .filter_map(|i| {
+            let gid = ctx.gid(port, i).ok()?;
+            if gid == [0; 16] {
+                return None;
+            }
+            let kind = std::fs::read_to_string(base.join(i.to_string())).map(|s| s.trim().to_string()).unwrap_or_default();
+            Some(GidInfo { index: i as u32, gid: gid_string(&gid), kind })
+        })
+        .collect()
+}
+
+/// The kernel driver behind a device: sysfs's `device/driver` link, or `rdma_rxe` for the
+/// soft-RoCE devices that have no bus device.
+#[cfg(dvcq_rdma_core)]
+fn kernel_driver(ctx: &crate::sys::device::Context, provider: &str) -> String {
+    let link = ctx.ibdev_path().join("device").join("driver");
+    match std::fs::read_link(&link) {
+        Ok(target) => target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        Err(_) if provider == "rxe" => "rdma_rxe".into(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+/// What `dvcq devices` says about an open real device.
+#[cfg(dvcq_rdma_core)]
+pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> Result<DeviceInfo, crate::Error> {
+    use crate::cq::BackendChoice;
+    let name = ctx.name().to_string();
+    let verbs = |source| crate::Error::Verbs { device: name.clone(), source };
+    let attr = ctx.device_attr().map_err(verbs)?;
+    let provider = crate::backend::provider_of(ctx).unwrap_or_else(|| "unknown".into());
+    let mut ports = Vec::new();
+    for p in 1..=attr.phys_port_cnt {
+        let a = ctx.port_attr(p).map_err(verbs)?;
+        ports.push(PortInfo {
+            port: p,
+            state: info::port_state_name(a.state).to_string(),
+            link_layer: info::link_layer_name(a.link_layer).to_string(),
+            active_mtu: info::mtu_bytes(a.active_mtu),
+            lid: a.lid,
+            gids: gids(ctx, p, a.gid_tbl_len),
+        });
+    }
+    // The backend a CQ gets here, found by making the smallest CQ and attaching to it.
+    let (backend, reason) = match crate::sys::cq::VerbsCq::create(ctx, 1, 0, None) {
+        Ok(cq) => match crate::backend::choose(&name, ctx, cq, BackendChoice::Auto) {
+            Ok((_, b)) => (b.kind.name().to_string(), b.reason),
+            Err(e) => ("generic".to_string(), e.to_string()),
+        },
+        Err(e) => ("generic".to_string(), format!("could not make a CQ to check the direct backend: {e}")),
+    };
+    let (node_type, transport) = ctx.node_and_transport();
+    let fw: Vec<u8> = attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let count = |v: i32| u32::try_from(v).unwrap_or(0);
+    Ok(DeviceInfo {
+        name: name.clone(),
+        driver: kernel_driver(ctx, &provider),
+        provider,
+        node_guid: guid_string(ctx.node_guid()),
+        vendor_id: attr.vendor_id,
+        vendor_part_id: attr.vendor_part_id,
+        hw_ver: attr.hw_ver,
+        fw_ver: String::from_utf8_lossy(&fw).into_owned(),
+        node_type: info::node_type_name(node_type).to_string(),
+        transport: info::transport_name(transport).to_string(),
+        max_cqe: count(attr.max_cqe),
+        max_cq: count(attr.max_cq),
+        max_qp: count(attr.max_qp),
+        max_qp_wr: count(attr.max_qp_wr),
+        max_sge: count(attr.max_sge),
+        max_srq_wr: count(attr.max_srq_wr),
+        num_comp_vectors: ctx.num_comp_vectors(),
+        ports,
+        backend,
+        reason,
+    })
+}

@@ -2,7 +2,7 @@
 //! dvcq's [`Completion`].
 
 use super::device::Context;
-use super::error::VerbsError;
+use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};

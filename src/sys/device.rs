@@ -1,7 +1,7 @@
 //! Devices and contexts: `ibv_get_device_list`, `ibv_open_device`, the queries behind
 //! `dvcq devices`, and which rdma-core release and provider library are loaded.
 
-use super::error::VerbsError;
+use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
 use core::ffi::{c_char, c_void, CStr};

@@ -13,9 +13,7 @@
 
 pub(crate) mod cq;
 pub(crate) mod device;
-mod error;
 pub(crate) mod ffi;
 mod ops;
 pub(crate) mod qp;
 
-pub use error::VerbsError;

@@ -3,7 +3,7 @@
 
 use super::cq::VerbsCq;
 use super::device::Context;
-use super::error::VerbsError;
+use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
 use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};

@@ -1,0 +1,58 @@
+//! The pollers behind [`crate::Cq`] on real devices, and the rule that picks one: the
+//! direct backend for the CQ's provider when one exists and its self-checks pass, else
+//! rdma-core's own poll (the generic backend), with the reason either way.
+
+pub(crate) mod generic;
+pub(crate) mod rxe;
+
+use crate::context::backend;
+use crate::cq::{Backend, BackendChoice, BackendKind, Poller};
+use crate::device::provider_name;
+use crate::error::Error;
+use crate::sys::cq::VerbsCq;
+use crate::sys::device::Context;
+use generic::GenericCq;
+use std::sync::Arc;
+
+/// The provider's short name (`rxe`, `mlx5`, ...) from the library its poll function lives
+/// in.
+pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
+    ctx.provider_library().as_deref().and_then(provider_name)
+}
+
+/// A direct attach of `cq`, or why there is none.
+fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Poller, Backend), Error> {
+    let refuse = |backend: &'static str, reason: String| Error::Attach { device: device.to_string(), backend, reason };
+    match provider_of(ctx).as_deref() {
+        Some("rxe") => rxe::attach(device, cq).map(|(p, why)| (Poller::Rxe(p), backend(BackendKind::Rxe, why))),
+        Some("mlx5") => Err(refuse("mlx5", "attaching to CQs rdma-core created is not built yet for mlx5".into())),
+        Some("irdma") => Err(refuse("irdma", "attaching to CQs rdma-core created is not built yet for irdma".into())),
+        Some(p) => Err(refuse("direct", format!("dvcq has no direct backend for the {p} provider"))),
+        None => Err(refuse("direct", "the provider library serving this device could not be identified".into())),
+    }
+}
+
+/// Picks the poller for a CQ rdma-core just made.
+pub(crate) fn choose(
+    device: &str,
+    ctx: &Context,
+    cq: Arc<VerbsCq>,
+    choice: BackendChoice,
+) -> Result<(Poller, Backend), Error> {
+    if choice == BackendChoice::Generic {
+        let why = "rdma-core's ibv_poll_cq, as asked";
+        return Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)));
+    }
+    match direct(device, ctx, &cq) {
+        Ok(chosen) => Ok(chosen),
+        Err(e) if choice == BackendChoice::Direct => Err(e),
+        Err(e) => {
+            let why = match &e {
+                Error::Attach { backend, reason, .. } if *backend == "direct" => format!("rdma-core's ibv_poll_cq: {reason}"),
+                Error::Attach { backend, reason, .. } => format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}"),
+                other => format!("rdma-core's ibv_poll_cq: {other}"),
+            };
+            Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)))
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `dvcq devices`: every RDMA device and model, as `ibv_devinfo` shows them, with the dvcq
+//! backend that applies to each and why.
+
+use super::output::Output;
+use super::CliError;
+use crate::device::{self, DeviceInfo, DeviceList};
+use std::process::ExitCode;
+
+/// Arguments of `dvcq devices`.
+#[derive(Debug, clap::Args)]
+pub struct DevicesArgs {
+    /// One JSON object: `rdma_core`, `devices` (each with `name`, `driver`, `backend`,
+    /// `reason`, `ports`, ...), and `no_hardware` when no real device is listed.
+    #[arg(long)]
+    json: bool,
+    /// Only this device (a name `dvcq devices` lists).
+    #[arg(short = 'd', long = "device", value_name = "NAME")]
+    device: Option<String>,
+}
+
+impl DevicesArgs {
+    /// Runs the subcommand.
+    ///
+    /// # Errors
+    ///
+    /// An unknown `--device`, or output that cannot be written.
+    pub fn run(&self) -> Result<ExitCode, CliError> {
+        let mut list = device::list();
+        if let Some(name) = &self.device {
+            if !list.devices.iter().any(|d| &d.name == name) {
+                let known: Vec<&str> = list.devices.iter().map(|d| d.name.as_str()).collect();
+                return Err(CliError(format!("devices: no device named {name:?} (devices here: {})", known.join(", "))));
+            }
+            list.devices.retain(|d| &d.name == name);
+        }
+        let mut out = Output::stdout();
+        if self.json {
+            let text = serde_json::to_string_pretty(&list).map_err(|e| CliError(format!("devices: {e}")))?;
+            out.line(&text)?;
+        } else {
+            out.write(&render(&list))?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The human table: one `ibv_devinfo -v` style block per device, then the rdma-core line.
+pub fn render(list: &DeviceList) -> String {
+    let mut s = String::new();
+    for d in &list.devices {
+        render_device(&mut s, d);
+        s.push('\n');
+    }
+    for u in &list.unreadable {
+        s.push_str(&format!("unreadable: {u}\n"));
+    }
+    match &list.rdma_core {
+        Some(r) => s.push_str(&format!("rdma-core: {r}\n")),
+        None => s.push_str("rdma-core: none loaded\n"),
+    }
+    if let Some(why) = &list.no_hardware {
+        s.push_str(&format!("no hardware: {why}; the models above are always there\n"));
+    }
+    s
+}
+
+fn render_device(s: &mut String, d: &DeviceInfo) {
+    let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("\t{:<20}{v}\n", format!("{k}:")));
+    s.push_str(&format!("hca_id:\t{}\n", d.name));
+    row(s, "backend", format!("{} ({})", d.backend, d.reason));
+    row(s, "driver", format!("{} (provider {})", d.driver, d.provider));
+    row(s, "transport", d.transport.clone());
+    row(s, "node_type", d.node_type.clone());
+    row(s, "node_guid", d.node_guid.clone());
+    row(s, "vendor_id", format!("{:#06x}", d.vendor_id));
+    row(s, "vendor_part_id", d.vendor_part_id.to_string());
+    row(s, "hw_ver", format!("{:#x}", d.hw_ver));
+    row(s, "fw_ver", if d.fw_ver.is_empty() { "-".into() } else { d.fw_ver.clone() });
+    row(s, "max_cqe", d.max_cqe.to_string());
+    row(s, "max_cq", d.max_cq.to_string());
+    row(s, "max_qp", d.max_qp.to_string());
+    row(s, "max_qp_wr", d.max_qp_wr.to_string());
+    row(s, "max_sge", d.max_sge.to_string());
+    row(s, "max_srq_wr", d.max_srq_wr.to_string());
+    row(s, "num_comp_vectors", d.num_comp_vectors.to_string());
+    row(s, "phys_port_cnt", d.ports.len().to_string());
+    for p in &d.ports {
+        s.push_str(&format!("\t\tport:\t{}\n", p.port));
+        let prow = |s: &mut String, k: &str, v: String| s.push_str(&format!("\t\t\t{:<16}{v}\n", format!("{k}:")));
+        prow(s, "state", p.state.clone());
+        prow(s, "link_layer", p.link_layer.clone());
+        prow(s, "active_mtu", p.active_mtu.to_string());
+        prow(s, "port_lid", p.lid.to_string());
+        for g in &p.gids {
+            let kind = if g.kind.is_empty() { String::new() } else { format!(", {}", g.kind) };
+            prow(s, &format!("GID[{:>3}]", g.index), format!("{}{kind}", g.gid));
+        }
+    }
+}

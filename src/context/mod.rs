@@ -1,0 +1,153 @@
+//! An open device and what is made on it: protection domains, memory regions, CQs, QPs and
+//! SRQs, the same API on a real device (through rdma-core) and on a model.
+//!
+//! Ownership encodes the verbs lifetimes: every object holds a reference-counted handle of
+//! what it was made on (an MR its PD, a QP its CQs, SRQ and PD, a CQ its context), so a
+//! context outlives its CQs, QPs are destroyed before their CQs, and a mapped CQ ring is never
+//! read after the CQ is destroyed, whatever order the application drops things in.
+
+mod mr;
+mod qp;
+
+pub use mr::Mr;
+pub use qp::{Qp, QpInit, Srq};
+
+use crate::cq::{Backend, BackendKind, Cq, CqOptions};
+use crate::device::{self, DeviceInfo};
+use crate::error::Error;
+#[cfg(dvcq_rdma_core)]
+use crate::sys;
+#[cfg(dvcq_rdma_core)]
+use std::sync::Arc;
+
+/// An open device: a real one through rdma-core, or a built-in model.
+#[derive(Debug)]
+pub struct Context {
+    pub(crate) inner: Inner,
+    name: String,
+}
+
+#[derive(Debug)]
+pub(crate) enum Inner {
+    #[cfg(dvcq_rdma_core)]
+    Verbs { ctx: Arc<sys::device::Context>, port: u8, gid_index: u8 },
+}
+
+impl Context {
+    /// Opens a device by name: `model-mlx5`, `model-e810`, or an RDMA device rdma-core lists
+    /// (`rxe0`, `mlx5_0`, ...).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownDevice`] naming the devices that exist; [`Error::ModelOnlyBuild`] for a
+    /// hardware name in a build without rdma-core; [`Error::Verbs`] when rdma-core fails.
+    pub fn open(name: &str) -> Result<Context, Error> {
+        Self::open_verbs(name)
+    }
+
+    #[cfg(dvcq_rdma_core)]
+    fn open_verbs(name: &str) -> Result<Context, Error> {
+        let ctx = sys::device::Context::open(name).map_err(|e| match e {
+            sys::device::OpenError::Unknown { name } => Error::UnknownDevice { name, available: device::names() },
+            sys::device::OpenError::Verbs(source) => Error::Verbs { device: name.to_string(), source },
+        })?;
+        let (port, gid_index) = device::default_port_and_gid(&ctx);
+        Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name: name.to_string() })
+    }
+
+    #[cfg(not(dvcq_rdma_core))]
+    fn open_verbs(name: &str) -> Result<Context, Error> {
+        let available = device::names();
+        Err(Error::UnknownDevice { name: name.to_string(), available })
+    }
+
+    /// The name it was opened by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What `dvcq devices` says about it.
+    ///
+    /// # Errors
+    ///
+    /// rdma-core failed a query.
+    pub fn info(&self) -> Result<DeviceInfo, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => device::verbs_info(ctx),
+        }
+    }
+
+    /// Makes a CQ of at least `opts.depth` completions, polled by the backend `opts.backend`
+    /// allows (see [`Cq::backend`] for which one runs and why).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CqDepth`] outside 1 ..= the device's maximum, [`Error::CompVector`] for a
+    /// vector it lacks, [`Error::Attach`] when `BackendChoice::Direct` was asked and no
+    /// direct backend could attach, [`Error::Verbs`] when rdma-core fails.
+    pub fn create_cq(&self, opts: CqOptions) -> Result<Cq, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts),
+        }
+    }
+
+    #[cfg(dvcq_rdma_core)]
+    fn create_verbs_cq(&self, ctx: &Arc<sys::device::Context>, opts: CqOptions) -> Result<Cq, Error> {
+        let verbs = |source| Error::Verbs { device: self.name.clone(), source };
+        let attr = ctx.device_attr().map_err(verbs)?;
+        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
+        if opts.depth == 0 || opts.depth > max {
+            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
+        }
+        let vectors = ctx.num_comp_vectors();
+        if opts.comp_vector >= vectors.max(1) {
+            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
+        }
+        let cq = sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, None).map_err(verbs)?;
+        let depth = cq.depth();
+        let (poller, backend) = crate::backend::choose(&self.name, ctx, cq, opts.backend)?;
+        Ok(Cq::new(poller, backend, self.name.clone(), depth))
+    }
+
+    /// Allocates a protection domain.
+    ///
+    /// # Errors
+    ///
+    /// rdma-core failed.
+    pub fn alloc_pd(&self) -> Result<Pd, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, port, gid_index } => {
+                let pd = sys::qp::Pd::new(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
+                Ok(Pd { inner: PdInner::Verbs { pd, port: *port, gid_index: *gid_index }, device: self.name.clone() })
+            }
+        }
+    }
+}
+
+/// A protection domain: where memory regions, QPs and SRQs are made.
+#[derive(Debug)]
+pub struct Pd {
+    pub(crate) inner: PdInner,
+    pub(crate) device: String,
+}
+
+#[derive(Debug)]
+pub(crate) enum PdInner {
+    #[cfg(dvcq_rdma_core)]
+    Verbs { pd: Arc<sys::qp::Pd>, port: u8, gid_index: u8 },
+}
+
+impl Pd {
+    /// The device it belongs to.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+}
+
+/// The reason text of a backend chosen without any attempt at a direct one.
+pub(crate) fn backend(kind: BackendKind, reason: impl Into<String>) -> Backend {
+    Backend { kind, reason: reason.into() }
+}

@@ -1,0 +1,125 @@
+//! Memory regions: memory the device may read and write, owned by the region.
+
+use super::{Pd, PdInner};
+use crate::error::Error;
+#[cfg(dvcq_rdma_core)]
+use crate::sys;
+use crate::verbs::{Access, MrSlice, RemoteRegion};
+
+/// A registered memory region over memory it owns (page-aligned, zeroed).
+///
+/// The device writes into it at any time, so no Rust reference into it is ever handed
+/// out: data goes in with [`Mr::write`] and out with [`Mr::read`], and work requests name
+/// parts of it with [`Mr::slice`].
+#[derive(Debug)]
+pub struct Mr {
+    inner: MrInner,
+    addr: u64,
+    len: u64,
+    lkey: u32,
+    rkey: u32,
+    device: String,
+}
+
+#[derive(Debug)]
+enum MrInner {
+    #[cfg(dvcq_rdma_core)]
+    Verbs(sys::qp::Mr),
+}
+
+impl Pd {
+    /// Registers `len` fresh bytes with `access`.
+    ///
+    /// # Errors
+    ///
+    /// The device refused (rdma-core's errno) or memory ran out.
+    pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            PdInner::Verbs { pd, .. } => {
+                let mr = sys::qp::Mr::new(pd, len, access)
+                    .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                let (addr, _, lkey, rkey) = mr.keys();
+                Ok(Mr { inner: MrInner::Verbs(mr), addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+            }
+        }
+    }
+}
+
+impl Mr {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// The remote key.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// What a peer needs to read or write it.
+    pub fn remote(&self) -> RemoteRegion {
+        RemoteRegion { addr: self.addr, len: self.len, rkey: self.rkey }
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::Mismatch {
+                device: self.device.clone(),
+                what: format!("bytes {offset}..+{len} are outside the {}-byte memory region", self.len),
+            }),
+        }
+    }
+
+    /// The scatter/gather entry for `len` bytes at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// The range is not inside the region.
+    pub fn slice(&self, offset: u64, len: u32) -> Result<MrSlice, Error> {
+        self.check(offset, u64::from(len))?;
+        Ok(MrSlice { addr: self.addr + offset, len, lkey: self.lkey })
+    }
+
+    /// Copies `data` into the region at `offset`.
+    ///
+    /// # Errors
+    ///
+    /// The range is not inside the region.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
+        self.check(offset, data.len() as u64)?;
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            MrInner::Verbs(mr) => mr.memory().write_bytes(offset as usize, data).map_err(|e| self.memory_error(e)),
+        }
+    }
+
+    /// Copies bytes from the region at `offset` into `out`.
+    ///
+    /// # Errors
+    ///
+    /// The range is not inside the region.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), Error> {
+        self.check(offset, out.len() as u64)?;
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            MrInner::Verbs(mr) => mr.memory().read_bytes(offset as usize, out).map_err(|e| self.memory_error(e)),
+        }
+    }
+
+    #[allow(dead_code)]
+    fn memory_error(&self, e: dvcq_provider::Error) -> Error {
+        Error::Mismatch { device: self.device.clone(), what: e.to_string() }
+    }
+}

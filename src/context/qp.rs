@@ -1,0 +1,217 @@
+//! Queue pairs and shared receive queues: made on a PD, completing into [`Cq`]s, posted with
+//! [`crate::verbs`] work requests.
+
+use super::{Pd, PdInner};
+use crate::cq::{Cq, Poller};
+use crate::error::Error;
+#[cfg(dvcq_rdma_core)]
+use crate::sys;
+use crate::verbs::{Endpoint, QpCaps, QpType, RecvWr, SendWr};
+#[cfg(dvcq_rdma_core)]
+use std::sync::Arc;
+
+/// What a QP is made with.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInit<'a> {
+    /// RC or UD.
+    pub qp_type: QpType,
+    /// Where its send completions go.
+    pub send_cq: &'a Cq,
+    /// Where its receive completions go.
+    pub recv_cq: &'a Cq,
+    /// Receives come from this SRQ instead of the QP's own receive queue.
+    pub srq: Option<&'a Srq>,
+    /// Queue sizes.
+    pub caps: QpCaps,
+    /// Every send completes with a CQE, signaled or not (`sq_sig_all`).
+    pub sq_sig_all: bool,
+}
+
+impl<'a> QpInit<'a> {
+    /// A QP of `qp_type` with the default caps, completing into `cq` both ways.
+    pub fn new(qp_type: QpType, cq: &'a Cq) -> Self {
+        QpInit { qp_type, send_cq: cq, recv_cq: cq, srq: None, caps: QpCaps::default(), sq_sig_all: false }
+    }
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    inner: QpInner,
+    device: String,
+    qpn: u32,
+    qp_type: QpType,
+}
+
+#[derive(Debug)]
+enum QpInner {
+    #[cfg(dvcq_rdma_core)]
+    Verbs(sys::qp::Qp),
+}
+
+/// A shared receive queue.
+#[derive(Debug)]
+pub struct Srq {
+    inner: SrqInner,
+    device: String,
+}
+
+#[derive(Debug)]
+enum SrqInner {
+    #[cfg(dvcq_rdma_core)]
+    Verbs(Arc<sys::qp::Srq>),
+}
+
+#[cfg(dvcq_rdma_core)]
+fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>, Error> {
+    let mismatch = || Error::Mismatch { device: device.to_string(), what: format!("CQ of device {} cannot be used here", cq.device()) };
+    if cq.device() != device {
+        return Err(mismatch());
+    }
+    match &cq.poller {
+        Poller::Generic(g) => Ok(g.verbs_cq()),
+        Poller::Rxe(r) => Ok(r.verbs_cq()),
+        #[allow(unreachable_patterns)]
+        _ => Err(mismatch()),
+    }
+}
+
+impl Pd {
+    /// Makes a QP. An RC QP is left in INIT until [`Qp::connect`]; a UD QP is ready to send
+    /// and receive at once.
+    ///
+    /// # Errors
+    ///
+    /// A CQ or SRQ of another device ([`Error::Mismatch`]), or rdma-core refused the caps.
+    pub fn create_qp(&self, init: &QpInit<'_>) -> Result<Qp, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            PdInner::Verbs { pd, port, gid_index } => {
+                let send = verbs_cq_of(init.send_cq, &self.device)?;
+                let recv = verbs_cq_of(init.recv_cq, &self.device)?;
+                let srq = match init.srq.map(|s| &s.inner) {
+                    None => None,
+                    Some(SrqInner::Verbs(s)) => Some(s),
+                    #[allow(unreachable_patterns)]
+                    Some(_) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
+                };
+                let qp = sys::qp::Qp::new(pd, init.qp_type, send, recv, srq, init.caps, init.sq_sig_all, *port, *gid_index)
+                    .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                Ok(Qp { qpn: qp.qpn(), inner: QpInner::Verbs(qp), device: self.device.clone(), qp_type: init.qp_type })
+            }
+        }
+    }
+
+    /// Makes an SRQ of at least `max_wr` receives of `max_sge` entries.
+    ///
+    /// # Errors
+    ///
+    /// rdma-core refused the sizes.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            PdInner::Verbs { pd, .. } => {
+                let srq = sys::qp::Srq::new(pd, max_wr, max_sge)
+                    .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                Ok(Srq { inner: SrqInner::Verbs(srq), device: self.device.clone() })
+            }
+        }
+    }
+}
+
+#[cfg(dvcq_rdma_core)]
+fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
+    Error::Post {
+        device: device.to_string(),
+        qpn,
+        index: f.index,
+        reason: std::io::Error::from_raw_os_error(f.errno).to_string(),
+    }
+}
+
+impl Qp {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// RC or UD.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// What a peer needs to reach this QP.
+    ///
+    /// # Errors
+    ///
+    /// rdma-core failed the port or GID query.
+    pub fn endpoint(&self) -> Result<Endpoint, Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => qp.endpoint().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
+        }
+    }
+
+    /// Connects an RC QP to `peer` (which may be itself); nothing to do for UD.
+    ///
+    /// # Errors
+    ///
+    /// The device refused a state change.
+    pub fn connect(&mut self, peer: &Endpoint) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => qp.connect(peer).map_err(|source| Error::Verbs { device: self.device.clone(), source }),
+        }
+    }
+
+    /// Posts send work requests, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Post`] names the first request not posted (those before it were).
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => qp.post_send(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
+        }
+    }
+
+    /// Posts receive work requests to the QP's own receive queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`Qp::post_send`].
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => qp.post_recv(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
+        }
+    }
+
+    /// Moves the QP to the error state: its outstanding work completes with
+    /// `WR_FLUSH_ERR`.
+    ///
+    /// # Errors
+    ///
+    /// The device refused the state change.
+    pub fn to_error(&mut self) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => qp.to_error().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
+        }
+    }
+}
+
+impl Srq {
+    /// Posts receives to the SRQ.
+    ///
+    /// # Errors
+    ///
+    /// As [`Qp::post_send`] (the number named is 0: SRQs have none here).
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
+        match &self.inner {
+            #[cfg(dvcq_rdma_core)]
+            SrqInner::Verbs(srq) => srq.post_recv(wrs).map_err(|f| post_error(&self.device, 0, f)),
+        }
+    }
+}

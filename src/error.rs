@@ -1,0 +1,125 @@
+//! The errors of the device API: what failed, on which device, and why.
+
+use crate::device::Release;
+
+/// An rdma-core call that failed, with the errno it left.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call} failed: {}", std::io::Error::from_raw_os_error(*.errno))]
+pub struct VerbsError {
+    /// The C function, as rdma-core names it.
+    pub call: &'static str,
+    /// The errno (positive).
+    pub errno: i32,
+}
+
+impl VerbsError {
+    /// The error of `call` with the thread's current errno (0 becomes EIO: some providers
+    /// return NULL without setting errno).
+    pub fn last(call: &'static str) -> Self {
+        let errno = std::io::Error::last_os_error().raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO);
+        VerbsError { call, errno }
+    }
+
+    /// The error of `call` from a return code that is an errno (positive or negated).
+    pub fn code(call: &'static str, rc: i32) -> Self {
+        VerbsError { call, errno: rc.checked_abs().unwrap_or(libc::EIO) }
+    }
+}
+
+/// What went wrong opening a device or making, attaching or using a CQ or QP.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No device has that name.
+    #[error("no RDMA device named {name:?} (devices here: {})", .available.join(", "))]
+    UnknownDevice {
+        /// The name asked for.
+        name: String,
+        /// The names that exist, models included.
+        available: Vec<String>,
+    },
+    /// Real hardware was asked of a build without rdma-core.
+    #[error("{what}: this dvcq was built without rdma-core (model-only); install libibverbs-dev, ibverbs-providers and libclang-dev, then rebuild")]
+    ModelOnlyBuild {
+        /// What was asked.
+        what: String,
+    },
+    /// An rdma-core call failed.
+    #[error("{device}: {source}")]
+    Verbs {
+        /// The device.
+        device: String,
+        /// The call and its errno.
+        source: VerbsError,
+    },
+    /// A CQ depth the device cannot give.
+    #[error("{device}: CQ depth {asked} is not possible: the device allows 1 to {max}")]
+    CqDepth {
+        /// The device.
+        device: String,
+        /// The depth asked for.
+        asked: u32,
+        /// The device's maximum (`max_cqe`).
+        max: u32,
+    },
+    /// A completion vector the device does not have.
+    #[error("{device}: completion vector {asked} does not exist: the device has {count}")]
+    CompVector {
+        /// The device.
+        device: String,
+        /// The vector asked for.
+        asked: u32,
+        /// How many it has.
+        count: u32,
+    },
+    /// An object used with one it cannot be combined with (another device's CQ, ...).
+    #[error("{device}: {what}")]
+    Mismatch {
+        /// The device.
+        device: String,
+        /// What does not fit.
+        what: String,
+    },
+    /// A post the device refused: which request of the list and why.
+    #[error("{device}: QP {qpn:#x}: work request {index} of the list was not posted: {reason}")]
+    Post {
+        /// The device.
+        device: String,
+        /// The QP (or SRQ) number.
+        qpn: u32,
+        /// Index of the first request not posted (the ones before it were).
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A model device refused a request.
+    #[error("{device}: {what}")]
+    Model {
+        /// The model's name.
+        device: String,
+        /// What it refused and why.
+        what: String,
+    },
+    /// A direct attach refused a CQ; the caller may fall back to the generic backend.
+    #[error("{device}: direct {backend} attach refused: {reason}")]
+    Attach {
+        /// The device.
+        device: String,
+        /// The direct backend that refused.
+        backend: &'static str,
+        /// Why (the failed self-check and the values seen).
+        reason: String,
+    },
+    /// An rdma-core release outside a private-layout table.
+    #[error("{device}: rdma-core {release} is not in dvcq's {backend} layout table ({covered})")]
+    UnknownRelease {
+        /// The device.
+        device: String,
+        /// The backend whose table it is.
+        backend: &'static str,
+        /// The release loaded.
+        release: Release,
+        /// The ranges the table covers.
+        covered: String,
+    },
+}
