@@ -13,9 +13,14 @@ use std::sync::Arc;
 /// pointers (by [`crate::CqRing`], [`crate::DoorbellWord`] and [`DmaBuffer::read_bytes`]),
 /// never through references, and always by aligned 8-byte atomic operations, so rings,
 /// doorbells and snapshots may overlap in any way without a data race.
+///
+/// The pointer comes from the raw mapping ([`memmap2::MmapRaw`]), never from a slice of it,
+/// and the mapping is whole granules long, so every 8-byte access to the last bytes of a
+/// buffer whose length is not a multiple of 8 stays inside the memory the pointer may
+/// reach (a slice of `len` bytes would not cover the rest of its last granule).
 #[derive(Debug)]
 pub struct DmaBuffer {
-    _map: memmap2::MmapMut,
+    _map: memmap2::MmapRaw,
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -30,13 +35,17 @@ impl DmaBuffer {
     ///
     /// # Errors
     ///
-    /// [`Error::Map`] if the kernel refuses the mapping.
+    /// [`Error::Map`] if the kernel refuses the mapping (or `len` is within a granule of
+    /// `usize::MAX`).
     pub fn new(len: usize) -> Result<Self, Error> {
         let len = len.max(1);
-        let mut map = memmap2::MmapOptions::new()
-            .len(len)
-            .map_anon()
-            .map_err(|e| Error::Map { len, errno: e.raw_os_error().unwrap_or(0) })?;
+        let refused = |errno| Error::Map { len, errno };
+        // The kernel maps whole pages; asking for whole granules says so to every model of
+        // memory (Miri's included) that the granule accesses are checked against.
+        let map_len = len.checked_next_multiple_of(GRANULE).ok_or(refused(0))?;
+        let map =
+            memmap2::MmapOptions::new().len(map_len).map_anon().map_err(|e| refused(e.raw_os_error().unwrap_or(0)))?;
+        let map = memmap2::MmapRaw::from(map);
         let ptr = NonNull::new(map.as_mut_ptr()).ok_or(Error::Null { what: "dma buffer" })?;
         Ok(Self { _map: map, ptr, len })
     }
@@ -181,14 +190,21 @@ mod tests {
 
     #[test]
     fn a_buffer_is_page_aligned_zeroed_and_as_long_as_asked() {
-        for len in [1, 100, 4096, 4097, 3 * 4096] {
+        // Lengths that end inside a granule too: the last one is read and written whole,
+        // which Miri checks against the memory the buffer's pointer may reach.
+        for len in [1, 7, 9, 100, 4095, 4096, 4097, 3 * 4096] {
             let buf = DmaBuffer::new(len).unwrap();
             assert_eq!(buf.len(), len);
             assert_eq!(buf.as_ptr() as usize % 4096, 0);
             let mut bytes = vec![0xaa; len];
             buf.read_bytes(0, &mut bytes).unwrap();
             assert!(bytes.iter().all(|&b| b == 0), "{len}");
+            buf.write_bytes(len - 1, &[0x5a]).unwrap();
+            let mut last = [0u8; 1];
+            buf.read_bytes(len - 1, &mut last).unwrap();
+            assert_eq!(last, [0x5a], "{len}");
         }
+        assert!(matches!(DmaBuffer::new(usize::MAX - 3), Err(Error::Map { .. })), "no mapping of that size");
         // Zero bytes asked: one byte given, so the buffer is never empty.
         let buf = DmaBuffer::new(0).unwrap();
         assert_eq!((buf.len(), buf.is_empty()), (1, false));
