@@ -14,5 +14,6 @@ mod code_table;
 pub mod endian;
 pub mod irdma;
 pub mod mlx5;
+pub mod rxe;
 
 pub use endian::{Be16, Be32, Be64, Le16, Le32, Le64};

@@ -1,0 +1,15 @@
+//! rxe (soft-RoCE) CQ layouts: the kernel's queue buffer that `rdma_rxe` maps to userspace
+//! and the work-completion records in it (kernel uapi `rdma_user_rxe.h`,
+//! `ib_user_verbs.h`), and rdma-core's private `struct rxe_cq` that says where the mapping
+//! is, per release range (shared/spec/vm-rxe.md §5).
+//!
+//! The kernel writes these words in host byte order (the uapi types are plain `__u32`), so
+//! the fields are native integers, not byte-order newtypes.
+
+pub mod cq_layout;
+pub mod queue;
+pub mod wc;
+
+pub use cq_layout::RxeCqLayout;
+pub use queue::{MmInfo, QueueBufHeader};
+pub use wc::UverbsWc;
