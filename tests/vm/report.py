@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Turn the soft-RoCE guest's console log into the VM test's tables and result.
+
+tests/vm/run calls this after qemu exits. The log holds the kernel's boot messages, the
+output of every guest step, and marker lines (see tests/vm/guest-init):
+
+    vm-init <release>  vm-step-begin <step>  vm-step-end <step> <rc>  vm-step-skip <step> <why>
+    vm-guest-done <failed>
+
+and, inside the guest-test step, the guest test's protocol:
+
+    vm-plan <rows>                                         rows that will follow
+    vm-row <workload> <backend> <completions> <mismatches> [note...]
+    vm-figure <name> <value> <unit...>                     a benchmark figure
+
+A marker may follow other text on its line (libtest prints "test name ... " before the test's
+own output), so it is found anywhere after whitespace. The last line printed is always
+
+    vm: <N> workloads, <M> mismatches
+
+where N counts distinct workloads. The exit status is 0 only when qemu exited cleanly, every
+expected step ran and exited 0, every planned row arrived, and no row has a mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MARKER = re.compile(
+    r"(?:^|\s)(vm-(?:init|step-begin|step-end|step-skip|guest-done|plan|row|figure))"
+    r"(?=\s|$)(.*)$"
+)
+PROTOCOL = {"vm-plan", "vm-row", "vm-figure"}
+GUEST_TEST = "guest-test"
+TAIL_LINES = 40
+
+
+@dataclass
+class Step:
+    """One guest step: where it began, its exit status, and what it printed."""
+
+    name: str
+    begin: int
+    rc: int | None = None
+    skipped: str | None = None
+    output: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Row:
+    """One `vm-row`: a workload run on one backend."""
+
+    workload: str
+    backend: str
+    completions: int
+    mismatches: int
+    note: str
+    line: int
+
+
+@dataclass
+class Figure:
+    """One `vm-figure`."""
+
+    name: str
+    value: str
+    unit: str
+
+
+@dataclass
+class Console:
+    """Everything the log says, and what in it is malformed."""
+
+    lines: list[str]
+    booted: bool = False
+    done: bool = False
+    steps: dict[str, Step] = field(default_factory=dict)
+    plan: int | None = None
+    rows: list[Row] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def non_negative(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def parse(text: str, log_name: str) -> Console:
+    """Read a console log; malformed markers become problems naming their line."""
+    lines = text.replace("\r", "").split("\n")
+    con = Console(lines=lines)
+    current: Step | None = None
+
+    def problem(lineno: int, message: str) -> None:
+        con.problems.append(f"{log_name}:{lineno}: {message}")
+
+    for lineno, line in enumerate(lines, start=1):
+        match = MARKER.search(line)
+        if not match:
+            if current is not None:
+                current.output.append(line)
+            continue
+        kind, args = match.group(1), match.group(2).split()
+
+        if kind in PROTOCOL:
+            if current is None or current.name != GUEST_TEST:
+                problem(lineno, f"{kind} outside the {GUEST_TEST} step")
+                continue
+            current.output.append(line)
+            parse_protocol(con, kind, args, lineno, problem)
+        elif kind == "vm-init":
+            con.booted = True
+        elif kind == "vm-guest-done":
+            con.done = True
+        elif kind == "vm-step-begin":
+            if len(args) != 1:
+                problem(lineno, "vm-step-begin needs exactly one step name")
+                continue
+            if current is not None:
+                problem(lineno, f"step {current.name} has no end before step {args[0]} began")
+            if args[0] in con.steps:
+                problem(lineno, f"step {args[0]} began twice")
+            current = con.steps[args[0]] = Step(args[0], lineno)
+        elif kind == "vm-step-end":
+            rc = non_negative(args[1]) if len(args) == 2 else None
+            if rc is None:
+                problem(lineno, "vm-step-end needs a step name and a numeric exit status")
+            elif current is None or current.name != args[0]:
+                problem(lineno, f"step {args[0]} ended but was not running")
+            else:
+                current.rc = rc
+            current = None
+        elif kind == "vm-step-skip":
+            if not args:
+                problem(lineno, "vm-step-skip needs a step name")
+                continue
+            con.steps[args[0]] = Step(args[0], lineno, skipped=" ".join(args[1:]))
+    return con
+
+
+def parse_protocol(con: Console, kind: str, args: list[str], lineno: int, problem) -> None:
+    """One line of the guest test's protocol."""
+    if kind == "vm-plan":
+        count = non_negative(args[0]) if len(args) == 1 else None
+        if count is None:
+            problem(lineno, "vm-plan needs one non-negative row count")
+        elif con.plan is not None:
+            problem(lineno, "a second vm-plan")
+        else:
+            con.plan = count
+    elif kind == "vm-row":
+        if len(args) < 4:
+            problem(lineno, "vm-row needs <workload> <backend> <completions> <mismatches>")
+            return
+        completions, mismatches = non_negative(args[2]), non_negative(args[3])
+        if completions is None or mismatches is None:
+            problem(lineno, f"vm-row counts must be non-negative integers, not {args[2]!r} {args[3]!r}")
+            return
+        if any(r.workload == args[0] and r.backend == args[1] for r in con.rows):
+            problem(lineno, f"a second vm-row for {args[0]} on {args[1]}")
+            return
+        con.rows.append(Row(args[0], args[1], completions, mismatches, " ".join(args[4:]), lineno))
+    elif kind == "vm-figure":
+        if len(args) < 3:
+            problem(lineno, "vm-figure needs <name> <value> <unit>")
+            return
+        try:
+            float(args[1])
+        except ValueError:
+            problem(lineno, f"vm-figure {args[0]}: value {args[1]!r} is not a number")
+            return
+        con.figures.append(Figure(args[0], args[1], " ".join(args[2:])))
+
+
+def judge(con: Console, args: argparse.Namespace) -> list[str]:
+    """Every reason the run failed, parse problems included; empty when it passed."""
+    failures = list(con.problems)
+    if args.qemu_rc == 124:
+        failures.append(f"qemu ran past its {args.timeout}s limit and was stopped")
+    elif args.qemu_rc != 0:
+        failures.append(f"qemu exited with status {args.qemu_rc}")
+    if not con.booted:
+        failures.append("the guest never reached /init")
+    elif not con.done:
+        failures.append("the guest stopped before its last step (no vm-guest-done)")
+
+    for name in args.expect_step:
+        step = con.steps.get(name)
+        if step is None:
+            failures.append(f"step {name} never ran")
+        elif step.skipped is not None:
+            failures.append(f"step {name} was skipped: {step.skipped}")
+        elif step.rc is None:
+            failures.append(f"step {name} never finished")
+        elif step.rc != 0:
+            failures.append(f"step {name} exited {step.rc}")
+
+    check_devices(con, failures)
+
+    if GUEST_TEST in args.expect_step:
+        if con.plan is None:
+            failures.append("the guest test printed no vm-plan")
+        elif len(con.rows) != con.plan:
+            failures.append(f"the guest test planned {con.plan} rows and {len(con.rows)} arrived")
+    mismatches = sum(r.mismatches for r in con.rows)
+    if mismatches:
+        failures.append(f"{mismatches} mismatches")
+    return failures
+
+
+def check_devices(con: Console, failures: list[str]) -> None:
+    """`dvcq devices` must list rxe0, and `--json` must be JSON that does."""
+    listing = con.steps.get("dvcq-devices")
+    if listing is not None and listing.rc == 0 and "rxe0" not in "\n".join(listing.output):
+        failures.append(f"dvcq devices (line {listing.begin}) does not list rxe0")
+    as_json = con.steps.get("dvcq-devices-json")
+    if as_json is not None and as_json.rc == 0:
+        text = "\n".join(as_json.output)
+        try:
+            json.loads(text)
+        except ValueError as err:
+            failures.append(f"dvcq devices --json (line {as_json.begin}) is not JSON: {err}")
+            return
+        if "rxe0" not in text:
+            failures.append(f"dvcq devices --json (line {as_json.begin}) does not list rxe0")
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns, numbers right-aligned; two-space indent."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(cells: list[str]) -> str:
+        out = []
+        for cell, width in zip(cells, widths):
+            out.append(cell.rjust(width) if cell.replace(".", "", 1).isdigit() else cell.ljust(width))
+        return "  " + "  ".join(out).rstrip()
+
+    return [fmt(header), *map(fmt, rows)]
+
+
+def report(con: Console, args: argparse.Namespace, failures: list[str]) -> list[str]:
+    out = [f"vm: guest ran under {args.accel}; console log {args.log}"]
+    if args.dev_mode:
+        out.append("vm: DEVELOPMENT MODE (DVCQ_VM_ALLOW_MISSING=1): not a valid test result")
+
+    steps = []
+    for step in con.steps.values():
+        if step.skipped is not None:
+            result = f"skipped: {step.skipped}"
+        elif step.rc is None:
+            result = "did not finish"
+        else:
+            result = "ok" if step.rc == 0 else f"exit {step.rc}"
+        steps.append([step.name, result])
+    out += ["vm: guest steps", *table(["step", "result"], steps)]
+
+    plan = "none" if con.plan is None else str(con.plan)
+    out.append(f"vm: workloads × backends (planned rows: {plan})")
+    if con.rows:
+        rows = [[r.workload, r.backend, str(r.completions), str(r.mismatches), r.note] for r in con.rows]
+        out += table(["workload", "backend", "completions", "mismatches", "note"], rows)
+        out += [f"vm: warning: {r.workload} on {r.backend} completed nothing (line {r.line})"
+                for r in con.rows if r.completions == 0]
+    else:
+        out.append("  (no rows)")
+
+    if con.figures:
+        out.append("vm: figures")
+        out += table(["figure", "value", "unit"], [[f.name, f.value, f.unit] for f in con.figures])
+
+    if args.phase:
+        phases = [p.split("=", 1) for p in args.phase]
+        total = sum(float(s) for _, s in phases)
+        out.append("vm: phases")
+        out += table(["phase", "seconds"], [*phases, ["total", f"{total:.3f}"]])
+
+    if failures:
+        out.append("vm: FAILED")
+        out += [f"  - {f}" for f in failures]
+        tail = [line for line in con.lines if line][-TAIL_LINES:]
+        out.append(f"vm: the console's last {len(tail)} lines")
+        out += [f"  | {line}" for line in tail]
+
+    workloads = len({r.workload for r in con.rows})
+    mismatches = sum(r.mismatches for r in con.rows)
+    out.append(f"vm: {workloads} workloads, {mismatches} mismatches")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--log", required=True, help="the guest's console log")
+    parser.add_argument("--accel", default="unknown", help="kvm or tcg, for the report")
+    parser.add_argument("--qemu-rc", type=int, default=0, help="qemu's exit status (124: timed out)")
+    parser.add_argument("--timeout", default="?", help="qemu's time limit in seconds, for the report")
+    parser.add_argument("--expect-step", action="append", default=[], help="a step that must pass")
+    parser.add_argument("--phase", action="append", default=[], help="NAME=SECONDS, for the report")
+    parser.add_argument("--dev-mode", action="store_true", help="say the result is not valid")
+    args = parser.parse_args(argv)
+
+    log = Path(args.log)
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    con = parse(text, log.name)
+    failures = judge(con, args)
+    print("\n".join(report(con, args, failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
