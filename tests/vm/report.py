@@ -37,7 +37,8 @@ MARKER = re.compile(
 )
 PROTOCOL = {"vm-plan", "vm-row", "vm-figure"}
 GUEST_TEST = "guest-test"
-TAIL_LINES = 40
+TAIL_LINES = 25
+STEP_TAIL_LINES = 30
 
 
 @dataclass
@@ -185,8 +186,10 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
     elif args.qemu_rc != 0:
         failures.append(f"qemu exited with status {args.qemu_rc}")
     if not con.booted:
+        # Nothing after this can have happened; listing every step that never ran adds nothing.
         failures.append("the guest never reached /init")
-    elif not con.done:
+        return failures
+    if not con.done:
         failures.append("the guest stopped before its last step (no vm-guest-done)")
 
     for name in args.expect_step:
@@ -198,7 +201,7 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
         elif step.rc is None:
             failures.append(f"step {name} never finished")
         elif step.rc != 0:
-            failures.append(f"step {name} exited {step.rc}")
+            failures.append(f"step {name} {exit_text(step.rc)}")
 
     check_devices(con, failures)
 
@@ -206,11 +209,22 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
         if con.plan is None:
             failures.append("the guest test printed no vm-plan")
         elif len(con.rows) != con.plan:
-            failures.append(f"the guest test planned {con.plan} rows and {len(con.rows)} arrived")
+            failures.append(f"the guest test planned {rows(con.plan)} and {len(con.rows)} arrived")
     mismatches = sum(r.mismatches for r in con.rows)
     if mismatches:
         failures.append(f"{mismatches} mismatches")
     return failures
+
+
+def exit_text(rc: int) -> str:
+    """An exit status in words; busybox's timeout ends a step that ran too long with 143."""
+    if rc == 143:
+        return "exited 143 (SIGTERM: it ran past its time limit)"
+    return f"exited {rc}"
+
+
+def rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def check_devices(con: Console, failures: list[str]) -> None:
@@ -255,9 +269,10 @@ def report(con: Console, args: argparse.Namespace, failures: list[str]) -> list[
         elif step.rc is None:
             result = "did not finish"
         else:
-            result = "ok" if step.rc == 0 else f"exit {step.rc}"
+            result = "ok" if step.rc == 0 else exit_text(step.rc)
         steps.append([step.name, result])
-    out += ["vm: guest steps", *table(["step", "result"], steps)]
+    out.append("vm: guest steps")
+    out += table(["step", "result"], steps) if steps else ["  (none)"]
 
     plan = "none" if con.plan is None else str(con.plan)
     out.append(f"vm: workloads × backends (planned rows: {plan})")
@@ -282,13 +297,28 @@ def report(con: Console, args: argparse.Namespace, failures: list[str]) -> list[
     if failures:
         out.append("vm: FAILED")
         out += [f"  - {f}" for f in failures]
-        tail = [line for line in con.lines if line][-TAIL_LINES:]
-        out.append(f"vm: the console's last {len(tail)} lines")
-        out += [f"  | {line}" for line in tail]
+        out += failure_context(con)
 
     workloads = len({r.workload for r in con.rows})
     mismatches = sum(r.mismatches for r in con.rows)
     out.append(f"vm: {workloads} workloads, {mismatches} mismatches")
+    return out
+
+
+def failure_context(con: Console) -> list[str]:
+    """What a reader needs first: the end of each failed step's output, then of the console."""
+    out = []
+    for step in con.steps.values():
+        if step.skipped is None and step.rc != 0:
+            tail = step.output[-STEP_TAIL_LINES:]
+            out.append(f"vm: step {step.name} (console line {step.begin}), its last {len(tail)} lines")
+            out += [f"  | {line}" for line in tail]
+    tail = [line for line in con.lines if line][-TAIL_LINES:]
+    if tail:
+        out.append(f"vm: the console's last {len(tail)} lines")
+        out += [f"  | {line}" for line in tail]
+    else:
+        out.append("vm: the console is empty")
     return out
 
 

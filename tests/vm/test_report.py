@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Tests of report.py, the part of the VM test that decides pass or fail.
+
+Run: python3 -B tests/vm/test_report.py
+"""
+
+import contextlib
+import io
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402
+
+STEPS = ["setup-modules", "setup-rxe", "ibv-devinfo", "smoke-rc-pingpong",
+         "dvcq-devices", "dvcq-devices-json", "guest-test"]
+
+DEVICES = "hca_id:\trxe0\n\tbackend: generic"
+DEVICES_JSON = '{\n  "devices": [ { "name": "rxe0" } ]\n}'
+GUEST_TEST = """running 1 test
+test vm_workloads ... vm-plan 3
+vm-row send-recv rxe 1000 0
+vm-row send-recv generic 1000 0 via ibv_poll_cq
+vm-row rdma-write rxe 200 0
+vm-figure poll_ns 41.5 ns/poll
+ok"""
+
+
+def console(outputs=None, rcs=None, done=True, booted=True, extra=""):
+    """A console log of a guest whose steps printed `outputs` and exited with `rcs`."""
+    outputs = {"dvcq-devices": DEVICES, "dvcq-devices-json": DEVICES_JSON,
+               "guest-test": GUEST_TEST, **(outputs or {})}
+    rcs = rcs or {}
+    lines = ["[    0.000000] Linux version 6.1.0", "Probing EDD... ok"]
+    if booted:
+        lines.append("vm-init 6.1.0-57-amd64")
+        for name in STEPS:
+            lines.append(f"vm-step-begin {name}")
+            lines.append(outputs.get(name, f"{name} output"))
+            if name in rcs and rcs[name] is None:
+                break  # the step never ended
+            lines.append(f"vm-step-end {name} {rcs.get(name, 0)}")
+        lines.append(extra)
+        if done:
+            lines.append("vm-guest-done 0")
+    return "\r\n".join(lines) + "\r\n"
+
+
+def run(text, *flags, qemu_rc=0, steps=STEPS):
+    """report.main on `text`: (exit status, printed lines)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp, "console.log")
+        log.write_text(text)
+        argv = ["--log", str(log), "--qemu-rc", str(qemu_rc), *flags]
+        for step in steps:
+            argv += ["--expect-step", step]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = report.main(argv)
+    return rc, out.getvalue().splitlines()
+
+
+class Verdict(unittest.TestCase):
+    def assertFailsWith(self, text, reason, **kw):
+        rc, out = run(text, **kw)
+        self.assertEqual(rc, 1, "\n".join(out))
+        self.assertTrue(any(reason in line for line in out), f"no {reason!r} in:\n" + "\n".join(out))
+        return out
+
+    def test_clean_run_passes_and_counts_distinct_workloads(self):
+        rc, out = run(console(), "--phase", "boot+guest=12.5")
+        self.assertEqual(rc, 0, "\n".join(out))
+        self.assertEqual(out[-1], "vm: 2 workloads, 0 mismatches")
+        self.assertIn("vm: figures", out)
+        self.assertTrue(any("poll_ns" in line and "41.5" in line for line in out))
+        self.assertTrue(any(line.split()[:2] == ["total", "12.500"] for line in out))
+
+    def test_a_mismatch_fails_and_is_counted(self):
+        text = console({"guest-test": GUEST_TEST.replace("rdma-write rxe 200 0", "rdma-write rxe 200 3")})
+        out = self.assertFailsWith(text, "3 mismatches")
+        self.assertEqual(out[-1], "vm: 2 workloads, 3 mismatches")
+
+    def test_a_missing_row_fails(self):
+        text = console({"guest-test": GUEST_TEST.replace("vm-row rdma-write rxe 200 0\n", "")})
+        self.assertFailsWith(text, "planned 3 rows and 2 arrived")
+
+    def test_an_extra_row_fails(self):
+        text = console({"guest-test": GUEST_TEST + "\nvm-row atomics rxe 10 0"})
+        self.assertFailsWith(text, "planned 3 rows and 4 arrived")
+
+    def test_no_plan_fails(self):
+        self.assertFailsWith(console({"guest-test": "vm-row a rxe 1 0"}), "no vm-plan")
+
+    def test_a_failed_step_fails_and_shows_its_output(self):
+        out = self.assertFailsWith(console({"ibv-devinfo": "Failed to get IB devices list"},
+                                           rcs={"ibv-devinfo": 255}), "step ibv-devinfo exited 255")
+        self.assertIn("  | Failed to get IB devices list", out)
+
+    def test_a_timed_out_step_says_so(self):
+        self.assertFailsWith(console(rcs={"guest-test": 143}), "ran past its time limit")
+
+    def test_an_unfinished_step_and_guest_fail(self):
+        out = self.assertFailsWith(console(rcs={"guest-test": None}, done=False), "never finished")
+        self.assertTrue(any("no vm-guest-done" in line for line in out))
+
+    def test_a_guest_that_never_booted_fails_once(self):
+        out = self.assertFailsWith(console(booted=False), "never reached /init", qemu_rc=124)
+        self.assertTrue(any("ran past its" in line for line in out))
+        self.assertFalse(any("never ran" in line for line in out))
+
+    def test_qemu_failure_fails_a_clean_log(self):
+        self.assertFailsWith(console(), "qemu exited with status 1", qemu_rc=1)
+
+    def test_a_malformed_row_names_its_line(self):
+        text = console({"guest-test": GUEST_TEST.replace("rxe 200 0", "rxe many 0")})
+        lineno = text.splitlines().index("vm-row rdma-write rxe many 0") + 1
+        self.assertFailsWith(text, f"console.log:{lineno}: vm-row counts must be non-negative integers")
+
+    def test_a_duplicate_row_fails(self):
+        text = console({"guest-test": GUEST_TEST + "\nvm-row send-recv rxe 1000 0"})
+        self.assertFailsWith(text, "a second vm-row for send-recv on rxe")
+
+    def test_protocol_outside_the_guest_test_fails(self):
+        self.assertFailsWith(console({"dvcq-devices": DEVICES + "\nvm-row x rxe 1 0"}),
+                             "vm-row outside the guest-test step")
+
+    def test_devices_must_list_rxe0(self):
+        self.assertFailsWith(console({"dvcq-devices": "no devices"}), "does not list rxe0")
+
+    def test_devices_json_must_parse(self):
+        self.assertFailsWith(console({"dvcq-devices-json": '{"devices": [rxe0]}'}), "is not JSON")
+
+    def test_a_skipped_step_that_was_expected_fails(self):
+        text = console().replace("vm-step-begin guest-test", "vm-step-skip guest-test no binary\nx")
+        self.assertFailsWith(text, "step guest-test was skipped")
+
+    def test_development_mode_may_leave_the_guest_test_out(self):
+        text = console({"guest-test": "ok"})
+        rc, out = run(text, "--dev-mode", steps=STEPS[:-1])
+        self.assertEqual(rc, 0, "\n".join(out))
+        self.assertTrue(any("DEVELOPMENT MODE" in line for line in out))
+        self.assertEqual(out[-1], "vm: 0 workloads, 0 mismatches")
+
+
+class Markers(unittest.TestCase):
+    def test_markers_follow_other_text_but_not_inside_words(self):
+        con = report.parse("vm-step-begin guest-test\ntest t ... vm-plan 1\nkvm-plan 7\n"
+                           "vm-row w b 1 0\nvm-step-end guest-test 0\n", "log")
+        self.assertEqual(con.plan, 1)
+        self.assertEqual([(r.workload, r.completions) for r in con.rows], [("w", 1)])
+        self.assertEqual(con.problems, [])
+
+    def test_a_note_keeps_its_words(self):
+        con = report.parse("vm-step-begin guest-test\nvm-row w b 5 0 polled in  batches of 16\n", "log")
+        self.assertEqual(con.rows[0].note, "polled in batches of 16")
+
+    def test_a_figure_needs_a_number(self):
+        con = report.parse("vm-step-begin guest-test\nvm-figure lat fast ns\n", "log")
+        self.assertEqual(con.figures, [])
+        self.assertEqual(con.problems, ["log:2: vm-figure lat: value 'fast' is not a number"])
+
+
+if __name__ == "__main__":
+    unittest.main()
