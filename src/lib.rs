@@ -43,12 +43,14 @@ pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOp
 mod backend;
 pub mod bench;
 pub mod cli;
+pub mod conformance;
 mod context;
 pub mod cq;
 pub mod decode;
 pub mod device;
 mod error;
 pub mod image;
+pub mod model_device;
 pub mod scenario;
 #[cfg(dvcq_rdma_core)]
 mod sys;

@@ -49,6 +49,9 @@ impl Default for QpCaps {
     }
 }
 
+/// The Q_Key every UD QP dvcq creates accepts (a UD send names it in [`UdDest::qkey`]).
+pub const DEFAULT_QKEY: u32 = 0x1111_1111;
+
 /// A UD receive buffer's first 40 bytes hold the GRH (or nothing useful on IB without one).
 pub const UD_GRH_BYTES: u32 = 40;
 

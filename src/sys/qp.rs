@@ -165,8 +165,6 @@ pub(crate) struct Qp {
 // at a time, and the address-handle cache is only touched there.
 unsafe impl Send for Qp {}
 
-/// The Q_Key every UD QP dvcq creates uses.
-pub(crate) const UD_QKEY: u32 = 0x1111_1111;
 
 impl Qp {
     /// Creates a QP and brings it to INIT (UD: all the way to RTS, since a UD QP needs no
@@ -231,7 +229,7 @@ impl Qp {
                 mask |= ffi::IBV_QP_ACCESS_FLAGS;
             }
             QpType::Ud => {
-                a.qkey = UD_QKEY;
+                a.qkey = crate::verbs::DEFAULT_QKEY;
                 mask |= ffi::IBV_QP_QKEY;
             }
         }

@@ -1,0 +1,387 @@
+//! The workloads themselves. Each makes its own CQs and QPs, moves data, checks that the
+//! data landed, and says which completions it expects.
+
+use super::{drain_extra, poll_n, Outcome, Record, Recorder, Workload};
+use crate::cq::{BackendChoice, Cq, CqOptions};
+use crate::error::Error;
+use crate::verbs::{Access, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest, DEFAULT_QKEY, UD_GRH_BYTES};
+use crate::{Context, Mr, Pd, Qp, QpInit, WcFlags, WcOpcode, WcStatus};
+use std::time::Duration;
+
+/// Every workload, in the order tables print them.
+pub static WORKLOADS: &[Workload] = &[
+    Workload { name: "rc_send", run: rc_send },
+    Workload { name: "rc_send_imm", run: rc_send_imm },
+    Workload { name: "rc_write", run: rc_write },
+    Workload { name: "rc_write_imm", run: rc_write_imm },
+    Workload { name: "rc_read", run: rc_read },
+    Workload { name: "ud_send", run: ud_send },
+    Workload { name: "rc_unsignaled", run: rc_unsignaled },
+    Workload { name: "rc_srq", run: rc_srq },
+    Workload { name: "rc_bad_rkey", run: rc_bad_rkey },
+    Workload { name: "rc_flush", run: rc_flush },
+    Workload { name: "cq_depth_1", run: |c, b| cq_depth(c, b, Depth::Fixed(1)) },
+    Workload { name: "cq_depth_2", run: |c, b| cq_depth(c, b, Depth::Fixed(2)) },
+    Workload { name: "cq_depth_255", run: |c, b| cq_depth(c, b, Depth::Fixed(255)) },
+    Workload { name: "cq_depth_max", run: |c, b| cq_depth(c, b, Depth::DeviceMax) },
+    Workload { name: "cq_wrap", run: cq_wrap },
+];
+
+/// Bytes of each memory region a workload uses.
+const MR_BYTES: usize = 64 * 1024;
+
+fn ok(qp: u8, wr_id: u64, opcode: WcOpcode) -> Record {
+    Record { qp, wr_id, status: WcStatus::Success, opcode: Some(opcode), byte_len: None, imm: None, flags: 0, src: None }
+}
+
+fn recv(qp: u8, wr_id: u64, byte_len: u32) -> Record {
+    Record { byte_len: Some(byte_len), ..ok(qp, wr_id, WcOpcode::Recv) }
+}
+
+fn failed(qp: u8, wr_id: u64, status: WcStatus) -> Record {
+    Record { qp, wr_id, status, opcode: None, byte_len: None, imm: None, flags: 0, src: None }
+}
+
+/// The immediate as `ibv_wc.imm_data` holds it (network order read as a host integer).
+fn wire_imm(imm: u32) -> u32 {
+    imm.to_be()
+}
+
+/// A byte pattern that differs per workload offset, so misplaced data shows.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seed as usize * 31 + i * 7) as u8).collect()
+}
+
+/// Two QPs (roles 0 and 1) with a memory region each, connected to each other (RC) or
+/// ready (UD), completing into `cq` (or `send_cq`/`recv_cq`).
+struct Rig {
+    qps: Vec<Qp>,
+    mrs: Vec<Mr>,
+    rec: Recorder,
+    _pd: Pd,
+}
+
+fn caps(send: u32, recv: u32) -> QpCaps {
+    QpCaps { max_send_wr: send, max_recv_wr: recv, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+}
+
+fn rig(ctx: &Context, qp_type: QpType, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, n: usize) -> Result<Rig, Error> {
+    let pd = ctx.alloc_pd()?;
+    let mut qps = Vec::new();
+    let mut mrs = Vec::new();
+    let mut rec = Recorder::default();
+    for _ in 0..n {
+        let init = QpInit { qp_type, send_cq, recv_cq, srq: None, caps, sq_sig_all: false };
+        let qp = pd.create_qp(&init)?;
+        rec.add_qp(qp.qpn());
+        qps.push(qp);
+        mrs.push(pd.reg_mr(MR_BYTES, Access::ALL)?);
+    }
+    connect_pairs(&mut qps)?;
+    Ok(Rig { qps, mrs, rec, _pd: pd })
+}
+
+/// Connects QP 2k with 2k+1 (RC; UD needs nothing).
+fn connect_pairs(qps: &mut [Qp]) -> Result<(), Error> {
+    for pair in qps.chunks_mut(2) {
+        if let [a, b] = pair {
+            let (ea, eb) = (a.endpoint()?, b.endpoint()?);
+            a.connect(&eb)?;
+            b.connect(&ea)?;
+        }
+    }
+    Ok(())
+}
+
+fn one_cq(ctx: &Context, choice: BackendChoice, depth: u32) -> Result<Cq, Error> {
+    ctx.create_cq(CqOptions::new(depth).backend(choice))
+}
+
+fn outcome(cq: &Cq, rec: Recorder, expected: Vec<Record>) -> Outcome {
+    Outcome { backend: cq.backend().clone(), recorder: rec, expected }
+}
+
+/// Checks that `len` bytes at `at` in `mr` equal `want`.
+fn check_data(rec: &mut Recorder, what: &str, mr: &Mr, at: u64, want: &[u8]) {
+    let mut got = vec![0u8; want.len()];
+    match mr.read(at, &mut got) {
+        Ok(()) if got == want => {}
+        Ok(()) => rec.problem(format!("{what}: the data at offset {at} is not what was sent")),
+        Err(e) => rec.problem(format!("{what}: {e}")),
+    }
+}
+
+fn post_recvs(qp: &mut Qp, mr: &Mr, first_wr: u64, n: u64, each: u32) -> Result<(), Error> {
+    for i in 0..n {
+        let sg = [mr.slice(i * u64::from(each), each)?];
+        qp.post_recv(&[RecvWr { wr_id: first_wr + i, sg_list: &sg }])?;
+    }
+    Ok(())
+}
+
+/// SEND (with immediate data or not) from QP 0 to QP 1, eight messages of 1 to 8·13 bytes.
+fn sends(ctx: &Context, choice: BackendChoice, with_imm: bool) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    let mut expected = Vec::new();
+    post_recvs(&mut r.qps[1], &r.mrs[1], 100, 8, 256)?;
+    for i in 0..8u64 {
+        let len = 1 + 13 * i as u32;
+        let data = pattern(i, len as usize);
+        r.mrs[0].write(i * 256, &data)?;
+        let sg = [r.mrs[0].slice(i * 256, len)?];
+        let imm = 0x0100_0000 + i as u32;
+        let op = if with_imm { SendOp::SendWithImm(imm) } else { SendOp::Send };
+        r.qps[0].post_send(&[SendWr::new(i, op, &sg)])?;
+        expected.push(ok(0, i, WcOpcode::Send));
+        let mut rv = recv(1, 100 + i, len);
+        if with_imm {
+            rv.imm = Some(wire_imm(imm));
+            rv.flags = WcFlags::WITH_IMM.bits();
+        }
+        expected.push(rv);
+    }
+    poll_n(&mut cq, &mut r.rec, expected.len());
+    for i in 0..8u64 {
+        let len = 1 + 13 * i as usize;
+        check_data(&mut r.rec, "send", &r.mrs[1], i * 256, &pattern(i, len));
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+fn rc_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    sends(ctx, choice, false)
+}
+
+fn rc_send_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    sends(ctx, choice, true)
+}
+
+/// RDMA WRITE (with immediate data or not) from QP 0 into QP 1's region.
+fn writes(ctx: &Context, choice: BackendChoice, with_imm: bool) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    let remote = r.mrs[1].remote();
+    let mut expected = Vec::new();
+    if with_imm {
+        post_recvs(&mut r.qps[1], &r.mrs[1], 200, 4, 0)?;
+    }
+    for i in 0..4u64 {
+        let data = pattern(10 + i, 100);
+        r.mrs[0].write(i * 128, &data)?;
+        let sg = [r.mrs[0].slice(i * 128, 100)?];
+        let imm = 0xabc0 + i as u32;
+        let to = remote.at(1024 + i * 128);
+        let op = if with_imm { SendOp::WriteWithImm(to, imm) } else { SendOp::Write(to) };
+        r.qps[0].post_send(&[SendWr::new(i, op, &sg)])?;
+        expected.push(ok(0, i, WcOpcode::RdmaWrite));
+        if with_imm {
+            let mut rv = recv(1, 200 + i, 100);
+            rv.opcode = Some(WcOpcode::RecvRdmaWithImm);
+            rv.imm = Some(wire_imm(imm));
+            rv.flags = WcFlags::WITH_IMM.bits();
+            expected.push(rv);
+        }
+    }
+    poll_n(&mut cq, &mut r.rec, expected.len());
+    for i in 0..4u64 {
+        check_data(&mut r.rec, "write", &r.mrs[1], 1024 + i * 128, &pattern(10 + i, 100));
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+fn rc_write(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    writes(ctx, choice, false)
+}
+
+fn rc_write_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    writes(ctx, choice, true)
+}
+
+/// RDMA READ by QP 0 from QP 1's region.
+fn rc_read(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    let remote = r.mrs[1].remote();
+    let mut expected = Vec::new();
+    for i in 0..4u64 {
+        r.mrs[1].write(2048 + i * 256, &pattern(20 + i, 200))?;
+        let sg = [r.mrs[0].slice(i * 256, 200)?];
+        r.qps[0].post_send(&[SendWr::new(i, SendOp::Read(remote.at(2048 + i * 256)), &sg)])?;
+        expected.push(Record { byte_len: Some(200), ..ok(0, i, WcOpcode::RdmaRead) });
+    }
+    poll_n(&mut cq, &mut r.rec, expected.len());
+    for i in 0..4u64 {
+        check_data(&mut r.rec, "read", &r.mrs[0], i * 256, &pattern(20 + i, 200));
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+/// UD SEND from QP 0 to QP 1: the receive holds the GRH slot, then the data.
+fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Ud, &cq, &cq, caps(16, 16), 2)?;
+    let dest = UdDest { qpn: r.qps[1].qpn(), qkey: DEFAULT_QKEY, endpoint: r.qps[1].endpoint()? };
+    let slot = UD_GRH_BYTES + 64;
+    post_recvs(&mut r.qps[1], &r.mrs[1], 300, 4, slot)?;
+    let mut expected = Vec::new();
+    for i in 0..4u64 {
+        let data = pattern(30 + i, 32);
+        r.mrs[0].write(i * 64, &data)?;
+        let sg = [r.mrs[0].slice(i * 64, 32)?];
+        r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg).to(dest)])?;
+        expected.push(ok(0, i, WcOpcode::Send));
+        expected.push(Record { flags: WcFlags::GRH.bits(), src: Some(0), ..recv(1, 300 + i, 32 + UD_GRH_BYTES) });
+    }
+    poll_n(&mut cq, &mut r.rec, expected.len());
+    for i in 0..4u64 {
+        check_data(&mut r.rec, "ud send", &r.mrs[1], i * u64::from(slot) + u64::from(UD_GRH_BYTES), &pattern(30 + i, 32));
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+/// 128 sends through a 16-entry send queue, one signaled in four: each signaled completion
+/// retires the three unsignaled sends before it.
+fn rc_unsignaled(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 256)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 160), 2)?;
+    post_recvs(&mut r.qps[1], &r.mrs[1], 1000, 128, 8)?;
+    let mut expected = Vec::new();
+    for k in 0..32u64 {
+        for j in 0..4u64 {
+            let i = 4 * k + j;
+            let sg = [r.mrs[0].slice(i * 8, 8)?];
+            r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg).signaled(j == 3)])?;
+            expected.push(recv(1, 1000 + i, 8));
+        }
+        expected.push(ok(0, 4 * k + 3, WcOpcode::Send));
+        poll_n(&mut cq, &mut r.rec, 5);
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+/// Two RC pairs whose receivers share one SRQ; the receives are consumed in posting order.
+fn rc_srq(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let pd = ctx.alloc_pd()?;
+    let srq = pd.create_srq(16, 1)?;
+    let mut rec = Recorder::default();
+    let mut qps = Vec::new();
+    for i in 0..4 {
+        let init = QpInit {
+            qp_type: QpType::Rc,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: (i % 2 == 1).then_some(&srq),
+            caps: caps(16, 16),
+            sq_sig_all: false,
+        };
+        let qp = pd.create_qp(&init)?;
+        rec.add_qp(qp.qpn());
+        qps.push(qp);
+    }
+    connect_pairs(&mut qps)?;
+    let mr = pd.reg_mr(MR_BYTES, Access::ALL)?;
+    for i in 0..8u64 {
+        let sg = [mr.slice(4096 + i * 64, 64)?];
+        srq.post_recv(&[RecvWr { wr_id: 500 + i, sg_list: &sg }])?;
+    }
+    let mut expected = Vec::new();
+    for (sender, first) in [(0usize, 0u64), (2, 4)] {
+        for i in first..first + 4 {
+            mr.write(i * 64, &pattern(40 + i, 16))?;
+            let sg: [MrSlice; 1] = [mr.slice(i * 64, 16)?];
+            qps[sender].post_send(&[SendWr::new(i, SendOp::Send, &sg)])?;
+            expected.push(ok(sender as u8, i, WcOpcode::Send));
+            expected.push(recv(sender as u8 + 1, 500 + i, 16));
+        }
+        poll_n(&mut cq, &mut rec, 8);
+    }
+    for i in 0..8u64 {
+        check_data(&mut rec, "srq receive", &mr, 4096 + i * 64, &pattern(40 + i, 16));
+    }
+    drain_extra(&mut cq, &mut rec, Duration::from_millis(20));
+    Ok(outcome(&cq, rec, expected))
+}
+
+/// An RDMA WRITE with a wrong rkey: the requester gets `REM_ACCESS_ERR`, its QP goes to
+/// error, and a send posted after that is flushed.
+fn rc_bad_rkey(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    let mut bad = r.mrs[1].remote().at(0);
+    bad.rkey ^= 0x00ff_ff00;
+    let sg = [r.mrs[0].slice(0, 64)?];
+    r.qps[0].post_send(&[SendWr::new(1, SendOp::Write(bad), &sg)])?;
+    poll_n(&mut cq, &mut r.rec, 1);
+    r.qps[0].post_send(&[SendWr::new(2, SendOp::Send, &sg)])?;
+    poll_n(&mut cq, &mut r.rec, 1);
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    let expected = vec![failed(0, 1, WcStatus::RemAccessErr), failed(0, 2, WcStatus::WrFlushErr)];
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+/// Eight receives outstanding when their QP is moved to error: one flush each.
+fn rc_flush(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    post_recvs(&mut r.qps[1], &r.mrs[1], 700, 8, 64)?;
+    r.qps[1].to_error()?;
+    poll_n(&mut cq, &mut r.rec, 8);
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    let expected = (0..8).map(|i| failed(1, 700 + i, WcStatus::WrFlushErr)).collect();
+    Ok(outcome(&cq, r.rec, expected))
+}
+
+#[derive(Clone, Copy)]
+enum Depth {
+    Fixed(u32),
+    DeviceMax,
+}
+
+/// A send CQ and a receive CQ of one depth, and message after message through them, each
+/// polled before the next is sent so even a one-entry CQ never overflows.
+fn cq_depth(ctx: &Context, choice: BackendChoice, depth: Depth) -> Result<Outcome, Error> {
+    let depth = match depth {
+        Depth::Fixed(d) => d,
+        Depth::DeviceMax => ctx.info()?.max_cqe,
+    };
+    let mut scq = one_cq(ctx, choice, depth)?;
+    let mut rcq = one_cq(ctx, choice, depth)?;
+    let mut r = rig(ctx, QpType::Rc, &scq, &rcq, caps(4, 4), 2)?;
+    let mut expected = Vec::new();
+    for i in 0..6u64 {
+        post_recvs(&mut r.qps[1], &r.mrs[1], 800 + i, 1, 64)?;
+        let sg = [r.mrs[0].slice(0, 16)?];
+        r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg)])?;
+        expected.push(ok(0, i, WcOpcode::Send));
+        expected.push(recv(1, 800 + i, 16));
+        poll_n(&mut scq, &mut r.rec, 1);
+        poll_n(&mut rcq, &mut r.rec, 1);
+    }
+    drain_extra(&mut scq, &mut r.rec, Duration::from_millis(10));
+    drain_extra(&mut rcq, &mut r.rec, Duration::from_millis(10));
+    Ok(outcome(&scq, r.rec, expected))
+}
+
+/// 600 round trips through a 16-entry CQ: the ring wraps dozens of times.
+fn cq_wrap(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut cq = one_cq(ctx, choice, 16)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(4, 4), 2)?;
+    let mut expected = Vec::new();
+    for i in 0..600u64 {
+        let sg = [r.mrs[0].slice(i % 64, 4)?];
+        post_recvs(&mut r.qps[1], &r.mrs[1], 10_000 + i, 1, 64)?;
+        r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg)])?;
+        expected.push(ok(0, i, WcOpcode::Send));
+        expected.push(recv(1, 10_000 + i, 4));
+        poll_n(&mut cq, &mut r.rec, 2);
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(&cq, r.rec, expected))
+}
