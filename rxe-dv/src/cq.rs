@@ -1,0 +1,169 @@
+//! The rxe CQ poller: reads the kernel's work-completion records straight from the mapped
+//! queue buffer, as rdma-core's `rxe_poll_cq` does, without its spinlock or a per-record
+//! consumer store.
+
+use crate::error::AttachError;
+use crate::queue::{Geometry, QueueBuf, QueueDesc};
+use crate::record::{completion, fault};
+use dvcq_provider::{Completion, CqDriver, CqInfo, DmaBuffer, FaultKind};
+use std::sync::Arc;
+
+/// A poller on one rxe CQ's queue buffer.
+///
+/// `Send` but not `Sync`: one consumer per CQ, like rdma-core's `cq->lock`. Each
+/// [`CqDriver::poll`] loads the producer index once (acquire), copies the records up to it,
+/// and stores the consumer index once (release) if it took any. `ci` is a free-running
+/// counter, `ci mod slots` the next slot; it starts at the consumer index found at attach
+/// and is stored masked, as rdma-core stores it.
+///
+/// # A corrupt producer index
+///
+/// The kernel never stores a producer index above `index_mask`. If one is seen, the poll
+/// consumes nothing and returns one fault item ([`FaultKind::BadField`], the value being the
+/// index, the position `ci`), once per bad value; polls return 0 while that value stays, and
+/// resume when the index is back inside the mask.
+#[derive(Debug)]
+pub struct RxeCq {
+    q: QueueBuf,
+    /// Free-running consumer counter.
+    ci: u32,
+    mask: u32,
+    /// The out-of-mask producer index last reported as a fault item.
+    bad_producer: Option<u32>,
+}
+
+impl RxeCq {
+    /// Checks the queue buffer `desc` describes and opens a poller on it.
+    ///
+    /// The self-checks, each naming what it saw when it fails: the base is a non-null page
+    /// address; `cqe >= 1`; `index_mask + 1` is a power of two of at least `cqe + 1`; the
+    /// element stride `2^log2_elem_size` holds a `struct ib_uverbs_wc` (64 bytes at least,
+    /// 64 KiB at most) and equals `desc.wc_size` when given; the header and all slots fit in
+    /// `map_size`; the producer and consumer indexes are inside `index_mask`.
+    ///
+    /// # Safety
+    ///
+    /// `desc.base` must point to `desc.map_size` bytes of an rxe queue buffer that stay
+    /// mapped, readable and writable for the life of the poller, shared with the kernel
+    /// producer (or a model of it). Nothing else in this process may access them while the
+    /// poller lives except through dvcq's ring primitives: in particular rdma-core must not
+    /// poll this CQ (`ibv_poll_cq`, `ibv_start_poll`) meanwhile, and the CQ must not be
+    /// resized or destroyed.
+    ///
+    /// # Errors
+    ///
+    /// The first self-check that fails ([`AttachError`]).
+    #[allow(unsafe_code)]
+    pub unsafe fn attach(desc: QueueDesc) -> Result<Self, AttachError> {
+        // SAFETY: the caller's guarantee is `QueueBuf::map`'s contract, passed on.
+        let q = unsafe { QueueBuf::map(&desc) }?;
+        Ok(Self::new(q))
+    }
+
+    /// Checks and opens a queue buffer image at the start of `buf` (a model's, or one
+    /// loaded for decoding), of CQ depth `cqe`. Safe: the buffer owns its memory and is
+    /// only accessed through dvcq's primitives.
+    ///
+    /// # Errors
+    ///
+    /// As [`RxeCq::attach`], with `wc_size` unchecked.
+    pub fn on_dma_buffer(buf: &Arc<DmaBuffer>, cqe: i32) -> Result<Self, AttachError> {
+        Ok(Self::new(QueueBuf::on_dma(buf, cqe, None)?))
+    }
+
+    fn new(q: QueueBuf) -> Self {
+        let g = q.geometry();
+        Self { q, ci: g.consumer, mask: g.index_mask, bad_producer: None }
+    }
+
+    /// The queue's shape as checked at attach.
+    pub fn geometry(&self) -> Geometry {
+        self.q.geometry()
+    }
+
+    /// Completions waiting now (one acquire load); 0 while the producer index is corrupt.
+    pub fn len(&self) -> u32 {
+        let head = self.ci & self.mask;
+        let prod = self.q.producer_acquire(head);
+        if prod > self.mask {
+            0
+        } else {
+            prod.wrapping_sub(head) & self.mask
+        }
+    }
+
+    /// True when no completion is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The consumer index as stored in the queue buffer (what the kernel sees).
+    pub fn stored_ci(&self) -> u32 {
+        self.q.consumer_stored()
+    }
+
+    /// The poll's answer to a producer index outside the mask (see the type's docs).
+    #[cold]
+    fn corrupt_producer(&mut self, prod: u32, out: &mut [Completion]) -> usize {
+        if self.bad_producer == Some(prod) {
+            return 0;
+        }
+        self.bad_producer = Some(prod);
+        match out.first_mut() {
+            Some(o) => {
+                *o = fault(FaultKind::BadField, self.ci, prod);
+                1
+            }
+            None => 0,
+        }
+    }
+}
+
+impl CqDriver for RxeCq {
+    fn info(&self) -> CqInfo {
+        let g = self.q.geometry();
+        CqInfo { vendor: "rxe", entries: g.slots(), cqe_size: g.elem_size(), cqn: 0 }
+    }
+
+    #[inline]
+    fn poll(&mut self, out: &mut [Completion]) -> usize {
+        if out.is_empty() {
+            return 0;
+        }
+        let head = self.ci & self.mask;
+        let prod = self.q.producer_acquire(head);
+        if prod > self.mask {
+            return self.corrupt_producer(prod, out);
+        }
+        self.bad_producer = None;
+        let ready = (prod.wrapping_sub(head) & self.mask) as usize;
+        let mut pos = self.ci;
+        for o in out.iter_mut().take(ready) {
+            *o = completion(&self.q.record(pos), pos);
+            pos = pos.wrapping_add(1);
+        }
+        let n = pos.wrapping_sub(self.ci);
+        if n != 0 {
+            self.ci = pos;
+            self.q.publish_consumer(pos & self.mask);
+        }
+        n as usize
+    }
+
+    fn peek(&self) -> Option<Completion> {
+        let head = self.ci & self.mask;
+        let prod = self.q.producer_acquire(head);
+        if prod > self.mask {
+            return (self.bad_producer != Some(prod)).then(|| fault(FaultKind::BadField, self.ci, prod));
+        }
+        (prod != head).then(|| completion(&self.q.record(self.ci), self.ci))
+    }
+
+    fn ci(&self) -> u32 {
+        self.ci
+    }
+
+    fn update_ci(&mut self) {
+        self.q.publish_consumer(self.ci & self.mask);
+    }
+}
