@@ -33,9 +33,9 @@ pub struct Record {
     pub opcode: Option<WcOpcode>,
     /// `byte_len`, for a successful receive or RDMA READ.
     pub byte_len: Option<u32>,
-    /// `imm_data`, when `WITH_IMM` is set.
+    /// `imm_data`, for a successful receive with `WITH_IMM` set.
     pub imm: Option<u32>,
-    /// `wc_flags` bits verbs define for the completion (GRH, WITH_IMM, WITH_INV).
+    /// `wc_flags` bits verbs define for a successful receive (GRH, WITH_IMM, WITH_INV).
     pub flags: u32,
     /// The sender's role, for a successful UD receive.
     pub src: Option<u8>,
@@ -80,6 +80,8 @@ pub struct Run {
     pub records: Vec<Record>,
     /// Differences from what the workload expects, one line each.
     pub problems: Vec<String>,
+    /// Why the workload did not run on this device (a feature it lacks), if it did not.
+    pub skipped: Option<String>,
 }
 
 /// Builds records from completions: maps QP numbers to roles.
@@ -112,6 +114,9 @@ impl Recorder {
             return;
         };
         let ok = c.status == WcStatus::Success;
+        // Flags and immediate data are defined for receives only: on a requester completion
+        // providers differ (mlx5 and rxe set WITH_IMM on a SEND_WITH_IMM's, irdma does not).
+        let received = ok && c.opcode.is_recv();
         let flags = c.wc_flags & (WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV);
         self.records.push(Record {
             qp,
@@ -119,9 +124,9 @@ impl Recorder {
             status: c.status,
             opcode: ok.then_some(c.opcode),
             byte_len: (ok && (c.opcode.is_recv() || c.opcode == WcOpcode::RdmaRead)).then_some(c.byte_len),
-            imm: (ok && c.wc_flags.contains(WcFlags::WITH_IMM)).then_some(c.imm_data),
-            flags: if ok { flags.bits() } else { 0 },
-            src: (ok && c.wc_flags.contains(WcFlags::GRH)).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
+            imm: (received && c.wc_flags.contains(WcFlags::WITH_IMM)).then_some(c.imm_data),
+            flags: if received { flags.bits() } else { 0 },
+            src: (received && c.wc_flags.contains(WcFlags::GRH)).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
         });
     }
 
@@ -242,6 +247,8 @@ pub struct Outcome {
     pub recorder: Recorder,
     /// What it expected.
     pub expected: Expected,
+    /// Why it did not run, when the device lacks what it needs.
+    pub skipped: Option<String>,
 }
 
 /// Runs `w` on `ctx` with `choice`, and compares with what it expects.
@@ -250,7 +257,14 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
         Ok(o) => {
             let mut problems = o.recorder.problems;
             problems.extend(diff(w.name, &o.expected, &o.recorder.records));
-            Run { workload: w.name, backend: o.backend.kind, reason: o.backend.reason, records: o.recorder.records, problems }
+            Run {
+                workload: w.name,
+                backend: o.backend.kind,
+                reason: o.backend.reason,
+                records: o.recorder.records,
+                problems,
+                skipped: o.skipped,
+            }
         }
         Err(e) => Run {
             workload: w.name,
@@ -258,6 +272,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             reason: String::new(),
             records: Vec::new(),
             problems: vec![format!("could not run: {e}")],
+            skipped: None,
         },
     }
 }

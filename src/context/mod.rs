@@ -12,9 +12,10 @@ mod qp;
 pub use mr::Mr;
 pub use qp::{Qp, QpInit, Srq};
 
-use crate::cq::{Backend, BackendKind, Cq, CqOptions};
+use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};
 use crate::error::Error;
+use crate::model_device::{DeviceError, ModelDevice, ModelVendor};
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
 #[cfg(dvcq_rdma_core)]
@@ -29,6 +30,7 @@ pub struct Context {
 
 #[derive(Debug)]
 pub(crate) enum Inner {
+    Model(ModelDevice),
     #[cfg(dvcq_rdma_core)]
     Verbs { ctx: Arc<sys::device::Context>, port: u8, gid_index: u8 },
 }
@@ -42,7 +44,12 @@ impl Context {
     /// [`Error::UnknownDevice`] naming the devices that exist; [`Error::ModelOnlyBuild`] for a
     /// hardware name in a build without rdma-core; [`Error::Verbs`] when rdma-core fails.
     pub fn open(name: &str) -> Result<Context, Error> {
-        Self::open_verbs(name)
+        let vendor = match name {
+            "model-mlx5" => ModelVendor::Mlx5,
+            "model-e810" => ModelVendor::Irdma,
+            _ => return Self::open_verbs(name),
+        };
+        Ok(Context { inner: Inner::Model(ModelDevice::new(vendor)), name: name.to_string() })
     }
 
     #[cfg(dvcq_rdma_core)]
@@ -73,6 +80,7 @@ impl Context {
     /// rdma-core failed a query.
     pub fn info(&self) -> Result<DeviceInfo, Error> {
         match &self.inner {
+            Inner::Model(m) => Ok(device::model_info(m.vendor())),
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => device::verbs_info(ctx),
         }
@@ -88,9 +96,33 @@ impl Context {
     /// direct backend could attach, [`Error::Verbs`] when rdma-core fails.
     pub fn create_cq(&self, opts: CqOptions) -> Result<Cq, Error> {
         match &self.inner {
+            Inner::Model(m) => self.create_model_cq(m, opts),
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts),
         }
+    }
+
+    fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
+        let max = m.attrs().max_cqe;
+        if opts.depth == 0 || opts.depth > max {
+            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
+        }
+        if opts.comp_vector >= MODEL_COMP_VECTORS {
+            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: MODEL_COMP_VECTORS });
+        }
+        if opts.backend == crate::cq::BackendChoice::Generic {
+            return Err(Error::Mismatch {
+                device: self.name.clone(),
+                what: "a model has no rdma-core poll: its CQs are always polled by its vendor's dvcq poller".into(),
+            });
+        }
+        let cq = m.create_cq(opts.depth).map_err(|e| model_error(&self.name, e))?;
+        let depth = cq.cqe();
+        let why = match m.vendor() {
+            ModelVendor::Mlx5 => "dvcq's mlx5 poller on the model's ConnectX CQ ring",
+            ModelVendor::Irdma => "dvcq's irdma poller on the model's E810 CQ ring",
+        };
+        Ok(Cq::new(Poller::Model(cq), backend(BackendKind::Model, why), self.name.clone(), depth))
     }
 
     #[cfg(dvcq_rdma_core)]
@@ -118,6 +150,7 @@ impl Context {
     /// rdma-core failed.
     pub fn alloc_pd(&self) -> Result<Pd, Error> {
         match &self.inner {
+            Inner::Model(m) => Ok(Pd { inner: PdInner::Model(m.clone()), device: self.name.clone() }),
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, port, gid_index } => {
                 let pd = sys::qp::Pd::new(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
@@ -136,6 +169,7 @@ pub struct Pd {
 
 #[derive(Debug)]
 pub(crate) enum PdInner {
+    Model(ModelDevice),
     #[cfg(dvcq_rdma_core)]
     Verbs { pd: Arc<sys::qp::Pd>, port: u8, gid_index: u8 },
 }
@@ -145,6 +179,14 @@ impl Pd {
     pub fn device(&self) -> &str {
         &self.device
     }
+}
+
+/// Completion vectors a model device reports (model choice: one, as a one-queue device).
+pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
+
+/// A model device's refusal as the API's error.
+pub(crate) fn model_error(device: &str, e: DeviceError) -> Error {
+    Error::Model { device: device.to_string(), what: e.to_string() }
 }
 
 /// The reason text of a backend chosen without any attempt at a direct one.

@@ -23,6 +23,7 @@ pub struct Mr {
 
 #[derive(Debug)]
 enum MrInner {
+    Model(crate::model_device::ModelMr),
     #[cfg(dvcq_rdma_core)]
     Verbs(sys::qp::Mr),
 }
@@ -35,6 +36,11 @@ impl Pd {
     /// The device refused (rdma-core's errno) or memory ran out.
     pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr, Error> {
         match &self.inner {
+            PdInner::Model(m) => {
+                let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
+                let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
+                Ok(Mr { inner: MrInner::Model(mr), addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+            }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::new(pd, len, access)
@@ -100,6 +106,7 @@ impl Mr {
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
         self.check(offset, data.len() as u64)?;
         match &self.inner {
+            MrInner::Model(mr) => mr.write(offset, data).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => mr.memory().write_bytes(offset as usize, data).map_err(|e| self.memory_error(e)),
         }
@@ -113,6 +120,7 @@ impl Mr {
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), Error> {
         self.check(offset, out.len() as u64)?;
         match &self.inner {
+            MrInner::Model(mr) => mr.read(offset, out).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => mr.memory().read_bytes(offset as usize, out).map_err(|e| self.memory_error(e)),
         }

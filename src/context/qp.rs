@@ -45,6 +45,7 @@ pub struct Qp {
 
 #[derive(Debug)]
 enum QpInner {
+    Model(crate::model_device::ModelQp),
     #[cfg(dvcq_rdma_core)]
     Verbs(sys::qp::Qp),
 }
@@ -58,8 +59,20 @@ pub struct Srq {
 
 #[derive(Debug)]
 enum SrqInner {
+    Model(crate::model_device::ModelSrq),
     #[cfg(dvcq_rdma_core)]
     Verbs(Arc<sys::qp::Srq>),
+}
+
+fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
+    match &cq.poller {
+        Poller::Model(m) if cq.device() == device => Ok(m),
+        _ => Err(Error::Mismatch { device: device.to_string(), what: format!("CQ of device {} cannot be used here", cq.device()) }),
+    }
+}
+
+fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
+    Error::Post { device: device.to_string(), qpn, index: e.index, reason: format!("{:?} ({})", e.kind, std::io::Error::from_raw_os_error(e.errno)) }
 }
 
 #[cfg(dvcq_rdma_core)]
@@ -71,8 +84,7 @@ fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>
     match &cq.poller {
         Poller::Generic(g) => Ok(g.verbs_cq()),
         Poller::Rxe(r) => Ok(r.verbs_cq()),
-        #[allow(unreachable_patterns)]
-        _ => Err(mismatch()),
+        Poller::Model(_) => Err(mismatch()),
     }
 }
 
@@ -85,6 +97,21 @@ impl Pd {
     /// A CQ or SRQ of another device ([`Error::Mismatch`]), or rdma-core refused the caps.
     pub fn create_qp(&self, init: &QpInit<'_>) -> Result<Qp, Error> {
         match &self.inner {
+            PdInner::Model(m) => {
+                if init.sq_sig_all {
+                    return Err(Error::Model { device: self.device.clone(), what: "sq_sig_all is not modelled: signal each send".into() });
+                }
+                let send = model_cq_of(init.send_cq, &self.device)?;
+                let recv = model_cq_of(init.recv_cq, &self.device)?;
+                let srq = match init.srq.map(|s| &s.inner) {
+                    None => None,
+                    Some(SrqInner::Model(s)) => Some(s),
+                    #[allow(unreachable_patterns)]
+                    Some(_) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
+                };
+                let qp = m.create_qp(init.qp_type, send, recv, init.caps, srq).map_err(|e| super::model_error(&self.device, e))?;
+                Ok(Qp { qpn: qp.qpn(), inner: QpInner::Model(qp), device: self.device.clone(), qp_type: init.qp_type })
+            }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, port, gid_index } => {
                 let send = verbs_cq_of(init.send_cq, &self.device)?;
@@ -92,6 +119,7 @@ impl Pd {
                 let srq = match init.srq.map(|s| &s.inner) {
                     None => None,
                     Some(SrqInner::Verbs(s)) => Some(s),
+                    Some(SrqInner::Model(_)) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
                     #[allow(unreachable_patterns)]
                     Some(_) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
                 };
@@ -109,6 +137,10 @@ impl Pd {
     /// rdma-core refused the sizes.
     pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq, Error> {
         match &self.inner {
+            PdInner::Model(m) => {
+                let srq = m.create_srq(max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
+                Ok(Srq { inner: SrqInner::Model(srq), device: self.device.clone() })
+            }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let srq = sys::qp::Srq::new(pd, max_wr, max_sge)
@@ -147,6 +179,7 @@ impl Qp {
     /// rdma-core failed the port or GID query.
     pub fn endpoint(&self) -> Result<Endpoint, Error> {
         match &self.inner {
+            QpInner::Model(qp) => Ok(qp.endpoint()),
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.endpoint().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
         }
@@ -159,6 +192,7 @@ impl Qp {
     /// The device refused a state change.
     pub fn connect(&mut self, peer: &Endpoint) -> Result<(), Error> {
         match &mut self.inner {
+            QpInner::Model(qp) => qp.connect(peer).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.connect(peer).map_err(|source| Error::Verbs { device: self.device.clone(), source }),
         }
@@ -171,6 +205,7 @@ impl Qp {
     /// [`Error::Post`] names the first request not posted (those before it were).
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
         match &mut self.inner {
+            QpInner::Model(qp) => qp.post_send(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.post_send(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
         }
@@ -183,6 +218,7 @@ impl Qp {
     /// As [`Qp::post_send`].
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
         match &mut self.inner {
+            QpInner::Model(qp) => qp.post_recv(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.post_recv(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
         }
@@ -196,6 +232,10 @@ impl Qp {
     /// The device refused the state change.
     pub fn to_error(&mut self) -> Result<(), Error> {
         match &mut self.inner {
+            QpInner::Model(qp) => {
+                qp.to_error();
+                Ok(())
+            }
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.to_error().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
         }
@@ -210,6 +250,7 @@ impl Srq {
     /// As [`Qp::post_send`] (the number named is 0: SRQs have none here).
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
         match &self.inner {
+            SrqInner::Model(srq) => srq.post_recv(wrs).map_err(|e| model_post_error(&self.device, srq.srqn(), e)),
             #[cfg(dvcq_rdma_core)]
             SrqInner::Verbs(srq) => srq.post_recv(wrs).map_err(|f| post_error(&self.device, 0, f)),
         }

@@ -96,6 +96,7 @@ pub(crate) enum Poller {
     Generic(crate::backend::generic::GenericCq),
     #[cfg(dvcq_rdma_core)]
     Rxe(crate::backend::rxe::RxeBackend),
+    Model(crate::model_device::ModelCq),
 }
 
 /// A completion queue on a device or a model.
@@ -125,6 +126,7 @@ impl Cq {
             Poller::Generic(g) => g.poll(out),
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.poll(out),
+            Poller::Model(m) => m.poll(out),
         };
         self.stats.count(&out[..n]);
         n

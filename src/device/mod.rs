@@ -1,6 +1,7 @@
 //! Devices: the RDMA devices rdma-core finds and the built-in models, listed and opened by
 //! name ([`crate::Context::open`]).
 
+#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
 mod info;
 mod release;
 
@@ -87,7 +88,51 @@ pub fn rdma_core_release() -> Option<Release> {
 
 /// The models, as `dvcq devices` lists them.
 pub fn model_infos() -> Vec<DeviceInfo> {
-    Vec::new()
+    use crate::model_device::ModelVendor;
+    [ModelVendor::Mlx5, ModelVendor::Irdma].into_iter().map(model_info).collect()
+}
+
+/// What `dvcq devices` says about a model.
+pub(crate) fn model_info(vendor: crate::model_device::ModelVendor) -> DeviceInfo {
+    use crate::model_device::{DeviceAttrs, ModelDevice, ModelVendor};
+    let a = DeviceAttrs::of(vendor);
+    let gid = ModelDevice::new(vendor).gid();
+    let (vendor_id, part, what) = match vendor {
+        // PCI ids of the parts the models play: ConnectX-6 (0x15b3:0x101b), E810-C (0x8086:0x1592).
+        ModelVendor::Mlx5 => (0x15b3, 0x101b, "dvcq's mlx5 poller on a modelled ConnectX-6 CQ that executes posted work"),
+        ModelVendor::Irdma => (0x8086, 0x1592, "dvcq's irdma poller on a modelled E810 (GEN2) CQ that executes posted work"),
+    };
+    DeviceInfo {
+        name: vendor.device_name().to_string(),
+        driver: "model".into(),
+        provider: "model".into(),
+        node_guid: guid_string(0),
+        vendor_id,
+        vendor_part_id: part,
+        hw_ver: 0,
+        fw_ver: String::new(),
+        node_type: "CA".into(),
+        transport: "InfiniBand".into(),
+        max_cqe: a.max_cqe,
+        // Model choice: the models hold as many CQs and QPs as memory allows; these are the
+        // figures they report.
+        max_cq: 1 << 16,
+        max_qp: 1 << 16,
+        max_qp_wr: a.max_qp_wr,
+        max_sge: a.max_sge,
+        max_srq_wr: a.max_srq_wr,
+        num_comp_vectors: crate::context::MODEL_COMP_VECTORS,
+        ports: vec![PortInfo {
+            port: 1,
+            state: "PORT_ACTIVE".into(),
+            link_layer: "Ethernet".into(),
+            active_mtu: a.mtu,
+            lid: 0,
+            gids: vec![GidInfo { index: 0, gid: gid_string(&gid), kind: "RoCE v2".into() }],
+        }],
+        backend: "model".into(),
+        reason: what.into(),
+    }
 }
 
 /// The port dvcq uses on a device (the first active one, else 1) and the GID index on it
