@@ -25,7 +25,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Context {
     pub(crate) inner: Inner,
-    name: String,
+    pub(crate) name: String,
 }
 
 #[derive(Debug)]

@@ -54,6 +54,8 @@ pub(crate) struct VerbsCq {
     ptr: *mut ffi::ibv_cq,
     ctx: Arc<Context>,
     _channel: Option<Arc<CompChannel>>,
+    /// Made by dvcq (destroyed on drop), or the application's (left alone).
+    owned: bool,
 }
 
 // SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut`
@@ -80,7 +82,23 @@ impl VerbsCq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_cq"));
         }
-        Ok(Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: channel.cloned() }))
+        Ok(Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: channel.cloned(), owned: true }))
+    }
+
+    /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live `ibv_cq` of `ctx` that the application destroys only after every
+    /// dvcq object using it is gone, and polls only through dvcq meanwhile.
+    pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, ptr: *mut ffi::ibv_cq) -> Arc<VerbsCq> {
+        Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: None, owned: false })
+    }
+
+    /// The context pointer the CQ says it belongs to.
+    pub(crate) fn context_ptr(&self) -> *mut ffi::ibv_context {
+        // SAFETY: a live CQ.
+        unsafe { (*self.ptr).context }
     }
 
     /// The raw CQ, for the QPs and the direct attaches.
@@ -124,8 +142,10 @@ impl VerbsCq {
 
 impl Drop for VerbsCq {
     fn drop(&mut self) {
-        // SAFETY: the last handle: the poller and every QP using this CQ are gone.
-        unsafe { ffi::ibv_destroy_cq(self.ptr) };
+        if self.owned {
+            // SAFETY: the last handle: the poller and every QP using this CQ are gone.
+            unsafe { ffi::ibv_destroy_cq(self.ptr) };
+        }
     }
 }
 

@@ -52,6 +52,8 @@ fn cstr_field(field: &[c_char]) -> String {
 pub(crate) struct Context {
     ptr: *mut ffi::ibv_context,
     name: String,
+    /// Opened by dvcq (closed on drop), or the application's (left open).
+    owned: bool,
 }
 
 // SAFETY: rdma-core contexts may be used from any thread (libibverbs serialises what needs
@@ -97,13 +99,26 @@ impl Context {
                 if ptr.is_null() {
                     Err(VerbsError::last("ibv_open_device").into())
                 } else {
-                    Ok(Arc::new(Context { ptr, name: name.to_string() }))
+                    Ok(Arc::new(Context { ptr, name: name.to_string(), owned: true }))
                 }
             }
         };
         // SAFETY: freed once, after the open; the context keeps no reference to the list.
         unsafe { ffi::ibv_free_device_list(list) };
         result
+    }
+
+    /// Adopts a context the application opened; dvcq never closes it.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live `ibv_context` that stays open as long as any dvcq object made from it
+    /// (this handle, its CQs, PDs and QPs) exists.
+    pub(crate) unsafe fn borrowed(ptr: *mut ffi::ibv_context) -> Arc<Context> {
+        // SAFETY: the caller promises a live context; its device's name is a NUL-terminated
+        // string in the device struct.
+        let name = unsafe { cstr_field(&(*(*ptr).device).name) };
+        Arc::new(Context { ptr, name, owned: false })
     }
 
     /// The raw context, for the glue's other verbs.
@@ -186,8 +201,10 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: the last handle: every PD, CQ and QP made on it held an Arc and is gone.
-        unsafe { ffi::ibv_close_device(self.ptr) };
+        if self.owned {
+            // SAFETY: the last handle: every PD, CQ and QP made on it held an Arc and is gone.
+            unsafe { ffi::ibv_close_device(self.ptr) };
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! `deny(unsafe_code)`.
 #![allow(unsafe_code)]
 
+mod attach;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod ffi;
