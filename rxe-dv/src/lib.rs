@@ -6,9 +6,29 @@
 //! `struct rxe_cq` ([`dvcq_uapi::rxe::RxeCqLayout`], read with [`RxeCqFields::read`]) and
 //! hands [`RxeCq::attach`] a [`QueueDesc`]; every self-check failure is an
 //! [`AttachError`] naming what it saw, on which the caller falls back to the generic
-//! backend. The same poller runs on a [`model`]'s queue buffer.
+//! backend. The same poller runs on the queue buffer of the kernel model (module `model`,
+//! feature `model`).
 //!
 //! Raw memory is touched only in `queue.rs`, through dvcq-provider's ring primitives.
+//!
+//! # Examples
+//!
+//! The model plays the kernel: it posts a record as `rxe_cq_post` does, and the poller
+//! returns it.
+//!
+//! ```
+//! use dvcq_provider::{Completion, CqDriver};
+//! use dvcq_rxe_dv::model::{record, ModelConfig, RxeModel};
+//!
+//! let mut kernel = RxeModel::new(ModelConfig::new(16))?;
+//! let mut cq = kernel.poller()?;
+//! kernel.push(&record(&Completion { wr_id: 7, byte_len: 64, ..Completion::default() }))?;
+//! let mut out = [Completion::default(); 4];
+//! assert_eq!(cq.poll(&mut out), 1);
+//! assert_eq!((out[0].wr_id, out[0].byte_len), (7, 64));
+//! assert_eq!(kernel.consumer_index(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 

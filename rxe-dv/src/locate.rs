@@ -6,6 +6,29 @@
 //! it), calls [`RxeCqFields::read`], compares [`RxeCqFields::cqe`] and
 //! [`RxeCqFields::handle`] with what bindgen's `ibv_cq` says, and passes
 //! [`RxeCqFields::queue_desc`] to [`crate::RxeCq::attach`].
+//!
+//! # Examples
+//!
+//! The whole attach, with a model's image of `struct rxe_cq` standing in for the bytes
+//! the glue copies from the CQ pointer:
+//!
+//! ```
+//! use dvcq_rxe_dv::model::{ModelConfig, RxeModel};
+//! use dvcq_rxe_dv::{RxeCq, RxeCqFields};
+//! use dvcq_uapi::rxe::RxeCqLayout;
+//!
+//! let kernel = RxeModel::new(ModelConfig::new(16))?;
+//! # if cfg!(target_arch = "x86_64") {
+//! let release_major = 44; // from the loaded libibverbs' file name
+//! let layout = RxeCqLayout::for_release(release_major).ok_or("rdma-core release not in the table")?;
+//! let bytes = kernel.rxe_cq_image(layout); // the glue: `layout.size` bytes copied from the ibv_cq
+//! let fields = RxeCqFields::read(layout, &bytes)?;
+//! // SAFETY: the queue is the model's buffer, which outlives `cq`; nothing else polls it.
+//! let cq = unsafe { RxeCq::attach(fields.queue_desc()) }?;
+//! assert_eq!(cq.geometry().slots(), 32);
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::error::AttachError;
 use crate::queue::{QueueDesc, PAGE_SIZE};
