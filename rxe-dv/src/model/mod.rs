@@ -2,10 +2,12 @@
 //! `rxe_queue_init` allocates it, and the producer as `rxe_cq_post` runs.
 //!
 //! - Shape: `cqe + 1` rounded up to a power of two slots (the CQ then reports
-//!   `slots - 1`), elements of `2^log2_elem_size` bytes (default 128: the kernel pads its
-//!   72-byte `struct rxe_cqe` to a power of two of at least a cache line, which matches the
-//!   8 KiB mapping measured for a 16-entry CQ in shared/spec/vm-rxe.md §5), header then
-//!   slots in one zeroed buffer of whole pages (`vmalloc_user`, `PAGE_ALIGN`).
+//!   `slots - 1`), elements of `2^log2_elem_size` bytes, header then slots in one zeroed
+//!   buffer of whole pages (`vmalloc_user`, `PAGE_ALIGN`). The default stride, 128, is an
+//!   inference: the kernel pads `sizeof(struct rxe_cqe)` (a union with its own
+//!   `struct ib_wc`, 72 bytes on x86_64 as we read it) to a power of two of at least a
+//!   cache line, and 128 is what makes the 8 KiB mapping measured for a 16-entry CQ
+//!   (shared/spec/vm-rxe.md §5): 384 + 32 × 128 bytes, rounded up to pages.
 //! - Full: `((prod + 1 - cons) & index_mask) == 0` with the consumer index loaded with
 //!   acquire ordering (`queue_full`, `queue_get_consumer`): `cqe` records fit. A post to a
 //!   full queue drops the record, raises `IB_EVENT_CQ_ERR` and fails (`-EBUSY`).

@@ -18,8 +18,9 @@
 //! stable-v63 branches (point releases v44.12 to v63.1), and master at 691953d8
 //! (`PACKAGE_VERSION` 65.0): `struct rxe_cq`, `struct verbs_cq` (`libibverbs/driver.h`),
 //! `struct ibv_cq` and `struct ibv_cq_ex` (`libibverbs/verbs.h`) are the same text in all
-//! of them, so the table has one row. The offsets agree with a C `offsetof` probe built
-//! against rdma-core 44's installed headers.
+//! of them, so the table has one row. The offsets agree with a C `offsetof` probe that
+//! declares `struct rxe_cq` as `rxe.h` does (the header is private) over rdma-core 44's
+//! installed `verbs.h`.
 //!
 //! Nothing here is bindgen output: the root crate's glue asserts [`VERBS_CQ_SIZE`] and the
 //! `ibv_cq` offsets against bindgen's `ibv_cq` / `ibv_cq_ex`, which ties the table to the
