@@ -1,0 +1,166 @@
+//! Completion queues of a model device: the vendor model's ring with the vendor's real
+//! poller over it.
+
+use super::{DeviceError, Shared};
+use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
+use dvcq_e810_dv::IrdmaCq;
+use dvcq_mlx5_dv::model::build::Entry;
+use dvcq_mlx5_dv::model::Mlx5Model;
+use dvcq_mlx5_dv::{CqStats, Mlx5Cq64};
+use dvcq_provider::Completion;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// The ring and the poller of one CQ, per vendor.
+#[derive(Debug)]
+pub(crate) enum CqHw {
+    /// A ConnectX CQ of 64-byte CQEs (rdma-core's default size).
+    Mlx5 { model: Mlx5Model, poller: Box<Mlx5Cq64> },
+    /// An E810 CQ of 32-byte slots.
+    Irdma { model: IrdmaModel, poller: Box<IrdmaCq> },
+}
+
+/// One CQ's state inside the device.
+#[derive(Debug)]
+pub(crate) struct CqState {
+    pub(crate) hw: CqHw,
+    /// `ibv_cq.cqe` as the provider reports it.
+    pub(crate) cqe: u32,
+    /// The overrun that put the CQ in error.
+    pub(crate) overrun: Option<DeviceError>,
+    /// CQEs the device could not write (the overrun's and every one after it).
+    pub(crate) dropped: u64,
+    pub(crate) written: u64,
+    pub(crate) completions: u64,
+    /// mlx5: for each CQE written and not yet polled, the SRQ WQE it consumed (SRQ id and
+    /// WQE index), so a poll returns the WQE to the SRQ's free list as rdma-core's poll does
+    /// (`mlx5_free_srq_wqe`). The model writes one completion per CQE, so a poll of n
+    /// completions consumed the first n.
+    pub(crate) srq_tags: VecDeque<Option<(usize, u16)>>,
+}
+
+impl CqState {
+    pub(crate) fn new(hw: CqHw, cqe: u32) -> Self {
+        CqState { hw, cqe, overrun: None, dropped: 0, written: 0, completions: 0, srq_tags: VecDeque::new() }
+    }
+
+    /// The ring slots.
+    pub(crate) fn entries(&self) -> u32 {
+        match &self.hw {
+            CqHw::Mlx5 { model, .. } => model.config().entries,
+            CqHw::Irdma { model, .. } => model.config().entries,
+        }
+    }
+
+    fn refused(&mut self, e: DeviceError) {
+        self.dropped += 1;
+        self.overrun.get_or_insert(e);
+    }
+
+    /// Writes an mlx5 CQE; an overrun puts the CQ in error, as the model does, and drops it.
+    pub(crate) fn push_mlx5(&mut self, e: &Entry, srq_tag: Option<(usize, u16)>) {
+        let CqHw::Mlx5 { model, .. } = &mut self.hw else { return };
+        match model.push(e) {
+            Ok(_) => {
+                self.written += 1;
+                self.srq_tags.push_back(srq_tag);
+            }
+            Err(err) => self.refused(err.into()),
+        }
+    }
+
+    /// Writes an irdma CQE, with the same overflow rule.
+    pub(crate) fn push_irdma(&mut self, c: &ModelCqe) {
+        let CqHw::Irdma { model, .. } = &mut self.hw else { return };
+        match model.push(c) {
+            Ok(()) => self.written += 1,
+            Err(err) => self.refused(err.into()),
+        }
+    }
+
+    /// One poll call on the vendor's poller.
+    pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let n = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => poller.poll(out),
+            CqHw::Irdma { poller, .. } => poller.poll(out),
+        };
+        self.completions += n as u64;
+        n
+    }
+}
+
+/// Counters of a model CQ, with the vendor poller's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelCqStats {
+    /// Ring slots.
+    pub entries: u32,
+    /// CQEs the device wrote.
+    pub cqes_written: u64,
+    /// CQEs the device could not write (an overrun, and everything after it).
+    pub cqes_dropped: u64,
+    /// Completions the poller returned.
+    pub completions: u64,
+    /// The mlx5 poller's counters (`None` on `model-e810`, whose poller keeps none).
+    pub mlx5: Option<CqStats>,
+}
+
+/// A completion queue of a model device (`struct ibv_cq`).
+#[derive(Debug)]
+pub struct ModelCq {
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+impl ModelCq {
+    pub(crate) fn new(shared: Arc<Shared>, id: usize) -> Self {
+        ModelCq { shared, id }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Polls up to `out.len()` completions in order; returns how many were written. The
+    /// vendor's poller parses the CQEs the device wrote, as it parses a NIC's.
+    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+        self.shared.lock().poll_cq(self.id, out)
+    }
+
+    /// `ibv_cq.cqe`: what the provider reports (mlx5: the ring size - 1; irdma: the
+    /// number asked for).
+    pub fn cqe(&self) -> u32 {
+        self.shared.lock().cqs[self.id].cqe
+    }
+
+    /// Ring slots, as the provider allocated them.
+    pub fn entries(&self) -> u32 {
+        self.shared.lock().cqs[self.id].entries()
+    }
+
+    /// The overrun that put the CQ in error (the device raised a CQ error event and writes
+    /// no more CQEs to it), if one happened.
+    pub fn overrun(&self) -> Option<DeviceError> {
+        self.shared.lock().cqs[self.id].overrun
+    }
+
+    /// The CQ's counters.
+    pub fn stats(&self) -> ModelCqStats {
+        let f = self.shared.lock();
+        let c = &f.cqs[self.id];
+        let mlx5 = match &c.hw {
+            CqHw::Mlx5 { poller, .. } => Some(poller.stats()),
+            CqHw::Irdma { .. } => None,
+        };
+        ModelCqStats {
+            entries: c.entries(),
+            cqes_written: c.written,
+            cqes_dropped: c.dropped,
+            completions: c.completions,
+            mlx5,
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! `model-mlx5`: how rdma-core's mlx5 provider sizes a QP's queues and WQEs
+//! (`providers/mlx5/verbs.c` `mlx5_calc_sq_size`, `mlx5_calc_rq_size`; `qp.c`
+//! `_mlx5_post_send`), and the CQEs a ConnectX writes for executed work.
+
+use super::DeviceError;
+use crate::verbs::{MrSlice, QpCaps, QpType, SendOp};
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
+use dvcq_provider::WcStatus;
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+
+/// Bytes of the WQE segments rdma-core counts (`struct mlx5_wqe_*`).
+const CTRL: u32 = 16;
+const RADDR: u32 = 16;
+const DATAGRAM: u32 = 48;
+const DATA_SEG: u32 = 16;
+const INLINE_HDR: u32 = 4;
+const UMR_CTRL: u32 = 48;
+const MKEY_CTX: u32 = 64;
+/// `max(sizeof(struct mlx5_wqe_umr_klm_seg), 64)`.
+const KLM: u32 = 64;
+/// A send WQE basic block.
+const WQE_BB: u32 = 64;
+/// `max_sq_desc_sz` and `max_rq_desc_sz` (model choice: the 512 bytes the kernel reports
+/// device limits by).
+const MAX_DESC: u32 = 512;
+/// `max_send_wqebb` and `max_recv_wr`: `1 << log_max_qp_sz`.
+const MAX_WQEBB: u32 = 1 << 15;
+
+/// rdma-core's send overhead for an RC QP (`_sq_overhead` with every RC op: the memory
+/// window bind WQE is the largest, ctrl + UMR ctrl + mkey context + KLM).
+const RC_OVERHEAD: u32 = CTRL + UMR_CTRL + MKEY_CTX + KLM;
+/// UD: ctrl + datagram segment.
+const UD_OVERHEAD: u32 = CTRL + DATAGRAM;
+
+/// The inline bytes a 512-byte RC WQE holds after the overhead and the inline header.
+pub(crate) const MAX_RC_INLINE: u32 = MAX_DESC - RC_OVERHEAD - INLINE_HDR;
+
+const fn align(v: u32, a: u32) -> u32 {
+    v.div_ceil(a) * a
+}
+
+/// A QP's queues as rdma-core sized them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QpLayout {
+    /// `sq.wqe_cnt` in 64-byte blocks (at least 1 for the registry).
+    pub(crate) sq_wqe_cnt: u32,
+    /// `sq.max_post`: work requests outstanding at most.
+    pub(crate) max_post_send: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_inline: u32,
+    /// `rq.wqe_cnt` (at least 1 for the registry; unused with an SRQ).
+    pub(crate) rq_wqe_cnt: u32,
+    pub(crate) max_post_recv: u32,
+    pub(crate) max_recv_sge: u32,
+}
+
+fn too_large(what: &'static str, value: u32, max: u32) -> DeviceError {
+    DeviceError::TooLarge { what, value: value.into(), max: max.into(), device: "model-mlx5" }
+}
+
+/// Sizes the queues of a QP asking for `caps` (EINVAL cases as rdma-core refuses them).
+pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLayout, QpCaps), DeviceError> {
+    let overhead = match qp_type {
+        QpType::Rc => RC_OVERHEAD,
+        QpType::Ud => UD_OVERHEAD,
+    };
+    let (mut sq_wqe_cnt, mut max_post_send, mut max_inline) = (0, 0, 0);
+    if caps.max_send_wr > 0 {
+        let inl_size =
+            if caps.max_inline_data > 0 { overhead + align(INLINE_HDR + caps.max_inline_data, 16) } else { 0 };
+        let max_gather = (MAX_DESC - overhead) / DATA_SEG;
+        if caps.max_send_sge > max_gather {
+            return Err(too_large("max_send_sge", caps.max_send_sge, max_gather));
+        }
+        let tot = (overhead + caps.max_send_sge * DATA_SEG).max(inl_size);
+        if tot > MAX_DESC {
+            return Err(too_large("max_inline_data", caps.max_inline_data, MAX_DESC - overhead - INLINE_HDR));
+        }
+        let wqe_size = align(tot, WQE_BB);
+        max_inline = wqe_size - overhead - INLINE_HDR;
+        if caps.max_send_wr > 0x7fff_ffff / MAX_DESC {
+            return Err(too_large("max_send_wr", caps.max_send_wr, 0x7fff_ffff / MAX_DESC));
+        }
+        let wq_size = (caps.max_send_wr * wqe_size).next_power_of_two();
+        sq_wqe_cnt = wq_size / WQE_BB;
+        if sq_wqe_cnt > MAX_WQEBB {
+            return Err(too_large("max_send_wr", caps.max_send_wr, MAX_WQEBB * WQE_BB / wqe_size));
+        }
+        max_post_send = wq_size / wqe_size;
+    }
+    let (mut rq_wqe_cnt, mut max_post_recv, mut max_recv_sge) = (0, 0, 0);
+    if caps.max_recv_wr > 0 && !srq {
+        if caps.max_recv_wr > MAX_WQEBB {
+            return Err(too_large("max_recv_wr", caps.max_recv_wr, MAX_WQEBB));
+        }
+        let size = DATA_SEG * caps.max_recv_sge.max(1);
+        if size > MAX_DESC {
+            return Err(too_large("max_recv_sge", caps.max_recv_sge, MAX_DESC / DATA_SEG));
+        }
+        let wqe_size = size.next_power_of_two();
+        let wq_size = (caps.max_recv_wr.next_power_of_two() * wqe_size).max(WQE_BB);
+        rq_wqe_cnt = wq_size / wqe_size;
+        max_post_recv = rq_wqe_cnt;
+        max_recv_sge = wqe_size / DATA_SEG;
+    }
+    let l = QpLayout {
+        sq_wqe_cnt: sq_wqe_cnt.max(1),
+        max_post_send,
+        max_send_sge: caps.max_send_sge,
+        max_inline,
+        rq_wqe_cnt: rq_wqe_cnt.max(1),
+        max_post_recv,
+        max_recv_sge,
+    };
+    let granted = QpCaps {
+        max_send_wr: max_post_send,
+        max_recv_wr: max_post_recv,
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge,
+        max_inline_data: max_inline,
+    };
+    Ok((l, granted))
+}
+
+/// An SRQ's WQE count and scatter entries (`mlx5_create_srq`: `align_queue_size(max_wr +
+/// 1)` WQEs of `next segment + max_sge data segments`, rounded up to a power of two).
+pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
+    let max = (max_wr + 1).next_power_of_two();
+    let wqe = (16 + DATA_SEG * max_sge.max(1)).next_power_of_two().max(32);
+    (max, (wqe - 16) / DATA_SEG)
+}
+
+/// The 64-byte blocks a send WQE takes (`_mlx5_post_send`: ctrl, the remote address for
+/// RDMA, the datagram segment for UD, then one data segment per non-empty entry or the
+/// inline data with its 4-byte header, in 16-byte units).
+pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+    let mut size = CTRL;
+    if op.remote().is_some() {
+        size += RADDR;
+    }
+    if qp_type == QpType::Ud {
+        size += DATAGRAM;
+    }
+    size += match inline_len {
+        Some(0) => 0,
+        Some(n) => align(INLINE_HDR + n as u32, 16),
+        None => DATA_SEG * sg.iter().filter(|s| s.len > 0).count() as u32,
+    };
+    size.div_ceil(WQE_BB)
+}
+
+/// `MLX5_OPCODE_*` of a send WQE.
+pub(crate) const fn wqe_op(op: SendOp) -> u8 {
+    match op {
+        SendOp::Send => wqe_opcode::SEND,
+        SendOp::SendWithImm(_) => wqe_opcode::SEND_IMM,
+        SendOp::Write(_) => wqe_opcode::RDMA_WRITE,
+        SendOp::WriteWithImm(..) => wqe_opcode::RDMA_WRITE_IMM,
+        SendOp::Read(_) => wqe_opcode::RDMA_READ,
+    }
+}
+
+/// The CQE syndrome for a status (`MLX5_CQE_SYNDROME_*`).
+const fn syndrome_of(s: WcStatus) -> u8 {
+    match s {
+        WcStatus::LocLenErr => syndrome::LOCAL_LENGTH_ERR,
+        WcStatus::LocQpOpErr => syndrome::LOCAL_QP_OP_ERR,
+        WcStatus::LocProtErr => syndrome::LOCAL_PROT_ERR,
+        WcStatus::RemInvReqErr => syndrome::REMOTE_INVAL_REQ_ERR,
+        WcStatus::RemAccessErr => syndrome::REMOTE_ACCESS_ERR,
+        WcStatus::RemOpErr => syndrome::REMOTE_OP_ERR,
+        WcStatus::RetryExcErr => syndrome::TRANSPORT_RETRY_EXC_ERR,
+        WcStatus::RnrRetryExcErr => syndrome::RNR_RETRY_EXC_ERR,
+        _ => syndrome::WR_FLUSH_ERR,
+    }
+}
+
+/// The vendor syndrome the model writes (model choice; rdma-core only copies it into
+/// `vendor_err`): 0xf9 for flushes, as seen in flush CQE dumps, 0x88 otherwise.
+const fn vendor_syndrome(s: WcStatus) -> u8 {
+    match s {
+        WcStatus::WrFlushErr => 0xf9,
+        _ => 0x88,
+    }
+}
+
+/// A signaled send's CQE. `byte_cnt` is the bytes read for READ (what rdma-core reports);
+/// 0 for the rest, whose `byte_len` verbs leave undefined.
+pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
+    let bytes = if matches!(op, SendOp::Read(_)) { len as u32 } else { 0 };
+    build::req(qpn, wqe, wqe_op(op), bytes)
+}
+
+/// A send's error (or flush) CQE.
+pub(crate) fn req_err(qpn: u32, wqe: u16, op: SendOp, status: WcStatus) -> Entry {
+    build::err(ErrSpec {
+        requester: true,
+        qpn,
+        wqe_counter: wqe,
+        syndrome: syndrome_of(status),
+        vendor_err_synd: vendor_syndrome(status),
+        wqe_opcode: wqe_op(op),
+        ..ErrSpec::default()
+    })
+}
+
+/// A receive's error (or flush) CQE; `srqn` for a receive taken from an SRQ.
+pub(crate) fn resp_err(qpn: u32, wqe: u16, status: WcStatus, srqn: Option<u32>) -> Entry {
+    build::err(ErrSpec {
+        requester: false,
+        qpn,
+        wqe_counter: wqe,
+        syndrome: syndrome_of(status),
+        vendor_err_synd: vendor_syndrome(status),
+        srqn_uidx: srqn.unwrap_or(0),
+        ..ErrSpec::default()
+    })
+}
+
+/// What arrived at a receive.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    /// The operation that consumed it (SEND, SEND_WITH_IMM or WRITE_WITH_IMM).
+    pub(crate) op: SendOp,
+    /// `byte_len`: bytes placed (UD: with the 40-byte GRH).
+    pub(crate) byte_len: u32,
+    pub(crate) src_qp: u32,
+    pub(crate) ud: bool,
+    pub(crate) solicited: bool,
+}
+
+/// A successful receive's CQE: opcode by operation, the immediate in `imm_inval_pkey`,
+/// the source QP (and for UD the GRH-in-buffer flag, RoCE always carries one), the SRQ
+/// number for an SRQ receive.
+pub(crate) fn resp_ok(qpn: u32, wqe: u16, a: &Arrival, srqn: Option<u32>) -> Entry {
+    let (opcode, imm) = match a.op {
+        SendOp::SendWithImm(i) => (cqe_opcode::RESP_SEND_IMM, i),
+        SendOp::WriteWithImm(_, i) => (cqe_opcode::RESP_WR_IMM, i),
+        _ => (cqe_opcode::RESP_SEND, 0),
+    };
+    let addr = RecvAddr { src_qp: a.src_qp, grh: a.ud, ..RecvAddr::default() };
+    let e = build::resp(opcode, qpn, wqe, a.byte_len, imm).recv_addr(addr).solicited(a.solicited);
+    match srqn {
+        Some(s) => e.srqn_uidx(s),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rdma-core's numbers for the QPs dvcq's workloads create: an RC QP of 64 sends of one
+    /// entry has 256-byte WQEs (the bind-MW overhead), 256 basic blocks, 60 inline bytes;
+    /// a UD QP 128-byte WQEs; receive queues of 16-byte WQEs, at least one basic block.
+    #[test]
+    fn queues_are_sized_as_rdma_core_sizes_them() {
+        let caps = QpCaps::default();
+        let (l, g) = layout(QpType::Rc, &caps, false).unwrap();
+        assert_eq!((l.sq_wqe_cnt, l.max_post_send, l.max_inline), (256, 64, 60));
+        assert_eq!((l.rq_wqe_cnt, l.max_post_recv, l.max_recv_sge), (64, 64, 1));
+        assert_eq!((g.max_send_wr, g.max_recv_wr, g.max_inline_data), (64, 64, 60));
+        let (l, _) = layout(QpType::Ud, &caps, false).unwrap();
+        assert_eq!((l.sq_wqe_cnt, l.max_post_send, l.max_inline), (128, 64, 60));
+        let one = QpCaps { max_send_wr: 1, max_recv_wr: 1, ..caps };
+        let (l, _) = layout(QpType::Rc, &one, false).unwrap();
+        assert_eq!((l.sq_wqe_cnt, l.max_post_send, l.rq_wqe_cnt, l.max_post_recv), (4, 1, 4, 4));
+        // 21 entries do not fit beside the RC overhead; 317 inline bytes neither.
+        assert!(layout(QpType::Rc, &QpCaps { max_send_sge: 21, ..caps }, false).is_err());
+        assert!(layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE + 1, ..caps }, false).is_err());
+        assert_eq!(
+            layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE, ..caps }, false).unwrap().0.max_inline,
+            316
+        );
+        assert_eq!(srq_layout(16, 1), (32, 1));
+        assert_eq!(srq_layout(1, 3), (2, 3));
+    }
+
+    #[test]
+    fn a_wqe_takes_the_blocks_its_segments_fill() {
+        let s = MrSlice { addr: 0, len: 8, lkey: 1 };
+        let r = crate::verbs::RemoteAddr { addr: 0, rkey: 1 };
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[s], None), 1);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Write(r), &[s; 3], None), 2);
+        assert_eq!(wqebbs(QpType::Ud, SendOp::Send, &[s], None), 2);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(44)), 1);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(45)), 2);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[MrSlice { len: 0, ..s }], None), 1);
+    }
+}

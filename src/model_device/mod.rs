@@ -1,0 +1,387 @@
+//! Model devices that execute posted work: `model-mlx5` (a ConnectX-6) and `model-e810`
+//! (an E810, irdma GEN2).
+//!
+//! A [`ModelDevice`] owns memory regions, completion queues, queue pairs and shared receive
+//! queues. Work posted to a QP runs at the doorbell, in order per QP: the device copies the
+//! bytes between registered regions, checks keys, ranges and rights, and writes the CQEs
+//! the vendor's hardware writes into the vendor model's ring (`dvcq_mlx5_dv::model`,
+//! `dvcq_e810_dv::model`). [`ModelCq::poll`] runs dvcq's real poller for that vendor over
+//! the ring, so completions come out of the same parse code as on a NIC.
+//!
+//! The bookkeeping an application keeps on hardware is kept here the same way: every post
+//! is recorded in the poller's registry (mlx5 `Registry`, irdma `QpRegistry`) the way
+//! rdma-core records it, so the wr_ids of unsignaled sends are recovered by the pollers as
+//! rdma-core recovers them, and a send queue's room is freed only when the poller consumes
+//! the covering CQE.
+//!
+//! # Execution rules
+//!
+//! - SEND and SEND_WITH_IMM take the peer's next receive (its RQ or SRQ); WRITE_WITH_IMM too.
+//!   An RC message with no receive posted waits (receiver not ready, retried forever) until
+//!   one is; later work on the same QP waits behind it.
+//! - Remote operations check the rkey, the range and the rights; a local list checks the
+//!   lkey, the range and, where the device writes, `LOCAL_WRITE`.
+//! - A failing operation puts the QP (and, where the responder detected it, the responder)
+//!   in error, and the outstanding work flushes as each vendor flushes: mlx5 writes one flush
+//!   CQE per WQE; irdma GEN2 writes one flush CQE per queue and rdma-core's poller makes the
+//!   completions from its own queue state.
+//! - UD: the 40-byte GRH slot at the start of the receive buffer, the source QP, a Q_Key
+//!   check (a mismatch is dropped without a completion) and messages up to the MTU.
+//!
+//! # Locking
+//!
+//! The device's state sits behind one mutex. A poll takes it once per call, never per CQE;
+//! the poll loop inside is the vendor poller's, without locks.
+//!
+//! Resources live as long as the device: dropping a handle does not destroy the QP or CQ
+//! (a dropped memory region's keys stop working, as after `ibv_dereg_mr`).
+
+mod cq;
+mod exec;
+mod irdma;
+mod memory;
+mod mlx5;
+mod qp;
+
+pub use cq::{ModelCq, ModelCqStats};
+pub use memory::ModelMr;
+pub use qp::{ModelQp, ModelSrq, PostError, PostErrorKind, QpState};
+
+use crate::verbs::Endpoint;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Which vendor's device a [`ModelDevice`] plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModelVendor {
+    /// A ConnectX-6 (`model-mlx5`): mlx5 CQEs of 64 bytes, per-WQE flushes.
+    Mlx5,
+    /// An E810 (`model-e810`): irdma GEN2 CQEs of 32 bytes, per-queue flushes completed by
+    /// the poller, no SRQ.
+    Irdma,
+}
+
+impl ModelVendor {
+    /// The device name, as `dvcq devices` lists the models.
+    pub const fn device_name(self) -> &'static str {
+        match self {
+            ModelVendor::Mlx5 => "model-mlx5",
+            ModelVendor::Irdma => "model-e810",
+        }
+    }
+}
+
+/// What the device reports (`struct ibv_device_attr`, the fields dvcq's workloads size
+/// themselves by), plus the path MTU its ports run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceAttrs {
+    /// `max_cqe`: the largest `cqe` [`ModelDevice::create_cq`] accepts.
+    pub max_cqe: u32,
+    /// `max_qp_wr`.
+    pub max_qp_wr: u32,
+    /// `max_sge`: scatter/gather entries per WR (the device's; an mlx5 RC send queue holds
+    /// fewer, as rdma-core sizes its WQEs).
+    pub max_sge: u32,
+    /// `max_srq` (0: no SRQ).
+    pub max_srq: u32,
+    /// `max_srq_wr`.
+    pub max_srq_wr: u32,
+    /// `max_srq_sge`.
+    pub max_srq_sge: u32,
+    /// The largest `max_inline_data` a QP may ask for.
+    pub max_inline_data: u32,
+    /// Path MTU in bytes (model choice: both models run IBV_MTU_4096).
+    pub mtu: u32,
+}
+
+impl DeviceAttrs {
+    /// What each model reports.
+    ///
+    /// ConnectX-6, as the kernel's `mlx5_ib_query_device` derives them from the device
+    /// capabilities (`log_max_cq_sz` 22, `log_max_qp_sz` 15, `log_max_srq_sz` 15,
+    /// `max_wqe_sz_sq`/`_rq` 512): `max_cqe = 2^22 - 1`, `max_qp_wr = 2^15`, `max_sge =
+    /// min((512 - ctrl - raddr) / 16, 512 / 16) = 30`, `max_srq_wr = 2^15 - 1`,
+    /// `max_srq_sge = 512 / 16 - 1 = 31`. `max_srq` 2^23 (`log_max_srq` 23). The inline
+    /// limit is what rdma-core's WQE sizing leaves in a 512-byte RC WQE (316 bytes).
+    ///
+    /// E810: rdma-core v44's irdma limits (`IRDMA_MAX_WQ_FRAGMENT_COUNT` 13,
+    /// `IRDMA_MAX_INLINE_DATA_SIZE` 101), `max_qp_wr = (32768 quanta - 258 reserved) / 8
+    /// quanta per WR = 4063`, no SRQ on GEN2. `max_cqe` is a model choice: the E810 reports
+    /// 1048575, but a CQ that large needs a ring of 2^21 slots, beyond the 20-bit CQE index
+    /// of the shadow area and the irdma model's 2^20 slots; the model reports the largest
+    /// request whose ring it holds, 2^19 - 1.
+    pub const fn of(vendor: ModelVendor) -> DeviceAttrs {
+        match vendor {
+            ModelVendor::Mlx5 => DeviceAttrs {
+                max_cqe: (1 << 22) - 1,
+                max_qp_wr: 1 << 15,
+                max_sge: 30,
+                max_srq: 1 << 23,
+                max_srq_wr: (1 << 15) - 1,
+                max_srq_sge: 31,
+                max_inline_data: mlx5::MAX_RC_INLINE,
+                mtu: 4096,
+            },
+            ModelVendor::Irdma => DeviceAttrs {
+                max_cqe: (1 << 19) - 1,
+                max_qp_wr: 4063,
+                max_sge: 13,
+                max_srq: 0,
+                max_srq_wr: 0,
+                max_srq_sge: 0,
+                max_inline_data: 101,
+                mtu: 4096,
+            },
+        }
+    }
+}
+
+/// Errors creating model resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// Device memory could not be set up.
+    #[error(transparent)]
+    Memory(#[from] dvcq_provider::Error),
+    /// The mlx5 model refused its configuration.
+    #[error(transparent)]
+    Mlx5(#[from] dvcq_mlx5_dv::model::ModelError),
+    /// The mlx5 poller could not be opened.
+    #[error(transparent)]
+    Mlx5Cq(#[from] dvcq_mlx5_dv::Mlx5Error),
+    /// The mlx5 registry refused a QP or SRQ.
+    #[error(transparent)]
+    Mlx5Registry(#[from] dvcq_mlx5_dv::RegistryError),
+    /// The irdma model refused its configuration.
+    #[error(transparent)]
+    Irdma(#[from] dvcq_e810_dv::model::ModelError),
+    /// The irdma registry refused a QP.
+    #[error(transparent)]
+    IrdmaRegistry(#[from] dvcq_e810_dv::RegistryError),
+    /// A size outside what the device accepts (`EINVAL` from rdma-core).
+    #[error("{what} of {value} is outside what {device} accepts (at most {max})")]
+    TooLarge {
+        /// Which attribute.
+        what: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// The most the device takes.
+        max: u64,
+        /// The device.
+        device: &'static str,
+    },
+    /// A size the device refuses for another reason.
+    #[error("{what} of {value} is not accepted: {why}")]
+    BadSize {
+        /// Which attribute.
+        what: &'static str,
+        /// The value asked for.
+        value: u64,
+        /// Why.
+        why: &'static str,
+    },
+    /// The device does not have this feature (`EOPNOTSUPP`).
+    #[error("{what} is not supported by {device}")]
+    Unsupported {
+        /// The feature.
+        what: &'static str,
+        /// The device.
+        device: &'static str,
+    },
+    /// A handle from another device.
+    #[error("the {what} belongs to another device")]
+    ForeignHandle {
+        /// What was passed.
+        what: &'static str,
+    },
+    /// An endpoint naming no QP of this device.
+    #[error("no qp {qpn:#x} on this device (gid {gid:02x?})")]
+    NoSuchQp {
+        /// The QP number asked for.
+        qpn: u32,
+        /// The GID it was asked at.
+        gid: [u8; 16],
+    },
+    /// A QP in a state that does not allow the operation.
+    #[error("qp {qpn:#x} is {state:?}: {what}")]
+    BadState {
+        /// The QP.
+        qpn: u32,
+        /// Its state.
+        state: QpState,
+        /// What could not be done.
+        what: &'static str,
+    },
+    /// An RC QP connected to a QP of another type.
+    #[error("qp {qpn:#x} is {ours}, the peer {peer:#x} is {theirs}")]
+    TypeMismatch {
+        /// This QP.
+        qpn: u32,
+        /// Its type name.
+        ours: &'static str,
+        /// The peer QP.
+        peer: u32,
+        /// The peer's type name.
+        theirs: &'static str,
+    },
+    /// A memory-region access outside the region.
+    #[error("{what}: offset {offset} + {len} bytes is outside the region of {region_len} bytes")]
+    OutOfRange {
+        /// Read or write.
+        what: &'static str,
+        /// Offset asked for.
+        offset: u64,
+        /// Bytes asked for.
+        len: u64,
+        /// The region's length.
+        region_len: u64,
+    },
+}
+
+/// State shared by every handle of one device.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) vendor: ModelVendor,
+    pub(crate) attrs: DeviceAttrs,
+    /// This device's port GID (an IPv4-mapped address, model choice: 192.0.2.x, the
+    /// documentation range, x from a per-process device counter).
+    pub(crate) gid: [u8; 16],
+    pub(crate) fabric: Mutex<exec::Fabric>,
+}
+
+impl Shared {
+    /// The device state. A poisoned lock (a panic in another thread while it held the
+    /// state) still hands the state out: nothing in the model leaves it half-changed.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, exec::Fabric> {
+        self.fabric.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A model device: `model-mlx5` or `model-e810`.
+#[derive(Debug, Clone)]
+pub struct ModelDevice {
+    shared: Arc<Shared>,
+}
+
+impl ModelDevice {
+    /// A new device of `vendor`, with nothing created on it yet.
+    pub fn new(vendor: ModelVendor) -> Self {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static NEXT: AtomicU8 = AtomicU8::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut gid = [0u8; 16];
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        gid[12..].copy_from_slice(&[192, 0, 2, n]);
+        let attrs = DeviceAttrs::of(vendor);
+        let fabric = Mutex::new(exec::Fabric::new(vendor, attrs, gid));
+        ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric }) }
+    }
+
+    /// The vendor it plays.
+    pub fn vendor(&self) -> ModelVendor {
+        self.shared.vendor
+    }
+
+    /// The device name (`model-mlx5`, `model-e810`).
+    pub fn name(&self) -> &'static str {
+        self.shared.vendor.device_name()
+    }
+
+    /// What the device reports.
+    pub fn attrs(&self) -> DeviceAttrs {
+        self.shared.attrs
+    }
+
+    /// The port's GID (what [`Endpoint::gid`] of this device's QPs holds).
+    pub fn gid(&self) -> [u8; 16] {
+        self.shared.gid
+    }
+
+    fn same(&self, other: &Arc<Shared>, what: &'static str) -> Result<(), DeviceError> {
+        if Arc::ptr_eq(&self.shared, other) {
+            Ok(())
+        } else {
+            Err(DeviceError::ForeignHandle { what })
+        }
+    }
+
+    /// Registers `len` bytes of device-owned, zeroed memory with `access` rights
+    /// (`ibv_reg_mr`). The region's bytes are read and written through the handle.
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::Memory`] if the memory cannot be mapped; [`DeviceError::BadSize`] for
+    /// a length of 0 or beyond 2^32 - 1 bytes (the most one scatter entry names).
+    pub fn reg_mr(&self, len: usize, access: crate::verbs::Access) -> Result<ModelMr, DeviceError> {
+        if len == 0 || len as u64 > u64::from(u32::MAX) {
+            return Err(DeviceError::BadSize {
+                what: "memory region length",
+                value: len as u64,
+                why: "1 to 2^32 - 1 bytes",
+            });
+        }
+        let mut f = self.shared.lock();
+        f.mrs.register(len, access)
+    }
+
+    /// Creates a CQ for at least `cqe` completions (`ibv_create_cq`), its ring sized as
+    /// rdma-core sizes it: mlx5 `cqe + 1` rounded up to a power of two; irdma `2 (cqe + 1)`
+    /// (room for two-slot extended CQEs; even, at least 4).
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::TooLarge`] for 0 or more than [`DeviceAttrs::max_cqe`]; the vendor
+    /// model's and poller's own errors.
+    pub fn create_cq(&self, cqe: u32) -> Result<ModelCq, DeviceError> {
+        let id = self.shared.lock().create_cq(cqe)?;
+        Ok(ModelCq::new(self.shared.clone(), id))
+    }
+
+    /// Creates an SRQ of at least `max_wr` receives with `max_sge` entries each
+    /// (`ibv_create_srq`).
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::Unsupported`] on `model-e810` (GEN2 has no SRQ);
+    /// [`DeviceError::TooLarge`] beyond the device's SRQ limits.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<ModelSrq, DeviceError> {
+        let id = self.shared.lock().create_srq(max_wr, max_sge)?;
+        Ok(ModelSrq::new(self.shared.clone(), id))
+    }
+
+    /// Creates a QP of `qp_type` (`ibv_create_qp`) whose send completions go to `send_cq` and
+    /// receive completions to `recv_cq` (the same CQ or two), receiving from `srq` if given.
+    /// The queues are sized as rdma-core sizes them ([`ModelQp::caps`] reports what they
+    /// hold). The QP starts in [`QpState::Init`]: receives may be posted, sends after
+    /// [`ModelQp::connect`].
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::ForeignHandle`] for a CQ or SRQ of another device; size errors as
+    /// rdma-core refuses them; [`DeviceError::Unsupported`] for an SRQ on `model-e810`.
+    pub fn create_qp(
+        &self,
+        qp_type: crate::verbs::QpType,
+        send_cq: &ModelCq,
+        recv_cq: &ModelCq,
+        caps: crate::verbs::QpCaps,
+        srq: Option<&ModelSrq>,
+    ) -> Result<ModelQp, DeviceError> {
+        self.same(send_cq.shared(), "send cq")?;
+        self.same(recv_cq.shared(), "recv cq")?;
+        if let Some(s) = srq {
+            self.same(s.shared(), "srq")?;
+        }
+        let id = self.shared.lock().create_qp(qp_type, send_cq.id(), recv_cq.id(), caps, srq.map(ModelSrq::id))?;
+        Ok(ModelQp::new(self.shared.clone(), id))
+    }
+}
+
+/// The Q_Key a UD QP accepts until told otherwise (the value `ibv_ud_pingpong` uses).
+pub const DEFAULT_QKEY: u32 = 0x1111_1111;
+
+/// The endpoint facts of a QP on a device with `gid`.
+pub(crate) fn endpoint_of(qpn: u32, gid: [u8; 16]) -> Endpoint {
+    // Model choice: RoCE (no LID), GID index 0, a starting PSN derived from the QPN.
+    Endpoint { qpn, lid: 0, gid, gid_index: 0, psn: (qpn.wrapping_mul(0x9e37_79b9)) & 0xff_ffff }
+}

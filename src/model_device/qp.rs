@@ -1,0 +1,291 @@
+//! Queue pairs and shared receive queues of a model device: the handles, the post-side
+//! errors, and the work each queue holds.
+
+use super::{irdma, mlx5, DeviceError, Shared};
+use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A QP's state (`enum ibv_qp_state`, the ones a model QP passes through).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Created (`IBV_QPS_INIT`): receives may be posted, sends not yet.
+    Init,
+    /// Connected and sending (`IBV_QPS_RTS`).
+    Rts,
+    /// In error (`IBV_QPS_ERR`): posted work completes with `IBV_WC_WR_FLUSH_ERR`.
+    Error,
+}
+
+/// Why a post was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostErrorKind {
+    /// The queue holds as many work requests as it can (`ENOMEM`).
+    QueueFull,
+    /// More scatter/gather entries than the queue was created for.
+    TooManySge {
+        /// Entries in the request.
+        num_sge: usize,
+        /// The queue's limit.
+        max: u32,
+    },
+    /// An inline send longer than the QP's `max_inline_data`.
+    InlineTooLong {
+        /// Bytes in the request.
+        len: u64,
+        /// The QP's limit.
+        max: u32,
+    },
+    /// The QP is not in a state that takes this work (sends before connect).
+    BadState(QpState),
+    /// An operation the QP type does not carry (RDMA on UD), or a UD send without a
+    /// destination.
+    BadOpcode,
+}
+
+/// A refused post: which request of the list and why. The requests before it were posted
+/// and execute; the failing one and those after it were not (`*bad_wr` semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("post {what} refused at request {index} (errno {errno}): {kind:?}")]
+pub struct PostError {
+    /// The index of the refused request in the list.
+    pub index: usize,
+    /// Why.
+    pub kind: PostErrorKind,
+    /// The errno the vendor's provider returns for it.
+    pub errno: i32,
+    /// "send" or "recv".
+    pub what: &'static str,
+}
+
+/// `ENOMEM`.
+pub(crate) const ENOMEM: i32 = 12;
+/// `EINVAL`.
+pub(crate) const EINVAL: i32 = 22;
+
+/// A receive posted and not yet consumed.
+#[derive(Debug)]
+pub(crate) struct Recv {
+    pub(crate) wr_id: u64,
+    pub(crate) sg: Vec<MrSlice>,
+    /// The WQE index its completion names (mlx5 RQ: the RQ position; SRQ: the free-list
+    /// index; irdma: the RQ ring index).
+    pub(crate) wqe: u16,
+}
+
+/// Where a send's bytes come from.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// Gathered when the request executes.
+    Gather(Vec<MrSlice>),
+    /// Copied into the WQE at post time.
+    Inline(Vec<u8>),
+}
+
+/// A send posted and waiting to execute (an RC send or write-with-immediate whose peer had
+/// no receive, and everything posted behind it).
+#[derive(Debug)]
+pub(crate) struct Send {
+    pub(crate) op: SendOp,
+    pub(crate) payload: Payload,
+    pub(crate) signaled: bool,
+    pub(crate) solicited: bool,
+    pub(crate) ud: Option<UdDest>,
+    /// The WQE index its CQE names.
+    pub(crate) wqe: u16,
+    /// Bytes of the request (sum of its list).
+    pub(crate) len: u64,
+}
+
+/// The vendor side of a QP: how rdma-core sized its queues and where its posts are
+/// recorded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum QpHw {
+    Mlx5(mlx5::QpLayout),
+    Irdma(irdma::QpLayout),
+}
+
+/// One QP's state inside the device.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) state: QpState,
+    pub(crate) send_cq: usize,
+    pub(crate) recv_cq: usize,
+    pub(crate) srq: Option<usize>,
+    pub(crate) caps: QpCaps,
+    pub(crate) qkey: u32,
+    /// The RC peer, once connected.
+    pub(crate) peer: Option<usize>,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) hw: QpHw,
+    /// Receives posted to its own RQ, oldest first.
+    pub(crate) rq: VecDeque<Recv>,
+    /// Sends posted and not yet executed, oldest first.
+    pub(crate) sq: VecDeque<Send>,
+}
+
+/// One SRQ's state inside the device.
+#[derive(Debug)]
+pub(crate) struct Srq {
+    pub(crate) srqn: u32,
+    pub(crate) max_sge: u32,
+    /// mlx5's WQE free list (`mlx5_wqe_srq_next_seg.next_wqe_index`), head and tail.
+    pub(crate) next: Vec<u16>,
+    pub(crate) head: u16,
+    pub(crate) tail: u16,
+    /// Receives posted and not consumed, in the order the device takes them.
+    pub(crate) posted: VecDeque<Recv>,
+    /// The CQs whose registries know this SRQ (the receive CQs of the QPs on it).
+    pub(crate) cqs: Vec<usize>,
+}
+
+impl Srq {
+    /// rdma-core's SRQ of `max` WQEs (`align_queue_size(max_wr + 1)`): the free list links
+    /// every WQE to the next, head 0, tail the last; one WQE always stays in the list.
+    pub(crate) fn new(srqn: u32, max: u32, max_sge: u32) -> Self {
+        let next = (0..max).map(|i| ((i + 1) % max) as u16).collect();
+        Srq { srqn, max_sge, next, head: 0, tail: (max - 1) as u16, posted: VecDeque::new(), cqs: Vec::new() }
+    }
+
+    /// Takes a free WQE index (`None`: full, rdma-core's `srq->head == srq->tail`).
+    pub(crate) fn take(&mut self) -> Option<u16> {
+        if self.head == self.tail {
+            return None;
+        }
+        let i = self.head;
+        self.head = self.next[i as usize];
+        Some(i)
+    }
+
+    /// Returns a consumed WQE to the list's tail (`mlx5_free_srq_wqe`).
+    pub(crate) fn free(&mut self, i: u16) {
+        if let Some(n) = self.next.get_mut(self.tail as usize) {
+            *n = i;
+            self.tail = i;
+        }
+    }
+}
+
+/// A queue pair of a model device (`struct ibv_qp`).
+#[derive(Debug)]
+pub struct ModelQp {
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+impl ModelQp {
+    pub(crate) fn new(shared: Arc<Shared>, id: usize) -> Self {
+        ModelQp { shared, id }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.shared.lock().qps[self.id].qpn
+    }
+
+    /// The transport type.
+    pub fn qp_type(&self) -> QpType {
+        self.shared.lock().qps[self.id].qp_type
+    }
+
+    /// What a peer needs to reach this QP.
+    pub fn endpoint(&self) -> Endpoint {
+        self.shared.lock().qps[self.id].endpoint
+    }
+
+    /// The queue sizes the QP was given (`ibv_qp_init_attr.cap` after create): the work
+    /// requests each queue holds, as rdma-core sized them.
+    pub fn caps(&self) -> QpCaps {
+        self.shared.lock().qps[self.id].caps
+    }
+
+    /// The QP's state.
+    pub fn state(&self) -> QpState {
+        self.shared.lock().qps[self.id].state
+    }
+
+    /// The Q_Key a UD QP accepts ([`super::DEFAULT_QKEY`] until set).
+    pub fn qkey(&self) -> u32 {
+        self.shared.lock().qps[self.id].qkey
+    }
+
+    /// Sets the Q_Key a UD QP accepts (`ibv_modify_qp` with `IBV_QP_QKEY`).
+    pub fn set_qkey(&self, qkey: u32) {
+        self.shared.lock().qps[self.id].qkey = qkey;
+    }
+
+    /// Connects the QP (INIT → RTR → RTS). RC: to the QP `peer` names on this device (itself
+    /// included); sends wait until the peer connects back. UD: ready to send and receive
+    /// (`peer` is not used).
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::NoSuchQp`] for an endpoint of no QP here, [`DeviceError::TypeMismatch`]
+    /// for a UD peer, [`DeviceError::BadState`] unless the QP is in INIT.
+    pub fn connect(&self, peer: &Endpoint) -> Result<(), DeviceError> {
+        self.shared.lock().connect(self.id, peer)
+    }
+
+    /// Posts send work requests (`ibv_post_send`); they execute now, in order, or (RC) wait
+    /// for the peer's receives.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError`] names the first request refused; the ones before it were posted.
+    pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        self.shared.lock().post_send(self.id, wrs)
+    }
+
+    /// Posts receive work requests (`ibv_post_recv`) to the QP's own receive queue.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError`] as for sends; a QP on an SRQ has no receive queue to post to.
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        self.shared.lock().post_recv(self.id, wrs)
+    }
+
+    /// Moves the QP to the error state (`ibv_modify_qp` to `IBV_QPS_ERR`): the work it holds
+    /// flushes with `IBV_WC_WR_FLUSH_ERR`, as the vendor flushes (mlx5: a CQE per WQE;
+    /// irdma GEN2: a CQE per queue, the poller completes each WR).
+    pub fn to_error(&self) {
+        self.shared.lock().qp_to_error(self.id);
+    }
+}
+
+/// A shared receive queue of a model device (`struct ibv_srq`).
+#[derive(Debug)]
+pub struct ModelSrq {
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+impl ModelSrq {
+    pub(crate) fn new(shared: Arc<Shared>, id: usize) -> Self {
+        ModelSrq { shared, id }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The SRQ number.
+    pub fn srqn(&self) -> u32 {
+        self.shared.lock().srqs[self.id].srqn
+    }
+
+    /// Posts receives (`ibv_post_srq_recv`); any QP on the SRQ may take them.
+    ///
+    /// # Errors
+    ///
+    /// [`PostError`] for a full SRQ or too many entries.
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        self.shared.lock().post_srq_recv(self.id, wrs)
+    }
+}
