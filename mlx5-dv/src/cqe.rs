@@ -6,7 +6,7 @@
 
 use crate::fast;
 use crate::fields::CqeFields;
-use crate::registry::{Registry, Srq};
+use crate::registry::{InlineDest, Registry, Srq};
 use crate::status::syndrome_status;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
@@ -69,11 +69,10 @@ pub(crate) trait Resources {
     /// Copies a READ or atomic response into the send WQE at `wqe_counter` of the QP in
     /// `slot`, as [`Resources::scatter_recv`].
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus>;
-    /// Whether the WQE a CQE names holds a work request posted and not yet completed: a
-    /// receive outstanding on the RQ of the QP in `slot`, or (`requester`) the send WQE at
-    /// `wqe_counter`. Asked before translating a CQE with inline data, whose copy writes
-    /// only into posted WQEs' buffers.
-    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool;
+    /// Whether the work queue `dest` holds a work request posted and not yet completed: a
+    /// receive outstanding on the RQ or SRQ, or the send WQE at `wqe_counter`. Asked before
+    /// translating a CQE with inline data, whose copy writes only into posted WQEs' buffers.
+    fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool;
     /// Counts a fault item (consuming view only).
     fn note_fault(&mut self) {}
     /// Counts a completion whose inline data stays in the CQE (consuming view only).
@@ -165,8 +164,8 @@ impl Resources for Consume<'_> {
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
         self.reg.scatter_send(slot, wqe_counter, data, true)
     }
-    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
-        self.reg.wqe_posted(slot, requester, wqe_counter)
+    fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool {
+        self.reg.wqe_posted(dest, wqe_counter)
     }
     fn note_fault(&mut self) {
         self.stats.faults += 1;
@@ -211,8 +210,8 @@ impl Resources for Peek<'_> {
     fn scatter_send(&mut self, slot: u32, wqe_counter: u16, data: &[u8]) -> Result<bool, WcStatus> {
         self.0.scatter_send(slot, wqe_counter, data, false)
     }
-    fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
-        self.0.wqe_posted(slot, requester, wqe_counter)
+    fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool {
+        self.0.wqe_posted(dest, wqe_counter)
     }
 }
 
@@ -519,15 +518,6 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     Parsed::Wc
 }
 
-/// Where a CQE's inline data is copied: the send WQE of the QP in a slot, or a receive WQE
-/// of the QP's RQ or of the SRQ in a slot.
-#[derive(Clone, Copy)]
-enum InlineDest {
-    Send(u32),
-    Rq(u32),
-    Srq(u32),
-}
-
 /// A successful CQE whose data came inside it (format 1 or 2, inline scatter): translated
 /// as any other, then the data copied where its WQE says, as rdma-core's poll copies it,
 /// with the status rdma-core gives a copy that fails (`mlx5_copy_to_recv_wqe`,
@@ -565,18 +555,18 @@ fn parse_inline<R: Resources>(
     };
     // Where the data goes, found (and asked whether its WQE holds a posted work request)
     // before the translation retires the WQE. A CQE naming a WQE with nothing posted in it
-    // is garbage the copy must not act on: its data stays in the CQE. (An SRQ keeps no
-    // count here; the device is trusted to name posted SRQ WQEs, as rdma-core trusts it.)
+    // is garbage the copy must not act on: its data stays in the CQE.
     let counter = cqe.wqe_counter();
     let dest = if requester {
-        res.qp(key(cqe, v1), v1).filter(|&slot| res.wqe_posted(slot, true, counter)).map(InlineDest::Send)
+        res.qp(key(cqe, v1), v1).map(InlineDest::Send)
     } else {
         match recv_target(res, cqe, v1) {
-            Ok((RecvTarget::Rq(slot), _)) => res.wqe_posted(slot, false, counter).then_some(InlineDest::Rq(slot)),
+            Ok((RecvTarget::Rq(slot), _)) => Some(InlineDest::Rq(slot)),
             Ok((RecvTarget::Srq(slot), _)) => Some(InlineDest::Srq(slot)),
             Err(_) => None,
         }
-    };
+    }
+    .filter(|&dest| res.wqe_posted(dest, counter));
     let parsed = if requester { parse_req(res, cqe, v1, pos, out) } else { parse_resp(res, cqe, v1, pos, out) };
     if out.fault().is_some() {
         return parsed;

@@ -8,9 +8,8 @@
 //!   zero-copy [`Mlx5Cq::views`].
 //! - [`Registry`]: the QPs/SRQs and wr_id tables the application fills when it posts.
 //! - [`model`] (feature `model`): a faithful mlx5 CQ that writes real CQEs.
-// One exception, allowed where it is: `scatter.rs` writes inline CQE data where a completed
-// WQE's data segment points (`WqBuffer::write_named`), as the device would have.
-#![deny(unsafe_code)]
+// Inline scatter writes through dvcq_provider::MemoryRegions, which checks every write.
+#![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod cq;

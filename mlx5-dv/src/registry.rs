@@ -7,9 +7,9 @@
 //! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
-use crate::scatter::{RecvWqes, SendWqes};
+use crate::scatter::{RecvWqes, Scatter, SendWqes};
 use core::cell::Cell;
-use dvcq_provider::{Pow2Table, WcOpcode, WcStatus, WqBuffer};
+use dvcq_provider::{MemoryRegion, MemoryRegions, Pow2Table, WcOpcode, WcStatus, WqBuffer};
 use rustc_hash::FxHashMap;
 
 /// Marker in `wr_data` for "no opcode recorded for this WQE".
@@ -213,18 +213,27 @@ pub struct Srq {
     wrid: Box<[u64]>,
     /// A cell for the same reason as [`SendQueue`]'s tail.
     completed: Cell<u64>,
+    /// Receives recorded with [`Srq::post`].
+    posted: u64,
 }
 
 impl Srq {
-    /// Records a receive posted at SRQ WQE index `wqe_index` (the SRQ's free-list position).
+    /// Records a receive posted at SRQ WQE index `wqe_index` (the SRQ's free-list
+    /// position); false, recording nothing, for an index past the SRQ.
     pub fn post(&mut self, wqe_index: u16, wr_id: u64) -> bool {
         match self.wrid.get_mut(wqe_index as usize) {
             Some(s) => {
                 *s = wr_id;
+                self.posted = self.posted.wrapping_add(1);
                 true
             }
             None => false,
         }
+    }
+
+    /// Receives posted and not yet completed.
+    pub fn outstanding(&self) -> u64 {
+        self.posted.wrapping_sub(self.completed.get())
     }
 
     /// The SRQ number.
@@ -529,6 +538,18 @@ impl KeyIndex {
     }
 }
 
+/// The work queue whose WQE a CQE with inline data names, by registry slot: where the data
+/// is copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InlineDest {
+    /// The send queue of the QP in the slot (READ and atomic responses).
+    Send(u32),
+    /// The receive queue of the QP in the slot.
+    Rq(u32),
+    /// The SRQ in the slot.
+    Srq(u32),
+}
+
 /// A QP's WQE buffers, for inline scatter.
 #[derive(Debug, Clone, Default)]
 struct QpWqes {
@@ -551,6 +572,8 @@ pub struct Registry {
     qp_wqes: Vec<QpWqes>,
     srq_wqes: Vec<Option<RecvWqes>>,
     null_lkey: Option<u32>,
+    /// The only memory inline scatter writes into.
+    regions: MemoryRegions,
 }
 
 impl Registry {
@@ -576,7 +599,7 @@ impl Registry {
             return Err(RegistryError::Duplicate { what: "srqn", value: srqn });
         }
         let slot = self.srqs.len() as u32;
-        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: Cell::new(0) });
+        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: Cell::new(0), posted: 0 });
         self.by_srqn.insert(srqn, slot);
         Ok(&mut self.srqs[slot as usize])
     }
@@ -699,6 +722,11 @@ impl Registry {
     }
 
     /// The SRQ with this number.
+    pub fn srq(&self, srqn: u32) -> Option<&Srq> {
+        self.by_srqn.get(&srqn).and_then(|&s| self.srqs.get(s as usize))
+    }
+
+    /// The SRQ with this number, to record posts.
     pub fn srq_mut(&mut self, srqn: u32) -> Option<&mut Srq> {
         self.by_srqn.get(&srqn).map(|&s| &mut self.srqs[s as usize])
     }
@@ -707,6 +735,30 @@ impl Registry {
     /// user index ([`Qp::kind`]).
     pub fn qps(&self) -> &[Qp] {
         &self.qps
+    }
+
+    /// Adds a memory region (`ibv_reg_mr`'s address, length and lkey) that inline data may
+    /// be copied into. Inline scatter writes nothing anywhere else: a data segment whose
+    /// range is not inside the region of its lkey stops the copy with
+    /// `IBV_WC_LOC_PROT_ERR`. [`MemoryRegion::new`] states what registering memory
+    /// promises, once, for every copy.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Duplicate`] for an lkey another region has.
+    pub fn add_memory_region(&mut self, region: MemoryRegion) -> Result<(), RegistryError> {
+        self.regions.insert(region).map_err(|r| RegistryError::Duplicate { what: "lkey", value: r.lkey() })
+    }
+
+    /// Removes the memory region of `lkey` (`ibv_dereg_mr`): no copy writes into it from
+    /// then on, in this registry (clones keep theirs).
+    pub fn remove_memory_region(&mut self, lkey: u32) -> Option<MemoryRegion> {
+        self.regions.remove(lkey)
+    }
+
+    /// The memory regions inline data may be copied into.
+    pub fn memory_regions(&self) -> &MemoryRegions {
+        &self.regions
     }
 
     /// Where QP `qpn`'s receive WQEs are, so that a receive whose data came inline in its
@@ -718,22 +770,15 @@ impl Registry {
     /// ([`RecvQueue::post`]): a receive completion that finds nothing outstanding on the RQ
     /// is garbage, and is not copied.
     ///
-    /// # Safety
-    ///
-    /// `buf` is that RQ's WQE buffer, in that layout; and while the registry (or a clone of
-    /// it) polls a CQ, the data segments of every WQE that the CQ's CQEs name name memory
-    /// valid for writes of their byte counts, which nothing reads or writes during a poll:
-    /// the buffers of posted receives, which the device may write as well. (The poller
-    /// trusts the device, as rdma-core does, to name only posted WQEs, beyond the check
-    /// above.)
+    /// Safe whatever the buffer holds: the copy writes only inside the memory regions
+    /// added with [`Registry::add_memory_region`].
     ///
     /// # Errors
     ///
     /// [`RegistryError::NotRegistered`] for an unknown QP,
     /// [`RegistryError::BadWqeStride`] for a stride that is not a power of two from 16, or
     /// [`RegistryError::WqeBufferTooSmall`] for a buffer smaller than the RQ.
-    #[allow(unsafe_code)]
-    pub unsafe fn set_recv_wqes(
+    pub fn set_recv_wqes(
         &mut self,
         qpn: u32,
         buf: WqBuffer,
@@ -752,19 +797,13 @@ impl Registry {
     /// blocks), so that a READ or atomic response that came inline in its CQE is copied
     /// into the WQE's scatter list. Requesters get such CQEs only on QPs created to
     /// (`sq_sig_all`, or `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`). Record every post
-    /// ([`SendQueue::post`]): a CQE for a WQE that is not outstanding is not copied.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Registry::set_recv_wqes`], for the SQ's WQEs: `buf` is that SQ's buffer,
-    /// and the data segments of every send WQE the CQ's CQEs name name memory that may be
-    /// written during a poll.
+    /// ([`SendQueue::post`]): a CQE for a WQE that is not outstanding is not copied. Safe,
+    /// as [`Registry::set_recv_wqes`] is.
     ///
     /// # Errors
     ///
     /// As for [`Registry::set_recv_wqes`].
-    #[allow(unsafe_code)]
-    pub unsafe fn set_send_wqes(&mut self, qpn: u32, buf: WqBuffer) -> Result<(), RegistryError> {
+    pub fn set_send_wqes(&mut self, qpn: u32, buf: WqBuffer) -> Result<(), RegistryError> {
         let slot = self.by_qpn.get(qpn).ok_or(RegistryError::NotRegistered { what: "qpn", value: qpn })?;
         let need = self.qps[slot as usize].sq.wqe_cnt() as usize * 64;
         Self::fits("qp sq", qpn, need, buf.len())?;
@@ -774,18 +813,14 @@ impl Registry {
 
     /// Where SRQ `srqn`'s WQEs are (`mlx5dv_srq`'s `buf` and `stride`), as
     /// [`Registry::set_recv_wqes`] for a QP's RQ; each WQE starts with its next segment.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Registry::set_recv_wqes`], for the SRQ's WQEs. An SRQ keeps no count of
-    /// its outstanding receives here, so the poller relies on the device alone.
+    /// Record every post ([`Srq::post`]): a receive completion that finds nothing
+    /// outstanding on the SRQ is garbage, and is not copied.
     ///
     /// # Errors
     ///
     /// As for [`Registry::set_recv_wqes`]; an SRQ WQE also needs a data segment after its
     /// next segment (a stride of at least 32 bytes).
-    #[allow(unsafe_code)]
-    pub unsafe fn set_srq_wqes(&mut self, srqn: u32, buf: WqBuffer, stride: u32) -> Result<(), RegistryError> {
+    pub fn set_srq_wqes(&mut self, srqn: u32, buf: WqBuffer, stride: u32) -> Result<(), RegistryError> {
         let slot = *self.by_srqn.get(&srqn).ok_or(RegistryError::NotRegistered { what: "srqn", value: srqn })?;
         if stride < 32 {
             return Err(RegistryError::BadWqeStride { stride });
@@ -810,17 +845,20 @@ impl Registry {
         &mut self.qp_wqes[i]
     }
 
-    /// Whether the QP in `slot` has a receive outstanding on its RQ or (`requester`) holds
-    /// a work request posted and not yet retired in its send WQE at `wqe_counter`.
-    pub(crate) fn wqe_posted(&self, slot: u32, requester: bool, wqe_counter: u16) -> bool {
-        self.qps.get(slot as usize).is_some_and(|q| {
-            if requester {
-                q.sq.holds_outstanding(wqe_counter)
-            } else {
-                // Garbage may have completed past the head (a count beyond the queue).
-                (1..=q.rq.wqe_cnt()).contains(&q.rq.outstanding())
+    /// Whether the work queue `dest` names holds a work request posted and not yet
+    /// completed: the send WQE at `wqe_counter`, or any receive on the RQ or SRQ (a count,
+    /// as a receive queue's posts are counted). Garbage may have completed past the head: a
+    /// count beyond the queue holds nothing.
+    pub(crate) fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool {
+        match dest {
+            InlineDest::Send(slot) => self.qps.get(slot as usize).is_some_and(|q| q.sq.holds_outstanding(wqe_counter)),
+            InlineDest::Rq(slot) => {
+                self.qps.get(slot as usize).is_some_and(|q| (1..=q.rq.wqe_cnt()).contains(&q.rq.outstanding()))
             }
-        })
+            InlineDest::Srq(slot) => {
+                self.srqs.get(slot as usize).is_some_and(|s| (1..=s.wrid.len() as u64).contains(&s.outstanding()))
+            }
+        }
     }
 
     /// The lkey of the device context's null memory region (`ibv_alloc_null_mr`, rdma-core's
@@ -854,7 +892,7 @@ impl Registry {
             self.qp_wqes.get(slot as usize).and_then(|w| w.rq.as_ref())
         };
         match wqes {
-            Some(w) => w.scatter(srq, idx, data, self.null_lkey, write).map(|()| true),
+            Some(w) => w.scatter(srq, idx, data, self.scatter_to(write)).map(|()| true),
             None => Ok(false),
         }
     }
@@ -870,7 +908,12 @@ impl Registry {
         // rdma-core scatters only for RC QPs; of the other kinds a registry knows UD and raw
         // Ethernet (RX checksum) QPs.
         let rc = !qp.cfg.ud && !qp.cfg.rx_csum;
-        w.scatter(qp.sq.wqe_cnt(), rc, wqe_counter, data, self.null_lkey, write).map(|()| true)
+        w.scatter(qp.sq.wqe_cnt(), rc, wqe_counter, data, self.scatter_to(write)).map(|()| true)
+    }
+
+    /// Where a copy may write (a peek with `write` false).
+    fn scatter_to(&self, write: bool) -> Scatter<'_> {
+        Scatter { regions: &self.regions, null_lkey: self.null_lkey, write }
     }
 
     /// QP slot for a QPN (version 0) — behind the poller's cache.

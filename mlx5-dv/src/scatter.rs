@@ -7,11 +7,15 @@
 //!
 //! The copy reads the completed WQE's 16-byte data segments (`byte_count`, `lkey`, `addr`,
 //! big-endian) from the work queue's buffer, which the application registers
-//! ([`crate::Registry::set_recv_wqes`] and its siblings, `unsafe`: the copy writes where
-//! the segments point), and only for a WQE the registry holds as posted.
+//! ([`crate::Registry::set_recv_wqes`] and its siblings), only for a WQE the registry holds
+//! as posted. The segments are untrusted bytes: each part of the data is written only if
+//! its range lies inside the memory region its lkey names
+//! ([`crate::Registry::add_memory_region`]); otherwise the copy stops with
+//! `IBV_WC_LOC_PROT_ERR`, the status the device gives a receive whose segment leaves its
+//! memory region (rdma-core's copy trusts the segments and writes through them).
 
 use crate::registry::RegistryError;
-use dvcq_provider::{WcStatus, WqBuffer};
+use dvcq_provider::{MemoryRegions, WcStatus, WqBuffer};
 use dvcq_uapi::mlx5::opcode::wqe_opcode;
 
 /// Bytes of a data segment (`struct mlx5_wqe_data_seg`), and of every other WQE segment.
@@ -66,21 +70,11 @@ impl RecvWqes {
     /// rdma-core takes as many segments as fit in a WQE from where the data segments start,
     /// so with a next or signature segment the last one it may read lies in the next WQE;
     /// kept, within the buffer.
-    pub(crate) fn scatter(
-        &self,
-        srq: bool,
-        idx: u32,
-        data: &[u8],
-        null_lkey: Option<u32>,
-        write: bool,
-    ) -> Result<(), WcStatus> {
+    pub(crate) fn scatter(&self, srq: bool, idx: u32, data: &[u8], to: Scatter<'_>) -> Result<(), WcStatus> {
         let skip = if srq || self.signature { SEG } else { 0 };
         let start = ((idx as usize) << self.shift) + skip;
         let max = 1usize << (self.shift - 4);
-        match to_segments(&self.buf, start, max, data, null_lkey, write) {
-            Ok(()) => Ok(()),
-            Err(_) => Err(WcStatus::LocLenErr),
-        }
+        to_segments(&self.buf, start, max, data, to).map_err(Stop::status)
     }
 }
 
@@ -108,8 +102,7 @@ impl SendWqes {
         rc: bool,
         wqe_counter: u16,
         data: &[u8],
-        null_lkey: Option<u32>,
-        write: bool,
+        to: Scatter<'_>,
     ) -> Result<(), WcStatus> {
         let end = wqe_cnt as usize * SEND_WQEBB;
         let ctrl = (wqe_counter as usize & (wqe_cnt as usize).wrapping_sub(1)) * SEND_WQEBB;
@@ -132,33 +125,53 @@ impl SendWqes {
         let max = usize::from(c[7] & 0x3f).saturating_sub(segs_before);
         let to_end = end.saturating_sub(start) / SEG;
         let wrapped = if max > to_end {
-            match to_segments(&self.buf, start, to_end, data, null_lkey, write) {
-                Ok(()) => return Ok(()),
-                Err(done) => {
-                    to_segments(&self.buf, 0, max - to_end, data.get(done..).unwrap_or_default(), null_lkey, write)
+            match to_segments(&self.buf, start, to_end, data, to) {
+                Err(Stop::Short(done)) => {
+                    to_segments(&self.buf, 0, max - to_end, data.get(done..).unwrap_or_default(), to)
                 }
+                done => done,
             }
         } else {
-            to_segments(&self.buf, start, max, data, null_lkey, write)
+            to_segments(&self.buf, start, max, data, to)
         };
-        wrapped.map_err(|_| WcStatus::LocLenErr)
+        wrapped.map_err(Stop::status)
+    }
+}
+
+/// Where a copy may write, and whether it does: the registry's memory regions, the null
+/// memory key, and `write` false for a peek (which finds out what the copy would give).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scatter<'a> {
+    pub(crate) regions: &'a MemoryRegions,
+    pub(crate) null_lkey: Option<u32>,
+    pub(crate) write: bool,
+}
+
+/// Why a copy stopped before the data ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The segments (or the buffer) ended after this many bytes: `IBV_WC_LOC_LEN_ERR`.
+    Short(usize),
+    /// A segment's range is outside the memory region of its lkey (or no region has that
+    /// key, or its address is null): `IBV_WC_LOC_PROT_ERR`.
+    Protection,
+}
+
+impl Stop {
+    fn status(self) -> WcStatus {
+        match self {
+            Stop::Short(_) => WcStatus::LocLenErr,
+            Stop::Protection => WcStatus::LocProtErr,
+        }
     }
 }
 
 /// rdma-core `copy_to_scat`: copies `data` into the data segments from byte `start` of
 /// `buf`, at most `max` of them, each taking up to its byte count; a segment of the null
 /// memory key (`ibv_alloc_null_mr`, rdma-core's `dump_fill_mkey`) takes its share without a
-/// copy. `Err(bytes copied)` when the segments hold less than `data` (or run out of the
-/// buffer). With `write` false nothing is written.
-#[allow(unsafe_code)]
-fn to_segments(
-    buf: &WqBuffer,
-    start: usize,
-    max: usize,
-    data: &[u8],
-    null_lkey: Option<u32>,
-    write: bool,
-) -> Result<(), usize> {
+/// copy. Every other share is written only if it lies inside the memory region of the
+/// segment's lkey (checked for a peek too, so that it reports what the copy gives).
+fn to_segments(buf: &WqBuffer, start: usize, max: usize, data: &[u8], to: Scatter<'_>) -> Result<(), Stop> {
     let mut done = 0;
     if data.is_empty() {
         return Ok(());
@@ -166,28 +179,25 @@ fn to_segments(
     for i in 0..max {
         let off = start + i * SEG;
         let (Some(head), Some(addr)) = (buf.bytes8(off), buf.bytes8(off + 8)) else {
-            return Err(done);
+            return Err(Stop::Short(done));
         };
         let [c0, c1, c2, c3, k0, k1, k2, k3] = head;
         let byte_count = u32::from_be_bytes([c0, c1, c2, c3]) as usize;
         let lkey = u32::from_be_bytes([k0, k1, k2, k3]);
+        let addr = u64::from_be_bytes(addr);
         let rest = data.get(done..).unwrap_or_default();
         let part = rest.get(..byte_count).unwrap_or(rest);
-        let n = part.len();
-        let dropped = null_lkey == Some(lkey);
-        if n > 0 && !dropped && u64::from_be_bytes(addr) == 0 {
-            // A null address takes nothing (a garbage or unfinished WQE); rdma-core would
-            // write through it.
-            return Err(done);
+        if !part.is_empty() && to.null_lkey != Some(lkey) {
+            let fits =
+                if to.write { to.regions.write(lkey, addr, part) } else { to.regions.contains(lkey, addr, part.len()) };
+            if !fits {
+                return Err(Stop::Protection);
+            }
         }
-        if write && !dropped {
-            // SAFETY: the segment at `off` belongs to the WQE whose completion is being polled (the callers scatter only for the CQE they are translating), so the buffer's contract makes the `byte_count >= n` bytes it names writable now.
-            unsafe { buf.write_named(u64::from_be_bytes(addr), part) };
-        }
-        done += n;
+        done += part.len();
         if done == data.len() {
             return Ok(());
         }
     }
-    Err(done)
+    Err(Stop::Short(done))
 }

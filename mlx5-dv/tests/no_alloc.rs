@@ -102,3 +102,72 @@ fn compressed_sessions_do_not_allocate() {
         }
     }
 }
+
+/// The inline-scatter copy (receives on an RQ and on an SRQ, READ responses into a send
+/// WQE), each copy checked against the registered memory region: polling, one completion
+/// per call and batches of 16, and peeking allocate nothing either.
+#[test]
+fn inline_scatter_copies_do_not_allocate() {
+    use dvcq_mlx5_dv::model::wqe::{self, DataSeg};
+    use dvcq_provider::{DmaBuffer, WcStatus};
+    use std::sync::Arc;
+    const LKEY: u32 = 0x1234;
+    const SRQN: u32 = 0x31;
+    const N: usize = 8;
+    for batch in [1, 16] {
+        // Destination buffers: 32 bytes per WQE, RQ's first, then the SQ's, then the SRQ's.
+        let dst = Arc::new(DmaBuffer::new(3 * N * 32).unwrap());
+        let seg = |queue: usize, i: usize| DataSeg {
+            addr: dst.as_ptr() as u64 + ((queue * N + i) * 32) as u64,
+            len: 32,
+            lkey: LKEY,
+        };
+        let wq = |len: usize, wqes: Vec<(usize, Vec<u8>)>| {
+            let mem = Arc::new(DmaBuffer::new(len).unwrap());
+            for (off, bytes) in wqes {
+                mem.write_bytes(off, &bytes).unwrap();
+            }
+            mem.wq_buffer(0, len).unwrap()
+        };
+        let mut reg = Registry::new();
+        reg.add_memory_region(dst.memory_region(0, dst.len(), LKEY).unwrap()).unwrap();
+        reg.add_srq(SRQN, N as u32).unwrap();
+        reg.add_qp(QpConfig::rc(9, N as u32, N as u32)).unwrap();
+        reg.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(10, N as u32, 0) }).unwrap();
+        let rq = (0..N).map(|i| (i * 32, wqe::recv_wqe(None, &[seg(0, i)], 32))).collect();
+        reg.set_recv_wqes(9, wq(N * 32, rq), 32, false).unwrap();
+        let sq = (0..N).map(|i| (i * 64, wqe::send_wqe(wqe_opcode::RDMA_READ, i as u16, 9, &[seg(1, i)]))).collect();
+        reg.set_send_wqes(9, wq(N * 64, sq)).unwrap();
+        let srq = (0..N).map(|i| (i * 32, wqe::recv_wqe(Some(wqe::srq_next(((i + 1) % N) as u16)), &[seg(2, i)], 32)));
+        reg.set_srq_wqes(SRQN, wq(N * 32, srq.collect()), 32).unwrap();
+        let mut m = Mlx5Model::new(ModelConfig::new(64)).unwrap();
+        let mut cq = m.poller::<64>(reg, CqConfig::default()).unwrap();
+        let mut buf = [Completion::default(); 16];
+        for round in 0..20u8 {
+            let data = [round; 20];
+            for i in 0..N {
+                let reg = cq.registry_mut();
+                let at = reg.qp_mut(9).unwrap().rq.post(i as u64);
+                m.push(&build::resp(cqe_opcode::RESP_SEND, 9, at, 0, 0).inline(&data)).unwrap();
+                let at = reg.qp_mut(9).unwrap().sq.post(i as u64, 1);
+                m.push(&build::req(9, at, wqe_opcode::RDMA_READ, 0).inline(&data)).unwrap();
+                assert!(cq.registry_mut().srq_mut(SRQN).unwrap().post(i as u16, i as u64));
+                m.push(&build::resp(cqe_opcode::RESP_SEND, 10, i as u16, 0, 0).srqn_uidx(SRQN).inline(&data)).unwrap();
+            }
+            let before = allocations();
+            let _ = cq.peek();
+            let mut got = 0;
+            while got < 3 * N {
+                let n = cq.poll(&mut buf[..batch]);
+                assert!(n > 0, "batch {batch}: stalled at {got}");
+                assert!(buf[..n].iter().all(|c| c.status == WcStatus::Success), "{:?}", &buf[..n]);
+                got += n;
+            }
+            assert_eq!(allocations(), before, "batch {batch}, round {round}");
+            assert_eq!(cq.stats().inline_not_copied, 0, "every copy ran");
+            let mut all = vec![0u8; dst.len()];
+            dst.read_bytes(0, &mut all).unwrap();
+            assert!(all.chunks(32).all(|b| b[..20] == data), "round {round}: the data went into every WQE's buffer");
+        }
+    }
+}

@@ -9,26 +9,44 @@ use dvcq_mlx5_dv::model::wqe::{self, DataSeg};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, Registry, RegistryError};
 use dvcq_provider::testing::drain;
-use dvcq_provider::{Completion, DmaBuffer, FaultKind, WcFlags, WcOpcode, WcStatus, WqBuffer};
+use dvcq_provider::{Completion, DmaBuffer, FaultKind, MemoryRegion, WcFlags, WcOpcode, WcStatus, WqBuffer};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
+use proptest::prelude::*;
 use std::sync::Arc;
 
 const QPN: u32 = 0x77;
 const SRQN: u32 = 0x31;
 const LKEY: u32 = 0x1234;
 
-/// Buffers WQEs point at: boxed, so they stay put; read only after the poll that fills
-/// them returns.
-struct Dst(Vec<Box<[u8]>>);
+/// Buffers WQEs point at, side by side in one model buffer that is registered as one memory
+/// region under `LKEY`: the only memory the copy may write.
+struct Dst {
+    mem: Arc<DmaBuffer>,
+    /// (offset, length) of each buffer.
+    at: Vec<(usize, usize)>,
+}
 
 impl Dst {
     fn new(lens: &[usize]) -> Self {
-        Dst(lens.iter().map(|&n| vec![0u8; n].into_boxed_slice()).collect())
+        let at: Vec<(usize, usize)> =
+            lens.iter().scan(0, |off, &n| Some((std::mem::replace(off, *off + n), n))).collect();
+        Dst { mem: Arc::new(DmaBuffer::new(lens.iter().sum()).unwrap()), at }
     }
     /// A data segment naming all of buffer `i`, under `lkey`.
-    fn seg(&mut self, i: usize, lkey: u32) -> DataSeg {
-        let b = &mut self.0[i];
-        DataSeg { addr: b.as_mut_ptr() as u64, len: b.len() as u32, lkey }
+    fn seg(&self, i: usize, lkey: u32) -> DataSeg {
+        let (off, len) = self.at[i];
+        DataSeg { addr: self.mem.as_ptr() as u64 + off as u64, len: len as u32, lkey }
+    }
+    /// Registers all the buffers as one memory region under `LKEY`.
+    fn register(&self, reg: &mut Registry) {
+        reg.add_memory_region(self.mem.memory_region(0, self.mem.len(), LKEY).unwrap()).unwrap();
+    }
+    /// What buffer `i` holds.
+    fn get(&self, i: usize) -> Vec<u8> {
+        let (off, len) = self.at[i];
+        let mut out = vec![0; len];
+        self.mem.read_bytes(off, &mut out).unwrap();
+        out
     }
 }
 
@@ -40,10 +58,6 @@ fn wq(len: usize, wqes: &[(usize, Vec<u8>)]) -> WqBuffer {
     }
     mem.wq_buffer(0, len).unwrap()
 }
-
-// What every `set_*_wqes` call below relies on: the buffer comes from `wq`, written in the
-// queue's layout by `model::wqe`, and every data segment in it names a `Dst` buffer that
-// the test holds past its polls and reads only after them, or a null address.
 
 fn setup<const S: usize>(reg: Registry) -> (Mlx5Model, Mlx5Cq<S>) {
     let mut mc = ModelConfig::new(16);
@@ -64,15 +78,15 @@ fn payload(n: usize) -> Vec<u8> {
 fn receive_data_goes_where_the_wqe_says() {
     for (cqe_size, n) in [(64, 20), (128, 60)] {
         for batch in [1, 16] {
-            let mut dst = Dst::new(&[8, 64]);
+            let dst = Dst::new(&[8, 64]);
             let segs = [dst.seg(0, LKEY), dst.seg(1, LKEY)];
             let mut reg = Registry::new();
+            dst.register(&mut reg);
             reg.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap();
             let qp = reg.qp_mut(QPN).unwrap();
             let posted = [qp.rq.post(0xa0), qp.rq.post(0xa1), qp.rq.post(0xa2)];
             let rq = wq(8 * 64, &[(64, wqe::recv_wqe(None, &segs, 64))]);
-            // SAFETY: see above `wq`.
-            unsafe { reg.set_recv_wqes(QPN, rq, 64, false) }.unwrap();
+            reg.set_recv_wqes(QPN, rq, 64, false).unwrap();
             let data = payload(n);
             let what = format!("{cqe_size}-byte CQEs, batch {batch}");
             let (got, not_copied) = if cqe_size == 64 {
@@ -92,9 +106,9 @@ fn receive_data_goes_where_the_wqe_says() {
                 "{what}"
             );
             assert_eq!(got[1].wc_flags, WcFlags::WITH_IMM, "{what}");
-            assert_eq!(&dst.0[0][..], &data[..8], "{what}");
-            assert_eq!(&dst.0[1][..n - 8], &data[8..], "{what}");
-            assert!(dst.0[1][n - 8..].iter().all(|&b| b == 0), "{what}: past the data");
+            assert_eq!(&dst.get(0)[..], &data[..8], "{what}");
+            assert_eq!(&dst.get(1)[..n - 8], &data[8..], "{what}");
+            assert!(dst.get(1)[n - 8..].iter().all(|&b| b == 0), "{what}: past the data");
         }
     }
 }
@@ -115,15 +129,15 @@ fn three_receives<const S: usize>(reg: Registry, at: [u16; 3], data: &[u8], batc
 /// opcode's flags. The receive is consumed like any other.
 #[test]
 fn a_receive_larger_than_its_segments_is_a_local_length_error() {
-    let mut dst = Dst::new(&[4, 8]);
+    let dst = Dst::new(&[4, 8]);
     let segs = [dst.seg(0, LKEY), dst.seg(1, LKEY)];
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap();
     let at = reg.qp_mut(QPN).unwrap().rq.post(0xb0);
     // Stride 32: two segments, no room for a terminator.
     let rq = wq(8 * 32, &[(0, wqe::recv_wqe(None, &segs, 32))]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_recv_wqes(QPN, rq, 32, false) }.unwrap();
+    reg.set_recv_wqes(QPN, rq, 32, false).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     let data = payload(20);
     m.push(&build::resp(cqe_opcode::RESP_SEND_IMM, QPN, at, 0, 7).inline(&data)).unwrap();
@@ -132,7 +146,7 @@ fn a_receive_larger_than_its_segments_is_a_local_length_error() {
     assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::LocLenErr, 0xb0, 20));
     assert_eq!(got[0].wc_flags, WcFlags::empty(), "no WITH_IMM: rdma-core returns before the opcode switch");
     assert_eq!(peeked.status, WcStatus::LocLenErr, "peek reports what poll returns");
-    assert_eq!((&dst.0[0][..], &dst.0[1][..]), (&data[..4], &data[4..12]));
+    assert_eq!((&dst.get(0)[..], &dst.get(1)[..]), (&data[..4], &data[4..12]));
     assert_eq!(cq.registry().qp(QPN).unwrap().rq.outstanding(), 0);
 }
 
@@ -145,35 +159,35 @@ fn null_key_segments_signature_segments_and_srq_wqes() {
     const NULL: u32 = 0x99;
     let data = payload(24);
 
-    let mut dst = Dst::new(&[10, 32]);
+    let dst = Dst::new(&[10, 32]);
     let segs = [dst.seg(0, NULL), dst.seg(1, LKEY)];
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
     let at = reg.qp_mut(QPN).unwrap().rq.post(0xd0);
     reg.set_null_lkey(Some(NULL));
     let sig = [0xcc; 16];
     let rq = wq(4 * 64, &[(0, wqe::recv_wqe(Some(sig), &segs, 64))]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_recv_wqes(QPN, rq, 64, true) }.unwrap();
+    reg.set_recv_wqes(QPN, rq, 64, true).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at, 0, 0).inline(&data)).unwrap();
     assert_eq!(drain(&mut cq, 1)[0].status, WcStatus::Success);
-    assert!(dst.0[0].iter().all(|&b| b == 0), "the null key's buffer is not written");
-    assert_eq!(&dst.0[1][..14], &data[10..]);
+    assert!(dst.get(0).iter().all(|&b| b == 0), "the null key's buffer is not written");
+    assert_eq!(&dst.get(1)[..14], &data[10..]);
 
-    let mut dst = Dst::new(&[32]);
+    let dst = Dst::new(&[32]);
     let segs = [dst.seg(0, LKEY)];
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_srq(SRQN, 300).unwrap().post(260, 0x5260);
     reg.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QPN, 4, 0) }).unwrap();
     let srq = wq(300 * 32, &[(260 * 32, wqe::recv_wqe(Some(wqe::srq_next(261)), &segs, 32))]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_srq_wqes(SRQN, srq, 32) }.unwrap();
+    reg.set_srq_wqes(SRQN, srq, 32).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 260, 0, 0).srqn_uidx(SRQN).inline(&data)).unwrap();
     let got = drain(&mut cq, 16);
     assert_eq!((got[0].status, got[0].wr_id, got[0].wqe_index), (WcStatus::Success, 0x5260, 260));
-    assert_eq!(&dst.0[0][..24], &data[..]);
+    assert_eq!(&dst.get(0)[..24], &data[..]);
 }
 
 /// A READ's or atomic's response goes into the send WQE's scatter list, after its remote
@@ -184,7 +198,7 @@ fn null_key_segments_signature_segments_and_srq_wqes() {
 fn read_and_atomic_responses_go_into_the_send_wqe() {
     // SQ of 4 basic blocks: three one-block sends retired first, then a 2-block READ at
     // block 3 that wraps to block 0, an atomic at block 1 and a SEND at block 2.
-    let mut dst = Dst::new(&[8, 8, 16, 8]);
+    let dst = Dst::new(&[8, 8, 16, 8]);
     let read_segs = [dst.seg(0, LKEY), dst.seg(1, LKEY), dst.seg(2, LKEY)];
     let read = wqe::send_wqe(wqe_opcode::RDMA_READ, 3, QPN, &read_segs);
     assert_eq!(read.len(), 128);
@@ -202,9 +216,9 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
         [q.post(0x3003, 2), q.post(0x3005, 1), q.post(0x3006, 1)]
     };
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_send_wqes(QPN, sq.clone()) }.unwrap();
+    reg.set_send_wqes(QPN, sq.clone()).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     let at = early(&mut m, &mut cq);
     assert_eq!(at, [3, 5, 6]);
@@ -223,15 +237,15 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
             (WcStatus::RemInvReqErr, WcOpcode::RdmaRead, 4, 0x3006),
         ]
     );
-    assert_eq!((&dst.0[0][..], &dst.0[1][..], &dst.0[2][..14]), (&data[..8], &data[8..16], &data[16..]));
-    assert_eq!(&dst.0[3][..], &fetched[..]);
+    assert_eq!((&dst.get(0)[..], &dst.get(1)[..], &dst.get(2)[..14]), (&data[..8], &data[8..16], &data[16..]));
+    assert_eq!(&dst.get(3)[..], &fetched[..]);
     assert_eq!(cq.stats().inline_not_copied, 0);
 
     // The same READ on a UD QP: not RC.
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig { ud: true, ..QpConfig::rc(QPN, 4, 4) }).unwrap();
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_send_wqes(QPN, sq) }.unwrap();
+    reg.set_send_wqes(QPN, sq).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     let at = early(&mut m, &mut cq);
     m.push(&build::req(QPN, at[0], wqe_opcode::RDMA_READ, 0).inline(&data)).unwrap();
@@ -243,15 +257,15 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
 /// counter): each receive's data goes into the WQE its CQE names, not the oldest one.
 #[test]
 fn out_of_order_receives_fill_the_wqes_their_cqes_name() {
-    let mut dst = Dst::new(&[16, 16]);
+    let dst = Dst::new(&[16, 16]);
     let segs = [[dst.seg(0, LKEY)], [dst.seg(1, LKEY)]];
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
     let q = &mut reg.qp_mut(QPN).unwrap().rq;
     let at = [q.post(0xe0), q.post(0xe1)];
     let rq = wq(4 * 32, &[(0, wqe::recv_wqe(None, &segs[0], 32)), (32, wqe::recv_wqe(None, &segs[1], 32))]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_recv_wqes(QPN, rq, 32, false) }.unwrap();
+    reg.set_recv_wqes(QPN, rq, 32, false).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     let (first, second) = (payload(12), vec![0xee; 9]);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[1], 0, 0).inline(&first)).unwrap();
@@ -259,7 +273,7 @@ fn out_of_order_receives_fill_the_wqes_their_cqes_name() {
     let got = drain(&mut cq, 16);
     let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id, c.byte_len)).collect();
     assert_eq!(summary, [(WcStatus::Success, 0xe1, 12), (WcStatus::Success, 0xe0, 9)]);
-    assert_eq!((&dst.0[1][..12], &dst.0[0][..9]), (&first[..], &second[..]));
+    assert_eq!((&dst.get(1)[..12], &dst.get(0)[..9]), (&first[..], &second[..]));
     assert_eq!(cq.stats().inline_not_copied, 0);
 }
 
@@ -267,19 +281,19 @@ fn out_of_order_receives_fill_the_wqes_their_cqes_name() {
 /// outstanding, or a requester CQE for a send WQE that holds no posted work request, is
 /// garbage: returned as the poll translates it, its data left in the CQE and counted, the
 /// registered buffers untouched, even after garbage has completed more than was posted.
-/// A data segment with a null address takes nothing: `IBV_WC_LOC_LEN_ERR`.
+/// A data segment with a null address lies in no memory region and takes nothing:
+/// `IBV_WC_LOC_PROT_ERR`.
 #[test]
 fn nothing_is_written_for_wqes_not_posted_or_null_addresses() {
-    let mut dst = Dst::new(&[16, 16]);
+    let dst = Dst::new(&[16, 16]);
     let mut reg = Registry::new();
+    dst.register(&mut reg);
     reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
     let rq = wq(4 * 32, &[(0, wqe::recv_wqe(None, &[dst.seg(0, LKEY)], 32))]);
     let read = wqe::send_wqe(wqe_opcode::RDMA_READ, 0, QPN, &[dst.seg(1, LKEY)]);
     let sq = wq(4 * 64, &[(0, read)]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_recv_wqes(QPN, rq, 32, false) }.unwrap();
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_send_wqes(QPN, sq) }.unwrap();
+    reg.set_recv_wqes(QPN, rq, 32, false).unwrap();
+    reg.set_send_wqes(QPN, sq).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     for _ in 0..2 {
         m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, 0, 0, 0).inline(&payload(8))).unwrap();
@@ -289,20 +303,19 @@ fn nothing_is_written_for_wqes_not_posted_or_null_addresses() {
     assert_eq!(got.len(), 3);
     assert!(got.iter().all(|c| c.status == WcStatus::Success && c.fault().is_none()), "{got:?}");
     assert_eq!(cq.stats().inline_not_copied, 3);
-    assert!(dst.0.iter().all(|b| b.iter().all(|&x| x == 0)), "no posted WQE names these buffers");
+    assert!((0..2).all(|i| dst.get(i).iter().all(|&x| x == 0)), "no posted WQE names these buffers");
 
     let mut reg = Registry::new();
     reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
     let at = reg.qp_mut(QPN).unwrap().rq.post(0xf0);
     let null = DataSeg { addr: 0, len: 16, lkey: LKEY };
     let rq = wq(4 * 32, &[(0, wqe::recv_wqe(None, &[null], 32))]);
-    // SAFETY: see above `wq`.
-    unsafe { reg.set_recv_wqes(QPN, rq, 32, false) }.unwrap();
+    reg.set_recv_wqes(QPN, rq, 32, false).unwrap();
     let (mut m, mut cq) = setup::<64>(reg);
     m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at, 0, 0).inline(&payload(8))).unwrap();
-    assert_eq!(cq.peek().map(|c| c.status), Some(WcStatus::LocLenErr));
+    assert_eq!(cq.peek().map(|c| c.status), Some(WcStatus::LocProtErr));
     let got = drain(&mut cq, 4);
-    assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::LocLenErr, 0xf0, 8));
+    assert_eq!((got[0].status, got[0].wr_id, got[0].byte_len), (WcStatus::LocProtErr, 0xf0, 8));
 }
 
 /// Without registered WQEs a completion is returned as rdma-core's poll would return it,
@@ -334,18 +347,181 @@ fn wqe_buffers_must_fit_their_queues() {
     reg.add_qp(QpConfig::rc(QPN, 8, 4)).unwrap();
     reg.add_srq(SRQN, 10).unwrap();
     let small = || wq(64, &[]);
-    // SAFETY: empty buffers name no memory, and nothing here polls.
-    unsafe {
-        assert_eq!(reg.set_recv_wqes(QPN, small(), 24, false), Err(RegistryError::BadWqeStride { stride: 24 }));
-        assert_eq!(reg.set_recv_wqes(QPN, small(), 8, false), Err(RegistryError::BadWqeStride { stride: 8 }));
-        let too_small = reg.set_recv_wqes(QPN, small(), 32, false).unwrap_err();
-        assert_eq!(too_small.to_string(), "qp rq buffer of 0x77 has 64 bytes, its queue needs 128");
-        let sq = reg.set_send_wqes(QPN, small()).unwrap_err();
-        assert_eq!(sq, RegistryError::WqeBufferTooSmall { what: "qp sq", what_value: QPN, need: 512, have: 64 });
-        let srq = reg.set_srq_wqes(SRQN, small(), 16).unwrap_err();
-        assert_eq!(srq, RegistryError::BadWqeStride { stride: 16 }, "an SRQ WQE needs room after its next segment");
-        let unknown = reg.set_recv_wqes(0x999, small(), 16, false).unwrap_err();
-        assert_eq!(unknown, RegistryError::NotRegistered { what: "qpn", value: 0x999 });
-        assert!(reg.set_recv_wqes(QPN, wq(128, &[]), 32, false).is_ok());
+    assert_eq!(reg.set_recv_wqes(QPN, small(), 24, false), Err(RegistryError::BadWqeStride { stride: 24 }));
+    assert_eq!(reg.set_recv_wqes(QPN, small(), 8, false), Err(RegistryError::BadWqeStride { stride: 8 }));
+    let too_small = reg.set_recv_wqes(QPN, small(), 32, false).unwrap_err();
+    assert_eq!(too_small.to_string(), "qp rq buffer of 0x77 has 64 bytes, its queue needs 128");
+    let sq = reg.set_send_wqes(QPN, small()).unwrap_err();
+    assert_eq!(sq, RegistryError::WqeBufferTooSmall { what: "qp sq", what_value: QPN, need: 512, have: 64 });
+    let srq = reg.set_srq_wqes(SRQN, small(), 16).unwrap_err();
+    assert_eq!(srq, RegistryError::BadWqeStride { stride: 16 }, "an SRQ WQE needs room after its next segment");
+    let unknown = reg.set_recv_wqes(0x999, small(), 16, false).unwrap_err();
+    assert_eq!(unknown, RegistryError::NotRegistered { what: "qpn", value: 0x999 });
+    assert!(reg.set_recv_wqes(QPN, wq(128, &[]), 32, false).is_ok());
+}
+
+/// Every part of the data goes only where the memory region its segment's lkey names
+/// covers the whole part: a segment into memory no region covers, one that runs past its
+/// region's end, one of a key no region has, or a wild address stops the copy with
+/// `IBV_WC_LOC_PROT_ERR` (as the device fails a receive whose segment leaves its memory
+/// region), writing nothing from that segment on; a peek reports the same. A removed
+/// region takes nothing.
+#[test]
+fn segments_outside_their_memory_region_write_nothing() {
+    let dst = Dst::new(&[16, 16]);
+    let other = Arc::new(DmaBuffer::new(64).unwrap());
+    let unregistered = DataSeg { addr: other.as_ptr() as u64, len: 16, lkey: LKEY };
+    let region_end = dst.seg(1, LKEY).addr + 16;
+    let wqes = [
+        vec![unregistered],
+        vec![DataSeg { addr: region_end - 8, len: 16, lkey: LKEY }],
+        vec![DataSeg { lkey: LKEY + 1, ..dst.seg(0, LKEY) }],
+        vec![DataSeg { addr: 0xdead_0000_0000, len: 16, lkey: LKEY }],
+        vec![dst.seg(0, LKEY), unregistered],
+        vec![dst.seg(1, LKEY)],
+    ];
+    let mut reg = Registry::new();
+    dst.register(&mut reg);
+    reg.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap();
+    let q = &mut reg.qp_mut(QPN).unwrap().rq;
+    let at: Vec<u16> = (0..6).map(|i| q.post(0x10 + i)).collect();
+    let posted: Vec<(usize, Vec<u8>)> =
+        wqes.iter().enumerate().map(|(i, s)| (i * 64, wqe::recv_wqe(None, s, 64))).collect();
+    reg.set_recv_wqes(QPN, wq(8 * 64, &posted), 64, false).unwrap();
+    let (mut m, mut cq) = setup::<64>(reg);
+    let data = payload(20);
+    for &i in &at[..5] {
+        m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, i, 0, 0).inline(&data)).unwrap();
+    }
+    assert_eq!(cq.peek().map(|c| c.status), Some(WcStatus::LocProtErr));
+    let got = drain(&mut cq, 16);
+    let summary: Vec<_> = got.iter().map(|c| (c.status, c.wr_id)).collect();
+    assert_eq!(summary, (0x10..0x15).map(|w| (WcStatus::LocProtErr, w)).collect::<Vec<_>>());
+    let mut outside = [0xffu8; 64];
+    other.read_bytes(0, &mut outside).unwrap();
+    assert_eq!(outside, [0; 64], "memory no region covers");
+    assert_eq!(dst.get(0), data[..16], "the segment inside its region, before the one outside");
+    assert_eq!(dst.get(1), [0; 16], "nothing past the region's end either");
+    // Deregistered: the same copy, which fits its region, now finds none.
+    let gone = cq.registry_mut().remove_memory_region(LKEY).map(|r| (r.lkey(), r.len()));
+    assert_eq!(gone, Some((LKEY, 32)));
+    m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, at[5], 0, 0).inline(&data[..12])).unwrap();
+    assert_eq!(drain(&mut cq, 4).iter().map(|c| c.status).collect::<Vec<_>>(), [WcStatus::LocProtErr]);
+    assert_eq!(dst.get(1), [0; 16]);
+}
+
+/// An SRQ copies only while it holds a posted receive, as a QP's RQ does: a CQE naming one
+/// of its WQEs before anything was posted, or after every post completed, is garbage, its
+/// data left in the CQE and counted.
+#[test]
+fn an_srq_copies_only_while_a_receive_is_posted() {
+    let (first, second) = (payload(24), vec![0xee; 24]);
+    let recv = |data: &[u8]| build::resp(cqe_opcode::RESP_SEND, QPN, 1, 0, 0).srqn_uidx(SRQN).inline(data);
+    for post in [false, true] {
+        let dst = Dst::new(&[32]);
+        let mut reg = Registry::new();
+        dst.register(&mut reg);
+        reg.add_srq(SRQN, 4).unwrap();
+        reg.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QPN, 4, 0) }).unwrap();
+        let srq = wq(4 * 32, &[(32, wqe::recv_wqe(Some(wqe::srq_next(2)), &[dst.seg(0, LKEY)], 32))]);
+        reg.set_srq_wqes(SRQN, srq, 32).unwrap();
+        if post {
+            assert!(reg.srq_mut(SRQN).unwrap().post(1, 0x51));
+            assert_eq!(reg.srq(SRQN).map(|s| s.outstanding()), Some(1));
+        }
+        let (mut m, mut cq) = setup::<64>(reg);
+        m.push(&recv(&first)).unwrap();
+        let got = drain(&mut cq, 4);
+        assert_eq!((got[0].status, got[0].byte_len), (WcStatus::Success, 24));
+        if !post {
+            assert_eq!((cq.stats().inline_not_copied, dst.get(0)), (1, vec![0; 32]), "nothing posted");
+            continue;
+        }
+        assert_eq!((got[0].wr_id, cq.stats().inline_not_copied, &dst.get(0)[..24]), (0x51, 0, &first[..]));
+        assert_eq!(cq.registry().srq(SRQN).map(|s| s.outstanding()), Some(0));
+        m.push(&recv(&second)).unwrap();
+        drain(&mut cq, 4);
+        assert_eq!((cq.stats().inline_not_copied, &dst.get(0)[..24]), (1, &first[..]), "its post completed");
+    }
+}
+
+/// An application's own memory, registered by address and length as an integrator
+/// registers an `ibv_reg_mr` region: the copy writes inside it and refuses a segment that
+/// ends past it, leaving the bytes around the region as they were.
+#[test]
+fn memory_registered_by_address_and_length_takes_the_copy() {
+    let mut mine = vec![0u8; 40];
+    let base = mine.as_mut_ptr();
+    let addr = base as u64;
+    let mut reg = Registry::new();
+    // SAFETY: `mine` is neither moved nor freed before `cq`, which holds the registry and so the region, is dropped; it is read only after the polls, on this thread.
+    let region = unsafe { MemoryRegion::new(base.add(4), 32, LKEY) }.unwrap();
+    reg.add_memory_region(region).unwrap();
+    let dup = DmaBuffer::new(8).map(Arc::new).unwrap().memory_region(0, 8, LKEY).unwrap();
+    assert_eq!(reg.add_memory_region(dup), Err(RegistryError::Duplicate { what: "lkey", value: LKEY }));
+    reg.add_qp(QpConfig::rc(QPN, 4, 4)).unwrap();
+    let q = &mut reg.qp_mut(QPN).unwrap().rq;
+    let at = [q.post(0x70), q.post(0x71)];
+    let inside = DataSeg { addr: addr + 4, len: 32, lkey: LKEY };
+    let past = DataSeg { addr: addr + 8, len: 32, lkey: LKEY };
+    let rq = wq(4 * 32, &[(0, wqe::recv_wqe(None, &[inside], 32)), (32, wqe::recv_wqe(None, &[past], 32))]);
+    reg.set_recv_wqes(QPN, rq, 32, false).unwrap();
+    let (mut m, mut cq) = setup::<64>(reg);
+    let data = payload(32);
+    for i in at {
+        m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, i, 0, 0).inline(&data)).unwrap();
+    }
+    let got = drain(&mut cq, 4);
+    assert_eq!(
+        got.iter().map(|c| (c.status, c.wr_id)).collect::<Vec<_>>(),
+        [(WcStatus::Success, 0x70), (WcStatus::LocProtErr, 0x71)]
+    );
+    drop((cq, m));
+    assert_eq!((&mine[..4], &mine[4..36], &mine[36..]), (&[0u8; 4][..], &data[..], &[0u8; 4][..]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 2 } else { 48 }, ..ProptestConfig::default() })]
+
+    /// Whatever the WQEs' data segments say (addresses inside, across, around and far from
+    /// the one registered region, any length, its key, another key, the null key), whatever
+    /// the CQEs name (posted or not, any WQE, up to 32 bytes inline), the copy writes only
+    /// inside the region, and each completion is a success or one of the copy's statuses.
+    #[test]
+    fn untrusted_segments_and_cqes_write_only_inside_the_region(
+        segs in proptest::collection::vec((0u64..448, 0u32..100, 0u8..4), 16),
+        cqes in proptest::collection::vec((0u16..8, 1usize..=32), 1..12),
+        posts in 0u32..8,
+    ) {
+        const NULL: u32 = 0x99;
+        let mem = Arc::new(DmaBuffer::new(256).unwrap());
+        mem.write_bytes(0, &[0xc5; 256]).unwrap();
+        let mut reg = Registry::new();
+        reg.add_memory_region(mem.memory_region(64, 128, LKEY).unwrap()).unwrap();
+        reg.set_null_lkey(Some(NULL));
+        reg.add_qp(QpConfig::rc(QPN, 8, 8)).unwrap();
+        for i in 0..posts {
+            reg.qp_mut(QPN).unwrap().rq.post(u64::from(i));
+        }
+        let keys = [LKEY, LKEY + 1, NULL, LKEY];
+        let segs: Vec<DataSeg> = segs
+            .iter()
+            .map(|&(off, len, key)| DataSeg { addr: mem.as_ptr() as u64 + off, len, lkey: keys[key as usize] })
+            .collect();
+        let wqes: Vec<(usize, Vec<u8>)> = segs.chunks(2).enumerate().map(|(i, s)| (i * 32, wqe::recv_wqe(None, s, 32))).collect();
+        reg.set_recv_wqes(QPN, wq(8 * 32, &wqes), 32, false).unwrap();
+        let (mut m, mut cq) = setup::<64>(reg);
+        for (i, &(counter, n)) in cqes.iter().enumerate() {
+            m.push(&build::resp(cqe_opcode::RESP_SEND, QPN, counter, 0, 0).inline(&vec![i as u8; n])).unwrap();
+            for c in drain(&mut cq, 4) {
+                prop_assert!(
+                    matches!(c.status, WcStatus::Success | WcStatus::LocLenErr | WcStatus::LocProtErr),
+                    "{c:?}"
+                );
+            }
+        }
+        let mut all = [0u8; 256];
+        mem.read_bytes(0, &mut all).unwrap();
+        prop_assert!(all[..64].iter().chain(&all[192..]).all(|&b| b == 0xc5), "written outside the region: {all:?}");
     }
 }

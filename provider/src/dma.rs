@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::granule::{self, GRANULE};
 use crate::ring::KeepAlive;
-use crate::{CqRing, DoorbellWord, WqBuffer};
+use crate::{CqRing, DoorbellWord, MemoryRegion, WqBuffer};
 use core::ptr::NonNull;
 use std::sync::Arc;
 
@@ -142,6 +142,21 @@ impl DmaBuffer {
         let keep: KeepAlive = self.clone();
         // SAFETY: the range lies inside the mapping (checked), which lives as long as `keep`, and whose bytes are only accessed by aligned 8-byte atomic operations.
         unsafe { WqBuffer::with_keepalive(self.as_ptr().add(offset), len, Some(keep)) }
+    }
+
+    /// A memory region over `len` bytes at `offset`, under `lkey`, keeping this buffer
+    /// alive: where a poller may write inline CQE data (a model's or a test's receive
+    /// buffers). Safe, unlike [`MemoryRegion::new`]: the buffer's bytes are written by the
+    /// granule rule, as every access to them is, and the buffer owns them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the buffer.
+    pub fn memory_region(self: &Arc<Self>, offset: usize, len: usize, lkey: u32) -> Result<MemoryRegion, Error> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer memory region", offset, len, limit: self.len });
+        }
+        MemoryRegion::in_granules(self.ptr, offset, len, lkey, self.clone())
     }
 
     /// Writes `src` at `offset`, one relaxed atomic store per 8-byte granule: WQEs a test

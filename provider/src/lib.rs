@@ -7,6 +7,8 @@
 //! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
 //! - [`WqBuffer`]: a work queue's WQEs, which a poller reads to scatter inline CQE data.
+//! - [`MemoryRegion`], [`MemoryRegions`]: the registered memory that inline data may be
+//!   written into, checked per write; [`MemoryRegion::new`] states the one promise.
 //! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
 //! - [`image`]: the ring-image text container and canonical completion lines.
 //! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
@@ -21,6 +23,7 @@ mod fault;
 mod granule;
 pub mod image;
 mod pow2;
+mod region;
 mod ring;
 #[cfg(feature = "model")]
 mod scramble;
@@ -35,6 +38,7 @@ pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
 pub use pow2::{Pow2Ref, Pow2Table};
+pub use region::{MemoryRegion, MemoryRegions};
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
 #[cfg(feature = "model")]
 pub use scramble::scrambled_qp;

@@ -1,6 +1,7 @@
 //! Work-queue buffers: the memory an application posts WQEs into. A poller reads a completed
 //! WQE's data segments from it to put data the device delivered inside the CQE (mlx5's
-//! inline scatter) where the WQE says, as rdma-core's poll does.
+//! inline scatter) where the WQE says, as rdma-core's poll does, inside registered memory
+//! regions only (`region.rs`).
 
 use crate::error::Error;
 use crate::granule::{self, GRANULE};
@@ -10,10 +11,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
 /// A work queue's WQE buffer, read by the poller (`mlx5dv_qp`'s `sq.buf` or `rq.buf`,
-/// `mlx5dv_srq`'s `buf`), and the one way it writes to the memory the WQEs' data segments
-/// name. Which bytes are data segments, and when their memory may be written, is promised
-/// where the buffer is handed to a poller (mlx5's `Registry::set_recv_wqes` and its
-/// siblings), not here.
+/// `mlx5dv_srq`'s `buf`). Its bytes are untrusted: the addresses its data segments hold are
+/// written only where they lie inside a registered [`crate::MemoryRegion`].
 ///
 /// Like ring memory, the buffer is read only by naturally aligned 8-byte atomic loads
 /// (`granule.rs`).
@@ -30,7 +29,7 @@ impl fmt::Debug for WqBuffer {
     }
 }
 
-// SAFETY: a pointer to memory the creator vouched for (see `new`); nothing is tied to the creating thread, every read is an aligned 8-byte atomic load, and the writes `write_named` makes go to memory the contract hands to whoever processes the completion, on whichever thread that is.
+// SAFETY: a pointer to memory the creator vouched for (see `new`); nothing is tied to the creating thread, and every access through it is an aligned 8-byte atomic load, sound from any thread.
 unsafe impl Send for WqBuffer {}
 
 impl WqBuffer {
@@ -40,8 +39,9 @@ impl WqBuffer {
     ///
     /// `base`'s `len` bytes stay mapped and readable for the life of the value and of its
     /// clones, and nothing in this process writes them except with naturally aligned 8-byte
-    /// atomic operations, or in writes ordered before the poll that reads them (posting a
-    /// WQE happens before its completion is polled).
+    /// atomic operations, or while no poll of a CQ whose registry holds the buffer runs
+    /// (posts made on the polling thread, or ordered with its polls). A poll may read any of
+    /// the buffer's WQEs, whatever it holds: its bytes are never trusted.
     ///
     /// # Errors
     ///
@@ -89,28 +89,6 @@ impl WqBuffer {
         let w = unsafe { granule::at(self.base.as_ptr().add(off)) }.load(Ordering::Relaxed);
         Some(w.to_ne_bytes())
     }
-
-    /// Writes `data` to `addr`: the address of a data segment in this buffer. Returns false,
-    /// writing nothing, for a null address (a garbage segment).
-    ///
-    /// # Safety
-    ///
-    /// The `data.len()` bytes at `addr` are valid for writes, and nothing else reads or
-    /// writes them during the call (what registering the buffer with a poller promises for
-    /// the data segments of the WQEs its CQEs name).
-    pub unsafe fn write_named(&self, addr: u64, data: &[u8]) -> bool {
-        let Some(dst) = NonNull::new(addr as usize as *mut u8) else {
-            return data.is_empty();
-        };
-        // Byte by byte (at most the 64 bytes a CQE carries): `copy_nonoverlapping` compiled
-        // to an indirect call of `memcpy`, which the poll path allows none of
-        // (tests/hot_path.rs).
-        for (i, &b) in data.iter().enumerate() {
-            // SAFETY: the `data.len()` bytes at `addr` are writable and not otherwise accessed during the call (the caller's guarantee), and `i < data.len()`.
-            unsafe { dst.as_ptr().add(i).write_volatile(b) };
-        }
-        true
-    }
 }
 
 #[cfg(test)]
@@ -120,7 +98,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn reads_whole_aligned_words_inside_the_buffer_and_writes_where_a_segment_points() {
+    fn reads_whole_aligned_words_inside_the_buffer() {
         let mem = Arc::new(DmaBuffer::new(64).unwrap());
         mem.write_bytes(8, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let wq = mem.wq_buffer(0, 32).unwrap();
@@ -131,14 +109,6 @@ mod tests {
         for off in [32, 28, 4, usize::MAX - 3] {
             assert_eq!(wq.bytes8(off), None, "offset {off}");
         }
-        let mut dst = vec![0u8; 6];
-        // SAFETY: `dst` is live, writable and not otherwise accessed during the call.
-        assert!(unsafe { wq.write_named(dst.as_mut_ptr() as u64, &[9, 8, 7]) });
-        assert_eq!(dst, [9, 8, 7, 0, 0, 0]);
-        // SAFETY: a null address is refused before any write.
-        assert!(!unsafe { wq.write_named(0, &[1]) });
-        // SAFETY: nothing is written for an empty range.
-        assert!(unsafe { wq.write_named(0, &[]) });
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::cq::{expected_owner, sw_owned_by_lap, CqStats, Mlx5Cq, FAST_REQ, FAST
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek, RecvTarget, Resources};
 use crate::fast::Stop;
 use crate::fields::RingCqe;
-use crate::registry::{Qp, Registry};
+use crate::registry::{InlineDest, Qp, Registry};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, CqRing, CqeFault, FaultKind, Pow2Ref, RingView, SlotRef, WcFlags, WcStatus};
 use dvcq_uapi::mlx5::cqe::{off, op_own, Cqe64};
@@ -226,7 +226,7 @@ impl Resources for Resolved {
     fn scatter_send(&mut self, _: u32, _: u16, _: &[u8]) -> Result<bool, WcStatus> {
         Ok(false)
     }
-    fn wqe_posted(&self, _: u32, _: bool, _: u16) -> bool {
+    fn wqe_posted(&self, _: InlineDest, _: u16) -> bool {
         false
     }
 }
