@@ -8,8 +8,11 @@ use dvcq_uapi::rxe::cq_layout::{IBV_CQ_CQE_OFFSET, IBV_CQ_HANDLE_OFFSET};
 use dvcq_uapi::rxe::wc::UverbsWc;
 use dvcq_uapi::rxe::RxeCqLayout;
 
-/// The record rdma_rxe writes to report `c` on port 1: every `ibv_wc` field of `c`, with
-/// the libibverbs numbers (which the kernel's `ib_wc_status` / `ib_wc_opcode` share).
+/// The record rdma_rxe writes to report `c`: every `ibv_wc` field of `c`, with the
+/// libibverbs numbers (which the kernel's `ib_wc_status` / `ib_wc_opcode` share), and
+/// `port_num` 1 on receive completions only: the responder fills it in (`do_complete`),
+/// the requester's send completions and the receive flushes leave it 0, as a capture from
+/// the real driver shows (tests/data).
 pub fn record(c: &Completion) -> UverbsWc {
     UverbsWc {
         wr_id: c.wr_id,
@@ -25,7 +28,7 @@ pub fn record(c: &Completion) -> UverbsWc {
         slid: c.slid,
         sl: c.sl,
         dlid_path_bits: c.dlid_path_bits,
-        port_num: 1,
+        port_num: u8::from(c.opcode.is_recv()),
         reserved: 0,
     }
 }
