@@ -32,11 +32,11 @@ pub(crate) struct CqState {
     pub(crate) dropped: u64,
     pub(crate) written: u64,
     pub(crate) completions: u64,
-    /// mlx5: for each CQE written and not yet polled, the SRQ WQE it consumed (SRQ id and
-    /// WQE index), so a poll returns the WQE to the SRQ's free list as rdma-core's poll does
-    /// (`mlx5_free_srq_wqe`). The model writes one completion per CQE, so a poll of n
-    /// completions consumed the first n.
-    pub(crate) srq_tags: VecDeque<Option<(usize, u16)>>,
+    /// mlx5: the SRQ receives written and not yet polled: the CQE's sequence number on
+    /// this CQ, the SRQ and the WQE index, so a poll returns the WQE to the SRQ's free list
+    /// as rdma-core's poll does (`mlx5_free_srq_wqe`). The model writes one completion per
+    /// CQE, so after n completions the first n CQEs were consumed.
+    pub(crate) srq_tags: VecDeque<(u64, usize, u16)>,
 }
 
 impl CqState {
@@ -62,8 +62,10 @@ impl CqState {
         let CqHw::Mlx5 { model, .. } = &mut self.hw else { return };
         match model.push(e) {
             Ok(_) => {
+                if let Some((srq, idx)) = srq_tag {
+                    self.srq_tags.push_back((self.written, srq, idx));
+                }
                 self.written += 1;
-                self.srq_tags.push_back(srq_tag);
             }
             Err(err) => self.refused(err.into()),
         }

@@ -38,9 +38,12 @@
 
 mod cq;
 mod exec;
+mod fabric;
+mod flush;
 mod irdma;
 mod memory;
 mod mlx5;
+mod post;
 mod qp;
 
 pub use cq::{ModelCq, ModelCqStats};
@@ -245,13 +248,13 @@ pub(crate) struct Shared {
     /// This device's port GID (an IPv4-mapped address, model choice: 192.0.2.x, the
     /// documentation range, x from a per-process device counter).
     pub(crate) gid: [u8; 16],
-    pub(crate) fabric: Mutex<exec::Fabric>,
+    pub(crate) fabric: Mutex<fabric::Fabric>,
 }
 
 impl Shared {
     /// The device state. A poisoned lock (a panic in another thread while it held the
     /// state) still hands the state out: nothing in the model leaves it half-changed.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, exec::Fabric> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, fabric::Fabric> {
         self.fabric.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -273,7 +276,7 @@ impl ModelDevice {
         gid[11] = 0xff;
         gid[12..].copy_from_slice(&[192, 0, 2, n]);
         let attrs = DeviceAttrs::of(vendor);
-        let fabric = Mutex::new(exec::Fabric::new(vendor, attrs, gid));
+        let fabric = Mutex::new(fabric::Fabric::new(vendor, attrs, gid));
         ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric }) }
     }
 

@@ -1,0 +1,245 @@
+//! Posting: the checks `ibv_post_send` and `ibv_post_recv` make, recording each post in
+//! the poller's registry as the provider records it, then executing it.
+
+use super::exec::{Data, Step, Work};
+use super::fabric::Fabric;
+use super::irdma as ird;
+use super::mlx5 as mx;
+use super::qp::{Payload, PostError, PostErrorKind, QpHw, QpState, Recv, Send, EINVAL, ENOMEM};
+use super::ModelVendor;
+use crate::verbs::{MrSlice, QpType, RecvWr, SendOp, SendWr};
+use dvcq_e810_dv::RegistryError;
+
+fn post_err(index: usize, kind: PostErrorKind, errno: i32, what: &'static str) -> PostError {
+    PostError { index, kind, errno, what }
+}
+
+impl Fabric {
+    pub(super) fn take_sg(&mut self, from: &[MrSlice]) -> Vec<MrSlice> {
+        let mut v = self.sg_pool.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(from);
+        v
+    }
+
+    pub(super) fn give_sg(&mut self, v: Vec<MrSlice>) {
+        if self.sg_pool.len() < 256 {
+            self.sg_pool.push(v);
+        }
+    }
+
+    /// The post-side checks of one send (`ibv_post_send`'s refusals).
+    pub(super) fn check_send(&self, q: usize, wr: &SendWr<'_>) -> Result<(), PostErrorKind> {
+        let qp = &self.qps[q];
+        if qp.state == QpState::Init {
+            return Err(PostErrorKind::BadState(qp.state));
+        }
+        if qp.qp_type == QpType::Ud && (wr.ud.is_none() || wr.op.remote().is_some()) {
+            return Err(PostErrorKind::BadOpcode);
+        }
+        let (max_sge, max_inline) = match &qp.hw {
+            QpHw::Mlx5(l) => (l.max_send_sge, l.max_inline),
+            QpHw::Irdma(l) => (l.max_send_sge, l.max_inline),
+        };
+        if wr.sg_list.len() > max_sge as usize {
+            return Err(PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max: max_sge });
+        }
+        if wr.inline && matches!(wr.op, SendOp::Read(_)) {
+            // Inline data is what a request sends; a READ sends none.
+            return Err(PostErrorKind::BadOpcode);
+        }
+        if wr.inline && wr.len() > u64::from(max_inline) {
+            return Err(PostErrorKind::InlineTooLong { len: wr.len(), max: max_inline });
+        }
+        Ok(())
+    }
+
+    pub(super) fn send_errno(&self, kind: PostErrorKind) -> i32 {
+        match (self.vendor, kind) {
+            (_, PostErrorKind::QueueFull) => ENOMEM,
+            (_, PostErrorKind::BadOpcode) => EINVAL,
+            // mlx5 refuses oversized lists and inline data, and sends before RTS (through
+            // `qp_state_max_gs`), with ENOMEM.
+            (ModelVendor::Mlx5, _) => ENOMEM,
+            (ModelVendor::Irdma, _) => EINVAL,
+        }
+    }
+
+    /// Records a send in the send CQ's registry as the provider does; the WQE index its CQE
+    /// will name.
+    pub(super) fn record_send(&mut self, q: usize, wr: &SendWr<'_>) -> Result<u16, PostErrorKind> {
+        let (qpn, qp_type, send_cq, hw) = {
+            let qp = &self.qps[q];
+            (qp.qpn, qp.qp_type, qp.send_cq, qp.hw)
+        };
+        let inline_len = wr.inline.then(|| wr.len());
+        match hw {
+            QpHw::Mlx5(l) => {
+                let sq =
+                    &mut self.mlx5_registry(send_cq).and_then(|r| r.qp_mut(qpn)).ok_or(PostErrorKind::QueueFull)?.sq;
+                if sq.outstanding() >= l.max_post_send {
+                    return Err(PostErrorKind::QueueFull);
+                }
+                Ok(sq.post(wr.wr_id, mx::wqebbs(qp_type, wr.op, wr.sg_list, inline_len)))
+            }
+            QpHw::Irdma(l) => {
+                let quanta = ird::quanta(wr.op, wr.sg_list.len(), inline_len);
+                let op = ird::sq_opcode(wr.op, wr.solicited);
+                let reg = self.irdma_registry(send_cq).ok_or(PostErrorKind::QueueFull)?;
+                let idx = reg.post_send(l.send_id, wr.wr_id, wr.len() as u32, quanta, op).map_err(|e| match e {
+                    RegistryError::Full => PostErrorKind::QueueFull,
+                    _ => PostErrorKind::BadOpcode,
+                })?;
+                self.flush[q].sq_uncovered += 1;
+                Ok(idx)
+            }
+        }
+    }
+
+    pub(crate) fn post_send(&mut self, q: usize, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        let mut result = Ok(());
+        for (i, wr) in wrs.iter().enumerate() {
+            if let Err(kind) = self.check_send(q, wr) {
+                result = Err(post_err(i, kind, self.send_errno(kind), "send"));
+                break;
+            }
+            let used_before = self.irdma_sq_used(q);
+            let wqe = match self.record_send(q, wr) {
+                Ok(w) => w,
+                Err(kind) => {
+                    result = Err(post_err(i, kind, self.send_errno(kind), "send"));
+                    break;
+                }
+            };
+            if self.qps[q].state == QpState::Error {
+                self.flush_posted_send(q, wqe, wr.op, used_before);
+                continue;
+            }
+            let mut inline = None;
+            if wr.inline {
+                let mut bytes = Vec::with_capacity(wr.len() as usize);
+                if self.mrs.gather_by_addr(wr.sg_list, &mut bytes) {
+                    inline = Some(bytes);
+                }
+            }
+            let data = match &inline {
+                Some(b) => Data::Inline(b),
+                None => Data::Gather(wr.sg_list),
+            };
+            let work =
+                Work { op: wr.op, data, signaled: wr.signaled, solicited: wr.solicited, ud: wr.ud, wqe, len: wr.len() };
+            let step = if self.qps[q].sq.is_empty() { self.execute(q, &work) } else { Step::Wait };
+            match step {
+                Step::Wait => {
+                    let payload = match inline {
+                        Some(b) => Payload::Inline(b),
+                        None => Payload::Gather(self.take_sg(wr.sg_list)),
+                    };
+                    let s = Send {
+                        op: wr.op,
+                        payload,
+                        signaled: wr.signaled,
+                        solicited: wr.solicited,
+                        ud: wr.ud,
+                        wqe,
+                        len: wr.len(),
+                    };
+                    self.qps[q].sq.push_back(s);
+                }
+                Step::Done(n) => self.complete_send(q, &work, n),
+                Step::Fail(status) => self.fail_send(q, &work, status),
+            }
+            self.apply_deferred();
+        }
+        self.progress();
+        result
+    }
+
+    pub(super) fn recv_errno(&self, kind: PostErrorKind) -> i32 {
+        match kind {
+            PostErrorKind::QueueFull => ENOMEM,
+            _ => EINVAL,
+        }
+    }
+
+    pub(crate) fn post_recv(&mut self, q: usize, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        let mut result = Ok(());
+        for (i, wr) in wrs.iter().enumerate() {
+            let (qpn, recv_cq, hw, state, srq) = {
+                let qp = &self.qps[q];
+                (qp.qpn, qp.recv_cq, qp.hw, qp.state, qp.srq)
+            };
+            let fail = |kind| post_err(i, kind, self.recv_errno(kind), "recv");
+            if srq.is_some() {
+                result = Err(fail(PostErrorKind::QueueFull));
+                break;
+            }
+            let used_before = self.irdma_rq_used(q);
+            let recorded = match hw {
+                QpHw::Mlx5(l) => {
+                    if wr.sg_list.len() > l.max_recv_sge as usize {
+                        Err(PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max: l.max_recv_sge })
+                    } else {
+                        match self.mlx5_registry(recv_cq).and_then(|r| r.qp_mut(qpn)) {
+                            Some(r) if r.rq.outstanding() < l.max_post_recv => Ok(r.rq.post(wr.wr_id)),
+                            _ => Err(PostErrorKind::QueueFull),
+                        }
+                    }
+                }
+                QpHw::Irdma(l) => {
+                    if wr.sg_list.len() > l.max_recv_sge as usize {
+                        Err(PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max: l.max_recv_sge })
+                    } else {
+                        match self.irdma_registry(recv_cq) {
+                            Some(reg) => reg.post_recv(l.recv_id, wr.wr_id).map_err(|_| PostErrorKind::QueueFull),
+                            None => Err(PostErrorKind::QueueFull),
+                        }
+                    }
+                }
+            };
+            let wqe = match recorded {
+                Ok(w) => w,
+                Err(kind) => {
+                    result = Err(post_err(i, kind, self.recv_errno(kind), "recv"));
+                    break;
+                }
+            };
+            self.flush[q].rq_uncovered += 1;
+            if state == QpState::Error {
+                self.flush_posted_recv(q, wqe, used_before);
+                continue;
+            }
+            let sg = self.take_sg(wr.sg_list);
+            self.qps[q].rq.push_back(Recv { wr_id: wr.wr_id, sg, wqe });
+        }
+        self.progress();
+        result
+    }
+
+    pub(crate) fn post_srq_recv(&mut self, s: usize, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        let mut result = Ok(());
+        for (i, wr) in wrs.iter().enumerate() {
+            let max = self.srqs[s].max_sge;
+            if wr.sg_list.len() > max as usize {
+                let kind = PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max };
+                result = Err(post_err(i, kind, EINVAL, "srq recv"));
+                break;
+            }
+            let Some(idx) = self.srqs[s].take() else {
+                result = Err(post_err(i, PostErrorKind::QueueFull, ENOMEM, "srq recv"));
+                break;
+            };
+            let srqn = self.srqs[s].srqn;
+            for k in 0..self.srqs[s].cqs.len() {
+                let cq = self.srqs[s].cqs[k];
+                if let Some(r) = self.mlx5_registry(cq).and_then(|r| r.srq_mut(srqn)) {
+                    r.post(idx, wr.wr_id);
+                }
+            }
+            let sg = self.take_sg(wr.sg_list);
+            self.srqs[s].posted.push_back(Recv { wr_id: wr.wr_id, sg, wqe: idx });
+        }
+        self.progress();
+        result
+    }
+}
