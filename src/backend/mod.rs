@@ -3,6 +3,7 @@
 //! rdma-core's own poll (the generic backend), with the reason either way.
 
 pub(crate) mod generic;
+pub(crate) mod maps;
 pub(crate) mod rxe;
 
 use crate::context::backend;
@@ -24,7 +25,7 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
 fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Poller, Backend), Error> {
     let refuse = |backend: &'static str, reason: String| Error::Attach { device: device.to_string(), backend, reason };
     match provider_of(ctx).as_deref() {
-        Some("rxe") => rxe::attach(device, cq).map(|(p, why)| (Poller::Rxe(p), backend(BackendKind::Rxe, why))),
+        Some("rxe") => rxe::attach(device, "rxe", cq).map(|(p, why)| (Poller::Rxe(p), backend(BackendKind::Rxe, why))),
         Some("mlx5") => Err(refuse("mlx5", "attaching to CQs rdma-core created is not built yet for mlx5".into())),
         Some("irdma") => Err(refuse("irdma", "attaching to CQs rdma-core created is not built yet for irdma".into())),
         Some(p) => Err(refuse("direct", format!("dvcq has no direct backend for the {p} provider"))),

@@ -17,4 +17,5 @@ pub(crate) mod device;
 pub(crate) mod ffi;
 mod ops;
 pub(crate) mod qp;
+pub(crate) mod rxe;
 
