@@ -16,6 +16,67 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Poll-path cost: ns/CQE (median of repetitions) and, with --callgrind, instructions/CQE.
     Poll(PollArgs),
+    /// Drain cost on a device through the Cq API: its direct backend against ibv_poll_cq,
+    /// on CQs filled by the same RDMA WRITEs, repetitions interleaved.
+    Drain(DrainArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct DrainArgs {
+    /// The device (`dvcq devices` lists them); the models have only their direct backend.
+    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
+    device: String,
+    /// Completions per fill: the CQ's and the send queue's depth (1 to 4096).
+    #[arg(short = 'n', long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    completions: u32,
+    /// Completions per poll call (1 to 256).
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    batch: usize,
+    /// Fills per backend (1 to 1000); the median is reported.
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    reps: u32,
+    /// One JSON object: `device` and `rows` (`poller`, `backend`, `completions`,
+    /// `ns_per_completion`, `ns_per_completion_min`, `ratio_to_ibv_poll_cq`).
+    #[arg(long)]
+    json: bool,
+    /// Also print `vm-figure NAME VALUE UNIT` lines (what the VM test collects).
+    #[arg(long)]
+    figure_lines: bool,
+}
+
+impl DrainArgs {
+    fn run(&self) -> Result<ExitCode, CliError> {
+        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(format!("bench drain: {e}")))?;
+        let p = bench::drain::DrainParams { completions: self.completions, batch: self.batch, reps: self.reps };
+        let rows = bench::drain::run(&ctx, &p).map_err(|e| CliError(format!("bench drain: {e}")))?;
+        let mut out = Output::stdout();
+        if self.json {
+            let v = serde_json::json!({ "device": self.device, "rows": rows });
+            out.line(&v.to_string())?;
+        } else {
+            out.line(&format!(" dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps", self.device, p.completions, p.batch, p.reps))?;
+            out.line(" #poller        #backend  ns/completion[median]  ns/completion[min]  ratio_to_ibv_poll_cq")?;
+            for r in &rows {
+                let ratio = r.ratio_to_ibv_poll_cq.map_or("-".to_string(), |x| format!("{x:.2}"));
+                out.line(&format!(
+                    " {:<14} {:<9} {:<22.1} {:<19.1} {ratio}",
+                    r.poller,
+                    r.backend.name(),
+                    r.ns_per_completion,
+                    r.ns_per_completion_min
+                ))?;
+            }
+        }
+        if self.figure_lines {
+            for r in &rows {
+                out.line(&format!("vm-figure drain_{}_{} {:.1} ns/completion", r.poller, r.backend.name(), r.ns_per_completion))?;
+                if let Some(x) = r.ratio_to_ibv_poll_cq.filter(|_| r.poller != "ibv_poll_cq") {
+                    out.line(&format!("vm-figure drain_{}_ratio_to_ibv_poll_cq {x:.3} x", r.backend.name()))?;
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// Whether the model of a compressed CQ compresses (`--back-pressure`).
@@ -120,6 +181,7 @@ impl BenchArgs {
     pub fn run(&self) -> Result<ExitCode, CliError> {
         match &self.what {
             BenchWhat::Poll(p) => p.run(),
+            BenchWhat::Drain(d) => d.run(),
         }
     }
 }
