@@ -100,15 +100,17 @@ fn grh(src: &[u8; 16], dst: &[u8; 16], payload: usize) -> [u8; 40] {
 impl Fabric {
     /// Runs the sends that wait, in order per QP, until none can move.
     pub(super) fn progress(&mut self) {
-        loop {
+        while self.waiting > 0 {
             let mut moved = false;
             for q in 0..self.qps.len() {
                 while self.qps[q].state == QpState::Rts {
                     let Some(s) = self.qps[q].sq.pop_front() else { break };
+                    self.waiting -= 1;
                     let step = self.execute(q, &s.work());
                     match step {
                         Step::Wait => {
                             self.qps[q].sq.push_front(s);
+                            self.waiting += 1;
                             break;
                         }
                         Step::Done(n) => self.complete_send(q, &s.work(), n),

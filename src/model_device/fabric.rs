@@ -64,6 +64,8 @@ pub(crate) struct Fabric {
     pub(super) ud_buf: Vec<u8>,
     /// Emptied scatter lists, reused by later posts.
     pub(super) sg_pool: Vec<Vec<MrSlice>>,
+    /// Sends waiting on every QP together (0: nothing for [`Fabric::progress`] to do).
+    pub(super) waiting: usize,
 }
 
 impl Fabric {
@@ -81,6 +83,7 @@ impl Fabric {
             data: Vec::new(),
             ud_buf: Vec::new(),
             sg_pool: Vec::new(),
+            waiting: 0,
         }
     }
 

@@ -24,6 +24,7 @@ impl Fabric {
     pub(super) fn qp_error(&mut self, q: usize, sq_code: WcStatus, rq_code: WcStatus) {
         self.qps[q].state = QpState::Error;
         let sends: Vec<Send> = self.qps[q].sq.drain(..).collect();
+        self.waiting -= sends.len();
         let recvs: Vec<Recv> = self.qps[q].rq.drain(..).collect();
         let (qpn, send_cq, recv_cq, hw) = {
             let qp = &self.qps[q];

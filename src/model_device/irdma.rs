@@ -197,6 +197,8 @@ pub(crate) fn recv_ok(
     solicited: bool,
     ud: Option<UdSource>,
 ) -> ModelCqe {
+    // A UD message is one packet (at most the MTU, its GRH aside).
+    let len = if ud.is_some() { 0 } else { len };
     let mut c = ModelCqe::recv(l.ctx, qpn, wqe, l.rq_shift, rq_opcode(op, len, mtu), byte_len);
     if let Some(imm) = op.imm() {
         c = c.with_imm(imm);

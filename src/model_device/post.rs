@@ -145,6 +145,7 @@ impl Fabric {
                         len: wr.len(),
                     };
                     self.qps[q].sq.push_back(s);
+                    self.waiting += 1;
                 }
                 Step::Done(n) => self.complete_send(q, &work, n),
                 Step::Fail(status) => self.fail_send(q, &work, status),
