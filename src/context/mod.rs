@@ -56,6 +56,10 @@ impl Context {
     fn open_verbs(name: &str) -> Result<Context, Error> {
         let ctx = sys::device::Context::open(name).map_err(|e| match e {
             sys::device::OpenError::Unknown { name } => Error::UnknownDevice { name, available: device::names() },
+            // No device list at all (a kernel without RDMA): the name is simply unknown.
+            sys::device::OpenError::Verbs(source) if source.call == "ibv_get_device_list" => {
+                Error::UnknownDevice { name: name.to_string(), available: device::names() }
+            }
             sys::device::OpenError::Verbs(source) => Error::Verbs { device: name.to_string(), source },
         })?;
         let (port, gid_index) = device::default_port_and_gid(&ctx);
