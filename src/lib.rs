@@ -36,8 +36,8 @@ pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats};
-pub use error::{Error, VerbsError};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+pub use error::{Error, VerbsError};
 
 #[cfg(dvcq_rdma_core)]
 mod backend;

@@ -68,7 +68,10 @@ fn a_model_refuses_what_it_cannot_give_with_its_limits() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(ctx.create_cq(CqOptions::new(0)), Err(Error::CqDepth { asked: 0, .. })));
-    assert!(matches!(ctx.create_cq(CqOptions::new(4).comp_vector(1)), Err(Error::CompVector { asked: 1, count: 1, .. })));
+    assert!(matches!(
+        ctx.create_cq(CqOptions::new(4).comp_vector(1)),
+        Err(Error::CompVector { asked: 1, count: 1, .. })
+    ));
     let e = ctx.create_cq(CqOptions::new(4).backend(BackendChoice::Generic)).unwrap_err();
     assert!(e.to_string().contains("no rdma-core poll"), "{e}");
     let cq = ctx.create_cq(CqOptions::new(max)).unwrap();

@@ -25,7 +25,9 @@ fn workloads_agree_on_a_real_device() {
         for (r, extra) in [(&direct, &cross), (&generic, &Vec::new())] {
             let bad = r.problems.len() + extra.len();
             println!("vm-row {} {} {} {} {}", w.name, r.backend.name(), r.records.len(), bad, r.reason);
-            failures.extend(r.problems.iter().chain(extra.iter()).map(|p| format!("{} [{}]: {p}", w.name, r.backend.name())));
+            failures.extend(
+                r.problems.iter().chain(extra.iter()).map(|p| format!("{} [{}]: {p}", w.name, r.backend.name())),
+            );
         }
     }
     for f in &failures {

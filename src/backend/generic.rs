@@ -14,7 +14,7 @@ const CHUNK: usize = 32;
 /// Polls an rdma-core CQ with `ibv_poll_cq`.
 pub(crate) struct GenericCq {
     cq: Arc<VerbsCq>,
-    scratch: [ffi::ibv_wc; CHUNK],
+    scratch: Box<[ffi::ibv_wc; CHUNK]>,
     /// Completions returned so far: the position a fault item names.
     polled: u32,
     last_error: Option<VerbsError>,
@@ -29,7 +29,7 @@ impl std::fmt::Debug for GenericCq {
 impl GenericCq {
     /// Polls `cq` with rdma-core's own poll.
     pub(crate) fn new(cq: Arc<VerbsCq>) -> Self {
-        GenericCq { cq, scratch: [ffi::ibv_wc::default(); CHUNK], polled: 0, last_error: None }
+        GenericCq { cq, scratch: Box::new([ffi::ibv_wc::default(); CHUNK]), polled: 0, last_error: None }
     }
 
     /// The CQ it polls.

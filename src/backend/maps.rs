@@ -40,7 +40,9 @@ pub(crate) fn covered_by_file(maps: &[Mapping], addr: u64, len: u64, file: &str)
 
 /// This process's mappings.
 pub(crate) fn current() -> Result<Vec<Mapping>, String> {
-    std::fs::read_to_string("/proc/self/maps").map(|t| parse(&t)).map_err(|e| format!("cannot read /proc/self/maps: {e}"))
+    std::fs::read_to_string("/proc/self/maps")
+        .map(|t| parse(&t))
+        .map_err(|e| format!("cannot read /proc/self/maps: {e}"))
 }
 
 #[cfg(test)]

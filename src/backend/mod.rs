@@ -49,8 +49,12 @@ pub(crate) fn choose(
         Err(e) if choice == BackendChoice::Direct => Err(e),
         Err(e) => {
             let why = match &e {
-                Error::Attach { backend, reason, .. } if *backend == "direct" => format!("rdma-core's ibv_poll_cq: {reason}"),
-                Error::Attach { backend, reason, .. } => format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}"),
+                Error::Attach { backend, reason, .. } if *backend == "direct" => {
+                    format!("rdma-core's ibv_poll_cq: {reason}")
+                }
+                Error::Attach { backend, reason, .. } => {
+                    format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}")
+                }
                 other => format!("rdma-core's ibv_poll_cq: {other}"),
             };
             Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)))

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use dvcq_provider::{Completion, CqDriver};
 use dvcq_rxe_dv::RxeCq;
-use dvcq_uapi::rxe::{RxeCqLayout, cq_layout::RXE_CQ_LAYOUTS};
+use dvcq_uapi::rxe::{cq_layout::RXE_CQ_LAYOUTS, RxeCqLayout};
 use std::sync::Arc;
 
 /// The rxe poller and the CQ whose ring it reads. The poller is declared first, so it is

@@ -79,12 +79,19 @@ fn one_rep(cq: &mut Cq, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
             busy += dt;
             got += n as u32;
             if let Some(bad) = wcs[..n].iter().find(|c| !c.is_ok()) {
-                return Err(Error::Mismatch { device: cq.device().to_string(), what: format!("a fill completed with {}", bad.status.name()) });
+                return Err(Error::Mismatch {
+                    device: cq.device().to_string(),
+                    what: format!("a fill completed with {}", bad.status.name()),
+                });
             }
         } else if Instant::now() > deadline {
             return Err(Error::Mismatch {
                 device: cq.device().to_string(),
-                what: format!("{} of {} completions did not arrive in {FILL_WAIT:?}", p.completions - got, p.completions),
+                what: format!(
+                    "{} of {} completions did not arrive in {FILL_WAIT:?}",
+                    p.completions - got,
+                    p.completions
+                ),
             });
         }
     }

@@ -54,7 +54,10 @@ impl DrainArgs {
             let v = serde_json::json!({ "device": self.device, "rows": rows });
             out.line(&v.to_string())?;
         } else {
-            out.line(&format!(" dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps", self.device, p.completions, p.batch, p.reps))?;
+            out.line(&format!(
+                " dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps",
+                self.device, p.completions, p.batch, p.reps
+            ))?;
             out.line(" #poller        #backend  ns/completion[median]  ns/completion[min]  ratio_to_ibv_poll_cq")?;
             for r in &rows {
                 let ratio = r.ratio_to_ibv_poll_cq.map_or("-".to_string(), |x| format!("{x:.2}"));
@@ -69,7 +72,12 @@ impl DrainArgs {
         }
         if self.figure_lines {
             for r in &rows {
-                out.line(&format!("vm-figure drain_{}_{} {:.1} ns/completion", r.poller, r.backend.name(), r.ns_per_completion))?;
+                out.line(&format!(
+                    "vm-figure drain_{}_{} {:.1} ns/completion",
+                    r.poller,
+                    r.backend.name(),
+                    r.ns_per_completion
+                ))?;
                 if let Some(x) = r.ratio_to_ibv_poll_cq.filter(|_| r.poller != "ibv_poll_cq") {
                     out.line(&format!("vm-figure drain_{}_ratio_to_ibv_poll_cq {x:.3} x", r.backend.name()))?;
                 }

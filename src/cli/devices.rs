@@ -29,7 +29,10 @@ impl DevicesArgs {
         if let Some(name) = &self.device {
             if !list.devices.iter().any(|d| &d.name == name) {
                 let known: Vec<&str> = list.devices.iter().map(|d| d.name.as_str()).collect();
-                return Err(CliError(format!("devices: no device named {name:?} (devices here: {})", known.join(", "))));
+                return Err(CliError(format!(
+                    "devices: no device named {name:?} (devices here: {})",
+                    known.join(", ")
+                )));
             }
             list.devices.retain(|d| &d.name == name);
         }

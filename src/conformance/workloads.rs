@@ -31,7 +31,16 @@ pub static WORKLOADS: &[Workload] = &[
 const MR_BYTES: usize = 64 * 1024;
 
 fn ok(qp: u8, wr_id: u64, opcode: WcOpcode) -> Record {
-    Record { qp, wr_id, status: WcStatus::Success, opcode: Some(opcode), byte_len: None, imm: None, flags: 0, src: None }
+    Record {
+        qp,
+        wr_id,
+        status: WcStatus::Success,
+        opcode: Some(opcode),
+        byte_len: None,
+        imm: None,
+        flags: 0,
+        src: None,
+    }
 }
 
 fn recv(qp: u8, wr_id: u64, byte_len: u32) -> Record {
@@ -238,7 +247,13 @@ fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     }
     poll_n(&mut cq, &mut r.rec, expected.len());
     for i in 0..4u64 {
-        check_data(&mut r.rec, "ud send", &r.mrs[1], i * u64::from(slot) + u64::from(UD_GRH_BYTES), &pattern(30 + i, 32));
+        check_data(
+            &mut r.rec,
+            "ud send",
+            &r.mrs[1],
+            i * u64::from(slot) + u64::from(UD_GRH_BYTES),
+            &pattern(30 + i, 32),
+        );
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
     Ok(outcome(&cq, r.rec, expected))
@@ -335,7 +350,7 @@ fn rc_flush(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     let mut cq = one_cq(ctx, choice, 64)?;
     let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
     post_recvs(&mut r.qps[1], &r.mrs[1], 700, 8, 64)?;
-    r.qps[1].to_error()?;
+    r.qps[1].enter_error_state()?;
     poll_n(&mut cq, &mut r.rec, 8);
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
     let expected = (0..8).map(|i| failed(1, 700 + i, WcStatus::WrFlushErr)).collect();

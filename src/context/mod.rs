@@ -32,7 +32,11 @@ pub struct Context {
 pub(crate) enum Inner {
     Model(ModelDevice),
     #[cfg(dvcq_rdma_core)]
-    Verbs { ctx: Arc<sys::device::Context>, port: u8, gid_index: u8 },
+    Verbs {
+        ctx: Arc<sys::device::Context>,
+        port: u8,
+        gid_index: u8,
+    },
 }
 
 impl Context {
@@ -112,7 +116,11 @@ impl Context {
             return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
         }
         if opts.comp_vector >= MODEL_COMP_VECTORS {
-            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: MODEL_COMP_VECTORS });
+            return Err(Error::CompVector {
+                device: self.name.clone(),
+                asked: opts.comp_vector,
+                count: MODEL_COMP_VECTORS,
+            });
         }
         if opts.backend == crate::cq::BackendChoice::Generic {
             return Err(Error::Mismatch {
@@ -175,7 +183,11 @@ pub struct Pd {
 pub(crate) enum PdInner {
     Model(ModelDevice),
     #[cfg(dvcq_rdma_core)]
-    Verbs { pd: Arc<sys::qp::Pd>, port: u8, gid_index: u8 },
+    Verbs {
+        pd: Arc<sys::qp::Pd>,
+        port: u8,
+        gid_index: u8,
+    },
 }
 
 impl Pd {

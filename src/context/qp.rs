@@ -67,17 +67,28 @@ enum SrqInner {
 fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
     match &cq.poller {
         Poller::Model(m) if cq.device() == device => Ok(m),
-        _ => Err(Error::Mismatch { device: device.to_string(), what: format!("CQ of device {} cannot be used here", cq.device()) }),
+        _ => Err(Error::Mismatch {
+            device: device.to_string(),
+            what: format!("CQ of device {} cannot be used here", cq.device()),
+        }),
     }
 }
 
 fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
-    Error::Post { device: device.to_string(), qpn, index: e.index, reason: format!("{:?} ({})", e.kind, std::io::Error::from_raw_os_error(e.errno)) }
+    Error::Post {
+        device: device.to_string(),
+        qpn,
+        index: e.index,
+        reason: format!("{:?} ({})", e.kind, std::io::Error::from_raw_os_error(e.errno)),
+    }
 }
 
 #[cfg(dvcq_rdma_core)]
 fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>, Error> {
-    let mismatch = || Error::Mismatch { device: device.to_string(), what: format!("CQ of device {} cannot be used here", cq.device()) };
+    let mismatch = || Error::Mismatch {
+        device: device.to_string(),
+        what: format!("CQ of device {} cannot be used here", cq.device()),
+    };
     if cq.device() != device {
         return Err(mismatch());
     }
@@ -99,7 +110,10 @@ impl Pd {
         match &self.inner {
             PdInner::Model(m) => {
                 if init.sq_sig_all {
-                    return Err(Error::Model { device: self.device.clone(), what: "sq_sig_all is not modelled: signal each send".into() });
+                    return Err(Error::Model {
+                        device: self.device.clone(),
+                        what: "sq_sig_all is not modelled: signal each send".into(),
+                    });
                 }
                 let send = model_cq_of(init.send_cq, &self.device)?;
                 let recv = model_cq_of(init.recv_cq, &self.device)?;
@@ -107,9 +121,16 @@ impl Pd {
                     None => None,
                     Some(SrqInner::Model(s)) => Some(s),
                     #[allow(unreachable_patterns)]
-                    Some(_) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
+                    Some(_) => {
+                        return Err(Error::Mismatch {
+                            device: self.device.clone(),
+                            what: "an SRQ of another device".into(),
+                        })
+                    }
                 };
-                let qp = m.create_qp(init.qp_type, send, recv, init.caps, srq).map_err(|e| super::model_error(&self.device, e))?;
+                let qp = m
+                    .create_qp(init.qp_type, send, recv, init.caps, srq)
+                    .map_err(|e| super::model_error(&self.device, e))?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Model(qp), device: self.device.clone(), qp_type: init.qp_type })
             }
             #[cfg(dvcq_rdma_core)]
@@ -119,12 +140,23 @@ impl Pd {
                 let srq = match init.srq.map(|s| &s.inner) {
                     None => None,
                     Some(SrqInner::Verbs(s)) => Some(s),
-                    Some(SrqInner::Model(_)) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
+                    Some(SrqInner::Model(_)) => {
+                        return Err(Error::Mismatch {
+                            device: self.device.clone(),
+                            what: "an SRQ of another device".into(),
+                        })
+                    }
                     #[allow(unreachable_patterns)]
-                    Some(_) => return Err(Error::Mismatch { device: self.device.clone(), what: "an SRQ of another device".into() }),
+                    Some(_) => {
+                        return Err(Error::Mismatch {
+                            device: self.device.clone(),
+                            what: "an SRQ of another device".into(),
+                        })
+                    }
                 };
-                let qp = sys::qp::Qp::new(pd, init.qp_type, send, recv, srq, init.caps, init.sq_sig_all, *port, *gid_index)
-                    .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                let qp =
+                    sys::qp::Qp::new(pd, init.qp_type, send, recv, srq, init.caps, init.sq_sig_all, *port, *gid_index)
+                        .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Verbs(qp), device: self.device.clone(), qp_type: init.qp_type })
             }
         }
@@ -194,7 +226,9 @@ impl Qp {
         match &mut self.inner {
             QpInner::Model(qp) => qp.connect(peer).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
-            QpInner::Verbs(qp) => qp.connect(peer).map_err(|source| Error::Verbs { device: self.device.clone(), source }),
+            QpInner::Verbs(qp) => {
+                qp.connect(peer).map_err(|source| Error::Verbs { device: self.device.clone(), source })
+            }
         }
     }
 
@@ -230,14 +264,16 @@ impl Qp {
     /// # Errors
     ///
     /// The device refused the state change.
-    pub fn to_error(&mut self) -> Result<(), Error> {
+    pub fn enter_error_state(&mut self) -> Result<(), Error> {
         match &mut self.inner {
             QpInner::Model(qp) => {
                 qp.to_error();
                 Ok(())
             }
             #[cfg(dvcq_rdma_core)]
-            QpInner::Verbs(qp) => qp.to_error().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
+            QpInner::Verbs(qp) => {
+                qp.enter_error_state().map_err(|source| Error::Verbs { device: self.device.clone(), source })
+            }
         }
     }
 }

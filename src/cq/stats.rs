@@ -56,7 +56,15 @@ mod tests {
         s.count(&[ok, err, fault]);
         assert_eq!(
             s,
-            CqStats { polls: 2, empty_polls: 1, completions: 3, errors: 2, faults: 1, poll_failures: 0, largest_batch: 3 }
+            CqStats {
+                polls: 2,
+                empty_polls: 1,
+                completions: 3,
+                errors: 2,
+                faults: 1,
+                poll_failures: 0,
+                largest_batch: 3
+            }
         );
     }
 }

@@ -136,10 +136,7 @@ pub fn link_layer_name(l: u8) -> &'static str {
 /// A GUID in `ibv_devinfo`'s `xxxx:xxxx:xxxx:xxxx` form, from its host-order value.
 pub fn guid_string(guid: u64) -> String {
     let g = guid.to_be_bytes();
-    format!(
-        "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
-        g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
-    )
+    format!("{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}", g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7])
 }
 
 /// A GID in full IPv6 groups.

@@ -99,8 +99,12 @@ pub(crate) fn model_info(vendor: crate::model_device::ModelVendor) -> DeviceInfo
     let gid = ModelDevice::new(vendor).gid();
     let (vendor_id, part, what) = match vendor {
         // PCI ids of the parts the models play: ConnectX-6 (0x15b3:0x101b), E810-C (0x8086:0x1592).
-        ModelVendor::Mlx5 => (0x15b3, 0x101b, "dvcq's mlx5 poller on a modelled ConnectX-6 CQ that executes posted work"),
-        ModelVendor::Irdma => (0x8086, 0x1592, "dvcq's irdma poller on a modelled E810 (GEN2) CQ that executes posted work"),
+        ModelVendor::Mlx5 => {
+            (0x15b3, 0x101b, "dvcq's mlx5 poller on a modelled ConnectX-6 CQ that executes posted work")
+        }
+        ModelVendor::Irdma => {
+            (0x8086, 0x1592, "dvcq's irdma poller on a modelled E810 (GEN2) CQ that executes posted work")
+        }
     };
     DeviceInfo {
         name: vendor.device_name().to_string(),
@@ -163,7 +167,8 @@ fn gids(ctx: &crate::sys::device::Context, port: u8, len: i32) -> Vec<GidInfo> {
             if gid == [0; 16] {
                 return None;
             }
-            let kind = std::fs::read_to_string(base.join(i.to_string())).map(|s| s.trim().to_string()).unwrap_or_default();
+            let kind =
+                std::fs::read_to_string(base.join(i.to_string())).map(|s| s.trim().to_string()).unwrap_or_default();
             Some(GidInfo { index: i as u32, gid: gid_string(&gid), kind })
         })
         .collect()

@@ -46,7 +46,10 @@ impl Cq {
     /// destroy meanwhile except through dvcq.
     pub unsafe fn attach(ctx: &Context, cq: NonNull<c_void>, choice: BackendChoice) -> Result<Cq, Error> {
         let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else {
-            return Err(Error::Mismatch { device: ctx.name().to_string(), what: "a model context has no rdma-core CQs to attach".into() });
+            return Err(Error::Mismatch {
+                device: ctx.name().to_string(),
+                what: "a model context has no rdma-core CQs to attach".into(),
+            });
         };
         // SAFETY: the caller's promise: a live CQ; dvcq only reads it and never destroys it.
         let verbs = unsafe { VerbsCq::borrowed(vctx, cq.as_ptr().cast::<ffi::ibv_cq>()) };
@@ -93,7 +96,11 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Cq::attach`].
-        pub unsafe fn attach_rdma_sys(ctx: &Context, cq: NonNull<rdma_sys::ibv_cq>, choice: BackendChoice) -> Result<Cq, Error> {
+        pub unsafe fn attach_rdma_sys(
+            ctx: &Context,
+            cq: NonNull<rdma_sys::ibv_cq>,
+            choice: BackendChoice,
+        ) -> Result<Cq, Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { Cq::attach(ctx, cq.cast(), choice) }
         }

@@ -2,14 +2,15 @@
 //! dvcq's [`Completion`].
 
 use super::device::Context;
-use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
+use crate::error::VerbsError;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use std::sync::Arc;
 
 /// A completion channel (`ibv_create_comp_channel`): the fd completion events arrive on.
 #[derive(Debug)]
+#[allow(dead_code)] // the event mode's; nothing makes one yet
 pub(crate) struct CompChannel {
     ptr: *mut ffi::ibv_comp_channel,
     _ctx: Arc<Context>,
@@ -21,6 +22,7 @@ unsafe impl Send for CompChannel {}
 // SAFETY: shared use only reads the fd number.
 unsafe impl Sync for CompChannel {}
 
+#[allow(dead_code)] // the event mode's; nothing makes one yet
 impl CompChannel {
     /// Creates a channel on `ctx`.
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<CompChannel>, VerbsError> {
@@ -74,7 +76,8 @@ impl VerbsCq {
         channel: Option<&Arc<CompChannel>>,
     ) -> Result<Arc<VerbsCq>, VerbsError> {
         let cqe = i32::try_from(depth).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
-        let vector = i32::try_from(comp_vector).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
+        let vector =
+            i32::try_from(comp_vector).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
         let ch = channel.map_or(core::ptr::null_mut(), |c| c.ptr);
         // SAFETY: a live context; the channel, when given, belongs to it and outlives the
         // CQ (the CQ holds its Arc).
@@ -107,6 +110,7 @@ impl VerbsCq {
     }
 
     /// The context it was made on.
+    #[allow(dead_code)] // the event mode's
     pub(crate) fn context(&self) -> &Arc<Context> {
         &self.ctx
     }
@@ -118,6 +122,7 @@ impl VerbsCq {
     }
 
     /// `ibv_req_notify_cq`.
+    #[allow(dead_code)] // the event mode's
     pub(crate) fn req_notify(&self, solicited_only: bool) -> Result<(), VerbsError> {
         // SAFETY: a live CQ.
         let rc = unsafe { ops::req_notify_cq(self.ptr, solicited_only) };
@@ -160,9 +165,7 @@ pub(crate) fn completion_of(wc: &ffi::ibv_wc, position: u32) -> Completion {
     let opcode = match WcOpcode::from_u32(wc.opcode) {
         Some(op) => op,
         None if status != WcStatus::Success => WcOpcode::Send,
-        None => {
-            return Completion::from_fault(CqeFault { kind: FaultKind::BadOpcode, position, value: wc.opcode })
-        }
+        None => return Completion::from_fault(CqeFault { kind: FaultKind::BadOpcode, position, value: wc.opcode }),
     };
     Completion {
         wr_id: wc.wr_id,

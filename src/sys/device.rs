@@ -1,9 +1,9 @@
 //! Devices and contexts: `ibv_get_device_list`, `ibv_open_device`, the queries behind
 //! `dvcq devices`, and which rdma-core release and provider library are loaded.
 
-use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
+use crate::error::VerbsError;
 use core::ffi::{c_char, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::Arc;

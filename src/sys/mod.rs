@@ -18,4 +18,3 @@ pub(crate) mod ffi;
 mod ops;
 pub(crate) mod qp;
 pub(crate) mod rxe;
-

@@ -3,9 +3,9 @@
 
 use super::cq::VerbsCq;
 use super::device::Context;
-use crate::error::VerbsError;
 use super::ffi;
 use super::ops;
+use crate::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use dvcq_provider::DmaBuffer;
 use std::sync::Arc;
@@ -165,7 +165,6 @@ pub(crate) struct Qp {
 // at a time, and the address-handle cache is only touched there.
 unsafe impl Send for Qp {}
 
-
 impl Qp {
     /// Creates a QP and brings it to INIT (UD: all the way to RTS, since a UD QP needs no
     /// peer).
@@ -216,12 +215,8 @@ impl Qp {
             _recv_cq: Arc::clone(recv_cq),
             _srq: srq.cloned(),
         };
-        let mut a = ffi::ibv_qp_attr {
-            qp_state: ffi::IBV_QPS_INIT,
-            pkey_index: 0,
-            port_num: port,
-            ..Default::default()
-        };
+        let mut a =
+            ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_INIT, pkey_index: 0, port_num: port, ..Default::default() };
         let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
         match qp_type {
             QpType::Rc => {
@@ -331,7 +326,7 @@ impl Qp {
     }
 
     /// Moves the QP to the error state: outstanding work completes with `WR_FLUSH_ERR`.
-    pub(crate) fn to_error(&mut self) -> Result<(), VerbsError> {
+    pub(crate) fn enter_error_state(&mut self) -> Result<(), VerbsError> {
         let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_ERR, ..Default::default() };
         self.modify(&mut a, ffi::IBV_QP_STATE)
     }
@@ -385,7 +380,8 @@ impl Qp {
                     return Err(PostFailure { index: i, errno: libc::EINVAL });
                 };
                 let ah = self.ah_for(&dest.endpoint).map_err(|e| PostFailure { index: i, errno: e.errno })?;
-                c.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: dest.qpn, remote_qkey: dest.qkey };
+                c.wr.ud =
+                    ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: dest.qpn, remote_qkey: dest.qkey };
             }
             list.push(c);
         }

@@ -19,7 +19,11 @@ const_assert_eq!(IBV_CQ_SIZE, size_of::<ffi::ibv_cq>());
 #[cfg(target_arch = "x86_64")]
 const_assert_eq!(
     VERBS_CQ_SIZE,
-    if size_of::<ffi::ibv_cq_ex>() > size_of::<ffi::ibv_cq>() { size_of::<ffi::ibv_cq_ex>() } else { size_of::<ffi::ibv_cq>() }
+    if size_of::<ffi::ibv_cq_ex>() > size_of::<ffi::ibv_cq>() {
+        size_of::<ffi::ibv_cq_ex>()
+    } else {
+        size_of::<ffi::ibv_cq>()
+    }
 );
 const_assert_eq!(IBV_CQ_CQE_OFFSET, offset_of!(ffi::ibv_cq, cqe));
 const_assert_eq!(IBV_CQ_HANDLE_OFFSET, offset_of!(ffi::ibv_cq, handle));
