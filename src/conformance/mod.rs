@@ -88,14 +88,16 @@ pub struct Run {
 #[derive(Debug, Default)]
 pub struct Recorder {
     qpns: Vec<u32>,
+    ud: Vec<bool>,
     records: Vec<Record>,
     problems: Vec<String>,
 }
 
 impl Recorder {
-    /// Names QP number `qpn` role `qpns.len()` (the order the workload made its QPs in).
-    pub fn add_qp(&mut self, qpn: u32) -> u8 {
-        self.qpns.push(qpn);
+    /// Names QP `qp` role `n` for the n-th QP the workload made.
+    pub fn add_qp(&mut self, qp: &crate::Qp) -> u8 {
+        self.qpns.push(qp.qpn());
+        self.ud.push(qp.qp_type() == crate::verbs::QpType::Ud);
         (self.qpns.len() - 1) as u8
     }
 
@@ -116,8 +118,11 @@ impl Recorder {
         let ok = c.status == WcStatus::Success;
         // Flags and immediate data are defined for receives only: on a requester completion
         // providers differ (mlx5 and rxe set WITH_IMM on a SEND_WITH_IMM's, irdma does not).
+        // GRH and the source QP are defined for UD only (rxe sets GRH on RoCE RC receives).
         let received = ok && c.opcode.is_recv();
-        let flags = c.wc_flags & (WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV);
+        let ud = self.ud[qp as usize];
+        let defined = if ud { WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV } else { WcFlags::WITH_IMM | WcFlags::WITH_INV };
+        let flags = c.wc_flags & defined;
         self.records.push(Record {
             qp,
             wr_id: c.wr_id,
@@ -126,7 +131,7 @@ impl Recorder {
             byte_len: (ok && (c.opcode.is_recv() || c.opcode == WcOpcode::RdmaRead)).then_some(c.byte_len),
             imm: (received && c.wc_flags.contains(WcFlags::WITH_IMM)).then_some(c.imm_data),
             flags: if received { flags.bits() } else { 0 },
-            src: (received && c.wc_flags.contains(WcFlags::GRH)).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
+            src: (received && ud).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
         });
     }
 

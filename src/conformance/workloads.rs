@@ -82,7 +82,7 @@ fn rig(ctx: &Context, qp_type: QpType, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps,
     for _ in 0..n {
         let init = QpInit { qp_type, send_cq, recv_cq, srq: None, caps, sq_sig_all: false };
         let qp = pd.create_qp(&init)?;
-        rec.add_qp(qp.qpn());
+        rec.add_qp(&qp);
         qps.push(qp);
         mrs.push(pd.reg_mr(MR_BYTES, Access::ALL)?);
     }
@@ -301,7 +301,7 @@ fn rc_srq(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
             sq_sig_all: false,
         };
         let qp = pd.create_qp(&init)?;
-        rec.add_qp(qp.qpn());
+        rec.add_qp(&qp);
         qps.push(qp);
     }
     connect_pairs(&mut qps)?;
