@@ -1,0 +1,535 @@
+//! rdma-core's private mlx5 provider structs that an attach to rdma-core's own QPs and SRQs
+//! reads (`providers/mlx5/mlx5.h`: `struct mlx5_qp`, `struct mlx5_wq`, `struct mlx5_srq`),
+//! as a table of byte offsets per release range, for x86_64 (LP64, glibc).
+//! shared/spec/mlx5.md §13.2 ("Important"): the `wr_id` tables and queue tails live here.
+//!
+//! ```c
+//! struct mlx5_wq {                    /* the same in every release of the table */
+//!         uint64_t *wrid;  unsigned *wqe_head;  struct mlx5_spinlock lock;
+//!         unsigned wqe_cnt, max_post, head, tail, cur_post;
+//!         int max_gs, qp_state_max_gs, wqe_shift, offset;
+//!         void *qend;  uint32_t *wr_data;
+//! };
+//! struct mlx5_qp {
+//!         struct mlx5_resource rsc;   /* { enum type; uint32_t rsn; } */
+//!         struct verbs_qp verbs_qp;   /* union { ibv_qp; ibv_qp_ex; }, comp_mask, xrcd */
+//!         struct mlx5dv_qp_ex dv_qp;  struct ibv_qp *ibv_qp;
+//!         struct mlx5_buf buf;  int max_inline_data, buf_size;
+//!         struct mlx5_buf sq_buf;  int sq_buf_size;  struct mlx5_bf *bf;
+//!         ... new post send API state ...
+//!         uint8_t fm_cache, sq_signal_bits;  void *sq_start;
+//!         struct mlx5_wq sq;
+//!         __be32 *db;  [v64: struct ibv_buf *dbrec_ibv_buf;]  bool custom_db;
+//!         struct mlx5_wq rq;
+//!         ...
+//! };
+//! ```
+//!
+//! Read in the rdma-core tree at every tag v44.0 to v64.0, the heads of the stable-v44 to
+//! stable-v63 branches, and master at 691953d8 (`PACKAGE_VERSION` 65.0). Three layouts of
+//! the fields read here:
+//!
+//! - v44.0-v44.12: `struct ibv_qp_ex` (inside `verbs_qp`) ends at `wr_atomic_write`.
+//! - v45.0-v63.1: `ibv_qp_ex` gains `wr_flush` (one function pointer): everything after
+//!   `verbs_qp` moves 8 bytes. (v48.0 appends `free_wqe_bitmap` and `nwqes` to
+//!   `struct mlx5_srq`, after every field read here.)
+//! - v64.0 (and master): `struct mlx5_buf` starts with a `struct ibv_buf` (address, size,
+//!   pd, dmabuf fd) instead of address and length and drops `mparent_domain` (64 → 72
+//!   bytes), and `struct mlx5_qp` / `struct mlx5_srq` gain `dbrec_ibv_buf` after `db`.
+//!
+//! The offsets agree with a C `offsetof` probe that declares these structs as each
+//! release's `mlx5.h` does (the header is private) over rdma-core 44's installed `verbs.h`
+//! and `mlx5dv.h`, with `ibv_qp_ex` and `mlx5_buf` changed as listed for the later rows.
+//! Nothing here is bindgen output: the root crate's glue asserts the public sizes
+//! ([`IBV_QP_SIZE`], [`MLX5DV_QP_EX_SIZE`], the `ibv_qp` offsets) against bindgen's
+//! structs, which ties the table to the headers the build saw.
+
+use core::mem::{offset_of, size_of};
+use static_assertions::const_assert_eq;
+
+/// `sizeof(struct ibv_qp)` on x86_64 glibc.
+pub const IBV_QP_SIZE: usize = 160;
+/// `offsetof(struct ibv_qp, qp_num)`.
+pub const IBV_QP_QP_NUM_OFFSET: usize = 52;
+/// `sizeof(struct ibv_qp_ex)` in rdma-core v44 (ends at `wr_atomic_write`).
+pub const IBV_QP_EX_SIZE_V44: usize = 352;
+/// `sizeof(struct ibv_qp_ex)` from v45 (`wr_flush` appended).
+pub const IBV_QP_EX_SIZE_V45: usize = IBV_QP_EX_SIZE_V44 + 8;
+/// `sizeof(struct mlx5dv_qp_ex)` (public, `mlx5dv.h`; the same text v44 to v65).
+pub const MLX5DV_QP_EX_SIZE: usize = 104;
+/// `sizeof(struct ibv_srq)` on x86_64 glibc.
+pub const IBV_SRQ_SIZE: usize = 128;
+/// `MLX5_RSC_TYPE_QP`, the first value of `enum mlx5_rsc_type`: `rsc.type` of a QP.
+pub const MLX5_RSC_TYPE_QP: u32 = 0;
+/// `MLX5_RSC_TYPE_SRQ`: `rsc.type` of a basic SRQ (`MLX5_RSC_TYPE_XSRQ` and others follow).
+pub const MLX5_RSC_TYPE_SRQ: u32 = 4;
+
+/// `struct mlx5_spinlock`: a `pthread_spinlock_t` and two ints.
+#[repr(C)]
+struct Spinlock {
+    lock: u32,
+    in_use: i32,
+    need_lock: i32,
+}
+
+/// `struct mlx5_wq`, pointers as `u64`.
+#[repr(C)]
+struct Wq {
+    wrid: u64,
+    wqe_head: u64,
+    lock: Spinlock,
+    wqe_cnt: u32,
+    max_post: u32,
+    head: u32,
+    tail: u32,
+    cur_post: u32,
+    max_gs: i32,
+    qp_state_max_gs: i32,
+    wqe_shift: i32,
+    offset: i32,
+    qend: u64,
+    wr_data: u64,
+}
+
+const_assert_eq!(offset_of!(Wq, lock), 16);
+const_assert_eq!(offset_of!(Wq, wqe_cnt), 28);
+const_assert_eq!(offset_of!(Wq, max_post), 32);
+const_assert_eq!(offset_of!(Wq, head), 36);
+const_assert_eq!(offset_of!(Wq, tail), 40);
+const_assert_eq!(offset_of!(Wq, cur_post), 44);
+const_assert_eq!(offset_of!(Wq, wqe_shift), 56);
+const_assert_eq!(offset_of!(Wq, offset), 60);
+const_assert_eq!(offset_of!(Wq, qend), 64);
+const_assert_eq!(offset_of!(Wq, wr_data), 72);
+const_assert_eq!(size_of::<Wq>(), 80);
+
+/// `struct mlx5_buf` before v64.
+#[repr(C)]
+struct BufV44 {
+    buf: u64,
+    length: u64,
+    base: i32,
+    hmem: u64,
+    kind: u32,
+    resource_type: u64,
+    req_alignment: u64,
+    mparent_domain: u64,
+}
+const_assert_eq!(size_of::<BufV44>(), 64);
+
+/// `struct ibv_buf` (`libibverbs/driver.h`, v64).
+#[repr(C)]
+struct IbvBuf {
+    addr: u64,
+    size: u64,
+    pd: u64,
+    dmabuf_fd: i32,
+}
+const_assert_eq!(size_of::<IbvBuf>(), 32);
+
+/// `struct mlx5_buf` from v64: a `struct ibv_buf` first.
+#[repr(C)]
+struct BufV64 {
+    ibv_buf: IbvBuf,
+    base: i32,
+    hmem: u64,
+    kind: u32,
+    resource_type: u64,
+    req_alignment: u64,
+}
+const_assert_eq!(size_of::<BufV64>(), 72);
+
+/// `struct verbs_qp`: the union of `ibv_qp` and `ibv_qp_ex` (`EX` bytes), then
+/// `comp_mask` and `xrcd`.
+#[repr(C)]
+struct VerbsQp<const EX: usize> {
+    qp_ex: [u8; EX],
+    comp_mask: u32,
+    xrcd: u64,
+}
+
+/// `struct mlx5_qp` up to the end of `rq`, for a `verbs_qp` of `EX` bytes, a buffer type
+/// `B` and `DB` words (0 or 1) of `dbrec_ibv_buf` after `db`.
+#[repr(C)]
+struct Qp<const EX: usize, B, const DB: usize> {
+    rsc_type: u32,
+    rsn: u32,
+    verbs_qp: VerbsQp<EX>,
+    dv_qp: [u64; MLX5DV_QP_EX_SIZE / 8],
+    ibv_qp: u64,
+    buf: B,
+    max_inline_data: i32,
+    buf_size: i32,
+    sq_buf: B,
+    sq_buf_size: i32,
+    bf: u64,
+    inl_wqe: u8,
+    cur_setters_cnt: u8,
+    num_mkey_setters: u8,
+    fm_cache_rb: u8,
+    err: i32,
+    nreq: i32,
+    cur_size: u32,
+    cur_post_rb: u32,
+    cur_eth: u64,
+    cur_data: u64,
+    cur_ctrl: u64,
+    cur_mkey: u64,
+    fm_cache: u8,
+    sq_signal_bits: u8,
+    sq_start: u64,
+    sq: Wq,
+    db: u64,
+    dbrec_ibv_buf: [u64; DB],
+    custom_db: u8,
+    rq: Wq,
+}
+
+type QpV44 = Qp<IBV_QP_EX_SIZE_V44, BufV44, 0>;
+type QpV45 = Qp<IBV_QP_EX_SIZE_V45, BufV44, 0>;
+type QpV64 = Qp<IBV_QP_EX_SIZE_V45, BufV64, 1>;
+
+// What the probe printed for each layout.
+const_assert_eq!(offset_of!(QpV44, verbs_qp), 8);
+const_assert_eq!(offset_of!(QpV44, dv_qp), 376);
+const_assert_eq!(offset_of!(QpV44, ibv_qp), 480);
+const_assert_eq!(offset_of!(QpV44, buf), 488);
+const_assert_eq!(offset_of!(QpV44, sq_buf), 560);
+const_assert_eq!(offset_of!(QpV44, sq_buf_size), 624);
+const_assert_eq!(offset_of!(QpV44, sq_start), 704);
+const_assert_eq!(offset_of!(QpV44, sq), 712);
+const_assert_eq!(offset_of!(QpV44, db), 792);
+const_assert_eq!(offset_of!(QpV44, custom_db), 800);
+const_assert_eq!(offset_of!(QpV44, rq), 808);
+const_assert_eq!(offset_of!(QpV45, dv_qp), 384);
+const_assert_eq!(offset_of!(QpV45, ibv_qp), 488);
+const_assert_eq!(offset_of!(QpV45, buf), 496);
+const_assert_eq!(offset_of!(QpV45, sq_buf), 568);
+const_assert_eq!(offset_of!(QpV45, sq_buf_size), 632);
+const_assert_eq!(offset_of!(QpV45, sq_start), 712);
+const_assert_eq!(offset_of!(QpV45, sq), 720);
+const_assert_eq!(offset_of!(QpV45, db), 800);
+const_assert_eq!(offset_of!(QpV45, rq), 816);
+const_assert_eq!(offset_of!(QpV64, ibv_qp), 488);
+const_assert_eq!(offset_of!(QpV64, buf), 496);
+const_assert_eq!(offset_of!(QpV64, sq_buf), 576);
+const_assert_eq!(offset_of!(QpV64, sq_buf_size), 648);
+const_assert_eq!(offset_of!(QpV64, sq_start), 728);
+const_assert_eq!(offset_of!(QpV64, sq), 736);
+const_assert_eq!(offset_of!(QpV64, db), 816);
+const_assert_eq!(offset_of!(QpV64, custom_db), 832);
+const_assert_eq!(offset_of!(QpV64, rq), 840);
+
+/// `struct verbs_srq`: `ibv_srq`, `srq_type`, `xrcd`, `cq`, `srq_num`.
+#[repr(C)]
+struct VerbsSrq {
+    srq: [u64; IBV_SRQ_SIZE / 8],
+    srq_type: u32,
+    xrcd: u64,
+    cq: u64,
+    srq_num: u32,
+}
+const_assert_eq!(size_of::<VerbsSrq>(), 160);
+
+/// `struct mlx5_srq` up to `counter`.
+#[repr(C)]
+struct Srq<B, const DB: usize> {
+    rsc_type: u32,
+    rsn: u32,
+    vsrq: VerbsSrq,
+    buf: B,
+    lock: Spinlock,
+    wrid: u64,
+    srqn: u32,
+    max: i32,
+    max_gs: i32,
+    wqe_shift: i32,
+    head: i32,
+    tail: i32,
+    waitq_head: i32,
+    waitq_tail: i32,
+    db: u64,
+    dbrec_ibv_buf: [u64; DB],
+    custom_db: u8,
+    counter: u16,
+}
+
+type SrqV44 = Srq<BufV44, 0>;
+type SrqV64 = Srq<BufV64, 1>;
+
+const_assert_eq!(offset_of!(SrqV44, vsrq), 8);
+const_assert_eq!(offset_of!(SrqV44, buf), 168);
+const_assert_eq!(offset_of!(SrqV44, lock), 232);
+const_assert_eq!(offset_of!(SrqV44, wrid), 248);
+const_assert_eq!(offset_of!(SrqV44, srqn), 256);
+const_assert_eq!(offset_of!(SrqV44, max), 260);
+const_assert_eq!(offset_of!(SrqV44, wqe_shift), 268);
+const_assert_eq!(offset_of!(SrqV44, head), 272);
+const_assert_eq!(offset_of!(SrqV44, tail), 276);
+const_assert_eq!(offset_of!(SrqV44, db), 288);
+const_assert_eq!(offset_of!(SrqV44, counter), 298);
+const_assert_eq!(offset_of!(SrqV64, lock), 240);
+const_assert_eq!(offset_of!(SrqV64, wrid), 256);
+const_assert_eq!(offset_of!(SrqV64, head), 280);
+const_assert_eq!(offset_of!(SrqV64, db), 296);
+const_assert_eq!(offset_of!(SrqV64, counter), 314);
+
+/// Where the fields of one `struct mlx5_wq` are, from the start of the queue struct.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5WqLayout {
+    /// `wrid`: the `uint64_t` wr_id table (8-byte pointer).
+    pub wrid: usize,
+    /// `wqe_head`: the `unsigned` table of each WQE's work-request count (8-byte pointer).
+    pub wqe_head: usize,
+    /// `wqe_cnt` (`u32`).
+    pub wqe_cnt: usize,
+    /// `max_post` (`u32`): what a post may have outstanding.
+    pub max_post: usize,
+    /// `head` (`u32`): work requests posted.
+    pub head: usize,
+    /// `tail` (`u32`): work requests retired, written by the poll.
+    pub tail: usize,
+    /// `cur_post` (`u32`): the next WQE index, in 64-byte blocks (send queue).
+    pub cur_post: usize,
+    /// `wqe_shift` (`i32`): log2 of the WQE stride.
+    pub wqe_shift: usize,
+    /// `offset` (`i32`): the queue's byte offset in the QP buffer.
+    pub offset: usize,
+    /// `wr_data` (8-byte pointer): the send queue's per-WQE completion opcode table.
+    pub wr_data: usize,
+    /// `sizeof(struct mlx5_wq)`.
+    pub size: usize,
+}
+
+/// `struct mlx5_wq`'s offsets: one layout for every release in the table.
+pub const MLX5_WQ: Mlx5WqLayout = Mlx5WqLayout {
+    wrid: offset_of!(Wq, wrid),
+    wqe_head: offset_of!(Wq, wqe_head),
+    wqe_cnt: offset_of!(Wq, wqe_cnt),
+    max_post: offset_of!(Wq, max_post),
+    head: offset_of!(Wq, head),
+    tail: offset_of!(Wq, tail),
+    cur_post: offset_of!(Wq, cur_post),
+    wqe_shift: offset_of!(Wq, wqe_shift),
+    offset: offset_of!(Wq, offset),
+    wr_data: offset_of!(Wq, wr_data),
+    size: size_of::<Wq>(),
+};
+
+/// Where the fields of `struct mlx5_qp` are (byte offsets from the start of the struct;
+/// the `struct ibv_qp` an application holds is at [`Mlx5QpLayout::ibv_qp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5QpLayout {
+    /// `rsc.type` (`u32`, [`MLX5_RSC_TYPE_QP`] for a QP).
+    pub rsc_type: usize,
+    /// `rsc.rsn` (`u32`): the user index on a CQE-version-1 context, else the QPN.
+    pub rsn: usize,
+    /// `verbs_qp.qp`: the public `struct ibv_qp`.
+    pub ibv_qp: usize,
+    /// `ibv_qp`: the struct's pointer back to its own `verbs_qp.qp`.
+    pub ibv_qp_ptr: usize,
+    /// `buf`'s address word (`buf.buf`, or `buf.ibv_buf.addr` from v64).
+    pub buf: usize,
+    /// `sq_buf`'s address word (raw-packet QPs).
+    pub sq_buf: usize,
+    /// `sq_buf_size` (`i32`): non-zero for a raw-packet QP's separate send buffer.
+    pub sq_buf_size: usize,
+    /// `sq_start` (8-byte pointer): where send WQEs begin.
+    pub sq_start: usize,
+    /// `sq` ([`Mlx5WqLayout`]).
+    pub sq: usize,
+    /// `db` (8-byte pointer): the QP's doorbell record.
+    pub db: usize,
+    /// `rq` ([`Mlx5WqLayout`]).
+    pub rq: usize,
+    /// Bytes from the start of the struct to the end of `rq`: what a reader may touch.
+    pub size: usize,
+}
+
+/// Where the fields of `struct mlx5_srq` are (from the start of the struct; the public
+/// `struct ibv_srq` is at [`Mlx5SrqLayout::ibv_srq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5SrqLayout {
+    /// `rsc.type` (`u32`).
+    pub rsc_type: usize,
+    /// `rsc.rsn` (`u32`).
+    pub rsn: usize,
+    /// `vsrq.srq`: the public `struct ibv_srq`.
+    pub ibv_srq: usize,
+    /// `buf`'s address word.
+    pub buf: usize,
+    /// `wrid` (8-byte pointer): the wr_id table, indexed by WQE index.
+    pub wrid: usize,
+    /// `srqn` (`u32`).
+    pub srqn: usize,
+    /// `max` (`i32`): WQEs in the SRQ.
+    pub max: usize,
+    /// `wqe_shift` (`i32`).
+    pub wqe_shift: usize,
+    /// `head` (`i32`): the free list's first WQE.
+    pub head: usize,
+    /// `tail` (`i32`): the free list's last WQE, where the poll links freed WQEs.
+    pub tail: usize,
+    /// `db` (8-byte pointer).
+    pub db: usize,
+    /// `counter` (`u16`): receives posted, as the doorbell record carries it.
+    pub counter: usize,
+    /// Bytes from the start of the struct to the end of `counter`.
+    pub size: usize,
+}
+
+/// One row of the table: the private mlx5 layouts of one range of rdma-core releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5Layout {
+    /// The first release with this layout, as (major, minor).
+    pub first: (u32, u32),
+    /// The last release read to have it, as (major, minor). Every point release of the
+    /// majors from `first.0` to `last.0` uses the row (the stable branches' heads were read).
+    pub last: (u32, u32),
+    /// `struct mlx5_qp`.
+    pub qp: Mlx5QpLayout,
+    /// `struct mlx5_wq` (both of a QP's queues).
+    pub wq: Mlx5WqLayout,
+    /// `struct mlx5_srq`.
+    pub srq: Mlx5SrqLayout,
+}
+
+macro_rules! qp_layout {
+    ($t:ty) => {
+        Mlx5QpLayout {
+            rsc_type: offset_of!($t, rsc_type),
+            rsn: offset_of!($t, rsn),
+            ibv_qp: offset_of!($t, verbs_qp),
+            ibv_qp_ptr: offset_of!($t, ibv_qp),
+            buf: offset_of!($t, buf),
+            sq_buf: offset_of!($t, sq_buf),
+            sq_buf_size: offset_of!($t, sq_buf_size),
+            sq_start: offset_of!($t, sq_start),
+            sq: offset_of!($t, sq),
+            db: offset_of!($t, db),
+            rq: offset_of!($t, rq),
+            size: size_of::<$t>(),
+        }
+    };
+}
+
+macro_rules! srq_layout {
+    ($t:ty) => {
+        Mlx5SrqLayout {
+            rsc_type: offset_of!($t, rsc_type),
+            rsn: offset_of!($t, rsn),
+            ibv_srq: offset_of!($t, vsrq),
+            buf: offset_of!($t, buf),
+            wrid: offset_of!($t, wrid),
+            srqn: offset_of!($t, srqn),
+            max: offset_of!($t, max),
+            wqe_shift: offset_of!($t, wqe_shift),
+            head: offset_of!($t, head),
+            tail: offset_of!($t, tail),
+            db: offset_of!($t, db),
+            counter: offset_of!($t, counter),
+            size: offset_of!($t, counter) + 2,
+        }
+    };
+}
+
+/// The private mlx5 layouts, oldest first; the ranges do not overlap.
+pub const MLX5_LAYOUTS: [Mlx5Layout; 3] = [
+    Mlx5Layout { first: (44, 0), last: (44, 12), qp: qp_layout!(QpV44), wq: MLX5_WQ, srq: srq_layout!(SrqV44) },
+    Mlx5Layout { first: (45, 0), last: (63, 1), qp: qp_layout!(QpV45), wq: MLX5_WQ, srq: srq_layout!(SrqV44) },
+    Mlx5Layout { first: (64, 0), last: (64, 0), qp: qp_layout!(QpV64), wq: MLX5_WQ, srq: srq_layout!(SrqV64) },
+];
+
+// The QP's end is its rq's end, and each row's sizes follow from the structs.
+const_assert_eq!(MLX5_LAYOUTS[0].qp.size, 808 + 80);
+const_assert_eq!(MLX5_LAYOUTS[1].qp.size, 816 + 80);
+const_assert_eq!(MLX5_LAYOUTS[2].qp.size, 840 + 80);
+const_assert_eq!(MLX5_LAYOUTS[0].qp.ibv_qp, 8);
+const_assert_eq!(MLX5_LAYOUTS[2].srq.size, 316);
+
+impl Mlx5Layout {
+    /// The row for rdma-core major release `major` on this target, or `None` for a release
+    /// outside the table or a target other than x86_64 (the sizes of the pthread objects
+    /// and pointers are x86_64's).
+    pub fn for_release(major: u32) -> Option<&'static Mlx5Layout> {
+        if !cfg!(target_arch = "x86_64") {
+            return None;
+        }
+        MLX5_LAYOUTS.iter().find(|l| l.covers(major))
+    }
+
+    /// True if this row is the layout of major release `major`.
+    pub const fn covers(&self, major: u32) -> bool {
+        self.first.0 <= major && major <= self.last.0
+    }
+
+    /// Every QP field this row names with the bytes it takes, in order, queue fields at
+    /// their absolute offsets: what an image builder writes and a reader checks.
+    pub fn qp_fields(&self) -> [(&'static str, usize, usize); 22] {
+        let (q, w) = (&self.qp, &self.wq);
+        let wq = |base: usize| {
+            [
+                (base + w.wrid, 8),
+                (base + w.wqe_head, 8),
+                (base + w.wqe_cnt, 4),
+                (base + w.max_post, 4),
+                (base + w.head, 4),
+                (base + w.tail, 4),
+                (base + w.cur_post, 4),
+                (base + w.wqe_shift, 4),
+                (base + w.offset, 4),
+                (base + w.wr_data, 8),
+            ]
+        };
+        let (s, r) = (wq(q.sq), wq(q.rq));
+        let names =
+            ["wrid", "wqe_head", "wqe_cnt", "max_post", "head", "tail", "cur_post", "wqe_shift", "offset", "wr_data"];
+        let mut out = [("", 0, 0); 22];
+        out[0] = ("rsc.rsn", q.rsn, 4);
+        out[1] = ("ibv_qp", q.ibv_qp_ptr, 8);
+        for i in 0..10 {
+            out[2 + i] = (names[i], s[i].0, s[i].1);
+            out[12 + i] = (names[i], r[i].0, r[i].1);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_ordered_and_fields_fit() {
+        for w in MLX5_LAYOUTS.windows(2) {
+            assert!(w[0].last < w[1].first, "{w:?}");
+            assert_eq!(w[0].last.0 + 1, w[1].first.0, "no gap between {w:?}");
+        }
+        for row in &MLX5_LAYOUTS {
+            assert!(row.first <= row.last);
+            let q = &row.qp;
+            assert!(q.ibv_qp + IBV_QP_SIZE <= q.ibv_qp_ptr, "ibv_qp overlaps what follows it");
+            assert!(q.sq + row.wq.size <= q.db && q.db + 8 <= q.rq && q.rq + row.wq.size == q.size);
+            for (name, off, len) in row.qp_fields() {
+                assert_eq!(off % len, 0, "{name} at {off} misaligned");
+                assert!(off + len <= q.size, "{name} past the struct");
+            }
+            let s = &row.srq;
+            assert!(s.ibv_srq + IBV_SRQ_SIZE <= s.buf && s.wrid % 8 == 0 && s.db % 8 == 0 && s.counter < s.size);
+        }
+    }
+
+    #[test]
+    fn releases_find_their_row() {
+        let expect = |major: u32| match major {
+            _ if !cfg!(target_arch = "x86_64") => None,
+            44 => Some((44, 0)),
+            45..=63 => Some((45, 0)),
+            64 => Some((64, 0)),
+            _ => None,
+        };
+        for major in [0, 43, 44, 45, 50, 63, 64, 65, u32::MAX] {
+            assert_eq!(Mlx5Layout::for_release(major).map(|r| r.first), expect(major), "v{major}");
+        }
+    }
+}
