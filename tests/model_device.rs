@@ -561,6 +561,108 @@ fn separate_send_and_receive_cqs_get_their_own_completions() {
     }
 }
 
+#[test]
+fn error_completions_carry_each_vendors_syndrome() {
+    for v in VENDORS {
+        let mut p = rc_pair(v);
+        let sg = [p.ma.slice(0, 8).unwrap()];
+        let bad = RemoteAddr { addr: p.mb.addr(), rkey: 0 };
+        let wrs = [
+            SendWr::new(1, SendOp::Write(bad), &sg),
+            SendWr::new(2, SendOp::Send, &sg),
+            SendWr::new(3, SendOp::Send, &sg),
+        ];
+        p.a.post_send(&wrs).unwrap();
+        let got: Vec<_> = of(&drain(&mut p.cq), p.a.qpn()).iter().map(|w| (w.status, w.vendor_err)).collect();
+        let want = match v {
+            // mlx5: each error CQE's vendor syndrome (the model's values).
+            ModelVendor::Mlx5 => {
+                [(WcStatus::RemAccessErr, 0x88), (WcStatus::WrFlushErr, 0xf9), (WcStatus::WrFlushErr, 0xf9)]
+            }
+            // irdma: (major << 16) | minor; one flush CQE whose first completion keeps the
+            // specific code, the rest read FLUSH_GENERAL_ERR (rdma-core rewrites the parked CQE).
+            ModelVendor::Irdma => {
+                [(WcStatus::RemAccessErr, 0x1_0003), (WcStatus::WrFlushErr, 0x1_0001), (WcStatus::WrFlushErr, 0x1_0001)]
+            }
+        };
+        assert_eq!(got, want, "{v:?}");
+        if v == ModelVendor::Irdma {
+            // One flush CQE for A's whole SQ; B's RQ is empty and gets none.
+            assert_eq!(p.cq.stats().cqes_written, 1);
+        }
+    }
+}
+
+#[test]
+fn an_srq_on_qps_of_two_receive_cqs_completes_on_each() {
+    let dev = ModelDevice::new(ModelVendor::Mlx5);
+    let srq = dev.create_srq(16, 1).unwrap();
+    let m = dev.reg_mr(4096, Access::ALL).unwrap();
+    let rsg: Vec<_> = (0..6).map(|i| [m.slice(1024 + i * 64, 64).unwrap()]).collect();
+    // Receives posted before any QP uses the SRQ reach every CQ that later takes them.
+    let recvs: Vec<_> = rsg.iter().enumerate().map(|(i, sg)| RecvWr { wr_id: 500 + i as u64, sg_list: sg }).collect();
+    srq.post_recv(&recvs[..3]).unwrap();
+    let scq = dev.create_cq(16).unwrap();
+    let (mut c1, mut c2) = (dev.create_cq(16).unwrap(), dev.create_cq(16).unwrap());
+    let caps = QpCaps::default();
+    let a = dev.create_qp(QpType::Rc, &scq, &scq, caps, None).unwrap();
+    let b1 = dev.create_qp(QpType::Rc, &scq, &c1, caps, Some(&srq)).unwrap();
+    let b2 = dev.create_qp(QpType::Rc, &scq, &c2, caps, Some(&srq)).unwrap();
+    let a2 = dev.create_qp(QpType::Rc, &scq, &scq, caps, None).unwrap();
+    for (x, y) in [(&a, &b1), (&a2, &b2)] {
+        x.connect(&y.endpoint()).unwrap();
+        y.connect(&x.endpoint()).unwrap();
+    }
+    srq.post_recv(&recvs[3..]).unwrap();
+    let sg = [m.slice(0, 8).unwrap()];
+    for i in 0..3 {
+        a.post_send(&[SendWr::new(i, SendOp::Send, &sg)]).unwrap();
+        a2.post_send(&[SendWr::new(10 + i, SendOp::Send, &sg)]).unwrap();
+    }
+    let ids = |cq: &mut ModelCq| drain(cq).iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>();
+    let ok = |ids: &[u64]| ids.iter().map(|&i| (i, WcStatus::Success)).collect::<Vec<_>>();
+    // Taken in the order posted, alternately by b1 and b2.
+    assert_eq!(ids(&mut c1), ok(&[500, 502, 504]));
+    assert_eq!(ids(&mut c2), ok(&[501, 503, 505]));
+}
+
+#[test]
+fn a_cq_polled_on_another_thread_sees_every_completion() {
+    for v in VENDORS {
+        // A CQ larger than the send queue (irdma's holds 511 one-quantum WRs): it cannot
+        // overrun however far the poller falls behind.
+        let p = rc_pair_with(v, QpCaps { max_send_wr: 32, ..QpCaps::default() }, 1024);
+        let Pair { dev: _dev, mut cq, a, b: _b, ma, mb } = p;
+        let total = 2000u64;
+        let poller = std::thread::spawn(move || {
+            let mut next = 0;
+            let mut wcs = [Completion::default(); 8];
+            let start = std::time::Instant::now();
+            while next < total && start.elapsed() < std::time::Duration::from_secs(60) {
+                let n = cq.poll(&mut wcs);
+                for w in &wcs[..n] {
+                    assert_eq!((w.wr_id, w.status), (next, WcStatus::Success));
+                    next += 1;
+                }
+            }
+            next
+        });
+        let sg = [ma.slice(0, 8).unwrap()];
+        let mut i = 0;
+        let start = std::time::Instant::now();
+        while i < total && start.elapsed() < std::time::Duration::from_secs(60) {
+            match a.post_send(&[SendWr::new(i, SendOp::Write(mb.remote().at(0)), &sg)]) {
+                Ok(()) => i += 1,
+                Err(e) => {
+                    assert_eq!(e.kind, PostErrorKind::QueueFull, "{v:?}");
+                    std::thread::yield_now();
+                }
+            }
+        }
+        assert_eq!(poller.join().unwrap(), total, "{v:?}");
+    }
+}
+
 /// One step of a random workload on a connected pair.
 #[derive(Debug, Clone)]
 enum Op {
