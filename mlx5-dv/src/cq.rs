@@ -487,6 +487,21 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         Some(p)
     }
 
+    /// How many CQEs from the consumer index on are software-owned, counting at most
+    /// `max` (with the acquire fence after the last owned one): a caller that mirrors
+    /// another poster's wr_id tables copies them after this and before [`Mlx5Cq::poll`],
+    /// so every post those CQEs complete is visible. 0 while a resize is pending.
+    pub fn ready(&self, max: usize) -> usize {
+        if self.resize_pending {
+            return 0;
+        }
+        let mut n = 0;
+        while n < max && self.owned(self.ci.wrapping_add(n as u32)).is_some() {
+            n += 1;
+        }
+        n
+    }
+
     /// Polls one completion.
     pub fn poll_one(&mut self) -> Option<Completion> {
         let mut c = [Completion::default()];

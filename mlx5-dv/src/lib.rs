@@ -30,6 +30,6 @@ pub mod view;
 pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error};
 pub use cqe::CqeVersion;
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
-pub use registry::{QpConfig, Registry, RegistryError, ResourceKind};
+pub use registry::{AdoptError, ForeignWq, QpConfig, Registry, RegistryError, ResourceKind};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};

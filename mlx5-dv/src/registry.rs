@@ -7,6 +7,9 @@
 //! the tables exactly the way rdma-core's poll reads its own. Without posts, a queue's
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
+mod adopt;
+
+pub use adopt::{AdoptError, ForeignWq};
 use crate::scatter::{RecvWqes, Scatter, SendWqes};
 use core::cell::Cell;
 use dvcq_provider::{MemoryRegion, MemoryRegions, Pow2Table, WcOpcode, WcStatus, WqBuffer};
