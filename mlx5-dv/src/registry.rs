@@ -9,8 +9,8 @@
 
 mod adopt;
 
-pub use adopt::{AdoptError, ForeignWq};
 use crate::scatter::{RecvWqes, Scatter, SendWqes};
+pub use adopt::{AdoptError, ForeignWq};
 use core::cell::Cell;
 use dvcq_provider::{MemoryRegion, MemoryRegions, Pow2Table, WcOpcode, WcStatus, WqBuffer};
 use rustc_hash::FxHashMap;
