@@ -1,6 +1,7 @@
 //! Completion queues of a model device: the vendor model's ring with the vendor's real
 //! poller over it.
 
+use super::event::CqEvents;
 use super::{DeviceError, Shared};
 use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
 use dvcq_e810_dv::IrdmaCq;
@@ -37,11 +38,22 @@ pub(crate) struct CqState {
     /// as rdma-core's poll does (`mlx5_free_srq_wqe`). The model writes one completion per
     /// CQE, so after n completions the first n CQEs were consumed.
     pub(crate) srq_tags: VecDeque<(u64, usize, u16)>,
+    /// Arming, moderation and the channel its events go to.
+    pub(crate) events: CqEvents,
 }
 
 impl CqState {
     pub(crate) fn new(hw: CqHw, cqe: u32) -> Self {
-        CqState { hw, cqe, overrun: None, dropped: 0, written: 0, completions: 0, srq_tags: VecDeque::new() }
+        CqState {
+            hw,
+            cqe,
+            overrun: None,
+            dropped: 0,
+            written: 0,
+            completions: 0,
+            srq_tags: VecDeque::new(),
+            events: CqEvents::default(),
+        }
     }
 
     /// The ring slots.
@@ -55,6 +67,7 @@ impl CqState {
     fn refused(&mut self, e: DeviceError) {
         self.dropped += 1;
         self.overrun.get_or_insert(e);
+        self.events.on_overrun();
     }
 
     /// Writes an mlx5 CQE; an overrun puts the CQ in error, as the model does, and drops it.
@@ -65,6 +78,12 @@ impl CqState {
                 if let Some((srq, idx)) = srq_tag {
                     self.srq_tags.push_back((self.written, srq, idx));
                 }
+                // Solicited-only arms fire on the SE bit and on error CQEs (REQ_ERR, RESP_ERR).
+                use dvcq_uapi::mlx5::cqe::op_own;
+                use dvcq_uapi::mlx5::opcode::cqe_opcode;
+                let op = e.cqe.op_own >> op_own::OPCODE_SHIFT;
+                let se = e.cqe.op_own & op_own::SE_MASK != 0;
+                self.events.on_write(self.written, se || op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR);
                 self.written += 1;
             }
             Err(err) => self.refused(err.into()),
@@ -75,17 +94,31 @@ impl CqState {
     pub(crate) fn push_irdma(&mut self, c: &ModelCqe) {
         let CqHw::Irdma { model, .. } = &mut self.hw else { return };
         match model.push(c) {
-            Ok(()) => self.written += 1,
+            Ok(()) => {
+                self.events.on_write(self.written, c.solicited || c.error.is_some());
+                self.written += 1;
+            }
             Err(err) => self.refused(err.into()),
         }
     }
 
     /// One poll call on the vendor's poller.
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let n = match &mut self.hw {
-            CqHw::Mlx5 { poller, .. } => poller.poll(out),
-            CqHw::Irdma { poller, .. } => poller.poll(out),
+        let (n, cqes) = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => {
+                let before = poller.ci();
+                let n = poller.poll(out);
+                (n, poller.ci().wrapping_sub(before))
+            }
+            CqHw::Irdma { model, poller } => {
+                // irdma's counter runs over two laps of the ring (its lap parity).
+                let laps = 2 * model.config().entries;
+                let before = poller.ci();
+                let n = poller.poll(out);
+                (n, (poller.ci() + laps - before) % laps)
+            }
         };
+        self.events.consumed += u64::from(cqes);
         self.completions += n as u64;
         n
     }

@@ -37,6 +37,7 @@
 //! (a dropped memory region's keys stop working, as after `ibv_dereg_mr`).
 
 mod cq;
+mod event;
 mod exec;
 mod fabric;
 mod flush;
@@ -47,6 +48,7 @@ mod post;
 mod qp;
 
 pub use cq::{ModelCq, ModelCqStats};
+pub use event::{ArmState, ChannelEvent, ChannelEventKind, ModelChannel, Moderation, MAX_MODERATION_PERIOD_US};
 pub use memory::ModelMr;
 pub use qp::{ModelQp, ModelSrq, PostError, PostErrorKind, QpState};
 
@@ -182,6 +184,14 @@ pub enum DeviceError {
         /// Why.
         why: &'static str,
     },
+    /// Memory-region rights verbs refuse.
+    #[error("access {bits:#x} is refused: {why}")]
+    BadAccess {
+        /// The `IBV_ACCESS_*` bits asked for.
+        bits: u32,
+        /// Why.
+        why: &'static str,
+    },
     /// The device does not have this feature (`EOPNOTSUPP`).
     #[error("{what} is not supported by {device}")]
     Unsupported {
@@ -249,6 +259,8 @@ pub(crate) struct Shared {
     /// documentation range, x from a per-process device counter).
     pub(crate) gid: [u8; 16],
     pub(crate) fabric: Mutex<fabric::Fabric>,
+    /// Whether the moderation timer thread runs (started by the first CQ given a period).
+    pub(crate) timer: Mutex<bool>,
 }
 
 impl Shared {
@@ -277,7 +289,7 @@ impl ModelDevice {
         gid[12..].copy_from_slice(&[192, 0, 2, n]);
         let attrs = DeviceAttrs::of(vendor);
         let fabric = Mutex::new(fabric::Fabric::new(vendor, attrs, gid));
-        ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric }) }
+        ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric, timer: Mutex::new(false) }) }
     }
 
     /// The vendor it plays.
@@ -314,8 +326,14 @@ impl ModelDevice {
     /// # Errors
     ///
     /// [`DeviceError::Memory`] if the memory cannot be mapped; [`DeviceError::BadSize`] for
-    /// a length of 0 or beyond 2^32 - 1 bytes (the most one scatter entry names).
+    /// a length of 0 or beyond 2^32 - 1 bytes (the most one scatter entry names);
+    /// [`DeviceError::BadAccess`] for remote write without local write, which
+    /// `ibv_reg_mr` refuses (`EINVAL`).
     pub fn reg_mr(&self, len: usize, access: crate::verbs::Access) -> Result<ModelMr, DeviceError> {
+        use crate::verbs::Access;
+        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+            return Err(DeviceError::BadAccess { bits: access.bits(), why: "REMOTE_WRITE needs LOCAL_WRITE" });
+        }
         if len == 0 || len as u64 > u64::from(u32::MAX) {
             return Err(DeviceError::BadSize {
                 what: "memory region length",
