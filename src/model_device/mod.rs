@@ -35,6 +35,36 @@
 //!
 //! Resources live as long as the device: dropping a handle does not destroy the QP or CQ
 //! (a dropped memory region's keys stop working, as after `ibv_dereg_mr`).
+//!
+//! # Example
+//!
+//! A send between two connected RC QPs of `model-e810`:
+//!
+//! ```
+//! use dvcq::model_device::{ModelDevice, ModelVendor};
+//! use dvcq::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
+//! use dvcq::{Completion, WcOpcode};
+//!
+//! let dev = ModelDevice::new(ModelVendor::Irdma);
+//! let mut cq = dev.create_cq(16)?;
+//! let a = dev.create_qp(QpType::Rc, &cq, &cq, QpCaps::default(), None)?;
+//! let b = dev.create_qp(QpType::Rc, &cq, &cq, QpCaps::default(), None)?;
+//! a.connect(&b.endpoint())?;
+//! b.connect(&a.endpoint())?;
+//! let mr = dev.reg_mr(4096, Access::ALL)?;
+//! mr.write(0, b"ping")?;
+//! b.post_recv(&[RecvWr { wr_id: 2, sg_list: &[mr.slice(1024, 64)?] }])?;
+//! a.post_send(&[SendWr::new(1, SendOp::Send, &[mr.slice(0, 4)?])])?;
+//!
+//! let mut wcs = [Completion::default(); 4];
+//! assert_eq!(cq.poll(&mut wcs), 2);
+//! assert_eq!((wcs[0].wr_id, wcs[0].opcode, wcs[0].byte_len), (2, WcOpcode::Recv, 4));
+//! assert_eq!((wcs[1].wr_id, wcs[1].opcode), (1, WcOpcode::Send));
+//! let mut got = [0u8; 4];
+//! mr.read(1024, &mut got)?;
+//! assert_eq!(&got, b"ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod cq;
 mod event;
