@@ -1,21 +1,31 @@
 //! A producer thread (the model) and a consumer (the poller) racing on one ring: at least
-//! 10^7 CQEs (in release builds; set DVCQ_THREADED_CQES to change), checked for loss,
-//! duplication and reordering through a sequence number carried in the CQE timestamp.
+//! 10^7 CQEs (in release builds; set DVCQ_THREADED_CQES to change, to no fewer than
+//! [`FLOOR`]), checked for loss, duplication and reordering through a sequence number
+//! carried in the CQE timestamp. Both sides wait with bounded backoff; the consumer stops
+//! as soon as the producer fails, and after [`IDLE_LIMIT`] without a completion.
 
 use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::compress::{Compression, Policy};
-use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig, ModelError};
 use dvcq_mlx5_dv::{CompLayout, CqConfig, MiniFormat, QpConfig, Registry};
+use dvcq_provider::testing::threaded::{threaded_count, ProducerWatch};
 use dvcq_provider::{Completion, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use std::time::{Duration, Instant};
 
+/// The fewest CQEs a run may be set to: the smallest run here (a twentieth of the count)
+/// still laps its 64-entry ring more than ten times.
+const FLOOR: u64 = 20_000;
+
+/// How long the producer waits for a free slot before it gives up.
+const STALL: Duration = Duration::from_secs(30);
+
+/// How long the consumer waits for a completion while the producer runs: past the
+/// producer's own limit, so a stalled producer is the one that reports.
+const IDLE_LIMIT: Duration = Duration::from_secs(60);
+
 fn count() -> u64 {
-    std::env::var("DVCQ_THREADED_CQES").ok().and_then(|v| v.parse().ok()).unwrap_or(if cfg!(debug_assertions) {
-        1_000_000
-    } else {
-        10_000_000
-    })
+    threaded_count("DVCQ_THREADED_CQES", if cfg!(debug_assertions) { 1_000_000 } else { 10_000_000 }, FLOOR)
 }
 
 fn run<const S: usize>(n: u64, entries: u32) {
@@ -34,11 +44,11 @@ fn run<const S: usize>(n: u64, entries: u32) {
             };
             e.timestamp(i)
         }),
-        Duration::from_secs(30),
+        STALL,
     );
+    let mut producer = ProducerWatch::new(producer, IDLE_LIMIT);
     let mut next = 0u64;
     let mut buf = [Completion::default(); 32];
-    let deadline = Instant::now() + Duration::from_secs(600);
     while next < n {
         let k = cq.poll(&mut buf);
         for c in &buf[..k] {
@@ -53,13 +63,12 @@ fn run<const S: usize>(n: u64, entries: u32) {
             next += 1;
         }
         if k == 0 {
-            assert!(Instant::now() < deadline, "consumer timed out at {next}");
-            // Yield as well as spin: tests run in parallel, and on a machine with few
-            // cores a spinning consumer would starve the producers.
-            std::thread::yield_now();
+            producer.idle(next).unwrap_or_else(|e| panic!("{e}"));
+        } else {
+            producer.progress();
         }
     }
-    let model = producer.join().unwrap().unwrap();
+    let model = producer.finish().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(model.pi() as u64, n);
     assert!(model.events().is_empty(), "no overrun when the producer is paced by the doorbell record");
     assert!(cq.poll_one().is_none());
@@ -102,11 +111,11 @@ fn run_compressed(n: u64, entries: u32, layout: CompLayout) {
             };
             e.timestamp(run)
         }),
-        Duration::from_secs(30),
+        STALL,
     );
+    let mut producer = ProducerWatch::new(producer, IDLE_LIMIT);
     let (mut next, mut recvs) = (0u64, 0u64);
     let mut buf = [Completion::default(); 32];
-    let deadline = Instant::now() + Duration::from_secs(120);
     while next < n {
         let k = cq.poll(&mut buf[..1 + (next % 32) as usize]);
         for c in &buf[..k] {
@@ -122,11 +131,12 @@ fn run_compressed(n: u64, entries: u32, layout: CompLayout) {
             next += 1;
         }
         if k == 0 {
-            assert!(Instant::now() < deadline, "consumer timed out at {next}");
-            std::thread::yield_now();
+            producer.idle(next).unwrap_or_else(|e| panic!("{layout:?}: {e}"));
+        } else {
+            producer.progress();
         }
     }
-    let model = producer.join().unwrap().unwrap();
+    let model = producer.finish().unwrap_or_else(|e| panic!("{layout:?}: {e}"));
     assert!(model.events().is_empty(), "no overrun when the producer is paced by the doorbell record");
     assert!(cq.poll_one().is_none());
     assert!(cq.stats().sessions > 0 && cq.stats().faults == 0, "{layout:?}: {:?}", cq.stats());
@@ -137,4 +147,31 @@ fn threaded_compressed_sessions_lose_nothing() {
     for (layout, entries) in [(CompLayout::Basic, 64), (CompLayout::Enhanced, 16), (CompLayout::Enhanced, 64)] {
         run_compressed(count() / 20, entries, layout);
     }
+}
+
+/// A producer that gives up stops the consumer at once with the producer's error: a
+/// consumer that never frees a slot (it polls into an empty buffer) leaves the producer
+/// stalled on a full ring, and the consumer reports that stall soon after the producer's
+/// stall time, not after its own idle limit.
+#[test]
+fn a_stalled_producer_stops_the_consumer() {
+    let model = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(7, 64, 64)).unwrap();
+    let mut cq = model.poller::<64>(reg, CqConfig::default()).unwrap();
+    let stall = Duration::from_millis(200);
+    let entries = (0..9u16).map(|i| build::req(7, i, wqe_opcode::SEND, 0));
+    let mut producer = ProducerWatch::new(model.spawn_producer(entries, stall), IDLE_LIMIT);
+    let t = Instant::now();
+    let e = loop {
+        assert_eq!(cq.poll(&mut []), 0);
+        if let Err(e) = producer.idle(0) {
+            break e;
+        }
+    };
+    let stalled = ModelError::Stalled { pi: 8, ms: 200 };
+    assert_eq!(e, format!("the producer failed: {stalled}"));
+    assert!(t.elapsed() < stall + Duration::from_secs(10), "{:?}", t.elapsed());
+    // The eight CQEs it wrote are all there.
+    assert_eq!(cq.poll(&mut [Completion::default(); 16]), 8);
 }

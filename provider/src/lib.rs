@@ -12,8 +12,12 @@
 //! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
 //! - [`image`]: the ring-image text container and canonical completion lines.
 //! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
+//! - [`backoff`] (feature `model` or `testing`): how a model thread or a test waits on the
+//!   other side of a ring without holding a core.
 #![deny(missing_docs, missing_debug_implementations)]
 
+#[cfg(any(feature = "model", feature = "testing"))]
+pub mod backoff;
 mod completion;
 mod dma;
 mod doorbell;

@@ -1,5 +1,6 @@
 //! Test support (feature `testing`): a counting global allocator, so tests can show that a
-//! hot path allocates nothing, and drains that compare a backend's poll paths.
+//! hot path allocates nothing, drains that compare a backend's poll paths, and the
+//! consumer's side of threaded producer/consumer tests ([`threaded`]).
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -8,6 +9,8 @@
 //! // ... poll ...
 //! assert_eq!(dvcq_provider::testing::allocations(), before);
 //! ```
+
+pub mod threaded;
 
 use crate::{Completion, CqDriver};
 use std::alloc::{GlobalAlloc, Layout, System};

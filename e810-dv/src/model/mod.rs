@@ -22,6 +22,7 @@ use crate::registry::QpRegistry;
 use crate::ring::{ring_slots, Pos, Rounding, SlotRing};
 use crate::status::Compat;
 use build::le_bytes;
+use dvcq_provider::backoff::Backoff;
 use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::irdma::codes::ae;
 use dvcq_uapi::irdma::cqe::off;
@@ -275,27 +276,24 @@ impl IrdmaModel {
         cs.into_iter().try_for_each(|c| self.push(c))
     }
 
-    /// Waits (spinning, then yielding) until there is room, then writes. A model
-    /// convenience for threaded runs: real hardware would overflow instead.
+    /// Waits until there is room, then writes. A model convenience for threaded runs: real
+    /// hardware would overflow instead. The wait backs off ([`Backoff`]: spin, then park
+    /// for up to a millisecond), so a consumer sharing its core gets to run; the consumer
+    /// may unpark this thread when it frees slots.
     ///
     /// # Errors
     ///
     /// [`ModelError::Stalled`] after `stall` without room.
     pub fn push_wait(&mut self, c: &ModelCqe, stall: Duration) -> Result<(), ModelError> {
         let need = self.slots_for(c);
-        let mut spins = 0u32;
+        let mut backoff = Backoff::new();
         let mut since: Option<Instant> = None;
         while self.free_slots() < need {
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-                continue;
-            }
-            std::thread::yield_now();
             let t = *since.get_or_insert_with(Instant::now);
             if t.elapsed() > stall {
                 return Err(ModelError::Stalled { prod: self.prod(), ms: stall.as_millis() as u64 });
             }
+            backoff.wait();
         }
         self.write(c)
     }
@@ -381,15 +379,19 @@ impl IrdmaModel {
     }
 
     /// Moves the model to its own thread, which writes `cqes` in order, waiting for room
-    /// (giving up with [`ModelError::Stalled`] after `stall` without progress), and returns
-    /// the model when done.
+    /// as [`IrdmaModel::push_wait`] does (giving up with [`ModelError::Stalled`] after
+    /// `stall` without progress), and returns the model when done. After each write it
+    /// unparks the thread that called this (the consumer, in a test), so a consumer parked
+    /// in a [`Backoff`] sees the CQE at once.
     pub fn spawn_producer<I>(mut self, cqes: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
     where
         I: IntoIterator<Item = ModelCqe> + Send + 'static,
     {
+        let consumer = std::thread::current();
         std::thread::spawn(move || {
             for c in cqes {
                 self.push_wait(&c, stall)?;
+                consumer.unpark();
             }
             Ok(self)
         })

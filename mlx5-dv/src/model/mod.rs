@@ -17,6 +17,7 @@ use crate::mini::CompLayout;
 use crate::registry::Registry;
 use build::Entry;
 use compress::{Compression, Compressor};
+use dvcq_provider::backoff::Backoff;
 use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::{CI_MASK, SET_CI};
@@ -470,31 +471,37 @@ impl Mlx5Model {
     /// Runs the model on its own thread, writing `entries` as fast as the consumer frees
     /// slots (a paced traffic source, like senders throttled by credits). Returns the model
     /// when done. Gives up with [`ModelError::Stalled`] after `stall` without progress.
+    /// While the ring is full it backs off ([`Backoff`]: spin, then park for up to a
+    /// millisecond), so a consumer sharing its core gets to run; the consumer may unpark it
+    /// when it frees slots. After each write it unparks the thread that called this (the
+    /// consumer, in a test), so a consumer parked in a [`Backoff`] sees the CQE at once.
     pub fn spawn_producer<I>(mut self, entries: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
     where
         I: IntoIterator<Item = Entry> + Send + 'static,
         I::IntoIter: Send,
     {
+        let consumer = std::thread::current();
         std::thread::spawn(move || {
             let wait_for_room = |m: &Self, n: u32| {
-                let mut since = None;
+                let (mut since, mut backoff) = (None, Backoff::new());
                 while !m.room_for(n) {
                     let t = *since.get_or_insert_with(Instant::now);
                     if t.elapsed() > stall {
                         return Err(ModelError::Stalled { pi: m.pi, ms: stall.as_millis() as u64 });
                     }
-                    std::hint::spin_loop();
-                    std::thread::yield_now();
+                    backoff.wait();
                 }
                 Ok(())
             };
             for e in entries {
                 wait_for_room(&self, self.next_write_slots())?;
                 self.push(&e)?;
+                consumer.unpark();
             }
             // The stream is over: no more back-pressure holds the last session.
             wait_for_room(&self, self.next_write_slots() - 1)?;
             self.flush()?;
+            consumer.unpark();
             Ok(self)
         })
     }
