@@ -55,6 +55,11 @@ fn an_unknown_device_is_refused_with_the_names_that_exist() {
             assert_eq!(name, "mlx5_99");
             assert!(available.iter().any(|a| a == "model-e810"), "{available:?}");
         }
+        // A model-only build says it has no hardware support at all, and how to get it.
+        Err(e @ Error::ModelOnlyBuild { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("\"mlx5_99\"") && text.contains("libibverbs-dev"), "{text}");
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -72,8 +72,7 @@ impl Context {
 
     #[cfg(not(dvcq_rdma_core))]
     fn open_verbs(name: &str) -> Result<Context, Error> {
-        let available = device::names();
-        Err(Error::UnknownDevice { name: name.to_string(), available })
+        Err(Error::ModelOnlyBuild { what: format!("opening {name:?} (only model-mlx5 and model-e810 exist here)") })
     }
 
     /// The name it was opened by.
@@ -106,11 +105,11 @@ impl Context {
         match &self.inner {
             Inner::Model(m) => self.create_model_cq(m, opts),
             #[cfg(dvcq_rdma_core)]
-            Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts),
+            Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts, None),
         }
     }
 
-    fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
+    pub(crate) fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
         let max = m.attrs().max_cqe;
         if opts.depth == 0 || opts.depth > max {
             return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
@@ -138,7 +137,12 @@ impl Context {
     }
 
     #[cfg(dvcq_rdma_core)]
-    fn create_verbs_cq(&self, ctx: &Arc<sys::device::Context>, opts: CqOptions) -> Result<Cq, Error> {
+    pub(crate) fn create_verbs_cq(
+        &self,
+        ctx: &Arc<sys::device::Context>,
+        opts: CqOptions,
+        channel: Option<&Arc<sys::cq::CompChannel>>,
+    ) -> Result<Cq, Error> {
         let verbs = |source| Error::Verbs { device: self.name.clone(), source };
         let attr = ctx.device_attr().map_err(verbs)?;
         let max = u32::try_from(attr.max_cqe).unwrap_or(0);
@@ -149,7 +153,7 @@ impl Context {
         if opts.comp_vector >= vectors.max(1) {
             return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
         }
-        let cq = sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, None).map_err(verbs)?;
+        let cq = sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, channel).map_err(verbs)?;
         let depth = cq.depth();
         let (poller, backend) = crate::backend::choose(&self.name, ctx, cq, opts.backend)?;
         Ok(Cq::new(poller, backend, self.name.clone(), depth))
