@@ -92,3 +92,22 @@ fn a_cq_of_one_model_cannot_serve_a_qp_of_another() {
     let e = pd.create_qp(&dvcq::QpInit::new(dvcq::verbs::QpType::Rc, &cq)).unwrap_err();
     assert!(matches!(e, Error::Mismatch { .. }), "{e}");
 }
+
+#[test]
+fn validate_reports_every_check_as_json_and_exits_by_the_results() {
+    let out = dvcq(&["validate", "-d", "model-e810", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["device"], "model-e810");
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), dvcq::conformance::WORKLOADS.len());
+    for c in checks {
+        let r = c["result"].as_str().unwrap();
+        assert!(["pass", "skip"].contains(&r), "{c}");
+        assert!(!c["reason"].as_str().unwrap().is_empty());
+    }
+    let srq = checks.iter().find(|c| c["name"] == "rc_srq").unwrap();
+    assert_eq!(srq["result"], "skip", "the E810 model has no SRQ");
+    let out = dvcq(&["validate", "-d", "model-mlx5", "--only", "nothing-matches"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -8,6 +8,7 @@ pub mod decode;
 pub mod devices;
 mod output;
 pub mod ring;
+pub mod validate;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
 #[derive(Debug, Parser)]
@@ -25,6 +26,8 @@ enum Command {
     Ring(ring::RingArgs),
     /// List RDMA devices and the built-in models, with the backend each gets.
     Devices(devices::DevicesArgs),
+    /// Validate a device: the conformance workloads, each checked completion by completion.
+    Validate(validate::ValidateArgs),
     /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
     Decode(decode::DecodeArgs),
 }
@@ -36,6 +39,7 @@ pub fn main() -> ExitCode {
         Command::Bench(a) => a.run(),
         Command::Decode(a) => a.run(),
         Command::Devices(a) => a.run(),
+        Command::Validate(a) => a.run(),
         Command::Ring(a) => a.run(),
     };
     match result {
