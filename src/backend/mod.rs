@@ -4,6 +4,7 @@
 
 pub(crate) mod generic;
 pub(crate) mod maps;
+pub(crate) mod mlx5;
 pub(crate) mod rxe;
 
 use crate::context::backend;
@@ -21,30 +22,58 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
     ctx.provider_library().as_deref().and_then(provider_name)
 }
 
+/// Who made a CQ and will make the QPs on it: what the mlx5 backend can adopt so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// `Context::create_cq`: QPs come from dvcq's own `Pd::create_qp`.
+    Dvcq,
+    /// `Cq::attach`: the application's CQ, its QPs named with `Cq::attach_qp`.
+    Application,
+}
+
 /// A direct attach of `cq`, or why there is none.
-fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Poller, Backend), Error> {
+fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>, origin: Origin) -> Result<(Poller, Backend), Error> {
     let refuse = |backend: &'static str, reason: String| Error::Attach { device: device.to_string(), backend, reason };
     match provider_of(ctx).as_deref() {
         Some("rxe") => rxe::attach(device, "rxe", cq).map(|(p, why)| (Poller::Rxe(p), backend(BackendKind::Rxe, why))),
-        Some("mlx5") => Err(refuse("mlx5", "attaching to CQs rdma-core created is not built yet for mlx5".into())),
+        Some("mlx5") if origin == Origin::Dvcq => Err(refuse(
+            "mlx5",
+            "dvcq does not adopt the QPs it creates itself yet; an application's CQ and QPs attach directly \
+             (Cq::attach, Cq::attach_qp)"
+                .into(),
+        )),
+        Some("mlx5") => {
+            mlx5::attach(device, ctx, cq).map(|(p, why)| (Poller::Mlx5(Box::new(p)), backend(BackendKind::Mlx5, why)))
+        }
         Some("irdma") => Err(refuse("irdma", "attaching to CQs rdma-core created is not built yet for irdma".into())),
         Some(p) => Err(refuse("direct", format!("dvcq has no direct backend for the {p} provider"))),
         None => Err(refuse("direct", "the provider library serving this device could not be identified".into())),
     }
 }
 
-/// Picks the poller for a CQ rdma-core just made.
+/// Picks the poller for a CQ rdma-core just made for dvcq.
 pub(crate) fn choose(
     device: &str,
     ctx: &Context,
     cq: Arc<VerbsCq>,
     choice: BackendChoice,
 ) -> Result<(Poller, Backend), Error> {
+    choose_for(device, ctx, cq, choice, Origin::Dvcq)
+}
+
+/// Picks the poller for a CQ rdma-core made, for QPs made by `origin`.
+pub(crate) fn choose_for(
+    device: &str,
+    ctx: &Context,
+    cq: Arc<VerbsCq>,
+    choice: BackendChoice,
+    origin: Origin,
+) -> Result<(Poller, Backend), Error> {
     if choice == BackendChoice::Generic {
         let why = "rdma-core's ibv_poll_cq, as asked";
         return Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)));
     }
-    match direct(device, ctx, &cq) {
+    match direct(device, ctx, &cq, origin) {
         Ok(chosen) => Ok(chosen),
         Err(e) if choice == BackendChoice::Direct => Err(e),
         Err(e) => {

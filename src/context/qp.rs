@@ -95,6 +95,14 @@ fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>
     match &cq.poller {
         Poller::Generic(g) => Ok(g.verbs_cq()),
         Poller::Rxe(r) => Ok(r.verbs_cq()),
+        // Its registry holds the QPs the application attached; dvcq's own would complete
+        // as unknown QPs.
+        Poller::Mlx5(_) => Err(Error::Mismatch {
+            device: device.to_string(),
+            what: "a CQ on the mlx5 direct backend takes QPs the application created (Cq::attach_qp); \
+                   dvcq does not adopt its own yet"
+                .into(),
+        }),
         Poller::Model(_) => Err(mismatch()),
     }
 }

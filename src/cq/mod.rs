@@ -96,6 +96,8 @@ pub(crate) enum Poller {
     Generic(crate::backend::generic::GenericCq),
     #[cfg(dvcq_rdma_core)]
     Rxe(crate::backend::rxe::RxeBackend),
+    #[cfg(dvcq_rdma_core)]
+    Mlx5(Box<crate::backend::mlx5::Mlx5Backend>),
     Model(crate::model_device::ModelCq),
 }
 
@@ -126,6 +128,8 @@ impl Cq {
             Poller::Generic(g) => g.poll(out),
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.poll(out),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         };
         self.stats.count(&out[..n]);

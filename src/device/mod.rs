@@ -189,6 +189,7 @@ fn kernel_driver(ctx: &crate::sys::device::Context, provider: &str) -> String {
 /// What `dvcq devices` says about an open real device.
 #[cfg(dvcq_rdma_core)]
 pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> Result<DeviceInfo, crate::Error> {
+    use crate::backend::Origin;
     use crate::cq::BackendChoice;
     let name = ctx.name().to_string();
     let verbs = |source| crate::Error::Verbs { device: name.clone(), source };
@@ -206,9 +207,10 @@ pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> R
             gids: gids(ctx, p, a.gid_tbl_len),
         });
     }
-    // The backend a CQ gets here, found by making the smallest CQ and attaching to it.
+    // The backend an application's CQ gets here (`Cq::attach`), found by making the
+    // smallest CQ and attaching to it.
     let (backend, reason) = match crate::sys::cq::VerbsCq::create(ctx, 1, 0, None) {
-        Ok(cq) => match crate::backend::choose(&name, ctx, cq, BackendChoice::Auto) {
+        Ok(cq) => match crate::backend::choose_for(&name, ctx, cq, BackendChoice::Auto, Origin::Application) {
             Ok((_, b)) => (b.kind.name().to_string(), b.reason),
             Err(e) => ("generic".to_string(), e.to_string()),
         },

@@ -5,7 +5,7 @@ use super::cq::VerbsCq;
 use super::device::Context as VerbsContext;
 use super::ffi;
 use crate::context::{Context, Inner};
-use crate::cq::{BackendChoice, Cq};
+use crate::cq::{BackendChoice, Cq, Poller};
 use crate::device;
 use crate::error::Error;
 use core::ffi::c_void;
@@ -60,8 +60,64 @@ impl Cq {
             });
         }
         let depth = verbs.depth();
-        let (poller, backend) = crate::backend::choose(ctx.name(), vctx, verbs, choice)?;
+        let origin = crate::backend::Origin::Application;
+        let (poller, backend) = crate::backend::choose_for(ctx.name(), vctx, verbs, choice, origin)?;
         Ok(Cq::new(poller, backend, ctx.name().to_string(), depth))
+    }
+
+    /// Names a QP the application created with rdma-core (`struct ibv_qp *`) whose send or
+    /// receive queue (or both) completes on this CQ, so that its completions carry the
+    /// `wr_id`s it posts with `ibv_post_send` / `ibv_post_recv` / `ibv_wr_*`, which go on
+    /// working unchanged. Call it before the QP's first completion reaches this CQ, and
+    /// on each attached CQ the QP uses.
+    ///
+    /// On the mlx5 direct backend the QP's private rdma-core struct is read with the
+    /// layout of the release loaded and checked against `mlx5dv_init_obj`'s public facts
+    /// first; its wr_id tables are then mirrored once per poll call and the queue tails
+    /// written back as rdma-core's own poll does, so posts see the room completions make.
+    /// On the generic and rxe backends completions already carry rdma-core's (or the
+    /// kernel's) `wr_id`s, and only the QP's context is checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] for a QP of another context, or on a model CQ;
+    /// [`Error::Attach`] naming the QP and the failed check (neither of its CQs is this
+    /// one, it receives from an SRQ, a private field disagrees with `mlx5dv_qp`, attached
+    /// twice). On error nothing was registered and the CQ polls as before.
+    ///
+    /// # Safety
+    ///
+    /// `qp` points to a live `struct ibv_qp` that the application destroys only after this
+    /// `Cq` is gone.
+    pub unsafe fn attach_qp(&mut self, qp: NonNull<c_void>) -> Result<(), Error> {
+        let qp = qp.as_ptr().cast::<ffi::ibv_qp>();
+        let device = self.device().to_string();
+        let mismatch = |what: String| Error::Mismatch { device: device.clone(), what };
+        let ctx = match &self.poller {
+            Poller::Generic(g) => g.verbs_cq().context_ptr(),
+            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
+            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
+            Poller::Model(_) => return Err(mismatch("a model CQ has no rdma-core QPs to attach".into())),
+        };
+        // SAFETY: the caller's live QP; a read of its public `context` field.
+        let (qp_ctx, qpn) = unsafe { ((*qp).context, (*qp).qp_num) };
+        if qp_ctx != ctx {
+            return Err(mismatch(format!("qp {qpn:#x} belongs to another device context than the CQ")));
+        }
+        let Poller::Mlx5(m) = &mut self.poller else {
+            return Ok(());
+        };
+        let refuse = |reason: String| Error::Attach { device: device.clone(), backend: "mlx5", reason };
+        // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider
+        // serves (the backend was chosen by the context's provider library).
+        let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| refuse(format!("qp {qpn:#x}: {e}")))?;
+        let (ctx, cq, layout, cqe_v1) = m.expect();
+        // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout` is
+        // the row of the release loaded (picked at the CQ's attach). The caller keeps the
+        // QP alive for the Cq's life, which bounds the pointers kept into it.
+        let private =
+            unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }.map_err(refuse)?;
+        m.adopt(private).map_err(refuse)
     }
 }
 

@@ -15,6 +15,7 @@ mod attach;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod ffi;
+pub(crate) mod mlx5;
 mod ops;
 pub(crate) mod qp;
 pub(crate) mod rxe;

@@ -1,0 +1,230 @@
+//! The mlx5 direct backend on a CQ rdma-core created: dvcq's mlx5 poller on the ring
+//! `mlx5dv_init_obj` reports (shared/spec/mlx5.md §13.1), and the QPs the application
+//! names adopted with their rdma-core posting (§13.2): the application keeps posting with
+//! `ibv_post_send` / `ibv_post_recv` / `ibv_wr_*`, and the poller mirrors rdma-core's
+//! private wr_id tables (`dvcq_mlx5_dv::registry` adopt mode, read through
+//! `sys::mlx5::RdmaCoreWq`).
+//!
+//! Per poll call, never per CQE: count the CQEs that are ready (owner check, acquire), copy
+//! the table entries posted since the last call, poll at most that many completions (so
+//! none comes from a CQE whose post was not yet visible), then store the tails back where
+//! rdma-core's post path reads them.
+//!
+//! Known limits: CQs rdma-core created are taken to be uncompressed and without
+//! overrun-ignore (it polls neither compressed CQs nor records the flag publicly); QPs on
+//! SRQs, inline scatter into the application's buffers and the `wr_data` opcodes of
+//! UMR/NOP/SET_PSV/MMO WQEs are not adopted yet; a CQE of a QP not adopted comes back as
+//! an `UnknownQp` fault item. Arming and resizing go through dvcq only (Pitfall 6): never
+//! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ.
+
+use crate::device::rdma_core_release;
+use crate::error::Error;
+use crate::sys::cq::VerbsCq;
+use crate::sys::device::Context;
+use crate::sys::mlx5::PrivateQp;
+use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
+use dvcq_provider::Completion;
+use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
+use std::sync::Arc;
+
+/// The poller, by CQE size (a type-level stride), chosen once at attach.
+#[derive(Debug)]
+pub(crate) enum Ring {
+    /// 64-byte CQEs.
+    C64(Mlx5Cq64),
+    /// 128-byte CQEs.
+    C128(Mlx5Cq128),
+}
+
+/// One adopted QP: its number and rdma-core's queues that complete here.
+#[derive(Debug)]
+struct Adopted {
+    qpn: u32,
+    qp: PrivateQp,
+}
+
+/// The mlx5 poller on an rdma-core CQ, with the QPs adopted so far. The poller is
+/// declared first, so it is dropped before the CQ handle that keeps the ring alive.
+#[derive(Debug)]
+pub(crate) struct Mlx5Backend {
+    poller: Ring,
+    adopted: Vec<Adopted>,
+    /// The `ibv_context` and `ibv_cq` a QP must belong to (addresses, for the checks).
+    ctx: usize,
+    cq: usize,
+    layout: &'static Mlx5Layout,
+    cqe_v1: bool,
+    verbs_cq: Option<Arc<VerbsCq>>,
+}
+
+/// Every release range the private-layout table covers, as `(from, to)`: `v44.0`, `v44.12`.
+pub(crate) fn layout_ranges() -> Vec<(String, String)> {
+    MLX5_LAYOUTS
+        .iter()
+        .map(|l| (format!("v{}.{}", l.first.0, l.first.1), format!("v{}.{}", l.last.0, l.last.1)))
+        .collect()
+}
+
+/// The release ranges the layout table covers, as `v44.0-v44.12, v45.0-v63.1, ...`.
+pub(crate) fn covered() -> String {
+    layout_ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The poller settings for a CQ rdma-core created: the context's CQE version; no
+/// compression or overrun-ignore (§13.3: `ibv_create_cq` enables neither).
+pub(crate) fn cq_config(cqe_v1: bool) -> CqConfig {
+    CqConfig {
+        cqe_version: if cqe_v1 { CqeVersion::V1 } else { CqeVersion::V0 },
+        ci_update: CiUpdate::EveryPoll,
+        overrun_ignore: false,
+        compression: None,
+    }
+}
+
+/// Attaches the mlx5 poller to `cq` of `ctx`. Returns the backend and a line saying what
+/// was checked.
+pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Mlx5Backend, String), Error> {
+    let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "mlx5", reason };
+    let Some(release) = rdma_core_release() else {
+        return Err(refuse("the rdma-core release could not be read from the loaded libibverbs' file name".into()));
+    };
+    let Some(layout) = Mlx5Layout::for_release(release.major) else {
+        return Err(Error::UnknownRelease { device: device.to_string(), backend: "mlx5", release, covered: covered() });
+    };
+    let cqe_v1 = crate::sys::mlx5::cqe_version_1(ctx).map_err(refuse)?;
+    let dv = crate::sys::mlx5::init_cq(cq).map_err(refuse)?;
+    let depth = cq.depth();
+    if dv.cqe_cnt != depth + 1 {
+        return Err(refuse(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt)));
+    }
+    let poller = crate::sys::mlx5::poller_on(&dv, cq, cq_config(cqe_v1)).map_err(refuse)?;
+    let why = format!(
+        "dvcq parses the ring mlx5dv_init_obj reports ({} CQEs of {} bytes, cqn {:#x}, CQE version {}); QPs named with \
+         Cq::attach_qp keep rdma-core's posting (rdma-core v{}.{}-v{}.{} struct mlx5_qp layout)",
+        dv.cqe_cnt,
+        dv.cqe_size,
+        dv.cqn,
+        u8::from(cqe_v1),
+        layout.first.0,
+        layout.first.1,
+        layout.last.0,
+        layout.last.1
+    );
+    let backend =
+        Mlx5Backend::new(poller, ctx.as_ptr() as usize, cq.as_ptr() as usize, layout, cqe_v1, Some(Arc::clone(cq)));
+    Ok((backend, why))
+}
+
+impl Mlx5Backend {
+    /// The backend over `poller`, for QPs of context `ctx` completing on CQ `cq`
+    /// (addresses), read with `layout`.
+    pub(crate) fn new(
+        poller: Ring,
+        ctx: usize,
+        cq: usize,
+        layout: &'static Mlx5Layout,
+        cqe_v1: bool,
+        verbs_cq: Option<Arc<VerbsCq>>,
+    ) -> Self {
+        Mlx5Backend { poller, adopted: Vec::new(), ctx, cq, layout, cqe_v1, verbs_cq }
+    }
+
+    /// The CQ it polls (none in image tests).
+    #[allow(dead_code)] // the event mode's
+    pub(crate) fn verbs_cq(&self) -> Option<&Arc<VerbsCq>> {
+        self.verbs_cq.as_ref()
+    }
+
+    /// What a QP must match: its context, this CQ, the layout row and the CQE version.
+    pub(crate) fn expect(&self) -> (usize, usize, &'static Mlx5Layout, bool) {
+        (self.ctx, self.cq, self.layout, self.cqe_v1)
+    }
+
+    /// Registers a QP whose private struct was read and checked, taking over rdma-core's
+    /// tables as they are. On error nothing is registered.
+    pub(crate) fn adopt(&mut self, qp: PrivateQp) -> Result<(), String> {
+        let (sq_cnt, rq_cnt) = qp.wqe_cnt;
+        let cfg = QpConfig {
+            // A queue rdma-core left empty still needs a one-entry table here.
+            sq_wqe_cnt: sq_cnt.max(1),
+            rq_wqe_cnt: rq_cnt.max(1),
+            ud: qp.ud,
+            uidx: self.cqe_v1.then_some(qp.rsn),
+            ..QpConfig::rc(qp.qpn, 1, 1)
+        };
+        let qpn = qp.qpn;
+        let registry = self.registry_mut();
+        if registry.qp(qpn).is_some() {
+            return Err(format!("qp {qpn:#x} is attached to this CQ already"));
+        }
+        let entry = registry.add_qp(cfg).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+        // The sizes were taken from the same queues: adopting cannot be refused.
+        if let Some(sq) = &qp.sq {
+            entry.sq.adopt(sq).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+        }
+        if let Some(rq) = &qp.rq {
+            entry.rq.adopt(rq).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+        }
+        self.adopted.push(Adopted { qpn, qp });
+        Ok(())
+    }
+
+    fn registry_mut(&mut self) -> &mut dvcq_mlx5_dv::Registry {
+        match &mut self.poller {
+            Ring::C64(c) => c.registry_mut(),
+            Ring::C128(c) => c.registry_mut(),
+        }
+    }
+
+    /// Up to `out.len()` completions, in order.
+    #[inline]
+    pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
+        match &mut self.poller {
+            Ring::C64(c) => poll_adopted(c, &self.adopted, out),
+            Ring::C128(c) => poll_adopted(c, &self.adopted, out),
+        }
+    }
+
+    /// The running consumer counter (for tests and stats).
+    #[allow(dead_code)]
+    pub(crate) fn ci(&self) -> u32 {
+        match &self.poller {
+            Ring::C64(c) => c.ci(),
+            Ring::C128(c) => c.ci(),
+        }
+    }
+}
+
+/// One poll call on `cq` with the mirrors of `adopted` brought up to date around it.
+#[inline]
+fn poll_adopted<const S: usize>(cq: &mut Mlx5Cq<S>, adopted: &[Adopted], out: &mut [Completion]) -> usize {
+    let ready = cq.ready(out.len());
+    if ready == 0 {
+        return 0;
+    }
+    // The CQEs counted are visible (acquire), so are the posts they complete: copy them.
+    let registry = cq.registry_mut();
+    for a in adopted {
+        if let Some(q) = registry.qp_mut(a.qpn) {
+            if let Some(sq) = &a.qp.sq {
+                q.sq.sync_posted(sq);
+            }
+            if let Some(rq) = &a.qp.rq {
+                q.rq.sync_posted(rq);
+            }
+        }
+    }
+    let n = cq.poll(&mut out[..ready]);
+    let registry = cq.registry();
+    for a in adopted {
+        if let Some(q) = registry.qp(a.qpn) {
+            if let Some(sq) = &a.qp.sq {
+                q.sq.hand_back_tail(sq);
+            }
+            if let Some(rq) = &a.qp.rq {
+                q.rq.hand_back_tail(rq);
+            }
+        }
+    }
+    n
+}

@@ -1,0 +1,406 @@
+//! The mlx5 attach's FFI and its looks into rdma-core's private memory
+//! (shared/spec/mlx5.md §13): `mlx5dv_init_obj` for the public facts of a CQ and a QP, and
+//! the private `struct mlx5_qp` around an `ibv_qp`, read at the offsets of the layout row
+//! for the rdma-core release loaded (`dvcq_uapi::mlx5::rdma_core`) and checked against
+//! those public facts before any of its pointers is trusted.
+//!
+//! The adopted queues' wr_id tables and tails stay in rdma-core's memory:
+//! [`RdmaCoreWq`] reads and writes them for the registry's mirror
+//! ([`dvcq_mlx5_dv::ForeignWq`]), once per poll call.
+
+use super::cq::VerbsCq;
+use super::device::Context;
+use super::ffi;
+use crate::backend::mlx5::Ring;
+use core::mem::{offset_of, size_of};
+use core::sync::atomic::{AtomicU32, Ordering};
+use dvcq_mlx5_dv::{CqConfig, ForeignWq, Mlx5Cq, Registry};
+use dvcq_provider::{CqRing, DoorbellWord, Error as ProviderError, KeepAlive};
+use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, MLX5_RSC_TYPE_QP};
+use static_assertions::const_assert_eq;
+use std::sync::Arc;
+
+#[cfg(test)]
+mod image_tests;
+
+// The table's view of the public structs, tied to the headers this build read. The table
+// is x86_64's (`Mlx5Layout::for_release` has no row elsewhere).
+#[cfg(target_arch = "x86_64")]
+const_assert_eq!(IBV_QP_SIZE, size_of::<ffi::ibv_qp>());
+const_assert_eq!(IBV_QP_QP_NUM_OFFSET, offset_of!(ffi::ibv_qp, qp_num));
+// The public QP fields an image or the private struct's copy is read at.
+const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
+const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
+const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
+const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
+const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
+const_assert_eq!(IBV_QP_SEND_CQ, 24);
+const_assert_eq!(IBV_QP_RECV_CQ, 32);
+const_assert_eq!(IBV_QP_SRQ, 40);
+const_assert_eq!(IBV_QP_TYPE, 60);
+
+/// `MLX5DV_CONTEXT_FLAGS_CQE_V1` (`enum mlx5dv_context_flags`, mlx5dv.h): CQEs name
+/// their resource by user index.
+const MLX5DV_CONTEXT_FLAGS_CQE_V1: u64 = 1 << 0;
+
+/// What `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` says about a CQ (`struct mlx5dv_cq`, §13.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DvCq {
+    /// The ring.
+    pub(crate) buf: *mut u8,
+    /// The doorbell record (set_ci word first).
+    pub(crate) dbrec: *mut u8,
+    /// Ring slots (a power of two).
+    pub(crate) cqe_cnt: u32,
+    /// 64 or 128.
+    pub(crate) cqe_size: u32,
+    /// The CQ number.
+    pub(crate) cqn: u32,
+}
+
+/// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, §13.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DvQp {
+    /// The doorbell record (receive word, then send word).
+    pub(crate) dbrec: usize,
+    /// Send WQEs.
+    pub(crate) sq_buf: usize,
+    /// Send queue entries.
+    pub(crate) sq_wqe_cnt: u32,
+    /// Send WQE stride.
+    pub(crate) sq_stride: u32,
+    /// Receive WQEs.
+    pub(crate) rq_buf: usize,
+    /// Receive queue entries.
+    pub(crate) rq_wqe_cnt: u32,
+    /// Receive WQE stride.
+    pub(crate) rq_stride: u32,
+}
+
+/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned,
+/// which turns off its cleaning of a destroyed QP's CQEs (Pitfall 6).
+pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
+    let mut out = ffi::mlx5dv_cq::default();
+    let mut obj = ffi::mlx5dv_obj::default();
+    obj.cq.in_ = cq.as_ptr();
+    obj.cq.out = &mut out;
+    // SAFETY: a live CQ; `obj` names it and an output struct that lives across the call.
+    let rc = unsafe { ffi::mlx5dv_init_obj(&mut obj, u64::from(ffi::MLX5DV_OBJ_CQ)) };
+    if rc != 0 {
+        return Err(format!("mlx5dv_init_obj(MLX5DV_OBJ_CQ) failed ({})", std::io::Error::from_raw_os_error(rc.abs())));
+    }
+    Ok(DvCq {
+        buf: out.buf.cast(),
+        dbrec: out.dbrec.cast(),
+        cqe_cnt: out.cqe_cnt,
+        cqe_size: out.cqe_size,
+        cqn: out.cqn,
+    })
+}
+
+/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP)` on `qp`.
+///
+/// # Safety
+///
+/// `qp` is a live `ibv_qp` of an mlx5 context.
+pub(crate) unsafe fn init_qp(qp: *mut ffi::ibv_qp) -> Result<DvQp, String> {
+    let mut out = ffi::mlx5dv_qp::default();
+    let mut obj = ffi::mlx5dv_obj::default();
+    obj.qp.in_ = qp;
+    obj.qp.out = &mut out;
+    // SAFETY: the caller's live mlx5 QP; the output struct lives across the call.
+    let rc = unsafe { ffi::mlx5dv_init_obj(&mut obj, u64::from(ffi::MLX5DV_OBJ_QP)) };
+    if rc != 0 {
+        return Err(format!("mlx5dv_init_obj(MLX5DV_OBJ_QP) failed ({})", std::io::Error::from_raw_os_error(rc.abs())));
+    }
+    Ok(DvQp {
+        dbrec: out.dbrec as usize,
+        sq_buf: out.sq.buf as usize,
+        sq_wqe_cnt: out.sq.wqe_cnt,
+        sq_stride: out.sq.stride,
+        rq_buf: out.rq.buf as usize,
+        rq_wqe_cnt: out.rq.wqe_cnt,
+        rq_stride: out.rq.stride,
+    })
+}
+
+/// Whether the context's CQEs are of version 1 (`mlx5dv_query_device`'s
+/// `MLX5DV_CONTEXT_FLAGS_CQE_V1`).
+pub(crate) fn cqe_version_1(ctx: &Context) -> Result<bool, String> {
+    let mut attr = ffi::mlx5dv_context::default();
+    // SAFETY: a live context and an output struct that lives across the call
+    // (`comp_mask` 0: only the basic fields are asked for).
+    let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };
+    if rc != 0 {
+        return Err(format!("mlx5dv_query_device failed ({})", std::io::Error::from_raw_os_error(rc.abs())));
+    }
+    Ok(attr.flags & MLX5DV_CONTEXT_FLAGS_CQE_V1 != 0)
+}
+
+/// One queue of an adopted QP in rdma-core's memory: its `struct mlx5_wq` and the tables
+/// it points to. The poll thread reads `head`, `cur_post` and the table entries and writes
+/// `tail`, as rdma-core's own poll does (without the CQ's lock, which nothing else takes
+/// when dvcq is the CQ's one poller).
+#[derive(Debug)]
+pub(crate) struct RdmaCoreWq {
+    wq: *mut u8,
+    wrid: *const u64,
+    wqe_head: *const u32,
+    wqe_cnt: u32,
+    layout: Mlx5WqLayout,
+}
+
+// SAFETY: the pointers are into rdma-core's QP, which any thread may use; a queue is read
+// and written only by its Cq's poll (one `&mut` owner at a time).
+unsafe impl Send for RdmaCoreWq {}
+
+impl RdmaCoreWq {
+    fn word(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `wq` is a live `struct mlx5_wq` of the row's layout (checked at attach;
+        // the QP outlives the Cq by `Cq::attach_qp`'s contract), `off` one of its 4-byte,
+        // 4-aligned `unsigned` fields. Other threads (a poster) touch it only with plain
+        // word accesses; an atomic view of the word is how Rust reads such shared memory.
+        unsafe { AtomicU32::from_ptr(self.wq.add(off).cast::<u32>()) }
+    }
+}
+
+impl ForeignWq for RdmaCoreWq {
+    fn wqe_cnt(&self) -> u32 {
+        self.wqe_cnt
+    }
+    fn head(&self) -> u32 {
+        // Acquire: the entries a post wrote before moving `head` are read after.
+        self.word(self.layout.head).load(Ordering::Acquire)
+    }
+    fn cur_post(&self) -> u32 {
+        self.word(self.layout.cur_post).load(Ordering::Acquire)
+    }
+    fn tail(&self) -> u32 {
+        self.word(self.layout.tail).load(Ordering::Relaxed)
+    }
+    fn wr_id(&self, idx: u32) -> u64 {
+        debug_assert!(idx < self.wqe_cnt);
+        // SAFETY: `wrid` is the queue's table of `wqe_cnt` entries (non-null and aligned,
+        // checked at attach), `idx < wqe_cnt` (the trait's contract); a poster writes an
+        // entry only for a slot that is free, which the mirror does not use until the
+        // entry's post is visible (read after `head`/`cur_post` with acquire).
+        unsafe { self.wrid.add(idx as usize).read_volatile() }
+    }
+    fn wqe_head(&self, idx: u32) -> u32 {
+        debug_assert!(idx < self.wqe_cnt);
+        if self.wqe_head.is_null() {
+            // A receive queue has no such table (the registry never asks for it).
+            return 0;
+        }
+        // SAFETY: as `wr_id`, for the send queue's `wqe_head` table of `wqe_cnt` entries.
+        unsafe { self.wqe_head.add(idx as usize).read_volatile() }
+    }
+    fn set_tail(&self, tail: u32) {
+        // Release: the table entries read for the completions happen-before a post reuses
+        // their slots.
+        self.word(self.layout.tail).store(tail, Ordering::Release);
+    }
+}
+
+/// What an adopted QP's private struct gave, checked against its public facts.
+#[derive(Debug)]
+pub(crate) struct PrivateQp {
+    /// `ibv_qp.qp_num`.
+    pub(crate) qpn: u32,
+    /// `rsc.rsn`: the user index on a CQE-version-1 context.
+    pub(crate) rsn: u32,
+    /// A UD QP.
+    pub(crate) ud: bool,
+    /// The send queue, when it completes on the CQ being attached and has entries.
+    pub(crate) sq: Option<RdmaCoreWq>,
+    /// The receive queue, likewise.
+    pub(crate) rq: Option<RdmaCoreWq>,
+    /// `sq.wqe_cnt` and `rq.wqe_cnt` as rdma-core has them.
+    pub(crate) wqe_cnt: (u32, u32),
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// Reads the `struct mlx5_qp` around `qp` with `layout` and checks it against `dv` (what
+/// `mlx5dv_init_obj` reported), `ctx` (the context the CQ belongs to), `cq` (the CQ being
+/// attached) and `cqe_v1` (the context's CQE version). Returns the queues that complete
+/// on `cq`, or the first check that failed.
+///
+/// Checks, in order: the QP's context and CQs (public `ibv_qp` fields), no SRQ, then the
+/// private struct: its pointer back to the `ibv_qp`, `rsc.type`, the doorbell record and
+/// each queue's `wqe_cnt`, stride and buffer address against `dv`, the user index (equal
+/// to the QPN on a version-0 context), and the table pointers (non-null, aligned).
+///
+/// # Safety
+///
+/// `qp` is a live `ibv_qp` made by rdma-core's mlx5 provider (so it sits inside a
+/// `struct mlx5_qp`), and `layout` is the row of the rdma-core release loaded, so the
+/// `layout.qp.size` bytes from `qp - layout.qp.ibv_qp` are that allocation.
+pub(crate) unsafe fn read_qp(
+    qp: *mut ffi::ibv_qp,
+    dv: &DvQp,
+    layout: &Mlx5Layout,
+    ctx: *mut ffi::ibv_context,
+    cq: *mut ffi::ibv_cq,
+    cqe_v1: bool,
+) -> Result<PrivateQp, String> {
+    let (l, w) = (&layout.qp, &layout.wq);
+    let base = (qp as *mut u8).wrapping_sub(l.ibv_qp);
+    let mut b = vec![0u8; l.size];
+    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct
+    // mlx5_qp` of this QP. A plain byte copy; the fields read from it are checked before
+    // any pointer in it is used.
+    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
+    let pub_field = |off: usize| l.ibv_qp + off;
+    let qpn = u32_at(&b, pub_field(IBV_QP_QP_NUM_OFFSET));
+    let what = |s: String| format!("qp {qpn:#x}: {s}");
+    if u64_at(&b, pub_field(IBV_QP_CONTEXT)) != ctx as u64 {
+        return Err(what("it belongs to another device context".into()));
+    }
+    let (send_cq, recv_cq) = (u64_at(&b, pub_field(IBV_QP_SEND_CQ)), u64_at(&b, pub_field(IBV_QP_RECV_CQ)));
+    if send_cq != cq as u64 && recv_cq != cq as u64 {
+        return Err(what(format!(
+            "neither its send CQ ({send_cq:#x}) nor its receive CQ ({recv_cq:#x}) is the attached CQ ({:#x})",
+            cq as u64
+        )));
+    }
+    if u64_at(&b, pub_field(IBV_QP_SRQ)) != 0 {
+        return Err(what("it receives from an SRQ; adopting rdma-core's SRQs is not built yet".into()));
+    }
+    let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
+    let back = u64_at(&b, l.ibv_qp_ptr);
+    if back != qp as u64 {
+        return Err(what(format!(
+            "the private struct's ibv_qp pointer is {back:#x}, not the QP ({:#x}): not the struct mlx5_qp of {release}",
+            qp as u64
+        )));
+    }
+    let rsc_type = u32_at(&b, l.rsc_type);
+    if rsc_type != MLX5_RSC_TYPE_QP {
+        return Err(what(format!("rsc.type is {rsc_type}, not MLX5_RSC_TYPE_QP ({MLX5_RSC_TYPE_QP})")));
+    }
+    let db = u64_at(&b, l.db);
+    if db != dv.dbrec as u64 {
+        return Err(what(format!("the private doorbell record {db:#x} is not mlx5dv_qp's ({:#x})", dv.dbrec)));
+    }
+    let rsn = u32_at(&b, l.rsn);
+    if !cqe_v1 && rsn != qpn {
+        return Err(what(format!("rsc.rsn {rsn:#x} is not the QPN on a CQE-version-0 context")));
+    }
+    if cqe_v1 && rsn > dvcq_uapi::mlx5::cqe::QPN_MASK {
+        return Err(what(format!("the user index rsc.rsn {rsn:#x} is wider than 24 bits")));
+    }
+    let buf = u64_at(&b, l.buf);
+    let sq_buf = if u32_at(&b, l.sq_buf_size) != 0 {
+        u64_at(&b, l.sq_buf)
+    } else {
+        buf.wrapping_add(u64::from(u32_at(&b, l.sq + w.offset)))
+    };
+    if u64_at(&b, l.sq_start) != sq_buf {
+        return Err(what(format!("sq_start {:#x} is not the send buffer {sq_buf:#x}", u64_at(&b, l.sq_start))));
+    }
+    let queue = |name: &str, at: usize, dv_cnt: u32, dv_stride: u32, dv_buf: usize, expect_buf: u64, send: bool| {
+        let cnt = u32_at(&b, at + w.wqe_cnt);
+        if cnt != dv_cnt {
+            return Err(what(format!("the private {name}.wqe_cnt {cnt} is not mlx5dv_qp's ({dv_cnt})")));
+        }
+        if cnt == 0 {
+            return Ok((0, None));
+        }
+        if !cnt.is_power_of_two() || cnt > 1 << 16 {
+            return Err(what(format!("{name}.wqe_cnt {cnt} is not a power of two up to 65536")));
+        }
+        let shift = u32_at(&b, at + w.wqe_shift);
+        if shift >= 32 || 1u32 << shift != dv_stride {
+            return Err(what(format!("{name}.wqe_shift {shift} does not give mlx5dv_qp's stride {dv_stride}")));
+        }
+        if expect_buf != dv_buf as u64 {
+            return Err(what(format!("the private {name} buffer {expect_buf:#x} is not mlx5dv_qp's ({dv_buf:#x})")));
+        }
+        let wrid = u64_at(&b, at + w.wrid);
+        let wqe_head = if send { u64_at(&b, at + w.wqe_head) } else { 0 };
+        if wrid == 0 || wrid % 8 != 0 || (send && (wqe_head == 0 || wqe_head % 4 != 0)) {
+            return Err(what(format!(
+                "{name}'s tables (wrid {wrid:#x}, wqe_head {wqe_head:#x}) are null or misaligned"
+            )));
+        }
+        let wq = RdmaCoreWq {
+            wq: base.wrapping_add(at),
+            wrid: wrid as usize as *const u64,
+            wqe_head: if send { wqe_head as usize as *const u32 } else { core::ptr::null() },
+            wqe_cnt: cnt,
+            layout: *w,
+        };
+        Ok((cnt, Some(wq)))
+    };
+    let (sq_cnt, sq) = queue("sq", l.sq, dv.sq_wqe_cnt, dv.sq_stride, dv.sq_buf, sq_buf, true)?;
+    let rq_buf = buf.wrapping_add(u64::from(u32_at(&b, l.rq + w.offset)));
+    let (rq_cnt, rq) = queue("rq", l.rq, dv.rq_wqe_cnt, dv.rq_stride, dv.rq_buf, rq_buf, false)?;
+    let ud = u32_at(&b, pub_field(IBV_QP_TYPE)) == ffi::IBV_QPT_UD;
+    Ok(PrivateQp {
+        qpn,
+        rsn,
+        ud,
+        sq: sq.filter(|_| send_cq == cq as u64),
+        rq: rq.filter(|_| recv_cq == cq as u64),
+        wqe_cnt: (sq_cnt, rq_cnt),
+    })
+}
+
+/// Opens dvcq's mlx5 poller on the ring `dv` describes (from [`init_cq`] on `cq`), at the
+/// consumer counter the doorbell record holds (rdma-core writes `cons_index & 0xffffff`
+/// there after every poll, so a CQ it polled before is picked up where it stopped).
+pub(crate) fn poller_on(dv: &DvCq, cq: &Arc<VerbsCq>, cfg: CqConfig) -> Result<Ring, String> {
+    if !dv.cqe_cnt.is_power_of_two() || dv.cqe_cnt < 2 || dv.cqe_cnt > 1 << 22 {
+        return Err(format!("mlx5dv_cq.cqe_cnt {} is not a power of two from 2 to 2^22", dv.cqe_cnt));
+    }
+    if dv.buf.is_null() || dv.buf as usize % 4096 != 0 {
+        return Err(format!("mlx5dv_cq.buf {:p} is not a page-aligned ring", dv.buf));
+    }
+    let keep: KeepAlive = cq.clone();
+    let e = |what: &str, err: ProviderError| format!("{what}: {err}");
+    // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of
+    // `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record;
+    // rdma-core maps both for the CQ's life, which `keep` (the CQ handle) extends to the
+    // poller's. The device writes the ring and reads the record by DMA; in this process
+    // only dvcq's poller touches them while it is attached (the Cq API has no path to
+    // rdma-core's poll, arm or resize of this CQ; `Cq::attach`'s contract).
+    let dbrec =
+        unsafe { DoorbellWord::with_keepalive(dv.dbrec, Some(Arc::clone(&keep))) }.map_err(|x| e("dbrec", x))?;
+    let ci = dbrec.load_be32(Ordering::Acquire) & 0x00ff_ffff;
+    let registry = Registry::new();
+    let ring = match dv.cqe_size {
+        // SAFETY: as above, for a ring of 64-byte slots.
+        64 => Ring::C64(
+            Mlx5Cq::new(
+                unsafe { CqRing::with_keepalive(dv.buf, dv.cqe_cnt, Some(keep)) }.map_err(|x| e("ring", x))?,
+                dbrec,
+                dv.cqn,
+                ci,
+                registry,
+                cfg,
+            )
+            .map_err(|x| x.to_string())?,
+        ),
+        // SAFETY: as above, for a ring of 128-byte slots.
+        128 => Ring::C128(
+            Mlx5Cq::new(
+                unsafe { CqRing::with_keepalive(dv.buf, dv.cqe_cnt, Some(keep)) }.map_err(|x| e("ring", x))?,
+                dbrec,
+                dv.cqn,
+                ci,
+                registry,
+                cfg,
+            )
+            .map_err(|x| x.to_string())?,
+        ),
+        other => return Err(format!("mlx5dv_cq.cqe_size {other} is neither 64 nor 128")),
+    };
+    Ok(ring)
+}

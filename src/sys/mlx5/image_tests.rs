@@ -1,0 +1,389 @@
+//! The mlx5 attach without a NIC: for every row of the private-layout table, a byte image
+//! of rdma-core's `struct mlx5_qp` exactly as that release lays it out (and the wr_id
+//! tables, doorbell record and WQE buffer it points to), over the mlx5 model's CQ ring.
+//! The attach goes through [`read_qp`] and [`Mlx5Backend::adopt`], the code that runs on
+//! hardware after `mlx5dv_init_obj`; the test then plays rdma-core's post verbs on the
+//! image and the device on the model, and checks completions, wr_ids and the tails
+//! written back (what rdma-core's post-side free-slot test sees).
+
+use super::*;
+use crate::backend::mlx5::{cq_config, Mlx5Backend, Ring};
+use dvcq_mlx5_dv::model::{build, Mlx5Model, ModelConfig};
+use dvcq_provider::{Completion, FaultKind, WcOpcode, WcStatus};
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
+use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
+
+const QPN: u32 = 0x1a2b;
+const UIDX: u32 = 0x77;
+const SQ: u32 = 16;
+const RQ: u32 = 8;
+const RQ_STRIDE: u32 = 16;
+const IBV_QPT_RC: u32 = 2;
+
+/// Memory rdma-core would own, zeroed, 8-aligned, reached only through the one pointer
+/// taken from it (so the attach's raw reads and the test's raw writes never alias a
+/// reference).
+struct Block {
+    _mem: Vec<u64>,
+    ptr: *mut u8,
+}
+
+impl Block {
+    fn new(bytes: usize) -> Block {
+        let mut mem = vec![0u64; bytes.div_ceil(8).max(1)];
+        let ptr = mem.as_mut_ptr().cast::<u8>();
+        Block { _mem: mem, ptr }
+    }
+    fn addr(&self, off: usize) -> u64 {
+        self.ptr.wrapping_add(off) as u64
+    }
+    fn put32(&self, off: usize, v: u32) {
+        // SAFETY: a test-owned block, `off` inside it (the layout's fields fit the struct,
+        // checked in uapi), 4-aligned; nothing else uses the block concurrently.
+        unsafe { self.ptr.add(off).cast::<u32>().write_volatile(v) }
+    }
+    fn put64(&self, off: usize, v: u64) {
+        // SAFETY: as `put32`, 8-aligned.
+        unsafe { self.ptr.add(off).cast::<u64>().write_volatile(v) }
+    }
+    fn get32(&self, off: usize) -> u32 {
+        // SAFETY: as `put32`.
+        unsafe { self.ptr.add(off).cast::<u32>().read_volatile() }
+    }
+}
+
+/// One release's QP image with its tables, and rdma-core's post verbs over it.
+struct QpImage {
+    layout: &'static Mlx5Layout,
+    qp: Block,
+    sq_wrid: Block,
+    sq_wqe_head: Block,
+    rq_wrid: Block,
+    dbrec: Block,
+    wqes: Block,
+    /// Stand-ins for the `ibv_context` and `ibv_cq` the QP names.
+    ctx: Block,
+    cq: Block,
+}
+
+impl QpImage {
+    fn new(layout: &'static Mlx5Layout, cqe_v1: bool) -> QpImage {
+        let (l, w) = (&layout.qp, &layout.wq);
+        let img = QpImage {
+            layout,
+            qp: Block::new(l.size),
+            sq_wrid: Block::new(SQ as usize * 8),
+            sq_wqe_head: Block::new(SQ as usize * 4),
+            rq_wrid: Block::new(RQ as usize * 8),
+            dbrec: Block::new(8),
+            wqes: Block::new((RQ * RQ_STRIDE + SQ * 64) as usize),
+            ctx: Block::new(8),
+            cq: Block::new(8),
+        };
+        let q = &img.qp;
+        // The public ibv_qp inside the private struct.
+        let pubf = |off: usize| l.ibv_qp + off;
+        q.put64(pubf(IBV_QP_CONTEXT), img.ctx.addr(0));
+        q.put64(pubf(IBV_QP_SEND_CQ), img.cq.addr(0));
+        q.put64(pubf(IBV_QP_RECV_CQ), img.cq.addr(0));
+        q.put32(pubf(IBV_QP_QP_NUM_OFFSET), QPN);
+        q.put32(pubf(IBV_QP_TYPE), IBV_QPT_RC);
+        // rdma-core's own fields, as create_qp leaves them.
+        q.put32(l.rsc_type, MLX5_RSC_TYPE_QP);
+        q.put32(l.rsn, if cqe_v1 { UIDX } else { QPN });
+        q.put64(l.ibv_qp_ptr, q.addr(l.ibv_qp));
+        q.put64(l.buf, img.wqes.addr(0));
+        let sq_off = RQ * RQ_STRIDE;
+        q.put64(l.sq_start, img.wqes.addr(sq_off as usize));
+        q.put64(l.db, img.dbrec.addr(0));
+        for (at, cnt, shift, offset, wrid, wqe_head) in [
+            (l.sq, SQ, 6, sq_off, img.sq_wrid.addr(0), img.sq_wqe_head.addr(0)),
+            (l.rq, RQ, RQ_STRIDE.trailing_zeros(), 0, img.rq_wrid.addr(0), 0),
+        ] {
+            q.put64(at + w.wrid, wrid);
+            q.put64(at + w.wqe_head, wqe_head);
+            q.put32(at + w.wqe_cnt, cnt);
+            q.put32(at + w.max_post, cnt);
+            q.put32(at + w.wqe_shift, shift);
+            q.put32(at + w.offset, offset);
+        }
+        img
+    }
+
+    /// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` reports for this QP.
+    fn dv(&self) -> DvQp {
+        DvQp {
+            dbrec: self.dbrec.addr(0) as usize,
+            sq_buf: self.wqes.addr((RQ * RQ_STRIDE) as usize) as usize,
+            sq_wqe_cnt: SQ,
+            sq_stride: 64,
+            rq_buf: self.wqes.addr(0) as usize,
+            rq_wqe_cnt: RQ,
+            rq_stride: RQ_STRIDE,
+        }
+    }
+
+    fn ibv_qp(&self) -> *mut ffi::ibv_qp {
+        self.qp.ptr.wrapping_add(self.layout.qp.ibv_qp).cast()
+    }
+
+    fn wq(&self, field: impl Fn(&Mlx5WqLayout) -> usize, send: bool) -> usize {
+        (if send { self.layout.qp.sq } else { self.layout.qp.rq }) + field(&self.layout.wq)
+    }
+
+    /// `mlx5_post_send` for one WR of `bbs` blocks: `wrid[idx]`, `wqe_head[idx] = head`,
+    /// `cur_post += bbs`, `head += 1`. Returns the WQE index its CQE will carry.
+    fn post_send(&self, wr_id: u64, bbs: u32) -> u16 {
+        let cur = self.qp.get32(self.wq(|w| w.cur_post, true));
+        let head = self.qp.get32(self.wq(|w| w.head, true));
+        let idx = cur & (SQ - 1);
+        self.sq_wrid.put64(idx as usize * 8, wr_id);
+        self.sq_wqe_head.put32(idx as usize * 4, head);
+        self.qp.put32(self.wq(|w| w.cur_post, true), cur + bbs);
+        self.qp.put32(self.wq(|w| w.head, true), head + 1);
+        cur as u16
+    }
+
+    /// `mlx5_post_recv` for one WR: `wrid[head & mask]`, `head += 1`. Returns the WQE
+    /// counter its CQE will carry.
+    fn post_recv(&self, wr_id: u64) -> u16 {
+        let head = self.qp.get32(self.wq(|w| w.head, false));
+        self.rq_wrid.put64((head & (RQ - 1)) as usize * 8, wr_id);
+        self.qp.put32(self.wq(|w| w.head, false), head + 1);
+        head as u16
+    }
+
+    /// What `mlx5_wq_overflow` lets a post add: `max_post - (head - tail)`.
+    fn free_slots(&self, send: bool) -> u32 {
+        let head = self.qp.get32(self.wq(|w| w.head, send));
+        let tail = self.qp.get32(self.wq(|w| w.tail, send));
+        let max = self.qp.get32(self.wq(|w| w.max_post, send));
+        max - head.wrapping_sub(tail)
+    }
+
+    fn set_tail(&self, send: bool, v: u32) {
+        self.qp.put32(self.wq(|w| w.tail, send), v);
+    }
+
+    /// The attach as on hardware after `mlx5dv_init_obj`.
+    fn read(&self, dv: &DvQp, layout: &Mlx5Layout, cqe_v1: bool) -> Result<PrivateQp, String> {
+        // SAFETY: the image is a `struct mlx5_qp` of `self.layout.qp.size` bytes around
+        // `ibv_qp()`; a `layout` of another row reads at most its own size, which the test
+        // only passes for rows no larger than the image (see `another_release_s_image`).
+        unsafe { read_qp(self.ibv_qp(), dv, layout, self.ctx.ptr.cast(), self.cq.ptr.cast(), cqe_v1) }
+    }
+}
+
+fn backend(model: &Mlx5Model, img: &QpImage, cqe_v1: bool) -> Mlx5Backend {
+    let poller = model.poller::<64>(dvcq_mlx5_dv::Registry::new(), cq_config(cqe_v1)).unwrap();
+    Mlx5Backend::new(Ring::C64(poller), img.ctx.addr(0) as usize, img.cq.addr(0) as usize, img.layout, cqe_v1, None)
+}
+
+fn poll_all(b: &mut Mlx5Backend) -> Vec<Completion> {
+    let mut out = [Completion::default(); 8];
+    let mut all = Vec::new();
+    loop {
+        let n = b.poll(&mut out);
+        if n == 0 {
+            return all;
+        }
+        all.extend_from_slice(&out[..n]);
+    }
+}
+
+fn req(v1: bool, wqe: u16) -> build::Entry {
+    let e = build::req(QPN, wqe, wqe_opcode::SEND, 0);
+    if v1 {
+        e.srqn_uidx(UIDX)
+    } else {
+        e
+    }
+}
+
+fn resp(v1: bool, wqe: u16, len: u32) -> build::Entry {
+    let e = build::resp(cqe_opcode::RESP_SEND, QPN, wqe, len, 0);
+    if v1 {
+        e.srqn_uidx(UIDX)
+    } else {
+        e
+    }
+}
+
+#[test]
+fn every_release_s_qp_image_attaches_and_its_posts_complete_with_their_wr_ids() {
+    for layout in &MLX5_LAYOUTS {
+        for v1 in [false, true] {
+            let what = format!("v{}.{} cqe v{}", layout.first.0, layout.first.1, u8::from(v1));
+            let img = QpImage::new(layout, v1);
+            // Work rdma-core posted and polled before the attach: a send retired, a
+            // receive still outstanding.
+            img.post_send(0xa0, 1);
+            img.set_tail(true, 1);
+            let early_recv = img.post_recv(0xb0);
+            let mut model = Mlx5Model::new(ModelConfig::new(32)).unwrap();
+            let mut b = backend(&model, &img, v1);
+            let private = img.read(&img.dv(), layout, v1).unwrap_or_else(|e| panic!("{what}: {e}"));
+            b.adopt(private).unwrap();
+
+            model.push(&resp(v1, early_recv, 7)).unwrap();
+            let got = poll_all(&mut b);
+            assert_eq!(got.len(), 1, "{what}");
+            assert_eq!((got[0].wr_id, got[0].opcode, got[0].byte_len), (0xb0, WcOpcode::Recv, 7), "{what}");
+            assert_eq!(img.free_slots(false), RQ, "{what}: the receive's slot is free again");
+
+            // Many laps of both queues: an unsignaled send and a signaled two-block one
+            // per round (one CQE retires both), and two receives.
+            let mut next = 0x1000u64;
+            for round in 0..40 {
+                img.post_send(next, 1);
+                let signaled = img.post_send(next + 1, 2);
+                let r0 = img.post_recv(next + 2);
+                let r1 = img.post_recv(next + 3);
+                assert_eq!(img.free_slots(true), SQ - 2, "{what} round {round}: the posts took their slots");
+                model.push(&req(v1, signaled)).unwrap();
+                model.push(&resp(v1, r0, 64)).unwrap();
+                model.push(&resp(v1, r1, 65)).unwrap();
+                let got = poll_all(&mut b);
+                let ids: Vec<(u64, WcStatus, u32)> = got.iter().map(|c| (c.wr_id, c.status, c.qp_num)).collect();
+                assert_eq!(
+                    ids,
+                    [
+                        (next + 1, WcStatus::Success, QPN),
+                        (next + 2, WcStatus::Success, QPN),
+                        (next + 3, WcStatus::Success, QPN)
+                    ],
+                    "{what} round {round}"
+                );
+                assert_eq!(img.free_slots(true), SQ, "{what} round {round}: sq.tail written back");
+                assert_eq!(img.free_slots(false), RQ, "{what} round {round}: rq.tail written back");
+                next += 0x10;
+            }
+        }
+    }
+}
+
+#[test]
+fn completions_wait_for_the_poll_that_sees_their_cqe_and_tails_only_move_for_completed_work() {
+    let layout = &MLX5_LAYOUTS[1];
+    let img = QpImage::new(layout, false);
+    let mut model = Mlx5Model::new(ModelConfig::new(32)).unwrap();
+    let mut b = backend(&model, &img, false);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    let w: Vec<u16> = (0..4).map(|i| img.post_send(0x500 + i, 1)).collect();
+    assert_eq!(poll_all(&mut b).len(), 0);
+    assert_eq!(img.free_slots(true), SQ - 4, "nothing completed, nothing freed");
+    // The second signaled WQE retires the first two; the other two stay outstanding.
+    model.push(&req(false, w[1])).unwrap();
+    let got = poll_all(&mut b);
+    assert_eq!(got.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x501]);
+    assert_eq!(img.free_slots(true), SQ - 2);
+    // A post after the poll is picked up by the next one.
+    let late = img.post_send(0x600, 1);
+    model.push(&req(false, late)).unwrap();
+    assert_eq!(poll_all(&mut b).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x600]);
+    assert_eq!(img.free_slots(true), SQ);
+}
+
+#[test]
+fn a_cqe_of_a_qp_nobody_attached_is_a_fault_item_and_the_rest_still_polls() {
+    let layout = &MLX5_LAYOUTS[0];
+    let img = QpImage::new(layout, false);
+    let mut model = Mlx5Model::new(ModelConfig::new(32)).unwrap();
+    let mut b = backend(&model, &img, false);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    let w = img.post_send(0x77, 1);
+    model.push(&build::req(QPN + 1, 0, wqe_opcode::SEND, 0)).unwrap();
+    model.push(&req(false, w)).unwrap();
+    let got = poll_all(&mut b);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].fault_kind, FaultKind::UnknownQp);
+    assert_eq!(got[1].wr_id, 0x77);
+}
+
+/// Runs `read` on an image `spoil` changed after it was built; returns the error.
+fn refused(layout: &'static Mlx5Layout, spoil: impl Fn(&QpImage, &mut DvQp)) -> String {
+    let img = QpImage::new(layout, false);
+    let mut dv = img.dv();
+    spoil(&img, &mut dv);
+    img.read(&dv, layout, false).expect_err("a spoiled image attaches")
+}
+
+#[test]
+fn corrupted_images_are_refused_naming_the_qp_and_the_field() {
+    for layout in &MLX5_LAYOUTS {
+        let sq_cnt = layout.qp.sq + layout.wq.wqe_cnt;
+        let e = refused(layout, |img, _| img.qp.put32(sq_cnt, 32));
+        assert_eq!(e, "qp 0x1a2b: the private sq.wqe_cnt 32 is not mlx5dv_qp's (16)");
+        let e = refused(layout, |_, dv| dv.rq_wqe_cnt = 16);
+        assert_eq!(e, "qp 0x1a2b: the private rq.wqe_cnt 8 is not mlx5dv_qp's (16)");
+        let e = refused(layout, |_, dv| dv.dbrec += 64);
+        assert!(e.starts_with("qp 0x1a2b: the private doorbell record 0x"), "{e}");
+        let e = refused(layout, |img, _| img.qp.put64(layout.qp.ibv_qp_ptr, 0x1000));
+        assert!(e.contains("ibv_qp pointer is 0x1000, not the QP"), "{e}");
+        assert!(
+            e.ends_with(&format!(
+                "not the struct mlx5_qp of rdma-core v{}.{}-v{}.{}",
+                layout.first.0, layout.first.1, layout.last.0, layout.last.1
+            )),
+            "{e}"
+        );
+        let e = refused(layout, |_, dv| dv.rq_buf += 4096);
+        assert!(e.contains("the private rq buffer 0x"), "{e}");
+        let e = refused(layout, |img, _| img.qp.put32(layout.qp.sq + layout.wq.wqe_shift, 7));
+        assert_eq!(e, "qp 0x1a2b: sq.wqe_shift 7 does not give mlx5dv_qp's stride 64");
+        let e = refused(layout, |img, _| img.qp.put64(layout.qp.sq + layout.wq.wrid, 0));
+        assert!(e.contains("sq's tables (wrid 0x0"), "{e}");
+        let e = refused(layout, |img, _| img.qp.put32(layout.qp.rsn, QPN + 1));
+        assert_eq!(e, "qp 0x1a2b: rsc.rsn 0x1a2c is not the QPN on a CQE-version-0 context");
+        let e = refused(layout, |img, _| img.qp.put32(layout.qp.rsc_type, 4));
+        assert_eq!(e, "qp 0x1a2b: rsc.type is 4, not MLX5_RSC_TYPE_QP (0)");
+    }
+}
+
+#[test]
+fn qps_of_another_context_or_cq_or_on_an_srq_are_refused() {
+    let layout = &MLX5_LAYOUTS[2];
+    let pubf = |off: usize| layout.qp.ibv_qp + off;
+    let e = refused(layout, |img, _| img.qp.put64(pubf(IBV_QP_CONTEXT), 0x40));
+    assert_eq!(e, "qp 0x1a2b: it belongs to another device context");
+    let e = refused(layout, |img, _| {
+        img.qp.put64(pubf(IBV_QP_SEND_CQ), 0x80);
+        img.qp.put64(pubf(IBV_QP_RECV_CQ), 0x88);
+    });
+    assert!(e.starts_with("qp 0x1a2b: neither its send CQ (0x80) nor its receive CQ (0x88) is the attached CQ"), "{e}");
+    let e = refused(layout, |img, _| img.qp.put64(pubf(IBV_QP_SRQ), 0x90));
+    assert_eq!(e, "qp 0x1a2b: it receives from an SRQ; adopting rdma-core's SRQs is not built yet");
+}
+
+#[test]
+fn another_release_s_image_is_refused() {
+    // Each row's image read with the layout of the row before it (which is no larger).
+    for w in MLX5_LAYOUTS.windows(2) {
+        let (older, newer) = (&w[0], &w[1]);
+        assert!(older.qp.size <= newer.qp.size);
+        let img = QpImage::new(newer, false);
+        let e = img.read(&img.dv(), older, false).expect_err("a wrong release attaches");
+        // v44 and v45 differ at the back pointer; v45 and v64 only from `buf` on, where
+        // the doorbell record is the first field compared.
+        let caught = e.contains("not the struct mlx5_qp of rdma-core") || e.contains("is not mlx5dv_qp's");
+        assert!(caught, "v{}.{} read as v{}.{}: {e}", newer.first.0, newer.first.1, older.first.0, older.first.1);
+    }
+    assert!(Mlx5Layout::for_release(43).is_none() && Mlx5Layout::for_release(65).is_none());
+    assert_eq!(crate::backend::mlx5::covered(), "v44.0-v44.12, v45.0-v63.1, v64.0-v64.0");
+}
+
+#[test]
+fn a_qp_attached_twice_or_completing_on_one_queue_only() {
+    let layout = &MLX5_LAYOUTS[1];
+    let img = QpImage::new(layout, false);
+    let model = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+    let mut b = backend(&model, &img, false);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    let e = b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap_err();
+    assert_eq!(e, "qp 0x1a2b is attached to this CQ already");
+    // A QP whose receive CQ is another one: only its send queue is adopted here.
+    let other = QpImage::new(layout, false);
+    other.qp.put64(layout.qp.ibv_qp + IBV_QP_RECV_CQ, 0x99);
+    let p = other.read(&other.dv(), layout, false).unwrap();
+    assert!(p.sq.is_some() && p.rq.is_none());
+}
