@@ -16,6 +16,37 @@ pub struct DevicesArgs {
     /// Only this device (a name `dvcq devices` lists).
     #[arg(short = 'd', long = "device", value_name = "NAME")]
     device: Option<String>,
+    /// Instead of the devices: each rdma-core release range the private-layout tables of
+    /// the direct attaches cover, one `VENDOR FROM-TO` line each (`--json`: a list of
+    /// `{vendor, from, to}`).
+    #[arg(long)]
+    layouts: bool,
+}
+
+/// One release range a private-layout table covers.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LayoutRange {
+    /// The backend whose table it is (`mlx5`, `rxe`).
+    pub vendor: &'static str,
+    /// The first release (`v44.0`; rxe's table is by major release: `v44`).
+    pub from: String,
+    /// The last release read to have the layout.
+    pub to: String,
+}
+
+/// Every range of every private-layout table, oldest first per vendor.
+pub fn layout_ranges() -> Vec<LayoutRange> {
+    let mlx5 = dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS.iter().map(|l| LayoutRange {
+        vendor: "mlx5",
+        from: format!("v{}.{}", l.first.0, l.first.1),
+        to: format!("v{}.{}", l.last.0, l.last.1),
+    });
+    let rxe = dvcq_uapi::rxe::cq_layout::RXE_CQ_LAYOUTS.iter().map(|l| LayoutRange {
+        vendor: "rxe",
+        from: format!("v{}", l.first_major),
+        to: format!("v{}", l.last_major),
+    });
+    mlx5.chain(rxe).collect()
 }
 
 impl DevicesArgs {
@@ -25,6 +56,19 @@ impl DevicesArgs {
     ///
     /// An unknown `--device`, or output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
+        if self.layouts {
+            let ranges = layout_ranges();
+            let mut out = Output::stdout();
+            if self.json {
+                let text = serde_json::to_string_pretty(&ranges).map_err(|e| CliError(format!("devices: {e}")))?;
+                out.line(&text)?;
+            } else {
+                for r in &ranges {
+                    out.line(&format!("{} {}-{}", r.vendor, r.from, r.to))?;
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         let mut list = device::list();
         if let Some(name) = &self.device {
             if !list.devices.iter().any(|d| &d.name == name) {
