@@ -54,6 +54,10 @@ pub(crate) struct Mlx5Backend {
     cq: usize,
     layout: &'static Mlx5Layout,
     cqe_v1: bool,
+    /// The consumer counter at attach, and whether a refused QP may hand the CQ to the
+    /// generic backend while none was consumed (`BackendChoice::Auto`).
+    start_ci: u32,
+    fallback: bool,
     verbs_cq: Option<Arc<VerbsCq>>,
 }
 
@@ -126,7 +130,23 @@ impl Mlx5Backend {
         cqe_v1: bool,
         verbs_cq: Option<Arc<VerbsCq>>,
     ) -> Self {
-        Mlx5Backend { poller, adopted: Vec::new(), ctx, cq, layout, cqe_v1, verbs_cq }
+        let start_ci = match &poller {
+            Ring::C64(c) => c.ci(),
+            Ring::C128(c) => c.ci(),
+        };
+        Mlx5Backend { poller, adopted: Vec::new(), ctx, cq, layout, cqe_v1, start_ci, fallback: false, verbs_cq }
+    }
+
+    /// Lets a refused QP hand the CQ to the generic backend ([`Mlx5Backend::can_fall_back`]).
+    pub(crate) fn allow_fallback(&mut self, allow: bool) {
+        self.fallback = allow;
+    }
+
+    /// Whether rdma-core's own poll can take the CQ over: fallback allowed and no CQE
+    /// consumed since the attach (rdma-core's private consumer index is still right, and
+    /// no tail was written back).
+    pub(crate) fn can_fall_back(&self) -> bool {
+        self.fallback && self.ci() == self.start_ci
     }
 
     /// The CQ it polls (none in image tests).
@@ -185,8 +205,7 @@ impl Mlx5Backend {
         }
     }
 
-    /// The running consumer counter (for tests and stats).
-    #[allow(dead_code)]
+    /// The running consumer counter.
     pub(crate) fn ci(&self) -> u32 {
         match &self.poller {
             Ring::C64(c) => c.ci(),

@@ -74,6 +74,10 @@ pub(crate) fn choose_for(
         return Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)));
     }
     match direct(device, ctx, &cq, origin) {
+        Ok((Poller::Mlx5(mut m), b)) => {
+            m.allow_fallback(choice == BackendChoice::Auto);
+            Ok((Poller::Mlx5(m), b))
+        }
         Ok(chosen) => Ok(chosen),
         Err(e) if choice == BackendChoice::Direct => Err(e),
         Err(e) => {

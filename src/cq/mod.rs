@@ -136,6 +136,14 @@ impl Cq {
         n
     }
 
+    /// Hands the CQ to another poller (a direct attach refused before it consumed any
+    /// CQE), saying why.
+    #[cfg(dvcq_rdma_core)]
+    pub(crate) fn fall_back(&mut self, poller: Poller, backend: Backend) {
+        self.poller = poller;
+        self.backend = backend;
+    }
+
     /// The backend polling this CQ, and why.
     pub fn backend(&self) -> &Backend {
         &self.backend

@@ -5,7 +5,7 @@ use super::cq::VerbsCq;
 use super::device::Context as VerbsContext;
 use super::ffi;
 use crate::context::{Context, Inner};
-use crate::cq::{BackendChoice, Cq, Poller};
+use crate::cq::{BackendChoice, BackendKind, Cq, Poller};
 use crate::device;
 use crate::error::Error;
 use core::ffi::c_void;
@@ -83,7 +83,9 @@ impl Cq {
     /// [`Error::Mismatch`] for a QP of another context, or on a model CQ;
     /// [`Error::Attach`] naming the QP and the failed check (neither of its CQs is this
     /// one, it receives from an SRQ, a private field disagrees with `mlx5dv_qp`, attached
-    /// twice). On error nothing was registered and the CQ polls as before.
+    /// twice). On error nothing was registered and the CQ polls as before. A CQ attached
+    /// with `BackendChoice::Auto` that has not consumed a completion yet does not fail:
+    /// rdma-core's `ibv_poll_cq` takes it over and [`Cq::backend`] says why.
     ///
     /// # Safety
     ///
@@ -107,17 +109,31 @@ impl Cq {
         let Poller::Mlx5(m) = &mut self.poller else {
             return Ok(());
         };
-        let refuse = |reason: String| Error::Attach { device: device.clone(), backend: "mlx5", reason };
-        // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider
-        // serves (the backend was chosen by the context's provider library).
-        let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| refuse(format!("qp {qpn:#x}: {e}")))?;
-        let (ctx, cq, layout, cqe_v1) = m.expect();
-        // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout` is
-        // the row of the release loaded (picked at the CQ's attach). The caller keeps the
-        // QP alive for the Cq's life, which bounds the pointers kept into it.
-        let private =
-            unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }.map_err(refuse)?;
-        m.adopt(private).map_err(refuse)
+        let adopted = (|| {
+            // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider
+            // serves (the backend was chosen by the context's provider library).
+            let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+            let (ctx, cq, layout, cqe_v1) = m.expect();
+            // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout`
+            // is the row of the release loaded (picked at the CQ's attach). The caller
+            // keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
+            let private = unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+            m.adopt(private)
+        })();
+        let Err(reason) = adopted else {
+            return Ok(());
+        };
+        // Refused: with BackendChoice::Auto and nothing consumed yet, rdma-core's own poll
+        // takes the CQ over (its consumer index is still right); otherwise the error.
+        match m.verbs_cq().filter(|_| m.can_fall_back()).cloned() {
+            Some(verbs) => {
+                let why = format!("rdma-core's ibv_poll_cq: direct mlx5 attach refused: {reason}");
+                let generic = Poller::Generic(crate::backend::generic::GenericCq::new(verbs));
+                self.fall_back(generic, crate::context::backend(BackendKind::Generic, why));
+                Ok(())
+            }
+            None => Err(Error::Attach { device, backend: "mlx5", reason }),
+        }
     }
 }
 

@@ -387,3 +387,20 @@ fn a_qp_attached_twice_or_completing_on_one_queue_only() {
     let p = other.read(&other.dv(), layout, false).unwrap();
     assert!(p.sq.is_some() && p.rq.is_none());
 }
+
+#[test]
+fn the_generic_backend_may_take_over_only_until_the_first_cqe_is_consumed() {
+    let layout = &MLX5_LAYOUTS[0];
+    let img = QpImage::new(layout, false);
+    let mut model = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+    let mut b = backend(&model, &img, false);
+    assert!(!b.can_fall_back(), "BackendChoice::Direct: never");
+    b.allow_fallback(true);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    assert_eq!(poll_all(&mut b).len(), 0);
+    assert!(b.can_fall_back(), "an empty poll consumes nothing");
+    let w = img.post_send(1, 1);
+    model.push(&req(false, w)).unwrap();
+    assert_eq!(poll_all(&mut b).len(), 1);
+    assert!(!b.can_fall_back(), "rdma-core's consumer index is stale now");
+}
