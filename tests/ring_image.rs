@@ -14,9 +14,15 @@ use dvcq::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use dvcq::Completion;
 use proptest::prelude::*;
 
+/// Every scenario's image survives the text round trip with all its completions: the text
+/// decodes to what the image itself decodes to, the mlx5 consumer counter ends one slot past
+/// the start per completion, and what the completions say does not depend on the slot size
+/// (mlx5's 64 and 128 bytes) or, for sends, receives and flushes, on the irdma generation.
 #[test]
 fn every_scenario_round_trips_and_decodes() {
+    use dvcq_uapi::irdma::HwRev;
     for sc in [Scenario::Mixed, Scenario::Errors, Scenario::Laps, Scenario::Stream, Scenario::Iwarp] {
+        let mut by_size = Vec::new();
         for size in [64, 128] {
             if sc == Scenario::Iwarp {
                 let e = scenario::mlx5(sc, 32, size, None).unwrap_err();
@@ -27,17 +33,36 @@ fn every_scenario_round_trips_and_decodes() {
             let text = img.to_text();
             assert_eq!(parse_mlx5_image(&text).unwrap(), img, "{sc:?}/{size}");
             let out = decode_text(&text).unwrap();
-            let last = out.lines().last().unwrap();
-            assert!(last.starts_with("end ci="), "{out}");
-            assert!(out.lines().count() > 2, "{sc:?}: {out}");
+            let (items, end) = decode_image(&img).unwrap();
+            assert_eq!(out, format_decode(&items, &end), "{sc:?}/{size}: the text decodes as the image does");
+            assert!(items.len() > 2, "{sc:?}/{size}: {out}");
+            // One slot per completion, but in mixed, whose signature error CQE is consumed
+            // without one.
+            if sc != Scenario::Mixed {
+                assert_eq!(end.ci, img.ci + items.len() as u32, "{sc:?}/{size}: one slot per completion");
+            }
+            by_size.push(out);
         }
-        for rev in [dvcq_uapi::irdma::HwRev::Gen1, dvcq_uapi::irdma::HwRev::Gen2, dvcq_uapi::irdma::HwRev::Gen3] {
+        if let [a, b] = &by_size[..] {
+            assert_eq!(a, b, "{sc:?}: 64- and 128-byte CQEs say the same");
+        }
+        let mut by_rev = Vec::new();
+        for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
             let text = scenario::irdma(sc, 32, rev).unwrap();
             let img = dvcq::irdma::image::parse_irdma_image(&text).unwrap();
             assert_eq!(img.to_text(), text, "{sc:?}/{rev:?}: the text round trip");
             let out = decode_text(&text).unwrap();
-            assert!(out.lines().last().unwrap().starts_with("end ci="), "{out}");
+            let (items, end) = dvcq::irdma::image::decode_image(&img, dvcq::irdma::Compat::Current).unwrap();
+            assert_eq!(out, format_decode(&items, &end), "{sc:?}/{rev:?}: the text decodes as the image does");
             assert!(out.lines().filter(|l| l.starts_with("wc ")).count() > 1, "{sc:?}/{rev:?}: {out}");
+            by_rev.push((rev, wc_summary(&out)));
+        }
+        // Sends, receives and flushes of one code complete alike on every generation
+        // (mixed and iwarp differ by design: GEN3's op types, its flush per WR).
+        if matches!(sc, Scenario::Laps | Scenario::Stream | Scenario::Errors) {
+            for (rev, summary) in &by_rev[1..] {
+                assert_eq!(summary, &by_rev[0].1, "{sc:?}: {rev:?} against GEN1");
+            }
         }
     }
 }
@@ -381,13 +406,41 @@ fn malformed_images_name_the_line_and_the_problem() {
     }
 }
 
+/// The text of a 64-byte mlx5 image of `entries` slots holding `cqes` as the model writes
+/// them from slot 0 (consumer counter 0), with `ring_words` after the ring line's own and
+/// the given qp lines.
+fn image_with(ring_words: &str, qp_lines: &str, entries: u32, cqes: &[build::Entry]) -> String {
+    let mut m = Mlx5Model::new(ModelConfig::new(entries)).unwrap();
+    for e in cqes {
+        m.push(e).unwrap();
+    }
+    let hex = |slot: &[u8]| slot.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n";
+    let slots: String = m.snapshot().chunks(64).map(hex).collect();
+    format!("ring cqe_size=64 entries={entries} ci=0{ring_words}\n{qp_lines}{slots}")
+}
+
+/// `(wqe_idx, status, opcode, byte_len, qp_num)` of each `wc` line, and whether any line
+/// is not one (a fault item).
+fn completions(out: &str) -> (Vec<(u32, u32, u32, u32, String)>, bool) {
+    let (wcs, _) = wc_summary(out);
+    let faults = out.lines().any(|l| !l.starts_with("wc ") && !l.starts_with("end "));
+    (wcs.into_iter().map(|(w, s, o, b, q, _)| (w, s, o, b, q)).collect(), faults)
+}
+
 /// A QP on an SRQ has no RQ of its own: rdma-core creates it with `rq.wqe_cnt` 0, the
-/// registry takes it, so an image declares it so and decodes.
+/// registry takes it, so an image declares it so, and its send and its receive from the
+/// SRQ decode as completions of that QP.
 #[test]
 fn an_srq_qp_without_an_rq_decodes() {
-    let s = "00".repeat(64);
-    let text = format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=0 srq=5\n{s}\n{s}\n");
-    decode_text(&text).unwrap();
+    let text = image_with(
+        "",
+        "qp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=0 srq=5\n",
+        2,
+        &[build::req(1, 2, wqe_opcode::SEND, 0), build::resp(cqe_opcode::RESP_SEND, 1, 3, 77, 0).srqn_uidx(5)],
+    );
+    let out = decode_text(&text).unwrap();
+    let want = vec![(2, 0, 0, 0, "0x1".to_owned()), (3, 0, 128, 77, "0x1".to_owned())];
+    assert_eq!(completions(&out), (want, false), "{out}");
 }
 
 /// Slot lines are written in lowercase hex; a hand-edited image in uppercase reads as the
@@ -410,30 +463,45 @@ fn uppercase_slot_hex_reads_as_the_same_bytes() {
 }
 
 /// The limits of a `qp` line are inclusive: a 24-bit QPN of all ones and work queues of
-/// 65536 entries are what mlx5 allows, and the image takes them.
+/// 65536 entries are what mlx5 allows, and the image takes them: CQEs of that QP at the
+/// last WQE of each queue decode as its completions.
 #[test]
 fn qp_limits_are_inclusive() {
-    let s = "00".repeat(64);
-    let text = format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=ffffff sq_wqe_cnt=65536 rq_wqe_cnt=65536\n{s}\n{s}\n");
+    let qp = "qp qpn=ffffff sq_wqe_cnt=65536 rq_wqe_cnt=65536\n";
+    let text = image_with(
+        "",
+        qp,
+        2,
+        &[
+            build::req(0xff_ffff, 0xffff, wqe_opcode::SEND, 0),
+            build::resp(cqe_opcode::RESP_SEND, 0xff_ffff, 0xffff, 9, 0),
+        ],
+    );
     let img = parse_mlx5_image(&text).unwrap();
     assert_eq!((img.qps[0].qpn, img.qps[0].sq_wqe_cnt, img.qps[0].rq_wqe_cnt), (0xff_ffff, 1 << 16, 1 << 16));
-    decode_text(&text).unwrap();
+    let out = decode_text(&text).unwrap();
+    let want = vec![(0xffff, 0, 0, 0, "0xffffff".to_owned()), (0xffff, 0, 128, 9, "0xffffff".to_owned())];
+    assert_eq!(completions(&out), (want, false), "{out}");
 }
 
 /// A bare `srq` gives each QP an SRQ of its own, numbered so that no two QPs share one and
-/// every number fits in 24 bits: several such QPs decode.
+/// every number fits in 24 bits: a receive of each QP (found by its user index, CQE
+/// version 1) decodes as that QP's completion.
 #[test]
 fn bare_srq_words_give_each_qp_its_own_srq() {
-    let s = "00".repeat(64);
     let qps: String = (0..4).map(|k| format!("qp qpn={:x} sq_wqe_cnt=4 rq_wqe_cnt=0 srq\n", 0x10 + k)).collect();
-    let text = format!("ring cqe_size=64 entries=2 ci=0 cqe_ver=1\n{qps}{s}\n{s}\n");
+    let recvs: Vec<build::Entry> =
+        (0..4u32).map(|k| build::resp(cqe_opcode::RESP_SEND, 0x10 + k, k as u16, 100 + k, 0).srqn_uidx(k)).collect();
+    let text = image_with(" cqe_ver=1", &qps, 4, &recvs);
     let img = parse_mlx5_image(&text).unwrap();
     let mut reg = img.registry().unwrap();
     let srqs: std::collections::HashSet<u32> =
         (0..4).map(|k| reg.qp(0x10 + k).unwrap().config().srqn.unwrap()).collect();
     assert_eq!(srqs.len(), 4);
     assert!(srqs.iter().all(|&n| n <= 0xff_ffff && reg.srq_mut(n).is_some()), "{srqs:?}");
-    decode_text(&text).unwrap();
+    let out = decode_text(&text).unwrap();
+    let want: Vec<_> = (0..4u32).map(|k| (k, 0, 128, 100 + k, format!("{:#x}", 0x10 + k))).collect();
+    assert_eq!(completions(&out), (want, false), "{out}");
 }
 
 /// A ring captured on a device carries the user indexes rdma-core gave its QPs: `uidx=`
