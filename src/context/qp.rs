@@ -207,6 +207,16 @@ impl Qp {
         self.qpn
     }
 
+    /// The `struct ibv_qp` behind a QP on a real device, for tests that attach it as an
+    /// application's own (`Cq::attach_qp`).
+    #[cfg(all(test, dvcq_rdma_core))]
+    pub(crate) fn verbs_ptr(&self) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+        match &self.inner {
+            QpInner::Verbs(qp) => core::ptr::NonNull::new(qp.as_ptr().cast()),
+            QpInner::Model(_) => None,
+        }
+    }
+
     /// RC or UD.
     pub fn qp_type(&self) -> QpType {
         self.qp_type

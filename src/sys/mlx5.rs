@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 #[cfg(test)]
 mod image_tests;
+#[cfg(test)]
+mod lab_tests;
 
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`Mlx5Layout::for_release` has no row elsewhere).
