@@ -10,10 +10,15 @@
 //! none comes from a CQE whose post was not yet visible), then store the tails back where
 //! rdma-core's post path reads them.
 //!
+//! Inline scatter (on by default for rdma-core's RC QPs): the QPs' WQE buffers are
+//! registered from `mlx5dv_qp`, and data lands in the application's memory regions it
+//! names with `Cq::attach_mr` (a receive into memory not named completes with
+//! `IBV_WC_LOC_PROT_ERR`, as the registry never writes outside a region).
+//!
 //! Known limits: CQs rdma-core created are taken to be uncompressed and without
 //! overrun-ignore (it polls neither compressed CQs nor records the flag publicly); QPs on
-//! SRQs, inline scatter into the application's buffers and the `wr_data` opcodes of
-//! UMR/NOP/SET_PSV/MMO WQEs are not adopted yet; a CQE of a QP not adopted comes back as
+//! SRQs, the WQE signature option and the `wr_data` opcodes of UMR/NOP/SET_PSV/MMO WQEs
+//! are not adopted yet; a CQE of a QP not adopted comes back as
 //! an `UnknownQp` fault item. Arming and resizing go through dvcq only (Pitfall 6): never
 //! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ.
 
@@ -185,8 +190,22 @@ impl Mlx5Backend {
         if let Some(rq) = &qp.rq {
             entry.rq.adopt(rq).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
         }
+        // Inline scatter (§13.2, Pitfall 13): rdma-core's RC QPs have it on, so register
+        // the WQEs its data segments are read from. The sizes were checked against the
+        // queues: registering cannot be refused either.
+        if let Some((buf, stride)) = qp.rq_wqes.clone() {
+            registry.set_recv_wqes(qpn, buf, stride, false).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+        }
+        if let Some(buf) = qp.sq_wqes.clone() {
+            registry.set_send_wqes(qpn, buf).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+        }
         self.adopted.push(Adopted { qpn, qp });
         Ok(())
+    }
+
+    /// Adds memory inline scatter may copy into (an application's `ibv_mr`).
+    pub(crate) fn add_region(&mut self, region: dvcq_provider::MemoryRegion) -> Result<(), String> {
+        self.registry_mut().add_memory_region(region).map_err(|e| e.to_string())
     }
 
     fn registry_mut(&mut self) -> &mut dvcq_mlx5_dv::Registry {

@@ -90,7 +90,9 @@ impl Cq {
     /// # Safety
     ///
     /// `qp` points to a live `struct ibv_qp` that the application destroys only after this
-    /// `Cq` is gone.
+    /// `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered with
+    /// its polls (a lock, a channel): the direct poll reads the QP's WQE buffers for inline
+    /// scatter, and the tables rdma-core's posts write.
     pub unsafe fn attach_qp(&mut self, qp: NonNull<c_void>) -> Result<(), Error> {
         let qp = qp.as_ptr().cast::<ffi::ibv_qp>();
         let device = self.device().to_string();
@@ -133,6 +135,38 @@ impl Cq {
                 Ok(())
             }
             None => Err(Error::Attach { device, backend: "mlx5", reason }),
+        }
+    }
+
+    /// Names a memory region the application registered (`struct ibv_mr *`) that receives
+    /// and READ responses of the attached QPs land in, so that data the device delivered
+    /// inside a CQE (inline scatter, on by default for rdma-core's RC QPs) is copied there,
+    /// as rdma-core's own poll copies it. dvcq copies only inside regions named here; a
+    /// completion whose data would go elsewhere has status `IBV_WC_LOC_PROT_ERR`. Nothing
+    /// to do on the generic and rxe backends.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Attach`] for an lkey named before; [`Error::Mismatch`] on a model CQ.
+    ///
+    /// # Safety
+    ///
+    /// `mr` points to a live `struct ibv_mr` whose memory stays registered and allocated
+    /// until this `Cq` is gone, and which the application reads only after the poll that
+    /// returned a completion for it and writes only between polls, on the polling thread
+    /// or ordered with the polls (`dvcq_provider::MemoryRegion::new`'s contract).
+    pub unsafe fn attach_mr(&mut self, mr: NonNull<c_void>) -> Result<(), Error> {
+        let device = self.device().to_string();
+        match &mut self.poller {
+            Poller::Mlx5(m) => {
+                // SAFETY: the caller's promise, passed on.
+                let region = unsafe { super::mlx5::region_of(mr.as_ptr().cast()) };
+                region.and_then(|r| m.add_region(r)).map_err(|reason| Error::Attach { device, backend: "mlx5", reason })
+            }
+            Poller::Model(_) => {
+                Err(Error::Mismatch { device, what: "a model CQ has no rdma-core memory regions to attach".into() })
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::backend::mlx5::Ring;
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 use dvcq_mlx5_dv::{CqConfig, ForeignWq, Mlx5Cq, Registry};
-use dvcq_provider::{CqRing, DoorbellWord, Error as ProviderError, KeepAlive};
+use dvcq_provider::{CqRing, DoorbellWord, Error as ProviderError, KeepAlive, MemoryRegion, WqBuffer};
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, MLX5_RSC_TYPE_QP};
 use static_assertions::const_assert_eq;
 use std::sync::Arc;
@@ -219,6 +219,10 @@ pub(crate) struct PrivateQp {
     pub(crate) rq: Option<RdmaCoreWq>,
     /// `sq.wqe_cnt` and `rq.wqe_cnt` as rdma-core has them.
     pub(crate) wqe_cnt: (u32, u32),
+    /// The send and receive WQE buffers (`mlx5dv_qp`), with the receive stride, for
+    /// inline scatter, when their queues complete here.
+    pub(crate) sq_wqes: Option<WqBuffer>,
+    pub(crate) rq_wqes: Option<(WqBuffer, u32)>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -345,14 +349,24 @@ pub(crate) unsafe fn read_qp(
     let rq_buf = buf.wrapping_add(u64::from(u32_at(&b, l.rq + w.offset)));
     let (rq_cnt, rq) = queue("rq", l.rq, dv.rq_wqe_cnt, dv.rq_stride, dv.rq_buf, rq_buf, false)?;
     let ud = u32_at(&b, pub_field(IBV_QP_TYPE)) == ffi::IBV_QPT_UD;
-    Ok(PrivateQp {
-        qpn,
-        rsn,
-        ud,
-        sq: sq.filter(|_| send_cq == cq as u64),
-        rq: rq.filter(|_| recv_cq == cq as u64),
-        wqe_cnt: (sq_cnt, rq_cnt),
-    })
+    let (sq, rq) = (sq.filter(|_| send_cq == cq as u64), rq.filter(|_| recv_cq == cq as u64));
+    let wqes = |buf: usize, len: usize| {
+        // SAFETY: `mlx5dv_qp` reported `buf` as the queue's WQEs, `len` bytes (`wqe_cnt`
+        // times the stride, both checked against the private struct), mapped while the QP
+        // lives, which the caller keeps for the poller's life. rdma-core's posts write
+        // them only on the polling thread or ordered with its polls (`Cq::attach_qp`'s
+        // contract); the poll never trusts their bytes.
+        unsafe { WqBuffer::new(buf as *mut u8, len) }.map_err(|e| what(format!("WQE buffer: {e}")))
+    };
+    let sq_wqes = match &sq {
+        Some(_) => Some(wqes(dv.sq_buf, sq_cnt as usize * dv.sq_stride as usize)?),
+        None => None,
+    };
+    let rq_wqes = match &rq {
+        Some(_) => Some((wqes(dv.rq_buf, rq_cnt as usize * dv.rq_stride as usize)?, dv.rq_stride)),
+        None => None,
+    };
+    Ok(PrivateQp { qpn, rsn, ud, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes })
 }
 
 /// Opens dvcq's mlx5 poller on the ring `dv` describes (from [`init_cq`] on `cq`), at the
@@ -405,4 +419,18 @@ pub(crate) fn poller_on(dv: &DvCq, cq: &Arc<VerbsCq>, cfg: CqConfig) -> Result<R
         other => return Err(format!("mlx5dv_cq.cqe_size {other} is neither 64 nor 128")),
     };
     Ok(ring)
+}
+
+/// The memory region an `ibv_mr` describes (`addr`, `length`, `lkey`), for inline scatter.
+///
+/// # Safety
+///
+/// `mr` is a live `struct ibv_mr` whose memory stays registered and allocated while the
+/// region is held, and which nothing in this process touches while a poll runs (the
+/// contract of [`MemoryRegion::new`], which `Cq::attach_mr` passes on).
+pub(crate) unsafe fn region_of(mr: *mut ffi::ibv_mr) -> Result<MemoryRegion, String> {
+    // SAFETY: the caller's live MR; plain reads of its public fields.
+    let (addr, len, lkey) = unsafe { ((*mr).addr, (*mr).length, (*mr).lkey) };
+    // SAFETY: the caller's promise about the memory, passed on.
+    unsafe { MemoryRegion::new(addr.cast(), len, lkey) }.map_err(|e| format!("mr lkey {lkey:#x}: {e}"))
 }

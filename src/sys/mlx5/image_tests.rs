@@ -404,3 +404,42 @@ fn the_generic_backend_may_take_over_only_until_the_first_cqe_is_consumed() {
     assert_eq!(poll_all(&mut b).len(), 1);
     assert!(!b.can_fall_back(), "rdma-core's consumer index is stale now");
 }
+
+#[test]
+fn inline_scattered_receives_land_in_the_attached_regions_only() {
+    let layout = &MLX5_LAYOUTS[1];
+    let img = QpImage::new(layout, false);
+    let mut model = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+    // Declared before the backend, so it outlives the region the backend holds.
+    let buf = Block::new(256);
+    let mut b = backend(&model, &img, false);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    const LKEY: u32 = 0x1234;
+    // The receive WQE rdma-core writes: one data segment {byte_count, lkey, addr}, big
+    // endian, in the RQ's slot.
+    let post = |wr_id: u64, at: usize| {
+        let w = img.post_recv(wr_id);
+        let seg = (w as u32 & (RQ - 1)) as usize * RQ_STRIDE as usize;
+        img.wqes.put32(seg, 64u32.to_be());
+        img.wqes.put32(seg + 4, LKEY.to_be());
+        img.wqes.put64(seg + 8, buf.addr(at).to_be());
+        w
+    };
+    let data: Vec<u8> = (1..=20).collect();
+    // No region named yet: the copy is refused, never made.
+    let w = post(0x51, 0);
+    model.push(&build::resp(cqe_opcode::RESP_SEND, QPN, w, 0, 0).inline(&data)).unwrap();
+    let got = poll_all(&mut b);
+    assert_eq!((got[0].wr_id, got[0].status), (0x51, WcStatus::LocProtErr));
+    assert_eq!(buf.get32(0), 0, "nothing written outside a region");
+    // SAFETY: the test's block outlives the backend (declared before it), and the test
+    // reads it only between polls, on the polling thread.
+    let region = unsafe { dvcq_provider::MemoryRegion::new(buf.ptr, 256, LKEY) }.unwrap();
+    b.add_region(region).unwrap();
+    let w = post(0x52, 64);
+    model.push(&build::resp(cqe_opcode::RESP_SEND, QPN, w, 0, 0).inline(&data)).unwrap();
+    let got = poll_all(&mut b);
+    assert_eq!((got[0].wr_id, got[0].status, got[0].byte_len), (0x52, WcStatus::Success, 20));
+    assert_eq!(buf.get32(64), u32::from_ne_bytes([1, 2, 3, 4]), "the data is where the WQE pointed");
+    assert_eq!(buf.get32(80), u32::from_ne_bytes([17, 18, 19, 20]));
+}
