@@ -49,8 +49,8 @@ const FUNCTIONS: &[&str] = &[
 ];
 
 /// Types the glue names that no listed function mentions: the extended context whose ops
-/// the `static inline` verbs calls go through, the extended CQ that rdma-core providers
-/// embed in their private CQ structs, and the port attributes `query_port` fills.
+/// the `static inline` verbs calls go through, the extended CQ and mlx5 QP that rdma-core
+/// providers embed in their private structs, and the port attributes `query_port` fills.
 const TYPES: &[&str] = &[
     "verbs_context",
     "ibv_cq_ex",
@@ -73,6 +73,7 @@ const TYPES: &[&str] = &[
     "ibv_node_type",
     "ibv_transport_type",
     "mlx5dv_obj_type",
+    "mlx5dv_qp_ex",
 ];
 
 fn main() {

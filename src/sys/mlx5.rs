@@ -16,7 +16,9 @@ use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 use dvcq_mlx5_dv::{CqConfig, ForeignWq, Mlx5Cq, Registry};
 use dvcq_provider::{CqRing, DoorbellWord, Error as ProviderError, KeepAlive, MemoryRegion, WqBuffer};
-use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, MLX5_RSC_TYPE_QP};
+use dvcq_uapi::mlx5::rdma_core::{
+    Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, IBV_SRQ_SIZE, MLX5DV_QP_EX_SIZE, MLX5_RSC_TYPE_QP,
+};
 use static_assertions::const_assert_eq;
 use std::sync::Arc;
 
@@ -30,6 +32,10 @@ mod lab_tests;
 #[cfg(target_arch = "x86_64")]
 const_assert_eq!(IBV_QP_SIZE, size_of::<ffi::ibv_qp>());
 const_assert_eq!(IBV_QP_QP_NUM_OFFSET, offset_of!(ffi::ibv_qp, qp_num));
+#[cfg(target_arch = "x86_64")]
+const_assert_eq!(MLX5DV_QP_EX_SIZE, size_of::<ffi::mlx5dv_qp_ex>());
+#[cfg(target_arch = "x86_64")]
+const_assert_eq!(IBV_SRQ_SIZE, size_of::<ffi::ibv_srq>());
 // The public QP fields an image or the private struct's copy is read at.
 const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
 const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);

@@ -41,7 +41,7 @@
 //! release's `mlx5.h` does (the header is private) over rdma-core 44's installed `verbs.h`
 //! and `mlx5dv.h`, with `ibv_qp_ex` and `mlx5_buf` changed as listed for the later rows.
 //! Nothing here is bindgen output: the root crate's glue asserts the public sizes
-//! ([`IBV_QP_SIZE`], [`MLX5DV_QP_EX_SIZE`], the `ibv_qp` offsets) against bindgen's
+//! ([`IBV_QP_SIZE`], [`MLX5DV_QP_EX_SIZE`], [`IBV_SRQ_SIZE`], the `ibv_qp` offsets) against bindgen's
 //! structs, which ties the table to the headers the build saw.
 
 use core::mem::{offset_of, size_of};
