@@ -443,3 +443,35 @@ fn inline_scattered_receives_land_in_the_attached_regions_only() {
     assert_eq!(buf.get32(64), u32::from_ne_bytes([1, 2, 3, 4]), "the data is where the WQE pointed");
     assert_eq!(buf.get32(80), u32::from_ne_bytes([17, 18, 19, 20]));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    /// Whatever bytes rdma-core's struct holds, reading it never panics, and what it
+    /// accepts agrees with every public fact it was checked against.
+    #[test]
+    fn garbage_in_the_private_struct_is_refused_or_agrees_with_the_public_facts(
+        row in 0..MLX5_LAYOUTS.len(),
+        spoils in proptest::collection::vec((0usize..1024, proptest::prelude::any::<u8>()), 1..8),
+        v1 in proptest::prelude::any::<bool>(),
+    ) {
+        let layout = &MLX5_LAYOUTS[row];
+        let img = QpImage::new(layout, v1);
+        for (at, byte) in spoils {
+            let at = at % layout.qp.size;
+            let word = img.qp.get32(at & !3);
+            let shift = (at % 4) * 8;
+            img.qp.put32(at & !3, (word & !(0xff << shift)) | (u32::from(byte) << shift));
+        }
+        let dv = img.dv();
+        if let Ok(p) = img.read(&dv, layout, v1) {
+            proptest::prop_assert_eq!(p.wqe_cnt, (dv.sq_wqe_cnt, dv.rq_wqe_cnt));
+            if !v1 {
+                proptest::prop_assert_eq!(p.rsn, p.qpn);
+            }
+            proptest::prop_assert!(p.rsn <= 0xff_ffff);
+            let sq = p.sq.as_ref().map(|q| q.wqe_cnt);
+            proptest::prop_assert!(sq.is_none() || sq == Some(dv.sq_wqe_cnt));
+        }
+    }
+}
