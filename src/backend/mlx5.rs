@@ -63,6 +63,8 @@ pub(crate) struct Mlx5Backend {
     /// generic backend while none was consumed (`BackendChoice::Auto`).
     start_ci: u32,
     fallback: bool,
+    /// The UAR page of the CQ's arm doorbell (`mlx5dv_cq.cq_uar`; 0 in image tests).
+    uar: usize,
     verbs_cq: Option<Arc<VerbsCq>>,
 }
 
@@ -119,8 +121,9 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
         layout.last.0,
         layout.last.1
     );
-    let backend =
+    let mut backend =
         Mlx5Backend::new(poller, ctx.as_ptr() as usize, cq.as_ptr() as usize, layout, cqe_v1, Some(Arc::clone(cq)));
+    backend.uar = dv.uar as usize;
     Ok((backend, why))
 }
 
@@ -139,7 +142,18 @@ impl Mlx5Backend {
             Ring::C64(c) => c.ci(),
             Ring::C128(c) => c.ci(),
         };
-        Mlx5Backend { poller, adopted: Vec::new(), ctx, cq, layout, cqe_v1, start_ci, fallback: false, verbs_cq }
+        Mlx5Backend {
+            poller,
+            adopted: Vec::new(),
+            ctx,
+            cq,
+            layout,
+            cqe_v1,
+            start_ci,
+            fallback: false,
+            uar: 0,
+            verbs_cq,
+        }
     }
 
     /// Lets a refused QP hand the CQ to the generic backend ([`Mlx5Backend::can_fall_back`]).
@@ -158,6 +172,13 @@ impl Mlx5Backend {
     #[allow(dead_code)] // the event mode's
     pub(crate) fn verbs_cq(&self) -> Option<&Arc<VerbsCq>> {
         self.verbs_cq.as_ref()
+    }
+
+    /// The UAR page whose +0x20 is the CQ's arm doorbell (for dvcq's own arming, which
+    /// the event mode wires; rdma-core's `ibv_req_notify_cq` must not be used, Pitfall 6).
+    #[allow(dead_code)] // the event mode's
+    pub(crate) fn uar(&self) -> usize {
+        self.uar
     }
 
     /// What a QP must match: its context, this CQ, the layout row and the CQE version.

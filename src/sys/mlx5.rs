@@ -64,6 +64,8 @@ pub(crate) struct DvCq {
     pub(crate) cqe_size: u32,
     /// The CQ number.
     pub(crate) cqn: u32,
+    /// The UAR page the CQ's arm doorbell is in (at +0x20), for dvcq's own arming.
+    pub(crate) uar: *mut u8,
 }
 
 /// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, §13.2).
@@ -103,6 +105,7 @@ pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
         cqe_cnt: out.cqe_cnt,
         cqe_size: out.cqe_size,
         cqn: out.cqn,
+        uar: out.cq_uar.cast(),
     })
 }
 
