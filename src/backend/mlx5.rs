@@ -22,7 +22,7 @@
 //! an `UnknownQp` fault item. Arming and resizing go through dvcq only (Pitfall 6): never
 //! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ.
 
-use crate::device::rdma_core_release;
+use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
@@ -92,16 +92,29 @@ pub(crate) fn cq_config(cqe_v1: bool) -> CqConfig {
     }
 }
 
+/// The layout row for the rdma-core release loaded (`None`: not found out), or why there
+/// is none.
+pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<&'static Mlx5Layout, Error> {
+    let Some(release) = release else {
+        return Err(Error::Attach {
+            device: device.to_string(),
+            backend: "mlx5",
+            reason: "the rdma-core release could not be read from the loaded libibverbs' file name".into(),
+        });
+    };
+    Mlx5Layout::for_release(release.major).ok_or_else(|| Error::UnknownRelease {
+        device: device.to_string(),
+        backend: "mlx5",
+        release,
+        covered: covered(),
+    })
+}
+
 /// Attaches the mlx5 poller to `cq` of `ctx`. Returns the backend and a line saying what
 /// was checked.
 pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Mlx5Backend, String), Error> {
     let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "mlx5", reason };
-    let Some(release) = rdma_core_release() else {
-        return Err(refuse("the rdma-core release could not be read from the loaded libibverbs' file name".into()));
-    };
-    let Some(layout) = Mlx5Layout::for_release(release.major) else {
-        return Err(Error::UnknownRelease { device: device.to_string(), backend: "mlx5", release, covered: covered() });
-    };
+    let layout = layout_for(device, rdma_core_release())?;
     let cqe_v1 = crate::sys::mlx5::cqe_version_1(ctx).map_err(refuse)?;
     let dv = crate::sys::mlx5::init_cq(cq).map_err(refuse)?;
     let depth = cq.depth();

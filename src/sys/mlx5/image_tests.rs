@@ -475,3 +475,26 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn an_unknown_or_unreadable_release_is_refused_with_the_ranges_covered() {
+    use crate::backend::mlx5::layout_for;
+    use crate::device::Release;
+    let e = layout_for("mlx5_0", Some(Release { major: 43, minor: 0 })).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "mlx5_0: rdma-core v43.0 is not in dvcq's mlx5 layout table (v44.0-v44.12, v45.0-v63.1, v64.0-v64.0)"
+    );
+    assert!(matches!(
+        layout_for("mlx5_0", Some(Release { major: 65, minor: 0 })),
+        Err(crate::Error::UnknownRelease { .. })
+    ));
+    let e = layout_for("mlx5_0", None).unwrap_err();
+    assert!(
+        e.to_string().starts_with("mlx5_0: direct mlx5 attach refused: the rdma-core release could not be read"),
+        "{e}"
+    );
+    for (major, first) in [(44, (44, 0)), (52, (45, 0)), (64, (64, 0))] {
+        assert_eq!(layout_for("mlx5_0", Some(Release { major, minor: 3 })).unwrap().first, first);
+    }
+}
