@@ -419,9 +419,11 @@ fn image_with(ring_words: &str, qp_lines: &str, entries: u32, cqes: &[build::Ent
     format!("ring cqe_size=64 entries={entries} ci=0{ring_words}\n{qp_lines}{slots}")
 }
 
-/// `(wqe_idx, status, opcode, byte_len, qp_num)` of each `wc` line, and whether any line
-/// is not one (a fault item).
-fn completions(out: &str) -> (Vec<(u32, u32, u32, u32, String)>, bool) {
+/// `(wqe_idx, status, opcode, byte_len, qp_num)` of a `wc` line.
+type Wc = (u32, u32, u32, u32, String);
+
+/// The [`Wc`] of each `wc` line, and whether any line is not one (a fault item).
+fn completions(out: &str) -> (Vec<Wc>, bool) {
     let (wcs, _) = wc_summary(out);
     let faults = out.lines().any(|l| !l.starts_with("wc ") && !l.starts_with("end "));
     (wcs.into_iter().map(|(w, s, o, b, q, _)| (w, s, o, b, q)).collect(), faults)
