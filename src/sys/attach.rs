@@ -31,7 +31,9 @@ impl Context {
 impl Cq {
     /// Adopts an `ibv_cq` the application created on `ctx` (`struct ibv_cq *`), polled by
     /// the backend `choice` allows, as [`Context::create_cq`] picks it. dvcq never destroys
-    /// the CQ.
+    /// the CQ. On mlx5 the direct backend polls the ring `mlx5dv_init_obj` reports; name
+    /// the QPs that complete on it with [`Cq::attach_qp`] (and their memory with
+    /// [`Cq::attach_mr`]) before their first completion.
     ///
     /// # Errors
     ///
@@ -42,8 +44,8 @@ impl Cq {
     /// # Safety
     ///
     /// `cq` points to a live `struct ibv_cq` that the application destroys only after this
-    /// `Cq` and every QP made on it through dvcq are gone, and does not poll, resize or
-    /// destroy meanwhile except through dvcq.
+    /// `Cq` and every QP made on it through dvcq are gone, and does not poll, arm
+    /// (`ibv_req_notify_cq`), resize or destroy meanwhile except through dvcq.
     pub unsafe fn attach(ctx: &Context, cq: NonNull<c_void>, choice: BackendChoice) -> Result<Cq, Error> {
         let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else {
             return Err(Error::Mismatch {
