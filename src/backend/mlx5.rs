@@ -16,11 +16,13 @@
 //! `IBV_WC_LOC_PROT_ERR`, as the registry never writes outside a region).
 //!
 //! Known limits: CQs rdma-core created are taken to be uncompressed and without
-//! overrun-ignore (it polls neither compressed CQs nor records the flag publicly); QPs on
-//! SRQs, the WQE signature option and the `wr_data` opcodes of UMR/NOP/SET_PSV/MMO WQEs
-//! are not adopted yet; a CQE of a QP not adopted comes back as
-//! an `UnknownQp` fault item. Arming and resizing go through dvcq only (Pitfall 6): never
-//! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ.
+//! overrun-ignore (it polls neither compressed CQs nor records the flag publicly; a
+//! compressed CQE comes back as a `BadFormat` fault item); QPs on SRQs and the WQE
+//! signature option are not adopted yet; a CQE of a QP not adopted comes back as an
+//! `UnknownQp` fault item; a CQE rdma-core swallows (SIG_ERR) inside a batch lets the poll
+//! read one CQE past those counted ready, whose post the mirror may not have seen yet.
+//! Arming and resizing go through dvcq only (Pitfall 6): never call `ibv_req_notify_cq` /
+//! `ibv_resize_cq` on an attached CQ.
 
 use crate::device::{rdma_core_release, Release};
 use crate::error::Error;

@@ -157,6 +157,7 @@ pub(crate) struct RdmaCoreWq {
     wq: *mut u8,
     wrid: *const u64,
     wqe_head: *const u32,
+    wr_data: *const u32,
     wqe_cnt: u32,
     layout: Mlx5WqLayout,
 }
@@ -205,6 +206,14 @@ impl ForeignWq for RdmaCoreWq {
         }
         // SAFETY: as `wr_id`, for the send queue's `wqe_head` table of `wqe_cnt` entries.
         unsafe { self.wqe_head.add(idx as usize).read_volatile() }
+    }
+    fn wr_data(&self, idx: u32) -> u32 {
+        debug_assert!(idx < self.wqe_cnt);
+        if self.wr_data.is_null() {
+            return 0;
+        }
+        // SAFETY: as `wr_id`, for the send queue's `wr_data` table of `wqe_cnt` entries.
+        unsafe { self.wr_data.add(idx as usize).read_volatile() }
     }
     fn set_tail(&self, tail: u32) {
         // Release: the table entries read for the completions happen-before a post reuses
@@ -340,15 +349,18 @@ pub(crate) unsafe fn read_qp(
         }
         let wrid = u64_at(&b, at + w.wrid);
         let wqe_head = if send { u64_at(&b, at + w.wqe_head) } else { 0 };
-        if wrid == 0 || wrid % 8 != 0 || (send && (wqe_head == 0 || wqe_head % 4 != 0)) {
+        let wr_data = if send { u64_at(&b, at + w.wr_data) } else { 0 };
+        let bad = |p: u64, align: u64| p == 0 || p % align != 0;
+        if bad(wrid, 8) || (send && (bad(wqe_head, 4) || bad(wr_data, 4))) {
             return Err(what(format!(
-                "{name}'s tables (wrid {wrid:#x}, wqe_head {wqe_head:#x}) are null or misaligned"
+                "{name}'s tables (wrid {wrid:#x}, wqe_head {wqe_head:#x}, wr_data {wr_data:#x}) are null or misaligned"
             )));
         }
         let wq = RdmaCoreWq {
             wq: base.wrapping_add(at),
             wrid: wrid as usize as *const u64,
             wqe_head: if send { wqe_head as usize as *const u32 } else { core::ptr::null() },
+            wr_data: if send { wr_data as usize as *const u32 } else { core::ptr::null() },
             wqe_cnt: cnt,
             layout: *w,
         };

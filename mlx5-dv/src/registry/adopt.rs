@@ -19,6 +19,7 @@
 //! rdma-core glue) reads and writes it.
 
 use super::{RecvQueue, SendQueue, SqEntry, NO_WR_DATA};
+use dvcq_provider::WcOpcode;
 
 /// One rdma-core work queue (`struct mlx5_wq`) as the owner of its memory reads and writes
 /// it. Indexes passed in are below [`ForeignWq::wqe_cnt`].
@@ -35,6 +36,9 @@ pub trait ForeignWq {
     fn wr_id(&self, idx: u32) -> u64;
     /// `wqe_head[idx]` (send queues only).
     fn wqe_head(&self, idx: u32) -> u32;
+    /// `wr_data[idx]` (send queues only): the `ibv_wc_opcode` rdma-core recorded for a WQE
+    /// whose CQE cannot tell it (bind MW, local invalidate, `IBV_WC_DRIVER*`), 0 for others.
+    fn wr_data(&self, idx: u32) -> u32;
     /// Stores `tail`.
     fn set_tail(&self, tail: u32);
 }
@@ -79,8 +83,9 @@ impl SendQueue {
         let from = cur_post.wrapping_sub(n);
         for i in 0..n {
             let idx = from.wrapping_add(i) & mask;
-            *self.table.at_mut(idx as usize) =
-                SqEntry { wr_id: src.wr_id(idx), wqe_head: src.wqe_head(idx), wr_data: NO_WR_DATA };
+            // An opcode libibverbs does not define reads as none recorded.
+            let wr_data = WcOpcode::from_u32(src.wr_data(idx)).map_or(NO_WR_DATA, |o| o as u8);
+            *self.table.at_mut(idx as usize) = SqEntry { wr_id: src.wr_id(idx), wqe_head: src.wqe_head(idx), wr_data };
         }
         self.cur_post = cur_post;
         self.head = src.head();
@@ -155,6 +160,7 @@ mod tests {
     struct Fake {
         wrid: Vec<Cell<u64>>,
         wqe_head: Vec<Cell<u32>>,
+        wr_data: Vec<Cell<u32>>,
         head: Cell<u32>,
         tail: Cell<u32>,
         cur_post: Cell<u32>,
@@ -166,6 +172,7 @@ mod tests {
             Fake {
                 wrid: (0..n).map(|_| Cell::new(0xdead)).collect(),
                 wqe_head: cells(0xffff),
+                wr_data: cells(0),
                 head: Cell::new(0),
                 tail: Cell::new(0),
                 cur_post: Cell::new(0),
@@ -205,6 +212,9 @@ mod tests {
         }
         fn wqe_head(&self, idx: u32) -> u32 {
             self.wqe_head[idx as usize].get()
+        }
+        fn wr_data(&self, idx: u32) -> u32 {
+            self.wr_data[idx as usize].get()
         }
         fn set_tail(&self, tail: u32) {
             self.tail.set(tail);
@@ -264,6 +274,20 @@ mod tests {
         rq.hand_back_tail(&f);
         assert_eq!(f.tail.get(), 5);
         assert_eq!(rq.outstanding(), 0);
+    }
+
+    #[test]
+    fn recorded_opcodes_are_mirrored_and_unknown_ones_read_as_none() {
+        let f = Fake::new(4);
+        let mut sq = SendQueue::new(4).unwrap();
+        sq.adopt(&f).unwrap();
+        let bind = f.post_send(1, 1);
+        f.wr_data[bind as usize].set(WcOpcode::BindMw as u32);
+        let odd = f.post_send(2, 1);
+        f.wr_data[odd as usize].set(77);
+        sq.sync_posted(&f);
+        assert_eq!(sq.peek(bind).2, WcOpcode::BindMw as u8);
+        assert_eq!(sq.peek(odd).2, NO_WR_DATA);
     }
 
     #[test]

@@ -58,6 +58,7 @@ struct QpImage {
     qp: Block,
     sq_wrid: Block,
     sq_wqe_head: Block,
+    sq_wr_data: Block,
     rq_wrid: Block,
     dbrec: Block,
     wqes: Block,
@@ -74,6 +75,7 @@ impl QpImage {
             qp: Block::new(l.size),
             sq_wrid: Block::new(SQ as usize * 8),
             sq_wqe_head: Block::new(SQ as usize * 4),
+            sq_wr_data: Block::new(SQ as usize * 4),
             rq_wrid: Block::new(RQ as usize * 8),
             dbrec: Block::new(8),
             wqes: Block::new((RQ * RQ_STRIDE + SQ * 64) as usize),
@@ -107,6 +109,7 @@ impl QpImage {
             q.put32(at + w.wqe_shift, shift);
             q.put32(at + w.offset, offset);
         }
+        q.put64(l.sq + w.wr_data, img.sq_wr_data.addr(0));
         img
     }
 
@@ -139,6 +142,7 @@ impl QpImage {
         let idx = cur & (SQ - 1);
         self.sq_wrid.put64(idx as usize * 8, wr_id);
         self.sq_wqe_head.put32(idx as usize * 4, head);
+        self.sq_wr_data.put32(idx as usize * 4, 0);
         self.qp.put32(self.wq(|w| w.cur_post, true), cur + bbs);
         self.qp.put32(self.wq(|w| w.head, true), head + 1);
         cur as u16
@@ -497,4 +501,24 @@ fn an_unknown_or_unreadable_release_is_refused_with_the_ranges_covered() {
     for (major, first) in [(44, (44, 0)), (52, (45, 0)), (64, (64, 0))] {
         assert_eq!(layout_for("mlx5_0", Some(Release { major, minor: 3 })).unwrap().first, first);
     }
+}
+
+#[test]
+fn an_opcode_rdma_core_recorded_for_a_umr_wqe_is_the_completion_s() {
+    let layout = &MLX5_LAYOUTS[2];
+    let img = QpImage::new(layout, false);
+    let mut model = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+    let mut b = backend(&model, &img, false);
+    b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+    // ibv_post_send of a local invalidate: a UMR WQE, `wr_data[idx] = IBV_WC_LOCAL_INV`.
+    let w = img.post_send(0x61, 1);
+    img.sq_wr_data.put32(w as usize * 4, WcOpcode::LocalInv as u32);
+    let send = img.post_send(0x62, 1);
+    model.push(&build::req(QPN, w, wqe_opcode::UMR, 0)).unwrap();
+    model.push(&req(false, send)).unwrap();
+    let got = poll_all(&mut b);
+    assert_eq!(
+        got.iter().map(|c| (c.wr_id, c.opcode)).collect::<Vec<_>>(),
+        [(0x61, WcOpcode::LocalInv), (0x62, WcOpcode::Send)]
+    );
 }
