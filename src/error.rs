@@ -110,6 +110,26 @@ pub enum Error {
         /// Why (the failed self-check and the values seen).
         reason: String,
     },
+    /// Event mode could not do what was asked (a CQ without a channel, a channel of another
+    /// device, the channel's fd failing).
+    #[error("{device}: event mode: {what}")]
+    Event {
+        /// The device.
+        device: String,
+        /// What failed and why.
+        what: String,
+    },
+    /// A setting the device does not support (CQ moderation values beyond its limits, or
+    /// moderation at all).
+    #[error("{device}: {what} is not supported: {why}")]
+    Unsupported {
+        /// The device.
+        device: String,
+        /// The setting.
+        what: &'static str,
+        /// Why, with the values.
+        why: String,
+    },
     /// An rdma-core release outside a private-layout table.
     #[error("{device}: rdma-core {release} is not in dvcq's {backend} layout table ({covered})")]
     UnknownRelease {

@@ -36,6 +36,7 @@ pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats};
+pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
 
@@ -49,6 +50,7 @@ pub mod cq;
 pub mod decode;
 pub mod device;
 mod error;
+pub mod event;
 pub mod image;
 pub mod model_device;
 pub mod scenario;

@@ -12,6 +12,8 @@
 //! - [`DmaBuffer`]: page-aligned memory for device models and image decoding.
 //! - [`image`]: the ring-image text container and canonical completion lines.
 //! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
+//! - [`eventfd`]: the non-blocking event fd models signal completion events on, and the
+//!   readiness wait event mode sleeps in.
 //! - [`backoff`] (feature `model` or `testing`): how a model thread or a test waits on the
 //!   other side of a ring without holding a core.
 #![deny(missing_docs, missing_debug_implementations)]
@@ -23,6 +25,7 @@ mod dma;
 mod doorbell;
 mod driver;
 mod error;
+pub mod eventfd;
 mod fault;
 mod granule;
 pub mod image;

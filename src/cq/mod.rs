@@ -113,11 +113,16 @@ pub struct Cq {
     device: String,
     depth: u32,
     stats: CqStats,
+    /// Event mode (`crate::event`): its id on a channel, the channel, events taken.
+    pub(crate) id: crate::event::CqId,
+    pub(crate) binding: Option<crate::event::channel::Binding>,
+    pub(crate) events_taken: u64,
 }
 
 impl Cq {
     pub(crate) fn new(poller: Poller, backend: Backend, device: String, depth: u32) -> Cq {
-        Cq { poller, backend, device, depth, stats: CqStats::default() }
+        let id = crate::event::CqId::next();
+        Cq { poller, backend, device, depth, stats: CqStats::default(), id, binding: None, events_taken: 0 }
     }
 
     /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.

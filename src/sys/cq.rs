@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 /// A completion channel (`ibv_create_comp_channel`): the fd completion events arrive on.
 #[derive(Debug)]
-#[allow(dead_code)] // the event mode's; nothing makes one yet
 pub(crate) struct CompChannel {
     ptr: *mut ffi::ibv_comp_channel,
-    _ctx: Arc<Context>,
+    pub(super) _ctx: Arc<Context>,
+    /// The CQs made on it and their unacknowledged events (`sys::event`).
+    pub(super) book: std::sync::Mutex<super::event::EventBook>,
 }
 
 // SAFETY: a channel is an fd and a context pointer; libibverbs allows its use from any
@@ -22,16 +23,22 @@ unsafe impl Send for CompChannel {}
 // SAFETY: shared use only reads the fd number.
 unsafe impl Sync for CompChannel {}
 
-#[allow(dead_code)] // the event mode's; nothing makes one yet
 impl CompChannel {
-    /// Creates a channel on `ctx`.
+    /// Creates a channel on `ctx`, its fd non-blocking.
     pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<CompChannel>, VerbsError> {
         // SAFETY: a live context.
         let ptr = unsafe { ffi::ibv_create_comp_channel(ctx.as_ptr()) };
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_comp_channel"));
         }
-        Ok(Arc::new(CompChannel { ptr, _ctx: Arc::clone(ctx) }))
+        let ch = CompChannel { ptr, _ctx: Arc::clone(ctx), book: Default::default() };
+        ch.set_nonblocking()?;
+        Ok(Arc::new(ch))
+    }
+
+    /// The raw channel.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_comp_channel {
+        self.ptr
     }
 
     /// The channel's file descriptor.
@@ -122,7 +129,6 @@ impl VerbsCq {
     }
 
     /// `ibv_req_notify_cq`.
-    #[allow(dead_code)] // the event mode's
     pub(crate) fn req_notify(&self, solicited_only: bool) -> Result<(), VerbsError> {
         // SAFETY: a live CQ.
         let rc = unsafe { ops::req_notify_cq(self.ptr, solicited_only) };
@@ -147,6 +153,11 @@ impl VerbsCq {
 
 impl Drop for VerbsCq {
     fn drop(&mut self) {
+        if let Some(ch) = &self._channel {
+            // Every event read for this CQ is acknowledged before its destroy, which waits
+            // for that.
+            ch.release(self.ptr);
+        }
         if self.owned {
             // SAFETY: the last handle: the poller and every QP using this CQ are gone.
             unsafe { ffi::ibv_destroy_cq(self.ptr) };

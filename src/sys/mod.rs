@@ -14,6 +14,7 @@
 mod attach;
 pub(crate) mod cq;
 pub(crate) mod device;
+mod event;
 pub(crate) mod ffi;
 pub(crate) mod mlx5;
 mod ops;

@@ -58,7 +58,6 @@ pub(crate) unsafe fn poll_cq(cq: *mut ffi::ibv_cq, n: c_int, wc: *mut ffi::ibv_w
 /// # Safety
 ///
 /// `cq` is a live CQ.
-#[allow(dead_code)] // the event mode's
 pub(crate) unsafe fn req_notify_cq(cq: *mut ffi::ibv_cq, solicited_only: bool) -> c_int {
     // SAFETY: as in poll_cq.
     let f = unsafe { (*(*cq).context).ops.req_notify_cq };
@@ -158,7 +157,6 @@ pub(crate) unsafe fn query_port(ctx: *mut ffi::ibv_context, port: u8, attr: &mut
 /// # Safety
 ///
 /// `cq` is a live CQ.
-#[allow(dead_code)] // CQ moderation's
 pub(crate) unsafe fn modify_cq(cq: *mut ffi::ibv_cq, attr: &mut ffi::ibv_modify_cq_attr) -> c_int {
     // SAFETY: a live CQ's context is live.
     let Some(vctx) = (unsafe { verbs_get_ctx((*cq).context) }) else {

@@ -1,0 +1,47 @@
+//! Event mode: completion channels, arming, and the race-free wait, the same on every
+//! backend (rdma-core's channels for generic and rxe CQs, an eventfd for the models).
+//!
+//! A [`CompletionChannel`] is made on a [`crate::Context`]; CQs made on it with
+//! [`crate::Context::create_cq_on`] deliver their events there, each tagged with the CQ's
+//! [`CqId`]. An application either sleeps in [`crate::Cq::wait`] (poll, arm, poll again,
+//! sleep, drain: written once, in [`wait`]) or puts the channel's non-blocking fd in its own
+//! epoll set and reads events with [`CompletionChannel::try_next_event`]. One channel
+//! serves many CQs; events are routed to the CQ they belong to.
+//!
+//! dvcq owns arming for the CQs it polls: `Cq::arm` goes to the backend that polls the CQ
+//! (shared/spec/mlx5.md Pitfall 6: rdma-core's own arm must not be mixed with direct
+//! polling).
+
+pub(crate) mod channel;
+mod context;
+mod vectors;
+pub(crate) mod wait;
+
+pub use channel::{CompletionChannel, CqEvent, CqEventKind};
+pub use vectors::spread_comp_vectors;
+pub use wait::{ArmMode, WaitOptions};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A CQ's identity in this process: what its events on a channel carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqId(pub(crate) u64);
+
+impl CqId {
+    /// A fresh id (never 0, never repeated in this process).
+    pub(crate) fn next() -> CqId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        CqId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The number, as events and logs show it.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for CqId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cq#{}", self.0)
+    }
+}

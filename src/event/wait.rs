@@ -1,0 +1,242 @@
+//! Arming a CQ through the backend that polls it, and the race-free wait: the one place
+//! that orders poll, arm, poll again, sleep and drain.
+//!
+//! # Why the second poll
+//!
+//! An arm produces an event only for a completion the device writes after it (or, on
+//! hardware that checks, one already past the consumer index). A completion written between
+//! the last empty poll and the arm may therefore raise no event at all: sleeping then would
+//! wait for the next completion, possibly forever. Polling once more after the arm closes
+//! that window: whatever landed before the arm is found by that poll, whatever lands after
+//! it raises the event the sleep wakes on.
+
+use super::channel::Binding;
+use super::{CompletionChannel, CqEventKind, CqId};
+use crate::cq::{Cq, Poller};
+use crate::error::Error;
+use crate::model_device::{ArmState, Moderation};
+use dvcq_provider::Completion;
+use std::time::{Duration, Instant};
+
+/// What an arm waits for (`ibv_req_notify_cq`'s `solicited_only`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ArmMode {
+    /// An event on the next completion.
+    #[default]
+    Next,
+    /// An event on the next completion of a solicited receive or with an error status.
+    Solicited,
+}
+
+/// How [`Cq::wait_with`] waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitOptions {
+    /// Busy-poll this long before arming and sleeping (the hybrid mode; zero: arm at once).
+    pub spin: Duration,
+    /// What the arm waits for.
+    pub arm: ArmMode,
+}
+
+impl WaitOptions {
+    /// Event mode: arm and sleep as soon as a poll finds nothing.
+    pub const fn events() -> Self {
+        WaitOptions { spin: Duration::ZERO, arm: ArmMode::Next }
+    }
+
+    /// Hybrid mode: busy-poll for `spin`, then arm and sleep.
+    pub const fn hybrid(spin: Duration) -> Self {
+        WaitOptions { spin, arm: ArmMode::Next }
+    }
+}
+
+impl Cq {
+    /// This CQ's id: what its events carry ([`super::CqEvent::cq`]).
+    pub fn id(&self) -> CqId {
+        self.id
+    }
+
+    /// The channel its events go to, if it was made on one.
+    pub fn channel(&self) -> Option<&CompletionChannel> {
+        self.binding.as_ref().map(|b| &b.channel)
+    }
+
+    pub(crate) fn bind(&mut self, channel: &CompletionChannel) {
+        self.binding = Some(Binding { channel: channel.clone(), cq: self.id });
+    }
+
+    /// Requests one event for the next completion (or the next solicited or error one),
+    /// through the backend that polls the CQ: `ibv_req_notify_cq` for the generic and rxe
+    /// backends, the device's arm on a model. An arm is one-shot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Verbs`] when rdma-core refuses the arm.
+    pub fn arm(&mut self, mode: ArmMode) -> Result<(), Error> {
+        let solicited = mode == ArmMode::Solicited;
+        #[cfg(dvcq_rdma_core)]
+        let verbs = |source| Error::Verbs { device: self.device().to_string(), source };
+        match &self.poller {
+            Poller::Model(m) => {
+                m.arm(if solicited { ArmState::Solicited } else { ArmState::Next });
+                Ok(())
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => g.verbs_cq().req_notify(solicited).map_err(verbs),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => r.verbs_cq().req_notify(solicited).map_err(verbs),
+            // rdma-core's arm would use its own consumer index, which a direct poller never
+            // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell may be used.
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(_) => Err(mlx5_unarmed(self.device())),
+        }
+    }
+
+    /// Sets CQ moderation: an event waits for `count` completions or `period_us`
+    /// microseconds, whichever comes first (`ibv_modify_cq`; 0 and 0 turn it off).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] when the device does not moderate CQs or refuses the values;
+    /// [`Error::Verbs`] for other rdma-core failures.
+    pub fn set_moderation(&mut self, count: u16, period_us: u16) -> Result<(), Error> {
+        let device = self.device().to_string();
+        match &mut self.poller {
+            Poller::Model(m) => m.set_moderation(Moderation { count, period_us }).map_err(|e| Error::Unsupported {
+                device,
+                what: "cq moderation",
+                why: e.to_string(),
+            }),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => moderate_verbs(g.verbs_cq(), device, count, period_us),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => moderate_verbs(r.verbs_cq(), device, count, period_us),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => match m.verbs_cq() {
+                Some(cq) => moderate_verbs(cq, device, count, period_us),
+                None => Err(Error::Unsupported {
+                    device,
+                    what: "cq moderation",
+                    why: "this mlx5 CQ has no rdma-core CQ to modify".into(),
+                }),
+            },
+        }
+    }
+
+    /// Waits up to `timeout` (`None`: no limit) for completions and moves up to
+    /// `out.len()` of them out, in order; 0 at the timeout. Event mode: see
+    /// [`Cq::wait_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::wait_with`].
+    pub fn wait(&mut self, out: &mut [Completion], timeout: Option<Duration>) -> Result<usize, Error> {
+        self.wait_with(out, timeout, WaitOptions::events())
+    }
+
+    /// Waits for completions the race-free way: poll (busy-polling for `opts.spin` first,
+    /// the hybrid mode); arm; poll again, for a completion that landed before the arm; sleep
+    /// on the channel until this CQ's event; then drain with a poll. Returns what the
+    /// first non-empty poll moved, or 0 at `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Event`] for a CQ made without a channel, or a CQ error event (overrun)
+    /// when nothing is left to poll; arming and channel errors. Completions polled are
+    /// returned before any error is.
+    pub fn wait_with(
+        &mut self,
+        out: &mut [Completion],
+        timeout: Option<Duration>,
+        opts: WaitOptions,
+    ) -> Result<usize, Error> {
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let Some(channel) = self.channel().cloned() else {
+            return Err(Error::Event {
+                device: self.device().to_string(),
+                what: format!("{} was made without a completion channel: make it with create_cq_on", self.id),
+            });
+        };
+        if !opts.spin.is_zero() {
+            let spin_end = deadline.map_or(start + opts.spin, |d| d.min(start + opts.spin));
+            loop {
+                let n = self.poll(out);
+                if n > 0 {
+                    return Ok(n);
+                }
+                if Instant::now() >= spin_end {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        loop {
+            let n = self.poll(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            self.arm(opts.arm)?;
+            let n = self.poll(out);
+            if n > 0 {
+                return Ok(n);
+            }
+            match channel.wait_for(self.id, deadline)? {
+                None => return Ok(self.poll(out)),
+                Some(CqEventKind::Completion) => {
+                    self.events_taken += 1;
+                }
+                Some(CqEventKind::CqError) => {
+                    let n = self.poll(out);
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                    return Err(Error::Event {
+                        device: self.device().to_string(),
+                        what: format!("{} overran and is in error (CQ error event)", self.id),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Completion events this CQ's waits have taken from its channel.
+    pub fn events_taken(&self) -> u64 {
+        self.events_taken
+    }
+}
+
+/// `ibv_modify_cq` with the refusals as [`Error::Unsupported`].
+#[cfg(dvcq_rdma_core)]
+fn moderate_verbs(
+    cq: &crate::sys::cq::VerbsCq,
+    device: String,
+    count: u16,
+    period_us: u16,
+) -> Result<(), Error> {
+    cq.moderate(count, period_us).map_err(|source| match source.errno {
+        libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported {
+            device,
+            what: "cq moderation",
+            why: format!("the provider has no ibv_modify_cq ({source})"),
+        },
+        libc::EINVAL => Error::Unsupported {
+            device,
+            what: "cq moderation",
+            why: format!("count {count}, period {period_us} us refused ({source})"),
+        },
+        _ => Error::Verbs { device, source },
+    })
+}
+
+/// Why a CQ polled by the mlx5 direct backend cannot be armed yet.
+#[cfg(dvcq_rdma_core)]
+fn mlx5_unarmed(device: &str) -> Error {
+    Error::Unsupported {
+        device: device.to_string(),
+        what: "arming a CQ polled by the mlx5 direct backend",
+        why: "dvcq's mlx5 arm doorbell (dbrec arm word, then the UAR doorbell) is not wired to \
+              attached CQs yet, and rdma-core's ibv_req_notify_cq would arm with its own stale \
+              consumer index; make the CQ with BackendChoice::Generic for event mode"
+            .into(),
+    }
+}
