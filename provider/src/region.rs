@@ -191,7 +191,6 @@ impl MemoryRegions {
     /// # Errors
     ///
     /// The region itself, when another region has its lkey.
-    #[allow(clippy::result_large_err)]
     pub fn insert(&mut self, region: MemoryRegion) -> Result<(), MemoryRegion> {
         match self.by_lkey.binary_search_by_key(&region.lkey, MemoryRegion::lkey) {
             Ok(_) => Err(region),
