@@ -25,13 +25,14 @@
 //! * irdma CQEs as four or eight 64-bit qwords ([`Vendor::Irdma`]).
 
 mod irdma;
+mod lines;
 mod mlx5;
 mod render;
 mod scan;
 
 pub use irdma::{decode_irdma, IrdmaCqe};
 pub use mlx5::{decode_mlx5, Meaning, Mlx5Cqe, Mlx5Options, StatusInfo, DPDK_MARKER, DPDK_MARKER_OFFSETS};
-pub use scan::{scan, scan_with, RingCqeSize, ScanOptions};
+pub use scan::{scan, scan_stream, scan_with, RingCqeSize, ScanOptions};
 
 use serde::Serialize;
 
@@ -140,6 +141,49 @@ pub struct Report {
     pub dumps: Vec<Found>,
     /// Dumps that could not be decoded.
     pub problems: Vec<Problem>,
+}
+
+/// What [`scan_stream`] hands over: a decoded CQE or a problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// A dump decoded.
+    Cqe(Found),
+    /// A dump that could not be decoded.
+    Problem(Problem),
+}
+
+impl Finding {
+    /// The 1-based line it is reported at.
+    pub fn line(&self) -> usize {
+        match self {
+            Self::Cqe(f) => f.line,
+            Self::Problem(p) => p.line,
+        }
+    }
+
+    /// The order findings are reported in: by line, CQEs before problems, a ring's CQEs
+    /// by slot.
+    pub(crate) fn order(&self) -> (usize, bool, Option<usize>) {
+        match self {
+            Self::Cqe(f) => (f.line, false, f.slot),
+            Self::Problem(p) => (p.line, true, None),
+        }
+    }
+}
+
+/// What a [`scan_stream`] read and found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanSummary {
+    /// CQEs handed over.
+    pub dumps: usize,
+    /// Problems handed over.
+    pub problems: usize,
+    /// Bytes of input read.
+    pub bytes: u64,
+    /// Every line read was blank (an empty input too).
+    pub blank: bool,
+    /// The sink stopped the scan before the end of the input.
+    pub stopped: bool,
 }
 
 pub use render::render_text;

@@ -17,15 +17,11 @@
 //! panic.
 
 use super::irdma::decode_irdma;
+use super::lines::Lines;
 use super::mlx5::{decode_mlx5, Mlx5Options};
-use super::{Decoded, DumpFormat, Found, Problem, Report, Vendor};
-
-/// One input line with its 1-based number.
-#[derive(Clone, Copy)]
-struct Line<'a> {
-    no: usize,
-    text: &'a str,
-}
+use super::{Decoded, DumpFormat, Finding, Found, Problem, Report, ScanSummary, Vendor};
+use std::io::{self, BufRead};
+use std::ops::ControlFlow;
 
 fn is_blank(s: &str) -> bool {
     s.trim().is_empty()
@@ -328,10 +324,14 @@ fn starts_dump(s: &str) -> bool {
         || parse_offset_line(s).is_some()
 }
 
-struct Scanner<'a> {
-    lines: Vec<Line<'a>>,
-    report: Report,
+/// The scanner over a window of lines; what it finds goes to `sink` in line order.
+struct Scanner<R, F> {
+    lines: Lines<R>,
     opts: ScanOptions,
+    /// Found in the dump being read, not yet in line order with what follows.
+    pending: Vec<Finding>,
+    sink: F,
+    summary: ScanSummary,
 }
 
 /// How [`scan_with`] reads a dumped mlx5 CQ ring (a dump of more than one 64-byte CQE).
@@ -379,9 +379,52 @@ fn words_to_bytes(rows: &[[u32; 4]]) -> [u8; 64] {
     out
 }
 
-impl<'a> Scanner<'a> {
-    fn problem(&mut self, line: usize, format: Option<DumpFormat>, reason: String) {
-        self.report.problems.push(Problem { line, format, reason });
+/// Added to a problem's reason when its line holds a carriage return.
+const CR_NOTE: &str = "the line holds a carriage return: lines must end in LF or CRLF, not CR alone";
+
+impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
+    /// The 1-based number of line index `i` (0 past the end, which callers never ask for).
+    fn line_no(&mut self, i: usize) -> usize {
+        self.lines.get(i).map_or(0, |l| l.no)
+    }
+
+    /// A problem at line `line`. Lines are split at LF (a CRLF's CR is dropped), so text with
+    /// CR-only line endings is one long line, and a binary file's lines are not text: a
+    /// reason reported on such a line says so.
+    fn problem(&mut self, line: usize, format: Option<DumpFormat>, mut reason: String) {
+        if let Some(l) = self.lines.by_number(line) {
+            if let Some(col) = l.text.find('\0') {
+                reason = format!("{reason} (the line is not text: a NUL byte at column {})", col + 1);
+            } else if l.text.contains('\r') {
+                reason = format!("{reason} ({CR_NOTE})");
+            }
+        }
+        self.pending.push(Finding::Problem(Problem { line, format, reason }));
+    }
+
+    /// Hands the findings before line index `keep` to the sink in line order, and forgets the
+    /// lines before it: nothing found later is reported before it. Stops the scan when the
+    /// sink says so.
+    fn commit(&mut self, keep: usize) -> ControlFlow<()> {
+        let keep_no = keep + 1;
+        if self.pending.iter().any(|f| f.line() < keep_no) {
+            // Stable: in a line, CQEs before problems, and a ring's CQEs by slot.
+            self.pending.sort_by_key(Finding::order);
+            let later = self.pending.iter().position(|f| f.line() >= keep_no).unwrap_or(self.pending.len());
+            let rest = self.pending.split_off(later);
+            for f in std::mem::replace(&mut self.pending, rest) {
+                match f {
+                    Finding::Cqe(_) => self.summary.dumps += 1,
+                    Finding::Problem(_) => self.summary.problems += 1,
+                }
+                if (self.sink)(f).is_break() {
+                    self.summary.stopped = true;
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        self.lines.drop_before(keep);
+        ControlFlow::Continue(())
     }
 
     /// A decoded mlx5 CQE; `ring` is its slot and the ring's CQE size in a ring dump.
@@ -389,7 +432,7 @@ impl<'a> Scanner<'a> {
         let opts = Mlx5Options { dpdk: format == DumpFormat::Dpdk };
         let (slot, ring_cqe_size) = ring.unzip();
         let cqe = Decoded::Mlx5(Box::new(decode_mlx5(b, opts)));
-        self.report.dumps.push(Found { line, format, slot, ring_cqe_size, cqe });
+        self.pending.push(Finding::Cqe(Found { line, format, slot, ring_cqe_size, cqe }));
     }
 
     /// The CQE size of a dumped ring whose bytes are `bytes`: 64 for a dump of one CQE.
@@ -404,8 +447,8 @@ impl<'a> Scanner<'a> {
     }
 
     /// Index of the next non-blank line at or after `i`.
-    fn next_nonblank(&self, mut i: usize) -> usize {
-        while i < self.lines.len() && is_blank(self.lines[i].text) {
+    fn next_nonblank(&mut self, mut i: usize) -> usize {
+        while self.lines.get(i).is_some_and(|l| is_blank(&l.text)) {
             i += 1;
         }
         i
@@ -413,12 +456,12 @@ impl<'a> Scanner<'a> {
 
     /// Four lines of words after a header at index `h`. Returns the index to continue at.
     fn words_after_header(&mut self, h: usize, format: DumpFormat) -> usize {
-        let hno = self.lines[h].no;
+        let hno = self.line_no(h);
         let mut rows = Vec::with_capacity(4);
         let mut i = h + 1;
         while rows.len() < 4 {
             i = self.next_nonblank(i);
-            let Some(l) = self.lines.get(i).copied() else {
+            let Some(l) = self.lines.get(i) else {
                 self.problem(
                     hno,
                     Some(format),
@@ -426,12 +469,12 @@ impl<'a> Scanner<'a> {
                 );
                 return i;
             };
-            if let Some(w) = parse_words(l.text, false) {
+            if let Some(w) = parse_words(&l.text, false) {
                 rows.push(w);
                 i += 1;
                 continue;
             }
-            if starts_dump(l.text) {
+            if starts_dump(&l.text) {
                 self.problem(
                     hno,
                     Some(format),
@@ -446,7 +489,7 @@ impl<'a> Scanner<'a> {
             self.problem(
                 l.no,
                 Some(format),
-                format!("line {} of the dump that starts at line {hno}: {}", rows.len() + 1, diagnose_words(l.text)),
+                format!("line {} of the dump that starts at line {hno}: {}", rows.len() + 1, diagnose_words(&l.text)),
             );
             // The rest of this dump's lines belong to it, not to a new headerless dump.
             let mut left = 3 - rows.len();
@@ -454,7 +497,7 @@ impl<'a> Scanner<'a> {
             while left > 0 {
                 let k = self.next_nonblank(j);
                 match self.lines.get(k) {
-                    Some(n) if !starts_dump(n.text) && parse_words(n.text, false).is_some() => {
+                    Some(n) if !starts_dump(&n.text) && parse_words(&n.text, false).is_some() => {
                         j = k + 1;
                         left -= 1;
                     }
@@ -469,15 +512,16 @@ impl<'a> Scanner<'a> {
         let mut j = self.next_nonblank(i);
         let mut extra = 0;
         while let Some(l) = self.lines.get(j) {
-            if parse_words(l.text, true).is_none() || starts_dump(l.text) {
+            if parse_words(&l.text, true).is_none() || starts_dump(&l.text) {
                 break;
             }
             extra += 1;
             j = self.next_nonblank(j + 1);
         }
         if extra > 0 {
+            let no = self.line_no(i);
             self.problem(
-                self.lines[i].no,
+                no,
                 Some(format),
                 format!(
                     "wrong line count: {} lines of words after the header at line {hno}, expected 4 \
@@ -494,14 +538,14 @@ impl<'a> Scanner<'a> {
     fn bare_words(&mut self, s: usize) -> usize {
         let mut rows: Vec<([u32; 4], usize)> = Vec::new();
         let mut i = s;
-        while let Some(l) = self.lines.get(i).copied() {
-            match parse_words(l.text, true) {
+        while let Some(l) = self.lines.get(i) {
+            match parse_words(&l.text, true) {
                 Some(w) => {
                     rows.push((w, l.no));
                     i += 1;
                 }
                 // Blank lines inside the run are skipped; the run goes on if words follow.
-                None if is_blank(l.text) => i = self.next_nonblank(i),
+                None if is_blank(&l.text) => i = self.next_nonblank(i),
                 None => break,
             }
         }
@@ -527,14 +571,14 @@ impl<'a> Scanner<'a> {
     fn hexdump(&mut self, s: usize, title: Option<(usize, String, Option<usize>)>) -> usize {
         let mut rows: Vec<(OffLine, usize)> = Vec::new();
         let mut i = s;
-        let first_no = self.lines[s].no;
+        let first_no = self.line_no(s);
         let mut bad: Option<(usize, String)> = None;
-        while let Some(l) = self.lines.get(i).copied() {
-            let Some(o) = parse_offset_line(l.text) else {
-                if is_blank(l.text) {
+        while let Some(l) = self.lines.get(i) {
+            let Some(o) = parse_offset_line(&l.text) else {
+                if is_blank(&l.text) {
                     let j = self.next_nonblank(i);
                     if let Some(n) = self.lines.get(j) {
-                        if let Some(o) = parse_offset_line(n.text) {
+                        if let Some(o) = parse_offset_line(&n.text) {
                             // The next row of this dump (rows holds line `s` at least).
                             if o.offset as usize == rows.len() * 16 {
                                 i = j;
@@ -664,14 +708,14 @@ impl<'a> Scanner<'a> {
 
     /// A DPDK title line at index `t`.
     fn dpdk_title(&mut self, t: usize, title: String, len: Result<usize, String>) -> usize {
-        let no = self.lines[t].no;
+        let no = self.line_no(t);
         let j = self.next_nonblank(t + 1);
-        let has_rows = self.lines.get(j).is_some_and(|l| parse_offset_line(l.text).is_some());
+        let has_rows = self.lines.get(j).is_some_and(|l| parse_offset_line(&l.text).is_some());
         // Only the CQ ring holds CQEs; DPDK also dumps the SQ/RQ WQEs and those are skipped.
         let is_cq = title.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "CQ");
         if !is_cq {
             let mut i = j;
-            while self.lines.get(i).is_some_and(|l| parse_offset_line(l.text).is_some()) {
+            while self.lines.get(i).is_some_and(|l| parse_offset_line(&l.text).is_some()) {
                 i += 1;
             }
             // Past the title: `j` is.
@@ -704,9 +748,11 @@ impl<'a> Scanner<'a> {
 
     fn run_mlx5(&mut self) {
         let mut i = 0;
-        while i < self.lines.len() {
-            let l = self.lines[i];
-            let t = l.text;
+        while let Some(l) = self.lines.get(i) {
+            if self.commit(i).is_break() {
+                return;
+            }
+            let t = &*l.text;
             if is_blank(t) {
                 i += 1;
             } else if is_rdma_core_header(t) {
@@ -715,7 +761,7 @@ impl<'a> Scanner<'a> {
                 i = self.words_after_header(i, DumpFormat::RdmaCoreDebug);
             } else if is_kernel_words_header(t) {
                 let j = self.next_nonblank(i + 1);
-                if self.lines.get(j).is_some_and(|n| parse_offset_line(n.text).is_some()) {
+                if self.lines.get(j).is_some_and(|n| parse_offset_line(&n.text).is_some()) {
                     i = self.hexdump(j, None);
                 } else {
                     i = self.words_after_header(i, DumpFormat::KernelWords);
@@ -745,9 +791,15 @@ impl<'a> Scanner<'a> {
         // Lines of fewer than 4 qwords waiting to make up a CQE: their qwords, first and last line.
         let mut part: Vec<u64> = Vec::new();
         let mut part_lines = (0, 0);
-        for i in 0..self.lines.len() {
-            let l = self.lines[i];
-            let q = match qword_line(l.text) {
+        let mut i = 0;
+        while let Some(l) = self.lines.get(i) {
+            // The short lines gathered are reported at their first line.
+            let keep = if part.is_empty() { i } else { part_lines.0 - 1 };
+            if self.commit(keep).is_break() {
+                return;
+            }
+            i += 1;
+            let q = match qword_line(&l.text) {
                 QLine::Ok(q) => q,
                 QLine::Bad(why) => {
                     self.flush_irdma_part(&mut part, part_lines);
@@ -801,34 +853,39 @@ impl<'a> Scanner<'a> {
         part.clear();
     }
 
-    /// Lines are split at LF (a CRLF's CR is dropped), so text with CR-only line endings is
-    /// one long line: say so where a problem is reported on a line holding a carriage return,
-    /// and where such text gave nothing at all.
-    fn note_carriage_returns(&mut self) {
-        const NOTE: &str = "the line holds a carriage return: lines must end in LF or CRLF, not CR alone";
-        let lines = &self.lines;
-        let has_cr = |no: usize| no.checked_sub(1).and_then(|i| lines.get(i)).is_some_and(|l| l.text.contains('\r'));
-        for p in &mut self.report.problems {
-            if has_cr(p.line) {
-                p.reason = format!("{} ({NOTE})", p.reason);
-            }
+    /// Hands over what is left, and says why nothing was found in text that holds NUL bytes
+    /// (a binary file) or carriage returns that end no CRLF (CR-only line endings).
+    fn finish(&mut self) {
+        if self.commit(usize::MAX - 1).is_break() {
+            return;
         }
-        if self.report.dumps.is_empty() && self.report.problems.is_empty() {
-            if let Some(l) = self.lines.iter().find(|l| l.text.contains('\r')) {
-                let reason = format!("no CQE dump found; {NOTE}");
-                self.report.problems.push(Problem { line: l.no, format: None, reason });
+        if self.summary.dumps == 0 && self.summary.problems == 0 {
+            let why = match (self.lines.first_nul(), self.lines.first_cr()) {
+                (Some((no, col)), _) => Some((
+                    no,
+                    format!(
+                        "no CQE dump found: the input is not text (a NUL byte at line {no}, column {col}); \
+                         decode reads logs and other text"
+                    ),
+                )),
+                (None, Some(no)) => Some((no, format!("no CQE dump found; {CR_NOTE}"))),
+                (None, None) => None,
+            };
+            if let Some((line, reason)) = why {
+                self.pending.push(Finding::Problem(Problem { line, format: None, reason }));
+                let _ = self.commit(usize::MAX - 1);
             }
         }
     }
 
     fn found_irdma(&mut self, line: usize, q: &[u64]) {
-        self.report.dumps.push(Found {
+        self.pending.push(Finding::Cqe(Found {
             line,
             format: DumpFormat::IrdmaQwords,
             slot: None,
             ring_cqe_size: None,
             cqe: Decoded::Irdma(Box::new(decode_irdma(q))),
-        });
+        }));
     }
 }
 
@@ -959,20 +1016,50 @@ pub fn scan(text: &str, vendor: Vendor) -> Report {
 
 /// Scans `text` for CQE dumps of `vendor`'s formats.
 pub fn scan_with(text: &str, vendor: Vendor, opts: ScanOptions) -> Report {
-    let lines = text
-        .split('\n')
-        .enumerate()
-        .map(|(i, t)| Line { no: i + 1, text: t.strip_suffix('\r').unwrap_or(t) })
-        .collect();
-    let mut s = Scanner { lines, report: Report::default(), opts };
+    let mut report = Report::default();
+    let collect = |f: Finding| {
+        match f {
+            Finding::Cqe(d) => report.dumps.push(d),
+            Finding::Problem(p) => report.problems.push(p),
+        }
+        ControlFlow::Continue(())
+    };
+    // Reading a byte slice cannot fail.
+    let _ = scan_stream(text.as_bytes(), vendor, opts, collect);
+    report
+}
+
+/// Scans `input` for CQE dumps of `vendor`'s formats as it reads it, handing each CQE and
+/// each problem to `sink` as soon as the dump it is in has been read, in line order (the
+/// order of [`scan_with`]'s report, CQEs before problems of the same line). Memory stays
+/// bounded by one dump and one line of at most 4 MiB, whatever the input's size: a
+/// longer line is read as its first 4 MiB.
+///
+/// `sink` returning [`ControlFlow::Break`] stops the scan (a reader that went away).
+///
+/// # Errors
+///
+/// The [`io::Error`] that ended reading the input. What was found before it has been
+/// handed to `sink` already.
+pub fn scan_stream<R, F>(input: R, vendor: Vendor, opts: ScanOptions, sink: F) -> io::Result<ScanSummary>
+where
+    R: BufRead,
+    F: FnMut(Finding) -> ControlFlow<()>,
+{
+    let mut s = Scanner { lines: Lines::new(input), opts, pending: Vec::new(), sink, summary: ScanSummary::default() };
     match vendor {
         Vendor::Mlx5 => s.run_mlx5(),
         Vendor::Irdma => s.run_irdma(),
     }
-    s.note_carriage_returns();
-    s.report.dumps.sort_by_key(|d| (d.line, d.slot));
-    s.report.problems.sort_by_key(|p| p.line);
-    s.report
+    if !s.summary.stopped {
+        s.finish();
+    }
+    s.summary.bytes = s.lines.bytes();
+    s.summary.blank = s.lines.all_blank();
+    match s.lines.take_error() {
+        Some(e) => Err(e),
+        None => Ok(s.summary),
+    }
 }
 
 #[cfg(test)]
