@@ -36,6 +36,7 @@ mod ring;
 mod scramble;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod verbs_wc;
 mod wq;
 
 pub use completion::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode, WcStatus};
@@ -49,4 +50,5 @@ pub use region::{MemoryRegion, MemoryRegions};
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
 #[cfg(feature = "model")]
 pub use scramble::scrambled_qp;
+pub use verbs_wc::UverbsWc;
 pub use wq::WqBuffer;

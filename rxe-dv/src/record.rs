@@ -1,61 +1,16 @@
 //! A kernel work-completion record (`struct ib_uverbs_wc`) as a [`Completion`]: what
 //! rdma-core's `rxe_poll_cq` gives the application when it `memcpy`s the record into an
-//! `ibv_wc`.
-//!
-//! # Numbers outside libibverbs' enums
-//!
-//! The kernel writes `ib_wc_status` / `ib_wc_opcode` numbers, which for user CQs are
-//! libibverbs' `ibv_wc_status` / `ibv_wc_opcode` numbers. `memcpy` would hand any other
-//! number to the application as is; [`WcStatus`] and [`WcOpcode`] hold only the defined
-//! ones, so:
-//!
-//! - an unknown status makes the record a fault item ([`FaultKind::BadField`], the value
-//!   being the status): nothing about such a record can be trusted;
-//! - an unknown opcode on a successful record makes it a fault item
-//!   ([`FaultKind::BadOpcode`], the value being the opcode): its fields cannot be read
-//!   without knowing what it completes;
-//! - an unknown opcode on an error record keeps the completion, with `opcode`
-//!   [`WcOpcode::Send`]: verbs leave the opcode of an error completion undefined, and the
-//!   record's `wr_id`, status and `vendor_err` are what the application needs to recover
-//!   the work request. (rdma_rxe's `wr_to_wc_opcode` answers 0xff for a work-request
-//!   opcode it does not know, so this can come from the kernel itself.)
-//!
-//! `wc_flags` keeps every bit the kernel wrote, known or not, as `memcpy` does.
+//! `ibv_wc`. The conversion, and what numbers outside libibverbs' enums become, is
+//! [`Completion::from_uverbs_wc`], shared with the generic backend.
 
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, CqeFault, FaultKind};
 use dvcq_uapi::rxe::wc::UverbsWc;
 
 /// The completion for record `wc` found at ring position `position` (the running consumer
-/// counter). Fields rxe has no source for (`wqe_index`, the raw Ethernet extras, the
-/// timestamp) are zero.
+/// counter).
 #[inline(always)]
 pub(crate) fn completion(wc: &UverbsWc, position: u32) -> Completion {
-    let status = WcStatus::from_u32(wc.status);
-    let opcode = WcOpcode::from_u32(wc.opcode);
-    let (status, opcode) = match (status, opcode) {
-        (Some(s), Some(op)) => (s, op),
-        (Some(s), None) if s != WcStatus::Success => (s, WcOpcode::Send),
-        (Some(_), None) => return fault(FaultKind::BadOpcode, position, wc.opcode),
-        (None, _) => return fault(FaultKind::BadField, position, wc.status),
-    };
-    Completion {
-        wr_id: wc.wr_id,
-        byte_len: wc.byte_len,
-        imm_data: wc.ex,
-        qp_num: wc.qp_num,
-        wc_flags: WcFlags::from_bits_retain(wc.wc_flags),
-        status,
-        opcode,
-        fault_kind: FaultKind::None,
-        sl: wc.sl,
-        wqe_index: 0,
-        pkey_index: wc.pkey_index,
-        src_qp: wc.src_qp,
-        vendor_err: wc.vendor_err,
-        slid: wc.slid,
-        dlid_path_bits: wc.dlid_path_bits,
-        ..Completion::default()
-    }
+    Completion::from_uverbs_wc(wc, position)
 }
 
 /// A fault item for the record at `position`.
@@ -67,6 +22,7 @@ pub(crate) fn fault(kind: FaultKind, position: u32, value: u32) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dvcq_provider::{WcFlags, WcOpcode, WcStatus};
 
     fn recv() -> UverbsWc {
         UverbsWc {

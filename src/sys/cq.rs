@@ -5,7 +5,7 @@ use super::device::Context;
 use super::ffi;
 use super::ops;
 use crate::error::VerbsError;
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, UverbsWc};
 use std::sync::Arc;
 
 /// A completion channel (`ibv_create_comp_channel`): the fd completion events arrive on.
@@ -165,34 +165,28 @@ impl Drop for VerbsCq {
     }
 }
 
-/// One `ibv_wc` as dvcq's [`Completion`], field for field. A status or opcode number
-/// libibverbs does not define (a newer provider's) becomes a fault item rather than a
-/// guess; the opcode of an error completion is undefined in verbs and reads as `Send`.
+/// One `ibv_wc` as dvcq's [`Completion`], field for field: `struct ibv_wc` is laid out as
+/// the kernel's `struct ib_uverbs_wc` (rdma-core's rxe provider `memcpy`s one into the
+/// other), so the conversion is the rxe backend's, [`Completion::from_uverbs_wc`].
 #[inline]
 pub(crate) fn completion_of(wc: &ffi::ibv_wc, position: u32) -> Completion {
-    let Some(status) = WcStatus::from_u32(wc.status) else {
-        return Completion::from_fault(CqeFault { kind: FaultKind::BadField, position, value: wc.status });
-    };
-    let opcode = match WcOpcode::from_u32(wc.opcode) {
-        Some(op) => op,
-        None if status != WcStatus::Success => WcOpcode::Send,
-        None => return Completion::from_fault(CqeFault { kind: FaultKind::BadOpcode, position, value: wc.opcode }),
-    };
-    Completion {
+    let record = UverbsWc {
         wr_id: wc.wr_id,
+        status: wc.status,
+        opcode: wc.opcode,
+        vendor_err: wc.vendor_err,
         byte_len: wc.byte_len,
         // SAFETY: both union members are u32; either reading is valid for any bits.
-        imm_data: unsafe { wc.__bindgen_anon_1.imm_data },
+        ex: unsafe { wc.__bindgen_anon_1.imm_data },
         qp_num: wc.qp_num,
-        wc_flags: WcFlags::from_bits_retain(wc.wc_flags),
-        status,
-        opcode,
-        sl: wc.sl,
-        pkey_index: wc.pkey_index,
         src_qp: wc.src_qp,
-        vendor_err: wc.vendor_err,
+        wc_flags: wc.wc_flags,
+        pkey_index: wc.pkey_index,
         slid: wc.slid,
+        sl: wc.sl,
         dlid_path_bits: wc.dlid_path_bits,
-        ..Completion::default()
-    }
+        port_num: 0,
+        reserved: 0,
+    };
+    Completion::from_uverbs_wc(&record, position)
 }
