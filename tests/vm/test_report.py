@@ -156,6 +156,14 @@ class Markers(unittest.TestCase):
         con = report.parse("vm-step-begin guest-test\nvm-row w b 5 0 polled in  batches of 16\n", "log")
         self.assertEqual(con.rows[0].note, "polled in batches of 16")
 
+    def test_figures_come_from_any_step_but_rows_only_from_the_guest_test(self):
+        text = ("vm-step-begin dvcq-bench-drain\nvm-figure drain_ns 172.2 ns/completion\n"
+                "vm-row w rxe 1 0\nvm-step-end dvcq-bench-drain 0\nvm-figure stray 1 ns\n")
+        con = report.parse(text, "log")
+        self.assertEqual([f.name for f in con.figures], ["drain_ns"])
+        self.assertEqual(con.problems, ["log:3: vm-row outside the guest-test step",
+                                        "log:5: vm-figure outside a step"])
+
     def test_a_figure_needs_a_number(self):
         con = report.parse("vm-step-begin guest-test\nvm-figure lat fast ns\n", "log")
         self.assertEqual(con.figures, [])
