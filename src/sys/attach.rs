@@ -181,6 +181,8 @@ mod rdma_sys_interop {
     // rdma-sys binds the same C structs; the casts below rely on the layouts being one.
     const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_cq>(), core::mem::size_of::<ffi::ibv_cq>());
     const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_context>(), core::mem::size_of::<ffi::ibv_context>());
+    const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_qp>(), core::mem::size_of::<ffi::ibv_qp>());
+    const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_mr>(), core::mem::size_of::<ffi::ibv_mr>());
 
     impl Context {
         /// [`Context::from_raw`] for an application built on `rdma-sys`.
@@ -211,6 +213,34 @@ mod rdma_sys_interop {
         ) -> Result<Cq, Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { Cq::attach(ctx, cq.cast(), choice) }
+        }
+
+        /// [`Cq::attach_qp`] for an application built on `rdma-sys`.
+        ///
+        /// # Errors
+        ///
+        /// As [`Cq::attach_qp`].
+        ///
+        /// # Safety
+        ///
+        /// As [`Cq::attach_qp`].
+        pub unsafe fn attach_qp_rdma_sys(&mut self, qp: NonNull<rdma_sys::ibv_qp>) -> Result<(), Error> {
+            // SAFETY: the same struct; the caller's promise is passed on.
+            unsafe { self.attach_qp(qp.cast()) }
+        }
+
+        /// [`Cq::attach_mr`] for an application built on `rdma-sys`.
+        ///
+        /// # Errors
+        ///
+        /// As [`Cq::attach_mr`].
+        ///
+        /// # Safety
+        ///
+        /// As [`Cq::attach_mr`].
+        pub unsafe fn attach_mr_rdma_sys(&mut self, mr: NonNull<rdma_sys::ibv_mr>) -> Result<(), Error> {
+            // SAFETY: the same struct; the caller's promise is passed on.
+            unsafe { self.attach_mr(mr.cast()) }
         }
     }
 }
