@@ -41,22 +41,44 @@ pub fn judge(name: &str, direct: &Run, generic: Option<&Run>) -> Check {
     if let Some(why) = &direct.skipped {
         return Check { name: name.into(), result: "skip", reason: why.clone() };
     }
-    let mut problems: Vec<String> = direct.problems.iter().map(|p| format!("[{}] {p}", direct.backend.name())).collect();
+    let mut problems: Vec<String> =
+        direct.problems.iter().map(|p| format!("[{}] {p}", direct.backend.name())).collect();
     if let Some(g) = generic {
         problems.extend(g.problems.iter().map(|p| format!("[ibv_poll_cq] {p}")));
-        problems.extend(conformance::diff(&format!("{} vs ibv_poll_cq", direct.backend.name()), &g.records, &direct.records));
+        problems.extend(conformance::diff(
+            &format!("{} vs ibv_poll_cq", direct.backend.name()),
+            &g.records,
+            &direct.records,
+        ));
+        if direct.backend == BackendKind::Rxe && g.backend == BackendKind::Generic {
+            // Both read the kernel's own records: every field must agree.
+            problems.extend(conformance::diff_raw("rxe vs ibv_poll_cq", &g.raw, &direct.raw));
+        }
     }
     if problems.is_empty() {
         let how = match generic {
             Some(_) if direct.backend != BackendKind::Generic => {
-                format!("{} completions as expected, {} and ibv_poll_cq equal", direct.records.len(), direct.backend.name())
+                format!(
+                    "{} completions as expected, {} and ibv_poll_cq equal",
+                    direct.records.len(),
+                    direct.backend.name()
+                )
             }
-            _ => format!("{} completions as expected ({}: {})", direct.records.len(), direct.backend.name(), direct.reason),
+            _ => format!(
+                "{} completions as expected ({}: {})",
+                direct.records.len(),
+                direct.backend.name(),
+                direct.reason
+            ),
         };
         Check { name: name.into(), result: "pass", reason: how }
     } else {
         let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
-        Check { name: name.into(), result: "fail", reason: format!("{}{more}", problems[..problems.len().min(3)].join("; ")) }
+        Check {
+            name: name.into(),
+            result: "fail",
+            reason: format!("{}{more}", problems[..problems.len().min(3)].join("; ")),
+        }
     }
 }
 
@@ -79,7 +101,10 @@ impl ValidateArgs {
             checks.push(judge(w.name, &direct, generic.as_ref()));
         }
         if checks.is_empty() {
-            return Err(CliError(format!("validate: no check's name contains {:?}", self.only.as_deref().unwrap_or(""))));
+            return Err(CliError(format!(
+                "validate: no check's name contains {:?}",
+                self.only.as_deref().unwrap_or("")
+            )));
         }
         let mut out = Output::stdout();
         if self.json {
@@ -108,11 +133,20 @@ mod tests {
     use crate::{WcOpcode, WcStatus};
 
     fn run(backend: BackendKind, records: Vec<Record>, problems: Vec<String>) -> Run {
-        Run { workload: "w", backend, reason: "why".into(), records, problems, skipped: None }
+        Run { workload: "w", backend, reason: "why".into(), records, raw: Vec::new(), problems, skipped: None }
     }
 
     fn rec(wr_id: u64) -> Record {
-        Record { qp: 0, wr_id, status: WcStatus::Success, opcode: Some(WcOpcode::Send), byte_len: None, imm: None, flags: 0, src: None }
+        Record {
+            qp: 0,
+            wr_id,
+            status: WcStatus::Success,
+            opcode: Some(WcOpcode::Send),
+            byte_len: None,
+            imm: None,
+            flags: 0,
+            src: None,
+        }
     }
 
     #[test]

@@ -78,11 +78,18 @@ pub struct Run {
     pub reason: String,
     /// The completions seen, normalised, in order per QP.
     pub records: Vec<Record>,
+    /// The completions seen whole, in the order polled, QP numbers named by role
+    /// ([`ROLE_MARK`]): for [`diff_raw`] between two pollers of one device.
+    pub raw: Vec<Completion>,
     /// Differences from what the workload expects, one line each.
     pub problems: Vec<String>,
     /// Why the workload did not run on this device (a feature it lacks), if it did not.
     pub skipped: Option<String>,
 }
+
+/// How a raw completion names a QP of the workload: its role in the low byte under this mark
+/// (QP numbers are 24 bits, so no real number carries it).
+pub const ROLE_MARK: u32 = 0xff00_0000;
 
 /// Builds records from completions: maps QP numbers to roles.
 #[derive(Debug, Default)]
@@ -90,6 +97,7 @@ pub struct Recorder {
     qpns: Vec<u32>,
     ud: Vec<bool>,
     records: Vec<Record>,
+    raw: Vec<Completion>,
     problems: Vec<String>,
 }
 
@@ -116,12 +124,21 @@ impl Recorder {
             return;
         };
         let ok = c.status == WcStatus::Success;
+        // The whole completion too, its QP numbers replaced by roles, for the strict
+        // comparison of two pollers of one device (`diff_raw`).
+        // (A remote QP of the workload is named by its role too, marked in the top byte.)
+        let src = self.role(c.src_qp).map_or(c.src_qp, |r| ROLE_MARK | u32::from(r));
+        self.raw.push(Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, ..*c });
         // Flags and immediate data are defined for receives only: on a requester completion
         // providers differ (mlx5 and rxe set WITH_IMM on a SEND_WITH_IMM's, irdma does not).
         // GRH and the source QP are defined for UD only (rxe sets GRH on RoCE RC receives).
         let received = ok && c.opcode.is_recv();
         let ud = self.ud[qp as usize];
-        let defined = if ud { WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV } else { WcFlags::WITH_IMM | WcFlags::WITH_INV };
+        let defined = if ud {
+            WcFlags::GRH | WcFlags::WITH_IMM | WcFlags::WITH_INV
+        } else {
+            WcFlags::WITH_IMM | WcFlags::WITH_INV
+        };
         let flags = c.wc_flags & defined;
         self.records.push(Record {
             qp,
@@ -228,6 +245,52 @@ pub fn diff(what: &str, want: &[Record], got: &[Record]) -> Vec<String> {
     out
 }
 
+/// The differences between two pollers' whole completions of the same workload on the same
+/// device, field by field, per QP in the order each polled them (the order across QPs on one
+/// CQ is the device's). For two pollers that read the same records (rxe's direct reader and
+/// `ibv_poll_cq` both copy the kernel's `ib_uverbs_wc`), where no field is left undefined.
+pub fn diff_raw(what: &str, want: &[Completion], got: &[Completion]) -> Vec<String> {
+    let show = |c: &Completion| {
+        format!(
+            "wr_id={} {} {} byte_len={} imm={:#x} flags={:#x} src_qp={:#x} vendor_err={:#x} \
+             pkey={} slid={} sl={} path_bits={} wqe_index={} fault={:?}",
+            c.wr_id,
+            c.status.name(),
+            c.opcode.name(),
+            c.byte_len,
+            c.imm_data,
+            c.wc_flags.bits(),
+            c.src_qp,
+            c.vendor_err,
+            c.pkey_index,
+            c.slid,
+            c.sl,
+            c.dlid_path_bits,
+            c.wqe_index,
+            c.fault(),
+        )
+    };
+    let mut qps: Vec<u32> = want.iter().chain(got).map(|c| c.qp_num).collect();
+    qps.sort_unstable();
+    qps.dedup();
+    let mut out = Vec::new();
+    for qp in qps {
+        let of = |v: &[Completion]| v.iter().filter(|c| c.qp_num == qp).copied().collect::<Vec<_>>();
+        let (w, g) = (of(want), of(got));
+        let name = if qp & ROLE_MARK == ROLE_MARK { format!("qp{}", qp & !ROLE_MARK) } else { format!("qp {qp:#x}") };
+        for i in 0..w.len().max(g.len()) {
+            match (w.get(i), g.get(i)) {
+                (Some(a), Some(b)) if a == b => {}
+                (Some(a), Some(b)) => out.push(format!("{what} {name} #{i}: expected {}, got {}", show(a), show(b))),
+                (Some(a), None) => out.push(format!("{what} {name} #{i}: expected {}, got nothing", show(a))),
+                (None, Some(b)) => out.push(format!("{what} {name} #{i}: unexpected {}", show(b))),
+                (None, None) => {}
+            }
+        }
+    }
+    out
+}
+
 /// A workload: its name and the function that runs it on a context with a backend choice.
 #[derive(Clone, Copy)]
 pub struct Workload {
@@ -267,6 +330,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
                 backend: o.backend.kind,
                 reason: o.backend.reason,
                 records: o.recorder.records,
+                raw: o.recorder.raw,
                 problems,
                 skipped: o.skipped,
             }
@@ -276,6 +340,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             backend: BackendKind::Generic,
             reason: String::new(),
             records: Vec::new(),
+            raw: Vec::new(),
             problems: vec![format!("could not run: {e}")],
             skipped: None,
         },
@@ -285,4 +350,97 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
 /// The endpoint a QP reaches itself or a sibling on the same port by.
 pub fn endpoint(qp: &crate::Qp) -> Result<Endpoint, Error> {
     qp.endpoint()
+}
+
+/// One workload's runs on a device: polled by the backend `Auto` picks (the direct one where
+/// it applies) and by rdma-core's `ibv_poll_cq`, with their differences.
+#[derive(Debug)]
+pub struct DeviceRun {
+    /// The run through the backend `BackendChoice::Auto` picked.
+    pub direct: Run,
+    /// The run through `ibv_poll_cq` (`BackendChoice::Generic`).
+    pub generic: Run,
+    /// Where the direct run differs from the `ibv_poll_cq` run: the normalised records, and
+    /// where both pollers read the same kernel records (rxe), the whole completions.
+    pub cross: Vec<String>,
+}
+
+/// Runs every workload on `ctx` twice, direct and through `ibv_poll_cq`, and compares them.
+/// On a device whose provider is `rxe` the direct run must be polled by dvcq's rxe reader
+/// (a fallback to `ibv_poll_cq` there is a problem, not a pass).
+pub fn run_on_device(ctx: &crate::Context) -> Vec<DeviceRun> {
+    let rxe = ctx.info().is_ok_and(|i| i.provider == "rxe");
+    WORKLOADS
+        .iter()
+        .map(|w| {
+            let generic = run(ctx, w, BackendChoice::Generic);
+            let direct = run(ctx, w, BackendChoice::Auto);
+            let what = format!("{} direct vs ibv_poll_cq", w.name);
+            let mut cross = diff(&what, &generic.records, &direct.records);
+            if direct.backend == BackendKind::Rxe && generic.backend == BackendKind::Generic {
+                cross.extend(diff_raw(&what, &generic.raw, &direct.raw));
+            }
+            if rxe && direct.skipped.is_none() && direct.backend != BackendKind::Rxe {
+                cross.push(format!(
+                    "{}: an rxe device was polled by {} ({}), not by dvcq's rxe reader",
+                    w.name,
+                    direct.backend.name(),
+                    direct.reason
+                ));
+            }
+            DeviceRun { direct, generic, cross }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::QpType;
+    use crate::{Context, CqOptions, QpInit};
+
+    fn completion(qp_num: u32, wr_id: u64) -> Completion {
+        Completion { qp_num, wr_id, opcode: WcOpcode::Recv, src_qp: qp_num, ..Completion::default() }
+    }
+
+    /// Raw records name QPs by role (so two runs with other QP numbers compare), keep every
+    /// other field, and compare per QP in polled order: a change in any field is found, an
+    /// interleaving across QPs is not a difference.
+    #[test]
+    fn raw_records_compare_every_field_per_qp() {
+        let ctx = Context::open("model-mlx5").unwrap();
+        let cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let qps: Vec<_> = (0..2).map(|_| pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap()).collect();
+        let record = |order: &[(usize, u64)], vendor_err: u32| {
+            let mut rec = Recorder::default();
+            for qp in &qps {
+                rec.add_qp(qp);
+            }
+            for &(q, wr_id) in order {
+                let mut c = completion(qps[q].qpn(), wr_id);
+                c.src_qp = qps[1 - q].qpn();
+                c.vendor_err = vendor_err;
+                rec.record(&c);
+            }
+            rec.raw
+        };
+        let a = record(&[(0, 1), (1, 2), (0, 3)], 0);
+        assert_eq!(a[0].qp_num, ROLE_MARK, "QP numbers become roles");
+        assert_eq!(a[0].src_qp, ROLE_MARK | 1, "a remote QP of the workload becomes its role");
+        let interleaved = record(&[(1, 2), (0, 1), (0, 3)], 0);
+        assert!(diff_raw("w", &a, &interleaved).is_empty(), "the order across QPs is the device's");
+        let swapped = record(&[(0, 3), (1, 2), (0, 1)], 0);
+        assert_eq!(diff_raw("w", &a, &swapped).len(), 2, "the order within a QP is compared");
+        let other = record(&[(0, 1), (1, 2), (0, 3)], 7);
+        let d = diff_raw("w", &a, &other);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d[0].contains("vendor_err=0x0") && d[0].contains("vendor_err=0x7"), "{}", d[0]);
+        let short = record(&[(0, 1), (1, 2)], 0);
+        assert_eq!(
+            diff_raw("w", &a, &short),
+            ["w qp0 #1: expected wr_id=3 IBV_WC_SUCCESS IBV_WC_RECV byte_len=0 imm=0x0 flags=0x0 src_qp=0xff000001 \
+              vendor_err=0x0 pkey=0 slid=0 sl=0 path_bits=0 wqe_index=0 fault=None, got nothing"]
+        );
+    }
 }

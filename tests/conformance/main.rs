@@ -33,10 +33,10 @@ conformance!(
     empty_ring_polls_zero_and_peek_matches_poll,
 );
 
-/// The conformance cases on every real RDMA device of this machine
-/// ([`real_device::run_cases_on_device`], the hook the real-stack work fills in). Without
-/// any device, in CI too, the test skips with one line: the models above are the suite's
-/// run there. With devices it fails until the hook runs the cases on them.
+/// The conformance workloads on every real RDMA device of this machine
+/// ([`real_device::run_cases_on_device`]): direct backend and `ibv_poll_cq`, compared.
+/// Without any device, in CI too, the test skips with one line: the models above are the
+/// suite's run there, and the VM test runs the same workloads on rxe.
 #[test]
 fn real_devices() {
     let devices = real_device::devices();

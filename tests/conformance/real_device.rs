@@ -1,9 +1,9 @@
 //! The conformance cases on real RDMA devices: rxe in the VM, NICs on lab machines.
 //!
-//! [`run_cases_on_device`] is the hook the real-stack work fills in: open the device, make a
-//! [`Backend`](crate::backends::Backend) of its CQ and QPs, and run every case of the
-//! suite on it. Until it does, a machine with RDMA devices fails the `real_devices` test,
-//! naming them, and a machine without any skips it with one line.
+//! [`run_cases_on_device`] opens each device and runs the workloads of
+//! [`dvcq::conformance`] on it (the ring-level cases above it need a model's ring, so on a
+//! device the same behaviours are checked through the `Cq`/QP API); a machine without any
+//! device skips with one line.
 
 /// Where Linux lists the RDMA devices (one entry per device, named as libibverbs names it).
 const SYSFS_DEVICES: &str = "/sys/class/infiniband";
@@ -26,14 +26,34 @@ pub fn devices() -> Vec<String> {
     names
 }
 
-/// Runs every conformance case on the RDMA device `name`, or says why it could not or
-/// which case failed.
-///
-/// The hook for the real-stack work: this build has no backend that attaches the suite to
-/// a device yet, so every device is an error here.
+/// Runs every conformance workload on the RDMA device `name`, polled by its direct backend
+/// and by rdma-core's `ibv_poll_cq` and compared field by field
+/// ([`dvcq::conformance::run_on_device`]); says which failed, or why none could run. A
+/// model-only build cannot open a real device: it says so in one line and passes.
 pub fn run_cases_on_device(name: &str) -> Result<(), String> {
-    Err(format!(
-        "{name}: the conformance cases cannot run on a real device yet: \
-         tests/conformance/real_device.rs has no backend for it (run_cases_on_device)"
-    ))
+    let ctx = match dvcq::Context::open(name) {
+        Ok(c) => c,
+        Err(e @ dvcq::Error::ModelOnlyBuild { .. }) => {
+            crate::skip::skip_here(&format!("{name}: {e}"));
+            return Ok(());
+        }
+        Err(e) => return Err(format!("{name}: {e}")),
+    };
+    let mut failures = Vec::new();
+    for r in dvcq::conformance::run_on_device(&ctx) {
+        for (run, extra) in [(&r.direct, &r.cross), (&r.generic, &Vec::new())] {
+            let backend = run.backend.name();
+            if let Some(why) = &run.skipped {
+                crate::skip::skip_here(&format!("{name}: {} [{backend}]: {why}", run.workload));
+            }
+            failures.extend(
+                run.problems.iter().chain(extra.iter()).map(|p| format!("{name}: {} [{backend}]: {p}", run.workload)),
+            );
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n"))
+    }
 }
