@@ -36,9 +36,9 @@ pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats};
-pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
+pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 
 #[cfg(dvcq_rdma_core)]
 mod backend;

@@ -207,12 +207,7 @@ impl Cq {
 
 /// `ibv_modify_cq` with the refusals as [`Error::Unsupported`].
 #[cfg(dvcq_rdma_core)]
-fn moderate_verbs(
-    cq: &crate::sys::cq::VerbsCq,
-    device: String,
-    count: u16,
-    period_us: u16,
-) -> Result<(), Error> {
+fn moderate_verbs(cq: &crate::sys::cq::VerbsCq, device: String, count: u16, period_us: u16) -> Result<(), Error> {
     cq.moderate(count, period_us).map_err(|source| match source.errno {
         libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported {
             device,
