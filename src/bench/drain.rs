@@ -1,7 +1,17 @@
-//! Drain cost on a real device or a model, through the [`crate::Cq`] API: fill a CQ with
-//! RDMA WRITE completions, then time only the poll calls that return completions, for each
-//! backend the device has (its direct backend and rdma-core's `ibv_poll_cq`), alternating
-//! them repetition by repetition so both see the same machine state.
+//! Drain cost on a real device or a model: fill a CQ with RDMA WRITE completions, then time
+//! the drain, for each way the device can be polled, alternating them repetition by
+//! repetition so all see the same machine state:
+//!
+//! - `direct`: [`crate::Cq::poll`] on the backend `BackendChoice::Auto` picks (dvcq's own
+//!   reader of the device's ring where one applies);
+//! - `ibv_poll_cq`: rdma-core's poll into an array of `struct ibv_wc`, nothing more: what an
+//!   application pays today, and the baseline of the ratios;
+//! - `generic`: [`crate::Cq::poll`] on the generic backend, `ibv_poll_cq` plus the
+//!   conversion into dvcq's [`Completion`].
+//!
+//! The drain is timed as a whole (one clock read before the first poll call and one after
+//! the last), not call by call: inside a VM under software emulation a clock read can cost
+//! more than a poll call, and would swamp the difference measured.
 
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions};
 use crate::error::Error;
@@ -21,17 +31,17 @@ pub struct DrainParams {
     pub reps: u32,
 }
 
-/// One backend's figures.
+/// One poller's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct DrainRow {
-    /// `direct` names the device's direct backend (`rxe`, `model`, ...); `ibv_poll_cq` the
-    /// generic one.
+    /// `direct` (the backend `Auto` picks: `rxe`, `model`, ...), `ibv_poll_cq` (rdma-core's
+    /// poll alone) or `generic` (the generic backend: `ibv_poll_cq` and the conversion).
     pub poller: String,
     /// The backend that polled, and why.
     pub backend: BackendKind,
     /// Completions polled per repetition.
     pub completions: u32,
-    /// Median over repetitions of ns per completion, poll calls that returned something only.
+    /// Median over repetitions of ns per completion, the whole drain timed.
     pub ns_per_completion: f64,
     /// The best repetition.
     pub ns_per_completion_min: f64,
@@ -59,32 +69,75 @@ fn make_loop(ctx: &Context, cq: &Cq, depth: u32) -> Result<Loop, Error> {
     Ok(Loop { qp, mr, _pd: pd })
 }
 
-/// One fill and drain; ns per completion of the calls that returned something.
-fn one_rep(cq: &mut Cq, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
+/// How a row polls its CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// [`Cq::poll`], whatever backend the CQ has.
+    Cq,
+    /// rdma-core's `ibv_poll_cq` into `struct ibv_wc`s, without dvcq's conversion.
+    #[cfg(dvcq_rdma_core)]
+    Verbs,
+}
+
+/// Scratch space for one poll call of each kind.
+struct Scratch {
+    wcs: Vec<Completion>,
+    #[cfg(dvcq_rdma_core)]
+    verbs: Vec<crate::sys::ffi::ibv_wc>,
+}
+
+/// One poll call the row's way: completions taken, and the first that failed, if any.
+#[inline]
+fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<String>), Error> {
+    match how {
+        How::Cq => {
+            let n = cq.poll(&mut s.wcs);
+            Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
+        }
+        #[cfg(dvcq_rdma_core)]
+        How::Verbs => {
+            let crate::cq::Poller::Generic(g) = &cq.poller else {
+                return Err(Error::Mismatch {
+                    device: cq.device().to_string(),
+                    what: format!("the ibv_poll_cq row's CQ is polled by {}", cq.backend().kind.name()),
+                });
+            };
+            let n = g
+                .verbs_cq()
+                .poll_raw(&mut s.verbs)
+                .map_err(|source| Error::Verbs { device: cq.device().to_string(), source })?;
+            Ok((n, s.verbs[..n].iter().find(|w| w.status != 0).map(|w| format!("status {}", w.status))))
+        }
+    }
+}
+
+/// One fill and drain; ns per completion of the whole drain.
+fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
     let sg = [lp.mr.slice(0, 8)?];
     let to = lp.mr.remote().at(64);
     for i in 0..u64::from(p.completions) {
         lp.qp.post_send(&[SendWr::new(i, SendOp::Write(to), &sg)])?;
     }
-    // Let the device finish most of the work before timing, so calls find full batches.
+    // Let the device finish the work before timing, so calls find full batches.
     std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
-    let mut wcs = vec![Completion::default(); p.batch];
-    let (mut got, mut busy) = (0u32, Duration::ZERO);
+    let mut s = Scratch {
+        wcs: vec![Completion::default(); p.batch],
+        #[cfg(dvcq_rdma_core)]
+        verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
+    };
+    let mut got = 0u32;
     let deadline = Instant::now() + FILL_WAIT;
+    let t = Instant::now();
     while got < p.completions {
-        let t = Instant::now();
-        let n = cq.poll(&mut wcs);
-        let dt = t.elapsed();
-        if n > 0 {
-            busy += dt;
-            got += n as u32;
-            if let Some(bad) = wcs[..n].iter().find(|c| !c.is_ok()) {
-                return Err(Error::Mismatch {
-                    device: cq.device().to_string(),
-                    what: format!("a fill completed with {}", bad.status.name()),
-                });
-            }
-        } else if Instant::now() > deadline {
+        let (n, bad) = poll_once(cq, how, &mut s)?;
+        if let Some(bad) = bad {
+            return Err(Error::Mismatch {
+                device: cq.device().to_string(),
+                what: format!("a fill completed with {bad}"),
+            });
+        }
+        got += n as u32;
+        if n == 0 && Instant::now() > deadline {
             return Err(Error::Mismatch {
                 device: cq.device().to_string(),
                 what: format!(
@@ -95,6 +148,7 @@ fn one_rep(cq: &mut Cq, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
             });
         }
     }
+    let busy = t.elapsed();
     Ok(busy.as_nanos() as f64 / f64::from(got.max(1)))
 }
 
@@ -103,19 +157,25 @@ fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Runs the drain benchmark on `ctx`: the direct backend, and `ibv_poll_cq` where the
-/// device has it.
+/// Runs the drain benchmark on `ctx`: the direct backend, and rdma-core's `ibv_poll_cq`
+/// alone and through the generic backend where the device has them.
 ///
 /// # Errors
 ///
 /// A CQ or QP could not be made, a post was refused, or a fill did not complete.
 pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
-    let mut pollers: Vec<(String, Cq, Loop)> = Vec::new();
-    for (name, choice) in [("direct", BackendChoice::Auto), ("ibv_poll_cq", BackendChoice::Generic)] {
+    let mut pollers: Vec<(String, Cq, How, Loop)> = Vec::new();
+    let rows: &[(&str, BackendChoice, How)] = &[
+        ("direct", BackendChoice::Auto, How::Cq),
+        #[cfg(dvcq_rdma_core)]
+        ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
+        ("generic", BackendChoice::Generic, How::Cq),
+    ];
+    for &(name, choice, how) in rows {
         match ctx.create_cq(CqOptions::new(p.completions).backend(choice)) {
             Ok(cq) => {
                 let lp = make_loop(ctx, &cq, p.completions)?;
-                pollers.push((name.to_string(), cq, lp));
+                pollers.push((name.to_string(), cq, how, lp));
             }
             // A model has no rdma-core poll: its row is the direct one only.
             Err(Error::Mismatch { .. }) if choice == BackendChoice::Generic => {}
@@ -124,14 +184,14 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); pollers.len()];
     for _ in 0..p.reps {
-        for (i, (_, cq, lp)) in pollers.iter_mut().enumerate() {
-            samples[i].push(one_rep(cq, lp, p)?);
+        for (i, (_, cq, how, lp)) in pollers.iter_mut().enumerate() {
+            samples[i].push(one_rep(cq, *how, lp, p)?);
         }
     }
     let mut rows: Vec<DrainRow> = pollers
         .iter()
         .zip(samples.iter_mut())
-        .map(|((name, cq, _), s)| {
+        .map(|((name, cq, _, _), s)| {
             let min = s.iter().copied().fold(f64::INFINITY, f64::min);
             DrainRow {
                 poller: name.clone(),
