@@ -7,6 +7,8 @@
 //! Without `DVCQ_DEVICE` it skips with one line (a host has no RDMA device; the VM test is
 //! where it runs).
 
+#[path = "support/lifetimes.rs"]
+mod lifetimes;
 #[path = "support/skip.rs"]
 mod skip;
 
@@ -34,4 +36,16 @@ fn workloads_agree_on_a_real_device() {
         println!("mismatch: {f}");
     }
     assert!(failures.is_empty(), "{} mismatches on {name}", failures.len());
+}
+
+/// The verbs lifetimes on the real device: objects dropped in any order, the rest working.
+#[test]
+fn objects_dropped_in_any_order_on_a_real_device() {
+    let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
+        skip::skip_here("DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM");
+        return;
+    };
+    for first in ["nothing", "context", "pd", "context and pd"] {
+        lifetimes::one_write(&name, first);
+    }
 }

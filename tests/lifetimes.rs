@@ -1,0 +1,14 @@
+//! The verbs lifetimes held by ownership on both models (`support/lifetimes.rs`); the VM
+//! test runs the same on rxe (`tests/real_stack.rs`).
+
+#[path = "support/lifetimes.rs"]
+mod lifetimes;
+
+#[test]
+fn objects_dropped_in_any_order_leave_the_rest_working() {
+    for device in ["model-mlx5", "model-e810"] {
+        for first in ["nothing", "context", "pd", "context and pd"] {
+            lifetimes::one_write(device, first);
+        }
+    }
+}
