@@ -1,25 +1,26 @@
-//! The instruction counts the README prints are the ones the build measures: each figure
+//! The instruction counts the performance page (docs/performance.md, linked from the performance page)
+//! prints are the ones the build measures: each figure
 //! of its two instruction tables (the backends; compressed CQs) is run again with
 //! `dvcq bench poll --callgrind` and must lie within 5% (at least 1.5 instructions) of
-//! what the README says. A change that moves the poll path's cost (an inlining decision,
-//! a spill in a loop) fails here until the README says what it costs now.
+//! what the performance page says. A change that moves the poll path's cost (an inlining decision,
+//! a spill in a loop) fails here until the performance page says what it costs now.
 //!
 //! The method is checked as well: the bench counts a polling run minus a run that only
-//! prepares the same laps, so each figure of both tables (and of the rows the README gives
+//! prepares the same laps, so each figure of both tables (and of the rows the performance page gives
 //! in prose) must equal what callgrind counts inside the bench's poll function alone (its
 //! inclusive count, collected with `--toggle-collect`, in runs given the arguments the
 //! bench reports it gave its own). A baseline that does more or less model work than the
-//! polling run moves the difference and fails here, however close the README happens to be.
+//! polling run moves the difference and fails here, however close the performance page happens to be.
 //!
 //! # Another rustc: the method only
 //!
 //! Instruction counts depend on the compiler. The figures are recorded for one rustc, the
-//! one the README names; built by another, this test checks the method only and says in
+//! one the performance page names; built by another, this test checks the method only and says in
 //! one line that the figures were not compared. Recording figures per rustc was the other
 //! way, not taken: each compiler release would need its own table, measured on the
 //! project's machine, to stay true, while the method check needs no record, holds with any
-//! rustc, and is what makes the README's figures mean what they say. CI runs on the
-//! project's machine, with the README's rustc, so there the figures are compared; a CI
+//! rustc, and is what makes the performance page's figures mean what they say. CI runs on the
+//! project's machine, with the performance page's rustc, so there the figures are compared; a CI
 //! build by another rustc fails instead of skipping, so a toolchain change comes with the
 //! figures measured again.
 //!
@@ -29,11 +30,11 @@
 //! them the test says so in one line and passes; in CI (`CI=true`), which is meant to run
 //! it, it fails.
 //!
-//! # What this test reads from the README
+//! # What this test reads from the performance page
 //!
 //! The phrase `with rustc X.Y.Z` (the figures' compiler) and the table rows whose first
 //! cell is a label below ([`BACKEND_ROWS`], `receives`, `sends`), each followed by its
-//! numbers in the column order the `column` functions give. Keep those when the README
+//! numbers in the column order the `column` functions give. Keep those when the performance page
 //! changes, or change them here with it.
 
 #[path = "support/skip.rs"]
@@ -43,9 +44,9 @@ mod support;
 use std::process::Command;
 use support::dvcq;
 
-const README: &str = include_str!("../README.md");
+const PAGE: &str = include_str!("../docs/performance.md");
 
-/// The main table's rows: the README's label and the bench arguments that measure it.
+/// The main table's rows: the performance page's label and the bench arguments that measure it.
 const BACKEND_ROWS: [(&str, &[&str]); 7] = [
     ("mlx5 model, 64 B or 128 B", &[]),
     ("mlx5, receives from an SRQ (`--mix send-srq`)", &["--mix", "send-srq"]),
@@ -56,20 +57,21 @@ const BACKEND_ROWS: [(&str, &[&str]); 7] = [
     ("irdma, 16 QPs in a scrambled order (`--mix many-qps`)", &["--vendor", "irdma", "--mix", "many-qps"]),
 ];
 
-/// The cells of the README table row whose first cell is `label`, after the label (`None`
+/// The cells of the performance page table row whose first cell is `label`, after the label (`None`
 /// for an empty cell).
 fn readme_row(label: &str) -> Vec<Option<f64>> {
-    let line = README
+    let line = PAGE
         .lines()
         .find(|l| l.strip_prefix("| ").is_some_and(|r| r.starts_with(&format!("{label} |"))))
-        .unwrap_or_else(|| panic!("README has no table row `{label}`"));
+        .unwrap_or_else(|| panic!("docs/performance.md has no table row `{label}`"));
     line.trim().trim_matches('|').split('|').skip(1).map(|c| c.trim().parse().ok()).collect()
 }
 
-/// The rustc the README's figures were measured with ("... with rustc 1.95.0.").
+/// The rustc the performance page's figures were measured with ("... with rustc 1.95.0.").
 fn readme_rustc() -> &'static str {
-    let at = README.find("with rustc ").expect("README names the rustc of its figures") + "with rustc ".len();
-    README[at..].split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap_or("").trim_end_matches('.')
+    let at =
+        PAGE.find("with rustc ").expect("docs/performance.md names the rustc of its figures") + "with rustc ".len();
+    PAGE[at..].split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap_or("").trim_end_matches('.')
 }
 
 /// Why this build cannot count instructions at all, if it cannot.
@@ -94,19 +96,19 @@ fn can_measure() -> bool {
     }
 }
 
-/// Why the figures cannot be compared with the README's in this build, if they cannot: it
+/// Why the figures cannot be compared with the performance page's in this build, if they cannot: it
 /// was not built by the rustc they were recorded with.
 fn other_rustc() -> Option<String> {
     rustc_mismatch(readme_rustc(), built_with().as_deref())
 }
 
-/// "the README's figures are for rustc `want`, this binary was built by ..." unless `built`
+/// "the performance page's figures are for rustc `want`, this binary was built by ..." unless `built`
 /// is `want`.
 fn rustc_mismatch(want: &str, built: Option<&str>) -> Option<String> {
     match built {
         Some(v) if v == want => None,
         v => Some(format!(
-            "the README's figures are for rustc {want}, this binary was built by {}",
+            "the performance page's figures are for rustc {want}, this binary was built by {}",
             v.map_or("a rustc that left no version note".into(), |v| format!("rustc {v}"))
         )),
     }
@@ -116,7 +118,7 @@ fn rustc_mismatch(want: &str, built: Option<&str>) -> Option<String> {
 /// not (`other_rustc`); in CI, fails.
 fn report_uncompared(other_rustc: Option<String>) {
     if let Some(why) = other_rustc {
-        skip::skip_check(&format!("README instruction figures not compared (the method was checked): {why}"));
+        skip::skip_check(&format!("performance-page instruction figures not compared (the method was checked): {why}"));
     }
 }
 
@@ -219,15 +221,15 @@ fn check_method(label: &str, args: &[&str], m: &Measured) -> Option<String> {
         .then(|| format!("{what}: the bench says {:.2} per CQE, the poll function alone costs {own:.2}", m.instr))
 }
 
-/// "what: README says X, measured Y" when Y is not within the tolerance of X.
+/// "what: the page says X, measured Y" when Y is not within the tolerance of X.
 fn compare(what: &str, readme: f64, measured: f64) -> Option<String> {
     let tolerance = (readme * 0.05).max(1.5);
     ((measured - readme).abs() > tolerance || measured.is_nan())
-        .then(|| format!("{what}: README says {readme}, measured {measured:.2} (tolerance {tolerance:.1})"))
+        .then(|| format!("{what}: the page says {readme}, measured {measured:.2} (tolerance {tolerance:.1})"))
 }
 
 /// Compares each row of `measured` that `column` places (by mode, batch and ring kind) with
-/// that cell of the README row `label`; mismatches go to `wrong`.
+/// that cell of the performance page row `label`; mismatches go to `wrong`.
 fn compare_row(
     label: &str,
     args: &[&str],
@@ -244,9 +246,9 @@ fn compare_row(
     }
 }
 
-/// Both checks of a table from one measurement of each of its `rows` (README label and
-/// bench arguments): the method on every row the bench printed, always; the README's
-/// figures, in the cells `column` places, when `compare` (the README's rustc built this
+/// Both checks of a table from one measurement of each of its `rows` (page label and
+/// bench arguments): the method on every row the bench printed, always; the performance page's
+/// figures, in the cells `column` places, when `compare` (the performance page's rustc built this
 /// binary).
 fn check_table(rows: &[(&str, &[&str])], compare: bool, column: impl Fn(&str, u64, &str) -> Option<usize>) {
     let mut wrong = Vec::new();
@@ -278,7 +280,7 @@ fn the_backend_table_holds_what_the_build_measures() {
 }
 
 /// The compressed-CQ table: each mix in each layout. Its rows also poll at batch 1 and
-/// empty, which the README gives in prose only; their method is checked all the same.
+/// empty, which the performance page gives in prose only; their method is checked all the same.
 #[test]
 fn the_compression_table_holds_what_the_build_measures() {
     if !can_measure() {
@@ -305,7 +307,7 @@ fn the_compression_table_holds_what_the_build_measures() {
     report_uncompared(other);
 }
 
-/// The comparison and the README parsing the two checks rest on.
+/// The comparison and the performance page parsing the two checks rest on.
 #[test]
 fn figures_compare_within_the_tolerance_and_rows_parse() {
     assert!(compare("x", 72.0, 74.0).is_none());
@@ -329,7 +331,7 @@ fn figures_are_compared_only_with_their_rustc() {
     assert_eq!(rustc_mismatch("1.95.0", Some("1.95.0")), None);
     assert_eq!(
         rustc_mismatch("1.95.0", Some("1.96.1")).as_deref(),
-        Some("the README's figures are for rustc 1.95.0, this binary was built by rustc 1.96.1")
+        Some("the performance page's figures are for rustc 1.95.0, this binary was built by rustc 1.96.1")
     );
     assert!(rustc_mismatch("1.95.0", None).is_some());
     let built = built_with().expect("the dvcq binary names the rustc that built it");
