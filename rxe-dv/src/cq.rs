@@ -5,6 +5,7 @@
 use crate::error::AttachError;
 use crate::queue::{Geometry, QueueBuf, QueueDesc};
 use crate::record::{completion, fault};
+use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, DmaBuffer, FaultKind};
 use std::sync::Arc;
 
@@ -95,6 +96,17 @@ impl RxeCq {
     /// True when no completion is waiting.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Zero-copy views of the records published now, consumed as a poll consumes them (see
+    /// [`crate::view`]); the consumer index is stored when the walk is dropped. A corrupt
+    /// producer index shows no record (the next poll reports it).
+    pub fn views(&mut self) -> Views<'_> {
+        let head = self.ci & self.mask;
+        let prod = self.q.producer_acquire(head);
+        let ready = if prod > self.mask { 0 } else { prod.wrapping_sub(head) & self.mask };
+        let start = self.ci;
+        Views { q: &self.q, ci: &mut self.ci, mask: self.mask, cur: start, end: start.wrapping_add(ready) }
     }
 
     /// The consumer index as stored in the queue buffer (what the kernel sees).

@@ -39,8 +39,10 @@ pub mod locate;
 pub mod model;
 pub mod queue;
 mod record;
+pub mod view;
 
 pub use cq::RxeCq;
 pub use error::AttachError;
 pub use locate::RxeCqFields;
 pub use queue::{Geometry, QueueDesc};
+pub use view::{RecordView, Views};

@@ -285,6 +285,18 @@ impl QueueBuf {
         let _ = self.consumer.store_le64(word_of(index, self.consumer_pad), Ordering::Release);
     }
 
+    /// The 8-byte word at byte `off` (0, 8, ..., 40) of the record in slot `pos mod slots`,
+    /// read alone (a view's field); 0 for an offset outside the record, which the views'
+    /// accessors never pass. As [`QueueBuf::record`], only for a slot before the producer
+    /// index.
+    #[inline(always)]
+    pub(crate) fn record_word(&self, pos: u32, off: usize) -> u64 {
+        if off >= UVERBS_WC_SIZE {
+            return 0;
+        }
+        self.data.read_at::<u64>(pos.wrapping_shl(self.chunk_shift), off).unwrap_or(0)
+    }
+
     /// A copy of the record in slot `pos mod slots` (the first 48 bytes of the element).
     /// Call only for a slot before the producer index loaded by [`QueueBuf::producer_acquire`].
     #[inline(always)]
