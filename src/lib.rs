@@ -35,7 +35,7 @@ pub use dvcq_provider as provider;
 pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
-pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats};
+pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};

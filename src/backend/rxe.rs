@@ -24,6 +24,11 @@ impl RxeBackend {
         &self.cq
     }
 
+    /// Zero-copy views of the records published now ([`RxeCq::views`]).
+    pub(crate) fn views(&mut self) -> dvcq_rxe_dv::Views<'_> {
+        self.poller.views()
+    }
+
     /// Up to `out.len()` completions from the ring, in order.
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {

@@ -2,8 +2,10 @@
 //! CQ is made or attached, dispatched once per poll call (never per CQE).
 
 mod stats;
+pub mod views;
 
 pub use stats::CqStats;
+pub use views::{CqViews, CqeView};
 
 use crate::error::Error;
 use dvcq_provider::Completion;
