@@ -85,6 +85,12 @@ impl HwRev {
 pub const MIN_CQ_SIZE: u32 = 4;
 /// `IRDMA_MAX_CQ_SIZE` (the resize limit, §6).
 pub const MAX_CQ_SIZE: u32 = 1_048_575;
+/// `IRDMA_FEATURE_RTS_AE`: bit 0 of the ucontext `feature_flags` (GEN2, GEN3; iWARP QPs
+/// then reserve 3 connection WQEs, not 1).
+pub const FEATURE_RTS_AE: u64 = 1 << 0;
+/// `IRDMA_FEATURE_CQ_RESIZE`: bit 1 of the ucontext `feature_flags` (GEN2, GEN3): the
+/// shadow area is its own allocation, not the bytes after the CQE pages (§1.2).
+pub const FEATURE_CQ_RESIZE: u64 = 1 << 1;
 /// `IRDMA_FEATURE_64_BYTE_CQE`: bit 5 of the ucontext `feature_flags`.
 pub const FEATURE_64_BYTE_CQE: u64 = 1 << 5;
 

@@ -8,6 +8,7 @@ pub mod cqe;
 pub mod gen;
 pub mod rdma_core;
 pub mod shadow;
+pub mod wqe;
 
 pub use cqe::{Cqe, CqeSlot64, ExtCqe};
 pub use gen::HwRev;
