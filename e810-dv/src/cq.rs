@@ -342,6 +342,24 @@ impl IrdmaCq {
         &mut self.eng.qps
     }
 
+    /// The QP with id `id`, to bring its work-queue state up to date ([`crate::Qp::adopt`],
+    /// [`crate::Qp::sync_posted`]). Unlike [`IrdmaCq::qps_mut`] it keeps the QP lookup
+    /// cache: no QP is added or removed, so every index stays valid.
+    pub fn qp_mut(&mut self, id: crate::QpId) -> Option<&mut crate::Qp> {
+        self.eng.qps.qp_mut(id)
+    }
+
+    /// True when the CQE at the head is valid: a poll would consume something (a
+    /// completion, a CQE it skips, or a flush CQE it synthesises from).
+    #[inline]
+    pub fn is_ready(&self) -> bool {
+        let ci = self.eng.ci;
+        match &self.ring {
+            SlotRing::Slots32(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()).is_some(),
+            SlotRing::Slots64(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()).is_some(),
+        }
+    }
+
     /// Hardware generation.
     pub fn hw_rev(&self) -> HwRev {
         self.eng.hw_rev

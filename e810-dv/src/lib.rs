@@ -19,6 +19,8 @@ pub mod ring;
 pub mod status;
 
 pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
-pub use registry::{Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk};
+pub use registry::{
+    AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,
+};
 pub use ring::{SlotBytes, SlotRing, SlotSource};
 pub use status::Compat;

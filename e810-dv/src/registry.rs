@@ -7,6 +7,13 @@
 //! records its posts; the poller then reads the tables exactly as rdma-core reads
 //! `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue holds the identity mapping
 //! (`wr_id` = WQE index, one quantum per WQE, opcode SEND).
+//!
+//! A QP rdma-core posts to is registered the same way and then mirrors rdma-core's tables
+//! ([`mirror`]: [`Qp::adopt`], [`Qp::sync_posted`], [`Qp::hand_back`]).
+
+mod mirror;
+
+pub use mirror::{AdoptError, ForeignQp};
 
 use dvcq_uapi::irdma::codes::sq_op;
 use dvcq_uapi::irdma::HwRev;
