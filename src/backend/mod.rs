@@ -3,6 +3,7 @@
 //! rdma-core's own poll (the generic backend), with the reason either way.
 
 pub(crate) mod generic;
+pub(crate) mod irdma;
 pub(crate) mod maps;
 pub(crate) mod mlx5;
 pub(crate) mod rxe;
@@ -22,7 +23,8 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
     ctx.provider_library().as_deref().and_then(provider_name)
 }
 
-/// Who made a CQ and will make the QPs on it: what the mlx5 backend can adopt so far.
+/// Who made a CQ and will make the QPs on it: what the mlx5 and irdma backends can adopt so
+/// far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// `Context::create_cq`: QPs come from dvcq's own `Pd::create_qp`.
@@ -45,7 +47,14 @@ fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>, origin: Origin) -> Res
         Some("mlx5") => {
             mlx5::attach(device, ctx, cq).map(|(p, why)| (Poller::Mlx5(Box::new(p)), backend(BackendKind::Mlx5, why)))
         }
-        Some("irdma") => Err(refuse("irdma", "attaching to CQs rdma-core created is not built yet for irdma".into())),
+        Some("irdma") if origin == Origin::Dvcq => Err(refuse(
+            "irdma",
+            "dvcq does not adopt the QPs it creates itself yet; an application's CQ and QPs attach directly \
+             (Cq::attach, Cq::attach_qp)"
+                .into(),
+        )),
+        Some("irdma") => irdma::attach(device, ctx, cq)
+            .map(|(p, why)| (Poller::Irdma(Box::new(p)), backend(BackendKind::Irdma, why))),
         Some(p) => Err(refuse("direct", format!("dvcq has no direct backend for the {p} provider"))),
         None => Err(refuse("direct", "the provider library serving this device could not be identified".into())),
     }
@@ -77,6 +86,10 @@ pub(crate) fn choose_for(
         Ok((Poller::Mlx5(mut m), b)) => {
             m.allow_fallback(choice == BackendChoice::Auto);
             Ok((Poller::Mlx5(m), b))
+        }
+        Ok((Poller::Irdma(mut m), b)) => {
+            m.allow_fallback(choice == BackendChoice::Auto);
+            Ok((Poller::Irdma(m), b))
         }
         Ok(chosen) => Ok(chosen),
         Err(e) if choice == BackendChoice::Direct => Err(e),

@@ -97,6 +97,12 @@ fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>
         Poller::Rxe(r) => Ok(r.verbs_cq()),
         // Its registry holds the QPs the application attached; dvcq's own would complete
         // as unknown QPs.
+        Poller::Irdma(_) => Err(Error::Mismatch {
+            device: device.to_string(),
+            what: "a CQ on the irdma direct backend takes QPs the application created (Cq::attach_qp); \
+                   dvcq does not adopt its own yet"
+                .into(),
+        }),
         Poller::Mlx5(_) => Err(Error::Mismatch {
             device: device.to_string(),
             what: "a CQ on the mlx5 direct backend takes QPs the application created (Cq::attach_qp); \

@@ -100,6 +100,8 @@ pub(crate) enum Poller {
     Rxe(crate::backend::rxe::RxeBackend),
     #[cfg(dvcq_rdma_core)]
     Mlx5(Box<crate::backend::mlx5::Mlx5Backend>),
+    #[cfg(dvcq_rdma_core)]
+    Irdma(Box<crate::backend::irdma::IrdmaBackend>),
     Model(crate::model_device::ModelCq),
 }
 
@@ -137,6 +139,8 @@ impl Cq {
             Poller::Rxe(r) => r.poll(out),
             #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.poll(out),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         };
         self.stats.count(&out[..n]);

@@ -68,6 +68,7 @@ impl Context {
                     Poller::Generic(g) => Some(g.verbs_cq()),
                     Poller::Rxe(r) => Some(r.verbs_cq()),
                     Poller::Mlx5(m) => m.verbs_cq(),
+                    Poller::Irdma(m) => m.verbs_cq(),
                     Poller::Model(_) => None,
                 };
                 if let Some(vcq) = vcq {

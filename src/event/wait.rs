@@ -88,6 +88,10 @@ impl Cq {
             // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell may be used.
             #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(_) => Err(mlx5_unarmed(self.device())),
+            // Likewise for irdma: rdma-core's arm reads its own state of a CQ it no longer
+            // polls.
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(_) => Err(irdma_unarmed(self.device())),
         }
     }
 
@@ -117,6 +121,15 @@ impl Cq {
                     device,
                     what: "cq moderation",
                     why: "this mlx5 CQ has no rdma-core CQ to modify".into(),
+                }),
+            },
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => match m.verbs_cq() {
+                Some(cq) => moderate_verbs(cq, device, count, period_us),
+                None => Err(Error::Unsupported {
+                    device,
+                    what: "cq moderation",
+                    why: "this irdma CQ has no rdma-core CQ to modify".into(),
                 }),
             },
         }
@@ -221,6 +234,19 @@ fn moderate_verbs(cq: &crate::sys::cq::VerbsCq, device: String, count: u16, peri
         },
         _ => Error::Verbs { device, source },
     })
+}
+
+/// Why a CQ polled by the irdma direct backend cannot be armed yet.
+#[cfg(dvcq_rdma_core)]
+fn irdma_unarmed(device: &str) -> Error {
+    Error::Unsupported {
+        device: device.to_string(),
+        what: "arming a CQ polled by the irdma direct backend",
+        why: "dvcq's irdma arm (shadow-area arm word, then the CQ doorbell) is not wired to attached CQs yet, \
+              and rdma-core's ibv_req_notify_cq would arm against its own copy of the CQ's state; make the CQ \
+              with BackendChoice::Generic for event mode"
+            .into(),
+    }
 }
 
 /// Why a CQ polled by the mlx5 direct backend cannot be armed yet.

@@ -31,9 +31,12 @@ impl Context {
 impl Cq {
     /// Adopts an `ibv_cq` the application created on `ctx` (`struct ibv_cq *`), polled by
     /// the backend `choice` allows, as [`Context::create_cq`] picks it. dvcq never destroys
-    /// the CQ. On mlx5 the direct backend polls the ring `mlx5dv_init_obj` reports; name
-    /// the QPs that complete on it with [`Cq::attach_qp`] (and their memory with
-    /// [`Cq::attach_mr`]) before their first completion.
+    /// the CQ. On mlx5 the direct backend polls the ring `mlx5dv_init_obj` reports; on
+    /// irdma (E810, X722, GEN3) the ring, shadow area and consumer state found in the
+    /// provider's private `struct irdma_ucq`, read with the layout of the rdma-core release
+    /// loaded and checked first (docs/irdma-attach.md). Name the QPs that complete on it
+    /// with [`Cq::attach_qp`] (and, on mlx5, their memory with [`Cq::attach_mr`]) before
+    /// their first completion.
     ///
     /// # Errors
     ///
@@ -75,8 +78,10 @@ impl Cq {
     ///
     /// On the mlx5 direct backend the QP's private rdma-core struct is read with the
     /// layout of the release loaded and checked against `mlx5dv_init_obj`'s public facts
-    /// first; its wr_id tables are then mirrored once per poll call and the queue tails
-    /// written back as rdma-core's own poll does, so posts see the room completions make.
+    /// first; on the irdma one its `struct irdma_uqp` is checked against the public
+    /// `ibv_qp`, the CQ and the context. Its wr_id tables are then mirrored once per poll
+    /// call and the queue tails written back as rdma-core's own poll does, so posts see
+    /// the room completions make.
     /// On the generic and rxe backends completions already carry rdma-core's (or the
     /// kernel's) `wr_id`s, and only the QP's context is checked.
     ///
@@ -84,8 +89,8 @@ impl Cq {
     ///
     /// [`Error::Mismatch`] for a QP of another context, or on a model CQ;
     /// [`Error::Attach`] naming the QP and the failed check (neither of its CQs is this
-    /// one, it receives from an SRQ, a private field disagrees with `mlx5dv_qp`, attached
-    /// twice). On error nothing was registered and the CQ polls as before. A CQ attached
+    /// one, it receives from an SRQ, a private field disagrees with `mlx5dv_qp` or with the
+    /// CQ's context, attached twice). On error nothing was registered and the CQ polls as before. A CQ attached
     /// with `BackendChoice::Auto` that has not consumed a completion yet does not fail:
     /// rdma-core's `ibv_poll_cq` takes it over and [`Cq::backend`] says why.
     ///
@@ -103,6 +108,7 @@ impl Cq {
             Poller::Generic(g) => g.verbs_cq().context_ptr(),
             Poller::Rxe(r) => r.verbs_cq().context_ptr(),
             Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
+            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
             Poller::Model(_) => return Err(mismatch("a model CQ has no rdma-core QPs to attach".into())),
         };
         // SAFETY: the caller's live QP; a read of its public `context` field.
@@ -110,33 +116,44 @@ impl Cq {
         if qp_ctx != ctx {
             return Err(mismatch(format!("qp {qpn:#x} belongs to another device context than the CQ")));
         }
-        let Poller::Mlx5(m) = &mut self.poller else {
-            return Ok(());
+        let (backend, adopted, fallback) = match &mut self.poller {
+            Poller::Mlx5(m) => {
+                let adopted = (|| {
+                    // SAFETY: the caller's live QP, of this CQ's context, which the mlx5
+                    // provider serves (the backend was chosen by the context's provider
+                    // library).
+                    let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+                    let (ctx, cq, layout, cqe_v1) = m.expect();
+                    // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and
+                    // `layout` is the row of the release loaded (picked at the CQ's
+                    // attach). The caller keeps the QP alive for the Cq's life, which
+                    // bounds the pointers kept into it.
+                    let private =
+                        unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+                    m.adopt(private)
+                })();
+                ("mlx5", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
+            }
+            Poller::Irdma(m) => (
+                "irdma",
+                Err(format!("qp {qpn:#x}: attaching rdma-core's QPs is not built yet for irdma")),
+                m.verbs_cq().filter(|_| m.can_fall_back()).cloned(),
+            ),
+            _ => return Ok(()),
         };
-        let adopted = (|| {
-            // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider
-            // serves (the backend was chosen by the context's provider library).
-            let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
-            let (ctx, cq, layout, cqe_v1) = m.expect();
-            // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout`
-            // is the row of the release loaded (picked at the CQ's attach). The caller
-            // keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
-            let private = unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
-            m.adopt(private)
-        })();
         let Err(reason) = adopted else {
             return Ok(());
         };
         // Refused: with BackendChoice::Auto and nothing consumed yet, rdma-core's own poll
-        // takes the CQ over (its consumer index is still right); otherwise the error.
-        match m.verbs_cq().filter(|_| m.can_fall_back()).cloned() {
+        // takes the CQ over (its consumer state is still right); otherwise the error.
+        match fallback {
             Some(verbs) => {
-                let why = format!("rdma-core's ibv_poll_cq: direct mlx5 attach refused: {reason}");
+                let why = format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}");
                 let generic = Poller::Generic(crate::backend::generic::GenericCq::new(verbs));
                 self.fall_back(generic, crate::context::backend(BackendKind::Generic, why));
                 Ok(())
             }
-            None => Err(Error::Attach { device, backend: "mlx5", reason }),
+            None => Err(Error::Attach { device, backend, reason }),
         }
     }
 

@@ -16,6 +16,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 mod event;
 pub(crate) mod ffi;
+pub(crate) mod irdma;
 pub(crate) mod mlx5;
 mod ops;
 pub(crate) mod qp;

@@ -1,0 +1,161 @@
+//! The irdma direct backend on a CQ rdma-core created (Intel E810 / X722 / GEN3): dvcq's
+//! irdma poller on the ring rdma-core's irdma provider allocated, found through the
+//! provider's private `struct irdma_ucq` (irdma has no direct-verbs API), and the QPs the
+//! application names adopted with their rdma-core posting: the application keeps posting
+//! with `ibv_post_send` / `ibv_post_recv`, and the poller mirrors rdma-core's private
+//! `sq_wrtrk_array` / `rq_wrid_array` (`dvcq_e810_dv::ForeignQp`, read through
+//! `sys::irdma::RdmaCoreQp`).
+//!
+//! Which layout: the rdma-core release of the libibverbs this process loaded
+//! ([`crate::device::rdma_core_release`], from the library's real file name). The irdma
+//! provider (`libirdma-rdmav*.so`, whose name carries no release) is built from the same
+//! rdma-core source package and installed with it, so that release is the provider's too.
+//! A release outside the table is refused.
+//!
+//! Per poll call, never per CQE: if the CQE at the head is valid, copy the posts made since
+//! the last call, poll, then store the QPs' tails (and a dropped push WQE) back where
+//! rdma-core's post path reads them, and the CQ's head, tail and polarity where its
+//! `ibv_poll_cq` and `ibv_destroy_qp`'s CQ clean-up read them.
+//!
+//! Known limits: QPs on SRQs are not adopted yet (GEN3); a CQE of a QP not adopted comes
+//! back as an `UnknownQp` fault item; a flush CQE the poll is synthesising from when the
+//! `Cq` is dropped is read again from the start by rdma-core's poll (dvcq does not rewrite
+//! the CQE in place as rdma-core does; the tails it handed back are right, only the first
+//! completion's specific status repeats). Arming and resizing go through dvcq only: never
+//! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ (dvcq's own irdma arming is
+//! not wired to attached CQs yet).
+
+use crate::device::{rdma_core_release, Release};
+use crate::error::Error;
+use crate::sys::cq::VerbsCq;
+use crate::sys::device::Context;
+use crate::sys::irdma::{PrivateCq, RdmaCoreCqState};
+use dvcq_e810_dv::{Compat, IrdmaCq};
+use dvcq_provider::{Completion, KeepAlive};
+use dvcq_uapi::irdma::rdma_core::{IrdmaLayout, IRDMA_LAYOUTS};
+use std::sync::Arc;
+
+/// The irdma poller on an rdma-core CQ. The poller is declared
+/// first, so it is dropped before the CQ handle that keeps the ring alive.
+#[derive(Debug)]
+pub(crate) struct IrdmaBackend {
+    poller: IrdmaCq,
+    /// What the CQ's private structs said (what a QP is checked against).
+    cq: PrivateCq,
+    layout: &'static IrdmaLayout,
+    /// rdma-core's copy of the consumer state, and what was last stored there.
+    state: RdmaCoreCqState,
+    stored: (u32, bool),
+    /// The consumer counter at attach, and whether a refused QP may hand the CQ to the
+    /// generic backend while none was consumed (`BackendChoice::Auto`).
+    start_ci: u32,
+    fallback: bool,
+    verbs_cq: Option<Arc<VerbsCq>>,
+}
+
+/// Every release range the private-layout table covers, as `(from, to)`: `v44.0`, `v47.9`.
+pub(crate) fn layout_ranges() -> Vec<(String, String)> {
+    IRDMA_LAYOUTS
+        .iter()
+        .map(|l| (format!("v{}.{}", l.first.0, l.first.1), format!("v{}.{}", l.last.0, l.last.1)))
+        .collect()
+}
+
+/// The release ranges the layout table covers, as `v44.0-v47.9, v48.0-v63.1, ...`.
+pub(crate) fn covered() -> String {
+    layout_ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The layout row and poll behaviour for the rdma-core release loaded (`None`: not found
+/// out), or why there is none.
+pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<(&'static IrdmaLayout, Compat), Error> {
+    let Some(release) = release else {
+        return Err(Error::Attach {
+            device: device.to_string(),
+            backend: "irdma",
+            reason: "the rdma-core release could not be read from the loaded libibverbs' file name".into(),
+        });
+    };
+    let unknown =
+        || Error::UnknownRelease { device: device.to_string(), backend: "irdma", release, covered: covered() };
+    let layout = IrdmaLayout::for_release(release.major).ok_or_else(unknown)?;
+    let compat = Compat::for_release(release.major, release.minor).ok_or_else(unknown)?;
+    Ok((layout, compat))
+}
+
+/// Attaches the irdma poller to `cq` of `ctx`. Returns the backend and a line saying what
+/// was checked.
+pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(IrdmaBackend, String), Error> {
+    let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "irdma", reason };
+    let release = rdma_core_release();
+    let (layout, compat) = layout_for(device, release)?;
+    let (private, state) = crate::sys::irdma::read_verbs_cq(ctx, cq, layout, compat).map_err(refuse)?;
+    let keep: KeepAlive = cq.clone();
+    let poller = crate::sys::irdma::poller_on(&private, Some(keep), compat).map_err(refuse)?;
+    let why = format!(
+        "dvcq parses the ring rdma-core's irdma provider allocated ({} CQEs of {} bytes, cq_id {:#x}, {:?}); QPs \
+         named with Cq::attach_qp keep rdma-core's posting (rdma-core {} loaded: the struct irdma_ucq/irdma_uqp \
+         layout of v{}.{}-v{}.{})",
+        private.entries,
+        private.cqe_size,
+        private.cq_id,
+        private.hw_rev,
+        release.map_or_else(|| "?".into(), |r| r.to_string()),
+        layout.first.0,
+        layout.first.1,
+        layout.last.0,
+        layout.last.1,
+    );
+    Ok((IrdmaBackend::new(poller, private, state, layout, Some(Arc::clone(cq))), why))
+}
+
+impl IrdmaBackend {
+    /// The backend over `poller`, for the CQ `cq` describes, read with `layout`.
+    pub(crate) fn new(
+        poller: IrdmaCq,
+        cq: PrivateCq,
+        state: RdmaCoreCqState,
+        layout: &'static IrdmaLayout,
+        verbs_cq: Option<Arc<VerbsCq>>,
+    ) -> Self {
+        let start_ci = poller.ci();
+        let stored = (poller.head(), poller.polarity());
+        IrdmaBackend { poller, cq, layout, state, stored, start_ci, fallback: false, verbs_cq }
+    }
+
+    /// Lets a refused QP hand the CQ to the generic backend ([`IrdmaBackend::can_fall_back`]).
+    pub(crate) fn allow_fallback(&mut self, allow: bool) {
+        self.fallback = allow;
+    }
+
+    /// Whether rdma-core's own poll can take the CQ over: fallback allowed and no CQE
+    /// consumed since the attach (nothing was written back).
+    pub(crate) fn can_fall_back(&self) -> bool {
+        self.fallback && self.poller.ci() == self.start_ci
+    }
+
+    /// The CQ it polls (none in image tests).
+    pub(crate) fn verbs_cq(&self) -> Option<&Arc<VerbsCq>> {
+        self.verbs_cq.as_ref()
+    }
+
+    /// What a QP must match (its context), and the layout to read it with.
+    pub(crate) fn expect(&self) -> (&PrivateCq, &'static IrdmaLayout) {
+        (&self.cq, self.layout)
+    }
+
+    /// Up to `out.len()` completions, in order.
+    #[inline]
+    pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
+        if out.is_empty() || !self.poller.is_ready() {
+            return 0;
+        }
+        let n = self.poller.poll(out);
+        let now = (self.poller.head(), self.poller.polarity());
+        if now != self.stored {
+            self.state.store(now.0, now.1);
+            self.stored = now;
+        }
+        n
+    }
+}
