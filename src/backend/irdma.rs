@@ -29,17 +29,26 @@ use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
-use crate::sys::irdma::{PrivateCq, RdmaCoreCqState};
-use dvcq_e810_dv::{Compat, IrdmaCq};
+use crate::sys::irdma::{PrivateCq, PrivateQp, RdmaCoreCqState, RdmaCoreQp};
+use dvcq_e810_dv::{Compat, IrdmaCq, QpId, RegistryError};
 use dvcq_provider::{Completion, KeepAlive};
 use dvcq_uapi::irdma::rdma_core::{IrdmaLayout, IRDMA_LAYOUTS};
 use std::sync::Arc;
 
-/// The irdma poller on an rdma-core CQ. The poller is declared
+/// One adopted QP: its registry id, number and rdma-core's state.
+#[derive(Debug)]
+struct Adopted {
+    id: QpId,
+    qpn: u32,
+    qp: RdmaCoreQp,
+}
+
+/// The irdma poller on an rdma-core CQ, with the QPs adopted so far. The poller is declared
 /// first, so it is dropped before the CQ handle that keeps the ring alive.
 #[derive(Debug)]
 pub(crate) struct IrdmaBackend {
     poller: IrdmaCq,
+    adopted: Vec<Adopted>,
     /// What the CQ's private structs said (what a QP is checked against).
     cq: PrivateCq,
     layout: &'static IrdmaLayout,
@@ -120,7 +129,7 @@ impl IrdmaBackend {
     ) -> Self {
         let start_ci = poller.ci();
         let stored = (poller.head(), poller.polarity());
-        IrdmaBackend { poller, cq, layout, state, stored, start_ci, fallback: false, verbs_cq }
+        IrdmaBackend { poller, adopted: Vec::new(), cq, layout, state, stored, start_ci, fallback: false, verbs_cq }
     }
 
     /// Lets a refused QP hand the CQ to the generic backend ([`IrdmaBackend::can_fall_back`]).
@@ -139,9 +148,36 @@ impl IrdmaBackend {
         self.verbs_cq.as_ref()
     }
 
-    /// What a QP must match (its context), and the layout to read it with.
+    /// What a QP must match, and the layout to read it with.
     pub(crate) fn expect(&self) -> (&PrivateCq, &'static IrdmaLayout) {
         (&self.cq, self.layout)
+    }
+
+    /// Registers a QP whose private structs were read and checked, taking over rdma-core's
+    /// tables as they are. On error nothing is registered.
+    pub(crate) fn adopt(&mut self, qp: PrivateQp) -> Result<(), String> {
+        let qpn = qp.qpn;
+        let id = self.poller.qps_mut().register(qp.handle, qp.config).map_err(|e| match e {
+            RegistryError::Duplicate(_) => format!("qp {qpn:#x} is attached to this CQ already"),
+            e => format!("qp {qpn:#x}: {e}"),
+        })?;
+        let adopted = self.poller.qp_mut(id).map(|q| q.adopt(&qp.qp));
+        if let Some(Ok(())) = adopted {
+            self.adopted.push(Adopted { id, qpn, qp: qp.qp });
+            return Ok(());
+        }
+        // The sizes were taken from the same struct, so this is not expected; undo.
+        self.poller.qps_mut().unregister(qp.handle);
+        Err(match adopted {
+            Some(Err(e)) => format!("qp {qpn:#x}: {e}"),
+            _ => format!("qp {qpn:#x}: not found in the registry just after registering it"),
+        })
+    }
+
+    /// The QPs adopted, by number.
+    #[allow(dead_code)] // tests and diagnostics
+    pub(crate) fn qpns(&self) -> Vec<u32> {
+        self.adopted.iter().map(|a| a.qpn).collect()
     }
 
     /// Up to `out.len()` completions, in order.
@@ -150,7 +186,19 @@ impl IrdmaBackend {
         if out.is_empty() || !self.poller.is_ready() {
             return 0;
         }
+        // The CQE at the head is visible (acquire), so are the posts it completes, and the
+        // application posts only ordered with polls: copy everything posted so far.
+        for a in &self.adopted {
+            if let Some(q) = self.poller.qp_mut(a.id) {
+                q.sync_posted(&a.qp);
+            }
+        }
         let n = self.poller.poll(out);
+        for a in &self.adopted {
+            if let Some(q) = self.poller.qp_mut(a.id) {
+                q.hand_back(&a.qp);
+            }
+        }
         let now = (self.poller.head(), self.poller.polarity());
         if now != self.stored {
             self.state.store(now.0, now.1);

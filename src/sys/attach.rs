@@ -134,11 +134,16 @@ impl Cq {
                 })();
                 ("mlx5", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
             }
-            Poller::Irdma(m) => (
-                "irdma",
-                Err(format!("qp {qpn:#x}: attaching rdma-core's QPs is not built yet for irdma")),
-                m.verbs_cq().filter(|_| m.can_fall_back()).cloned(),
-            ),
+            Poller::Irdma(m) => {
+                let (cq, layout) = m.expect();
+                // SAFETY: the caller's live QP, of this CQ's context, which the irdma
+                // provider serves (the backend was chosen by the context's provider
+                // library), so it sits in a `struct irdma_uqp`; `layout` is the row of the
+                // release loaded (picked at the CQ's attach). The caller keeps the QP alive
+                // for the Cq's life, which bounds the pointers kept into it.
+                let adopted = unsafe { super::irdma::read_qp(qp, cq, layout) }.and_then(|p| m.adopt(p));
+                ("irdma", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
+            }
             _ => return Ok(()),
         };
         let Err(reason) = adopted else {
@@ -162,7 +167,7 @@ impl Cq {
     /// inside a CQE (inline scatter, on by default for rdma-core's RC QPs) is copied there,
     /// as rdma-core's own poll copies it. dvcq copies only inside regions named here; a
     /// completion whose data would go elsewhere has status `IBV_WC_LOC_PROT_ERR`. Nothing
-    /// to do on the generic and rxe backends.
+    /// to do on the generic, rxe and irdma backends (irdma CQEs carry no data).
     ///
     /// # Errors
     ///

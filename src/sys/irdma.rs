@@ -1,4 +1,5 @@
-//! The irdma attach's looks into rdma-core's private memory, the CQ half. irdma has no direct-verbs API
+//! The irdma attach's looks into rdma-core's private memory, the CQ half ([`qp`]: the
+//! QPs). irdma has no direct-verbs API
 //! (no `irdmadv_init_obj`), so the CQ ring, its shadow area and the QPs' wr_id tables are
 //! found in the provider's private structs: `struct irdma_ucq` around an `ibv_cq`,
 //! `struct irdma_uqp` around an `ibv_qp`, and `struct irdma_uvcontext` after the
@@ -28,6 +29,10 @@ use dvcq_uapi::irdma::shadow::{CQEIDX_MASK, DB_CQ_OFFSET, SHADOW_AREA_SIZE};
 use dvcq_uapi::irdma::HwRev;
 use static_assertions::const_assert_eq;
 
+mod qp;
+
+pub(crate) use qp::{read_qp, PrivateQp, RdmaCoreQp};
+
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`IrdmaLayout::for_release` has no row elsewhere).
 #[cfg(target_arch = "x86_64")]
@@ -43,7 +48,14 @@ const_assert_eq!(IBV_MR_PD, offset_of!(ffi::ibv_mr, pd));
 // The public fields read from the private structs' bytes.
 const IBV_CQ_CONTEXT: usize = offset_of!(ffi::ibv_cq, context);
 const IBV_CQ_CQE: usize = offset_of!(ffi::ibv_cq, cqe);
+const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
+const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
+const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
+const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
+const IBV_QP_QP_NUM: usize = offset_of!(ffi::ibv_qp, qp_num);
+const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
 const_assert_eq!(IBV_CQ_CQE, 28);
+const_assert_eq!(IBV_QP_TYPE, 60);
 
 /// `IRDMA_HW_PAGE_SIZE`: the CQ buffer, the separate shadow area and the QP buffer are
 /// allocated page-aligned (`irdma_alloc_hw_buf` / `irdma_calloc_hw_buf_sz`).
@@ -53,6 +65,10 @@ const MAX_CQ_SLOTS: u32 = 1 << 21;
 
 fn u8_at(b: &[u8], off: usize) -> u8 {
     b[off]
+}
+
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_ne_bytes(b[off..off + 2].try_into().expect("2 bytes"))
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
