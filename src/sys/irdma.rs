@@ -33,6 +33,9 @@ mod qp;
 
 pub(crate) use qp::{read_qp, PrivateQp, RdmaCoreQp};
 
+#[cfg(test)]
+mod image_tests;
+
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`IrdmaLayout::for_release` has no row elsewhere).
 #[cfg(target_arch = "x86_64")]

@@ -206,6 +206,13 @@ impl IrdmaModel {
         &self.ring_mem
     }
 
+    /// The shadow area: its buffer and byte offset there (GEN1: the ring's buffer, after
+    /// the CQE pages; GEN2/GEN3: a buffer of its own at 0). For tests that describe the
+    /// model's memory the way a provider's private structs do.
+    pub fn shadow_area(&self) -> (&Arc<DmaBuffer>, usize) {
+        (&self.shadow_mem, self.shadow_off)
+    }
+
     /// The consumer head from shadow word 0 (acquire: pairs with the poller's release), as
     /// the device reads it: the 20-bit CQE index field (`IRDMA_CQ_DBSA_CQEIDX`), taken as
     /// is. The provider writes a slot index, `0..entries`; anything else is the consumer's
