@@ -13,7 +13,18 @@ fn the_ranges_are_listed_one_a_line_and_as_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines, ["mlx5 v44.0-v44.12", "mlx5 v45.0-v63.1", "mlx5 v64.0-v64.0", "rxe v44-v65"]);
+    assert_eq!(
+        lines,
+        [
+            "mlx5 v44.0-v44.12",
+            "mlx5 v45.0-v63.1",
+            "mlx5 v64.0-v64.0",
+            "irdma v44.0-v47.9",
+            "irdma v48.0-v63.1",
+            "irdma v64.0-v64.0",
+            "rxe v44-v65"
+        ]
+    );
 
     let out = dvcq(&["devices", "--layouts", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -26,7 +26,7 @@ pub struct DevicesArgs {
 /// One release range a private-layout table covers.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LayoutRange {
-    /// The backend whose table it is (`mlx5`, `rxe`).
+    /// The backend whose table it is (`mlx5`, `irdma`, `rxe`).
     pub vendor: &'static str,
     /// The first release (`v44.0`; rxe's table is by major release: `v44`).
     pub from: String,
@@ -41,12 +41,17 @@ pub fn layout_ranges() -> Vec<LayoutRange> {
         from: format!("v{}.{}", l.first.0, l.first.1),
         to: format!("v{}.{}", l.last.0, l.last.1),
     });
+    let irdma = dvcq_uapi::irdma::rdma_core::IRDMA_LAYOUTS.iter().map(|l| LayoutRange {
+        vendor: "irdma",
+        from: format!("v{}.{}", l.first.0, l.first.1),
+        to: format!("v{}.{}", l.last.0, l.last.1),
+    });
     let rxe = dvcq_uapi::rxe::cq_layout::RXE_CQ_LAYOUTS.iter().map(|l| LayoutRange {
         vendor: "rxe",
         from: format!("v{}", l.first_major),
         to: format!("v{}", l.last_major),
     });
-    mlx5.chain(rxe).collect()
+    mlx5.chain(irdma).chain(rxe).collect()
 }
 
 impl DevicesArgs {
