@@ -35,6 +35,8 @@ pub(crate) use qp::{read_qp, PrivateQp, RdmaCoreQp};
 
 #[cfg(test)]
 mod image_tests;
+#[cfg(test)]
+mod lab_tests;
 
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`IrdmaLayout::for_release` has no row elsewhere).
