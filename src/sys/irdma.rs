@@ -185,7 +185,8 @@ impl RdmaCoreCqState {
 /// registration (its context and PD are the context's); no `ibv_resize_cq` draining; no
 /// ack doorbell; the arm doorbell in the context's doorbell page; the ring's base,
 /// consumer state and size (`cq_size` is what the release allocates for `ibv_cq.cqe` on
-/// this generation); the CQE size against the 64-byte-CQE feature; `buf_size`; the shadow
+/// this generation); the CQE size against the 64-byte-CQE feature; `buf_size` (exact without
+/// CQ resize, whole pages with it); the shadow
 /// area where the provider puts it (after the CQE pages, or a page of its own, registered).
 /// Only byte copies of the structs are read: no pointer in them is followed here
 /// ([`poller_on`] checks the head the shadow area holds).
@@ -290,9 +291,16 @@ pub(crate) unsafe fn read_cq(
     let inline_shadow = features & FEATURE_CQ_RESIZE == 0;
     let want_buf = pages + if inline_shadow { SHADOW_AREA_SIZE as u64 } else { 0 };
     let buf_size = u64_at(&b, l.buf_size);
-    if buf_size != want_buf {
+    // With CQ_RESIZE, `irdma_uresize_cq` leaves `buf_size` at the first buffer's size: only
+    // its page granularity is known then. Without it (X722) the CQ is never resized.
+    if inline_shadow && buf_size != want_buf {
         return Err(what(format!(
             "buf_size {buf_size} is not the {want_buf} bytes the provider allocates for {entries} {cqe_size}-byte CQEs"
+        )));
+    }
+    if !inline_shadow && (buf_size == 0 || buf_size % HW_PAGE != 0) {
+        return Err(what(format!(
+            "buf_size {buf_size} is not a whole number of pages, as the provider allocates CQ buffers"
         )));
     }
     let shadow = u64_at(&b, l.shadow_area);

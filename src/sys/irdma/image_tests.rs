@@ -650,8 +650,12 @@ fn corrupted_cq_images_are_refused_naming_the_cq_and_the_field() {
         assert_eq!(e, "cq 0x11: polarity is 2, not 0 or 1");
         let e = cq_refused(s, |w| w.ucq.put8(c.avoid_mem_cflct, u8::from(s.cqe_size() == 32)));
         assert!(e.starts_with("cq 0x11: avoid_mem_cflct (64-byte CQEs) is"), "{e}");
-        let e = cq_refused(s, |w| w.ucq.put64(c.buf_size, 4096 * 9));
-        assert!(e.starts_with("cq 0x11: buf_size 36864 is not the"), "{e}");
+        let e = cq_refused(s, |w| w.ucq.put64(c.buf_size, 4096 * 9 + 8));
+        assert!(e.starts_with("cq 0x11: buf_size 36872 is not"), "{e}");
+        if s.features() & FEATURE_CQ_RESIZE == 0 {
+            let e = cq_refused(s, |w| w.ucq.put64(c.buf_size, 4096 * 9));
+            assert!(e.starts_with("cq 0x11: buf_size 36864 is not the 4160 bytes"), "{e}");
+        }
         let e = cq_refused(s, |w| w.ucq.put64(c.shadow_area, w.model.ring_mem().as_ptr() as u64));
         assert!(e.starts_with("cq 0x11: shadow_area 0x"), "{e}");
         // The head rdma-core published is not the one its struct says.
@@ -663,6 +667,35 @@ fn corrupted_cq_images_are_refused_naming_the_cq_and_the_field() {
         let e = cq_refused(s, |w| w.ucq.put64(IBV_CQ_CONTEXT, 0x40));
         assert_eq!(e, "cq 0x11: it belongs to another device context");
     }
+}
+
+#[test]
+fn a_cq_resized_before_the_attach_attaches_with_its_new_ring() {
+    // `irdma_uresize_cq` to cqe 100 on GEN2: a new ring of 202 slots (two pages),
+    // `ibv_cq.cqe` 100, the head and polarity reset, and `buf_size` left at the first
+    // buffer's one page; the
+    // old buffer drained (resize_list empty), the shadow area's head written for the new
+    // ring.
+    let s = Setup { layout: &IRDMA_LAYOUTS[2], release: (64, 0), hw_rev: HwRev::Gen2 };
+    let c = &s.layout.cq;
+    let mut model =
+        IrdmaModel::new(ModelConfig { entries: 202, hw_rev: HwRev::Gen2, cqe_size: 32, cq_id: CQ_ID }).unwrap();
+    let w = World::new(s);
+    w.ucq.put32(IBV_CQ_CQE, 100);
+    w.ucq.put32(c.cq_size, 202);
+    w.ucq.put32(c.cq_ring + 8, 202);
+    assert_eq!(w.ucq.get64(c.buf_size), 4096);
+    w.ucq.put64(c.cq_base, model.ring_mem().as_ptr() as u64);
+    let (shadow_mem, shadow_off) = model.shadow_area();
+    w.ucq.put64(c.shadow_area, shadow_mem.as_ptr().wrapping_add(shadow_off) as u64);
+    let (cq, state) = w.read().unwrap();
+    assert_eq!((cq.entries, cq.cqe_size), (202, 32));
+    let mut b = IrdmaBackend::new(poller_on(&cq, None, s.compat()).unwrap(), cq, state, s.layout, None);
+    let qp = QpImage::new(&w, w.ucq.addr(0), w.ucq.addr(0));
+    b.adopt(qp.read(&cq).unwrap()).unwrap();
+    let r = qp.post_recv(0x31).unwrap();
+    model.push(&qp.recv_cqe(r, rq_op::ROCE_SEND_ONLY, 3)).unwrap();
+    assert_eq!(poll_all(&mut b).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x31]);
 }
 
 #[test]
