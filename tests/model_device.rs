@@ -290,10 +290,11 @@ fn unsignaled_sends_over_many_laps_of_a_small_send_queue() {
     for v in VENDORS {
         let caps = QpCaps { max_send_wr: 4, ..QpCaps::default() };
         let mut p = rc_pair_with(v, caps, 64);
-        // rdma-core's sizes: mlx5 holds max_post (4) WRs; irdma reports 127 WRs but counts
-        // quanta, 512 with one always free: 511 one-quantum WRs fit.
+        // rdma-core's limits: mlx5 refuses past max_post (4) WRs outstanding
+        // (`mlx5_wq_overflow`); irdma reports 127 WRs but counts quanta, and keeps 257 of
+        // its 512 free (`IRDMA_SQ_RING_FREE_QUANTA`): 255 one-quantum WRs fit.
         assert_eq!(p.a.caps().max_send_wr, if v == ModelVendor::Mlx5 { 4 } else { 127 }, "{v:?}");
-        let depth = if v == ModelVendor::Mlx5 { 4 } else { 511 };
+        let depth = if v == ModelVendor::Mlx5 { 4 } else { 255 };
         let sg = [p.ma.slice(0, 8).unwrap()];
         let remote = p.mb.remote().at(0);
         let mut id = 0u64;
@@ -631,7 +632,7 @@ fn an_srq_on_qps_of_two_receive_cqs_completes_on_each() {
 #[test]
 fn a_cq_polled_on_another_thread_sees_every_completion() {
     for v in VENDORS {
-        // A CQ larger than the send queue (irdma's holds 511 one-quantum WRs): it cannot
+        // A CQ larger than the send queue (irdma's holds 255 one-quantum WRs): it cannot
         // overrun however far the poller falls behind.
         let p = rc_pair_with(v, QpCaps { max_send_wr: 32, ..QpCaps::default() }, 1024);
         let Pair { dev: _dev, mut cq, a, b: _b, ma, mb } = p;

@@ -21,6 +21,7 @@ pub mod status;
 pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
 pub use registry::{
     AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,
+    SQ_KEEP_FREE,
 };
 pub use ring::{SlotBytes, SlotRing, SlotSource};
 pub use status::Compat;

@@ -103,6 +103,11 @@ pub enum RegistryError {
     BadQuanta(u16),
 }
 
+/// Quanta rdma-core's irdma provider keeps free in every SQ when it posts a WR
+/// (`IRDMA_SQ_RING_FREE_QUANTA`, `providers/irdma/defs.h`: the ring size less the used
+/// quanta less 257): an SQ of 512 quanta takes at most 255 quanta of WRs outstanding.
+pub const SQ_KEEP_FREE: u32 = 257;
+
 /// Index of a registered QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QpId(pub u32);
@@ -380,6 +385,27 @@ impl QpRegistry {
         quanta: u16,
         opcode: u8,
     ) -> Result<u16, RegistryError> {
+        self.post_send_keeping(id, wr_id, wr_len, quanta, opcode, 1)
+    }
+
+    /// [`QpRegistry::post_send`], refusing ([`RegistryError::Full`]) a WR after which
+    /// fewer than `keep_free` quanta of the SQ would stay free. [`QpRegistry::post_send`]
+    /// keeps 1 (`IRDMA_RING_FREE_QUANTA`); rdma-core's `irdma_qp_get_next_send_wqe` keeps
+    /// [`SQ_KEEP_FREE`] (`IRDMA_SQ_RING_FREE_QUANTA`), which is what an application's
+    /// `ibv_post_send` meets.
+    ///
+    /// # Errors
+    ///
+    /// As [`QpRegistry::post_send`].
+    pub fn post_send_keeping(
+        &mut self,
+        id: QpId,
+        wr_id: u64,
+        wr_len: u32,
+        quanta: u16,
+        opcode: u8,
+        keep_free: u32,
+    ) -> Result<u16, RegistryError> {
         let chunk = self.chunk;
         let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
         if quanta == 0 || quanta > 8 {
@@ -388,7 +414,8 @@ impl QpRegistry {
         let q = quanta as u32;
         let within = qp.sq.head % chunk;
         let pad = if within + q > chunk { chunk - within } else { 0 };
-        if qp.sq.free() < pad + q {
+        let room = qp.sq.size().saturating_sub(qp.sq.used().saturating_add(keep_free.max(1)));
+        if room < pad + q {
             return Err(RegistryError::Full);
         }
         for _ in 0..pad {
@@ -485,6 +512,30 @@ mod tests {
         assert_eq!(r.post_send(id, 1, 1, 8, sq_op::SEND), Ok(0));
         assert_eq!(r.post_send(id, 2, 1, 7, sq_op::SEND), Ok(8));
         assert_eq!(r.post_send(id, 3, 1, 1, sq_op::SEND), Err(RegistryError::Full));
+    }
+
+    /// rdma-core's SQ keeps 257 quanta free: 512 quanta take 255 one-quantum WRs, and a
+    /// WR whose NOP padding would eat into the reserve is refused too.
+    #[test]
+    fn the_send_queue_keeps_rdma_cores_reserve_free() {
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        let id = r.register(1, QpConfig::rc(1, 512, 8)).unwrap();
+        for i in 0..255 {
+            assert_eq!(r.post_send_keeping(id, i, 8, 1, sq_op::RDMA_WRITE, SQ_KEEP_FREE), Ok(i as u16));
+        }
+        assert_eq!(r.post_send_keeping(id, 255, 8, 1, sq_op::RDMA_WRITE, SQ_KEEP_FREE), Err(RegistryError::Full));
+        assert_eq!(r.post_send(id, 255, 8, 1, sq_op::RDMA_WRITE), Ok(255), "post_send keeps one quantum free");
+        // NOP padding counts against the reserve: from head 4, 250 WRs leave 5 quanta at
+        // head 254; a 4-quanta WR needs 2 NOPs first (6 quanta), a 3-quanta one fits (5).
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        let id = r.register(1, QpConfig::rc(1, 512, 8)).unwrap();
+        r.qp_mut(id).unwrap().sq.set(4, 4);
+        for i in 0..250 {
+            assert_eq!(r.post_send_keeping(id, i, 8, 1, sq_op::SEND, SQ_KEEP_FREE), Ok(4 + i as u16));
+        }
+        assert_eq!(r.post_send_keeping(id, 900, 8, 4, sq_op::SEND, SQ_KEEP_FREE), Err(RegistryError::Full));
+        assert_eq!(r.post_send_keeping(id, 901, 8, 3, sq_op::SEND, SQ_KEEP_FREE), Ok(256));
+        assert_eq!(r.post_send_keeping(id, 902, 8, 1, sq_op::SEND, SQ_KEEP_FREE), Err(RegistryError::Full));
     }
 
     #[test]
