@@ -55,6 +55,8 @@ struct Filed {
 
 #[derive(Debug, Default)]
 struct Router {
+    /// Per CQ bound to the channel (and only those: an event of a CQ that is gone, or of
+    /// one dvcq did not make, is dropped when read).
     filed: HashMap<CqId, Filed>,
     /// A waiter is sleeping on the fd (and will wake the others).
     reading: bool,
@@ -223,7 +225,7 @@ impl CompletionChannel {
         }
         let mut r = self.router();
         for e in got {
-            let f = r.filed.entry(e.cq).or_default();
+            let Some(f) = r.filed.get_mut(&e.cq) else { continue };
             match e.kind {
                 CqEventKind::Completion => f.completions = f.completions.saturating_add(1),
                 CqEventKind::CqError => f.errors = f.errors.saturating_add(1),
@@ -232,8 +234,14 @@ impl CompletionChannel {
         Ok(())
     }
 
-    /// Drops what was filed for a CQ that is going away.
-    pub(crate) fn forget(&self, cq: CqId) {
+    /// Starts filing the events of `cq`.
+    fn join(&self, cq: CqId) {
+        self.router().filed.insert(cq, Filed::default());
+    }
+
+    /// Drops what was filed for a CQ that is going away, and files none of its events
+    /// read later.
+    fn forget(&self, cq: CqId) {
         self.router().filed.remove(&cq);
     }
 
@@ -264,15 +272,177 @@ impl AsFd for CompletionChannel {
     }
 }
 
-/// A CQ's membership of a channel: what was filed for it is forgotten when the CQ goes.
+/// A CQ's membership of a channel: its events are filed from when it is made; what was
+/// filed for it is forgotten when the CQ goes.
 #[derive(Debug)]
 pub(crate) struct Binding {
     pub(crate) channel: CompletionChannel,
     pub(crate) cq: CqId,
 }
 
+impl Binding {
+    pub(crate) fn new(channel: &CompletionChannel, cq: CqId) -> Binding {
+        channel.join(cq);
+        Binding { channel: channel.clone(), cq }
+    }
+}
+
 impl Drop for Binding {
     fn drop(&mut self) {
         self.channel.forget(self.cq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_device::ChannelEvent;
+    use std::thread;
+
+    fn channel() -> (CompletionChannel, ModelChannel) {
+        let m = ModelChannel::new().unwrap();
+        (CompletionChannel::new(Source::Model(m.clone()), "model-test"), m)
+    }
+
+    fn deliver(m: &ModelChannel, cq: CqId, kind: ChannelEventKind) {
+        m.deliver(ChannelEvent { token: cq.get(), kind });
+    }
+
+    fn soon(ms: u64) -> Option<Instant> {
+        Some(Instant::now() + Duration::from_millis(ms))
+    }
+
+    impl CompletionChannel {
+        /// What is filed for `cq`: (completions, errors); `None` when it is not bound.
+        fn filed(&self, cq: CqId) -> Option<(u32, u32)> {
+            self.router().filed.get(&cq).map(|f| (f.completions, f.errors))
+        }
+    }
+
+    #[test]
+    fn events_are_filed_under_their_cq_and_taken_by_its_waiter() {
+        let (ch, m) = channel();
+        let (a, b, c) = (CqId(1), CqId(2), CqId(3));
+        let _bound = [Binding::new(&ch, a), Binding::new(&ch, b), Binding::new(&ch, c)];
+        deliver(&m, b, ChannelEventKind::Completion);
+        deliver(&m, a, ChannelEventKind::Completion);
+        deliver(&m, c, ChannelEventKind::CqError);
+        deliver(&m, b, ChannelEventKind::Completion);
+        assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!(m.pending(), 0, "the reader read every queued event");
+        assert_eq!((ch.filed(b), ch.filed(c)), (Some((2, 0)), Some((0, 1))), "filed under their CQs");
+        assert_eq!(ch.wait_for(b, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!(ch.wait_for(b, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!(ch.wait_for(c, soon(5000)).unwrap(), Some(CqEventKind::CqError));
+        let t = Instant::now();
+        assert_eq!(ch.wait_for(b, soon(20)).unwrap(), None, "each event is taken once");
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        // An error is reported before completions filed with it.
+        deliver(&m, a, ChannelEventKind::Completion);
+        deliver(&m, a, ChannelEventKind::CqError);
+        assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::CqError));
+        assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+    }
+
+    /// The waiter sleeping on the fd reads another CQ's event: it files it and wakes that
+    /// CQ's waiter, and sleeps on for its own.
+    #[test]
+    fn the_reader_wakes_the_waiter_whose_event_it_read() {
+        let (ch, m) = channel();
+        let (a, b) = (CqId(1), CqId(2));
+        let _bound = [Binding::new(&ch, a), Binding::new(&ch, b)];
+        let waiter = |cq| {
+            let ch = ch.clone();
+            thread::spawn(move || (ch.wait_for(cq, soon(30_000)).unwrap(), Instant::now()))
+        };
+        let wa = waiter(a);
+        thread::sleep(Duration::from_millis(50));
+        assert!(ch.router().reading, "the first waiter sleeps on the fd");
+        let wb = waiter(b);
+        thread::sleep(Duration::from_millis(50));
+        let sent = Instant::now();
+        deliver(&m, b, ChannelEventKind::Completion);
+        let (got, when) = wb.join().unwrap();
+        assert_eq!(got, Some(CqEventKind::Completion));
+        assert!(when - sent < Duration::from_secs(5), "woken by the reader, not by its timeout");
+        thread::sleep(Duration::from_millis(20));
+        assert!(!wa.is_finished(), "another CQ's event does not end this wait");
+        deliver(&m, a, ChannelEventKind::Completion);
+        assert_eq!(wa.join().unwrap().0, Some(CqEventKind::Completion));
+    }
+
+    /// Eight waiters, one per CQ, each taking 200 events delivered in a shuffled order: each
+    /// gets exactly its own, and nothing stays filed.
+    #[test]
+    fn many_waiters_each_get_exactly_their_own_events() {
+        const CQS: u64 = 8;
+        const PER: u32 = 200;
+        let (ch, m) = channel();
+        let ids: Vec<CqId> = (1..=CQS).map(CqId).collect();
+        let _bound: Vec<Binding> = ids.iter().map(|&cq| Binding::new(&ch, cq)).collect();
+        let waiters: Vec<_> = ids
+            .iter()
+            .map(|&cq| {
+                let ch = ch.clone();
+                thread::spawn(move || {
+                    let mut got = 0;
+                    while got < PER && ch.wait_for(cq, soon(10_000)).unwrap() == Some(CqEventKind::Completion) {
+                        got += 1;
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut order: Vec<CqId> = ids.iter().flat_map(|&cq| std::iter::repeat_n(cq, PER as usize)).collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..order.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        for (i, &cq) in order.iter().enumerate() {
+            deliver(&m, cq, ChannelEventKind::Completion);
+            if i % 16 == 0 {
+                thread::yield_now();
+            }
+        }
+        let got: Vec<u32> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+        assert_eq!(got, vec![PER; CQS as usize]);
+        assert!(ids.iter().all(|&cq| ch.filed(cq) == Some((0, 0))), "nothing left over");
+    }
+
+    /// An event that no waiter of its CQ has taken yet (an earlier arm's, whose completion
+    /// a poll already returned) stays with its CQ: it wakes no other waiter, and its own
+    /// CQ's next wait takes it. Events of CQs not made on the channel are dropped.
+    #[test]
+    fn stale_and_foreign_events_wake_no_other_waiter() {
+        let (ch, m) = channel();
+        let (a, b) = (CqId(1), CqId(2));
+        let _bound = [Binding::new(&ch, a), Binding::new(&ch, b)];
+        deliver(&m, a, ChannelEventKind::Completion);
+        deliver(&m, CqId(u64::MAX), ChannelEventKind::Completion);
+        assert_eq!(ch.wait_for(b, soon(20)).unwrap(), None);
+        assert_eq!(m.pending(), 0);
+        assert_eq!(ch.filed(a), Some((1, 0)));
+        assert_eq!(ch.filed(CqId(u64::MAX)), None, "a foreign CQ's event is not filed");
+        assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+    }
+
+    #[test]
+    fn a_dropped_binding_forgets_its_cq() {
+        let (ch, m) = channel();
+        let (a, b) = (CqId(1), CqId(2));
+        let bound_a = Binding::new(&ch, a);
+        let _bound_b = Binding::new(&ch, b);
+        deliver(&m, a, ChannelEventKind::Completion);
+        deliver(&m, a, ChannelEventKind::CqError);
+        assert_eq!(ch.wait_for(b, soon(20)).unwrap(), None);
+        assert_eq!(ch.filed(a), Some((1, 1)));
+        drop(bound_a);
+        assert_eq!(ch.filed(a), None, "what was filed is dropped with the CQ");
+        deliver(&m, a, ChannelEventKind::Completion);
+        assert_eq!(ch.wait_for(b, soon(20)).unwrap(), None);
+        assert_eq!((ch.filed(a), m.pending()), (None, 0), "a late event of the CQ is read and dropped");
     }
 }

@@ -61,7 +61,7 @@ impl Cq {
     }
 
     pub(crate) fn bind(&mut self, channel: &CompletionChannel) {
-        self.binding = Some(Binding { channel: channel.clone(), cq: self.id });
+        self.binding = Some(Binding::new(channel, self.id));
     }
 
     /// Requests one event for the next completion (or the next solicited or error one),
