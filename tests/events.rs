@@ -3,10 +3,10 @@
 //! filtering, moderation by count and by period, routing of many CQs' events on one channel,
 //! CQ error events on overrun, and the refusals.
 
-use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
+use dvcq::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use dvcq::{ArmMode, Completion, CompletionChannel, Context, Cq, CqEventKind, CqOptions, Error, Mr, Qp, QpInit};
 use dvcq::{WaitOptions, WcStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,9 +14,16 @@ const MODELS: [&str; 2] = ["model-mlx5", "model-e810"];
 
 /// A loopback RC QP (connected to itself) whose completions go to `cq`, and a region.
 fn loopback(ctx: &Context, cq: &Cq) -> (Qp, Mr) {
+    loopback_with(ctx, cq, QpCaps::default())
+}
+
+/// [`loopback`] with the send queue sized for `caps`.
+fn loopback_with(ctx: &Context, cq: &Cq, caps: QpCaps) -> (Qp, Mr) {
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, cq)).unwrap();
+    let mut init = QpInit::new(QpType::Rc, cq);
+    init.caps = caps;
+    let mut qp = pd.create_qp(&init).unwrap();
     let me = qp.endpoint().unwrap();
     qp.connect(&me).unwrap();
     (qp, mr)
@@ -69,82 +76,227 @@ impl Rng {
     }
 }
 
-/// Completions the no-lost-wakeup test writes per model (10^6 with `DVCQ_EVENTS_N`).
+/// Completions the no-lost-wakeup tests write per model and mode: 10^6 in a release build
+/// (`DVCQ_EVENTS_N` sets another number), 10^5 in a debug build, where each completion costs
+/// about ten times as much.
 fn producer_count() -> u64 {
-    std::env::var("DVCQ_EVENTS_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+    let default = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+    std::env::var("DVCQ_EVENTS_N").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// A producer thread writes completions at random intervals (bursts, short spins, sleeps)
-/// while the consumer sleeps in `wait` between them. Every completion is consumed, in
-/// order, and no wait sleeps through to its timeout while a completion is in the CQ: a lost
-/// wakeup would.
-fn no_lost_wakeup(device: &str, opts: WaitOptions) {
-    let n = producer_count();
+/// How long a wait may take to return once a completion is pending beyond the CQ's
+/// moderation period: scheduling on a loaded machine. A lost wakeup sleeps until the wait's
+/// timeout ([`WAIT_TIMEOUT`]), far beyond it.
+const SLACK: Duration = Duration::from_millis(500);
+/// The timeout of every wait in these tests.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Each of these tests gives up, and fails, after this long.
+const DEADLINE: Duration = Duration::from_secs(120);
+/// What the producer and the consumer of one run share.
+struct Stream {
+    t0: Instant,
+    /// When completion i was posted, in ns since `t0` (stored before the post).
+    posted_ns: Vec<AtomicU64>,
+    /// Completions the consumer has taken.
+    consumed: AtomicU64,
+    /// The consumer has stopped (finished or failed): the producer stops too.
+    stop: AtomicBool,
+}
+
+impl Stream {
+    fn ns(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+
+    /// Spins (yielding) until `ready` or the consumer stops or the deadline passes.
+    fn until(&self, what: &str, ready: impl Fn() -> bool) -> Result<(), String> {
+        while !ready() {
+            if self.stop.load(Ordering::Acquire) {
+                return Err(format!("the consumer stopped while the producer waited for {what}"));
+            }
+            if self.t0.elapsed() > DEADLINE {
+                return Err(format!("gave up after {DEADLINE:?} waiting for {what}"));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+/// Sets [`Stream::stop`] when the consumer ends, by return or by panic.
+struct StopOnDrop<'a>(&'a Stream);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Release);
+    }
+}
+
+/// One no-lost-wakeup run: its device, how the consumer waits, the CQ's moderation.
+#[derive(Clone, Copy)]
+struct Run {
+    device: &'static str,
+    opts: WaitOptions,
+    /// `(count, period_us)` set on the CQ.
+    moderation: Option<(u16, u16)>,
+    completions: u64,
+    /// Every this many completions the producer makes a quiet point.
+    quiet_every: u64,
+}
+
+/// A producer thread writes completions at random intervals (bursts, short spins, sleeps,
+/// and now and then a quiet point) while the consumer sleeps in `wait` between
+/// them. The producer keeps no more sends outstanding than the CQ holds, as an application
+/// must (a post beyond it would overrun the CQ), and every post succeeds. Every completion
+/// is consumed, in order, and no wait returns later than the moderation period plus
+/// [`SLACK`] after a completion was pending while it waited: a lost wakeup would sleep on
+/// to the timeout.
+fn no_lost_wakeup(run: Run) {
+    const CQ_DEPTH: u32 = 256;
+    let Run { device, opts, moderation, completions: n, quiet_every } = run;
     let ctx = Context::open(device).unwrap();
     let ch = ctx.create_channel().unwrap();
-    let mut cq = ctx.create_cq_on(&ch, CqOptions::new(256)).unwrap();
-    let (mut qp, mr) = loopback(&ctx, &cq);
-    let done = Arc::new(AtomicBool::new(false));
+    let mut cq = ctx.create_cq_on(&ch, CqOptions::new(CQ_DEPTH)).unwrap();
+    let period = match moderation {
+        Some((count, period_us)) => {
+            cq.set_moderation(count, period_us).unwrap();
+            Duration::from_micros(period_us.into())
+        }
+        None => Duration::ZERO,
+    };
+    let caps = QpCaps { max_send_wr: CQ_DEPTH, ..QpCaps::default() };
+    // What may be outstanding: what the CQ holds and what the QP was asked to hold.
+    let cap = u64::from(CQ_DEPTH.min(caps.max_send_wr));
+    let (mut qp, mr) = loopback_with(&ctx, &cq, caps);
+    let stream = Arc::new(Stream {
+        t0: Instant::now(),
+        posted_ns: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        consumed: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
     let producer = {
-        let done = done.clone();
-        std::thread::spawn(move || {
+        let s = stream.clone();
+        std::thread::spawn(move || -> Result<(), String> {
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
             for i in 0..n {
-                // A full send queue frees when the consumer polls: retry until it has.
-                while write(&mut qp, &mr, i).is_err() {
-                    std::thread::yield_now();
+                let quiet = i % quiet_every == quiet_every - 1;
+                if quiet {
+                    // A quiet point: once the consumer has taken everything, give it time
+                    // to fall asleep, then write one completion and wait for the consumer
+                    // to take it. Nothing else is written meanwhile, so only this
+                    // completion's event (or the moderation period) can wake it: were
+                    // that wakeup lost, it would sleep to its timeout.
+                    s.until(&format!("the consumer to take completions 0..{i}"), || {
+                        s.consumed.load(Ordering::Acquire) == i
+                    })?;
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                s.until(&format!("room to post completion {i}"), || i - s.consumed.load(Ordering::Acquire) < cap)?;
+                s.posted_ns[i as usize].store(s.ns(), Ordering::Release);
+                write(&mut qp, &mr, i).map_err(|e| format!("post {i} with fewer than {cap} outstanding: {e}"))?;
+                if quiet {
+                    s.until(&format!("the consumer to take completion {i}"), || {
+                        s.consumed.load(Ordering::Acquire) > i
+                    })?;
+                    continue;
                 }
                 match rng.next() % 100 {
-                    0..=69 => {}
-                    70..=94 => (0..rng.next() % 2000).for_each(|_| std::hint::spin_loop()),
-                    _ => std::thread::sleep(Duration::from_micros(rng.next() % 100)),
+                    0..=89 => {}
+                    90..=97 => (0..rng.next() % 1000).for_each(|_| std::hint::spin_loop()),
+                    _ => std::thread::sleep(Duration::from_micros(rng.next() % 50)),
                 }
             }
-            done.store(true, Ordering::Release);
-            (qp, mr)
+            Ok(())
         })
     };
+    let s = &*stream;
+    let stop = StopOnDrop(s);
     let mut wcs = [Completion::default(); 64];
     let mut next = 0u64;
-    let mut sleeps_timed_out = 0;
-    let t0 = Instant::now();
+    let mut worst = Duration::ZERO;
+    let mut full_periods = 0u64;
     while next < n {
-        let got = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), opts).unwrap();
-        if got == 0 {
-            sleeps_timed_out += 1;
-            assert!(
-                done.load(Ordering::Acquire) && next == n,
-                "{device}: wait slept 5 s with completion {next} of {n} due (lost wakeup?)"
-            );
+        let start = s.ns();
+        let got = cq.wait_with(&mut wcs, Some(WAIT_TIMEOUT), opts).unwrap();
+        let back = s.ns();
+        let posted = s.posted_ns[next as usize].load(Ordering::Acquire);
+        assert!(
+            got > 0,
+            "{device}: a wait slept {WAIT_TIMEOUT:?} with completion {next} of {n} {} (lost wakeup?)",
+            if posted == u64::MAX { "not posted yet" } else { "posted" }
+        );
+        let pending = Duration::from_nanos(back.saturating_sub(posted.max(start)));
+        worst = worst.max(pending);
+        if !period.is_zero() && pending >= period {
+            full_periods += 1;
         }
         for wc in &wcs[..got] {
             assert_eq!((wc.wr_id, wc.status), (next, WcStatus::Success), "{device}: completion out of order");
             next += 1;
         }
+        s.consumed.store(next, Ordering::Release);
     }
-    let _ = producer.join().unwrap();
+    drop(stop);
+    producer.join().unwrap().unwrap_or_else(|e| panic!("{device}: producer: {e}"));
     assert_eq!(drain(&mut cq).len(), 0, "{device}: nothing beyond the {n} written");
-    assert_eq!(sleeps_timed_out, 0);
     println!(
-        "{device}: {n} completions through wait ({:?} spin) in {:.2?}, {} events taken",
+        "{device}: {n} completions through wait ({:?} spin, moderation {moderation:?}) in {:.2?}, {} events \
+         taken, longest pending {worst:.2?}, {full_periods} waits of a full period",
         opts.spin,
-        t0.elapsed(),
+        s.t0.elapsed(),
         cq.events_taken()
     );
     assert!(cq.events_taken() > 0, "{device}: the consumer slept on events at least once");
+    assert!(
+        worst <= period + SLACK,
+        "{device}: a wait returned {worst:?} after a completion was pending (moderation period {period:?})"
+    );
+    if moderation.is_some() {
+        // At a quiet point one completion, fewer than the count, waits for the period (unless
+        // the consumer was slow to fall asleep and polled it at once): most quiet points show.
+        let quiet_points = n / quiet_every;
+        assert!(
+            full_periods * 2 >= quiet_points,
+            "{device}: {full_periods} waits of a full moderation period for {quiet_points} quiet points"
+        );
+    }
 }
 
 #[test]
 fn no_lost_wakeup_in_event_mode() {
-    for d in MODELS {
-        no_lost_wakeup(d, WaitOptions::events());
+    for device in MODELS {
+        no_lost_wakeup(Run {
+            device,
+            opts: WaitOptions::events(),
+            moderation: None,
+            completions: producer_count(),
+            quiet_every: 256,
+        });
     }
 }
 
 #[test]
 fn no_lost_wakeup_in_hybrid_mode() {
-    for d in MODELS {
-        no_lost_wakeup(d, WaitOptions::hybrid(Duration::from_micros(20)));
+    let opts = WaitOptions::hybrid(Duration::from_micros(20));
+    for device in MODELS {
+        no_lost_wakeup(Run { device, opts, moderation: None, completions: producer_count(), quiet_every: 256 });
+    }
+}
+
+/// With moderation the consumer may sleep while completions are pending, but never past
+/// the period (plus [`SLACK`]): at every quiet point one completion is pending, fewer than
+/// the count, so only the period's timer wakes the consumer.
+#[test]
+fn no_lost_wakeup_with_moderation_sleeps_at_most_the_period() {
+    for device in MODELS {
+        let run = Run {
+            device,
+            opts: WaitOptions::events(),
+            moderation: Some((16, 1000)),
+            completions: producer_count() / 50,
+            quiet_every: 32,
+        };
+        no_lost_wakeup(run);
     }
 }
 
@@ -236,19 +388,24 @@ fn moderation_by_count_and_by_period() {
     }
 }
 
+/// Four CQs on one channel, each waited on by its own thread, one producer writing to their
+/// QPs in turn: every waiter gets exactly its own CQ's completions, in order, and none sleeps
+/// through them. The producer keeps no more sends outstanding per QP than its CQ holds (a
+/// real application must: more would overrun the CQ) and gives up at a deadline or as soon
+/// as a waiter has failed.
 #[test]
-#[ignore = "hangs: two waiters on one channel can both sleep on the fd while the other's event is filed (known bug, issue 33 note)"]
 fn many_cqs_on_one_channel_route_to_their_waiters() {
     const CQS: usize = 4;
     const PER: u64 = 2000;
+    const CQ_DEPTH: u32 = 128;
     for d in MODELS {
         let ctx = Context::open(d).unwrap();
         let ch = ctx.create_channel().unwrap();
-        let cqs: Vec<Cq> = (0..CQS).map(|_| ctx.create_cq_on(&ch, CqOptions::new(128)).unwrap()).collect();
-        let qps: Vec<(Qp, Mr)> = cqs.iter().map(|cq| loopback(&ctx, cq)).collect();
+        let mut cqs: Vec<Cq> = (0..CQS).map(|_| ctx.create_cq_on(&ch, CqOptions::new(CQ_DEPTH)).unwrap()).collect();
+        let caps = QpCaps { max_send_wr: CQ_DEPTH, ..QpCaps::default() };
+        let cap = u64::from(CQ_DEPTH.min(caps.max_send_wr));
+        let mut qps: Vec<(Qp, Mr)> = cqs.iter().map(|cq| loopback_with(&ctx, cq, caps)).collect();
         // Single-threaded routing first: arm all, complete on two, the events name those.
-        let mut cqs = cqs;
-        let mut qps = qps;
         for cq in cqs.iter_mut() {
             cq.arm(ArmMode::Next).unwrap();
         }
@@ -263,33 +420,75 @@ fn many_cqs_on_one_channel_route_to_their_waiters() {
             drain(cq);
         }
         // Then one waiter thread per CQ, one producer writing to them in turn.
-        let waiters: Vec<_> = cqs
+        let consumed: Vec<Arc<AtomicU64>> = (0..CQS).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let mut waiters: Vec<_> = cqs
             .into_iter()
-            .map(|mut cq| {
+            .zip(qps.iter().map(|(qp, _)| qp.qpn()))
+            .zip(consumed.iter().cloned())
+            .map(|((mut cq, qpn), consumed)| {
                 std::thread::spawn(move || {
                     let mut wcs = [Completion::default(); 16];
                     let mut got = 0;
                     while got < PER {
-                        let n = cq.wait(&mut wcs, Some(Duration::from_secs(5))).unwrap();
-                        assert!(n > 0, "{}: a waiter slept through its CQ's completions", cq.id());
-                        got += n as u64;
+                        let n = cq.wait(&mut wcs, Some(WAIT_TIMEOUT)).unwrap();
+                        assert!(n > 0, "{}: a waiter slept {WAIT_TIMEOUT:?} through its CQ's completions", cq.id());
+                        for wc in &wcs[..n] {
+                            assert_eq!((wc.qp_num, wc.wr_id, wc.status), (qpn, got, WcStatus::Success), "{}", cq.id());
+                            got += 1;
+                        }
+                        consumed.store(got, Ordering::Release);
                     }
-                    (got, cq)
+                    cq
                 })
             })
             .collect();
-        for i in 0..PER {
-            for (qp, mr) in qps.iter_mut() {
-                while write(qp, mr, i).is_err() {
-                    std::thread::yield_now();
+        let t0 = Instant::now();
+        let mut posted = [0u64; CQS];
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        // Spins until `ready`; false when a waiter ended before taking all its completions
+        // (it failed: the caller stops and reports it). Fails at the deadline.
+        let until = |ready: &dyn Fn() -> bool| -> bool {
+            while !ready() {
+                if waiters.iter().zip(&consumed).any(|(w, c)| w.is_finished() && c.load(Ordering::Acquire) < PER) {
+                    return false;
                 }
+                assert!(t0.elapsed() < DEADLINE, "{d}: gave up after {DEADLINE:?}");
+                std::thread::yield_now();
+            }
+            true
+        };
+        'rounds: for round in 0..PER {
+            // Each round writes one completion per QP, starting at a random one.
+            let first = rng.next() as usize;
+            for k in (0..CQS).map(|j| (first + j) % CQS) {
+                if !until(&|| posted[k] - consumed[k].load(Ordering::Acquire) < cap) {
+                    break 'rounds;
+                }
+                let (qp, mr) = &mut qps[k];
+                write(qp, mr, posted[k]).unwrap_or_else(|e| panic!("{d}: qp {k} with room: {e}"));
+                posted[k] += 1;
+            }
+            // A quiet point now and then: every waiter takes its completions and sleeps.
+            if round % 50 == 49 && !until(&|| (0..CQS).all(|k| consumed[k].load(Ordering::Acquire) == posted[k])) {
+                break;
             }
         }
-        for w in waiters {
-            let (got, mut cq) = w.join().unwrap();
-            assert_eq!(got, PER, "{d}");
-            assert!(drain(&mut cq).is_empty(), "{d}: each waiter got exactly its CQ's completions");
+        // A failed waiter's panic first; the others may still be asleep in their waits.
+        if let Some(k) = (0..CQS).find(|&k| waiters[k].is_finished() && consumed[k].load(Ordering::Acquire) < PER) {
+            std::panic::resume_unwind(waiters.swap_remove(k).join().expect_err("a waiter that stopped early failed"));
         }
+        let mut events_taken = Vec::new();
+        for (k, w) in waiters.into_iter().enumerate() {
+            let mut cq = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            assert!(drain(&mut cq).is_empty(), "{d}: waiter {k} got exactly its CQ's completions");
+            events_taken.push(cq.events_taken());
+        }
+        assert_eq!(posted, [PER; CQS], "{d}");
+        println!("{d}: {CQS} waiters took {PER} completions each in {:.2?}, events {events_taken:?}", t0.elapsed());
+        assert!(
+            events_taken.iter().all(|&e| e > 0),
+            "{d}: every waiter slept on the channel ({events_taken:?} events)"
+        );
     }
 }
 
