@@ -14,6 +14,7 @@
 //! - [`scrambled_qp`] (feature `model`): the benchmarks' fixed many-QPs order.
 //! - [`eventfd`]: the non-blocking event fd models signal completion events on, and the
 //!   readiness wait event mode sleeps in.
+//! - [`cputime`]: the calling thread's CPU time, which the event-mode benchmark charges.
 //! - [`backoff`] (feature `model` or `testing`): how a model thread or a test waits on the
 //!   other side of a ring without holding a core.
 #![deny(missing_docs, missing_debug_implementations)]
@@ -21,6 +22,7 @@
 #[cfg(any(feature = "model", feature = "testing"))]
 pub mod backoff;
 mod completion;
+pub mod cputime;
 mod dma;
 mod doorbell;
 mod driver;
