@@ -7,6 +7,8 @@
 //! and dividing the difference by the number of CQEs: only the poll path is counted.
 
 pub mod drain;
+pub mod events;
+pub mod events_plot;
 mod irdma;
 mod mlx5;
 

@@ -1,4 +1,5 @@
-//! `dvcq bench poll`: poll microbenchmarks on the hardware models, perftest-style.
+//! `dvcq bench poll` and `drain`: poll microbenchmarks on the hardware models, perftest-style
+//! (`bench events` is in `bench_events`).
 
 use super::output::Output;
 use super::CliError;
@@ -19,6 +20,9 @@ enum BenchWhat {
     /// Drain cost on a device through the Cq API: its direct backend against ibv_poll_cq,
     /// on CQs filled by the same RDMA WRITEs, repetitions interleaved.
     Drain(DrainArgs),
+    /// Event-mode latency and CPU cost: completions written at random intervals, taken by
+    /// busy polling, by sleeping on completion events, and by the hybrid of both.
+    Events(super::bench_events::EventsArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -190,6 +194,7 @@ impl BenchArgs {
         match &self.what {
             BenchWhat::Poll(p) => p.run(),
             BenchWhat::Drain(d) => d.run(),
+            BenchWhat::Events(e) => e.run(),
         }
     }
 }
