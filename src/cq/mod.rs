@@ -121,12 +121,24 @@ pub struct Cq {
     pub(crate) id: crate::event::CqId,
     pub(crate) binding: Option<crate::event::channel::Binding>,
     pub(crate) events_taken: u64,
+    /// A CQ error event (overrun) was taken: the CQ is in error and writes nothing more.
+    pub(crate) in_error: bool,
 }
 
 impl Cq {
     pub(crate) fn new(poller: Poller, backend: Backend, device: String, depth: u32) -> Cq {
         let id = crate::event::CqId::next();
-        Cq { poller, backend, device, depth, stats: CqStats::default(), id, binding: None, events_taken: 0 }
+        Cq {
+            poller,
+            backend,
+            device,
+            depth,
+            stats: CqStats::default(),
+            id,
+            binding: None,
+            events_taken: 0,
+            in_error: false,
+        }
     }
 
     /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.

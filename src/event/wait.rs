@@ -154,8 +154,8 @@ impl Cq {
     /// # Errors
     ///
     /// [`Error::Event`] for a CQ made without a channel, or a CQ error event (overrun)
-    /// when nothing is left to poll; arming and channel errors. Completions polled are
-    /// returned before any error is.
+    /// when nothing is left to poll, and from then on whenever nothing is; arming and
+    /// channel errors. Completions polled are returned before any error is.
     pub fn wait_with(
         &mut self,
         out: &mut [Completion],
@@ -188,6 +188,11 @@ impl Cq {
             if n > 0 {
                 return Ok(n);
             }
+            if self.in_error {
+                // Its error event came once; the CQ writes nothing more, so sleeping would
+                // never end.
+                return Err(self.overran());
+            }
             self.arm(opts.arm)?;
             let n = self.poll(out);
             if n > 0 {
@@ -199,16 +204,22 @@ impl Cq {
                     self.events_taken += 1;
                 }
                 Some(CqEventKind::CqError) => {
+                    self.in_error = true;
                     let n = self.poll(out);
                     if n > 0 {
                         return Ok(n);
                     }
-                    return Err(Error::Event {
-                        device: self.device().to_string(),
-                        what: format!("{} overran and is in error (CQ error event)", self.id),
-                    });
+                    return Err(self.overran());
                 }
             }
+        }
+    }
+
+    /// The error of a wait on a CQ that overran.
+    pub(crate) fn overran(&self) -> Error {
+        Error::Event {
+            device: self.device().to_string(),
+            what: format!("{} overran and is in error (CQ error event)", self.id),
         }
     }
 
