@@ -38,6 +38,8 @@ pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
+#[cfg(feature = "tokio")]
+pub use event::AsyncCq;
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 
 #[cfg(dvcq_rdma_core)]

@@ -91,3 +91,190 @@ fn views_walk_the_real_queue() {
     let mut wcs = [Completion::default(); 4];
     assert_eq!(cq.poll(&mut wcs), 0, "{name}: the walks consumed what they showed");
 }
+
+/// The device `DVCQ_DEVICE` names, or `None` after one skip line.
+fn real_device(test: &str) -> Option<Context> {
+    let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
+        skip::skip_here(&format!("{test}: DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM"));
+        return None;
+    };
+    Some(Context::open(&name).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Completion events through the device's own completion channel (`ibv_create_comp_channel`,
+/// `ibv_req_notify_cq`, `ibv_get_cq_event`, `ibv_ack_cq_events`).
+mod events {
+    use dvcq::verbs::{Access, QpCaps, QpType, SendOp, SendWr};
+    use dvcq::{ArmMode, BackendChoice, Completion, Context, Cq, CqEventKind, CqOptions, Mr, Pd, Qp, QpInit, WcStatus};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// A wait with a completion due returns long before this, even on an emulated CPU.
+    const WAIT: Duration = Duration::from_secs(20);
+    const DEPTH: u32 = 32;
+
+    /// An RC QP connected to itself, completing into `cq`, and a region it writes.
+    fn loopback(ctx: &Context, cq: &Cq) -> (Qp, Mr, Pd) {
+        let pd = ctx.alloc_pd().unwrap();
+        let caps = QpCaps { max_send_wr: DEPTH, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let mut qp = pd.create_qp(&QpInit { caps, ..QpInit::new(QpType::Rc, cq) }).unwrap();
+        let me = qp.endpoint().unwrap();
+        qp.connect(&me).unwrap();
+        let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+        (qp, mr, pd)
+    }
+
+    fn write(qp: &mut Qp, mr: &Mr, wr_id: u64) {
+        let sg = [mr.slice(0, 8).unwrap()];
+        qp.post_send(&[SendWr::new(wr_id, SendOp::Write(mr.remote().at(64)), &sg)]).unwrap();
+    }
+
+    /// Polls until `n` completions came (the device completes a WRITE asynchronously).
+    fn take(cq: &mut Cq, n: usize) -> Vec<Completion> {
+        let mut all = Vec::new();
+        let mut wcs = [Completion::default(); 16];
+        let t = Instant::now();
+        while all.len() < n {
+            assert!(t.elapsed() < WAIT, "{}: {} of {n} completions", cq.id(), all.len());
+            let k = cq.poll(&mut wcs);
+            all.extend_from_slice(&wcs[..k]);
+        }
+        all
+    }
+
+    /// One CQ on a channel, on each backend that can be armed: an armed CQ's event names
+    /// it; `wait` sleeps through an idle timeout and takes a producer thread's completions
+    /// in order; events are acknowledged in batches and all of them before the destroy.
+    #[test]
+    fn completion_events_through_a_real_channel() {
+        let Some(ctx) = super::real_device("completion_events_through_a_real_channel") else { return };
+        for choice in [BackendChoice::Auto, BackendChoice::Generic] {
+            let ch = ctx.create_channel().unwrap();
+            let mut cq = ctx.create_cq_on(&ch, CqOptions::new(DEPTH).backend(choice)).unwrap();
+            let backend = cq.backend().kind.name();
+            let (mut qp, mr, _pd) = loopback(&ctx, &cq);
+            // Arm, complete, and the event arrives naming this CQ.
+            cq.arm(ArmMode::Next).unwrap();
+            write(&mut qp, &mr, 1);
+            let e = ch.next_event(Some(WAIT)).unwrap().unwrap_or_else(|| panic!("{backend}: no event"));
+            assert_eq!((e.cq, e.kind), (cq.id(), CqEventKind::Completion), "{backend}");
+            assert_eq!(take(&mut cq, 1)[0].wr_id, 1, "{backend}");
+            assert!(ch.try_next_event().unwrap().is_none(), "{backend}: one event per arm");
+            assert_eq!(ch.unacked_events(), 1, "{backend}: acknowledged in batches, not one by one");
+            // Nothing due: a wait sleeps its timeout and returns nothing.
+            let mut wcs = [Completion::default(); 16];
+            let t = Instant::now();
+            assert_eq!(cq.wait(&mut wcs, Some(Duration::from_millis(50))).unwrap(), 0, "{backend}");
+            assert!(t.elapsed() >= Duration::from_millis(50), "{backend}");
+            // A producer thread writes at random intervals; wait takes them all, in order.
+            const N: u64 = 300;
+            let consumed = Arc::new(AtomicU64::new(0));
+            let producer = {
+                let consumed = consumed.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+                    for i in 0..N {
+                        while i >= consumed.load(Ordering::Acquire) + u64::from(DEPTH) {
+                            std::thread::yield_now();
+                        }
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        std::thread::sleep(Duration::from_micros(x % 300));
+                        write(&mut qp, &mr, 100 + i);
+                    }
+                    (qp, mr)
+                })
+            };
+            let mut next = 100;
+            while next < 100 + N {
+                let n = cq.wait(&mut wcs, Some(WAIT)).unwrap();
+                assert!(n > 0, "{backend}: a wait slept {WAIT:?} with completion {next} due");
+                for wc in &wcs[..n] {
+                    assert_eq!((wc.wr_id, wc.status), (next, WcStatus::Success), "{backend}");
+                    next += 1;
+                }
+                consumed.store(next - 100, Ordering::Release);
+            }
+            let _ = producer.join().unwrap();
+            assert!(cq.events_taken() > 0, "{backend}: the waits slept on events");
+            assert!(ch.unacked_events() < 16, "{backend}: {} events unacknowledged", ch.unacked_events());
+            println!("events: {backend}: {N} completions through wait, {} events", cq.events_taken());
+            drop(cq);
+            assert_eq!(ch.unacked_events(), 0, "{backend}: every event acknowledged before the destroy");
+        }
+    }
+
+    /// Three CQs share one channel: the events of an armed pair name them, and three waiter
+    /// threads, one per CQ, each get exactly their own CQ's completions while one producer
+    /// writes to all three QPs.
+    #[test]
+    fn one_channel_for_several_cqs() {
+        const CQS: usize = 3;
+        const PER: u64 = 200;
+        let Some(ctx) = super::real_device("one_channel_for_several_cqs") else { return };
+        let ch = ctx.create_channel().unwrap();
+        let mut cqs: Vec<Cq> = (0..CQS).map(|_| ctx.create_cq_on(&ch, CqOptions::new(DEPTH)).unwrap()).collect();
+        let mut qps: Vec<(Qp, Mr, Pd)> = cqs.iter().map(|cq| loopback(&ctx, cq)).collect();
+        for cq in cqs.iter_mut() {
+            cq.arm(ArmMode::Next).unwrap();
+        }
+        for k in [0, 2] {
+            let (qp, mr, _) = &mut qps[k];
+            write(qp, mr, 0);
+        }
+        let mut named: Vec<_> = (0..2).map(|_| ch.next_event(Some(WAIT)).unwrap().expect("an event").cq).collect();
+        named.sort();
+        assert_eq!(named, [cqs[0].id(), cqs[2].id()], "the events name the CQs that completed");
+        for k in [0, 2] {
+            take(&mut cqs[k], 1);
+        }
+        let consumed: Vec<Arc<AtomicU64>> = (0..CQS).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let waiters: Vec<_> = cqs
+            .into_iter()
+            .zip(qps.iter().map(|(qp, _, _)| qp.qpn()))
+            .zip(consumed.iter().cloned())
+            .map(|((mut cq, qpn), consumed)| {
+                std::thread::spawn(move || {
+                    let mut wcs = [Completion::default(); 16];
+                    let mut got = 0;
+                    while got < PER {
+                        let n = cq.wait(&mut wcs, Some(WAIT)).unwrap();
+                        assert!(n > 0, "{}: a waiter slept {WAIT:?} with completions due", cq.id());
+                        for wc in &wcs[..n] {
+                            assert_eq!((wc.qp_num, wc.wr_id, wc.status), (qpn, 1 + got, WcStatus::Success));
+                            got += 1;
+                        }
+                        consumed.store(got, Ordering::Release);
+                    }
+                    cq
+                })
+            })
+            .collect();
+        let t0 = Instant::now();
+        for i in 0..PER {
+            for (k, (qp, mr, _)) in qps.iter_mut().enumerate() {
+                while i >= consumed[k].load(Ordering::Acquire) + u64::from(DEPTH) {
+                    assert!(t0.elapsed() < Duration::from_secs(120), "cq {k}: its waiter stopped taking completions");
+                    assert!(!waiters[k].is_finished(), "cq {k}: its waiter failed");
+                    std::thread::yield_now();
+                }
+                write(qp, mr, 1 + i);
+            }
+            if i % 20 == 19 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let cqs: Vec<Cq> =
+            waiters.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        let events: Vec<u64> = cqs.iter().map(Cq::events_taken).collect();
+        println!("events: {CQS} CQs on one channel, {PER} completions each, events {events:?}");
+        assert!(events.iter().all(|&e| e > 0), "every waiter slept on the shared channel: {events:?}");
+        // The QPs hold their CQs: the CQs are destroyed (and their events acknowledged) with
+        // the last of both.
+        drop(qps);
+        drop(cqs);
+        assert_eq!(ch.unacked_events(), 0, "every event acknowledged before the destroys");
+    }
+}
