@@ -95,7 +95,7 @@ const STALL: Duration = Duration::from_secs(20);
 /// # Errors
 ///
 /// A resource could not be made, a post was refused, a completion failed, the CQ could not
-/// be armed (the mlx5 direct backend), or no completion came for [`STALL`] while some were
+/// be armed (the mlx5 direct backend), or no completion came for 20 s while some were
 /// due.
 pub fn run(ctx: &Context, p: &EventsParams) -> Result<Vec<EventsRow>, Error> {
     p.modes.iter().map(|&m| run_mode(ctx, p, m)).collect()
