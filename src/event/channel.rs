@@ -234,6 +234,12 @@ impl CompletionChannel {
         Ok(())
     }
 
+    /// How many CQs are bound to the channel now.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn bound_cqs(&self) -> usize {
+        self.router().filed.len()
+    }
+
     /// Starts filing the events of `cq`.
     fn join(&self, cq: CqId) {
         self.router().filed.insert(cq, Filed::default());

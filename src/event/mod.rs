@@ -4,19 +4,24 @@
 //! A [`CompletionChannel`] is made on a [`crate::Context`]; CQs made on it with
 //! [`crate::Context::create_cq_on`] deliver their events there, each tagged with the CQ's
 //! [`CqId`]. An application either sleeps in [`crate::Cq::wait`] (poll, arm, poll again,
-//! sleep, drain: written once, in [`wait`]) or puts the channel's non-blocking fd in its own
+//! sleep, drain: written once, in [`crate::Cq::wait_with`]) or puts the channel's non-blocking fd in its own
 //! epoll set and reads events with [`CompletionChannel::try_next_event`]. One channel
-//! serves many CQs; events are routed to the CQ they belong to.
+//! serves many CQs; events are routed to the CQ they belong to. With the `tokio` feature,
+//! an `AsyncCq` waits the same way from async code, on tokio's reactor.
 //!
 //! dvcq owns arming for the CQs it polls: `Cq::arm` goes to the backend that polls the CQ
 //! (shared/spec/mlx5.md Pitfall 6: rdma-core's own arm must not be mixed with direct
 //! polling).
 
+#[cfg(feature = "tokio")]
+mod async_cq;
 pub(crate) mod channel;
 mod context;
 mod vectors;
 pub(crate) mod wait;
 
+#[cfg(feature = "tokio")]
+pub use async_cq::AsyncCq;
 pub use channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use vectors::spread_comp_vectors;
 pub use wait::{ArmMode, WaitOptions};
