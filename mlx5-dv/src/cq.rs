@@ -2,7 +2,7 @@
 //! consumer-index doorbell (shared/spec/mlx5.md §3, §5).
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
-use crate::doorbell::CiPublisher;
+use crate::doorbell::{ArmDoorbell, ArmRing, CiPublisher};
 use crate::fast::Stop;
 use crate::mini::{CompressionConfig, MiniState};
 use crate::registry::Registry;
@@ -67,6 +67,12 @@ pub enum Mlx5Error {
         /// The CQ's CQE size.
         cqe_size: u32,
     },
+    /// An arm on a poller opened without the CQ's arm doorbell.
+    #[error("cq {cqn:#x} cannot be armed: the poller was opened without its arm doorbell (dbrec arm word and UAR)")]
+    NoArmDoorbell {
+        /// The CQ number.
+        cqn: u32,
+    },
 }
 
 /// Counters of CQEs that produced no ordinary completion.
@@ -112,6 +118,10 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) stats: CqStats,
     /// Compression state (mini.rs); untouched on CQs without compression.
     pub(crate) mini: MiniState,
+    /// The arm doorbell, when the CQ's record arm word and UAR were handed over.
+    arm: Option<ArmDoorbell>,
+    /// rdma-core's `arm_sn`: completion events received since the CQ was made.
+    arm_sn: u32,
 }
 
 /// A poller for 64-byte CQEs.
@@ -215,7 +225,57 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             registry,
             stats: CqStats::default(),
             mini: MiniState::new(cfg.compression, ci),
+            arm: None,
+            arm_sn: 0,
         })
+    }
+
+    /// Hands the poller the CQ's arm doorbell, so [`Mlx5Cq::arm`] can request events.
+    pub fn set_arm_doorbell(&mut self, arm: ArmDoorbell) {
+        self.arm = Some(arm);
+    }
+
+    /// The arm doorbell, if one was handed over.
+    pub fn arm_doorbell(&self) -> Option<&ArmDoorbell> {
+        self.arm.as_ref()
+    }
+
+    /// Requests one completion event (`ibv_req_notify_cq`), for the next completion or
+    /// (`solicited`) the next solicited or error one, as rdma-core's `mlx5_arm_cq` does
+    /// (spec §6, Pitfall 5): the arm word `(arm_sn & 3) << 28 | cmd | (ci & 0xffffff)` with
+    /// this poller's consumer counter into the doorbell record, a store fence, then the
+    /// word and the CQ number to the UAR as one 8-byte big-endian store. Not a hot-path
+    /// call: one per sleep.
+    ///
+    /// The device raises an event for the first qualifying CQE at or past `ci`, at once if
+    /// one is already there, so the counter must be this poller's (rdma-core's own
+    /// `cons_index` is stale on a CQ polled here: Pitfall 6).
+    ///
+    /// # Errors
+    ///
+    /// [`Mlx5Error::NoArmDoorbell`] when no arm doorbell was handed over.
+    pub fn arm(&mut self, solicited: bool) -> Result<ArmRing, Mlx5Error> {
+        let Some(arm) = &self.arm else {
+            return Err(Mlx5Error::NoArmDoorbell { cqn: self.cqn });
+        };
+        Ok(arm.ring(self.arm_sn, solicited, self.ci, self.cqn))
+    }
+
+    /// Records one completion event received for this CQ (`ibv_get_cq_event` returned it):
+    /// the arm sequence number advances, as rdma-core's `mlx5_cq_event` advances `arm_sn`.
+    pub fn event_received(&mut self) {
+        self.arm_sn = self.arm_sn.wrapping_add(1);
+    }
+
+    /// The arm sequence number the next arm carries (its low 2 bits go on the wire).
+    pub fn arm_sn(&self) -> u32 {
+        self.arm_sn
+    }
+
+    /// Sets the arm sequence number: for a CQ whose events another party counts (rdma-core's
+    /// `arm_sn` of a CQ it created, read before each arm).
+    pub fn set_arm_sn(&mut self, sn: u32) {
+        self.arm_sn = sn;
     }
 
     /// The registry of QPs and SRQs, to record posts.

@@ -1,9 +1,10 @@
-//! The consumer-index doorbell: when and what the poller writes to the doorbell record's
-//! `set_ci` word (shared/spec/mlx5.md §5, Pitfall 18).
+//! The CQ's doorbells: when and what the poller writes to the doorbell record's `set_ci`
+//! word (shared/spec/mlx5.md §5, Pitfall 18), and the arm doorbell, the record's `arm`
+//! word and the UAR's CQ doorbell (§6, Pitfall 5).
 
 use crate::cq::CiUpdate;
-use dvcq_provider::DoorbellWord;
-use dvcq_uapi::mlx5::doorbell::set_ci_word;
+use dvcq_provider::{DoorbellRegister, DoorbellWord};
+use dvcq_uapi::mlx5::doorbell::{arm_word, set_ci_word, uar_doorbell};
 use std::sync::atomic::Ordering;
 
 /// Publishes the consumer index to the device according to a [`CiUpdate`] policy.
@@ -75,6 +76,57 @@ impl CiPublisher {
     }
 }
 
+/// A CQ's arm doorbell: the doorbell record's `arm` word (`MLX5_CQ_ARM_DB`, record bytes
+/// 4..8) and the CQ doorbell register of the UAR page the CQ was created with (UAR +
+/// `MLX5_CQ_DOORBELL`, 0x20).
+///
+/// [`crate::Mlx5Cq::arm`] rings it as rdma-core's `mlx5_arm_cq` (and the kernel's
+/// `mlx5_cq_arm`) do: the arm word `sn << 28 | cmd | ci` into the record, big-endian; a
+/// store fence; the same word and the CQ number as one 8-byte big-endian store to the UAR;
+/// a flush.
+#[derive(Debug)]
+pub struct ArmDoorbell {
+    arm_db: DoorbellWord,
+    uar: DoorbellRegister,
+}
+
+impl ArmDoorbell {
+    /// The arm doorbell of a CQ whose record's `arm` word is `arm_db` and whose UAR CQ
+    /// doorbell is `uar`.
+    pub fn new(arm_db: DoorbellWord, uar: DoorbellRegister) -> Self {
+        Self { arm_db, uar }
+    }
+
+    /// Whether the UAR register is device memory (false: a model's page).
+    pub fn is_mmio(&self) -> bool {
+        self.uar.is_mmio()
+    }
+
+    /// Rings it for CQ `cqn` with sequence number `sn`, command next or solicited, and
+    /// consumer counter `ci`; returns what was written.
+    pub(crate) fn ring(&self, sn: u32, solicited: bool, ci: u32, cqn: u32) -> ArmRing {
+        let word = arm_word(sn, solicited, ci);
+        // The record mirrors the arm (the device may read it back); it shares its 8-byte
+        // granule with set_ci, which only this CQ's consumer thread writes.
+        self.arm_db.store_be32(word, Ordering::Release);
+        let uar = uar_doorbell(word, cqn);
+        // `ring64` fences before the store (mmio_wc_start: the record first) and after
+        // (mmio_flush_writes).
+        self.uar.ring64(uar);
+        ArmRing { word, uar }
+    }
+}
+
+/// What one arm wrote: the arm word (into the record, big-endian) and the 8 bytes stored to
+/// the UAR in memory order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArmRing {
+    /// `sn << 28 | cmd | (ci & 0xffffff)`.
+    pub word: u32,
+    /// BE32(word) then BE32(cqn).
+    pub uar: [u8; 8],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +151,25 @@ mod tests {
         mem.read_bytes(0, &mut rec).unwrap();
         assert_eq!(rec, [0, 0, 2, 4, 0x20, 0, 0, 5], "an arm made after opening is kept");
         assert_eq!(p.last_set_ci(), Some(0x0204));
+    }
+
+    /// An arm lands big-endian in the record's second word, the set_ci word beside it kept,
+    /// and as BE32(word), BE32(cqn) in the UAR page at +0x20.
+    #[test]
+    fn an_arm_writes_the_record_then_the_uar() {
+        let rec_page = Arc::new(DmaBuffer::new(64).unwrap());
+        let uar_page = Arc::new(DmaBuffer::new(4096).unwrap());
+        let mut p = CiPublisher::new(rec_page.doorbell(0).unwrap(), CiUpdate::EveryPoll);
+        p.publish(0x0000_0203);
+        let db = ArmDoorbell::new(rec_page.doorbell(4).unwrap(), uar_page.doorbell_register(0x20).unwrap());
+        let r = db.ring(1, true, 0x0100_0203, 0x406);
+        assert_eq!(r.word, 0x1100_0203);
+        let mut rec = [0u8; 8];
+        rec_page.read_bytes(0, &mut rec).unwrap();
+        assert_eq!(rec, [0, 0, 2, 3, 0x11, 0, 2, 3]);
+        let mut uar = [0u8; 8];
+        uar_page.read_bytes(0x20, &mut uar).unwrap();
+        assert_eq!(uar, [0x11, 0, 2, 3, 0, 0, 4, 6]);
+        assert_eq!(uar, r.uar);
     }
 }

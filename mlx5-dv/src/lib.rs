@@ -6,6 +6,8 @@
 //!
 //! - [`Mlx5Cq`]: batch [`Mlx5Cq::poll`] into [`dvcq_provider::Completion`]s, `peek`, and
 //!   zero-copy [`Mlx5Cq::views`].
+//! - [`ArmDoorbell`]: the CQ's arm doorbell (doorbell record arm word and UAR), rung by
+//!   [`Mlx5Cq::arm`].
 //! - [`Registry`]: the QPs/SRQs and wr_id tables the application fills when it posts.
 //! - [`model`] (feature `model`): a faithful mlx5 CQ that writes real CQEs.
 // Inline scatter writes through dvcq_provider::MemoryRegions, which checks every write.
@@ -29,6 +31,7 @@ pub mod view;
 
 pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error};
 pub use cqe::CqeVersion;
+pub use doorbell::{ArmDoorbell, ArmRing};
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
 pub use registry::{AdoptError, ForeignWq, QpConfig, Registry, RegistryError, ResourceKind};
 pub use status::syndrome_status;

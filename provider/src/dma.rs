@@ -4,7 +4,7 @@
 use crate::error::Error;
 use crate::granule::{self, GRANULE};
 use crate::ring::KeepAlive;
-use crate::{CqRing, DoorbellWord, MemoryRegion, WqBuffer};
+use crate::{CqRing, DoorbellRegister, DoorbellWord, MemoryRegion, WqBuffer};
 use core::ptr::NonNull;
 use std::sync::Arc;
 
@@ -126,6 +126,16 @@ impl DmaBuffer {
         let keep: KeepAlive = self.clone();
         // SAFETY: the 8-aligned granule holding `offset` is inside the mapping (checked; the mapping is page-aligned); the mapping lives as long as `keep`; every access to its bytes is an aligned 8-byte atomic one.
         unsafe { DoorbellWord::with_keepalive(self.as_ptr().add(offset), Some(keep)) }
+    }
+
+    /// A doorbell register at byte `offset` of this buffer (8-aligned), keeping the buffer
+    /// alive: a model's UAR or doorbell page, which the model reads after a ring.
+    ///
+    /// # Errors
+    ///
+    /// As [`DmaBuffer::doorbell`], and [`Error::Misaligned`] unless `offset` is 8-aligned.
+    pub fn doorbell_register(self: &Arc<Self>, offset: usize) -> Result<DoorbellRegister, Error> {
+        DoorbellRegister::model(self.doorbell(offset)?)
     }
 
     /// A work-queue buffer over `len` bytes at `offset`, keeping this buffer alive: where

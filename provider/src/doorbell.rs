@@ -102,6 +102,19 @@ impl DoorbellWord {
         u32::from_be((self.word64().load(order) >> self.shift) as u32)
     }
 
+    /// Stores `v` in little-endian byte order (irdma's 32-bit doorbell words) with `order`.
+    #[inline(always)]
+    pub fn store_le32(&self, v: u32, order: Ordering) {
+        let g = self.word64();
+        g.store((g.load(Ordering::Relaxed) & self.others) | (u64::from(v.to_le()) << self.shift), order)
+    }
+
+    /// Loads a little-endian 32-bit word with `order`.
+    #[inline(always)]
+    pub fn load_le32(&self, order: Ordering) -> u32 {
+        u32::from_le((self.word64().load(order) >> self.shift) as u32)
+    }
+
     /// Stores `v` as a little-endian 64-bit word (irdma shadow area) with `order`.
     ///
     /// # Errors
@@ -193,6 +206,11 @@ mod tests {
         assert_eq!(hi.load_be32(Ordering::Acquire), 0x0a0b_0c0d);
         assert!(hi.load_le64(Ordering::Acquire).is_err());
         assert_eq!(lo.load_le64(Ordering::Acquire).unwrap(), u64::from_le_bytes(bytes));
+        // Little-endian halves: the same places, the other byte order.
+        hi.store_le32(0x0a0b_0c0d, Ordering::Release);
+        buf.read_bytes(8, &mut bytes).unwrap();
+        assert_eq!(bytes, [1, 2, 3, 4, 0xd, 0xc, 0xb, 0xa]);
+        assert_eq!((hi.load_le32(Ordering::Acquire), lo.load_le32(Ordering::Acquire)), (0x0a0b_0c0d, 0x0403_0201));
     }
 
     /// A 64-bit word (irdma's shadow area) is stored little-endian over its whole granule;

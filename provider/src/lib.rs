@@ -6,6 +6,8 @@
 //! - [`CqDriver`]: the operations every backend implements.
 //! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
+//! - [`DoorbellRegister`]: a device register the consumer rings after updating host memory
+//!   (the mlx5 UAR's CQ doorbell, irdma's CQ doorbell): MMIO on a NIC, a page word in a model.
 //! - [`WqBuffer`]: a work queue's WQEs, which a poller reads to scatter inline CQE data.
 //! - [`MemoryRegion`], [`MemoryRegions`]: the registered memory that inline data may be
 //!   written into, checked per write; [`MemoryRegion::new`] states the one promise.
@@ -33,6 +35,7 @@ mod granule;
 pub mod image;
 mod pow2;
 mod region;
+mod register;
 mod ring;
 #[cfg(feature = "model")]
 mod scramble;
@@ -49,6 +52,7 @@ pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
 pub use pow2::{Pow2Ref, Pow2Table};
 pub use region::{MemoryRegion, MemoryRegions};
+pub use register::DoorbellRegister;
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
 #[cfg(feature = "model")]
 pub use scramble::scrambled_qp;

@@ -8,11 +8,15 @@
 //! The model runs inline ([`Mlx5Model::push`]) or on its own thread
 //! ([`Mlx5Model::spawn_producer`]), so producer/consumer races are real.
 
+mod arm;
 pub mod build;
 pub mod compress;
 pub mod wqe;
 
+pub use arm::{ArmFault, UarArm};
+
 use crate::cq::{CqConfig, Mlx5Cq, Mlx5Error};
+use crate::doorbell::ArmDoorbell;
 use crate::mini::CompLayout;
 use crate::registry::Registry;
 use build::Entry;
@@ -20,7 +24,7 @@ use compress::{Compression, Compressor};
 use dvcq_provider::backoff::Backoff;
 use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
-use dvcq_uapi::mlx5::doorbell::{CI_MASK, SET_CI};
+use dvcq_uapi::mlx5::doorbell::{ARM_DB, CI_MASK, SET_CI, UAR_CQ_DOORBELL};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -452,7 +456,29 @@ impl Mlx5Model {
         }
         let ring = self.ring_mem.cq_ring::<STRIDE>(0, self.cfg.entries)?;
         let dbrec = self.dbrec_mem.doorbell(SET_CI * 4)?;
-        Mlx5Cq::new(ring, dbrec, self.cfg.cqn, ci, registry, cfg)
+        let mut cq = Mlx5Cq::new(ring, dbrec, self.cfg.cqn, ci, registry, cfg)?;
+        cq.set_arm_doorbell(self.arm_doorbell()?);
+        Ok(cq)
+    }
+
+    /// The CQ's arm doorbell over the model's pages: the record's arm word and the UAR's CQ
+    /// doorbell, which [`Mlx5Model::take_arm`] reads.
+    ///
+    /// # Errors
+    ///
+    /// Only if the model's own pages could not be addressed (they always can).
+    pub fn arm_doorbell(&self) -> Result<ArmDoorbell, ProviderError> {
+        Ok(ArmDoorbell::new(self.dbrec_mem.doorbell(ARM_DB * 4)?, self.uar_mem.doorbell_register(UAR_CQ_DOORBELL)?))
+    }
+
+    /// The page holding the doorbell record (set_ci at +0, arm at +4).
+    pub fn dbrec(&self) -> &Arc<DmaBuffer> {
+        &self.dbrec_mem
+    }
+
+    /// The ring's memory.
+    pub fn ring_mem(&self) -> &Arc<DmaBuffer> {
+        &self.ring_mem
     }
 
     /// A copy of the ring's bytes as they are now (for ring images).
@@ -463,7 +489,7 @@ impl Mlx5Model {
         v
     }
 
-    /// The UAR page (the CQ doorbell lives at +0x20); kept for event mode.
+    /// The UAR page (the CQ doorbell lives at +0x20, [`Mlx5Model::take_arm`]).
     pub fn uar(&self) -> &Arc<DmaBuffer> {
         &self.uar_mem
     }
