@@ -1,6 +1,7 @@
 //! The irdma CQ poller (shared/spec/irdma.md §2, §4.9): polarity tracking, ring head,
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
+use crate::arm::{ArmBook, ArmDoorbell, Decision};
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::fast::{FastTables, Stop, SLOW};
 use crate::registry::QpRegistry;
@@ -285,6 +286,12 @@ pub enum CqError {
     /// GEN3 with a compatibility mode for releases that had no GEN3 support.
     #[error("a GEN3 CQ needs Compat::Current: rdma-core's irdma provider supports GEN3 from v64, and {0:?} reproduces older releases")]
     Gen3BeforeV64(Compat),
+    /// An arm on a poller opened without the CQ's arm doorbell.
+    #[error("cq {cq_id} cannot be armed: the poller was opened without its arm doorbell (shadow-area arm word and cq doorbell)")]
+    NoArmDoorbell {
+        /// The CQ id.
+        cq_id: u32,
+    },
 }
 
 /// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
@@ -309,6 +316,9 @@ pub struct IrdmaCq {
     /// The head last written to shadow word 0.
     published: Option<u32>,
     cq_id: u32,
+    /// The arm doorbell, when handed over, and the provider's arm bookkeeping.
+    arm: Option<ArmDoorbell>,
+    arm_book: ArmBook,
 }
 
 impl IrdmaCq {
@@ -327,7 +337,58 @@ impl IrdmaCq {
         let entries = ring.entries();
         let mut eng = Engine::new(entries, cfg.hw_rev, cfg.compat, qps);
         eng.ci = Pos::at(cfg.ci, entries);
-        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id })
+        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id, arm: None, arm_book: ArmBook::default() })
+    }
+
+    /// Hands the poller the CQ's arm doorbell, so [`IrdmaCq::arm`] can request events.
+    pub fn set_arm_doorbell(&mut self, arm: ArmDoorbell) {
+        self.arm = Some(arm);
+    }
+
+    /// The arm doorbell, if one was handed over.
+    pub fn arm_doorbell(&self) -> Option<&ArmDoorbell> {
+        self.arm.as_ref()
+    }
+
+    /// Requests one completion event (`ibv_req_notify_cq`), for the next completion or
+    /// (`solicited`) the next solicited or error one, as rdma-core's `irdma_uarm_cq` does
+    /// ([`crate::arm`]): a CQ not armed is armed as asked; an armed one is armed again for
+    /// "any completion" (a solicited arm upgraded), and a solicited request on an armed CQ
+    /// leaves the device alone (never narrowed) until the next event. Returns the shadow
+    /// area's new arm word when the doorbell rang. Not a hot-path call: one per sleep.
+    ///
+    /// # Errors
+    ///
+    /// [`CqError::NoArmDoorbell`] when no arm doorbell was handed over.
+    pub fn arm(&mut self, solicited: bool) -> Result<Option<u64>, CqError> {
+        let Some(db) = &self.arm else {
+            return Err(CqError::NoArmDoorbell { cq_id: self.cq_id });
+        };
+        Ok(match self.arm_book.request(solicited) {
+            Decision::Ring { any_completion } => Some(db.request(self.cq_id, any_completion)),
+            Decision::Skip => None,
+        })
+    }
+
+    /// Records one completion event received for this CQ (`ibv_get_cq_event` returned it),
+    /// as rdma-core's `irdma_cq_event` does: a solicited request skipped while the CQ was
+    /// armed arms it now for any completion (the new arm word is returned); otherwise the
+    /// CQ counts as disarmed.
+    pub fn event_received(&mut self) -> Option<u64> {
+        match (self.arm_book.event(), &self.arm) {
+            (Decision::Ring { any_completion }, Some(db)) => Some(db.request(self.cq_id, any_completion)),
+            _ => None,
+        }
+    }
+
+    /// Whether the provider's bookkeeping has the CQ armed (`is_armed`).
+    pub fn is_armed(&self) -> bool {
+        self.arm_book.is_armed
+    }
+
+    /// The CQ id the arm doorbell writes.
+    pub fn cq_id(&self) -> u32 {
+        self.cq_id
     }
 
     /// The QP registry.

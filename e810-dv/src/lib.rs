@@ -2,11 +2,13 @@
 //! model (shared/spec/irdma.md).
 //!
 //! FFI-free: the poller takes the ring ([`SlotRing`]), the shadow-area head word and a QP
-//! registry, and parses CQEs itself. The same poll code decodes a NIC's ring, a
+//! registry, and parses CQEs itself; given the CQ's [`ArmDoorbell`] (shadow-area arm word
+//! and CQ doorbell) it also arms the CQ ([`IrdmaCq::arm`]). The same poll code decodes a NIC's ring, a
 //! [`model`]'s, and a ring image's ([`image`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod arm;
 pub mod cq;
 mod cqe;
 mod fast;
@@ -18,6 +20,7 @@ pub mod registry;
 pub mod ring;
 pub mod status;
 
+pub use arm::ArmDoorbell;
 pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
 pub use registry::{
     AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,

@@ -10,12 +10,15 @@
 //! The model runs inline ([`IrdmaModel::push`]) or on its own thread
 //! ([`IrdmaModel::spawn_producer`]).
 
+mod arm;
 mod bench;
 pub mod build;
 
+pub use arm::{ArmFault, ShadowArm};
 pub use bench::{bench_ring, bench_ring_qps, BenchRing, BENCH_MANY};
 pub use build::{ModelCqe, ModelExt};
 
+use crate::arm::ArmDoorbell;
 use crate::cq::{CqConfig, CqError, IrdmaCq};
 use crate::image::{ImageHeader, ImageQp, IrdmaImage};
 use crate::registry::QpRegistry;
@@ -26,7 +29,7 @@ use dvcq_provider::backoff::Backoff;
 use dvcq_provider::{DmaBuffer, DoorbellWord, Error as ProviderError};
 use dvcq_uapi::irdma::codes::ae;
 use dvcq_uapi::irdma::cqe::off;
-use dvcq_uapi::irdma::shadow::{HEAD_OFFSET, SHADOW_AREA_SIZE};
+use dvcq_uapi::irdma::shadow::{ARM_OFFSET, DB_CQ_OFFSET, HEAD_OFFSET, SHADOW_AREA_SIZE};
 use dvcq_uapi::irdma::HwRev;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -127,6 +130,10 @@ pub struct IrdmaModel {
     shadow_mem: Arc<DmaBuffer>,
     shadow_off: usize,
     shadow: DoorbellWord,
+    /// The context's doorbell page; the CQ doorbell is at +0x40 ([`IrdmaModel::take_arm`]).
+    db_mem: Arc<DmaBuffer>,
+    /// The arm sequence number taken last.
+    arm_seq: u8,
     /// Where the producer writes next: slot and phase (the valid bit it writes there).
     prod: Pos,
     in_error: bool,
@@ -164,6 +171,8 @@ impl IrdmaModel {
             shadow_mem,
             shadow_off,
             shadow,
+            db_mem: Arc::new(DmaBuffer::new(PAGE)?),
+            arm_seq: 0,
             prod: Pos::START,
             in_error: false,
             events: Vec::new(),
@@ -182,7 +191,27 @@ impl IrdmaModel {
         };
         let shadow = self.shadow_mem.doorbell(self.shadow_off + HEAD_OFFSET)?;
         let cfg = CqConfig { hw_rev: self.cfg.hw_rev, compat, cq_id: self.cfg.cq_id, ci: 0 };
-        Ok(IrdmaCq::new(ring, shadow, qps, cfg)?)
+        let mut cq = IrdmaCq::new(ring, shadow, qps, cfg)?;
+        cq.set_arm_doorbell(self.arm_doorbell()?);
+        Ok(cq)
+    }
+
+    /// The CQ's arm doorbell over the model's memory: the shadow area's arm word and the
+    /// doorbell page's CQ doorbell, which [`IrdmaModel::take_arm`] reads.
+    ///
+    /// # Errors
+    ///
+    /// Only if the model's own memory could not be addressed (it always can).
+    pub fn arm_doorbell(&self) -> Result<ArmDoorbell, ProviderError> {
+        ArmDoorbell::new(
+            self.shadow_mem.doorbell(self.shadow_off + ARM_OFFSET)?,
+            self.db_mem.doorbell_register(DB_CQ_OFFSET)?,
+        )
+    }
+
+    /// The doorbell page (the CQ doorbell is at +0x40).
+    pub fn doorbell_page(&self) -> &Arc<DmaBuffer> {
+        &self.db_mem
     }
 
     /// The configuration.
@@ -230,6 +259,12 @@ impl IrdmaModel {
         // The shadow word is 8-aligned by construction; a failure would only leave the
         // model full, which the caller sees as refused CQEs.
         let _ = self.shadow.store_le64(head, Ordering::Release);
+    }
+
+    /// Slots written past the shadow head (the consumer's), not yet released.
+    pub fn used_slots(&self) -> u32 {
+        let n = self.cfg.entries;
+        (self.prod.slot() + n - self.shadow_head() % n) % n
     }
 
     /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
