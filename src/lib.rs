@@ -36,8 +36,6 @@ pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView};
-#[cfg(feature = "tokio")]
-pub use event::AsyncCq;
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
 #[cfg(feature = "tokio")]

@@ -344,7 +344,12 @@ fn solicited_only_arms_fire_on_solicited_and_error_completions() {
         recv_cq.arm(ArmMode::Solicited).unwrap();
         assert!(events(&ch).is_empty(), "{d}: nor does re-arming with only it pending");
         send(&mut qp, &mr, 2, true);
-        assert_eq!(events(&ch), [(recv_cq.id().get(), CqEventKind::Completion)], "{d}: a solicited receive fires");
+        // On irdma the second request was skipped (the CQ was armed: never narrowed), and
+        // reading the event re-arms for any completion (rdma-core's irdma_cq_event), which
+        // the two receives still in the CQ fire at once: a second event.
+        let fired = if d == "model-e810" { 2 } else { 1 };
+        let ev = (recv_cq.id().get(), CqEventKind::Completion);
+        assert_eq!(events(&ch), vec![ev; fired], "{d}: a solicited receive fires");
         let got = drain(&mut recv_cq);
         assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), [100, 101]);
         // An error completion qualifies too: flushing the posted receives.

@@ -260,6 +260,15 @@ impl Mlx5Backend {
         }
     }
 
+    /// Requests one completion event through dvcq's own arm doorbell.
+    pub(crate) fn arm(&mut self, solicited: bool) -> Result<(), String> {
+        let r = match &mut self.poller {
+            Ring::C64(c) => c.arm(solicited),
+            Ring::C128(c) => c.arm(solicited),
+        };
+        r.map(drop).map_err(|e| e.to_string())
+    }
+
     /// The running consumer counter.
     pub(crate) fn ci(&self) -> u32 {
         match &self.poller {

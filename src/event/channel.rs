@@ -311,7 +311,7 @@ mod tests {
     }
 
     fn deliver(m: &ModelChannel, cq: CqId, kind: ChannelEventKind) {
-        m.deliver(ChannelEvent { token: cq.get(), kind });
+        m.deliver_foreign(ChannelEvent { token: cq.get(), kind });
     }
 
     fn soon(ms: u64) -> Option<Instant> {

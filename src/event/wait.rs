@@ -14,7 +14,7 @@ use super::channel::Binding;
 use super::{CompletionChannel, CqEventKind, CqId};
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
-use crate::model_device::{ArmState, Moderation};
+use crate::model_device::Moderation;
 use dvcq_provider::Completion;
 use std::time::{Duration, Instant};
 
@@ -66,28 +66,35 @@ impl Cq {
 
     /// Requests one event for the next completion (or the next solicited or error one),
     /// through the backend that polls the CQ: `ibv_req_notify_cq` for the generic and rxe
-    /// backends, the device's arm on a model. An arm is one-shot.
+    /// backends; dvcq's own arm doorbell where dvcq polls the ring (the mlx5 direct
+    /// backend, a model: the vendor's doorbell record or shadow-area arm word, then its
+    /// doorbell register, as rdma-core's provider rings them). An arm is one-shot.
     ///
     /// # Errors
     ///
-    /// [`Error::Verbs`] when rdma-core refuses the arm.
+    /// [`Error::Verbs`] when rdma-core refuses the arm; [`Error::Unsupported`] when the
+    /// mlx5 direct backend cannot arm the CQ (no arm doorbell, as in an image test).
     pub fn arm(&mut self, mode: ArmMode) -> Result<(), Error> {
         let solicited = mode == ArmMode::Solicited;
+        let (device, id) = (self.device().to_string(), self.id);
         #[cfg(dvcq_rdma_core)]
-        let verbs = |source| Error::Verbs { device: self.device().to_string(), source };
-        match &self.poller {
+        let verbs = |source| Error::Verbs { device: device.clone(), source };
+        match &mut self.poller {
             Poller::Model(m) => {
-                m.arm(if solicited { ArmState::Solicited } else { ArmState::Next });
-                Ok(())
+                m.arm(solicited).map_err(|e| Error::Event { device, what: format!("{id}: arming failed: {e}") })
             }
             #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => g.verbs_cq().req_notify(solicited).map_err(verbs),
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.verbs_cq().req_notify(solicited).map_err(verbs),
             // rdma-core's arm would use its own consumer index, which a direct poller never
-            // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell may be used.
+            // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell is used.
             #[cfg(dvcq_rdma_core)]
-            Poller::Mlx5(_) => Err(mlx5_unarmed(self.device())),
+            Poller::Mlx5(m) => m.arm(solicited).map_err(|why| Error::Unsupported {
+                device,
+                what: "arming a CQ polled by the mlx5 direct backend",
+                why,
+            }),
             // Likewise for irdma: rdma-core's arm reads its own state of a CQ it no longer
             // polls.
             #[cfg(dvcq_rdma_core)]
@@ -256,19 +263,6 @@ fn irdma_unarmed(device: &str) -> Error {
         why: "dvcq's irdma arm (shadow-area arm word, then the CQ doorbell) is not wired to attached CQs yet, \
               and rdma-core's ibv_req_notify_cq would arm against its own copy of the CQ's state; make the CQ \
               with BackendChoice::Generic for event mode"
-            .into(),
-    }
-}
-
-/// Why a CQ polled by the mlx5 direct backend cannot be armed yet.
-#[cfg(dvcq_rdma_core)]
-fn mlx5_unarmed(device: &str) -> Error {
-    Error::Unsupported {
-        device: device.to_string(),
-        what: "arming a CQ polled by the mlx5 direct backend",
-        why: "dvcq's mlx5 arm doorbell (dbrec arm word, then the UAR doorbell) is not wired to \
-              attached CQs yet, and rdma-core's ibv_req_notify_cq would arm with its own stale \
-              consumer index; make the CQ with BackendChoice::Generic for event mode"
             .into(),
     }
 }

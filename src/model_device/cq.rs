@@ -1,7 +1,7 @@
 //! Completion queues of a model device: the vendor model's ring with the vendor's real
 //! poller over it.
 
-use super::event::CqEvents;
+use super::event::{ArmRequest, ArmState, CqEvents};
 use super::{DeviceError, Shared};
 use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
 use dvcq_e810_dv::IrdmaCq;
@@ -32,6 +32,10 @@ pub(crate) struct CqState {
     /// CQEs the device could not write (the overrun's and every one after it).
     pub(crate) dropped: u64,
     pub(crate) written: u64,
+    /// Ring slots written (irdma's extended CQEs take two): CQE positions for the arm rules.
+    slots: u64,
+    /// The slot position of the last CQE that fires a solicited-only arm (SE bit or error).
+    last_solicited: Option<u64>,
     pub(crate) completions: u64,
     /// mlx5: the SRQ receives written and not yet polled: the CQE's sequence number on
     /// this CQ, the SRQ and the WQE index, so a poll returns the WQE to the SRQ's free list
@@ -50,6 +54,8 @@ impl CqState {
             overrun: None,
             dropped: 0,
             written: 0,
+            slots: 0,
+            last_solicited: None,
             completions: 0,
             srq_tags: VecDeque::new(),
             events: CqEvents::default(),
@@ -83,8 +89,7 @@ impl CqState {
                 use dvcq_uapi::mlx5::opcode::cqe_opcode;
                 let op = e.cqe.op_own >> op_own::OPCODE_SHIFT;
                 let se = e.cqe.op_own & op_own::SE_MASK != 0;
-                self.events.on_write(self.written, se || op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR);
-                self.written += 1;
+                self.written_one(1, se || op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR);
             }
             Err(err) => self.refused(err.into()),
         }
@@ -93,32 +98,86 @@ impl CqState {
     /// Writes an irdma CQE, with the same overflow rule.
     pub(crate) fn push_irdma(&mut self, c: &ModelCqe) {
         let CqHw::Irdma { model, .. } = &mut self.hw else { return };
+        let slots = model.slots_for(c);
         match model.push(c) {
-            Ok(()) => {
-                self.events.on_write(self.written, c.solicited || c.error.is_some());
-                self.written += 1;
-            }
+            Ok(()) => self.written_one(slots, c.solicited || c.error.is_some()),
             Err(err) => self.refused(err.into()),
         }
     }
 
+    /// A CQE of `slots` slots reached the ring; `solicited` if it fires a solicited arm.
+    fn written_one(&mut self, slots: u32, solicited: bool) {
+        if solicited {
+            self.last_solicited = Some(self.slots);
+        }
+        self.slots += u64::from(slots);
+        self.written += 1;
+        self.events.on_write(solicited);
+    }
+
+    /// `ibv_req_notify_cq`: the vendor's poller rings the CQ's doorbells, and the device
+    /// takes the arm from them.
+    pub(crate) fn arm(&mut self, solicited: bool) -> Result<(), DeviceError> {
+        let rang = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => poller.arm(solicited).map(|_| true)?,
+            CqHw::Irdma { poller, .. } => poller.arm(solicited).map_err(|e| DeviceError::Irdma(e.into()))?.is_some(),
+        };
+        if rang {
+            self.doorbell_rung();
+        }
+        Ok(())
+    }
+
+    /// `ibv_get_cq_event` returned an event of this CQ: the poller hears of it (`cq_event`),
+    /// and an irdma poller may arm again.
+    pub(crate) fn event_received(&mut self) {
+        let rang = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => {
+                poller.event_received();
+                false
+            }
+            CqHw::Irdma { poller, .. } => poller.event_received().is_some(),
+        };
+        if rang {
+            self.doorbell_rung();
+        }
+    }
+
+    /// The device takes the write its CQ doorbell got: the arm the vendor model decodes
+    /// from the doorbell (mlx5: UAR and record; irdma: the shadow area's arm word), with
+    /// what lies past the consumer index it was made at.
+    pub(crate) fn doorbell_rung(&mut self) {
+        let (mode, sn, past) = match &mut self.hw {
+            CqHw::Mlx5 { model, .. } => match model.take_arm() {
+                Ok(a) => {
+                    if !a.record_matches() {
+                        self.events.doorbell_fault();
+                    }
+                    (if a.solicited() { ArmState::Solicited } else { ArmState::Next }, Some(a.sn()), a.past)
+                }
+                Err(_) => return self.events.doorbell_fault(),
+            },
+            CqHw::Irdma { model, .. } => match model.take_arm() {
+                Ok(a) => (if a.solicited() { ArmState::Solicited } else { ArmState::Next }, None, a.past),
+                Err(_) => return self.events.doorbell_fault(),
+            },
+        };
+        // The armed index as a slot position: `past` slots before the next one written.
+        let armed_at = self.slots.saturating_sub(u64::from(past));
+        self.events.arm(ArmRequest {
+            mode,
+            sn,
+            pending: past > 0,
+            solicited_pending: self.last_solicited.is_some_and(|p| p >= armed_at),
+        });
+    }
+
     /// One poll call on the vendor's poller.
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let (n, cqes) = match &mut self.hw {
-            CqHw::Mlx5 { poller, .. } => {
-                let before = poller.ci();
-                let n = poller.poll(out);
-                (n, poller.ci().wrapping_sub(before))
-            }
-            CqHw::Irdma { model, poller } => {
-                // irdma's counter runs over two laps of the ring (its lap parity).
-                let laps = 2 * model.config().entries;
-                let before = poller.ci();
-                let n = poller.poll(out);
-                (n, (poller.ci() + laps - before) % laps)
-            }
+        let n = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => poller.poll(out),
+            CqHw::Irdma { poller, .. } => poller.poll(out),
         };
-        self.events.consumed += u64::from(cqes);
         self.completions += n as u64;
         n
     }

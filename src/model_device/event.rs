@@ -1,6 +1,18 @@
 //! Completion events of a model device: the hardware's arm rules per CQ and the completion
 //! channels the events are delivered on, through an eventfd (shared/spec/mlx5.md §6, §11,
-//! §15.6-7; shared/spec/irdma.md §3).
+//! §15.6-7; shared/spec/irdma.md §3, §8.8).
+//!
+//! # How a CQ is armed
+//!
+//! As on the hardware, through its doorbells: [`super::ModelCq::arm`] has the vendor's
+//! poller ring them as rdma-core does (mlx5: the doorbell record's arm word, then the UAR's
+//! CQ doorbell; irdma: the shadow area's arm word, then the CQ doorbell), and the device
+//! takes what the write left there, decoded by the vendor model
+//! (`dvcq_mlx5_dv::model::UarArm`, `dvcq_e810_dv::model::ShadowArm`): the command (next or
+//! solicited), the consumer index it was made at (mlx5: carried in the doorbell; irdma: the
+//! head in the shadow area) and the sequence number. Reading an event from a
+//! [`ModelChannel`] is `ibv_get_cq_event`: it tells the CQ's poller (mlx5: `arm_sn` + 1, as
+//! `mlx5_cq_event`; irdma: `irdma_cq_event`'s bookkeeping, which may arm again).
 //!
 //! # The rules (both vendors)
 //!
@@ -8,9 +20,21 @@
 //!   An arm is one-shot: it produces at most one event and leaves the CQ disarmed.
 //! - Armed for the next completion, any CQE written fires. Armed solicited-only, a CQE fires
 //!   when it carries the solicited-event bit or an error status (`ibv_req_notify_cq(3)`).
-//! - Arming while a qualifying CQE past the consumer index is already in the ring fires at
-//!   once (the PRM-style inference of mlx5.md §6; the irdma hardware is taken to behave
-//!   alike, which its provider's re-arm rule assumes).
+//! - Arming while a qualifying CQE past the armed consumer index is already in the ring
+//!   fires at once (the PRM-style inference of mlx5.md §6; the irdma hardware is taken to
+//!   behave alike, which its provider's re-arm rule assumes). An arm made at a stale index
+//!   (rdma-core's own `cons_index` on a CQ polled directly, mlx5 Pitfall 6) therefore fires
+//!   at once too.
+//! - mlx5: the device takes an arm only when its sequence number is the count of
+//!   completion events it raised for the CQ, modulo 4; an arm with another number is stale
+//!   (made before the software received the last event) and ignored: the inference of
+//!   mlx5.md §6 ("`sn` lets HW discard a stale/duplicate arm for an already-delivered
+//!   event"); the PRM's rule is not public. No wakeup is lost by it: an arm is stale only
+//!   while an event the software has not read yet is on its way. irdma: a doorbell whose
+//!   shadow-area sequence number did not change is no new arm (§8.8).
+//! - An armed CQ is never narrowed: a solicited arm of a CQ armed for the next completion
+//!   leaves it armed for the next completion (irdma's provider never sends one, §3.3; on
+//!   mlx5 a model choice).
 //! - Moderation (`cq_count`): armed for the next completion, an event waits until `count`
 //!   CQEs were written since the last event; `cq_period` (µs) fires an armed CQ holding
 //!   CQEs once that long passed since the first of them, from a timer
@@ -21,7 +45,7 @@
 //! Events carry the token the CQ was bound with, so one channel serves many CQs and each
 //! event says whose it is.
 
-use super::cq::CqState;
+use super::DeviceError;
 use dvcq_provider::eventfd::EventFd;
 use std::collections::VecDeque;
 use std::io;
@@ -73,10 +97,24 @@ pub struct Moderation {
 /// The largest `cq_period` the models accept (mlx5's 12-bit `cq_period` field).
 pub const MAX_MODERATION_PERIOD_US: u16 = 4095;
 
+/// The CQ an event came from: its device and index there, so that reading the event can
+/// tell the CQ's poller (`ibv_get_cq_event` calls the provider's `cq_event`).
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    device: Weak<super::Shared>,
+    cq: usize,
+}
+
+#[derive(Debug)]
+struct Queued {
+    ev: ChannelEvent,
+    origin: Option<Origin>,
+}
+
 #[derive(Debug)]
 struct ChannelInner {
     efd: EventFd,
-    queue: Mutex<VecDeque<ChannelEvent>>,
+    queue: Mutex<VecDeque<Queued>>,
 }
 
 /// A completion channel of a model device: events queued behind a non-blocking eventfd,
@@ -96,20 +134,31 @@ impl ModelChannel {
         Ok(ModelChannel { inner: Arc::new(ChannelInner { efd: EventFd::new()?, queue: Mutex::new(VecDeque::new()) }) })
     }
 
-    fn queue(&self) -> MutexGuard<'_, VecDeque<ChannelEvent>> {
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Queued>> {
         self.inner.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the oldest event, if any, without blocking.
+    /// Takes the oldest event, if any, without blocking (`ibv_get_cq_event` on a
+    /// non-blocking channel): a completion event is reported to its CQ's poller before it
+    /// is returned, as libibverbs calls the provider's `cq_event`.
     pub fn try_next(&self) -> Option<ChannelEvent> {
         let mut q = self.queue();
-        let ev = q.pop_front();
+        let item = q.pop_front();
         if q.is_empty() {
             // The fd is readable exactly while events are queued: the queue lock orders
             // this read against `deliver`'s push-then-signal.
             let _ = self.inner.efd.drain();
         }
-        ev
+        // The device lock is taken after the queue lock is let go: `deliver` runs under the
+        // device lock and takes the queue lock.
+        drop(q);
+        let item = item?;
+        if let (ChannelEventKind::Completion, Some(o)) = (item.ev.kind, &item.origin) {
+            if let Some(device) = o.device.upgrade() {
+                device.cq_event_received(o.cq);
+            }
+        }
+        Some(item.ev)
     }
 
     /// Events queued now.
@@ -117,9 +166,15 @@ impl ModelChannel {
         self.queue().len()
     }
 
-    pub(crate) fn deliver(&self, ev: ChannelEvent) {
+    /// Queues an event of no CQ of this device (the channel tests' foreign events).
+    #[cfg(test)]
+    pub(crate) fn deliver_foreign(&self, ev: ChannelEvent) {
+        self.deliver(ev, None);
+    }
+
+    fn deliver(&self, ev: ChannelEvent, origin: Option<Origin>) {
         let mut q = self.queue();
-        q.push_back(ev);
+        q.push_back(Queued { ev, origin });
         // A signal can fail only for a closed fd, which this channel still owns.
         let _ = self.inner.efd.signal();
     }
@@ -142,16 +197,43 @@ impl AsFd for ModelChannel {
     }
 }
 
+/// An arm the device took from a CQ's doorbells, decoded by the vendor model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArmRequest {
+    /// What it waits for (`Next` or `Solicited`).
+    pub(crate) mode: ArmState,
+    /// mlx5: the sequence number it carries (2 bits); irdma: `None` (the vendor model
+    /// already took it as a new arm by its sequence number).
+    pub(crate) sn: Option<u8>,
+    /// A CQE lies at or past the armed consumer index.
+    pub(crate) pending: bool,
+    /// The last solicited or error CQE lies at or past it.
+    pub(crate) solicited_pending: bool,
+}
+
+/// How a CQ's doorbells were used: arms the device took, stale ones it ignored, and
+/// doorbell writes it could not take as arms of the CQ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArmStats {
+    /// Arms taken (each may have fired at once).
+    pub taken: u64,
+    /// mlx5 arms ignored for a sequence number other than the count of events raised.
+    pub stale: u64,
+    /// Doorbell writes that were no arm of the CQ (another CQ's number, an unknown
+    /// command, no new irdma sequence number), or an mlx5 arm whose doorbell record did
+    /// not hold the word the UAR got.
+    pub faults: u64,
+    /// Completion events raised.
+    pub events: u64,
+}
+
 /// One CQ's event state inside the device.
 #[derive(Debug, Default)]
 pub(crate) struct CqEvents {
     channel: Option<ModelChannel>,
     token: u64,
+    origin: Option<Origin>,
     arm: ArmState,
-    /// Position (in CQEs written) of the last CQE that qualifies a solicited-only arm.
-    last_solicited: Option<u64>,
-    /// CQEs the poller has consumed.
-    pub(crate) consumed: u64,
     moderation: Moderation,
     /// CQEs written since the last completion event (moderation by count).
     since_event: u32,
@@ -159,6 +241,7 @@ pub(crate) struct CqEvents {
     waiting_since: Option<Instant>,
     /// Events delivered.
     pub(crate) delivered: u64,
+    pub(crate) stats: ArmStats,
     error_reported: bool,
 }
 
@@ -170,22 +253,20 @@ impl CqEvents {
 
     fn fire(&mut self, kind: ChannelEventKind) {
         if let Some(ch) = &self.channel {
-            ch.deliver(ChannelEvent { token: self.token, kind });
+            ch.deliver(ChannelEvent { token: self.token, kind }, self.origin.clone());
             self.delivered += 1;
         }
         if kind == ChannelEventKind::Completion {
+            // The device raises the event whether or not a channel takes it.
+            self.stats.events += 1;
             self.arm = ArmState::Disarmed;
             self.since_event = 0;
             self.waiting_since = None;
         }
     }
 
-    /// After the CQE at position `seq` (counted in CQEs written) reached the ring;
-    /// `solicited` is its SE bit or error status.
-    pub(crate) fn on_write(&mut self, seq: u64, solicited: bool) {
-        if solicited {
-            self.last_solicited = Some(seq);
-        }
+    /// After a CQE reached the ring; `solicited` is its SE bit or error status.
+    pub(crate) fn on_write(&mut self, solicited: bool) {
         self.since_event = self.since_event.saturating_add(1);
         match self.arm {
             ArmState::Disarmed => {}
@@ -222,30 +303,36 @@ impl CqEvents {
         }
     }
 
-    /// An arm request with `written` CQEs in the ring so far.
-    pub(crate) fn arm(&mut self, mode: ArmState, written: u64) {
-        if mode == ArmState::Disarmed {
+    /// An arm the device took from the CQ's doorbells.
+    pub(crate) fn arm(&mut self, req: ArmRequest) {
+        if req.mode == ArmState::Disarmed {
             return;
         }
-        // irdma's provider upgrades a solicited arm to "any" and never the other way
-        // (spec irdma §3.3); on mlx5 the last doorbell wins. Both: "any" is never narrowed.
-        if !(self.arm == ArmState::Next && mode == ArmState::Solicited) {
-            self.arm = mode;
+        if req.sn.is_some_and(|sn| u64::from(sn & 3) != self.stats.events & 3) {
+            self.stats.stale += 1;
+            return;
         }
-        let pending = written > self.consumed;
+        self.stats.taken += 1;
+        // "Any" is never narrowed (irdma's provider never asks, spec irdma §3.3).
+        if !(self.arm == ArmState::Next && req.mode == ArmState::Solicited) {
+            self.arm = req.mode;
+        }
         match self.arm {
-            ArmState::Next if pending => {
+            ArmState::Next if req.pending => {
                 // CQEs already past the consumer index: they count for moderation as if
                 // just written.
                 self.waiting_since.get_or_insert_with(Instant::now);
                 self.since_event = self.since_event.max(1);
                 self.next_armed_cqe();
             }
-            ArmState::Solicited if self.last_solicited.is_some_and(|s| s >= self.consumed) => {
-                self.fire(ChannelEventKind::Completion)
-            }
+            ArmState::Solicited if req.solicited_pending => self.fire(ChannelEventKind::Completion),
             _ => {}
         }
+    }
+
+    /// A doorbell write the device could not take as an arm of the CQ.
+    pub(crate) fn doorbell_fault(&mut self) {
+        self.stats.faults += 1;
     }
 
     /// The CQ overran: one error event on its channel.
@@ -256,9 +343,10 @@ impl CqEvents {
         }
     }
 
-    fn bind(&mut self, channel: ModelChannel, token: u64) {
+    fn bind(&mut self, channel: ModelChannel, token: u64, origin: Option<Origin>) {
         self.channel = Some(channel);
         self.token = token;
+        self.origin = origin;
     }
 }
 
@@ -269,15 +357,25 @@ impl super::ModelCq {
         self.shared().bind_channel(self.id(), channel.clone(), token);
     }
 
-    /// Requests an event (`ibv_req_notify_cq`): `ArmState::Next` or `ArmState::Solicited`
-    /// (`Disarmed` does nothing: an arm cannot be withdrawn).
-    pub fn arm(&self, mode: ArmState) {
-        self.shared().arm_cq(self.id(), mode);
+    /// Requests an event (`ibv_req_notify_cq`) for the next completion or (`solicited`)
+    /// the next solicited or error one: the vendor's poller rings the CQ's doorbells as
+    /// rdma-core does, and the device takes the arm from them (module docs).
+    ///
+    /// # Errors
+    ///
+    /// The poller's, if it has no arm doorbell (never the case on a model device).
+    pub fn arm(&self, solicited: bool) -> Result<(), DeviceError> {
+        self.shared().lock().cqs[self.id()].arm(solicited)
     }
 
-    /// The arm state now.
+    /// The arm state the device latched.
     pub fn arm_state(&self) -> ArmState {
         self.shared().lock().cqs[self.id()].events.arm_state()
+    }
+
+    /// How the CQ's doorbells were used so far.
+    pub fn arm_stats(&self) -> ArmStats {
+        self.shared().lock().cqs[self.id()].events.stats
     }
 
     /// Events delivered to its channel so far.
@@ -310,15 +408,16 @@ const TICK: Duration = Duration::from_micros(50);
 
 impl super::Shared {
     /// Binds CQ `id` to `channel`: its events go there, tagged with `token`.
-    pub(crate) fn bind_channel(&self, id: usize, channel: ModelChannel, token: u64) {
-        self.lock().cqs[id].events.bind(channel, token);
+    pub(crate) fn bind_channel(self: &Arc<Self>, id: usize, channel: ModelChannel, token: u64) {
+        let origin = Origin { device: Arc::downgrade(self), cq: id };
+        self.lock().cqs[id].events.bind(channel, token, Some(origin));
     }
 
-    /// An arm request on CQ `id`.
-    pub(crate) fn arm_cq(&self, id: usize, mode: ArmState) {
-        let mut f = self.lock();
-        let c: &mut CqState = &mut f.cqs[id];
-        c.events.arm(mode, c.written);
+    /// A completion event of CQ `id` was read from its channel.
+    pub(crate) fn cq_event_received(&self, id: usize) {
+        if let Some(c) = self.lock().cqs.get_mut(id) {
+            c.event_received();
+        }
     }
 
     /// Sets CQ `id`'s moderation; starts the timer the period needs.
@@ -360,7 +459,7 @@ mod tests {
     fn bound() -> (CqEvents, ModelChannel) {
         let ch = ModelChannel::new().unwrap();
         let mut e = CqEvents::default();
-        e.bind(ch.clone(), 7);
+        e.bind(ch.clone(), 7, None);
         (e, ch)
     }
 
@@ -368,16 +467,21 @@ mod tests {
         std::iter::from_fn(|| ch.try_next()).count()
     }
 
+    /// An arm as the device decodes it: `pending`/`solicited_pending` say what lies past
+    /// the armed consumer index; `sn` the mlx5 sequence number.
+    fn arm(mode: ArmState, sn: Option<u8>, pending: bool, solicited_pending: bool) -> ArmRequest {
+        ArmRequest { mode, sn, pending, solicited_pending }
+    }
+
     #[test]
     fn one_event_per_arm() {
         let (mut e, ch) = bound();
-        e.on_write(0, false);
+        e.on_write(false);
         assert_eq!(ch.pending(), 0, "disarmed: no event");
-        e.consumed = 1;
-        e.arm(ArmState::Next, 1);
+        e.arm(arm(ArmState::Next, Some(0), false, false));
         assert_eq!(ch.pending(), 0, "nothing past the consumer index");
-        e.on_write(1, false);
-        e.on_write(2, false);
+        e.on_write(false);
+        e.on_write(false);
         assert_eq!(ch.try_next(), Some(ChannelEvent { token: 7, kind: ChannelEventKind::Completion }));
         assert_eq!(ch.try_next(), None, "one event for one arm");
         assert_eq!(e.arm_state(), ArmState::Disarmed);
@@ -386,29 +490,59 @@ mod tests {
     #[test]
     fn arming_with_cqes_pending_fires_at_once() {
         let (mut e, ch) = bound();
-        e.on_write(0, false);
-        e.arm(ArmState::Next, 1);
+        e.on_write(false);
+        e.arm(arm(ArmState::Next, None, true, false));
         assert_eq!(drain(&ch), 1);
-        e.arm(ArmState::Solicited, 1);
+        e.arm(arm(ArmState::Solicited, None, true, false));
         assert_eq!(drain(&ch), 0, "the pending CQE is not solicited");
-        e.on_write(1, true);
+        e.on_write(true);
         assert_eq!(drain(&ch), 1);
-        e.arm(ArmState::Solicited, 2);
+        e.arm(arm(ArmState::Solicited, None, true, true));
         assert_eq!(drain(&ch), 1, "a solicited CQE past the consumer index fires a solicited arm");
-        e.consumed = 2;
-        e.arm(ArmState::Solicited, 2);
+        e.arm(arm(ArmState::Solicited, None, false, false));
         assert_eq!(drain(&ch), 0, "consumed: nothing pending");
+    }
+
+    /// mlx5's sequence number: an arm counts only with the number of events raised so far
+    /// (mod 4); one made before the last event was received is ignored, and counted.
+    #[test]
+    fn an_mlx5_arm_with_a_stale_sequence_number_is_ignored() {
+        let (mut e, ch) = bound();
+        e.arm(arm(ArmState::Next, Some(0), true, false));
+        assert_eq!((drain(&ch), e.stats.events), (1, 1));
+        e.arm(arm(ArmState::Next, Some(0), true, false));
+        assert_eq!(drain(&ch), 0, "sn 0 after one event: stale");
+        assert_eq!((e.stats.stale, e.arm_state()), (1, ArmState::Disarmed));
+        e.arm(arm(ArmState::Next, Some(1), false, false));
+        assert_eq!(e.arm_state(), ArmState::Next, "sn 1 is taken");
+        for i in 2..6u8 {
+            e.on_write(false);
+            assert_eq!(drain(&ch), 1);
+            e.arm(arm(ArmState::Next, Some(i & 3), false, false));
+            assert_eq!(e.arm_state(), ArmState::Next, "sn {i} & 3 after {i} events");
+        }
+        assert_eq!((e.stats.taken, e.stats.stale), (6, 1));
+    }
+
+    #[test]
+    fn next_is_never_narrowed() {
+        let (mut e, ch) = bound();
+        e.arm(arm(ArmState::Next, None, false, false));
+        e.arm(arm(ArmState::Solicited, None, false, false));
+        assert_eq!(e.arm_state(), ArmState::Next);
+        e.on_write(false);
+        assert_eq!(drain(&ch), 1);
     }
 
     #[test]
     fn moderation_by_count() {
         let (mut e, ch) = bound();
         e.moderation = Moderation { count: 3, period_us: 0 };
-        e.arm(ArmState::Next, 0);
-        e.on_write(0, false);
-        e.on_write(1, false);
+        e.arm(arm(ArmState::Next, None, false, false));
+        e.on_write(false);
+        e.on_write(false);
         assert_eq!(drain(&ch), 0);
-        e.on_write(2, false);
+        e.on_write(false);
         assert_eq!(drain(&ch), 1);
     }
 
@@ -416,12 +550,113 @@ mod tests {
     fn moderation_by_period_fires_on_tick() {
         let (mut e, ch) = bound();
         e.moderation = Moderation { count: 100, period_us: 200 };
-        e.arm(ArmState::Next, 0);
-        e.on_write(0, false);
+        e.arm(arm(ArmState::Next, None, false, false));
+        e.on_write(false);
         e.tick(Instant::now());
         assert_eq!(drain(&ch), 0, "the period has not run out");
         e.tick(Instant::now() + Duration::from_micros(300));
         assert_eq!(drain(&ch), 1);
+    }
+
+    use crate::model_device::cq::CqHw;
+    use crate::model_device::{ModelCq, ModelDevice, ModelVendor};
+    use dvcq_uapi::mlx5::doorbell::{arm_word, uar_doorbell, ARM_DB, UAR_CQ_DOORBELL};
+
+    fn device_cq(vendor: ModelVendor) -> (ModelDevice, ModelCq, ModelChannel) {
+        let dev = ModelDevice::new(vendor);
+        let cq = dev.create_cq(15).unwrap();
+        let ch = ModelChannel::new().unwrap();
+        cq.bind_channel(&ch, 9);
+        (dev, cq, ch)
+    }
+
+    fn push_mlx5(cq: &ModelCq, n: usize) {
+        for _ in 0..n {
+            let e = dvcq_mlx5_dv::model::build::req(0x108, 0, 0x0a, 0);
+            cq.shared().lock().cqs[cq.id()].push_mlx5(&e, None);
+        }
+    }
+
+    fn uar_bytes(cq: &ModelCq) -> [u8; 8] {
+        let f = cq.shared().lock();
+        let CqHw::Mlx5 { model, .. } = &f.cqs[cq.id()].hw else { unreachable!() };
+        model.doorbell_bytes().0
+    }
+
+    /// The mlx5 device arms from what its UAR got: sn, command and ci, with the events
+    /// raised counting the sequence; reading an event from the channel advances the
+    /// poller's sn (mlx5_cq_event), so the next arm is taken.
+    #[test]
+    fn the_mlx5_device_takes_its_arms_from_the_uar() {
+        let (_dev, mut cq, ch) = device_cq(ModelVendor::Mlx5);
+        push_mlx5(&cq, 2);
+        cq.arm(false).unwrap();
+        assert_eq!(uar_bytes(&cq), [0, 0, 0, 0, 0, 0, 4, 6], "sn 0, next, ci 0, cqn 0x406");
+        assert_eq!(ch.pending(), 1, "two CQEs past ci 0: fired at once");
+        cq.arm(false).unwrap();
+        assert_eq!(cq.arm_stats().stale, 1, "armed again before the event was read: stale sn, ignored");
+        assert_eq!(ch.pending(), 1);
+        assert!(ch.try_next().is_some());
+        let mut wcs = [dvcq_provider::Completion::default(); 4];
+        assert_eq!(cq.poll(&mut wcs), 2);
+        cq.arm(true).unwrap();
+        assert_eq!(uar_bytes(&cq), [0x11, 0, 0, 2, 0, 0, 4, 6], "sn 1 after one event, solicited, ci 2");
+        assert_eq!((ch.pending(), cq.arm_state()), (0, ArmState::Solicited));
+        cq.arm(false).unwrap();
+        assert_eq!(cq.arm_state(), ArmState::Next);
+        push_mlx5(&cq, 1);
+        assert_eq!(ch.pending(), 1);
+        let st = cq.arm_stats();
+        assert_eq!((st.taken, st.stale, st.faults, st.events), (3, 1, 0, 2));
+    }
+
+    /// Arming at rdma-core's stale `cons_index` (mlx5 Pitfall 6): the device sees CQEs
+    /// past that index and fires at once, though the poller consumed them all.
+    #[test]
+    fn an_mlx5_arm_at_a_stale_consumer_index_fires_at_once() {
+        let (_dev, mut cq, ch) = device_cq(ModelVendor::Mlx5);
+        push_mlx5(&cq, 3);
+        let mut wcs = [dvcq_provider::Completion::default(); 4];
+        assert_eq!(cq.poll(&mut wcs), 3);
+        let mut f = cq.shared().lock();
+        let c = &mut f.cqs[cq.id()];
+        let CqHw::Mlx5 { model, .. } = &c.hw else { unreachable!() };
+        let word = arm_word(0, false, 0);
+        model.dbrec().doorbell(ARM_DB * 4).unwrap().store_be32(word, std::sync::atomic::Ordering::Release);
+        model.uar().doorbell_register(UAR_CQ_DOORBELL).unwrap().ring64(uar_doorbell(word, 0x406));
+        c.doorbell_rung();
+        drop(f);
+        assert_eq!(ch.pending(), 1);
+        // A UAR write for another CQ, or without the record written first, is a fault.
+        let mut f = cq.shared().lock();
+        let c = &mut f.cqs[cq.id()];
+        let CqHw::Mlx5 { model, .. } = &c.hw else { unreachable!() };
+        model.uar().doorbell_register(UAR_CQ_DOORBELL).unwrap().ring64(uar_doorbell(word, 0x407));
+        c.doorbell_rung();
+        assert_eq!(c.events.stats.faults, 1);
+    }
+
+    /// irdma: the poller's bookkeeping decides what reaches the device; reading the event
+    /// runs `irdma_cq_event`, which arms again for a request skipped while armed.
+    #[test]
+    fn the_irdma_device_takes_the_arms_the_provider_bookkeeping_sends() {
+        let (_dev, cq, ch) = device_cq(ModelVendor::Irdma);
+        let push = |c: dvcq_e810_dv::model::ModelCqe| cq.shared().lock().cqs[cq.id()].push_irdma(&c);
+        cq.arm(true).unwrap();
+        push(dvcq_e810_dv::model::ModelCqe::send(1, 3, 0, 0));
+        assert_eq!((ch.pending(), cq.arm_state()), (0, ArmState::Solicited), "not solicited: no event");
+        cq.arm(true).unwrap();
+        assert_eq!(cq.arm_stats().taken, 1, "armed: the solicited request is skipped");
+        push(dvcq_e810_dv::model::ModelCqe::send(1, 3, 1, 0).solicited());
+        assert_eq!(ch.pending(), 1);
+        assert!(ch.try_next().is_some());
+        // The skipped request became an arm for any completion, which the two CQEs in the
+        // ring fire at once.
+        assert_eq!(cq.arm_stats().taken, 2);
+        assert_eq!(ch.pending(), 1);
+        assert!(ch.try_next().is_some());
+        cq.arm(false).unwrap();
+        assert_eq!(cq.arm_stats(), ArmStats { taken: 3, stale: 0, faults: 0, events: 3 });
     }
 
     #[test]
@@ -431,5 +666,6 @@ mod tests {
         e.on_overrun();
         assert_eq!(ch.try_next(), Some(ChannelEvent { token: 7, kind: ChannelEventKind::CqError }));
         assert_eq!(ch.try_next(), None);
+        assert_eq!(e.stats.events, 0, "an error event is no completion event");
     }
 }

@@ -78,7 +78,9 @@ mod post;
 mod qp;
 
 pub use cq::{ModelCq, ModelCqStats};
-pub use event::{ArmState, ChannelEvent, ChannelEventKind, ModelChannel, Moderation, MAX_MODERATION_PERIOD_US};
+pub use event::{
+    ArmState, ArmStats, ChannelEvent, ChannelEventKind, ModelChannel, Moderation, MAX_MODERATION_PERIOD_US,
+};
 pub use memory::ModelMr;
 pub use qp::{ModelQp, ModelSrq, PostError, PostErrorKind, QpState};
 
