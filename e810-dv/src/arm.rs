@@ -1,7 +1,7 @@
-//! Arming an irdma CQ (shared/spec/irdma.md §3): the shadow area's arm word, the CQ
-//! doorbell, and the provider's bookkeeping of what is armed, as rdma-core's irdma
-//! provider keeps it (`providers/irdma/uverbs.c` `irdma_uarm_cq`, `irdma_arm_cq`,
-//! `irdma_cq_event`; `uk.c` `irdma_uk_cq_request_notification`; the same from v44 to v65).
+//! Arming an irdma CQ: the shadow area's arm word (byte 32), the CQ doorbell, and the
+//! provider's bookkeeping of what is armed, as rdma-core's irdma provider keeps it
+//! (`providers/irdma/uverbs.c` `irdma_uarm_cq`, `irdma_arm_cq`, `irdma_cq_event`; `uk.c`
+//! `irdma_uk_cq_request_notification`; the same from v44 to v65).
 //!
 //! A request rebuilds the arm word at shadow-area byte 32 from the one there: sequence
 //! number + 1 (2 bits), `SW_CQ_SELECT` kept, `ARM_NEXT_SE` always set, `ARM_NEXT` set only

@@ -242,7 +242,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// Requests one completion event (`ibv_req_notify_cq`), for the next completion or
     /// (`solicited`) the next solicited or error one, as rdma-core's `mlx5_arm_cq` does
-    /// (spec §6, Pitfall 5): the arm word `(arm_sn & 3) << 28 | cmd | (ci & 0xffffff)` with
+    /// (and the kernel's `mlx5_cq_arm`): the arm word `(arm_sn & 3) << 28 | cmd | (ci & 0xffffff)` with
     /// this poller's consumer counter into the doorbell record, a store fence, then the
     /// word and the CQ number to the UAR as one 8-byte big-endian store. Not a hot-path
     /// call: one per sleep.

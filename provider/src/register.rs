@@ -7,8 +7,8 @@
 //! uncached or write-combining. It is written with one volatile store of its full width
 //! (volatile-register's write-only register type), never read, and the store is never
 //! split: an 8-byte doorbell goes out as one 8-byte store, as rdma-core's `mmio_write64_be`
-//! does on 64-bit hosts (the device must take the mlx5 CQ doorbell as a single 64-bit
-//! write, shared/spec/mlx5.md §15.12).
+//! does on 64-bit hosts (on 32-bit ones rdma-core's `util/mmio.c` takes a lock to keep
+//! the two halves of the mlx5 CQ doorbell together: the device must see them as one write).
 //!
 //! In a device model the register is a word of a [`crate::DmaBuffer`] page that the model
 //! reads back after the ring, stored by the buffer's access rule (aligned 8-byte atomic

@@ -1,6 +1,6 @@
 //! Completion events of a model device: the hardware's arm rules per CQ and the completion
 //! channels the events are delivered on, through an eventfd (shared/spec/mlx5.md §6, §11,
-//! §15.6-7; shared/spec/irdma.md §3, §8.8).
+//! §15.6-7; shared/spec/irdma.md §3).
 //!
 //! # How a CQ is armed
 //!
@@ -21,20 +21,22 @@
 //! - Armed for the next completion, any CQE written fires. Armed solicited-only, a CQE fires
 //!   when it carries the solicited-event bit or an error status (`ibv_req_notify_cq(3)`).
 //! - Arming while a qualifying CQE past the armed consumer index is already in the ring
-//!   fires at once (the PRM-style inference of mlx5.md §6; the irdma hardware is taken to
-//!   behave alike, which its provider's re-arm rule assumes). An arm made at a stale index
+//!   fires at once (an inference from the consumer index the mlx5 arm carries; the irdma
+//!   hardware is taken to behave alike, which its provider's re-arm rule assumes). An arm made at a stale index
 //!   (rdma-core's own `cons_index` on a CQ polled directly, mlx5 Pitfall 6) therefore fires
 //!   at once too.
 //! - mlx5: the device takes an arm only when its sequence number is the count of
 //!   completion events it raised for the CQ, modulo 4; an arm with another number is stale
-//!   (made before the software received the last event) and ignored: the inference of
-//!   mlx5.md §6 ("`sn` lets HW discard a stale/duplicate arm for an already-delivered
-//!   event"); the PRM's rule is not public. No wakeup is lost by it: an arm is stale only
-//!   while an event the software has not read yet is on its way. irdma: a doorbell whose
-//!   shadow-area sequence number did not change is no new arm (§8.8).
+//!   (made before the software received the last event) and ignored. That is an inference
+//!   (the PRM's rule is not public) from what the number is: rdma-core's `mlx5_cq_event`
+//!   and the kernel's completion handler count events in `arm_sn`, and `mlx5_arm_cq` sends
+//!   it, so the device can discard an arm made for an event already delivered. No wakeup is
+//!   lost by it: an arm is stale only while an event the software has not read yet is on
+//!   its way. irdma: a doorbell whose shadow-area sequence number did not change is no new
+//!   arm (the provider adds one on every request).
 //! - An armed CQ is never narrowed: a solicited arm of a CQ armed for the next completion
-//!   leaves it armed for the next completion (irdma's provider never sends one, §3.3; on
-//!   mlx5 a model choice).
+//!   leaves it armed for the next completion (irdma's provider never sends one,
+//!   `irdma_uarm_cq`; on mlx5 a model choice).
 //! - Moderation (`cq_count`): armed for the next completion, an event waits until `count`
 //!   CQEs were written since the last event; `cq_period` (µs) fires an armed CQ holding
 //!   CQEs once that long passed since the first of them, from a timer
@@ -313,7 +315,7 @@ impl CqEvents {
             return;
         }
         self.stats.taken += 1;
-        // "Any" is never narrowed (irdma's provider never asks, spec irdma §3.3).
+        // "Any" is never narrowed (irdma's provider never asks: `irdma_uarm_cq`).
         if !(self.arm == ArmState::Next && req.mode == ArmState::Solicited) {
             self.arm = req.mode;
         }

@@ -1,5 +1,5 @@
-//! The device side of arming (shared/spec/irdma.md §3, §8.8): what the model takes from a
-//! write to the CQ doorbell (the context's doorbell page + 0x40).
+//! The device side of arming an irdma CQ: what the model takes from a write to the CQ
+//! doorbell (the context's doorbell page + 0x40, rdma-core `irdma_uk_cq_request_notification`).
 //!
 //! The write carries only the CQ id; the device then reads the arm word at shadow-area
 //! byte 32 and takes it as a new arm when its sequence number differs from the last one it

@@ -1,5 +1,6 @@
-//! The device side of arming (shared/spec/mlx5.md §6, §15.6, §15.12): what the model takes
-//! from a write to the UAR's CQ doorbell, and the doorbell record's arm word beside it.
+//! The device side of arming an mlx5 CQ: what the model takes from a write to the UAR's CQ
+//! doorbell (rdma-core `mlx5_arm_cq`, the kernel's `mlx5_cq_arm`), and the doorbell
+//! record's arm word beside it.
 //!
 //! A write to the UAR is an event for the device; the model is told of it by its owner
 //! (after the poller's [`crate::Mlx5Cq::arm`] rang), and reads the 8 bytes the write left
