@@ -76,6 +76,10 @@ const TYPES: &[&str] = &[
     "mlx5dv_qp_ex",
 ];
 
+/// Constants the glue checks dvcq's own copies against: the mlx5 CQ doorbell's offset in
+/// the UAR page and its two commands (anonymous enums in mlx5dv.h).
+const VARS: &[&str] = &["MLX5_CQ_DOORBELL", "MLX5_CQ_DB_REQ_NOT", "MLX5_CQ_DB_REQ_NOT_SOL"];
+
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(dvcq_rdma_core)");
     println!("cargo::rerun-if-env-changed=DVCQ_NO_RDMA_CORE");
@@ -114,6 +118,9 @@ fn main() {
     }
     for t in TYPES {
         builder = builder.allowlist_type(t);
+    }
+    for v in VARS {
+        builder = builder.allowlist_var(v);
     }
     for inc in verbs.include_paths.iter().chain(mlx5.iter().flat_map(|l| l.include_paths.iter())) {
         builder = builder.clang_arg(format!("-I{}", inc.display()));

@@ -64,11 +64,12 @@ impl DoorbellRegister {
     /// `ptr` is the address of a device register at least 8 bytes wide in a mapping of
     /// device memory (or memory standing in for it in a test) that stays mapped and
     /// writable for the life of the value and of `keep`; the register is only written,
-    /// never read, through this value; a store to it has no effect in this process other
-    /// than on those 8 bytes; and no other thread stores to the same 8 bytes while a ring
-    /// through this value runs (the mlx5 UAR and irdma doorbell pages are shared by a
-    /// context's CQs, whose doorbells sit at distinct addresses or are rung by the thread
-    /// that owns the CQ, as rdma-core rings them).
+    /// never read, through this value; and a store to it has no effect in this process
+    /// other than on those 8 bytes. Other threads may store to the same register only if
+    /// it is device memory, where each store is an I/O write the device takes whole (a
+    /// context's CQs share the mlx5 UAR's CQ doorbell, and rdma-core rings it from any
+    /// thread without a lock); memory standing in for a device in a test is rung by one
+    /// thread.
     ///
     /// # Errors
     ///

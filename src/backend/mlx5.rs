@@ -21,14 +21,30 @@
 //! signature option are not adopted yet; a CQE of a QP not adopted comes back as an
 //! `UnknownQp` fault item; a CQE rdma-core swallows (SIG_ERR) inside a batch lets the poll
 //! read one CQE past those counted ready, whose post the mirror may not have seen yet.
-//! Arming and resizing go through dvcq only (Pitfall 6): never call `ibv_req_notify_cq` /
-//! `ibv_resize_cq` on an attached CQ.
+//!
+//! # Arming, events and resizing
+//!
+//! [`Mlx5Backend::arm`] rings dvcq's own arm doorbell ([`dvcq_mlx5_dv::Mlx5Cq::arm`]): the
+//! record's arm word with dvcq's consumer counter, then the UAR page `mlx5dv_init_obj`
+//! reports, mapped as the MMIO register it is. rdma-core's `ibv_req_notify_cq` must not be
+//! called on an attached CQ: its `mlx5_arm_cq` sends rdma-core's `cons_index`, which dvcq's
+//! poll never advances, and the device would fire at once for CQEs consumed long ago
+//! (Pitfall 6). The sequence number comes from rdma-core's own `arm_sn`
+//! (`crate::sys::mlx5::RdmaCoreCq` says why): events are read with `ibv_get_cq_event`
+//! (dvcq's [`crate::CompletionChannel`] adopted with `CompletionChannel::from_raw` and
+//! [`crate::Cq::bind_channel`], or the application's own loop), which advances it.
+//!
+//! dvcq has no resize. rdma-core's `ibv_resize_cq` must not be called on an attached CQ
+//! either: `mlx5_resize_cq` copies the CQEs from rdma-core's stale `cons_index` on (so it
+//! copies consumed ones and may refuse with slots it thinks the device owns), and the ring
+//! dvcq polls (`mlx5dv_cq.buf`, `cqe_cnt`) is freed and replaced under it. A CQ that must
+//! grow is made anew.
 
 use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
-use crate::sys::mlx5::PrivateQp;
+use crate::sys::mlx5::{PrivateQp, RdmaCoreCq};
 use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
@@ -65,9 +81,9 @@ pub(crate) struct Mlx5Backend {
     /// generic backend while none was consumed (`BackendChoice::Auto`).
     start_ci: u32,
     fallback: bool,
-    /// The UAR page of the CQ's arm doorbell (`mlx5dv_cq.cq_uar`; 0 in image tests).
-    uar: usize,
     verbs_cq: Option<Arc<VerbsCq>>,
+    /// rdma-core's `struct mlx5_cq`, whose `arm_sn` each arm reads.
+    rdma_core_cq: Option<RdmaCoreCq>,
 }
 
 /// Every release range the private-layout table covers, as `(from, to)`: `v44.0`, `v44.12`.
@@ -123,7 +139,8 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
     if dv.cqe_cnt != depth + 1 {
         return Err(refuse(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt)));
     }
-    let poller = crate::sys::mlx5::poller_on(&dv, cq, cq_config(cqe_v1)).map_err(refuse)?;
+    let private = crate::sys::mlx5::private_cq(cq, &dv, layout).map_err(refuse)?;
+    let poller = crate::sys::mlx5::poller_on(&dv, Arc::clone(cq) as _, cq_config(cqe_v1)).map_err(refuse)?;
     let why = format!(
         "dvcq parses the ring mlx5dv_init_obj reports ({} CQEs of {} bytes, cqn {:#x}, CQE version {}); QPs named with \
          Cq::attach_qp keep rdma-core's posting (rdma-core v{}.{}-v{}.{} struct mlx5_qp layout)",
@@ -138,7 +155,7 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
     );
     let mut backend =
         Mlx5Backend::new(poller, ctx.as_ptr() as usize, cq.as_ptr() as usize, layout, cqe_v1, Some(Arc::clone(cq)));
-    backend.uar = dv.uar as usize;
+    backend.set_rdma_core_cq(private);
     Ok((backend, why))
 }
 
@@ -166,9 +183,15 @@ impl Mlx5Backend {
             cqe_v1,
             start_ci,
             fallback: false,
-            uar: 0,
             verbs_cq,
+            rdma_core_cq: None,
         }
+    }
+
+    /// Hands over rdma-core's `struct mlx5_cq` of the CQ (read and checked), whose
+    /// `arm_sn` each arm then reads.
+    pub(crate) fn set_rdma_core_cq(&mut self, cq: RdmaCoreCq) {
+        self.rdma_core_cq = Some(cq);
     }
 
     /// Lets a refused QP hand the CQ to the generic backend ([`Mlx5Backend::can_fall_back`]).
@@ -184,16 +207,8 @@ impl Mlx5Backend {
     }
 
     /// The CQ it polls (none in image tests).
-    #[allow(dead_code)] // the event mode's
     pub(crate) fn verbs_cq(&self) -> Option<&Arc<VerbsCq>> {
         self.verbs_cq.as_ref()
-    }
-
-    /// The UAR page whose +0x20 is the CQ's arm doorbell (for dvcq's own arming, which
-    /// the event mode wires; rdma-core's `ibv_req_notify_cq` must not be used, Pitfall 6).
-    #[allow(dead_code)] // the event mode's
-    pub(crate) fn uar(&self) -> usize {
-        self.uar
     }
 
     /// What a QP must match: its context, this CQ, the layout row and the CQE version.
@@ -260,13 +275,21 @@ impl Mlx5Backend {
         }
     }
 
-    /// Requests one completion event through dvcq's own arm doorbell.
-    pub(crate) fn arm(&mut self, solicited: bool) -> Result<(), String> {
+    /// Requests one completion event through dvcq's own arm doorbell, with rdma-core's
+    /// `arm_sn` as the sequence number (module docs). Returns what was rung.
+    pub(crate) fn arm(&mut self, solicited: bool) -> Result<dvcq_mlx5_dv::ArmRing, String> {
+        let sn = self.rdma_core_cq.as_ref().map(RdmaCoreCq::arm_sn);
         let r = match &mut self.poller {
-            Ring::C64(c) => c.arm(solicited),
-            Ring::C128(c) => c.arm(solicited),
+            Ring::C64(c) => {
+                sn.into_iter().for_each(|sn| c.set_arm_sn(sn));
+                c.arm(solicited)
+            }
+            Ring::C128(c) => {
+                sn.into_iter().for_each(|sn| c.set_arm_sn(sn));
+                c.arm(solicited)
+            }
         };
-        r.map(drop).map_err(|e| e.to_string())
+        r.map_err(|e| e.to_string())
     }
 
     /// The running consumer counter.

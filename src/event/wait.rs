@@ -90,7 +90,7 @@ impl Cq {
             // rdma-core's arm would use its own consumer index, which a direct poller never
             // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell is used.
             #[cfg(dvcq_rdma_core)]
-            Poller::Mlx5(m) => m.arm(solicited).map_err(|why| Error::Unsupported {
+            Poller::Mlx5(m) => m.arm(solicited).map(drop).map_err(|why| Error::Unsupported {
                 device,
                 what: "arming a CQ polled by the mlx5 direct backend",
                 why,

@@ -1,13 +1,15 @@
 //! Adopting what the application made with rdma-core: its context and its CQs, so an
 //! existing program switches its poll loop to dvcq and changes nothing else.
 
-use super::cq::VerbsCq;
+use super::cq::{CompChannel, VerbsCq};
 use super::device::Context as VerbsContext;
 use super::ffi;
 use crate::context::{Context, Inner};
 use crate::cq::{BackendChoice, BackendKind, Cq, Poller};
 use crate::device;
 use crate::error::Error;
+use crate::event::channel::Source;
+use crate::event::CompletionChannel;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
@@ -44,11 +46,22 @@ impl Cq {
     /// [`Error::Attach`] when `BackendChoice::Direct` was asked and no direct backend could
     /// attach.
     ///
+    /// Event mode: [`Cq::arm`] and [`Cq::wait`] work on an attached CQ. A CQ the
+    /// application created on a completion channel is bound to it with
+    /// [`Cq::bind_channel`] (the channel adopted with [`CompletionChannel::from_raw`]). On the
+    /// mlx5 direct backend dvcq arms through its own doorbells, since rdma-core's
+    /// `ibv_req_notify_cq` would arm at rdma-core's stale consumer index; events read with
+    /// the application's own `ibv_get_cq_event` count too (they advance rdma-core's
+    /// `arm_sn`, which dvcq's arm reads). dvcq has no resize, and `ibv_resize_cq` must not be
+    /// called on an attached CQ: rdma-core's copy of the CQEs starts at its own stale
+    /// consumer index and frees the ring dvcq polls.
+    ///
     /// # Safety
     ///
     /// `cq` points to a live `struct ibv_cq` that the application destroys only after this
     /// `Cq` and every QP made on it through dvcq are gone, and does not poll, arm
-    /// (`ibv_req_notify_cq`), resize or destroy meanwhile except through dvcq.
+    /// (`ibv_req_notify_cq`), resize (`ibv_resize_cq`) or destroy meanwhile except through
+    /// dvcq.
     pub unsafe fn attach(ctx: &Context, cq: NonNull<c_void>, choice: BackendChoice) -> Result<Cq, Error> {
         let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else {
             return Err(Error::Mismatch {
@@ -195,6 +208,79 @@ impl Cq {
     }
 }
 
+impl CompletionChannel {
+    /// Adopts a completion channel the application made on `ctx` with
+    /// `ibv_create_comp_channel` (`struct ibv_comp_channel *`), for the CQs it created on
+    /// it and attached: bind each with [`Cq::bind_channel`], then [`Cq::wait`] sleeps on it
+    /// and routes its events as on a channel dvcq made. dvcq makes its fd non-blocking and
+    /// never destroys it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] for a model context or a channel of another context;
+    /// [`Error::Verbs`] when its fd cannot be made non-blocking.
+    ///
+    /// # Safety
+    ///
+    /// `channel` points to a live `struct ibv_comp_channel` that the application destroys
+    /// only after this channel and every `Cq` bound to it are gone, and from which it reads
+    /// no events meanwhile (dvcq reads and acknowledges them).
+    pub unsafe fn from_raw(ctx: &Context, channel: NonNull<c_void>) -> Result<CompletionChannel, Error> {
+        let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else {
+            return Err(Error::Mismatch {
+                device: ctx.name().to_string(),
+                what: "a model context has no rdma-core completion channels to adopt".into(),
+            });
+        };
+        let ptr = channel.as_ptr().cast::<ffi::ibv_comp_channel>();
+        // SAFETY: the caller's live channel; a read of its public `context` field.
+        if unsafe { (*ptr).context } != vctx.as_ptr() {
+            return Err(Error::Mismatch {
+                device: ctx.name().to_string(),
+                what: "the completion channel to adopt belongs to another device context".into(),
+            });
+        }
+        // SAFETY: the caller's promise: a live channel of this context, destroyed only after
+        // every handle (each holds the Arc) is gone.
+        let ch = unsafe { CompChannel::borrowed(vctx, ptr) }
+            .map_err(|source| Error::Verbs { device: ctx.name().to_string(), source })?;
+        Ok(CompletionChannel::new(Source::Verbs(ch), ctx.name()))
+    }
+}
+
+impl Cq {
+    /// Binds an attached CQ to the completion channel the application created it on
+    /// (`ibv_cq.channel`, adopted with [`CompletionChannel::from_raw`]): its events are read
+    /// there, routed to this `Cq` and acknowledged (all of them before this `Cq` goes), so
+    /// [`Cq::wait`] works on it. A CQ made with [`Context::create_cq_on`] is bound already.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] when the CQ was not created on that channel (or on none), is
+    /// bound already, or is a model CQ.
+    pub fn bind_channel(&mut self, channel: &CompletionChannel) -> Result<(), Error> {
+        let device = self.device().to_string();
+        let (id, bound) = (self.id(), self.channel().is_some());
+        let mismatch = |why: String| Error::Mismatch { device: device.clone(), what: format!("{id}: {why}") };
+        if bound {
+            return Err(mismatch("the CQ is bound to a completion channel already".into()));
+        }
+        let Source::Verbs(ch) = channel.source() else {
+            return Err(mismatch("a model channel serves model CQs only".into()));
+        };
+        let vcq = match &self.poller {
+            Poller::Generic(g) => g.verbs_cq(),
+            Poller::Rxe(r) => r.verbs_cq(),
+            Poller::Mlx5(m) => m.verbs_cq().ok_or_else(|| mismatch("this mlx5 CQ has no rdma-core CQ".into()))?,
+            Poller::Irdma(m) => m.verbs_cq().ok_or_else(|| mismatch("this irdma CQ has no rdma-core CQ".into()))?,
+            Poller::Model(_) => return Err(mismatch("a model CQ has no rdma-core completion channel".into())),
+        };
+        vcq.adopt_channel(ch, id.get()).map_err(mismatch)?;
+        self.bind(channel);
+        Ok(())
+    }
+}
+
 #[cfg(feature = "rdma-sys")]
 mod rdma_sys_interop {
     use super::*;
@@ -264,5 +350,93 @@ mod rdma_sys_interop {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { self.attach_mr(mr.cast()) }
         }
+    }
+}
+
+/// The channel glue without a device: rdma-core's public structs filled in by hand (a
+/// context naming a device, a channel over an eventfd, CQs naming their channel), which
+/// the glue only reads; no verb is called on them.
+#[cfg(test)]
+mod channel_tests {
+    use super::*;
+    use crate::cq::Backend;
+    use dvcq_provider::eventfd::EventFd;
+    use std::os::fd::AsRawFd;
+
+    /// The structs, boxed so their addresses stay put; dropped after every handle on them.
+    struct Fakes {
+        _dev: Box<ffi::ibv_device>,
+        ctx: Box<ffi::ibv_context>,
+        other_ctx: Box<ffi::ibv_context>,
+        ch: Box<ffi::ibv_comp_channel>,
+        efd: EventFd,
+    }
+
+    impl Fakes {
+        fn new() -> Fakes {
+            let mut dev = Box::new(ffi::ibv_device::default());
+            let mut ctx = Box::new(ffi::ibv_context::default());
+            ctx.device = &mut *dev;
+            let mut other_ctx = Box::new(ffi::ibv_context::default());
+            other_ctx.device = &mut *dev;
+            let efd = EventFd::new().unwrap();
+            let mut ch = Box::new(ffi::ibv_comp_channel::default());
+            ch.context = &mut *ctx;
+            ch.fd = efd.as_raw_fd();
+            Fakes { _dev: dev, ctx, other_ctx, ch, efd }
+        }
+
+        fn context(&mut self) -> Context {
+            // SAFETY: a context struct naming a device whose name is all NULs; it outlives
+            // the handle (the test drops the handles first).
+            let ctx = unsafe { VerbsContext::borrowed(&mut *self.ctx) };
+            Context { inner: Inner::Verbs { ctx, port: 1, gid_index: 0 }, name: "fake0".into() }
+        }
+
+        /// A generic-backend `Cq` over a CQ struct on `channel`.
+        fn cq(&mut self, ctx: &Context, cq: &mut ffi::ibv_cq, channel: *mut ffi::ibv_comp_channel) -> Cq {
+            cq.context = &mut *self.ctx;
+            cq.channel = channel;
+            let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else { unreachable!() };
+            // SAFETY: a CQ struct that outlives the handle; dvcq never destroys a borrowed
+            // CQ, and the test never polls it.
+            let verbs = unsafe { VerbsCq::borrowed(vctx, cq) };
+            let backend = Backend { kind: BackendKind::Generic, reason: "test".into() };
+            Cq::new(Poller::Generic(crate::backend::generic::GenericCq::new(verbs)), backend, "fake0".into(), 1)
+        }
+    }
+
+    #[test]
+    fn an_attached_cq_binds_only_to_the_channel_it_was_created_on() {
+        let mut f = Fakes::new();
+        let ctx = f.context();
+        let chp: *mut ffi::ibv_comp_channel = &mut *f.ch;
+        // SAFETY: a channel struct of `ctx` over a live eventfd, outliving the handles.
+        let ch = unsafe { CompletionChannel::from_raw(&ctx, NonNull::new(chp.cast()).unwrap()) }.unwrap();
+        // SAFETY: F_GETFL reads the eventfd's flags.
+        let flags = unsafe { libc::fcntl(f.efd.as_raw_fd(), libc::F_GETFL) };
+        assert!(flags & libc::O_NONBLOCK != 0, "the adopted channel's fd is non-blocking");
+        let (mut on, mut off, mut other) = (ffi::ibv_cq::default(), ffi::ibv_cq::default(), ffi::ibv_cq::default());
+        let mut cq = f.cq(&ctx, &mut on, chp);
+        cq.bind_channel(&ch).unwrap();
+        assert!(cq.channel().is_some_and(|c| c.same(&ch)));
+        assert_eq!(ch.unacked_events(), 0);
+        let e = cq.bind_channel(&ch).unwrap_err().to_string();
+        assert!(e.ends_with("the CQ is bound to a completion channel already"), "{e}");
+        let mut none = f.cq(&ctx, &mut off, core::ptr::null_mut());
+        let e = none.bind_channel(&ch).unwrap_err().to_string();
+        assert!(e.ends_with("the CQ was created without a completion channel"), "{e}");
+        assert!(none.channel().is_none(), "a refused bind binds nothing");
+        let mut elsewhere = f.cq(&ctx, &mut other, 0x40 as *mut _);
+        let e = elsewhere.bind_channel(&ch).unwrap_err().to_string();
+        assert!(e.contains("the CQ was created on another completion channel (0x40"), "{e}");
+        // A model channel, or a channel of another context, is no channel for these.
+        let model = Context::open("model-mlx5").unwrap().create_channel().unwrap();
+        assert!(elsewhere.bind_channel(&model).unwrap_err().to_string().contains("a model channel"));
+        f.ch.context = &mut *f.other_ctx;
+        // SAFETY: as above.
+        let e = unsafe { CompletionChannel::from_raw(&ctx, NonNull::new(chp.cast()).unwrap()) }.unwrap_err();
+        assert!(e.to_string().contains("belongs to another device context"), "{e}");
+        drop((cq, none, elsewhere, ch));
     }
 }

@@ -15,6 +15,8 @@ pub(crate) struct CompChannel {
     pub(super) _ctx: Arc<Context>,
     /// The CQs made on it and their unacknowledged events (`sys::event`).
     pub(super) book: std::sync::Mutex<super::event::EventBook>,
+    /// Made by dvcq (destroyed on drop), or the application's (left alone).
+    owned: bool,
 }
 
 // SAFETY: a channel is an fd and a context pointer; libibverbs allows its use from any
@@ -31,7 +33,23 @@ impl CompChannel {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_comp_channel"));
         }
-        let ch = CompChannel { ptr, _ctx: Arc::clone(ctx), book: Default::default() };
+        let ch = CompChannel { ptr, _ctx: Arc::clone(ctx), book: Default::default(), owned: true };
+        ch.set_nonblocking()?;
+        Ok(Arc::new(ch))
+    }
+
+    /// Adopts a channel the application made on `ctx` (`ibv_create_comp_channel`), its fd
+    /// made non-blocking; dvcq never destroys it.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live `ibv_comp_channel` of `ctx` that the application destroys only after
+    /// every handle on it is gone.
+    pub(crate) unsafe fn borrowed(
+        ctx: &Arc<Context>,
+        ptr: *mut ffi::ibv_comp_channel,
+    ) -> Result<Arc<CompChannel>, VerbsError> {
+        let ch = CompChannel { ptr, _ctx: Arc::clone(ctx), book: Default::default(), owned: false };
         ch.set_nonblocking()?;
         Ok(Arc::new(ch))
     }
@@ -50,8 +68,10 @@ impl CompChannel {
 
 impl Drop for CompChannel {
     fn drop(&mut self) {
-        // SAFETY: the last handle; every CQ on it held an Arc and has been destroyed.
-        unsafe { ffi::ibv_destroy_comp_channel(self.ptr) };
+        if self.owned {
+            // SAFETY: the last handle; every CQ on it held an Arc and has been destroyed.
+            unsafe { ffi::ibv_destroy_comp_channel(self.ptr) };
+        }
     }
 }
 
@@ -63,6 +83,9 @@ pub(crate) struct VerbsCq {
     ptr: *mut ffi::ibv_cq,
     ctx: Arc<Context>,
     _channel: Option<Arc<CompChannel>>,
+    /// The application's channel an attached CQ was created on, once adopted
+    /// ([`VerbsCq::adopt_channel`]).
+    adopted_channel: std::sync::OnceLock<Arc<CompChannel>>,
     /// Made by dvcq (destroyed on drop), or the application's (left alone).
     owned: bool,
 }
@@ -92,7 +115,13 @@ impl VerbsCq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_cq"));
         }
-        Ok(Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: channel.cloned(), owned: true }))
+        Ok(Arc::new(VerbsCq {
+            ptr,
+            ctx: Arc::clone(ctx),
+            _channel: channel.cloned(),
+            adopted_channel: Default::default(),
+            owned: true,
+        }))
     }
 
     /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
@@ -102,7 +131,41 @@ impl VerbsCq {
     /// `ptr` is a live `ibv_cq` of `ctx` that the application destroys only after every
     /// dvcq object using it is gone, and polls only through dvcq meanwhile.
     pub(crate) unsafe fn borrowed(ctx: &Arc<Context>, ptr: *mut ffi::ibv_cq) -> Arc<VerbsCq> {
-        Arc::new(VerbsCq { ptr, ctx: Arc::clone(ctx), _channel: None, owned: false })
+        Arc::new(VerbsCq {
+            ptr,
+            ctx: Arc::clone(ctx),
+            _channel: None,
+            adopted_channel: Default::default(),
+            owned: false,
+        })
+    }
+
+    /// The completion channel the CQ was created on (`ibv_cq.channel`; null for none).
+    pub(crate) fn channel_ptr(&self) -> *mut ffi::ibv_comp_channel {
+        // SAFETY: a live CQ.
+        unsafe { (*self.ptr).channel }
+    }
+
+    /// Reads the events of this CQ (one the application created on its channel `ch`)
+    /// through `ch`, tagged `token`: they are booked there, and acknowledged before this
+    /// handle goes. Refused for a CQ made on another channel, or already on one.
+    pub(crate) fn adopt_channel(&self, ch: &Arc<CompChannel>, token: u64) -> Result<(), String> {
+        if self.channel_ptr() != ch.as_ptr() {
+            return Err(if self.channel_ptr().is_null() {
+                "the CQ was created without a completion channel".into()
+            } else {
+                format!(
+                    "the CQ was created on another completion channel ({:p}, not {:p})",
+                    self.channel_ptr(),
+                    ch.as_ptr()
+                )
+            });
+        }
+        if self._channel.is_some() || self.adopted_channel.set(Arc::clone(ch)).is_err() {
+            return Err("the CQ's events are read through a channel already".into());
+        }
+        ch.register(self, token);
+        Ok(())
     }
 
     /// The context pointer the CQ says it belongs to.
@@ -153,9 +216,9 @@ impl VerbsCq {
 
 impl Drop for VerbsCq {
     fn drop(&mut self) {
-        if let Some(ch) = &self._channel {
-            // Every event read for this CQ is acknowledged before its destroy, which waits
-            // for that.
+        if let Some(ch) = self._channel.as_ref().or(self.adopted_channel.get()) {
+            // Every event read for this CQ is acknowledged before its destroy (by dvcq, or
+            // the application's after this handle is gone), which waits for that.
             ch.release(self.ptr);
         }
         if self.owned {

@@ -7,6 +7,11 @@
 //! The adopted queues' wr_id tables and tails stay in rdma-core's memory:
 //! [`RdmaCoreWq`] reads and writes them for the registry's mirror
 //! ([`dvcq_mlx5_dv::ForeignWq`]), once per poll call.
+//!
+//! Arming an attached CQ goes through dvcq's own doorbells (rdma-core's `mlx5_arm_cq`
+//! would send its stale `cons_index`, Pitfall 6): the record's arm word and the UAR page
+//! `mlx5dv_init_obj` reports (MMIO), with the sequence number read from the private
+//! `struct mlx5_cq`'s `arm_sn` ([`RdmaCoreCq`]).
 
 use super::cq::VerbsCq;
 use super::device::Context;
@@ -14,10 +19,15 @@ use super::ffi;
 use crate::backend::mlx5::Ring;
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
+use dvcq_mlx5_dv::ArmDoorbell;
 use dvcq_mlx5_dv::{CqConfig, ForeignWq, Mlx5Cq, Registry};
-use dvcq_provider::{CqRing, DoorbellWord, Error as ProviderError, KeepAlive, MemoryRegion, WqBuffer};
+use dvcq_provider::{
+    CqRing, DoorbellRegister, DoorbellWord, Error as ProviderError, KeepAlive, MemoryRegion, WqBuffer,
+};
+use dvcq_uapi::mlx5::doorbell::{ARM_DB, CMD_REQ_NOT, CMD_REQ_NOT_SOL, UAR_CQ_DOORBELL};
 use dvcq_uapi::mlx5::rdma_core::{
-    Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, IBV_SRQ_SIZE, MLX5DV_QP_EX_SIZE, MLX5_RSC_TYPE_QP,
+    Mlx5Layout, Mlx5WqLayout, IBV_CQ_CHANNEL_OFFSET, IBV_CQ_EX_SIZE, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, IBV_SRQ_SIZE,
+    MLX5DV_QP_EX_SIZE, MLX5_RSC_TYPE_QP,
 };
 use static_assertions::const_assert_eq;
 use std::sync::Arc;
@@ -36,6 +46,14 @@ const_assert_eq!(IBV_QP_QP_NUM_OFFSET, offset_of!(ffi::ibv_qp, qp_num));
 const_assert_eq!(MLX5DV_QP_EX_SIZE, size_of::<ffi::mlx5dv_qp_ex>());
 #[cfg(target_arch = "x86_64")]
 const_assert_eq!(IBV_SRQ_SIZE, size_of::<ffi::ibv_srq>());
+#[cfg(target_arch = "x86_64")]
+const_assert_eq!(IBV_CQ_EX_SIZE, size_of::<ffi::ibv_cq_ex>());
+const_assert_eq!(IBV_CQ_CHANNEL_OFFSET, offset_of!(ffi::ibv_cq, channel));
+// The arm doorbell dvcq rings, against mlx5dv.h: the CQ doorbell's offset in the UAR page
+// and the two commands.
+const_assert_eq!(UAR_CQ_DOORBELL as u64, ffi::MLX5_CQ_DOORBELL as u64);
+const_assert_eq!(CMD_REQ_NOT as u64, ffi::MLX5_CQ_DB_REQ_NOT as u64);
+const_assert_eq!(CMD_REQ_NOT_SOL as u64, ffi::MLX5_CQ_DB_REQ_NOT_SOL as u64);
 // The public QP fields an image or the private struct's copy is read at.
 const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
 const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
@@ -67,6 +85,10 @@ pub(crate) struct DvCq {
     /// The UAR page the CQ's arm doorbell is in (at +0x20), for dvcq's own arming.
     pub(crate) uar: *mut u8,
 }
+
+/// The UAR pages rdma-core maps are whole pages (`mmap` of one page of the device's BAR);
+/// dvcq asks no more than this alignment of the address it is given.
+const UAR_ALIGN: usize = 4096;
 
 /// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, §13.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,17 +412,109 @@ pub(crate) unsafe fn read_qp(
     Ok(PrivateQp { qpn, rsn, ud, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes })
 }
 
-/// Opens dvcq's mlx5 poller on the ring `dv` describes (from [`init_cq`] on `cq`), at the
-/// consumer counter the doorbell record holds (rdma-core writes `cons_index & 0xffffff`
-/// there after every poll, so a CQ it polled before is picked up where it stopped).
-pub(crate) fn poller_on(dv: &DvCq, cq: &Arc<VerbsCq>, cfg: CqConfig) -> Result<Ring, String> {
+/// rdma-core's `struct mlx5_cq` around an attached CQ: where its `arm_sn` is.
+///
+/// # Why dvcq reads rdma-core's `arm_sn` rather than count events itself
+///
+/// The device takes an arm whose sequence number is the count of completion events
+/// delivered so far, and the software side of that count is `arm_sn`, which rdma-core's
+/// `mlx5_cq_event` advances. libibverbs calls it from `ibv_get_cq_event` (through the
+/// provider's `cq_event` op) for every event read from the channel, whoever reads it:
+/// dvcq's [`crate::CompletionChannel`], or the application with its own
+/// `ibv_get_cq_event`. So the field is already right after every event, and dvcq never
+/// writes it: writing it too would count each event twice. A counter of dvcq's own would
+/// start wrong on a CQ the application armed and took events from before the attach, and
+/// would miss every event the application reads itself. So each of dvcq's arms reads
+/// `arm_sn` just before it (the poller's [`dvcq_mlx5_dv::Mlx5Cq::set_arm_sn`]); only the
+/// consumer index comes from dvcq's poller, as rdma-core's `cons_index` is stale once dvcq
+/// polls (Pitfall 6).
+#[derive(Debug)]
+pub(crate) struct RdmaCoreCq {
+    arm_sn: *mut u8,
+}
+
+// SAFETY: a pointer into rdma-core's CQ, which any thread may use; it is only read, by the
+// Cq's one `&mut` owner.
+unsafe impl Send for RdmaCoreCq {}
+
+impl RdmaCoreCq {
+    /// `arm_sn` now.
+    pub(crate) fn arm_sn(&self) -> u32 {
+        // SAFETY: `arm_sn` is the 4-byte, 4-aligned `int` of a live `struct mlx5_cq` of the
+        // row's layout (checked at attach; the CQ outlives the Cq by `Cq::attach`'s
+        // contract). rdma-core writes it with a plain store in `ibv_get_cq_event`, on the
+        // thread that reads the channel, which `Cq::wait` orders before its next arm (the
+        // channel's router lock) as an application's own loop orders them; an atomic view of
+        // the word is how Rust reads such shared memory.
+        unsafe { AtomicU32::from_ptr(self.arm_sn.cast::<u32>()) }.load(Ordering::Acquire)
+    }
+}
+
+/// Reads the `struct mlx5_cq` around `cq` with `layout` and checks it against `dv` (what
+/// `mlx5dv_init_obj` reported): its `cqn`, its doorbell record pointer, and its active
+/// buffer (`active_buf` is `&buf_a` or `&buf_b`, whose address is `mlx5dv_cq.buf`). Returns
+/// where `arm_sn` is, or the first check that failed.
+///
+/// # Safety
+///
+/// `cq` is a live `ibv_cq` made by rdma-core's mlx5 provider (so it starts a `struct
+/// mlx5_cq`), and `layout` is the row of the rdma-core release loaded, so the
+/// `layout.cq.size` bytes from `cq` are that allocation.
+pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layout) -> Result<RdmaCoreCq, String> {
+    let l = &layout.cq;
+    let base = cq.cast::<u8>();
+    let mut b = vec![0u8; l.size];
+    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_cq`.
+    // A plain byte copy; the fields read from it are checked before its pointer is kept.
+    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
+    let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
+    let what = |s: String| format!("cq {:#x}: {s}: not the struct mlx5_cq of {release}", dv.cqn);
+    let cqn = u32_at(&b, l.cqn);
+    if cqn != dv.cqn {
+        return Err(what(format!("the private cqn is {cqn:#x}, not mlx5dv_cq's")));
+    }
+    let dbrec = u64_at(&b, l.dbrec);
+    if dbrec != dv.dbrec as u64 {
+        return Err(what(format!("the private doorbell record {dbrec:#x} is not mlx5dv_cq's ({:p})", dv.dbrec)));
+    }
+    let active = u64_at(&b, l.active_buf);
+    let at = [l.buf_a, l.buf_b].into_iter().find(|&off| active == base.wrapping_add(off) as u64);
+    let Some(at) = at else {
+        return Err(what(format!("active_buf {active:#x} is neither its buf_a nor its buf_b")));
+    };
+    let ring = u64_at(&b, at);
+    if ring != dv.buf as u64 {
+        return Err(what(format!("the active buffer's address {ring:#x} is not mlx5dv_cq.buf ({:p})", dv.buf)));
+    }
+    Ok(RdmaCoreCq { arm_sn: base.wrapping_add(l.arm_sn) })
+}
+
+/// [`read_cq`] on a CQ [`init_cq`] took: the mlx5 attach's read of the private CQ.
+pub(crate) fn private_cq(cq: &VerbsCq, dv: &DvCq, layout: &Mlx5Layout) -> Result<RdmaCoreCq, String> {
+    // SAFETY: a live CQ (the handle) that the mlx5 provider made: the attach runs only for
+    // a context the mlx5 provider serves, and mlx5dv_init_obj took the CQ as its own, so it
+    // starts a `struct mlx5_cq`. `layout` is the row of the release loaded. The pointer kept
+    // stays valid while the CQ does, which the Cq holding the handle guarantees
+    // (`Cq::attach`'s contract for a CQ the application made).
+    unsafe { read_cq(cq.as_ptr(), dv, layout) }
+}
+
+/// Opens dvcq's mlx5 poller on the ring `dv` describes (from [`init_cq`]), at the consumer
+/// counter the doorbell record holds (rdma-core writes `cons_index & 0xffffff` there after
+/// every poll, so a CQ it polled before is picked up where it stopped), with the CQ's arm
+/// doorbell: the record's arm word and the UAR's CQ doorbell, an MMIO register. `keep`
+/// owns what the pointers point into (the CQ handle, which holds its context and so the
+/// UAR mapping).
+pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Ring, String> {
     if !dv.cqe_cnt.is_power_of_two() || dv.cqe_cnt < 2 || dv.cqe_cnt > 1 << 22 {
         return Err(format!("mlx5dv_cq.cqe_cnt {} is not a power of two from 2 to 2^22", dv.cqe_cnt));
     }
     if dv.buf.is_null() || dv.buf as usize % 4096 != 0 {
         return Err(format!("mlx5dv_cq.buf {:p} is not a page-aligned ring", dv.buf));
     }
-    let keep: KeepAlive = cq.clone();
+    if dv.uar.is_null() || dv.uar as usize % UAR_ALIGN != 0 {
+        return Err(format!("mlx5dv_cq.cq_uar {:p} is not a page-aligned UAR mapping", dv.uar));
+    }
     let e = |what: &str, err: ProviderError| format!("{what}: {err}");
     // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of
     // `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record;
@@ -411,6 +525,21 @@ pub(crate) fn poller_on(dv: &DvCq, cq: &Arc<VerbsCq>, cfg: CqConfig) -> Result<R
     let dbrec =
         unsafe { DoorbellWord::with_keepalive(dv.dbrec, Some(Arc::clone(&keep))) }.map_err(|x| e("dbrec", x))?;
     let ci = dbrec.load_be32(Ordering::Acquire) & 0x00ff_ffff;
+    // SAFETY: as above: the record's second word (`MLX5_CQ_ARM_DB`), in the same granule as
+    // set_ci, written only by this poller's thread (rdma-core's arm is never called on the CQ).
+    let arm_db = unsafe { DoorbellWord::with_keepalive(dv.dbrec.wrapping_add(ARM_DB * 4), Some(Arc::clone(&keep))) }
+        .map_err(|x| e("dbrec arm word", x))?;
+    // SAFETY: mlx5dv_init_obj reported `cq_uar` as the UAR page the context's CQ doorbells
+    // are rung on (rdma-core's `cq_uar_reg`: one page of the device's BAR, mmap'ed from the
+    // uverbs fd, non-null and page-aligned as checked above); MLX5_CQ_DOORBELL (0x20,
+    // asserted against mlx5dv.h) is the CQ doorbell in it, 8 bytes, 8-aligned. The page
+    // stays mapped while the context lives, which `keep` (the CQ handle, holding the
+    // context) extends to the register's life. Only dvcq stores to it for this CQ, and only
+    // from the thread that arms it; other CQs of the context ring the same register, as
+    // rdma-core's arms do: each 8-byte store reaches the device whole.
+    let uar = unsafe { DoorbellRegister::mmio(dv.uar.wrapping_add(UAR_CQ_DOORBELL), Some(Arc::clone(&keep))) }
+        .map_err(|x| e("uar cq doorbell", x))?;
+    let arm = ArmDoorbell::new(arm_db, uar);
     let registry = Registry::new();
     let ring = match dv.cqe_size {
         // SAFETY: as above, for a ring of 64-byte slots.
@@ -439,6 +568,11 @@ pub(crate) fn poller_on(dv: &DvCq, cq: &Arc<VerbsCq>, cfg: CqConfig) -> Result<R
         ),
         other => return Err(format!("mlx5dv_cq.cqe_size {other} is neither 64 nor 128")),
     };
+    let mut ring = ring;
+    match &mut ring {
+        Ring::C64(c) => c.set_arm_doorbell(arm),
+        Ring::C128(c) => c.set_arm_doorbell(arm),
+    }
     Ok(ring)
 }
 

@@ -5,6 +5,12 @@
 //! hardware after `mlx5dv_init_obj`; the test then plays rdma-core's post verbs on the
 //! image and the device on the model, and checks completions, wr_ids and the tails
 //! written back (what rdma-core's post-side free-slot test sees).
+//!
+//! The CQ the same way: a byte image of rdma-core's `struct mlx5_cq` over the model's ring
+//! and doorbell record, read by [`read_cq`], and the poller opened by [`poller_on`] as after
+//! `mlx5dv_init_obj`, its UAR register mapped as MMIO over the model's UAR page; an arm
+//! then leaves in the record and the UAR exactly what rdma-core's `mlx5_arm_cq` would, with
+//! dvcq's consumer counter and rdma-core's `arm_sn`.
 
 use super::*;
 use crate::backend::mlx5::{cq_config, Mlx5Backend, Ring};
@@ -12,6 +18,7 @@ use dvcq_mlx5_dv::model::{build, Mlx5Model, ModelConfig};
 use dvcq_provider::{Completion, FaultKind, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
+use std::sync::Arc;
 
 const QPN: u32 = 0x1a2b;
 const UIDX: u32 = 0x77;
@@ -521,4 +528,142 @@ fn an_opcode_rdma_core_recorded_for_a_umr_wqe_is_the_completion_s() {
         got.iter().map(|c| (c.wr_id, c.opcode)).collect::<Vec<_>>(),
         [(0x61, WcOpcode::LocalInv), (0x62, WcOpcode::Send)]
     );
+}
+
+/// rdma-core's `struct mlx5_cq` of one release around the model's ring, as `mlx5_create_cq`
+/// leaves it, with the public `mlx5dv_cq` facts beside it.
+struct CqImage {
+    layout: &'static Mlx5Layout,
+    cq: Block,
+}
+
+impl CqImage {
+    /// The image over `model`'s ring (the active buffer `buf_b`, as after one resize), its
+    /// record, `arm_sn` and a stale `cons_index` as the application left them.
+    fn new(layout: &'static Mlx5Layout, model: &Mlx5Model, arm_sn: u32, cons_index: u32) -> CqImage {
+        let l = &layout.cq;
+        let cq = Block::new(l.size);
+        cq.put32(l.cqn, model.config().cqn);
+        cq.put32(l.cons_index, cons_index);
+        cq.put64(l.dbrec, model.dbrec().as_ptr() as u64);
+        cq.put64(l.buf_b, model.ring_mem().as_ptr() as u64);
+        cq.put64(l.active_buf, cq.addr(l.buf_b));
+        cq.put32(l.arm_sn, arm_sn);
+        CqImage { layout, cq }
+    }
+
+    fn ibv_cq(&self) -> *mut ffi::ibv_cq {
+        self.cq.ptr.cast()
+    }
+
+    /// `mlx5_cq_event`, which `ibv_get_cq_event` runs for an event of this CQ.
+    fn cq_event(&self) {
+        let at = self.layout.cq.arm_sn;
+        self.cq.put32(at, self.cq.get32(at) + 1);
+    }
+
+    fn read(&self, dv: &DvCq) -> Result<RdmaCoreCq, String> {
+        // SAFETY: the image is a `struct mlx5_cq` of `layout.cq.size` bytes at `ibv_cq()`,
+        // which outlives every use of what is returned (the tests drop it last).
+        unsafe { read_cq(self.ibv_cq(), dv, self.layout) }
+    }
+}
+
+/// What `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` reports for the model's CQ.
+fn dv_cq(model: &Mlx5Model) -> DvCq {
+    DvCq {
+        buf: model.ring_mem().as_ptr(),
+        dbrec: model.dbrec().as_ptr(),
+        cqe_cnt: model.config().entries,
+        cqe_size: model.config().cqe_size,
+        cqn: model.config().cqn,
+        uar: model.uar().as_ptr(),
+    }
+}
+
+/// The attach's poller over the model, through `poller_on` as on hardware.
+fn attached(model: &Mlx5Model, img: &QpImage, cq: &CqImage) -> Mlx5Backend {
+    let dv = dv_cq(model);
+    let private = cq.read(&dv).unwrap();
+    let keep: KeepAlive = Arc::new((model.ring_mem().clone(), model.dbrec().clone(), model.uar().clone()));
+    let ring = poller_on(&dv, keep, cq_config(false)).unwrap();
+    let Ring::C64(c) = &ring else { panic!("a 64-byte CQ") };
+    assert!(c.arm_doorbell().is_some_and(|a| a.is_mmio()), "the UAR is mapped as a device register");
+    let mut b = Mlx5Backend::new(ring, img.ctx.addr(0) as usize, cq.ibv_cq() as usize, img.layout, false, None);
+    b.set_rdma_core_cq(private);
+    b
+}
+
+#[test]
+fn an_attached_cq_arms_through_dvcq_s_doorbells_with_rdma_core_s_arm_sn() {
+    for layout in &MLX5_LAYOUTS {
+        let what = format!("v{}.{}", layout.first.0, layout.first.1);
+        let mut model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+        let img = QpImage::new(layout, false);
+        // The application armed and took six events before the attach; rdma-core's
+        // cons_index is 0 and stays so, as dvcq polls.
+        let cq = CqImage::new(layout, &model, 6, 0);
+        let mut b = attached(&model, &img, &cq);
+        b.adopt(img.read(&img.dv(), layout, false).unwrap()).unwrap();
+        for i in 0..3 {
+            let w = img.post_send(0x10 + i, 1);
+            model.push(&req(false, w)).unwrap();
+        }
+        assert_eq!(poll_all(&mut b).len(), 3, "{what}");
+        // Next, sn 6 & 3 = 2, dvcq's ci 3, cqn 0x406: record word 1 and the UAR, big-endian.
+        let rung = b.arm(false).unwrap();
+        assert_eq!(rung.word, 0x2000_0003, "{what}");
+        let (uar, rec) = model.doorbell_bytes();
+        assert_eq!(uar, [0x20, 0, 0, 3, 0, 0, 0x04, 0x06], "{what}: the UAR got BE32(word), BE32(cqn)");
+        assert_eq!(rec, [0, 0, 0, 3, 0x20, 0, 0, 3], "{what}: set_ci, then the arm word");
+        let a = model.take_arm().unwrap();
+        assert_eq!((a.sn(), a.solicited(), a.ci(), a.past, a.record_matches()), (2, false, 3, 0, true), "{what}");
+        // ibv_get_cq_event ran mlx5_cq_event: the next arm carries sn 3; solicited now.
+        cq.cq_event();
+        b.arm(true).unwrap();
+        assert_eq!(model.doorbell_bytes().0, [0x31, 0, 0, 3, 0, 0, 0x04, 0x06], "{what}");
+        // A CQE the poll has not taken lies past the armed index.
+        let w = img.post_send(0x20, 1);
+        model.push(&req(false, w)).unwrap();
+        b.arm(false).unwrap();
+        let a = model.take_arm().unwrap();
+        assert_eq!((a.sn(), a.ci(), a.past), (3, 3, 1), "{what}");
+        assert_eq!(poll_all(&mut b).len(), 1);
+        // Four more events wrap the two bits on the wire.
+        (0..4).for_each(|_| cq.cq_event());
+        assert_eq!(b.arm(false).unwrap().word, 0x3000_0004, "{what}");
+    }
+}
+
+#[test]
+fn a_cq_image_that_disagrees_with_mlx5dv_cq_is_refused() {
+    for layout in &MLX5_LAYOUTS {
+        let model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+        let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
+        let l = &layout.cq;
+        let spoiled = |spoil: &dyn Fn(&CqImage)| {
+            let cq = CqImage::new(layout, &model, 0, 0);
+            spoil(&cq);
+            cq.read(&dv_cq(&model)).expect_err("a spoiled image is read")
+        };
+        let e = spoiled(&|c| c.cq.put32(l.cqn, 0x407));
+        assert_eq!(
+            e,
+            format!("cq 0x406: the private cqn is 0x407, not mlx5dv_cq's: not the struct mlx5_cq of {release}")
+        );
+        let e = spoiled(&|c| c.cq.put64(l.dbrec, 0x1000));
+        assert!(e.starts_with("cq 0x406: the private doorbell record 0x1000 is not mlx5dv_cq's"), "{e}");
+        let e = spoiled(&|c| c.cq.put64(l.active_buf, 0x2000));
+        assert!(e.contains("active_buf 0x2000 is neither its buf_a nor its buf_b"), "{e}");
+        let e = spoiled(&|c| c.cq.put64(l.buf_b, 0x3000));
+        assert!(e.contains("the active buffer's address 0x3000 is not mlx5dv_cq.buf"), "{e}");
+        assert!(CqImage::new(layout, &model, 0, 0).read(&dv_cq(&model)).is_ok());
+    }
+    // The UAR must be a page mapping before a register is made of it.
+    let model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+    let mut dv = dv_cq(&model);
+    dv.uar = dv.uar.wrapping_add(8);
+    let keep: KeepAlive = model.ring_mem().clone();
+    let e = poller_on(&dv, keep, cq_config(false)).expect_err("a misaligned UAR is used");
+    assert!(e.contains("is not a page-aligned UAR mapping"), "{e}");
 }

@@ -81,3 +81,53 @@ fn lab_an_rdma_core_cq_and_qps_poll_directly_and_posts_keep_finding_room() {
         assert_eq!(recvs, (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
     }
 }
+
+#[test]
+fn lab_an_attached_cq_on_the_application_s_channel_arms_with_dvcq_s_doorbell() {
+    let Some(name) = mlx5_device("lab_an_attached_cq_on_the_application_s_channel_arms") else {
+        return;
+    };
+    use crate::ArmMode;
+    use std::time::Duration;
+    let ctx = Context::open(&name).expect("open the device");
+    // The application's channel and CQ on it (made through dvcq's handles, which only call
+    // ibv_create_comp_channel / ibv_create_cq; the generic handle is never polled or armed).
+    let ch = ctx.create_channel().expect("ibv_create_comp_channel");
+    let verbs_cq = ctx.create_cq_on(&ch, CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
+    let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
+    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let init =
+        QpInit { qp_type: QpType::Rc, send_cq: &verbs_cq, recv_cq: &verbs_cq, srq: None, caps, sq_sig_all: false };
+    let mut a = pd.create_qp(&init).expect("ibv_create_qp");
+    let mut b = pd.create_qp(&init).expect("ibv_create_qp");
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
+    a.connect(&eb).unwrap();
+    b.connect(&ea).unwrap();
+    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
+    let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
+    let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
+    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
+    // declared later), and nothing else polls or arms the CQ.
+    let mut cq = unsafe { Cq::attach(&ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
+    assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
+    for qp in [&a, &b] {
+        // SAFETY: as above.
+        unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
+    }
+    cq.bind_channel(&ch).expect("bind the attached CQ to its channel");
+    // Three rounds: each arm must carry the sequence number the last event advanced
+    // (rdma-core's arm_sn), or the device ignores it and no event comes.
+    for round in 0..3u64 {
+        let sg = [mr.slice(4096, 256).unwrap()];
+        b.post_recv(&[RecvWr { wr_id: 0x20 + round, sg_list: &sg }]).expect("ibv_post_recv");
+        cq.arm(ArmMode::Next).expect("dvcq's arm doorbell");
+        let sg = [mr.slice(0, 64).unwrap()];
+        a.post_send(&[SendWr::new(0x10 + round, SendOp::Send, &sg)]).expect("ibv_post_send");
+        let ev = ch.next_event(Some(Duration::from_secs(5))).expect("the channel").expect("an event within 5 s");
+        assert_eq!(ev.cq, cq.id(), "round {round}");
+        assert_eq!(drain(&mut cq, 2).len(), 2, "round {round}");
+    }
+    // And the race-free wait on it: nothing pending, so it arms and sleeps to the timeout.
+    let mut out = [Completion::default(); 4];
+    assert_eq!(cq.wait(&mut out, Some(Duration::from_millis(50))).unwrap(), 0);
+}

@@ -1,5 +1,6 @@
-//! rdma-core's private mlx5 provider structs that an attach to rdma-core's own QPs and SRQs
-//! reads (`providers/mlx5/mlx5.h`: `struct mlx5_qp`, `struct mlx5_wq`, `struct mlx5_srq`),
+//! rdma-core's private mlx5 provider structs that an attach to rdma-core's own CQs, QPs and
+//! SRQs reads (`providers/mlx5/mlx5.h`: `struct mlx5_cq`, `struct mlx5_qp`, `struct mlx5_wq`,
+//! `struct mlx5_srq`),
 //! as a table of byte offsets per release range, for x86_64 (LP64, glibc).
 //! shared/spec/mlx5.md §13.2 ("Important"): the `wr_id` tables and queue tails live here.
 //!
@@ -23,7 +24,19 @@
 //!         struct mlx5_wq rq;
 //!         ...
 //! };
+//! struct mlx5_cq {
+//!         struct verbs_cq verbs_cq;   /* union { ibv_cq; ibv_cq_ex; } */
+//!         struct mlx5_buf buf_a, buf_b, *active_buf, *resize_buf;
+//!         int resize_cqes, active_cqes;  struct mlx5_spinlock lock;
+//!         uint32_t cqn, cons_index;  __be32 *dbrec;  [v64: struct ibv_buf *dbrec_ibv_buf;]
+//!         bool custom_db;  int arm_sn;
+//!         ...
+//! };
 //! ```
+//!
+//! `arm_sn` is what the mlx5 attach reads before each arm: libibverbs' `ibv_get_cq_event`
+//! advances it (through the provider's `cq_event`, `mlx5_cq_event`) for every event read,
+//! whoever reads it.
 //!
 //! Read in the rdma-core tree at every tag v44.0 to v64.0, the heads of the stable-v44 to
 //! stable-v63 branches, and master at 691953d8 (`PACKAGE_VERSION` 65.0). Three layouts of
@@ -35,7 +48,9 @@
 //!   `struct mlx5_srq`, after every field read here.)
 //! - v64.0 (and master): `struct mlx5_buf` starts with a `struct ibv_buf` (address, size,
 //!   pd, dmabuf fd) instead of address and length and drops `mparent_domain` (64 → 72
-//!   bytes), and `struct mlx5_qp` / `struct mlx5_srq` gain `dbrec_ibv_buf` after `db`.
+//!   bytes), and `struct mlx5_qp` / `struct mlx5_srq` / `struct mlx5_cq` gain
+//!   `dbrec_ibv_buf` after their doorbell record pointer. (`struct mlx5_cq` up to `arm_sn`
+//!   is otherwise the same text in every release read, `ibv_cq_ex` too.)
 //!
 //! The offsets agree with a C `offsetof` probe that declares these structs as each
 //! release's `mlx5.h` does (the header is private) over rdma-core 44's installed `verbs.h`
@@ -55,6 +70,11 @@ pub const IBV_QP_QP_NUM_OFFSET: usize = 52;
 pub const IBV_QP_EX_SIZE_V44: usize = 352;
 /// `sizeof(struct ibv_qp_ex)` from v45 (`wr_flush` appended).
 pub const IBV_QP_EX_SIZE_V45: usize = IBV_QP_EX_SIZE_V44 + 8;
+/// `sizeof(struct ibv_cq_ex)` on x86_64 glibc (`verbs.h`; the same text v44 to v65): the
+/// size of `struct verbs_cq`, the union `struct mlx5_cq` starts with.
+pub const IBV_CQ_EX_SIZE: usize = 288;
+/// `offsetof(struct ibv_cq, channel)`: the completion channel the CQ was created on.
+pub const IBV_CQ_CHANNEL_OFFSET: usize = 8;
 /// `sizeof(struct mlx5dv_qp_ex)` (public, `mlx5dv.h`; the same text v44 to v65).
 pub const MLX5DV_QP_EX_SIZE: usize = 104;
 /// `sizeof(struct ibv_srq)` on x86_64 glibc.
@@ -274,6 +294,86 @@ const_assert_eq!(offset_of!(SrqV64, head), 280);
 const_assert_eq!(offset_of!(SrqV64, db), 296);
 const_assert_eq!(offset_of!(SrqV64, counter), 314);
 
+/// `struct mlx5_cq` up to `arm_sn`, for a buffer type `B` and `DB` words (0 or 1) of
+/// `dbrec_ibv_buf` after `dbrec`.
+#[repr(C)]
+struct Cq<B, const DB: usize> {
+    verbs_cq: [u64; IBV_CQ_EX_SIZE / 8],
+    buf_a: B,
+    buf_b: B,
+    active_buf: u64,
+    resize_buf: u64,
+    resize_cqes: i32,
+    active_cqes: i32,
+    lock: Spinlock,
+    cqn: u32,
+    cons_index: u32,
+    dbrec: u64,
+    dbrec_ibv_buf: [u64; DB],
+    custom_db: u8,
+    arm_sn: i32,
+}
+
+type CqV44 = Cq<BufV44, 0>;
+type CqV64 = Cq<BufV64, 1>;
+
+// What a C `offsetof` probe printed for each layout (the structs declared as each
+// release's mlx5.h has them, over rdma-core 44's installed verbs.h).
+const_assert_eq!(offset_of!(CqV44, buf_a), 288);
+const_assert_eq!(offset_of!(CqV44, buf_b), 352);
+const_assert_eq!(offset_of!(CqV44, active_buf), 416);
+const_assert_eq!(offset_of!(CqV44, cqn), 452);
+const_assert_eq!(offset_of!(CqV44, cons_index), 456);
+const_assert_eq!(offset_of!(CqV44, dbrec), 464);
+const_assert_eq!(offset_of!(CqV44, custom_db), 472);
+const_assert_eq!(offset_of!(CqV44, arm_sn), 476);
+const_assert_eq!(offset_of!(CqV64, buf_a), 288);
+const_assert_eq!(offset_of!(CqV64, buf_b), 360);
+const_assert_eq!(offset_of!(CqV64, active_buf), 432);
+const_assert_eq!(offset_of!(CqV64, cqn), 468);
+const_assert_eq!(offset_of!(CqV64, cons_index), 472);
+const_assert_eq!(offset_of!(CqV64, dbrec), 480);
+const_assert_eq!(offset_of!(CqV64, dbrec_ibv_buf), 488);
+const_assert_eq!(offset_of!(CqV64, custom_db), 496);
+const_assert_eq!(offset_of!(CqV64, arm_sn), 500);
+
+/// Where the fields of `struct mlx5_cq` are (byte offsets from the start of the struct,
+/// where its public `struct ibv_cq` is too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5CqLayout {
+    /// `buf_a`'s address word (`buf_a.buf`, or `buf_a.ibv_buf.addr` from v64).
+    pub buf_a: usize,
+    /// `buf_b`'s address word.
+    pub buf_b: usize,
+    /// `active_buf` (8-byte pointer): `&buf_a` or `&buf_b`, the ring in use.
+    pub active_buf: usize,
+    /// `cqn` (`u32`).
+    pub cqn: usize,
+    /// `cons_index` (`u32`): rdma-core's consumer counter, stale while dvcq polls.
+    pub cons_index: usize,
+    /// `dbrec` (8-byte pointer): the CQ's doorbell record.
+    pub dbrec: usize,
+    /// `arm_sn` (`int`): completion events read for the CQ (`mlx5_cq_event`).
+    pub arm_sn: usize,
+    /// Bytes from the start of the struct to the end of `arm_sn`: what a reader may touch.
+    pub size: usize,
+}
+
+macro_rules! cq_layout {
+    ($t:ty) => {
+        Mlx5CqLayout {
+            buf_a: offset_of!($t, buf_a),
+            buf_b: offset_of!($t, buf_b),
+            active_buf: offset_of!($t, active_buf),
+            cqn: offset_of!($t, cqn),
+            cons_index: offset_of!($t, cons_index),
+            dbrec: offset_of!($t, dbrec),
+            arm_sn: offset_of!($t, arm_sn),
+            size: offset_of!($t, arm_sn) + 4,
+        }
+    };
+}
+
 /// Where the fields of one `struct mlx5_wq` are, from the start of the queue struct.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Mlx5WqLayout {
@@ -392,6 +492,8 @@ pub struct Mlx5Layout {
     pub wq: Mlx5WqLayout,
     /// `struct mlx5_srq`.
     pub srq: Mlx5SrqLayout,
+    /// `struct mlx5_cq`.
+    pub cq: Mlx5CqLayout,
 }
 
 macro_rules! qp_layout {
@@ -435,9 +537,30 @@ macro_rules! srq_layout {
 
 /// The private mlx5 layouts, oldest first; the ranges do not overlap.
 pub const MLX5_LAYOUTS: [Mlx5Layout; 3] = [
-    Mlx5Layout { first: (44, 0), last: (44, 12), qp: qp_layout!(QpV44), wq: MLX5_WQ, srq: srq_layout!(SrqV44) },
-    Mlx5Layout { first: (45, 0), last: (63, 1), qp: qp_layout!(QpV45), wq: MLX5_WQ, srq: srq_layout!(SrqV44) },
-    Mlx5Layout { first: (64, 0), last: (64, 0), qp: qp_layout!(QpV64), wq: MLX5_WQ, srq: srq_layout!(SrqV64) },
+    Mlx5Layout {
+        first: (44, 0),
+        last: (44, 12),
+        qp: qp_layout!(QpV44),
+        wq: MLX5_WQ,
+        srq: srq_layout!(SrqV44),
+        cq: cq_layout!(CqV44),
+    },
+    Mlx5Layout {
+        first: (45, 0),
+        last: (63, 1),
+        qp: qp_layout!(QpV45),
+        wq: MLX5_WQ,
+        srq: srq_layout!(SrqV44),
+        cq: cq_layout!(CqV44),
+    },
+    Mlx5Layout {
+        first: (64, 0),
+        last: (64, 0),
+        qp: qp_layout!(QpV64),
+        wq: MLX5_WQ,
+        srq: srq_layout!(SrqV64),
+        cq: cq_layout!(CqV64),
+    },
 ];
 
 // The QP's end is its rq's end, and each row's sizes follow from the structs.
@@ -516,6 +639,12 @@ mod tests {
             }
             let s = &row.srq;
             assert!(s.ibv_srq + IBV_SRQ_SIZE <= s.buf && s.wrid % 8 == 0 && s.db % 8 == 0 && s.counter < s.size);
+            let c = &row.cq;
+            assert!(IBV_CQ_EX_SIZE <= c.buf_a && c.buf_a < c.buf_b && c.buf_b < c.active_buf);
+            assert!(c.active_buf % 8 == 0 && c.dbrec % 8 == 0 && c.cqn % 4 == 0 && c.arm_sn % 4 == 0);
+            assert!(
+                c.cqn + 4 == c.cons_index && c.cons_index < c.dbrec && c.dbrec < c.arm_sn && c.arm_sn + 4 == c.size
+            );
         }
     }
 
