@@ -18,8 +18,9 @@
 //!
 //! A ring first orders every store the thread made before it (a doorbell record, an irdma
 //! shadow area) ahead of the register store as the device sees them: rdma-core's
-//! `mmio_wc_start` (`sfence` on x86-64, `dsb st` on AArch64) before the mlx5 doorbell, its
-//! `udma_to_device_barrier` before the irdma one, the kernel's `wmb()`. Without it the
+//! `mmio_wc_start` (`sfence` on x86-64, `dsb st` on AArch64) before the mlx5 doorbell, at
+//! least its `udma_to_device_barrier` before the irdma one (a compiler barrier on x86-64,
+//! `dmb oshst` on AArch64), the kernel's `wmb()`. Without it the
 //! device could take the doorbell and read the record before the new arm word reached
 //! memory, and arm with the old one. After the store the ring flushes it out of a
 //! write-combining buffer (rdma-core's `mmio_flush_writes`), so the doorbell reaches the
@@ -143,21 +144,28 @@ impl DoorbellRegister {
     }
 }
 
-/// Orders every memory access this thread made before it ahead of every access after it,
-/// device memory included: `mfence` on x86-64 (a superset of the `sfence` rdma-core's
-/// `mmio_wc_start` and `mmio_flush_writes` issue: it also drains write-combining buffers),
-/// `dsb st` on AArch64 as rdma-core issues it (Rust's own fences there order only
-/// inner-shareable normal memory, not a device's view of it).
+/// Orders every store this thread made before it ahead of every store after it as the
+/// device sees them, device memory and write-combining buffers included: rdma-core's
+/// `mmio_wc_start` and `mmio_flush_writes` (`util/udma_barrier.h`), `sfence` on x86-64 and
+/// `dsb st` on AArch64. Rust's own fences are not these (`fence(SeqCst)` is a locked no-op
+/// on x86-64; on AArch64 it orders only inner-shareable memory), so the instruction is
+/// issued as rdma-core issues it; elsewhere, and under Miri (which runs no assembly), a
+/// sequentially consistent fence stands in.
 #[inline(always)]
 fn write_barrier() {
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: `dsb st` waits for earlier stores to complete; it reads and writes no memory
-    // and no register (`nostack`, `preserves_flags`); leaving out `nomem` makes it a
-    // compiler barrier for memory accesses too.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: `sfence` waits for earlier stores to become globally visible and drains the
+    // write-combining buffers; it reads and writes no memory or register (`nostack`,
+    // `preserves_flags`), and leaving out `nomem` makes it a compiler barrier too.
+    unsafe {
+        core::arch::asm!("sfence", options(nostack, preserves_flags))
+    };
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
+    // SAFETY: `dsb st` waits for earlier stores to complete; as above otherwise.
     unsafe {
         core::arch::asm!("dsb st", options(nostack, preserves_flags))
     };
-    #[cfg(not(target_arch = "aarch64"))]
+    #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
     core::sync::atomic::fence(Ordering::SeqCst);
 }
 
