@@ -95,10 +95,19 @@ impl Cq {
                 what: "arming a CQ polled by the mlx5 direct backend",
                 why,
             }),
-            // Likewise for irdma: rdma-core's arm reads its own state of a CQ it no longer
-            // polls.
+            // irdma's arm carries no consumer index: rdma-core's own (irdma_uarm_cq) keeps
+            // its bookkeeping (is_armed, skip_arm, arm_sol) in step with the events
+            // ibv_get_cq_event reads (irdma_cq_event), and the attach writes the ring state
+            // back after each poll, so rdma-core arms the attached CQ correctly.
             #[cfg(dvcq_rdma_core)]
-            Poller::Irdma(_) => Err(irdma_unarmed(self.device())),
+            Poller::Irdma(m) => match m.verbs_cq() {
+                Some(cq) => cq.req_notify(solicited).map_err(verbs),
+                None => Err(Error::Unsupported {
+                    device: self.device().to_string(),
+                    what: "arming an irdma CQ",
+                    why: "this irdma CQ has no rdma-core CQ to arm".into(),
+                }),
+            },
         }
     }
 
@@ -252,17 +261,4 @@ fn moderate_verbs(cq: &crate::sys::cq::VerbsCq, device: String, count: u16, peri
         },
         _ => Error::Verbs { device, source },
     })
-}
-
-/// Why a CQ polled by the irdma direct backend cannot be armed yet.
-#[cfg(dvcq_rdma_core)]
-fn irdma_unarmed(device: &str) -> Error {
-    Error::Unsupported {
-        device: device.to_string(),
-        what: "arming a CQ polled by the irdma direct backend",
-        why: "dvcq's irdma arm (shadow-area arm word, then the CQ doorbell) is not wired to attached CQs yet, \
-              and rdma-core's ibv_req_notify_cq would arm against its own copy of the CQ's state; make the CQ \
-              with BackendChoice::Generic for event mode"
-            .into(),
-    }
 }
