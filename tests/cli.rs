@@ -468,3 +468,26 @@ fn callgrind_counts_the_poll_path_even_on_a_small_ring() {
         assert!(range.contains(&instr), "{vendor} {mode}: {instr} instructions, expected {range:?}");
     }
 }
+
+/// `bench decode` decodes a generated log of every printer, says how fast and how much memory
+/// it took, and passes only when every CQE decoded under the memory limit.
+#[test]
+fn bench_decode_reports_throughput_and_peak_memory() {
+    let o = dvcq(&["bench", "decode", "--size", "2", "--json"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["mb"].as_f64().unwrap() >= 2.0, "{v}");
+    assert!(v["cqes"].as_u64().unwrap() > 100, "{v}");
+    assert_eq!(v["decoded"].as_u64(), v["cqes"].as_u64(), "{v}");
+    assert_eq!(v["problems"], 0, "{v}");
+    assert!(v["mb_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    let peak = v["peak_mib"].as_f64().unwrap();
+    assert!(peak > 0.0 && peak < v["peak_limit_mib"].as_f64().unwrap(), "{v}");
+    // The table names the same figures.
+    let o = dvcq(&["bench", "decode", "--size", "1"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    for what in [" throughput     : ", " peak memory    : ", "the limit is 64 MiB", " 0 problems"] {
+        assert!(out.contains(what), "{what}: {out}");
+    }
+}

@@ -23,6 +23,9 @@ enum BenchWhat {
     /// Event-mode latency and CPU cost: completions written at random intervals, taken by
     /// busy polling, by sleeping on completion events, and by the hybrid of both.
     Events(super::bench_events::EventsArgs),
+    /// `dvcq decode --json` on a generated log (200 MB of prose and dumps by default):
+    /// MB/s and peak memory, which must stay under 64 MiB.
+    Decode(super::bench_decode::DecodeBenchArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -195,6 +198,7 @@ impl BenchArgs {
             BenchWhat::Poll(p) => p.run(),
             BenchWhat::Drain(d) => d.run(),
             BenchWhat::Events(e) => e.run(),
+            BenchWhat::Decode(d) => d.run(),
         }
     }
 }

@@ -2,8 +2,10 @@
 
 use super::output::{warn, Output};
 use super::CliError;
-use crate::decode::{render_text, scan_with, Report, RingCqeSize, ScanOptions, Vendor};
-use std::io::Read;
+use crate::decode::{render_json, render_text, scan_stream, Finding, RingCqeSize, ScanOptions, Vendor};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,8 +29,14 @@ Input: any text (whole logs too) holding one or more dumps:
   irdma       4 or 8 hex qwords per CQE (with --vendor irdma); '%016llx', or 4 or 8 '0x%llx' a line
 Problems are reported with their line number and reason; decoding goes on.
 
+The input is read as a stream: each CQE is printed as soon as its dump has been read (the
+line after a dump ends it), and memory stays bounded by one dump, so logs of any size and
+live logs (`tail -f app.log | dvcq decode`) can be read. A reader that stops early
+(`dvcq decode big.log | head`) ends the run quietly.
+
 Exit status:
-  0  at least one dump decoded and no problem reported
+  0  at least one dump decoded and no problem reported (or the reader stopped early, no
+     problem reported before)
   1  a bad dump was reported (the good ones are still printed), or no dump was found
   2  usage or I/O error";
 
@@ -42,8 +50,8 @@ pub struct DecodeArgs {
     /// Which vendor's formats to look for.
     #[arg(long, value_enum, default_value_t = VendorArg::Mlx5)]
     pub vendor: VendorArg,
-    /// Print JSON lines: one object per decoded CQE ("type":"cqe") and per problem
-    /// ("type":"problem"), in line order.
+    /// Print JSON lines (one object a line, for `jq`): one per decoded CQE ("type":"cqe")
+    /// and per problem ("type":"problem"), in line order, each as soon as it is found.
     #[arg(long)]
     pub json: bool,
     /// mlx5: the CQE size of a dumped CQ ring (DPDK dumps the whole ring). `auto` reads
@@ -70,26 +78,47 @@ pub enum CqeSizeArg {
 
 impl DecodeArgs {
     /// Runs the subcommand.
+    ///
+    /// # Errors
+    ///
+    /// An option that does not apply, an input that cannot be read, or output that cannot
+    /// be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         if self.vendor == VendorArg::Irdma && self.cqe_size != CqeSizeArg::Auto {
             return Err(CliError(
-                "decode: --cqe-size applies to mlx5 rings; an irdma CQE's size comes from its qwords (4 or 8)".into(),
+                "--cqe-size applies to mlx5 rings; an irdma CQE's size comes from its qwords (4 or 8)".into(),
             ));
         }
-        let mut raw = Vec::new();
-        let name = match &self.input {
+        let mut out = Output::stdout();
+        let done = match &self.input {
             Some(p) if p.as_os_str() != "-" => {
-                raw = std::fs::read(p).map_err(|e| CliError(format!("decode: cannot read {}: {e}", p.display())))?;
-                p.display().to_string()
+                let name = p.display().to_string();
+                let file = File::open(p).map_err(|e| CliError(format!("{name}: cannot read: {e}")))?;
+                self.decode(BufReader::with_capacity(READ_BUFFER, file), &name, &mut out, Report::Stderr)?
             }
             _ => {
-                std::io::stdin()
-                    .read_to_end(&mut raw)
-                    .map_err(|e| CliError(format!("decode: cannot read standard input: {e}")))?;
-                "<stdin>".to_string()
+                self.decode(BufReader::with_capacity(READ_BUFFER, std::io::stdin()), STDIN, &mut out, Report::Stderr)?
             }
         };
-        let text = String::from_utf8_lossy(&raw);
+        Ok(done.exit_code())
+    }
+
+    /// Decodes `input` (named `name` in messages) as it is read, writing each CQE to `out`
+    /// as soon as its dump has been read: text blocks, or with `--json` one object a line.
+    /// Problems go to standard error (text) or `out` (JSON) in the same order. Stops when
+    /// the reader of `out` goes away.
+    ///
+    /// # Errors
+    ///
+    /// Output that cannot be written, or input that cannot be read (what was decoded before
+    /// has been written).
+    pub(crate) fn decode<R: BufRead, W: Write>(
+        &self,
+        input: R,
+        name: &str,
+        out: &mut Output<W>,
+        report: Report,
+    ) -> Result<Decoded, CliError> {
         let vendor = match self.vendor {
             VendorArg::Mlx5 => Vendor::Mlx5,
             VendorArg::Irdma => Vendor::Irdma,
@@ -99,72 +128,117 @@ impl DecodeArgs {
             CqeSizeArg::Bytes64 => RingCqeSize::Bytes64,
             CqeSizeArg::Bytes128 => RingCqeSize::Bytes128,
         };
-        let report = scan_with(&text, vendor, ScanOptions { ring_cqe_size });
-        let out = if self.json { render_json(&report)? } else { render_human(&report, &name) };
-        Output::stdout().write(&out)?;
+        let mut done = Decoded::default();
+        let mut failed = None;
+        let sink = |f: Finding| {
+            let written = match &f {
+                Finding::Cqe(d) => {
+                    done.dumps += 1;
+                    if self.json {
+                        json_line(out, &f)
+                    } else {
+                        // Blocks are separated by one blank line.
+                        let gap = if done.dumps > 1 { "\n" } else { "" };
+                        out.write(&format!("{gap}{}", render_text(done.dumps, d)))
+                    }
+                }
+                Finding::Problem(p) => {
+                    done.problems += 1;
+                    if self.json {
+                        json_line(out, &f)
+                    } else {
+                        report.problem(&format!("dvcq decode: {name}: {p}"));
+                        Ok(())
+                    }
+                }
+            };
+            match written {
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+                Ok(()) if out.closed() => ControlFlow::Break(()),
+                Ok(()) => ControlFlow::Continue(()),
+            }
+        };
+        let read = scan_stream(input, vendor, ScanOptions { ring_cqe_size }, sink);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if out.closed() {
+            // `dvcq decode big.log | head`: the reader has what it wanted.
+            done.stopped = true;
+            return Ok(done);
+        }
+        let summary = read.map_err(|e| CliError(format!("{name}: cannot read: {e}")))?;
+        done.bytes = summary.bytes;
         if !self.json {
-            for p in &report.problems {
-                warn(&format!("dvcq decode: {name}: {p}"));
+            if done.problems > 0 && done.dumps > 0 {
+                out.write(&format!(
+                    "\n{} dump(s) decoded, {} problem(s) in {name} (see standard error)\n",
+                    done.dumps, done.problems
+                ))?;
             }
-            if report.dumps.is_empty() && report.problems.is_empty() {
-                let empty = if text.trim().is_empty() { "the input is empty: " } else { "" };
-                warn(&format!("dvcq decode: {name}: {empty}no CQE dump found"));
+            if done.dumps == 0 && done.problems == 0 {
+                let empty = if summary.blank { "the input is empty: " } else { "" };
+                report.problem(&format!("dvcq decode: {name}: {empty}no CQE dump found"));
             }
         }
-        Ok(exit_code(&report))
+        Ok(done)
     }
 }
 
-/// 0 when something decoded and nothing was wrong, else 1.
-pub fn exit_code(r: &Report) -> ExitCode {
-    if !r.dumps.is_empty() && r.problems.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+/// What the program calls its standard input in messages.
+const STDIN: &str = "<stdin>";
+
+/// Bytes read from the input at a time.
+const READ_BUFFER: usize = 1 << 16;
+
+/// Where `dvcq decode` reports problems in its text output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// Standard error, a line each.
+    Stderr,
+    /// Nowhere (a benchmark counts them).
+    Discard,
+}
+
+impl Report {
+    fn problem(self, line: &str) {
+        if self == Self::Stderr {
+            warn(line);
+        }
     }
 }
 
-fn render_human(r: &Report, name: &str) -> String {
-    let mut s = String::new();
-    for (i, f) in r.dumps.iter().enumerate() {
-        if i > 0 {
-            s.push('\n');
-        }
-        s.push_str(&render_text(i + 1, f));
-    }
-    if !r.problems.is_empty() && !r.dumps.is_empty() {
-        s.push_str(&format!(
-            "\n{} dump(s) decoded, {} problem(s) in {name} (see standard error)\n",
-            r.dumps.len(),
-            r.problems.len()
-        ));
-    }
-    s
+/// What a `dvcq decode` run decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    /// CQEs written.
+    pub(crate) dumps: usize,
+    /// Problems reported.
+    pub(crate) problems: usize,
+    /// Bytes of input read (when the input was read to its end).
+    pub(crate) bytes: u64,
+    /// The reader of the output went away before the end of the input.
+    pub(crate) stopped: bool,
 }
 
-/// JSON lines for a report, dumps and problems merged in line order.
-pub fn render_json(r: &Report) -> Result<String, CliError> {
-    let err = |e: serde_json::Error| CliError(format!("decode: JSON encoding failed: {e}"));
-    let mut items: Vec<(usize, u8, serde_json::Value)> = Vec::new();
-    for f in &r.dumps {
-        let mut v = serde_json::to_value(f).map_err(err)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("type".into(), "cqe".into());
+impl Decoded {
+    /// 0 when something decoded and nothing was wrong, else 1. A run whose reader went away
+    /// says 0 unless it had reported a problem by then.
+    pub(crate) fn exit_code(&self) -> ExitCode {
+        let good = if self.stopped { self.problems == 0 } else { self.dumps > 0 && self.problems == 0 };
+        if good {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
         }
-        items.push((f.line, 0, v));
     }
-    for p in &r.problems {
-        let mut v = serde_json::to_value(p).map_err(err)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("type".into(), "problem".into());
-        }
-        items.push((p.line, 1, v));
-    }
-    items.sort_by_key(|(l, k, _)| (*l, *k));
-    let mut s = String::new();
-    for (_, _, v) in items {
-        s.push_str(&serde_json::to_string(&v).map_err(err)?);
-        s.push('\n');
-    }
-    Ok(s)
+}
+
+/// Writes one finding as a JSON line.
+fn json_line<W: Write>(out: &mut Output<W>, f: &Finding) -> Result<(), CliError> {
+    let line = render_json(f).map_err(|e| CliError(format!("JSON encoding failed: {e}")))?;
+    out.line(&line)
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 pub mod bench;
 mod bench_events;
+mod bench_decode;
 pub mod decode;
 pub mod devices;
 mod output;

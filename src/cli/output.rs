@@ -9,10 +9,10 @@
 use super::CliError;
 use std::io::{ErrorKind, Write};
 
-/// The command's standard output.
+/// The command's output: standard output, or (for a benchmark) any writer.
 #[derive(Debug)]
-pub(crate) struct Output {
-    out: std::io::Stdout,
+pub(crate) struct Output<W: Write = std::io::Stdout> {
+    out: W,
     /// The reader went away: nothing more is written.
     closed: bool,
 }
@@ -20,7 +20,14 @@ pub(crate) struct Output {
 impl Output {
     /// Standard output.
     pub(crate) fn stdout() -> Self {
-        Self { out: std::io::stdout(), closed: false }
+        Self::to(std::io::stdout())
+    }
+}
+
+impl<W: Write> Output<W> {
+    /// Output written to `out`.
+    pub(crate) fn to(out: W) -> Self {
+        Self { out, closed: false }
     }
 
     /// The reader went away: whatever is left to compute is wanted by nobody.
@@ -28,7 +35,12 @@ impl Output {
         self.closed
     }
 
-    /// Writes `text` as it is.
+    /// The writer.
+    pub(crate) fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// Writes `text` as it is, and flushes it: a reader sees it at once.
     ///
     /// # Errors
     ///
@@ -37,8 +49,7 @@ impl Output {
         if self.closed {
             return Ok(());
         }
-        let mut out = self.out.lock();
-        let done = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        let done = self.out.write_all(text.as_bytes()).and_then(|()| self.out.flush());
         self.check(done)
     }
 
@@ -48,12 +59,10 @@ impl Output {
     ///
     /// As [`Output::write`].
     pub(crate) fn line(&mut self, line: &str) -> Result<(), CliError> {
-        if self.closed {
-            return Ok(());
-        }
-        let mut out = self.out.lock();
-        let done = out.write_all(line.as_bytes()).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
-        self.check(done)
+        let mut text = String::with_capacity(line.len() + 1);
+        text.push_str(line);
+        text.push('\n');
+        self.write(&text)
     }
 
     fn check(&mut self, done: std::io::Result<()>) -> Result<(), CliError> {

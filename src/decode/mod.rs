@@ -125,12 +125,19 @@ pub struct Problem {
     pub reason: String,
 }
 
+impl Problem {
+    /// The reason and, when known, the printer: `truncated dump: ... (DPDK rte_hexdump)`.
+    pub fn message(&self) -> String {
+        match self.format {
+            Some(fm) => format!("{} ({})", self.reason, fm.describe()),
+            None => self.reason.clone(),
+        }
+    }
+}
+
 impl core::fmt::Display for Problem {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.format {
-            Some(fm) => write!(f, "line {}: {} ({})", self.line, self.reason, fm.describe()),
-            None => write!(f, "line {}: {}", self.line, self.reason),
-        }
+        write!(f, "line {}: {}", self.line, self.message())
     }
 }
 
@@ -186,4 +193,4 @@ pub struct ScanSummary {
     pub stopped: bool,
 }
 
-pub use render::render_text;
+pub use render::{render_json, render_text};

@@ -1,7 +1,7 @@
 //! Human-readable rendering of a decoded dump.
 
 use super::mlx5::{Meaning, StatusInfo};
-use super::{Decoded, Found, IrdmaCqe, Mlx5Cqe};
+use super::{Decoded, Finding, Found, IrdmaCqe, Mlx5Cqe};
 use core::fmt::Write;
 
 fn kv(out: &mut String, k: &str, v: impl core::fmt::Display) {
@@ -39,6 +39,24 @@ pub fn render_text(index: usize, f: &Found) -> String {
         Decoded::Irdma(c) => irdma(&mut out, c),
     }
     out
+}
+
+/// The JSON object `dvcq decode --json` prints for one finding, without a newline: a CQE's
+/// fields and `"type":"cqe"`, or a problem's (`line`, `printer`, `reason`) and
+/// `"type":"problem"`.
+///
+/// # Errors
+///
+/// A [`serde_json::Error`] if the value cannot be encoded (it always can).
+pub fn render_json(f: &Finding) -> serde_json::Result<String> {
+    let (mut v, kind) = match f {
+        Finding::Cqe(d) => (serde_json::to_value(d)?, "cqe"),
+        Finding::Problem(p) => (serde_json::to_value(p)?, "problem"),
+    };
+    if let Some(o) = v.as_object_mut() {
+        o.insert("type".into(), kind.into());
+    }
+    serde_json::to_string(&v)
 }
 
 /// `0x13 NAME`: a number and its name (`unknown` where no table names it).

@@ -748,10 +748,13 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
 
     fn run_mlx5(&mut self) {
         let mut i = 0;
-        while let Some(l) = self.lines.get(i) {
+        loop {
+            // What the lines before `i` held is handed over before line `i` is waited for:
+            // a live log's last dump is printed without waiting for the next line.
             if self.commit(i).is_break() {
                 return;
             }
+            let Some(l) = self.lines.get(i) else { break };
             let t = &*l.text;
             if is_blank(t) {
                 i += 1;
@@ -792,12 +795,13 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         let mut part: Vec<u64> = Vec::new();
         let mut part_lines = (0, 0);
         let mut i = 0;
-        while let Some(l) = self.lines.get(i) {
+        loop {
             // The short lines gathered are reported at their first line.
             let keep = if part.is_empty() { i } else { part_lines.0 - 1 };
             if self.commit(keep).is_break() {
                 return;
             }
+            let Some(l) = self.lines.get(i) else { break };
             i += 1;
             let q = match qword_line(&l.text) {
                 QLine::Ok(q) => q,
