@@ -24,7 +24,8 @@ Input: any text (whole logs too) holding one or more dumps:
   rdma-core   'mlx5: <host>: got completion with error:' + 4 lines of '%08x %08x %08x %08x'
   kernel      print_hex_dump lines '[cqe_dump: ]00000000: 00 11 ...' (16 bytes a line)
   DPDK        'MLX5 Error CQ: at [0x..], len=N' + rte_hexdump lines (error CQEs of the ring;
-              64- or 128-byte CQEs, see --cqe-size)
+              64- or 128-byte CQEs, see --cqe-size); 'MLX5 Error CQE:' or 'MLX5 CQE:' (one
+              CQE, 17.11 to 19.05); '<drv>: Error cqe:' + 4 or 8 lines of '%08X' words
   bare        one line of 64 bytes in hex, spaces optional (success CQEs decode too)
   irdma       4 or 8 hex qwords per CQE (with --vendor irdma); '%016llx', or 4 or 8 '0x%llx' a line
 Problems are reported with their line number and reason; decoding goes on.

@@ -8,20 +8,26 @@ use crate::uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 use crate::uapi::mlx5::ErrCqe;
 use serde::Serialize;
 
-/// Byte offsets of the marker DPDK's mlx5 PMD writes into an error CQE before it dumps the CQ
-/// (`check_err_cqe_seen` in DPDK `drivers/net/mlx5/mlx5_tx.c` copies `"seen"` and its NUL
-/// into `rsvd1[0..5]`). Since DPDK commit 3cddeba0ca (2024-10, `struct mlx5_error_cqe` in
-/// `drivers/common/mlx5/mlx5_prm.h`) `rsvd1` starts at byte 4; before it DPDK used
-/// rdma-core's `struct mlx5_err_cqe`, whose `rsvd1` starts at byte 36. Both places are
-/// reserved in an error CQE; the decoder ignores them in DPDK dumps.
-pub const DPDK_MARKER_OFFSETS: [usize; 2] = [4, 36];
+/// Byte offsets in the cqe64 where DPDK's mlx5 PMD has written its marker, `"seen"` and its
+/// NUL, into a CQE it was about to dump (so that it dumps a CQE once), by release:
+///
+/// | offset | releases | where (DPDK `drivers/net/mlx5`) |
+/// |---|---|---|
+/// | 1 | 17.11 to 18.05, debug builds | `check_cqe_seen` in `mlx5_rxtx.h`: `struct mlx5_cqe` `rsvd0[11]`, after `pkt_info` |
+/// | 17 | 18.08 to 19.05, debug builds | the same function, now on `rsvd1[11]` (after `wqe_id`, `rsvd3[8]`, `rx_hash_res`, `rx_hash_type`) |
+/// | 36 | 19.08 to 24.07 | `check_err_cqe_seen` (Tx path): `rsvd1` of rdma-core's `struct mlx5_err_cqe`, after `srqn` |
+/// | 4 | 24.11 on | the same, on `rsvd1` of DPDK's own `struct mlx5_error_cqe` (`drivers/common/mlx5/mlx5_prm.h`, commit 3cddeba0ca) |
+///
+/// Every one of them lies in bytes an error CQE leaves reserved; the decoder ignores them in
+/// DPDK dumps of error CQEs.
+pub const DPDK_MARKER_OFFSETS: [usize; 4] = [1, 4, 17, 36];
+
+/// The DPDK releases that write the marker at each of [`DPDK_MARKER_OFFSETS`].
+const DPDK_MARKER_RELEASES: [&str; 4] =
+    ["DPDK 17.11 to 18.05", "DPDK 24.11 on", "DPDK 18.08 to 19.05", "DPDK 19.08 to 24.07"];
 
 /// The marker bytes themselves.
 pub const DPDK_MARKER: &[u8; 5] = b"seen\0";
-
-/// Bytes 1-5, which the issue text names as DPDK's marker bytes; ignored too in DPDK dumps
-/// (they are reserved in an error CQE, so nothing is lost).
-const DPDK_EXTRA_IGNORED: core::ops::RangeInclusive<usize> = 1..=5;
 
 /// The `ibv_wc_status` a CQE yields, with libibverbs' number, constant name and
 /// `ibv_wc_status_str()` text.
@@ -151,10 +157,10 @@ pub fn decode_mlx5(bytes: &[u8; 64], opts: Mlx5Options) -> Mlx5Cqe {
     let mut b = *bytes;
     let mut notes = Vec::new();
     if opts.dpdk {
-        for off in DPDK_MARKER_OFFSETS {
+        for (off, releases) in DPDK_MARKER_OFFSETS.into_iter().zip(DPDK_MARKER_RELEASES) {
             if &b[off..off + DPDK_MARKER.len()] == DPDK_MARKER {
                 notes.push(format!(
-                    "DPDK's \"seen\" marker at bytes {off}-{}: written by the PMD, ignored",
+                    "DPDK's \"seen\" marker at bytes {off}-{} (where {releases} write it): written by the PMD, ignored",
                     off + DPDK_MARKER.len() - 1
                 ));
             }
@@ -167,9 +173,6 @@ pub fn decode_mlx5(bytes: &[u8; 64], opts: Mlx5Options) -> Mlx5Cqe {
         // The marker only ever lands in reserved bytes of an error CQE: blank them all.
         for off in DPDK_MARKER_OFFSETS {
             b[off..off + DPDK_MARKER.len()].fill(0);
-        }
-        for i in DPDK_EXTRA_IGNORED {
-            b[i] = 0;
         }
     }
     let mut d = Mlx5Cqe {
@@ -447,13 +450,18 @@ mod tests {
     }
 
     #[test]
-    fn dpdk_marker_is_ignored() {
-        let mut b = err(0xd0, 0x04, 0x51);
-        b[4..9].copy_from_slice(DPDK_MARKER);
-        let d = decode_mlx5(&b, Mlx5Options { dpdk: true });
-        assert!(d.notes.iter().any(|n| n.contains("marker")));
-        assert!(!d.notes.iter().any(|n| n.contains("reserved")));
-        let d = decode_mlx5(&b, Mlx5Options { dpdk: false });
-        assert!(d.notes.iter().any(|n| n.contains("reserved")));
+    fn dpdk_marker_is_ignored_where_every_release_writes_it() {
+        for (off, releases) in [(1, "17.11 to 18.05"), (17, "18.08 to 19.05"), (36, "19.08 to 24.07"), (4, "24.11 on")]
+        {
+            let mut b = err(0xd0, 0x04, 0x51);
+            b[off..off + 5].copy_from_slice(DPDK_MARKER);
+            let d = decode_mlx5(&b, Mlx5Options { dpdk: true });
+            let want = format!("marker at bytes {off}-{} (where DPDK {releases} write it)", off + 4);
+            assert!(d.notes.iter().any(|n| n.contains(&want)), "{off}: {:?}", d.notes);
+            assert!(!d.notes.iter().any(|n| n.contains("reserved")), "{off}: {:?}", d.notes);
+            assert_eq!((d.syndrome, d.qpn), (Some(0x04), 0x1f8e), "{off}");
+            let d = decode_mlx5(&b, Mlx5Options { dpdk: false });
+            assert!(d.notes.iter().any(|n| n.contains("reserved")), "{off}: {:?}", d.notes);
+        }
     }
 }

@@ -5,24 +5,50 @@
 //! and scanning goes on. [`decode_mlx5`] and [`decode_irdma`] decode one CQE an application
 //! already holds. To print a CQE the way rdma-core does, see [`crate::mlx5::dump`].
 //!
-//! Printers whose output is recognised (formats read from their public sources):
-//! * rdma-core libmlx5 (`providers/mlx5/cq.c`): `mlx5: <host>: got completion with error:`
-//!   then four lines `%08x %08x %08x %08x`, each word a big-endian load, so the words give the
-//!   bytes in memory order; debug builds print `<func>:<line>: dump cqe for cqn 0x<n>:` and
-//!   the same four lines for every CQE. Old kernels (`dump_cqe` before `print_hex_dump`)
-//!   print `dump error cqe` and the same words.
-//! * Linux mlx5_ib (`drivers/infiniband/hw/mlx5/cq.c` `dump_cqe`, `mlx5_dump_err_cqe`):
-//!   `print_hex_dump(level, "cqe_dump: " or "", DUMP_PREFIX_OFFSET, 16, 1, cqe, 64, false)`,
-//!   i.e. `cqe_dump: 00000010: 00 11 ...`, 16 bytes a line, after any kernel log stamp.
-//! * DPDK mlx5 (`mlx5_dump_debug_information` → `rte_hexdump`): `MLX5 Error CQ: at [0x..],
-//!   len=<n>`, then `%08X:` and ` %02X` bytes, ` | ` and an ASCII column; the whole CQ ring is
-//!   dumped, so only its error CQEs are decoded; before dumping, the Tx path writes `"seen"`
-//!   into reserved bytes of the error CQE, which are ignored. DPDK built with 128-byte cache
-//!   lines (arm64's generic build among them) creates 128-byte CQEs and dumps 128-byte
-//!   slots (`struct mlx5_cqe` pads 64 bytes before the cqe64); [`ScanOptions::ring_cqe_size`]
-//!   says how such a ring is read.
-//! * a bare 64-byte hex string (one line, spaces optional);
-//! * irdma CQEs as four or eight 64-bit qwords ([`Vendor::Irdma`]).
+//! # Printers and eras
+//!
+//! Every error-CQE dump the public mlx5 printers have written, read from their code at the
+//! releases named (rdma-core `providers/mlx5/cq.c`; Linux `drivers/infiniband/hw/mlx5/cq.c`
+//! `dump_cqe` and `include/linux/mlx5/cq.h` `mlx5_dump_err_cqe`; DPDK `drivers/net/mlx5`
+//! `mlx5_rxtx.h`/`mlx5_rxtx.c`/`mlx5_rx.c`/`mlx5_tx.c`, `mlx5_flow_aso.c`,
+//! `drivers/compress/mlx5/mlx5_compress.c` and `lib/eal/common/eal_common_hexdump.c`). Any
+//! log prefix (a time stamp, `kernel:`, a program's name or prompt such as `testpmd> `) may
+//! precede a line; the [`DumpFormat`] each is reported as is in brackets.
+//!
+//! | printer | releases | first line | then | bytes |
+//! |---|---|---|---|---|
+//! | rdma-core libmlx5, error CQE ([`DumpFormat::RdmaCore`]) | v13 (2017) to today, and libmlx5 before it | `mlx5: <host>: got completion with error:` | 4 lines `%08x %08x %08x %08x` | `be32toh` words: memory order |
+//! | rdma-core `MLX5_DEBUG` build, every CQE ([`DumpFormat::RdmaCoreDebug`]) | v13 to today | `<func>:<line>: dump cqe for cqn 0x<n>:` | the same 4 lines | the same |
+//! | Linux mlx5_ib `dump_cqe` ([`DumpFormat::KernelWords`]) | v3.11 to at least v4.15 | `<ibdev>:dump_cqe:<line>:(pid <n>): dump error cqe` | 4 `pr_info` lines `%08x %08x %08x %08x` | `be32_to_cpu` words |
+//! | Linux mlx5_ib `dump_cqe` + `mlx5_dump_err_cqe` ([`DumpFormat::Kernel`]) | by v4.19 to v6.1 | `... dump error cqe` (from v5.x after `WC error: <n>, Message: <text>`) | `print_hex_dump(.., "", DUMP_PREFIX_OFFSET, 16, 1, ..)`: `%.8x: ` and 16 `%02x` | memory order |
+//! | Linux mlx5_ib `dump_cqe` ([`DumpFormat::Kernel`]) | v6.2 on | `... WC error: <n>, Message: <text>` | `print_hex_dump` with prefix `cqe_dump: ` | memory order |
+//! | Linux mlx5e `mlx5e_dump_error_cqe`, Ethernet SQs ([`DumpFormat::Kernel`]) | by v4.19 on | `<netdev>: Error cqe on cqn 0x.., ci 0x.., sqn 0x.., [opcode 0x.., ]syndrome 0x.., vendor syndrome 0x..` | `print_hex_dump`, no prefix | memory order |
+//! | DPDK debug builds, `check_cqe` ([`DumpFormat::Dpdk`]) | 17.11 to 19.05 | `MLX5 Error CQE: at [<ptr>], len=64` (to stderr, after `unexpected CQE error <op> (0x..) syndrome 0x..`) | `rte_hexdump`: `%08X:`, 16 ` %02X`, ` \| `, ASCII | one CQE; "seen" marker at byte 1 (to 18.05) or 17 |
+//! | DPDK debug builds, `check_cqe` ([`DumpFormat::Dpdk`]) | 17.11 to 19.05 | `MLX5 CQE: at [<ptr>], len=64\|128` (an unexpected opcode) | `rte_hexdump` | one CQE; of 128 bytes, the second half |
+//! | DPDK `mlx5_dump_debug_information` ([`DumpFormat::Dpdk`]) | 19.08 on | `MLX5 Error CQ: at [<ptr>], len=<n>` (in a `dpdk_mlx5_port_*` file, after `Unexpected CQE error syndrome 0x.. CQN = ..`) | `rte_hexdump` of the whole ring | the ring's error CQEs; marker at byte 36 (to 24.07) or 4 |
+//! | DPDK flow age/ASO and compress ([`DumpFormat::DpdkWords`]) | 20.11 on (`mlx5_pci: `, from 21.05 `mlx5_net: ` or `mlx5_compress: `) | `<drv>: Error cqe:` | 4 lines `%08X %08X %08X %08X`; 8 from 24.11 with 128-byte cache lines | host-order (little-endian) loads; of 8 lines, the last 4 |
+//!
+//! `rte_hexdump` pads a short last line with ` \| ` once per missing byte before 19.05 and
+//! with spaces from 19.05 on; both read the same. Dumps the same printers write that hold no
+//! CQE are passed over: rdma-core's `dump wqe at <ptr>` words, DPDK's `Error wqe:` and
+//! `Error opaq:` words, its `MLX5 Error SQ:`, `MLX5 Error RQ:` and `MLX5 TXQ:` WQE hexdumps,
+//! and `Query CQ Dump:` (24.07 on), the CQ context a queue dump reads from the device.
+//!
+//! Where DPDK is built with 128-byte cache lines (arm64's generic build) its CQEs are 128
+//! bytes, the cqe64 in the second half: the ring dumps hold such slots
+//! ([`ScanOptions::ring_cqe_size`]), and before 24.11 its 64-byte single-CQE dumps hold the
+//! padding, not the CQE; 64 zero bytes are reported as such, not decoded. DPDK's marker
+//! offsets are listed with [`DPDK_MARKER_OFFSETS`].
+//!
+//! Besides these: a bare 64-byte hex string (one line, spaces optional); four lines of four
+//! words without a header ([`DumpFormat::Words`]); and irdma CQEs as four or eight 64-bit
+//! qwords ([`Vendor::Irdma`]).
+//!
+//! # Streaming
+//!
+//! [`scan_stream`] reads its input line by line and hands each finding over once its dump
+//! has ended (at the line after it, or the end of the input), holding one dump's lines at a
+//! time; [`scan`] and [`scan_with`] collect the same findings into a [`Report`].
 
 mod irdma;
 mod lines;
@@ -62,6 +88,8 @@ pub enum DumpFormat {
     Kernel,
     /// DPDK `rte_hexdump`.
     Dpdk,
+    /// DPDK `Error cqe:` and four (or eight) lines of `%08X` words in host order.
+    DpdkWords,
     /// A bare 64-byte hex string.
     BareHex,
     /// irdma qwords.
@@ -78,6 +106,7 @@ impl DumpFormat {
             Self::Words => "words without header",
             Self::Kernel => "Linux mlx5_ib print_hex_dump",
             Self::Dpdk => "DPDK rte_hexdump",
+            Self::DpdkWords => "DPDK Error cqe words",
             Self::BareHex => "bare hex string",
             Self::IrdmaQwords => "irdma qwords",
         }

@@ -1,14 +1,15 @@
 //! Finding CQE dumps in arbitrary text.
 //!
-//! Formats recognised (all read from their public printers, see the module docs of
-//! [`crate::decode`]):
+//! Formats recognised: the table of printers and eras in the module docs of
+//! [`crate::decode`]. In short:
 //! * rdma-core libmlx5: `mlx5: <host>: got completion with error:` (or the debug build's
 //!   `dump cqe for cqn 0x..:`, or the old kernel's `dump error cqe`) and four lines of four
-//!   `%08x` words;
+//!   `%08x` words; DPDK's `Error cqe:` and four or eight lines of `%08X` words in host order;
 //! * Linux `print_hex_dump(..., DUMP_PREFIX_OFFSET, 16, 1, ...)`: `%.8x: ` and sixteen `%02x`
 //!   bytes a line, optionally after `cqe_dump: ` and a kernel log stamp;
 //! * DPDK `rte_hexdump`: a `<title> at [<ptr>], len=<n>` line, then `%08X:` and sixteen
-//!   ` %02X` bytes, ` | ` and an ASCII column;
+//!   ` %02X` bytes, ` | ` and an ASCII column; a title naming a CQ is a ring, one naming a CQE
+//!   a single CQE;
 //! * a bare 64-byte hex string on one line;
 //! * irdma (with [`Vendor::Irdma`]): four or eight 64-bit qwords, `0x` optional; four or
 //!   eight on a line may be printed without zero padding.
@@ -315,13 +316,73 @@ fn is_kernel_words_header(s: &str) -> bool {
     s.trim_end().ends_with("dump error cqe")
 }
 
+/// DPDK's `DRV_LOG(ERR, "Error cqe:")` (`mlx5_aso_dump_err_objs`, `mlx5_compress_dump_err_objs`),
+/// after the log's `mlx5_net: ` or `mlx5_compress: ` and, in debug builds, file, line and
+/// function.
+fn is_dpdk_words_header(s: &str) -> bool {
+    s.trim_end().ends_with("Error cqe:")
+}
+
+/// A header of words that are not a CQE: rdma-core's debug `dump wqe at <ptr>` (`dump_wqe`,
+/// `providers/mlx5/qp.c`) and DPDK's `Error wqe:` and `Error opaq:`, which follow its
+/// `Error cqe:` words.
+fn is_other_words_header(s: &str) -> bool {
+    let t = s.trim_end();
+    t.ends_with("Error wqe:") || t.ends_with("Error opaq:") || t.contains("dump wqe at ")
+}
+
 /// What starts a new dump (used to detect a dump interrupted by another).
 fn starts_dump(s: &str) -> bool {
     is_rdma_core_header(s)
         || is_debug_header(s)
         || is_kernel_words_header(s)
+        || is_dpdk_words_header(s)
+        || is_other_words_header(s)
         || parse_dpdk_title(s).is_some()
         || parse_offset_line(s).is_some()
+}
+
+/// What a DPDK `rte_hexdump` title names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DpdkTitle {
+    /// A whole CQ ring (`MLX5 Error CQ:`, DPDK 19.08 on): its error CQEs are decoded.
+    Ring,
+    /// One CQE (`MLX5 Error CQE:` and `MLX5 CQE:`, debug builds of DPDK 17.11 to 19.05):
+    /// 64 bytes, or a 128-byte CQE whose second half is the cqe64.
+    Cqe,
+    /// Anything else: send and receive queue WQEs (`MLX5 Error SQ:`, `MLX5 Error RQ:`,
+    /// `MLX5 TXQ:`), or the CQ context a queue dump reads from the device (`Query CQ Dump:`).
+    Other,
+}
+
+/// Classifies a title by its words (a prompt or program name before it is one more word).
+fn dpdk_title_kind(title: &str) -> DpdkTitle {
+    let mut words = title.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());
+    let (mut cq, mut cqe) = (false, false);
+    for w in words.by_ref() {
+        match w {
+            "Query" => return DpdkTitle::Other,
+            "CQ" => cq = true,
+            "CQE" => cqe = true,
+            _ => {}
+        }
+    }
+    match (cqe, cq) {
+        (true, _) => DpdkTitle::Cqe,
+        (false, true) => DpdkTitle::Ring,
+        (false, false) => DpdkTitle::Other,
+    }
+}
+
+/// The problem to report instead of decoding a CQE of 64 zero bytes from a DPDK dump: DPDK
+/// built with 128-byte cache lines (arm64's generic build) pads each CQE with 64 bytes before
+/// its cqe64, and before 24.11 its single-CQE dumps took the padding for the CQE.
+fn dpdk_padding_only(b: &[u8; 64]) -> Option<String> {
+    b.iter().all(|&x| x == 0).then(|| {
+        "the dump holds 64 zero bytes, not a CQE: DPDK built with 128-byte cache lines dumped the \
+         padding before the cqe64 of a 128-byte CQE (releases before 24.11 did)"
+            .to_string()
+    })
 }
 
 /// The scanner over a window of lines; what it finds goes to `sink` in line order.
@@ -332,6 +393,17 @@ struct Scanner<R, F> {
     pending: Vec<Finding>,
     sink: F,
     summary: ScanSummary,
+}
+
+/// A DPDK `rte_hexdump` title before a hexdump.
+#[derive(Clone, Copy, Debug)]
+struct Title {
+    /// Its 1-based line.
+    line: usize,
+    /// The length it announces, if it is readable.
+    len: Option<usize>,
+    /// It names one CQE, not a ring.
+    single: bool,
 }
 
 /// How [`scan_with`] reads a dumped mlx5 CQ ring (a dump of more than one 64-byte CQE).
@@ -369,11 +441,15 @@ fn to64(bytes: &[u8]) -> Option<[u8; 64]> {
     bytes.try_into().ok()
 }
 
-fn words_to_bytes(rows: &[[u32; 4]]) -> [u8; 64] {
+/// The 64 bytes four rows of words print: each word a big-endian load (rdma-core's and the
+/// kernel's `be32toh`/`be32_to_cpu`), or with `host_order` a plain load on a little-endian
+/// host (DPDK's `Error cqe:` words print `volatile uint32_t` reads of the CQE).
+fn words_to_bytes(rows: &[[u32; 4]], host_order: bool) -> [u8; 64] {
     let mut out = [0u8; 64];
     for (r, row) in rows.iter().enumerate().take(4) {
         for (w, word) in row.iter().enumerate() {
-            out[r * 16 + w * 4..r * 16 + w * 4 + 4].copy_from_slice(&word.to_be_bytes());
+            let bytes = if host_order { word.to_le_bytes() } else { word.to_be_bytes() };
+            out[r * 16 + w * 4..r * 16 + w * 4 + 4].copy_from_slice(&bytes);
         }
     }
     out
@@ -506,8 +582,20 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
             }
             return j;
         }
-        let b = words_to_bytes(&rows);
-        self.found_mlx5(hno, format, None, &b);
+        let dpdk = format == DumpFormat::DpdkWords;
+        if dpdk {
+            // DPDK prints `sizeof` its error CQE: 128 bytes where it is built with 128-byte
+            // cache lines (24.11 on), the cqe64 in the second half.
+            if let Some((second, after)) = self.four_more_word_rows(i) {
+                rows = second;
+                i = after;
+            }
+        }
+        let b = words_to_bytes(&rows, dpdk);
+        match dpdk_padding_only(&b).filter(|_| dpdk) {
+            Some(why) => self.problem(hno, Some(format), why),
+            None => self.found_mlx5(hno, format, None, &b),
+        }
         // A fifth line of words means the dump does not have the rdma-core shape.
         let mut j = self.next_nonblank(i);
         let mut extra = 0;
@@ -534,6 +622,35 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         i
     }
 
+    /// Four more lines of words (no dump starting among them) from index `i` on, blank lines
+    /// skipped, and the index after them.
+    fn four_more_word_rows(&mut self, mut i: usize) -> Option<(Vec<[u32; 4]>, usize)> {
+        let mut rows = Vec::with_capacity(4);
+        while rows.len() < 4 {
+            i = self.next_nonblank(i);
+            let l = self.lines.get(i)?;
+            if starts_dump(&l.text) {
+                return None;
+            }
+            rows.push(parse_words(&l.text, false)?);
+            i += 1;
+        }
+        Some((rows, i))
+    }
+
+    /// The lines of words after a header at index `h` whose words are not a CQE (a WQE
+    /// dump): skipped. Returns the index after them.
+    fn skip_words_after(&mut self, h: usize) -> usize {
+        let mut i = h + 1;
+        loop {
+            let j = self.next_nonblank(i);
+            match self.lines.get(j) {
+                Some(l) if !starts_dump(&l.text) && parse_words(&l.text, false).is_some() => i = j + 1,
+                _ => return i,
+            }
+        }
+    }
+
     /// Headerless lines of words starting at index `s`.
     fn bare_words(&mut self, s: usize) -> usize {
         let mut rows: Vec<([u32; 4], usize)> = Vec::new();
@@ -552,7 +669,7 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         if rows.len() % 4 == 0 {
             for chunk in rows.chunks_exact(4) {
                 let r: Vec<[u32; 4]> = chunk.iter().map(|c| c.0).collect();
-                let b = words_to_bytes(&r);
+                let b = words_to_bytes(&r, false);
                 self.found_mlx5(chunk[0].1, DumpFormat::Words, None, &b);
             }
         } else if rows.len() > 1 {
@@ -567,8 +684,8 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
     }
 
     /// A hexdump block (kernel or DPDK) starting at index `s`; `title` is a DPDK title seen
-    /// just before (line number, title, the length it announces if it is readable).
-    fn hexdump(&mut self, s: usize, title: Option<(usize, String, Option<usize>)>) -> usize {
+    /// just before.
+    fn hexdump(&mut self, s: usize, title: Option<Title>) -> usize {
         let mut rows: Vec<(OffLine, usize)> = Vec::new();
         let mut i = s;
         let first_no = self.line_no(s);
@@ -609,7 +726,7 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         let mixed_case = rows.iter().any(|(o, _)| o.upper) && rows.iter().any(|(o, _)| o.lower);
         let is_dpdk = title.is_some() || dpdk_lines > 0;
         let format = if is_dpdk { DumpFormat::Dpdk } else { DumpFormat::Kernel };
-        let start_no = title.as_ref().map_or(first_no, |t| t.0);
+        let start_no = title.map_or(first_no, |t| t.line);
         if dpdk_lines > 0 && dpdk_lines < rows.len() {
             bad.get_or_insert((
                 first_no,
@@ -626,13 +743,19 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         let have = bytes.len();
         // The bytes that make up the dump: what its title announces, if it says. What does
         // not fit is reported, and every whole CQE of the rest is still decoded.
-        let announced = title.as_ref().and_then(|t| t.2);
+        let announced = title.and_then(|t| t.len);
         let usable = announced.map_or(have, |len| len.min(have));
-        // 64-byte CQEs, or 128-byte ones whose second half is the cqe64.
-        let stride = self.ring_stride(bytes.get(..usable).unwrap_or_default());
-        let whole = usable / stride;
+        let single = title.is_some_and(|t| t.single);
+        // 64-byte CQEs, or 128-byte ones whose second half is the cqe64; a title naming one
+        // CQE announces its size.
+        let stride = match announced {
+            Some(128) if single => 128,
+            _ if single => 64,
+            _ => self.ring_stride(bytes.get(..usable).unwrap_or_default()),
+        };
+        let whole = if single { (usable / stride).min(1) } else { usable / stride };
         // A ring dump (DPDK dumps the whole CQ) shows its error CQEs only.
-        let slots = announced.map_or(whole, |len| len / stride).max(whole);
+        let slots = if single { 1 } else { announced.map_or(whole, |len| len / stride).max(whole) };
         // Each whole CQE's cqe64, and whether it is an error CQE (opcode 13 or 14).
         let cqes: Vec<([u8; 64], bool)> = bytes
             .chunks_exact(stride)
@@ -677,7 +800,17 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
             }
             return i;
         }
-        if usable % stride != 0 && !reported {
+        if single && usable > stride && !reported {
+            self.problem(
+                start_no,
+                Some(format),
+                format!(
+                    "dump longer than one {stride}-byte CQE: {usable} bytes, the last {} not decoded",
+                    usable - stride
+                ),
+            );
+            reported = true;
+        } else if usable % stride != 0 && !reported {
             let cqes =
                 if whole == 1 { format!("one {stride}-byte CQE") } else { format!("{whole} {stride}-byte CQEs") };
             self.problem(
@@ -692,6 +825,11 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
             if slots == 1 || *error {
                 // A ring's CQE is reported at its slot's first row.
                 let no = if slots == 1 { start_no } else { rows.get(k * stride / 16).map_or(start_no, |r| r.1) };
+                if let Some(why) = dpdk_padding_only(b).filter(|_| single && stride == 64) {
+                    self.problem(no, Some(format), why);
+                    reported = true;
+                    continue;
+                }
                 self.found_mlx5(no, format, (slots > 1).then_some((k, stride as u32)), b);
                 any = true;
             }
@@ -711,9 +849,10 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         let no = self.line_no(t);
         let j = self.next_nonblank(t + 1);
         let has_rows = self.lines.get(j).is_some_and(|l| parse_offset_line(&l.text).is_some());
-        // Only the CQ ring holds CQEs; DPDK also dumps the SQ/RQ WQEs and those are skipped.
-        let is_cq = title.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "CQ");
-        if !is_cq {
+        // Only the CQ ring and single CQEs are CQEs; DPDK also dumps the SQ/RQ WQEs and the CQ
+        // context, and those are skipped.
+        let kind = dpdk_title_kind(&title);
+        if kind == DpdkTitle::Other {
             let mut i = j;
             while self.lines.get(i).is_some_and(|l| parse_offset_line(&l.text).is_some()) {
                 i += 1;
@@ -743,7 +882,7 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
             }
             return t + 1;
         }
-        self.hexdump(j, Some((no, title, len)))
+        self.hexdump(j, Some(Title { line: no, len, single: kind == DpdkTitle::Cqe }))
     }
 
     fn run_mlx5(&mut self) {
@@ -762,6 +901,10 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
                 i = self.words_after_header(i, DumpFormat::RdmaCore);
             } else if is_debug_header(t) {
                 i = self.words_after_header(i, DumpFormat::RdmaCoreDebug);
+            } else if is_dpdk_words_header(t) {
+                i = self.words_after_header(i, DumpFormat::DpdkWords);
+            } else if is_other_words_header(t) {
+                i = self.skip_words_after(i);
             } else if is_kernel_words_header(t) {
                 let j = self.next_nonblank(i + 1);
                 if self.lines.get(j).is_some_and(|n| parse_offset_line(&n.text).is_some()) {
