@@ -1,7 +1,7 @@
 //! Ring images across vendors: parse the container once, hand it to the backend it names.
 
 use crate::irdma::Compat;
-use crate::provider::image::{format_decode, parse_image, ImageError, ImageVendor, RawImage};
+use crate::provider::image::{format_decode_as, parse_image, ImageError, ImageVendor, LineStyle, RawImage};
 
 /// Decodes a ring image's text (mlx5 or irdma) into the canonical lines of
 /// shared/ring-image.md; an irdma ring as current rdma-core polls it.
@@ -20,6 +20,15 @@ pub fn decode_text(text: &str) -> Result<String, ImageError> {
 ///
 /// [`ImageError`] for invalid vendor words, or a GEN3 ring with a release before v64.
 pub fn decode_raw(raw: &RawImage, irdma: Compat) -> Result<String, ImageError> {
+    decode_raw_as(raw, irdma, LineStyle::Canonical)
+}
+
+/// [`decode_raw`] with the `wc` lines in `style`.
+///
+/// # Errors
+///
+/// As [`decode_raw`].
+pub fn decode_raw_as(raw: &RawImage, irdma: Compat, style: LineStyle) -> Result<String, ImageError> {
     let (items, end) = match raw.vendor {
         ImageVendor::Mlx5 => {
             let img = crate::mlx5::image::from_raw(raw)?;
@@ -31,5 +40,5 @@ pub fn decode_raw(raw: &RawImage, irdma: Compat) -> Result<String, ImageError> {
             dvcq_e810_dv::image::decode_image(&img, irdma).map_err(|e| ImageError::new(raw.ring_line, e.msg))?
         }
     };
-    Ok(format_decode(&items, &end))
+    Ok(format_decode_as(&items, &end, style))
 }

@@ -1,5 +1,6 @@
 //! The `dvcq` binary end to end: good runs produce the documented output, bad arguments and
-//! files give one clear error line and exit status 2.
+//! files give one clear error line, `dvcq <subcommand>: [<file>:<line>: ]...`, and exit
+//! status 2.
 
 mod support;
 
@@ -8,6 +9,15 @@ use support::dvcq;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// What a subcommand's error line starts with: `dvcq bench poll: `, `dvcq decode: `.
+fn prefix(args: &[&str]) -> String {
+    match args {
+        [top @ ("bench" | "ring"), sub, ..] => format!("dvcq {top} {sub}: "),
+        [top, ..] => format!("dvcq {top}: "),
+        [] => "dvcq: ".into(),
+    }
 }
 
 #[test]
@@ -134,11 +144,11 @@ fn bench_on_a_compressed_cq_compares_sessions_regular_cqes_and_no_compression() 
 
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
-    let cases: [(&[&str], &str); 27] = [
+    let cases: Vec<(&[&str], &str)> = vec![
         (&["bench", "poll", "--entries", "3"], "--entries 3"),
         // Powers of two outside the sizes an mlx5 CQ can have.
-        (&["bench", "poll", "--entries", "1"], "--entries 1: must be a power of two from 2 to 4194304"),
-        (&["bench", "poll", "--entries", "8388608"], "--entries 8388608: must be a power of two from 2 to"),
+        (&["bench", "poll", "--entries", "1"], "--entries 1: mlx5 rings are powers of two from 2 to 4194304"),
+        (&["bench", "poll", "--entries", "8388608"], "--entries 8388608: mlx5 rings are powers of two from 2 to"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "3"], "--entries 3: irdma rings have 4 to"),
         (&["bench", "poll", "--vendor", "irdma", "--entries", "1048577"], "--entries 1048577: irdma rings have 4"),
         (&["bench", "poll", "--cqe-size", "32"], "--cqe-size 32"),
@@ -170,23 +180,52 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         (&["ring", "export", "--hw-rev", "3"], "--hw-rev 3: applies to irdma rings only"),
         (&["ring", "export", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression"),
         (&["ring", "export", "--vendor", "irdma", "--compression", "none", "--mini", "csum"], "--mini csum needs"),
-        (&["ring", "export", "--entries", "2"], "--entries 2: must be a power of two from 4 to 4194304"),
-        (&["ring", "export", "--entries", "24"], "--entries 24: must be a power of two"),
-        (&["ring", "export", "--entries", "8388608"], "--entries 8388608: must be a power of two from 4 to"),
+        (
+            &["ring", "export", "--vendor", "irdma", "--entries", "2"],
+            "--entries 2: irdma rings have 4 to 1048576 slots",
+        ),
+        (&["ring", "export", "--entries", "1"], "--entries 1: mlx5 rings are powers of two from 2 to 4194304"),
+        (&["ring", "export", "--entries", "24"], "--entries 24: mlx5 rings are powers of two"),
+        (&["ring", "export", "--entries", "8388608"], "--entries 8388608: mlx5 rings are powers of two from 2 to"),
         (&["ring", "export", "--scenario", "iwarp"], "the iwarp scenario is irdma only"),
         (&["decode", "--vendor", "irdma", "--cqe-size", "128"], "--cqe-size applies to mlx5 rings; an irdma CQE"),
+        // Every subcommand says which it is, then what (and where) went wrong.
+        (&["decode", "no-such-log.txt"], "no-such-log.txt: cannot read: "),
+        (&["devices", "-d", "no-such-device"], "no device named \"no-such-device\""),
+        // (Its reason depends on the build: no such device, or no rdma-core to open it with.)
+        (&["validate", "-d", "no-such-device"], "\"no-such-device\""),
+        (&["validate", "--only", "no-such-check"], "no check's name contains \"no-such-check\""),
+        (&["bench", "drain", "-d", "no-such-device"], "\"no-such-device\""),
+        (&["bench", "decode", "--log", "/nonexistent-dir/log"], "/nonexistent-dir/log: cannot write: "),
+        (&["ring", "decode", "no-such-image.txt"], "no-such-image.txt: cannot read: "),
     ];
     for (args, what) in cases {
         let o = dvcq(args, None);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = stderr(&o);
-        assert!(e.starts_with("dvcq: ") && e.contains(what), "{args:?}: {e}");
+        assert!(e.starts_with(&prefix(args)) && e.contains(what), "{args:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
     }
-    // The smallest ring an image may have is exported.
-    let o = dvcq(&["ring", "export", "--entries", "4", "--scenario", "laps"], None);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).starts_with("ring cqe_size=64 entries=4 "));
+    // The smallest ring of each device is exported: two slots on mlx5, four on irdma.
+    for (vendor, entries) in [("mlx5", "2"), ("irdma", "4")] {
+        let o = dvcq(&["ring", "export", "--vendor", vendor, "--entries", entries, "--scenario", "laps"], None);
+        assert_eq!(o.status.code(), Some(0), "{vendor}: {}", stderr(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        assert!(text.contains(&format!(" entries={entries} ")), "{vendor}: {text}");
+        // And the image decodes.
+        let o = dvcq(&["ring", "decode", "-"], Some(&text));
+        assert_eq!(o.status.code(), Some(0), "{vendor}: {}", stderr(&o));
+    }
+    // A number too large for its field is out of range, and the range is given.
+    for (args, what) in [
+        (&["bench", "poll", "--entries", "99999999999"][..], "99999999999 is not in 0..=4294967295"),
+        (&["ring", "export", "--entries", "4294967296"][..], "4294967296 is not in 0..=4294967295"),
+        (&["bench", "poll", "--cqe-size", "4294967296"][..], "4294967296 is not in 0..=4294967295"),
+    ] {
+        let o = dvcq(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(what), "{args:?}: {}", stderr(&o));
+    }
     // Ranges and dependencies clap checks: its usage error, status 2.
     let usage: [(&[&str], &str); 9] = [
         (&["bench", "poll", "--mode", "fast"], "'fast'"),
@@ -332,14 +371,17 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
     let mlx5 = String::from_utf8(dvcq(&["ring", "export"], None).stdout).unwrap();
     let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v64"], Some(&mlx5));
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr(&o), "dvcq: --rdma-core v64: applies to irdma rings only, and stdin holds an mlx5 ring\n");
+    assert_eq!(
+        stderr(&o),
+        "dvcq ring decode: --rdma-core v64: applies to irdma rings only, and <stdin> holds an mlx5 ring\n"
+    );
     // The refusal names the ring line, after a comment line here.
     let gen3 = format!("# captured on a GEN3 device\n{}", image("mixed", "3"));
     let o = dvcq(&["ring", "decode", "-", "--rdma-core", "v44"], Some(&gen3));
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "dvcq: stdin: line 2: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 (before v44.7, \
+        "dvcq ring decode: <stdin>:2: a GEN3 ring decodes only as rdma-core v64 and later poll it: v44 to v51 (before v44.7, \
          v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2) had no GEN3\n"
     );
 }
@@ -348,14 +390,14 @@ fn ring_decode_reproduces_the_rdma_core_release_it_is_given() {
 fn unreadable_and_malformed_images_name_the_file_and_line() {
     let o = dvcq(&["ring", "decode", "no-such-image.txt"], None);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no-such-image.txt"), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("dvcq ring decode: no-such-image.txt: cannot read: "), "{}", stderr(&o));
     let o = dvcq(&["ring", "decode", "-"], Some("ring cqe_size=64 entries=2 ci=0\nzz\n"));
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("stdin: line 2"), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("dvcq ring decode: <stdin>:2: slot 0: "), "{}", stderr(&o));
     // Nothing to read is said so, not "line 0".
     let o = dvcq(&["ring", "decode", "-"], Some(""));
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr(&o), "dvcq: stdin: the input is empty: a ring image starts with its ring line\n");
+    assert_eq!(stderr(&o), "dvcq ring decode: <stdin>: the input is empty: a ring image starts with its ring line\n");
 }
 
 /// Runs `dvcq` with standard output on `/dev/full`, where every write fails with ENOSPC.
@@ -384,7 +426,7 @@ fn output_that_cannot_be_written_is_an_error_not_a_panic() {
         let o = dvcq_to_full_disk(args, stdin);
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
-        assert!(e.starts_with("dvcq: cannot write output: "), "{args:?}: {e}");
+        assert!(e.starts_with(&format!("{}cannot write output: ", prefix(args))), "{args:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
     }
 }
@@ -442,7 +484,7 @@ fn a_ring_header_does_not_reserve_the_memory_it_announces() {
     let o = child.wait_with_output().unwrap();
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert_eq!(e, "dvcq: stdin: line 1: 0 slot lines, expected entries=4194304\n");
+    assert_eq!(e, "dvcq ring decode: <stdin>:1: 0 slot lines, expected entries=4194304\n");
 }
 
 /// `--callgrind` counts the poll path alone: two runs under valgrind, their difference per
@@ -489,5 +531,85 @@ fn bench_decode_reports_throughput_and_peak_memory() {
     let out = String::from_utf8(o.stdout).unwrap();
     for what in [" throughput     : ", " peak memory    : ", "the limit is 64 MiB", " 0 problems"] {
         assert!(out.contains(what), "{what}: {out}");
+    }
+}
+
+/// `ring decode --names` prints libibverbs' names where the canonical line has numbers (the
+/// status, opcode and flags), line for line, and the canonical line stays the default.
+#[test]
+fn ring_decode_names_the_status_opcode_and_flags_on_request() {
+    for (vendor, scenario) in [("mlx5", "errors"), ("mlx5", "mixed"), ("irdma", "mixed"), ("irdma", "errors")] {
+        let img = dvcq(&["ring", "export", "--vendor", vendor, "--scenario", scenario], None);
+        assert!(img.status.success(), "{}", stderr(&img));
+        let text = String::from_utf8(img.stdout).unwrap();
+        let plain = String::from_utf8(dvcq(&["ring", "decode", "-"], Some(&text)).stdout).unwrap();
+        let named = dvcq(&["ring", "decode", "--names", "-"], Some(&text));
+        assert!(named.status.success(), "{}", stderr(&named));
+        let named = String::from_utf8(named.stdout).unwrap();
+        assert_eq!(plain.lines().count(), named.lines().count(), "{vendor} {scenario}");
+        let word = |line: &str, key: &str| -> String {
+            line.split(' ').find_map(|w| w.strip_prefix(&format!("{key}="))).unwrap_or_default().to_string()
+        };
+        let mut errors = 0;
+        for (p, n) in plain.lines().zip(named.lines()) {
+            if !p.starts_with("wc ") {
+                assert_eq!(p, n, "{vendor} {scenario}: only wc lines change");
+                continue;
+            }
+            let status = dvcq::WcStatus::from_u32(word(p, "status").parse().unwrap()).unwrap();
+            let opcode = dvcq::WcOpcode::from_u32(word(p, "opcode").parse().unwrap()).unwrap();
+            assert_eq!(word(n, "status"), status.name(), "{p}\n{n}");
+            assert_eq!(word(n, "opcode"), opcode.name(), "{p}\n{n}");
+            errors += usize::from(status != dvcq::WcStatus::Success);
+            let bits = u32::from_str_radix(word(p, "wc_flags").trim_start_matches("0x"), 16).unwrap();
+            let flags = word(n, "wc_flags");
+            if bits == 0 {
+                assert_eq!(flags, "0", "{n}");
+            } else {
+                let named_bits = flags.split('|').fold(0, |acc, f| {
+                    acc | dvcq::WcFlags::from_name(f.trim_start_matches("IBV_WC_"))
+                        .unwrap_or_else(|| panic!("{f}"))
+                        .bits()
+                });
+                assert_eq!(named_bits, bits, "{p}\n{n}");
+            }
+            // Every other word is the canonical line's.
+            let other = |l: &str| -> Vec<String> {
+                l.split(' ')
+                    .filter(|w| !["status=", "opcode=", "wc_flags="].iter().any(|k| w.starts_with(k)))
+                    .map(String::from)
+                    .collect()
+            };
+            assert_eq!(other(p), other(n));
+        }
+        if scenario == "errors" {
+            assert!(errors > 0, "{vendor}: {named}");
+            assert!(named.contains(" status=IBV_WC_"), "{named}");
+        }
+    }
+}
+
+/// Each completion mix says in `bench poll --help` which vendors run it, and exactly those
+/// run it (`many-qps` was once labelled mlx5 only, though irdma runs it).
+#[test]
+fn bench_mix_help_names_the_vendors_that_run_each_mix() {
+    let help = String::from_utf8(dvcq(&["bench", "poll", "--help"], None).stdout).unwrap();
+    let mixes: Vec<(String, String)> = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("--mix"))
+        .take_while(|l| !l.contains("[default:"))
+        .filter_map(|l| l.trim_start().strip_prefix("- "))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(name, doc)| (name.to_string(), doc.trim().to_string()))
+        .collect();
+    assert!(mixes.len() >= 7, "{help}");
+    for (mix, doc) in &mixes {
+        let label = doc.rsplit_once('(').map_or("", |(_, l)| l.trim_end_matches(')'));
+        for vendor in ["mlx5", "irdma"] {
+            let args = ["bench", "poll", "--vendor", vendor, "--mix", mix, "--mode", "full", "--batch", "4"];
+            let o = dvcq(&[&args[..], &["--reps", "1", "--laps", "1", "--entries", "64", "--json"]].concat(), None);
+            let labelled = label.split(" and ").any(|v| v == vendor);
+            assert_eq!(o.status.success(), labelled, "--mix {mix} --vendor {vendor}: label ({label}): {}", stderr(&o));
+        }
     }
 }

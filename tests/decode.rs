@@ -499,7 +499,8 @@ fn cli_exit_codes_text_and_json() {
     let (rc, out, err) = run_cli(&["decode"], &bad);
     assert_eq!(rc, 1);
     assert!(out.contains("dump 1: line 1"));
-    assert!(err.contains("line 7"), "{err}");
+    // `dvcq decode: <file>:<line>: ...`, as every subcommand names a place.
+    assert!(err.starts_with("dvcq decode: <stdin>:7: "), "{err}");
     let (rc, out, _) = run_cli(&["decode", "--json"], &bad);
     assert_eq!(rc, 1);
     let kinds: Vec<String> = out
@@ -569,7 +570,7 @@ fn irdma_good_cqes_survive_a_bad_line_after_them() {
     let (rc, out, err) = run_cli(&["decode", "--vendor", "irdma"], &text);
     assert_eq!(rc, 1);
     assert_eq!(out.matches("IBV_WC_REM_ACCESS_ERR").count(), 3, "{out}");
-    assert!(err.contains("line 4: found 3 qwords") && !err.contains("line 1"), "{err}");
+    assert!(err.contains("<stdin>:4: found 3 qwords") && !err.contains(":1: "), "{err}");
     // Short lines still join into one CQE, and a short run between good lines is reported
     // at its own first line.
     let halves = "0x0000000000000000 0x00007f00deadbeef\n0x0000001200000000 0xc080000500010003\n";
@@ -659,7 +660,7 @@ fn overlong_dumps_keep_the_cqes_they_announce() {
     let (rc, out, err) = run_cli(&["decode"], &text);
     assert_eq!(rc, 1);
     assert!(out.contains("MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"), "{out}");
-    assert!(err.contains("line 1: dump longer than one 64-byte CQE"), "{err}");
+    assert!(err.contains("<stdin>:1: dump longer than one 64-byte CQE"), "{err}");
     // Fewer bytes than announced is still truncation, and the whole CQEs there decode.
     let text = dpdk(&good).replace("len=64", "len=128");
     let r = scan(&text, Vendor::Mlx5);
@@ -706,6 +707,56 @@ fn cr_only_line_endings_and_empty_input_are_named() {
     let (rc, _, err) = run_cli(&["decode"], "");
     assert_eq!(rc, 1);
     assert_eq!(err, "dvcq decode: <stdin>: the input is empty: no CQE dump found\n");
+}
+
+/// Binary input is named as such, as `ring decode` names it: a NUL byte, or bytes that are
+/// not UTF-8 even where there is no NUL (whose carriage returns were once blamed instead).
+#[test]
+fn binary_input_is_said_not_to_be_text() {
+    // Bytes without a NUL: invalid UTF-8, carriage returns and newlines among them.
+    let mut bin: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1).collect();
+    bin[..10].copy_from_slice(b"#!binary: ");
+    bin[10] = 0xff;
+    bin[20] = b'\r';
+    bin[30] = b'\n';
+    assert!(!bin.contains(&0) && std::str::from_utf8(&bin).is_err());
+    let path = std::env::temp_dir().join(format!("dvcq-decode-binary-{}.bin", std::process::id()));
+    std::fs::write(&path, &bin).unwrap();
+    let o = support::dvcq(&["decode", path.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let want = format!(
+        "dvcq decode: {}:1: no CQE dump found: the input is not text (bytes that are not UTF-8 at line 1, column 11); \
+         decode reads logs and other text\n",
+        path.display()
+    );
+    assert_eq!(err, want);
+    // With a NUL byte, the NUL is named.
+    bin[5] = 0;
+    std::fs::write(&path, &bin).unwrap();
+    let o = support::dvcq(&["decode", path.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(err.contains("the input is not text (a NUL byte at line 1, column 6)"), "{err}");
+    // `ring decode` says the same of the same bytes.
+    bin[5] = 1;
+    std::fs::write(&path, &bin).unwrap();
+    let o = support::dvcq(&["ring", "decode", path.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(":1: the input is not text (bytes that are not UTF-8 at column 11)"), "{err}");
+    let _ = std::fs::remove_file(&path);
+    // A dump on a line that is not UTF-8 is reported with that said.
+    let mut text = rdma_core("h", &remote_access_err()).into_bytes();
+    text.truncate(text.len() - 10);
+    text.extend_from_slice(b"\xff\xfe\n");
+    let r = dvcq::decode::scan_stream(&text[..], Vendor::Mlx5, ScanOptions::default(), |f| {
+        if let dvcq::decode::Finding::Problem(p) = f {
+            assert!(p.reason.contains("(the line is not text: bytes that are not UTF-8 at column 27)"), "{p}");
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!((r.dumps, r.problems), (0, 1));
 }
 
 #[test]
@@ -838,7 +889,7 @@ fn text_separates_dumps_and_sums_up_only_when_something_was_wrong() {
     // Only problems: no summary, the problem on stderr.
     let (rc, out, err) = run_cli(&["decode"], &cut);
     assert_eq!((rc, out.as_str()), (1, ""));
-    assert!(err.contains("line 1") && !err.contains("no CQE dump found"), "{err}");
+    assert!(err.starts_with("dvcq decode: <stdin>:1: ") && !err.contains("no CQE dump found"), "{err}");
 }
 
 #[test]

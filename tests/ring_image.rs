@@ -382,11 +382,14 @@ fn malformed_images_name_the_line_and_the_problem() {
         (&format!("ring cqe_size=64 entries=2 ci=0 comp=basic mini=md5\n{s}\n{s}\n"), 1, "mini=md5"),
         // A word given twice: neither the first nor the last may silently win.
         ("ring cqe_size=64 entries=2 ci=0 entries=3\n", 1, "ring line gives entries twice"),
-        (&format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 sq_wqe_cnt=8\n{i}\n{i}\n"), 2, "qp line gives sq_wqe_cnt twice"),
+        (&format!("ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 sq_wqe_cnt=8\n{i}\n{i}\n{i}\n{i}\n"), 2, "qp line gives sq_wqe_cnt twice"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=1 qpn=2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qp line gives qpn twice"),
         // Rust's integer parsing takes a leading '+'; the format does not.
         ("ring cqe_size=64 entries=+16 ci=0\n", 1, "entries=+16 is not a decimal number"),
-        (&format!("ring cqe_size=32 entries=2 ci=+0\n{i}\n{i}\n"), 1, "ci=+0 is not a decimal number"),
+        (&format!("ring cqe_size=32 entries=4 ci=+0\n{i}\n{i}\n{i}\n{i}\n"), 1, "ci=+0 is not a decimal number"),
+        (&format!("ring cqe_size=32 entries=4 ci=4294967296\n{i}\n{i}\n{i}\n{i}\n"), 1, "ci=4294967296 is out of range: 0 to 4294967295"),
+        (&format!("ring cqe_size=32 entries=2 ci=0\n{i}\n{i}\n"), 1, "entries=2: must be a power of two from 4 to 4194304"),
+        (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=100000000 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=100000000 is out of range: 0x0 to 0xffffffff"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=+1a2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=+1a2"),
         // A registry error is reported at the qp line's own line, not line 0.
         (
@@ -532,7 +535,7 @@ fn qp_lines_carry_the_user_indexes_rdma_core_gave() {
     let bare = decode_text(&text.replace(" uidx=9", "")).unwrap();
     assert!(bare.contains("bad slot=0 reason=unknown_qp"), "{bare}");
     let refused = |edit: &str| decode_text(&text.replace(" uidx=9", edit)).unwrap_err().to_string();
-    assert_eq!(refused(" uidx=1000000"), "line 2: uidx 0x1000000 is wider than 24 bits");
+    assert_eq!(refused(" uidx=1000000"), "line 2: uidx 0x1000000 is wider than 24 bits: out of range, 0x0 to 0xffffff");
     assert_eq!(refused(" uidx=1"), "line 3: uidx 0x1 is already registered");
 }
 

@@ -14,8 +14,9 @@ use crate::registry::{QpConfig, QpRegistry, QpType, Transport};
 use crate::ring::{Pos, SlotBytes};
 use crate::status::Compat;
 pub use dvcq_provider::image::{format_decode, wc_line, DecodeItem, EndState, ImageError};
-use dvcq_provider::image::{parse_image, parse_num, write_slots, RawImage};
+use dvcq_provider::image::{num_word, parse_image, parse_num, write_slots, RawImage};
 use dvcq_provider::Completion;
+use dvcq_uapi::irdma::gen::MIN_CQ_SIZE;
 use dvcq_uapi::irdma::HwRev;
 use std::fmt::Write as _;
 
@@ -89,7 +90,7 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
     let get = |k: &str| words.iter().find(|(kk, _)| *kk == k).map(|(_, v)| *v);
     let num = |k: &str| -> Result<u32, ImageError> {
         let v = get(k).ok_or_else(|| err(line, format!("ring line lacks {k}=")))?;
-        parse_num(v, false).ok_or_else(|| err(line, format!("{k}={v} is not a decimal number")))
+        num_word(k, v, false).map_err(|msg| err(line, msg))
     };
     let cqe_size = num("cqe_size")?;
     let entries = num("entries")?;
@@ -101,8 +102,9 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
             return Err(err(line, format!("not an irdma ring (vendor={}, cqe_size={s})", v.unwrap_or("default"))))
         }
     }
-    if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
-        return Err(err(line, format!("entries={entries}: must be a power of two from 2 to 4194304")));
+    // The smallest irdma ring is rdma-core's `IRDMA_U_MINCQ_SIZE`; images hold powers of two.
+    if !entries.is_power_of_two() || !(MIN_CQ_SIZE..=1 << 22).contains(&entries) {
+        return Err(err(line, format!("entries={entries}: must be a power of two from {MIN_CQ_SIZE} to 4194304")));
     }
     let hw_rev = match get("hw_rev") {
         None => HwRev::Gen2,
@@ -126,13 +128,16 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
     for &(k, v) in words {
         let need = |hex: bool| -> Result<u32, ImageError> {
             let v = v.ok_or_else(|| err(line, format!("{k} needs a value")))?;
-            parse_num(v, hex).ok_or_else(|| err(line, format!("{k}={v} is not a valid number")))
+            num_word(k, v, hex).map_err(|msg| err(line, msg))
         };
         match k {
             "qpn" => {
                 q.qpn = need(true)?;
                 if q.qpn > 0xff_ffff {
-                    return Err(err(line, format!("qpn {:#x} is wider than 24 bits", q.qpn)));
+                    return Err(err(
+                        line,
+                        format!("qpn {:#x} is wider than 24 bits: out of range, 0x0 to 0xffffff", q.qpn),
+                    ));
                 }
                 have.0 = true;
             }
@@ -454,16 +459,20 @@ mod tests {
         assert!(e.msg.contains("not an irdma ring"), "{e}");
         let z32 = "0".repeat(64);
         let e = parse_irdma_image(&format!(
-            "ring cqe_size=32 entries=2 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n{z32}\n{z32}\n"
+            "ring cqe_size=32 entries=4 ci=0\nqp qpn=zz sq_wqe_cnt=1 rq_wqe_cnt=1\n{z32}\n{z32}\n{z32}\n{z32}\n"
         ))
         .unwrap_err();
         assert_eq!(e.line, 2);
-        let e = parse_irdma_image("ring cqe_size=32 entries=2 ci=0\n00\n").unwrap_err();
+        let e = parse_irdma_image("ring cqe_size=32 entries=4 ci=0\n00\n").unwrap_err();
         assert_eq!(e.line, 2);
         let z = "0".repeat(64);
-        let e = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{z}\n")).unwrap_err();
+        let e = parse_irdma_image(&format!("ring cqe_size=32 entries=4 ci=0\n{z}\n")).unwrap_err();
         assert!(e.msg.contains("1 slot lines"), "{e}");
-        let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n")).unwrap();
+        let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=4 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n{z}\n{z}\n"))
+            .unwrap();
+        // The smallest irdma ring is rdma-core's `IRDMA_U_MINCQ_SIZE`, 4 slots.
+        let e = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{z}\n{z}\n")).unwrap_err();
+        assert_eq!((e.line, e.msg.as_str()), (1, "entries=2: must be a power of two from 4 to 4194304"));
         assert_eq!(ok.header.hw_rev, HwRev::Gen1);
         let (items, end) = decode_image(&ok, Compat::Current).unwrap();
         assert!(items.is_empty());
@@ -476,7 +485,8 @@ mod tests {
     #[test]
     fn qp_line_errors_name_the_key_and_the_line() {
         let z = "0".repeat(64);
-        let parse = |qps: &str| parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{qps}{z}\n{z}\n"));
+        let parse =
+            |qps: &str| parse_irdma_image(&format!("ring cqe_size=32 entries=4 ci=0\n{qps}{z}\n{z}\n{z}\n{z}\n"));
         for (qp, want) in [
             ("qp qpn=1 sq_wqe_cnt=0 rq_wqe_cnt=0 rq_head=5", "rq_head=5: past the end of a queue of 0 entries"),
             ("qp qpn=1 sq_wqe_cnt=64 rq_wqe_cnt=8 sq_head=1000", "sq_head=1000: past the end of a queue of 64 entries"),

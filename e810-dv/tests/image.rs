@@ -227,9 +227,9 @@ fn long_decodes_are_not_cut_short() {
 #[test]
 fn image_limits_are_inclusive_and_every_key_round_trips() {
     let z = "0".repeat(64);
-    let ring = "ring cqe_size=32 entries=2 ci=0 vendor=irdma";
+    let ring = "ring cqe_size=32 entries=4 ci=0 vendor=irdma";
     let img = parse_irdma_image(&format!(
-        "{ring}\nqp qpn=ffffff sq_wqe_cnt=32768 rq_wqe_cnt=32768 rq_shift=3 srq=2d\nqp qpn=5 sq_wqe_cnt=4 rq_wqe_cnt=4 srq rq_shift=2\n{z}\n{z}\n"
+        "{ring}\nqp qpn=ffffff sq_wqe_cnt=32768 rq_wqe_cnt=32768 rq_shift=3 srq=2d\nqp qpn=5 sq_wqe_cnt=4 rq_wqe_cnt=4 srq rq_shift=2\n{z}\n{z}\n{z}\n{z}\n"
     ))
     .unwrap();
     let (a, b) = (&img.qps[0], &img.qps[1]);
@@ -242,16 +242,17 @@ fn image_limits_are_inclusive_and_every_key_round_trips() {
         ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=65536", "rq_wqe_cnt=65536"),
         ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 rq_shift=4", "rq_shift=4"),
     ] {
-        let e = parse_irdma_image(&format!("{ring}\nqp {qp}\n{z}\n{z}\n")).unwrap_err();
+        let e = parse_irdma_image(&format!("{ring}\nqp {qp}\n{z}\n{z}\n{z}\n{z}\n")).unwrap_err();
         assert!(e.line == 2 && e.msg.contains(want), "{qp}: {e}");
     }
-    // Ring sizes: powers of two from 2 to 2^22, checked on the ring line before any slot.
-    for entries in [1, 6, 1 << 23] {
+    // Ring sizes: powers of two from 4 (rdma-core's smallest irdma ring, `IRDMA_U_MINCQ_SIZE`)
+    // to 2^22, checked on the ring line before any slot.
+    for entries in [1, 2, 6, 1 << 23] {
         let e = parse_irdma_image(&format!("ring cqe_size=32 entries={entries} ci=0 vendor=irdma\n")).unwrap_err();
         assert!(e.line == 1 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
     }
     // The same from the words alone, as a shared parser hands them over.
-    for entries in ["1", "6", "8388608"] {
+    for entries in ["1", "2", "6", "8388608"] {
         let words = [("cqe_size", "32"), ("entries", entries), ("ci", "0")];
         let e = header_from_words(&words, 7).unwrap_err();
         assert!(e.line == 7 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
@@ -263,7 +264,7 @@ fn image_limits_are_inclusive_and_every_key_round_trips() {
     // At most 64 QPs.
     let qps = |n: u32| (1..=n).map(|k| ImageQp { qpn: k, sq_wqe_cnt: 4, rq_wqe_cnt: 4, ..Default::default() });
     let header = img.header;
-    let slots = vec![0; 64];
+    let slots = vec![0; 4 * 32];
     assert!(image_from_parts(header, qps(64).collect(), slots.clone()).is_ok());
     let e = image_from_parts(header, qps(65).collect(), slots).unwrap_err();
     assert!(e.msg.contains("65 qp lines"), "{e}");
@@ -352,13 +353,17 @@ fn iwarp_qps_decode_as_the_live_poller_polls_them() {
         ("transport", "transport needs a value: roce or iwarp"),
         ("conn_wqes=8", "conn_wqes=8: must be below sq_wqe_cnt=8"),
         ("conn_wqes=70000", "conn_wqes=70000: must be below sq_wqe_cnt"),
-        ("conn_wqes=x", "conn_wqes=x is not a valid number"),
+        ("conn_wqes=x", "conn_wqes=x is not a decimal number"),
+        ("conn_wqes=4294967296", "conn_wqes=4294967296 is out of range: 0 to 4294967295"),
     ] {
-        let text = format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 {words}\n{z}\n{z}\n");
+        let text = format!(
+            "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 {words}\n{z}\n{z}\n{z}\n{z}\n"
+        );
         let e = parse_irdma_image(&text).unwrap_err();
         assert_eq!((e.line, e.msg.as_str()), (2, want), "{words}");
     }
-    let text =
-        format!("ring cqe_size=32 entries=2 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=roce\n{z}\n{z}\n");
+    let text = format!(
+        "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=roce\n{z}\n{z}\n{z}\n{z}\n"
+    );
     assert!(!parse_irdma_image(&text).unwrap().qps[0].iwarp);
 }

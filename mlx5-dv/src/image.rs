@@ -12,7 +12,7 @@ use crate::cqe::CqeVersion;
 use crate::mini::{CompLayout, CompressionConfig, MiniFormat};
 use crate::registry::{QpConfig, Registry};
 use dvcq_provider::image::{
-    parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage,
+    num_word, parse_image, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage,
 };
 use dvcq_provider::{Completion, DmaBuffer};
 use std::fmt::Write as _;
@@ -129,7 +129,7 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
     for &(k, v) in words {
         let need = |hex: bool| -> Result<u32, ImageError> {
             let v = v.ok_or_else(|| ImageError::new(line, format!("{k} needs a value")))?;
-            parse_num(v, hex).ok_or_else(|| ImageError::new(line, format!("{k}={v} is not a valid number")))
+            num_word(k, v, hex).map_err(|msg| ImageError::new(line, msg))
         };
         match k {
             "qpn" => {
@@ -155,7 +155,10 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
     }
     for (what, n) in [("qpn", Some(q.qpn)), ("uidx", q.uidx)] {
         if let Some(n) = n.filter(|&n| n > 0xff_ffff) {
-            return Err(ImageError::new(line, format!("{what} {n:#x} is wider than 24 bits")));
+            return Err(ImageError::new(
+                line,
+                format!("{what} {n:#x} is wider than 24 bits: out of range, 0x0 to 0xffffff"),
+            ));
         }
     }
     for (what, n) in [("sq_wqe_cnt", q.sq_wqe_cnt), ("rq_wqe_cnt", q.rq_wqe_cnt)] {

@@ -94,12 +94,46 @@ impl RawImage {
 /// A decimal (`hex = false`) or hexadecimal (`0x` optional) number: digits only (Rust's own
 /// integer parsing also takes a leading `+`, which the format does not have).
 pub fn parse_num(v: &str, hex: bool) -> Option<u32> {
+    parse_num_checked(v, hex).ok()
+}
+
+/// Why a word's value is not a number of its field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumError {
+    /// Not digits (of the radix).
+    NotANumber,
+    /// Digits, but more than the field's 32 bits hold.
+    OutOfRange,
+}
+
+/// [`parse_num`], saying why a value is not a number.
+///
+/// # Errors
+///
+/// [`NumError`].
+pub fn parse_num_checked(v: &str, hex: bool) -> Result<u32, NumError> {
     let (digits, radix) =
         if hex { (v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")).unwrap_or(v), 16) } else { (v, 10) };
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
+        return Err(NumError::NotANumber);
     }
-    u32::from_str_radix(digits, radix).ok()
+    u32::from_str_radix(digits, radix).map_err(|_| NumError::OutOfRange)
+}
+
+/// The value of word `key=v` as a number (`hex` as in [`parse_num`]), or the message that
+/// says why it is not one: `key=v is not a decimal number`, or `key=v is out of range: 0 to
+/// 4294967295` (`0x0 to 0xffffffff` for a hex field).
+///
+/// # Errors
+///
+/// The message.
+pub fn num_word(key: &str, v: &str, hex: bool) -> Result<u32, String> {
+    parse_num_checked(v, hex).map_err(|e| match (e, hex) {
+        (NumError::NotANumber, false) => format!("{key}={v} is not a decimal number"),
+        (NumError::NotANumber, true) => format!("{key}={v} is not a hex number"),
+        (NumError::OutOfRange, false) => format!("{key}={v} is out of range: 0 to {}", u32::MAX),
+        (NumError::OutOfRange, true) => format!("{key}={v} is out of range: 0x0 to {:#x}", u32::MAX),
+    })
 }
 
 fn hex_nibble(c: u8) -> Option<u8> {
@@ -117,7 +151,7 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
     let get = |k: &str| words.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str());
     let num = |k: &str| -> Result<u32, ImageError> {
         let v = get(k).ok_or_else(|| ImageError::new(line, format!("ring line lacks {k}=")))?;
-        parse_num(v, false).ok_or_else(|| ImageError::new(line, format!("{k}={v} is not a decimal number")))
+        num_word(k, v, false).map_err(|msg| ImageError::new(line, msg))
     };
     let cqe_size = num("cqe_size")?;
     let entries = num("entries")?;
@@ -134,8 +168,14 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
         (Some(v), _) => return Err(ImageError::new(line, format!("vendor={v}: must be mlx5 or irdma"))),
         (None, s) => return Err(ImageError::new(line, format!("cqe_size={s}: must be 32, 64 or 128"))),
     };
-    if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
-        return Err(ImageError::new(line, format!("entries={entries}: must be a power of two from 2 to 4194304")));
+    // Each vendor's smallest ring is the device's (mlx5 2, irdma 4); images hold powers of two.
+    let min = match vendor {
+        ImageVendor::Mlx5 => dvcq_uapi::mlx5::cq_size::MIN_CQ_ENTRIES,
+        ImageVendor::Irdma => dvcq_uapi::irdma::gen::MIN_CQ_SIZE,
+    };
+    let max = dvcq_uapi::mlx5::cq_size::MAX_CQ_ENTRIES;
+    if !entries.is_power_of_two() || !(min..=max).contains(&entries) {
+        return Err(ImageError::new(line, format!("entries={entries}: must be a power of two from {min} to {max}")));
     }
     Ok((cqe_size, entries, ci, vendor))
 }
@@ -339,12 +379,56 @@ pub fn wc_line(wc: &Completion) -> String {
     )
 }
 
+/// The `wc` line of a completion with libibverbs' names where the canonical line has
+/// numbers: `status=IBV_WC_REM_ACCESS_ERR`, `opcode=IBV_WC_RECV`, `wc_flags=` the
+/// `IBV_WC_*` flags joined by `|` (`0` for none; bits no flag names stay a hex number). The
+/// other fields are as in [`wc_line`].
+pub fn wc_line_named(wc: &Completion) -> String {
+    let mut flags: Vec<String> = wc.wc_flags.iter_names().map(|(name, _)| format!("IBV_WC_{name}")).collect();
+    let unnamed = wc.wc_flags.bits() & !crate::WcFlags::all().bits();
+    if unnamed != 0 {
+        flags.push(format!("{unnamed:#x}"));
+    }
+    let flags = if flags.is_empty() { "0".to_string() } else { flags.join("|") };
+    format!(
+        "wc wqe_idx={} status={} opcode={} vendor_err={:#x} byte_len={} imm={:#x} qp_num={:#x} src_qp={:#x} wc_flags={flags} pkey_index={} slid={} sl={} dlid_path_bits={}",
+        wc.wqe_index,
+        wc.status.name(),
+        wc.opcode.name(),
+        wc.vendor_err,
+        wc.byte_len,
+        wc.imm_data,
+        wc.qp_num,
+        wc.src_qp,
+        wc.pkey_index,
+        wc.slid,
+        wc.sl,
+        wc.dlid_path_bits
+    )
+}
+
+/// How a decode's `wc` lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LineStyle {
+    /// The canonical line, numbers only ([`wc_line`]): what images are compared by.
+    #[default]
+    Canonical,
+    /// libibverbs' names for the status, opcode and flags ([`wc_line_named`]).
+    Named,
+}
+
 /// The canonical lines of a decode: `wc ...` / `bad slot=... reason=...`, then `end ...`,
 /// each ending in a newline.
 pub fn format_decode(items: &[DecodeItem], end: &EndState) -> String {
+    format_decode_as(items, end, LineStyle::Canonical)
+}
+
+/// [`format_decode`] with the `wc` lines in `style`.
+pub fn format_decode_as(items: &[DecodeItem], end: &EndState, style: LineStyle) -> String {
     let mut s = String::new();
     for it in items {
         match it {
+            DecodeItem::Wc(wc) if style == LineStyle::Named => s.push_str(&wc_line_named(wc)),
             DecodeItem::Wc(wc) => s.push_str(&wc_line(wc)),
             DecodeItem::Bad { slot, reason } => {
                 let _ = write!(s, "bad slot={slot} reason={}", reason.word());
@@ -378,12 +462,26 @@ mod tests {
         assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{slot}\n")).unwrap_err().line, 2);
         assert_eq!(parse_image("qp qpn=1\n").unwrap_err().line, 1);
         assert!(parse_image("ring cqe_size=32 entries=2 ci=0 vendor=mlx5\n").is_err());
+        let irdma_slots = format!("{}\n", "00".repeat(32)).repeat(4);
         assert_eq!(
-            parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}\n{}\n", "00".repeat(32), "00".repeat(32)))
-                .unwrap()
-                .vendor,
+            parse_image(&format!("ring cqe_size=32 entries=4 ci=0\n{irdma_slots}")).unwrap().vendor,
             ImageVendor::Irdma
         );
+    }
+
+    /// The smallest ring an image holds is the device's: two slots on mlx5 (rdma-core
+    /// allocates `roundup_pow_of_two(cqe + 1)`, `cqe >= 1`), four on irdma
+    /// (`IRDMA_U_MINCQ_SIZE`).
+    #[test]
+    fn the_smallest_ring_is_the_devices() {
+        let mlx5 = format!("{}\n", "00".repeat(64)).repeat(2);
+        assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{mlx5}")).unwrap().entries, 2);
+        let irdma = format!("{}\n", "00".repeat(32));
+        let e = parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}", irdma.repeat(2))).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: entries=2: must be a power of two from 4 to 4194304");
+        let e = parse_image(&format!("ring cqe_size=64 entries=2 ci=0 vendor=irdma\n{mlx5}")).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: entries=2: must be a power of two from 4 to 4194304");
+        assert_eq!(parse_image(&format!("ring cqe_size=32 entries=4 ci=0\n{}", irdma.repeat(4))).unwrap().entries, 4);
     }
 
     #[test]
@@ -400,6 +498,17 @@ mod tests {
         let slot = "00".repeat(64);
         let e = parse_image(&format!("ring cqe_size=64 entries=+2 ci=0\n{slot}\n{slot}\n")).unwrap_err();
         assert_eq!(e.to_string(), "line 1: entries=+2 is not a decimal number");
+        // A number too large for its 32 bits is out of range, and the range is given.
+        let e = parse_image(&format!("ring cqe_size=64 entries=2 ci=4294967296\n{slot}\n{slot}\n")).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: ci=4294967296 is out of range: 0 to 4294967295");
+        assert_eq!(parse_num_checked("99999999999", false), Err(NumError::OutOfRange));
+        assert_eq!(parse_num_checked("1ffffffff", true), Err(NumError::OutOfRange));
+        assert_eq!(parse_num_checked("1x", true), Err(NumError::NotANumber));
+        assert_eq!(
+            num_word("qpn", "0x100000000", true).unwrap_err(),
+            "qpn=0x100000000 is out of range: 0x0 to 0xffffffff"
+        );
+        assert_eq!(num_word("qpn", "0xg", true).unwrap_err(), "qpn=0xg is not a hex number");
     }
 
     /// Slot bytes are read in either case of hex digit (the format writes lowercase); a

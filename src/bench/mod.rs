@@ -51,7 +51,7 @@ pub enum Mix {
     /// poller that caches the last QP (mlx5 and irdma).
     TwoQps,
     /// Send/receive completions of 16 QPs in a scrambled order, as a CQ shared by many
-    /// connections sees them: few CQEs in a row share a QP (mlx5).
+    /// connections sees them: few CQEs in a row share a QP (mlx5 and irdma).
     ManyQps,
 }
 

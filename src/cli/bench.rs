@@ -4,6 +4,8 @@
 use super::output::Output;
 use super::CliError;
 use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report, RingKind};
+use crate::uapi::irdma::gen::MIN_CQ_SIZE as IRDMA_MIN_CQ_SIZE;
+use crate::uapi::mlx5::cq_size as mlx5_cq;
 use std::process::{Command, ExitCode};
 
 /// Arguments of `dvcq bench`.
@@ -53,9 +55,9 @@ struct DrainArgs {
 
 impl DrainArgs {
     fn run(&self) -> Result<ExitCode, CliError> {
-        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(format!("bench drain: {e}")))?;
+        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(e.to_string()))?;
         let p = bench::drain::DrainParams { completions: self.completions, batch: self.batch, reps: self.reps };
-        let rows = bench::drain::run(&ctx, &p).map_err(|e| CliError(format!("bench drain: {e}")))?;
+        let rows = bench::drain::run(&ctx, &p).map_err(|e| CliError(e.to_string()))?;
         let mut out = Output::stdout();
         if self.json {
             let v = serde_json::json!({ "device": self.device, "rows": rows });
@@ -134,11 +136,11 @@ struct PollArgs {
     #[arg(long, value_enum, default_value = "mlx5")]
     vendor: Vendor,
     /// CQE size in bytes (mlx5: 64 or 128; irdma: 32). Default: 64 for mlx5, 32 for irdma.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
     cqe_size: Option<u32>,
-    /// Ring entries, i.e. CQEs per lap (mlx5: a power of two; irdma: any size from 4, as
-    /// rdma-core sizes irdma rings).
-    #[arg(long, default_value_t = 4096)]
+    /// Ring entries, i.e. CQEs per lap (mlx5: a power of two from 2; irdma: any size from 4,
+    /// as rdma-core sizes irdma rings).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
     entries: u32,
     /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
     #[arg(long, value_enum)]
@@ -192,6 +194,15 @@ enum CallgrindRun {
 }
 
 impl BenchArgs {
+    /// `bench poll`, `bench drain` or `bench decode`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self.what {
+            BenchWhat::Poll(_) => "bench poll",
+            BenchWhat::Drain(_) => "bench drain",
+            BenchWhat::Decode(_) => "bench decode",
+        }
+    }
+
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         match &self.what {
@@ -206,12 +217,15 @@ impl BenchArgs {
 /// Refuses a ring size the vendor's model cannot have.
 fn check_entries(vendor: Vendor, entries: u32) -> Result<(), CliError> {
     match vendor {
-        Vendor::Mlx5 if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) => {
-            Err(CliError(format!("--entries {entries}: must be a power of two from 2 to 4194304")))
-        }
-        // irdma rings have the sizes rdma-core gives them (`cqe + 1`, doubled, even).
-        Vendor::Irdma if !(4..=1 << 20).contains(&entries) => {
-            Err(CliError(format!("--entries {entries}: irdma rings have 4 to 1048576 slots")))
+        Vendor::Mlx5 if !mlx5_cq::is_ring_size(entries) => Err(CliError(format!(
+            "--entries {entries}: mlx5 rings are powers of two from {} to {}",
+            mlx5_cq::MIN_CQ_ENTRIES,
+            mlx5_cq::MAX_CQ_ENTRIES
+        ))),
+        // irdma rings have the sizes rdma-core gives them (`cqe + 1`, doubled, even), from
+        // `IRDMA_U_MINCQ_SIZE`.
+        Vendor::Irdma if !(IRDMA_MIN_CQ_SIZE..=1 << 20).contains(&entries) => {
+            Err(CliError(format!("--entries {entries}: irdma rings have {IRDMA_MIN_CQ_SIZE} to 1048576 slots")))
         }
         _ => Ok(()),
     }

@@ -148,7 +148,7 @@ impl DecodeArgs {
                     if self.json {
                         json_line(out, &f)
                     } else {
-                        report.problem(&format!("dvcq decode: {name}: {p}"));
+                        report.problem(&format!("dvcq decode: {name}:{}: {}", p.line, p.message()));
                         Ok(())
                     }
                 }

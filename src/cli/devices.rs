@@ -65,7 +65,7 @@ impl DevicesArgs {
             let ranges = layout_ranges();
             let mut out = Output::stdout();
             if self.json {
-                let text = serde_json::to_string_pretty(&ranges).map_err(|e| CliError(format!("devices: {e}")))?;
+                let text = serde_json::to_string_pretty(&ranges).map_err(|e| CliError(e.to_string()))?;
                 out.line(&text)?;
             } else {
                 for r in &ranges {
@@ -78,16 +78,13 @@ impl DevicesArgs {
         if let Some(name) = &self.device {
             if !list.devices.iter().any(|d| &d.name == name) {
                 let known: Vec<&str> = list.devices.iter().map(|d| d.name.as_str()).collect();
-                return Err(CliError(format!(
-                    "devices: no device named {name:?} (devices here: {})",
-                    known.join(", ")
-                )));
+                return Err(CliError(format!("no device named {name:?} (devices here: {})", known.join(", "))));
             }
             list.devices.retain(|d| &d.name == name);
         }
         let mut out = Output::stdout();
         if self.json {
-            let text = serde_json::to_string_pretty(&list).map_err(|e| CliError(format!("devices: {e}")))?;
+            let text = serde_json::to_string_pretty(&list).map_err(|e| CliError(e.to_string()))?;
             out.line(&text)?;
         } else {
             out.write(&render(&list))?;

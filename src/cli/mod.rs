@@ -34,7 +34,26 @@ enum Command {
     Decode(decode::DecodeArgs),
 }
 
+impl Command {
+    /// The subcommand as typed: `bench poll`, `ring decode`, `decode`, ...
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Bench(a) => a.name(),
+            Command::Ring(a) => a.name(),
+            Command::Devices(_) => "devices",
+            Command::Validate(_) => "validate",
+            Command::Decode(_) => "decode",
+        }
+    }
+}
+
 /// Runs the CLI with the process arguments.
+///
+/// A subcommand's error is one line on standard error, `dvcq <subcommand>: <what>`, where
+/// `<what>` starts with the input and line it is about when there is one (`<file>:<line>: `,
+/// `<stdin>` for standard input) or with the option (`--entries 3: `); exit status 2.
+/// Usage errors clap finds (an unknown option, a value out of an option's range) are clap's
+/// own `error: ...` lines and usage, exit status 2 too.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
@@ -47,13 +66,14 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            output::warn(&format!("dvcq: {e}"));
+            output::warn(&format!("dvcq {}: {e}", cli.command.name()));
             ExitCode::from(2)
         }
     }
 }
 
-/// An error a subcommand reports to the user: one line, saying what and where.
+/// An error a subcommand reports to the user: one line, saying what and where (without the
+/// `dvcq <subcommand>: ` that [`main`] puts before it).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct CliError(pub String);

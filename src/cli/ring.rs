@@ -2,10 +2,11 @@
 
 use super::output::Output;
 use super::CliError;
-use crate::image::decode_raw;
+use crate::image::decode_raw_as;
 use crate::irdma::Compat;
-use crate::provider::image::{parse_image, ImageError, ImageVendor};
+use crate::provider::image::{parse_image, ImageError, ImageVendor, LineStyle};
 use crate::scenario::{self, Scenario};
+use crate::uapi::mlx5::cq_size as mlx5_cq;
 use std::io::Read;
 use std::process::ExitCode;
 
@@ -29,6 +30,11 @@ enum RingWhat {
         /// v50.2 and v51.2 on; v64 on.
         #[arg(long, value_name = "vN[.M]", value_parser = parse_release)]
         rdma_core: Option<Release>,
+        /// Print libibverbs' names for the status, opcode and flags of each `wc` line
+        /// (`status=IBV_WC_REM_ACCESS_ERR opcode=IBV_WC_SEND wc_flags=IBV_WC_WITH_IMM`), as
+        /// `dvcq decode` does, instead of the canonical numbers images are compared by.
+        #[arg(long)]
+        names: bool,
     },
     /// Play a scenario on a hardware model and print its ring as an image.
     Export {
@@ -38,12 +44,13 @@ enum RingWhat {
         /// Which model.
         #[arg(long, value_enum, default_value = "mlx5")]
         vendor: ExportVendor,
-        /// Ring entries (power of two).
-        #[arg(long, default_value_t = 32)]
+        /// Ring entries: a power of two from the vendor's smallest ring (mlx5 2, irdma 4) to
+        /// 4194304 (mlx5) or 1048576 (irdma).
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
         entries: u32,
         /// CQE size in bytes. mlx5: 64 (default) or 128; irdma: what the generation writes
         /// (32, or 64 on GEN3).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
         cqe_size: Option<u32>,
         /// irdma hardware generation: 1 (X722), 2 (E810, default), 3.
         #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
@@ -132,24 +139,37 @@ enum ExportVendor {
 }
 
 impl RingArgs {
+    /// `ring decode` or `ring export`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self.what {
+            RingWhat::Decode { .. } => "ring decode",
+            RingWhat::Export { .. } => "ring export",
+        }
+    }
+
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         match &self.what {
-            RingWhat::Decode { file, rdma_core } => {
+            RingWhat::Decode { file, rdma_core, names } => {
                 let (name, text) = read_input(file.as_deref())?;
-                let at = |e: ImageError| CliError(format!("{name}: {e}"));
+                // `<file>:<line>: what`, or `<file>: what` for the input as a whole.
+                let at = |e: ImageError| match e.line {
+                    0 => CliError(format!("{name}: {}", e.msg)),
+                    line => CliError(format!("{name}:{line}: {}", e.msg)),
+                };
                 let raw = parse_image(&text).map_err(at)?;
                 if let (ImageVendor::Mlx5, Some(r)) = (raw.vendor, rdma_core) {
                     return Err(CliError(format!(
                         "--rdma-core {r}: applies to irdma rings only, and {name} holds an mlx5 ring"
                     )));
                 }
-                let out = decode_raw(&raw, rdma_core.map_or(Compat::Current, |r| r.compat)).map_err(at)?;
+                let style = if *names { LineStyle::Named } else { LineStyle::Canonical };
+                let out = decode_raw_as(&raw, rdma_core.map_or(Compat::Current, |r| r.compat), style).map_err(at)?;
                 Output::stdout().write(&out)?;
                 Ok(ExitCode::SUCCESS)
             }
             RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev, compression, mini } => {
-                check_export_entries(*entries)?;
+                check_export_entries(*vendor, *entries)?;
                 // Every option given is used: one that does not apply to the vendor is an error.
                 let comp = compression.config(mini.as_deref())?;
                 let text = match vendor {
@@ -186,27 +206,48 @@ impl RingArgs {
     }
 }
 
-/// `--entries` of `ring export`: a power of two from 4 (the smallest ring an image may hold)
-/// to 2^22 (the largest either device makes).
-fn check_export_entries(entries: u32) -> Result<(), CliError> {
-    if !entries.is_power_of_two() || !(4..=1 << 22).contains(&entries) {
-        return Err(CliError(format!("--entries {entries}: must be a power of two from 4 to 4194304")));
+/// `--entries` of `ring export`: a power of two (images hold power-of-two rings) the
+/// vendor's device makes: from its smallest ring (the rule `bench poll` and the images
+/// follow too) to the largest its model keeps.
+fn check_export_entries(vendor: ExportVendor, entries: u32) -> Result<(), CliError> {
+    let (min, max) = match vendor {
+        ExportVendor::Mlx5 => (mlx5_cq::MIN_CQ_ENTRIES, mlx5_cq::MAX_CQ_ENTRIES),
+        ExportVendor::Irdma => (dvcq_uapi::irdma::gen::MIN_CQ_SIZE, 1 << 20),
+    };
+    if !entries.is_power_of_two() || !(min..=max).contains(&entries) {
+        return Err(CliError(match vendor {
+            ExportVendor::Mlx5 => format!("--entries {entries}: mlx5 rings are powers of two from {min} to {max}"),
+            ExportVendor::Irdma => {
+                format!("--entries {entries}: irdma rings have {min} to {max} slots, and an image holds a power of two")
+            }
+        }));
     }
     Ok(())
 }
 
 /// Reads a file, or standard input for `None` / `-`; returns a name for messages and the text.
 pub(crate) fn read_input(file: Option<&str>) -> Result<(String, String), CliError> {
-    match file {
+    let (name, bytes) = match file {
         None | Some("-") => {
-            let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map_err(|e| CliError(format!("stdin: {e}")))?;
-            Ok(("stdin".into(), s))
+            let mut bytes = Vec::new();
+            std::io::stdin().read_to_end(&mut bytes).map_err(|e| CliError(format!("<stdin>: cannot read: {e}")))?;
+            ("<stdin>".to_string(), bytes)
         }
         Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| CliError(format!("{path}: {e}")))?;
-            let s = String::from_utf8(bytes).map_err(|e| CliError(format!("{path}: not UTF-8 text ({e})")))?;
-            Ok((path.to_string(), s))
+            let bytes = std::fs::read(path).map_err(|e| CliError(format!("{path}: cannot read: {e}")))?;
+            (path.to_string(), bytes)
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((name, text)),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let before = &e.as_bytes()[..at];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = at - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
+            Err(CliError(format!(
+                "{name}:{line}: the input is not text (bytes that are not UTF-8 at column {column}); a ring image is text"
+            )))
         }
     }
 }
@@ -215,16 +256,27 @@ pub(crate) fn read_input(file: Option<&str>) -> Result<(String, String), CliErro
 mod tests {
     use super::*;
 
-    /// Both ends of the range are taken (the CLI tests export the smallest ring only: the
-    /// largest makes a 256 MiB image).
+    /// Both ends of each vendor's range are taken (the CLI tests export the smallest rings
+    /// only: the largest makes a 256 MiB image): the smallest ring is the device's, as in
+    /// `bench poll` and the images.
     #[test]
-    fn export_entries_take_both_ends_of_the_range() {
-        for ok in [4, 8, 1 << 21, 1 << 22] {
-            assert!(check_export_entries(ok).is_ok(), "{ok}");
+    fn export_entries_take_both_ends_of_each_vendors_range() {
+        for ok in [2, 4, 8, 1 << 21, 1 << 22] {
+            assert!(check_export_entries(ExportVendor::Mlx5, ok).is_ok(), "{ok}");
         }
-        for bad in [0, 1, 2, 3, 6, (1 << 22) + 4, 1 << 23, 1 << 31] {
-            let e = check_export_entries(bad).unwrap_err();
-            assert_eq!(e.0, format!("--entries {bad}: must be a power of two from 4 to 4194304"));
+        for bad in [0, 1, 3, 6, (1 << 22) + 4, 1 << 23, 1 << 31] {
+            let e = check_export_entries(ExportVendor::Mlx5, bad).unwrap_err();
+            assert_eq!(e.0, format!("--entries {bad}: mlx5 rings are powers of two from 2 to 4194304"));
+        }
+        for ok in [4, 8, 1 << 20] {
+            assert!(check_export_entries(ExportVendor::Irdma, ok).is_ok(), "{ok}");
+        }
+        for bad in [0, 1, 2, 3, 6, 1 << 21] {
+            let e = check_export_entries(ExportVendor::Irdma, bad).unwrap_err();
+            assert_eq!(
+                e.0,
+                format!("--entries {bad}: irdma rings have 4 to 1048576 slots, and an image holds a power of two")
+            );
         }
     }
 }

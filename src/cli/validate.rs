@@ -89,7 +89,7 @@ impl ValidateArgs {
     ///
     /// An unknown device, or output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
-        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(format!("validate: {e}")))?;
+        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(e.to_string()))?;
         let model = self.device.starts_with("model-");
         let mut checks = Vec::new();
         for w in WORKLOADS {
@@ -101,10 +101,7 @@ impl ValidateArgs {
             checks.push(judge(w.name, &direct, generic.as_ref()));
         }
         if checks.is_empty() {
-            return Err(CliError(format!(
-                "validate: no check's name contains {:?}",
-                self.only.as_deref().unwrap_or("")
-            )));
+            return Err(CliError(format!("no check's name contains {:?}", self.only.as_deref().unwrap_or(""))));
         }
         let mut out = Output::stdout();
         if self.json {

@@ -23,6 +23,8 @@ pub(crate) const MAX_LINE: usize = 4 << 20;
 pub(crate) struct Line {
     pub(crate) no: usize,
     pub(crate) text: Rc<str>,
+    /// The 1-based byte column of the line's first byte that is not UTF-8 (read as U+FFFD).
+    pub(crate) not_utf8: Option<usize>,
 }
 
 /// Lines of `R`, read when first asked for and forgotten once the scanner is past them.
@@ -45,6 +47,8 @@ pub(crate) struct Lines<R> {
     first_cr: Option<usize>,
     /// The first NUL byte: its line and 1-based column.
     first_nul: Option<(usize, usize)>,
+    /// The first byte that is not UTF-8: its line and 1-based column.
+    first_not_utf8: Option<(usize, usize)>,
     /// The read error that ended the input early.
     error: Option<io::Error>,
 }
@@ -62,6 +66,7 @@ impl<R: BufRead> Lines<R> {
             any_text: false,
             first_cr: None,
             first_nul: None,
+            first_not_utf8: None,
             error: None,
         }
     }
@@ -105,6 +110,11 @@ impl<R: BufRead> Lines<R> {
     /// Where the first NUL byte is (line, 1-based column): text has none, binary files do.
     pub(crate) fn first_nul(&self) -> Option<(usize, usize)> {
         self.first_nul
+    }
+
+    /// Where the first byte that is not UTF-8 is (line, 1-based column): text has none.
+    pub(crate) fn first_not_utf8(&self) -> Option<(usize, usize)> {
+        self.first_not_utf8
     }
 
     /// The read error that ended the input, once.
@@ -163,9 +173,15 @@ impl<R: BufRead> Lines<R> {
         if self.first_cr.is_none() && raw.contains(&b'\r') {
             self.first_cr = Some(no);
         }
-        let text: Rc<str> = Rc::from(String::from_utf8_lossy(raw).as_ref());
+        let (text, not_utf8): (Rc<str>, _) = match std::str::from_utf8(raw) {
+            Ok(t) => (Rc::from(t), None),
+            Err(e) => (Rc::from(String::from_utf8_lossy(raw).as_ref()), Some(e.valid_up_to() + 1)),
+        };
+        if let (None, Some(col)) = (self.first_not_utf8, not_utf8) {
+            self.first_not_utf8 = Some((no, col));
+        }
         self.any_text |= !text.trim().is_empty();
-        self.held.push_back(Line { no, text });
+        self.held.push_back(Line { no, text, not_utf8 });
     }
 }
 

@@ -471,6 +471,8 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
         if let Some(l) = self.lines.by_number(line) {
             if let Some(col) = l.text.find('\0') {
                 reason = format!("{reason} (the line is not text: a NUL byte at column {})", col + 1);
+            } else if let Some(col) = l.not_utf8 {
+                reason = format!("{reason} (the line is not text: bytes that are not UTF-8 at column {col})");
             } else if l.text.contains('\r') {
                 reason = format!("{reason} ({CR_NOTE})");
             }
@@ -1007,16 +1009,20 @@ impl<R: BufRead, F: FnMut(Finding) -> ControlFlow<()>> Scanner<R, F> {
             return;
         }
         if self.summary.dumps == 0 && self.summary.problems == 0 {
-            let why = match (self.lines.first_nul(), self.lines.first_cr()) {
-                (Some((no, col)), _) => Some((
+            let not_text = |no: usize, what: String| {
+                Some((
                     no,
-                    format!(
-                        "no CQE dump found: the input is not text (a NUL byte at line {no}, column {col}); \
-                         decode reads logs and other text"
-                    ),
-                )),
-                (None, Some(no)) => Some((no, format!("no CQE dump found; {CR_NOTE}"))),
-                (None, None) => None,
+                    format!("no CQE dump found: the input is not text ({what}); decode reads logs and other text"),
+                ))
+            };
+            // A binary file: NUL bytes, or bytes that are not UTF-8 (whose CRs end no line).
+            let why = match (self.lines.first_nul(), self.lines.first_not_utf8(), self.lines.first_cr()) {
+                (Some((no, col)), _, _) => not_text(no, format!("a NUL byte at line {no}, column {col}")),
+                (None, Some((no, col)), _) => {
+                    not_text(no, format!("bytes that are not UTF-8 at line {no}, column {col}"))
+                }
+                (None, None, Some(no)) => Some((no, format!("no CQE dump found; {CR_NOTE}"))),
+                (None, None, None) => None,
             };
             if let Some((line, reason)) = why {
                 self.pending.push(Finding::Problem(Problem { line, format: None, reason }));

@@ -506,7 +506,7 @@ pub(crate) fn private_cq(cq: &VerbsCq, dv: &DvCq, layout: &Mlx5Layout) -> Result
 /// owns what the pointers point into (the CQ handle, which holds its context and so the
 /// UAR mapping).
 pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Ring, String> {
-    if !dv.cqe_cnt.is_power_of_two() || dv.cqe_cnt < 2 || dv.cqe_cnt > 1 << 22 {
+    if !crate::uapi::mlx5::cq_size::is_ring_size(dv.cqe_cnt) {
         return Err(format!("mlx5dv_cq.cqe_cnt {} is not a power of two from 2 to 2^22", dv.cqe_cnt));
     }
     if dv.buf.is_null() || dv.buf as usize % 4096 != 0 {

@@ -23,6 +23,7 @@ use build::Entry;
 use compress::{Compression, Compressor};
 use dvcq_provider::backoff::Backoff;
 use dvcq_provider::{CqRing, DmaBuffer, DoorbellWord, Error as ProviderError};
+use dvcq_uapi::mlx5::cq_size;
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::doorbell::{ARM_DB, CI_MASK, SET_CI, UAR_CQ_DOORBELL};
 use std::sync::atomic::Ordering;
@@ -165,7 +166,7 @@ impl Mlx5Model {
     ///
     /// [`ModelError::Config`] for a bad size, [`ModelError::Provider`] if memory fails.
     pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
-        if !cfg.entries.is_power_of_two() || cfg.entries < 2 || cfg.entries > 1 << 22 {
+        if !cq_size::is_ring_size(cfg.entries) {
             return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
         }
         if cfg.cqe_size != 64 && cfg.cqe_size != 128 {
@@ -396,7 +397,7 @@ impl Mlx5Model {
         if STRIDE as u32 != self.cfg.cqe_size {
             return Err(ModelError::Config("resize ring stride differs from the model's cqe size"));
         }
-        if !entries.is_power_of_two() || !(2..=1 << 22).contains(&entries) {
+        if !cq_size::is_ring_size(entries) {
             return Err(ModelError::Config("entries must be a power of two from 2 to 2^22"));
         }
         // rdma-core (`mlx5_resize_cq`) and the kernel (`mlx5_ib_resize_cq`) return at once

@@ -2,6 +2,7 @@
 //! CQ doorbell (shared/spec/mlx5.md §1, §2, §5, §6, §9.2), and rdma-core's private QP and
 //! SRQ structs per release (§13.2).
 
+pub mod cq_size;
 pub mod cqe;
 pub mod doorbell;
 pub mod err_cqe;
