@@ -110,7 +110,7 @@ fn figure_lines_and_the_plot() {
 #[test]
 fn bad_arguments_are_one_clear_line_and_status_2() {
     let ours: [(&[&str], &str); 3] = [
-        (&["bench", "events", "-d", "no-such-dev0", "-n", "1"], "bench events: "),
+        (&["bench", "events", "-d", "no-such-dev0", "-n", "1"], "no-such-dev0"),
         (&["bench", "events", "-n", "1", "--plot", "/nonexistent-dir/x.svg"], "--plot /nonexistent-dir/x.svg: "),
         (&["bench", "events", "-d", "model-e810", "-n", "1", "--plot", "/"], "--plot /: "),
     ];
@@ -118,7 +118,7 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         let o = dvcq(args, None);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let e = stderr(&o);
-        assert!(e.starts_with("dvcq: ") && e.contains(what), "{args:?}: {e}");
+        assert!(e.starts_with("dvcq bench events: ") && e.contains(what), "{args:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
         assert!(o.stdout.is_empty(), "{args:?}: nothing measured");
     }

@@ -194,11 +194,12 @@ enum CallgrindRun {
 }
 
 impl BenchArgs {
-    /// `bench poll`, `bench drain` or `bench decode`.
+    /// `bench poll`, `bench drain`, `bench events` or `bench decode`.
     pub(crate) fn name(&self) -> &'static str {
         match self.what {
             BenchWhat::Poll(_) => "bench poll",
             BenchWhat::Drain(_) => "bench drain",
+            BenchWhat::Events(_) => "bench events",
             BenchWhat::Decode(_) => "bench decode",
         }
     }

@@ -82,7 +82,7 @@ impl EventsArgs {
     /// Runs the benchmark and prints what was asked for.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         let device = self.device();
-        let fail = |e: crate::Error| CliError(format!("bench events: {e}"));
+        let fail = |e: crate::Error| CliError(e.to_string());
         // Refuse an unwritable plot file before minutes of measuring.
         if let Some(path) = &self.plot {
             std::fs::write(path, "").map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;

@@ -4,8 +4,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod bench;
-mod bench_events;
 mod bench_decode;
+mod bench_events;
 pub mod decode;
 pub mod devices;
 mod output;
