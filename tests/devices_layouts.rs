@@ -17,7 +17,8 @@ fn the_ranges_are_listed_one_a_line_and_as_json() {
         lines,
         [
             "mlx5 v44.0-v44.12",
-            "mlx5 v45.0-v63.1",
+            "mlx5 v45.0-v47.9",
+            "mlx5 v48.0-v63.1",
             "mlx5 v64.0-v64.0",
             "irdma v44.0-v47.9",
             "irdma v48.0-v63.1",

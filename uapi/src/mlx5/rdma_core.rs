@@ -39,22 +39,28 @@
 //! whoever reads it.
 //!
 //! Read in the rdma-core tree at every tag v44.0 to v64.0, the heads of the stable-v44 to
-//! stable-v63 branches, and master at 691953d8 (`PACKAGE_VERSION` 65.0). Three layouts of
-//! the fields read here:
+//! stable-v63 branches, and master at 691953d8 (`PACKAGE_VERSION` 65.0, not released: v64.0
+//! is the newest release tag). Four layouts of the fields read here:
 //!
 //! - v44.0-v44.12: `struct ibv_qp_ex` (inside `verbs_qp`) ends at `wr_atomic_write`.
-//! - v45.0-v63.1: `ibv_qp_ex` gains `wr_flush` (one function pointer): everything after
-//!   `verbs_qp` moves 8 bytes. (v48.0 appends `free_wqe_bitmap` and `nwqes` to
-//!   `struct mlx5_srq`, after every field read here.)
+//! - v45.0-v47.9: `ibv_qp_ex` gains `wr_flush` (one function pointer): everything after
+//!   `verbs_qp` moves 8 bytes.
+//! - v48.0-v63.1: `struct mlx5_srq` appends `free_wqe_bitmap` and `nwqes`, and the SRQ's
+//!   free list changes hands ("mlx5: Enhance SRQ performance"): `mlx5_free_srq_wqe` no
+//!   longer links a freed WQE behind the list's tail in the WQE buffer, it sets the WQE's
+//!   bit in `free_wqe_bitmap`, and `mlx5_post_srq_recv` links the freed WQEs in when the
+//!   list runs dry ([`SrqFree`]).
 //! - v64.0 (and master): `struct mlx5_buf` starts with a `struct ibv_buf` (address, size,
 //!   pd, dmabuf fd) instead of address and length and drops `mparent_domain` (64 → 72
-//!   bytes), and `struct mlx5_qp` / `struct mlx5_srq` / `struct mlx5_cq` gain
-//!   `dbrec_ibv_buf` after their doorbell record pointer. (`struct mlx5_cq` up to `arm_sn`
-//!   is otherwise the same text in every release read, `ibv_cq_ex` too.)
+//!   bytes), and `struct mlx5_qp` and `struct mlx5_cq` gain `dbrec_ibv_buf` after their
+//!   doorbell record pointer (`struct mlx5_srq` does not: it keeps `db`, `custom_db`,
+//!   `counter`). (`struct mlx5_cq` up to `arm_sn` is otherwise the same text in every release
+//!   read, `ibv_cq_ex` too.)
 //!
 //! The offsets agree with a C `offsetof` probe that declares these structs as each
 //! release's `mlx5.h` does (the header is private) over rdma-core 44's installed `verbs.h`
-//! and `mlx5dv.h`, with `ibv_qp_ex` and `mlx5_buf` changed as listed for the later rows.
+//! and `mlx5dv.h`, with `ibv_qp_ex`, `mlx5_buf` and `mlx5_srq` changed as listed for the
+//! later rows.
 //! Nothing here is bindgen output: the root crate's glue asserts the public sizes
 //! ([`IBV_QP_SIZE`], [`MLX5DV_QP_EX_SIZE`], [`IBV_SRQ_SIZE`], the `ibv_qp` offsets) against bindgen's
 //! structs, which ties the table to the headers the build saw.
@@ -251,9 +257,17 @@ struct VerbsSrq {
 }
 const_assert_eq!(size_of::<VerbsSrq>(), 160);
 
-/// `struct mlx5_srq` up to `counter`.
+/// The fields v48.0 appends to `struct mlx5_srq`.
 #[repr(C)]
-struct Srq<B, const DB: usize> {
+struct SrqBitmap {
+    free_wqe_bitmap: u64,
+    nwqes: u32,
+}
+
+/// `struct mlx5_srq`, with a buffer type `B` and `X` the fields appended after
+/// `unexp_out` (`()` before v48, [`SrqBitmap`] from v48).
+#[repr(C)]
+struct Srq<B, X> {
     rsc_type: u32,
     rsn: u32,
     vsrq: VerbsSrq,
@@ -269,13 +283,24 @@ struct Srq<B, const DB: usize> {
     waitq_head: i32,
     waitq_tail: i32,
     db: u64,
-    dbrec_ibv_buf: [u64; DB],
     custom_db: u8,
     counter: u16,
+    wq_sig: i32,
+    cmd_qp: u64,
+    tm_list: u64,
+    tm_head: u64,
+    tm_tail: u64,
+    op: u64,
+    op_head: i32,
+    op_tail: i32,
+    unexp_in: i32,
+    unexp_out: i32,
+    appended: X,
 }
 
-type SrqV44 = Srq<BufV44, 0>;
-type SrqV64 = Srq<BufV64, 1>;
+type SrqV44 = Srq<BufV44, ()>;
+type SrqV48 = Srq<BufV44, SrqBitmap>;
+type SrqV64 = Srq<BufV64, SrqBitmap>;
 
 const_assert_eq!(offset_of!(SrqV44, vsrq), 8);
 const_assert_eq!(offset_of!(SrqV44, buf), 168);
@@ -286,13 +311,26 @@ const_assert_eq!(offset_of!(SrqV44, max), 260);
 const_assert_eq!(offset_of!(SrqV44, wqe_shift), 268);
 const_assert_eq!(offset_of!(SrqV44, head), 272);
 const_assert_eq!(offset_of!(SrqV44, tail), 276);
+const_assert_eq!(offset_of!(SrqV44, waitq_head), 280);
 const_assert_eq!(offset_of!(SrqV44, db), 288);
 const_assert_eq!(offset_of!(SrqV44, counter), 298);
+const_assert_eq!(offset_of!(SrqV44, wq_sig), 300);
+const_assert_eq!(offset_of!(SrqV44, cmd_qp), 304);
+const_assert_eq!(offset_of!(SrqV44, unexp_out), 356);
+const_assert_eq!(size_of::<SrqV44>(), 360);
+const_assert_eq!(offset_of!(SrqV48, counter), 298);
+const_assert_eq!(offset_of!(SrqV48, appended) + offset_of!(SrqBitmap, free_wqe_bitmap), 360);
+const_assert_eq!(offset_of!(SrqV48, appended) + offset_of!(SrqBitmap, nwqes), 368);
+const_assert_eq!(size_of::<SrqV48>(), 376);
 const_assert_eq!(offset_of!(SrqV64, lock), 240);
 const_assert_eq!(offset_of!(SrqV64, wrid), 256);
 const_assert_eq!(offset_of!(SrqV64, head), 280);
 const_assert_eq!(offset_of!(SrqV64, db), 296);
-const_assert_eq!(offset_of!(SrqV64, counter), 314);
+const_assert_eq!(offset_of!(SrqV64, counter), 306);
+const_assert_eq!(offset_of!(SrqV64, cmd_qp), 312);
+const_assert_eq!(offset_of!(SrqV64, appended) + offset_of!(SrqBitmap, free_wqe_bitmap), 368);
+const_assert_eq!(offset_of!(SrqV64, appended) + offset_of!(SrqBitmap, nwqes), 376);
+const_assert_eq!(size_of::<SrqV64>(), 384);
 
 /// `struct mlx5_cq` up to `arm_sn`, for a buffer type `B` and `DB` words (0 or 1) of
 /// `dbrec_ibv_buf` after `dbrec`.
@@ -446,35 +484,66 @@ pub struct Mlx5QpLayout {
     pub size: usize,
 }
 
+/// How rdma-core's poll hands a completed SRQ WQE back to the SRQ's free list
+/// (`mlx5_free_srq_wqe`, `providers/mlx5/srq.c`), which `mlx5_post_srq_recv` takes WQEs
+/// from. The list itself is threaded through the WQE buffer: each WQE starts with a
+/// `struct mlx5_wqe_srq_next_seg` whose `next_wqe_index` (big-endian, at byte 2) names the
+/// next free WQE, from `head` (posted next) to `tail`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SrqFree {
+    /// v44-v47: the freed WQE `ind` is linked behind the tail at once:
+    /// `wqe(tail).next_wqe_index = ind; tail = ind`.
+    LinkTail,
+    /// v48 on: `bitmap_set_bit(free_wqe_bitmap, ind)` (bit `ind % 64` of the `unsigned
+    /// long` at `ind / 64`); the post path links set bits in when `head == tail`.
+    Bitmap {
+        /// `free_wqe_bitmap` (8-byte pointer to `max` bits).
+        bitmap: usize,
+        /// `nwqes` (`u32`): WQEs the post path may link in (the list's, without the
+        /// ODP wait queue's).
+        nwqes: usize,
+    },
+}
+
 /// Where the fields of `struct mlx5_srq` are (from the start of the struct; the public
 /// `struct ibv_srq` is at [`Mlx5SrqLayout::ibv_srq`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Mlx5SrqLayout {
-    /// `rsc.type` (`u32`).
+    /// `rsc.type` (`u32`, [`MLX5_RSC_TYPE_SRQ`] for a basic SRQ).
     pub rsc_type: usize,
-    /// `rsc.rsn` (`u32`).
+    /// `rsc.rsn` (`u32`): the SRQ number for a basic SRQ.
     pub rsn: usize,
     /// `vsrq.srq`: the public `struct ibv_srq`.
     pub ibv_srq: usize,
     /// `buf`'s address word.
     pub buf: usize,
-    /// `wrid` (8-byte pointer): the wr_id table, indexed by WQE index.
+    /// `wrid` (8-byte pointer): the wr_id table, `max` entries indexed by WQE index.
     pub wrid: usize,
     /// `srqn` (`u32`).
     pub srqn: usize,
-    /// `max` (`i32`): WQEs in the SRQ.
+    /// `max` (`i32`): WQEs in the SRQ's buffer (the free list's and the ODP wait queue's).
     pub max: usize,
     /// `wqe_shift` (`i32`).
     pub wqe_shift: usize,
-    /// `head` (`i32`): the free list's first WQE.
+    /// `head` (`i32`): the free list's first WQE, the next one posted.
     pub head: usize,
-    /// `tail` (`i32`): the free list's last WQE, where the poll links freed WQEs.
+    /// `tail` (`i32`): the free list's last WQE.
     pub tail: usize,
+    /// `waitq_head` (`i32`): the ODP wait queue's first WQE, -1 without one.
+    pub waitq_head: usize,
+    /// `waitq_tail` (`i32`).
+    pub waitq_tail: usize,
     /// `db` (8-byte pointer).
     pub db: usize,
     /// `counter` (`u16`): receives posted, as the doorbell record carries it.
     pub counter: usize,
-    /// Bytes from the start of the struct to the end of `counter`.
+    /// `wq_sig` (`i32`): WQE signatures on.
+    pub wq_sig: usize,
+    /// `cmd_qp` (8-byte pointer): the command QP of a tag-matching SRQ, null otherwise.
+    pub cmd_qp: usize,
+    /// How the poll frees a WQE, and the fields that takes.
+    pub free: SrqFree,
+    /// Bytes from the start of the struct to the end of the last field named here.
     pub size: usize,
 }
 
@@ -516,7 +585,7 @@ macro_rules! qp_layout {
 }
 
 macro_rules! srq_layout {
-    ($t:ty) => {
+    ($t:ty, $free:expr, $end:expr) => {
         Mlx5SrqLayout {
             rsc_type: offset_of!($t, rsc_type),
             rsn: offset_of!($t, rsn),
@@ -528,29 +597,56 @@ macro_rules! srq_layout {
             wqe_shift: offset_of!($t, wqe_shift),
             head: offset_of!($t, head),
             tail: offset_of!($t, tail),
+            waitq_head: offset_of!($t, waitq_head),
+            waitq_tail: offset_of!($t, waitq_tail),
             db: offset_of!($t, db),
             counter: offset_of!($t, counter),
-            size: offset_of!($t, counter) + 2,
+            wq_sig: offset_of!($t, wq_sig),
+            cmd_qp: offset_of!($t, cmd_qp),
+            free: $free,
+            size: $end,
         }
     };
 }
 
+/// The v48 free-list fields of an SRQ layout `$t`.
+macro_rules! srq_bitmap {
+    ($t:ty) => {
+        SrqFree::Bitmap {
+            bitmap: offset_of!($t, appended) + offset_of!(SrqBitmap, free_wqe_bitmap),
+            nwqes: offset_of!($t, appended) + offset_of!(SrqBitmap, nwqes),
+        }
+    };
+}
+
+const SRQ_V44: Mlx5SrqLayout = srq_layout!(SrqV44, SrqFree::LinkTail, offset_of!(SrqV44, cmd_qp) + 8);
+const SRQ_V48: Mlx5SrqLayout = srq_layout!(SrqV48, srq_bitmap!(SrqV48), offset_of!(SrqV48, appended) + 12);
+const SRQ_V64: Mlx5SrqLayout = srq_layout!(SrqV64, srq_bitmap!(SrqV64), offset_of!(SrqV64, appended) + 12);
+
 /// The private mlx5 layouts, oldest first; the ranges do not overlap.
-pub const MLX5_LAYOUTS: [Mlx5Layout; 3] = [
+pub const MLX5_LAYOUTS: [Mlx5Layout; 4] = [
     Mlx5Layout {
         first: (44, 0),
         last: (44, 12),
         qp: qp_layout!(QpV44),
         wq: MLX5_WQ,
-        srq: srq_layout!(SrqV44),
+        srq: SRQ_V44,
         cq: cq_layout!(CqV44),
     },
     Mlx5Layout {
         first: (45, 0),
+        last: (47, 9),
+        qp: qp_layout!(QpV45),
+        wq: MLX5_WQ,
+        srq: SRQ_V44,
+        cq: cq_layout!(CqV44),
+    },
+    Mlx5Layout {
+        first: (48, 0),
         last: (63, 1),
         qp: qp_layout!(QpV45),
         wq: MLX5_WQ,
-        srq: srq_layout!(SrqV44),
+        srq: SRQ_V48,
         cq: cq_layout!(CqV44),
     },
     Mlx5Layout {
@@ -558,7 +654,7 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 3] = [
         last: (64, 0),
         qp: qp_layout!(QpV64),
         wq: MLX5_WQ,
-        srq: srq_layout!(SrqV64),
+        srq: SRQ_V64,
         cq: cq_layout!(CqV64),
     },
 ];
@@ -566,9 +662,12 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 3] = [
 // The QP's end is its rq's end, and each row's sizes follow from the structs.
 const_assert_eq!(MLX5_LAYOUTS[0].qp.size, 808 + 80);
 const_assert_eq!(MLX5_LAYOUTS[1].qp.size, 816 + 80);
-const_assert_eq!(MLX5_LAYOUTS[2].qp.size, 840 + 80);
+const_assert_eq!(MLX5_LAYOUTS[2].qp.size, 816 + 80);
+const_assert_eq!(MLX5_LAYOUTS[3].qp.size, 840 + 80);
 const_assert_eq!(MLX5_LAYOUTS[0].qp.ibv_qp, 8);
-const_assert_eq!(MLX5_LAYOUTS[2].srq.size, 316);
+const_assert_eq!(MLX5_LAYOUTS[0].srq.size, 312);
+const_assert_eq!(MLX5_LAYOUTS[2].srq.size, 372);
+const_assert_eq!(MLX5_LAYOUTS[3].srq.size, 380);
 
 impl Mlx5Layout {
     /// The row for rdma-core major release `major` on this target, or `None` for a release
@@ -618,6 +717,36 @@ impl Mlx5Layout {
     }
 }
 
+impl Mlx5Layout {
+    /// Every SRQ field this row names with the bytes it takes, in order: what an image
+    /// builder writes and a reader checks.
+    pub fn srq_fields(&self) -> impl Iterator<Item = (&'static str, usize, usize)> {
+        let s = &self.srq;
+        let base = [
+            ("rsc.type", s.rsc_type, 4),
+            ("rsc.rsn", s.rsn, 4),
+            ("buf", s.buf, 8),
+            ("wrid", s.wrid, 8),
+            ("srqn", s.srqn, 4),
+            ("max", s.max, 4),
+            ("wqe_shift", s.wqe_shift, 4),
+            ("head", s.head, 4),
+            ("tail", s.tail, 4),
+            ("waitq_head", s.waitq_head, 4),
+            ("waitq_tail", s.waitq_tail, 4),
+            ("db", s.db, 8),
+            ("counter", s.counter, 2),
+            ("wq_sig", s.wq_sig, 4),
+            ("cmd_qp", s.cmd_qp, 8),
+        ];
+        let appended = match s.free {
+            SrqFree::Bitmap { bitmap, nwqes } => Some([("free_wqe_bitmap", bitmap, 8), ("nwqes", nwqes, 4)]),
+            SrqFree::LinkTail => None,
+        };
+        base.into_iter().chain(appended.into_iter().flatten())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,7 +767,11 @@ mod tests {
                 assert!(off + len <= q.size, "{name} past the struct");
             }
             let s = &row.srq;
-            assert!(s.ibv_srq + IBV_SRQ_SIZE <= s.buf && s.wrid % 8 == 0 && s.db % 8 == 0 && s.counter < s.size);
+            assert!(s.ibv_srq + IBV_SRQ_SIZE <= s.buf, "ibv_srq overlaps what follows it");
+            for (name, off, len) in row.srq_fields() {
+                assert_eq!(off % len, 0, "srq {name} at {off} misaligned");
+                assert!(off + len <= s.size, "srq {name} past the struct");
+            }
             let c = &row.cq;
             assert!(IBV_CQ_EX_SIZE <= c.buf_a && c.buf_a < c.buf_b && c.buf_b < c.active_buf);
             assert!(c.active_buf % 8 == 0 && c.dbrec % 8 == 0 && c.cqn % 4 == 0 && c.arm_sn % 4 == 0);
@@ -646,6 +779,10 @@ mod tests {
                 c.cqn + 4 == c.cons_index && c.cons_index < c.dbrec && c.dbrec < c.arm_sn && c.arm_sn + 4 == c.size
             );
         }
+        // The SRQ's free list changed hands at v48, its buffer struct at v64.
+        let frees = MLX5_LAYOUTS.map(|r| matches!(r.srq.free, SrqFree::Bitmap { .. }));
+        assert_eq!(frees, [false, false, true, true]);
+        assert_eq!(MLX5_LAYOUTS[3].srq.counter - MLX5_LAYOUTS[2].srq.counter, 8, "only mlx5_buf grew");
     }
 
     #[test]
@@ -653,11 +790,12 @@ mod tests {
         let expect = |major: u32| match major {
             _ if !cfg!(target_arch = "x86_64") => None,
             44 => Some((44, 0)),
-            45..=63 => Some((45, 0)),
+            45..=47 => Some((45, 0)),
+            48..=63 => Some((48, 0)),
             64 => Some((64, 0)),
             _ => None,
         };
-        for major in [0, 43, 44, 45, 50, 63, 64, 65, u32::MAX] {
+        for major in [0, 43, 44, 45, 47, 48, 50, 63, 64, 65, u32::MAX] {
             assert_eq!(Mlx5Layout::for_release(major).map(|r| r.first), expect(major), "v{major}");
         }
     }
