@@ -74,6 +74,8 @@ const TYPES: &[&str] = &[
     "ibv_transport_type",
     "mlx5dv_obj_type",
     "mlx5dv_qp_ex",
+    "mlx5dv_srq_comp_mask",
+    "mlx5_wqe_srq_next_seg",
 ];
 
 /// Constants the glue checks dvcq's own copies against: the mlx5 CQ doorbell's offset in

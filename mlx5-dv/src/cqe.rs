@@ -62,6 +62,9 @@ pub(crate) trait Resources {
     }
     /// SRQ receive: wr_id at the unmasked index, `None` if beyond the SRQ.
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64>;
+    /// The SRQ in `slot` got WQE `wqe_counter` back without a completion (an ODP page
+    /// fault); only consuming resources note it.
+    fn srq_returned(&mut self, _slot: u32, _wqe_counter: u16) {}
     /// Copies a receive's inline data into receive WQE `idx` of the QP in `slot` (its RQ)
     /// or, with `srq`, of the SRQ in `slot` (a peek only finds out what the copy gives):
     /// `Ok(false)` without registered WQEs, `Err(status)` when rdma-core's copy fails.
@@ -157,6 +160,11 @@ impl Resources for Consume<'_> {
     #[inline]
     fn srq_complete(&mut self, slot: u32, wqe_counter: u16) -> Option<u64> {
         self.reg.srq_at(slot)?.complete(wqe_counter)
+    }
+    fn srq_returned(&mut self, slot: u32, wqe_counter: u16) {
+        if let Some(s) = self.reg.srq_at(slot) {
+            s.note_returned(wqe_counter);
+        }
     }
     fn scatter_recv(&mut self, slot: u32, srq: bool, idx: u32, data: &[u8]) -> Result<bool, WcStatus> {
         self.reg.scatter_recv(slot, srq, idx, data, true)
@@ -494,6 +502,7 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
                     // head and returns nothing; the application posts to its SRQ here, so it
                     // learns which receive to post again.
                     let srqn = res.srqn_of(slot);
+                    res.srq_returned(slot, wqe_counter);
                     let p = fault(res, out, FaultKind::SrqPageFault, pos, srqn);
                     out.wqe_index = wqe_counter;
                     return p;

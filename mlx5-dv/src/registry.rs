@@ -8,9 +8,12 @@
 //! table holds the identity mapping, so `wr_id` is the WQE index.
 
 mod adopt;
+mod adopt_srq;
 
 use crate::scatter::{RecvWqes, Scatter, SendWqes};
 pub use adopt::{AdoptError, ForeignWq};
+pub use adopt_srq::ForeignSrq;
+use adopt_srq::SrqAdoption;
 use core::cell::Cell;
 use dvcq_provider::{MemoryRegion, MemoryRegions, Pow2Table, WcOpcode, WcStatus, WqBuffer};
 use rustc_hash::FxHashMap;
@@ -216,8 +219,11 @@ pub struct Srq {
     wrid: Box<[u64]>,
     /// A cell for the same reason as [`SendQueue`]'s tail.
     completed: Cell<u64>,
-    /// Receives recorded with [`Srq::post`].
+    /// Receives recorded with [`Srq::post`], or copied from rdma-core's SRQ.
     posted: u64,
+    /// An SRQ rdma-core posts to ([`Srq::adopt`]): the mirror's position in rdma-core's free
+    /// list and the WQEs completed since the last hand-back.
+    adoption: Option<Box<SrqAdoption>>,
 }
 
 impl Srq {
@@ -259,7 +265,22 @@ impl Srq {
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> Option<u64> {
         let w = self.wrid.get(wqe_counter as usize).copied()?;
         self.add_completed(1);
+        if let Some(a) = &mut self.adoption {
+            a.freed(wqe_counter);
+        }
         Some(w)
+    }
+
+    /// A receive WQE the device gave back without completing it (an ODP page fault on
+    /// the SRQ): an adopted SRQ hands it back to rdma-core's free list as a completed one,
+    /// as rdma-core does before posting it again.
+    #[inline]
+    pub(crate) fn note_returned(&mut self, wqe_counter: u16) {
+        if (wqe_counter as usize) < self.wrid.len() {
+            if let Some(a) = &mut self.adoption {
+                a.freed(wqe_counter);
+            }
+        }
     }
 
     /// The wr_id table, indexed by the unmasked WQE counter.
@@ -344,6 +365,9 @@ pub struct Qp {
     /// See [`Qp::recv_path`].
     recv_path: u32,
     kind: ResourceKind,
+    /// Its SRQ is rdma-core's ([`Srq::adopt`]): receives take the slow path, where each
+    /// completed SRQ WQE is noted for the free-list hand-back.
+    srq_adopted: bool,
 }
 
 /// What an entry of the registry's QP table stands for. CQEs of version 1 name a QP, an XRC
@@ -397,6 +421,7 @@ impl Qp {
     pub(crate) fn recv_kind(&self) -> RecvKind {
         match (self.cfg.rx_csum, self.srq_slot()) {
             (false, None) => RecvKind::Rq,
+            (false, Some(_)) if self.srq_adopted => RecvKind::Slow,
             (false, Some(_)) => RecvKind::Srq,
             (true, None) => RecvKind::RqEth,
             (true, Some(_)) => RecvKind::Slow,
@@ -602,7 +627,13 @@ impl Registry {
             return Err(RegistryError::Duplicate { what: "srqn", value: srqn });
         }
         let slot = self.srqs.len() as u32;
-        self.srqs.push(Srq { srqn, wrid: (0..entries as u64).collect(), completed: Cell::new(0), posted: 0 });
+        self.srqs.push(Srq {
+            srqn,
+            wrid: (0..entries as u64).collect(),
+            completed: Cell::new(0),
+            posted: 0,
+            adoption: None,
+        });
         self.by_srqn.insert(srqn, slot);
         Ok(&mut self.srqs[slot as usize])
     }
@@ -703,7 +734,8 @@ impl Registry {
         };
         let keys_wire = [cfg.qpn.to_be(), uidx.to_be()];
         let cfg = QpConfig { uidx: Some(uidx), ..cfg };
-        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind };
+        let srq_adopted = srq.and_then(|s| self.srqs.get(s as usize)).is_some_and(|s| s.adoption.is_some());
+        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind, srq_adopted };
         // SRQ slots are below 2^24 (SRQ numbers are 24-bit and unique): bit 24 is "none".
         qp.recv_path = (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
         self.qps.push(qp);
@@ -858,9 +890,12 @@ impl Registry {
             InlineDest::Rq(slot) => {
                 self.qps.get(slot as usize).is_some_and(|q| (1..=q.rq.wqe_cnt()).contains(&q.rq.outstanding()))
             }
-            InlineDest::Srq(slot) => {
-                self.srqs.get(slot as usize).is_some_and(|s| (1..=s.wrid.len() as u64).contains(&s.outstanding()))
-            }
+            // rdma-core's SRQ may hold receives posted before the adoption, which the
+            // mirror cannot count: any of its WQEs may be posted.
+            InlineDest::Srq(slot) => self
+                .srqs
+                .get(slot as usize)
+                .is_some_and(|s| s.is_adopted() || (1..=s.wrid.len() as u64).contains(&s.outstanding())),
         }
     }
 

@@ -15,12 +15,19 @@
 //! names with `Cq::attach_mr` (a receive into memory not named completes with
 //! `IBV_WC_LOC_PROT_ERR`, as the registry never writes outside a region).
 //!
+//! SRQs (`Cq::attach_srq`, or a QP's own SRQ through `Cq::attach_qp`) are adopted the same
+//! way: their wr_id table is mirrored along the free list's links each poll call, and the
+//! WQEs completed are given back to rdma-core's free list after the poll as the release's
+//! `mlx5_free_srq_wqe` does (`sys::mlx5::RdmaCoreSrq`). Their receives take the poller's
+//! slow path, which notes each WQE completed.
+//!
 //! Known limits: CQs rdma-core created are taken to be uncompressed and without
 //! overrun-ignore (it polls neither compressed CQs nor records the flag publicly; a
-//! compressed CQE comes back as a `BadFormat` fault item); QPs on SRQs and the WQE
-//! signature option are not adopted yet; a CQE of a QP not adopted comes back as an
-//! `UnknownQp` fault item; a CQE rdma-core swallows (SIG_ERR) inside a batch lets the poll
-//! read one CQE past those counted ready, whose post the mirror may not have seen yet.
+//! compressed CQE comes back as a `BadFormat` fault item); XRC and tag-matching SRQs,
+//! receive WQs (`ibv_create_wq`) and the WQE signature option are not adopted; a CQE of a
+//! QP not adopted comes back as an `UnknownQp` fault item; a CQE rdma-core swallows
+//! (SIG_ERR) inside a batch lets the poll read one CQE past those counted ready, whose
+//! post the mirror may not have seen yet.
 //!
 //! # Arming, events and resizing
 //!
@@ -44,7 +51,7 @@ use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
-use crate::sys::mlx5::{PrivateQp, RdmaCoreCq};
+use crate::sys::mlx5::{PrivateQp, PrivateSrq, RdmaCoreCq, RdmaCoreSrq};
 use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
@@ -66,12 +73,21 @@ struct Adopted {
     qp: PrivateQp,
 }
 
+/// One adopted SRQ: its `ibv_srq` (address), number, and rdma-core's struct.
+#[derive(Debug)]
+struct AdoptedSrq {
+    ptr: usize,
+    srqn: u32,
+    srq: RdmaCoreSrq,
+}
+
 /// The mlx5 poller on an rdma-core CQ, with the QPs adopted so far. The poller is
 /// declared first, so it is dropped before the CQ handle that keeps the ring alive.
 #[derive(Debug)]
 pub(crate) struct Mlx5Backend {
     poller: Ring,
     adopted: Vec<Adopted>,
+    srqs: Vec<AdoptedSrq>,
     /// The `ibv_context` and `ibv_cq` a QP must belong to (addresses, for the checks).
     ctx: usize,
     cq: usize,
@@ -177,6 +193,7 @@ impl Mlx5Backend {
         Mlx5Backend {
             poller,
             adopted: Vec::new(),
+            srqs: Vec::new(),
             ctx,
             cq,
             layout,
@@ -220,15 +237,23 @@ impl Mlx5Backend {
     /// tables as they are. On error nothing is registered.
     pub(crate) fn adopt(&mut self, qp: PrivateQp) -> Result<(), String> {
         let (sq_cnt, rq_cnt) = qp.wqe_cnt;
+        let qpn = qp.qpn;
+        let srqn = match qp.srq {
+            None => None,
+            Some(ptr) => match self.srq_adopted(ptr) {
+                Some(n) => Some(n),
+                None => return Err(format!("qp {qpn:#x}: its SRQ ({ptr:#x}) is not attached to this CQ")),
+            },
+        };
         let cfg = QpConfig {
             // A queue rdma-core left empty still needs a one-entry table here.
             sq_wqe_cnt: sq_cnt.max(1),
             rq_wqe_cnt: rq_cnt.max(1),
+            srqn,
             ud: qp.ud,
             uidx: self.cqe_v1.then_some(qp.rsn),
             ..QpConfig::rc(qp.qpn, 1, 1)
         };
-        let qpn = qp.qpn;
         let registry = self.registry_mut();
         if registry.qp(qpn).is_some() {
             return Err(format!("qp {qpn:#x} is attached to this CQ already"));
@@ -254,6 +279,34 @@ impl Mlx5Backend {
         Ok(())
     }
 
+    /// Whether QP `qpn` is adopted here.
+    pub(crate) fn has_qp(&self, qpn: u32) -> bool {
+        self.adopted.iter().any(|a| a.qpn == qpn)
+    }
+
+    /// The number of the SRQ at `ptr` (an `ibv_srq` address) if it is adopted here.
+    pub(crate) fn srq_adopted(&self, ptr: usize) -> Option<u32> {
+        self.srqs.iter().find(|s| s.ptr == ptr).map(|s| s.srqn)
+    }
+
+    /// Registers an SRQ (at `ptr`) whose private struct was read and checked, taking over
+    /// rdma-core's wr_id table and free-list head as they are; its completed WQEs go back
+    /// to rdma-core's free list after each poll. On error nothing is registered.
+    pub(crate) fn adopt_srq(&mut self, ptr: usize, srq: PrivateSrq) -> Result<u32, String> {
+        let PrivateSrq { srqn, max, stride, srq, wqes } = srq;
+        if self.srq_adopted(ptr).is_some() {
+            return Err(format!("srq {srqn:#x} is attached to this CQ already"));
+        }
+        let registry = self.registry_mut();
+        let entry = registry.add_srq(srqn, max).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        // The size was taken from the same struct: adopting cannot be refused, nor can
+        // registering the WQEs checked against it (a stride of at least 32 bytes).
+        entry.adopt(&srq).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        registry.set_srq_wqes(srqn, wqes, stride).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        self.srqs.push(AdoptedSrq { ptr, srqn, srq });
+        Ok(srqn)
+    }
+
     /// Adds memory inline scatter may copy into (an application's `ibv_mr`).
     pub(crate) fn add_region(&mut self, region: dvcq_provider::MemoryRegion) -> Result<(), String> {
         self.registry_mut().add_memory_region(region).map_err(|e| e.to_string())
@@ -270,8 +323,8 @@ impl Mlx5Backend {
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
-            Ring::C64(c) => poll_adopted(c, &self.adopted, out),
-            Ring::C128(c) => poll_adopted(c, &self.adopted, out),
+            Ring::C64(c) => poll_adopted(c, &self.adopted, &self.srqs, out),
+            Ring::C128(c) => poll_adopted(c, &self.adopted, &self.srqs, out),
         }
     }
 
@@ -301,15 +354,26 @@ impl Mlx5Backend {
     }
 }
 
-/// One poll call on `cq` with the mirrors of `adopted` brought up to date around it.
+/// One poll call on `cq` with the mirrors of `adopted` and `srqs` brought up to date
+/// around it.
 #[inline]
-fn poll_adopted<const S: usize>(cq: &mut Mlx5Cq<S>, adopted: &[Adopted], out: &mut [Completion]) -> usize {
+fn poll_adopted<const S: usize>(
+    cq: &mut Mlx5Cq<S>,
+    adopted: &[Adopted],
+    srqs: &[AdoptedSrq],
+    out: &mut [Completion],
+) -> usize {
     let ready = cq.ready(out.len());
     if ready == 0 {
         return 0;
     }
     // The CQEs counted are visible (acquire), so are the posts they complete: copy them.
     let registry = cq.registry_mut();
+    for s in srqs {
+        if let Some(m) = registry.srq_mut(s.srqn) {
+            m.sync_posted(&s.srq);
+        }
+    }
     for a in adopted {
         if let Some(q) = registry.qp_mut(a.qpn) {
             if let Some(sq) = &a.qp.sq {
@@ -329,6 +393,14 @@ fn poll_adopted<const S: usize>(cq: &mut Mlx5Cq<S>, adopted: &[Adopted], out: &m
             }
             if let Some(rq) = &a.qp.rq {
                 q.rq.hand_back_tail(rq);
+            }
+        }
+    }
+    if !srqs.is_empty() {
+        let registry = cq.registry_mut();
+        for s in srqs {
+            if let Some(m) = registry.srq_mut(s.srqn) {
+                m.hand_back_freed(&s.srq);
             }
         }
     }

@@ -94,7 +94,8 @@ impl Cq {
     /// first; on the irdma one its `struct irdma_uqp` is checked against the public
     /// `ibv_qp`, the CQ and the context. Its wr_id tables are then mirrored once per poll
     /// call and the queue tails written back as rdma-core's own poll does, so posts see
-    /// the room completions make.
+    /// the room completions make. On mlx5 a QP that receives from an SRQ brings the SRQ
+    /// along ([`Cq::attach_srq`]) when its receives complete here.
     /// On the generic and rxe backends completions already carry rdma-core's (or the
     /// kernel's) `wr_id`s, and only the QP's context is checked.
     ///
@@ -102,8 +103,9 @@ impl Cq {
     ///
     /// [`Error::Mismatch`] for a QP of another context, or on a model CQ;
     /// [`Error::Attach`] naming the QP and the failed check (neither of its CQs is this
-    /// one, it receives from an SRQ, a private field disagrees with `mlx5dv_qp` or with the
-    /// CQ's context, attached twice). On error nothing was registered and the CQ polls as before. A CQ attached
+    /// one, a private field disagrees with `mlx5dv_qp` or with the CQ's context, attached
+    /// twice, its SRQ refused as [`Cq::attach_srq`] refuses one, an irdma QP on an SRQ). On
+    /// error nothing was registered and the CQ polls as before. A CQ attached
     /// with `BackendChoice::Auto` that has not consumed a completion yet does not fail:
     /// rdma-core's `ibv_poll_cq` takes it over and [`Cq::backend`] says why.
     ///
@@ -143,6 +145,14 @@ impl Cq {
                     // bounds the pointers kept into it.
                     let private =
                         unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+                    if let Some(srq) = private.srq.filter(|&s| m.srq_adopted(s).is_none()) {
+                        if m.has_qp(qpn) {
+                            return Err(format!("qp {qpn:#x} is attached to this CQ already"));
+                        }
+                        // SAFETY: the QP's own SRQ (`ibv_qp.srq`), of the same mlx5 context;
+                        // the caller's promise about the QP covers the SRQ it receives from.
+                        unsafe { adopt_srq(m, srq as *mut ffi::ibv_srq) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+                    }
                     m.adopt(private)
                 })();
                 ("mlx5", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
@@ -159,11 +169,76 @@ impl Cq {
             }
             _ => return Ok(()),
         };
+        self.refused_or_fallback(backend, adopted, fallback)
+    }
+
+    /// Names an SRQ the application created with rdma-core (`struct ibv_srq *`) that QPs
+    /// completing on this CQ receive from, so that their receive completions carry the
+    /// `wr_id`s it posts with `ibv_post_srq_recv`, which goes on working unchanged.
+    /// [`Cq::attach_qp`] names a QP's SRQ itself; call this to attach the SRQ before any
+    /// of its QPs.
+    ///
+    /// On the mlx5 direct backend the SRQ's private rdma-core struct is read with the
+    /// layout of the release loaded and checked against `mlx5dv_init_obj`'s public facts
+    /// first; its wr_id table is then mirrored once per poll call (following the free
+    /// list's links from the head the mirror saw to rdma-core's), and every completed WQE
+    /// is given back to rdma-core's free list after the poll, as rdma-core's own poll does
+    /// (`mlx5_free_srq_wqe`: linked behind the tail up to v47, marked in the free bitmap
+    /// from v48), so posts find it again. Receives on an attached SRQ take the poller's
+    /// slow path. Nothing to do on the generic and rxe backends beyond the context check.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::attach_qp`], for an SRQ: another context, an XRC or tag-matching SRQ, WQE
+    /// signatures, a private field that disagrees with `mlx5dv_srq`, attached twice.
+    ///
+    /// # Safety
+    ///
+    /// `srq` points to a live `struct ibv_srq` that the application destroys only after
+    /// this `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered
+    /// with its polls. An SRQ attached to several `Cq`s has all of them polled on one
+    /// thread or under one lock: each gives completed WQEs back to the SRQ's free list.
+    pub unsafe fn attach_srq(&mut self, srq: NonNull<c_void>) -> Result<(), Error> {
+        let srq = srq.as_ptr().cast::<ffi::ibv_srq>();
+        let device = self.device().to_string();
+        let ctx = match &self.poller {
+            Poller::Generic(g) => g.verbs_cq().context_ptr(),
+            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
+            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
+            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
+            Poller::Model(_) => {
+                return Err(Error::Mismatch { device, what: "a model CQ has no rdma-core SRQs to attach".into() })
+            }
+        };
+        // SAFETY: the caller's live SRQ; a read of its public `context` field.
+        if unsafe { (*srq).context } != ctx {
+            return Err(Error::Mismatch {
+                device,
+                what: "the SRQ belongs to another device context than the CQ".into(),
+            });
+        }
+        let Poller::Mlx5(m) = &mut self.poller else {
+            return Ok(());
+        };
+        // SAFETY: the caller's live SRQ of this CQ's mlx5 context, kept for the Cq's life.
+        let adopted = unsafe { adopt_srq(m, srq) }.map(|_| ());
+        let fallback = m.verbs_cq().filter(|_| m.can_fall_back()).cloned();
+        self.refused_or_fallback("mlx5", adopted, fallback)
+    }
+
+    /// After a refused adoption on a direct backend: with `BackendChoice::Auto` and nothing
+    /// consumed yet (`fallback` is the CQ then), rdma-core's own poll takes the CQ over (its
+    /// consumer state is still right); otherwise the error.
+    fn refused_or_fallback(
+        &mut self,
+        backend: &'static str,
+        adopted: Result<(), String>,
+        fallback: Option<std::sync::Arc<VerbsCq>>,
+    ) -> Result<(), Error> {
         let Err(reason) = adopted else {
             return Ok(());
         };
-        // Refused: with BackendChoice::Auto and nothing consumed yet, rdma-core's own poll
-        // takes the CQ over (its consumer state is still right); otherwise the error.
+        let device = self.device().to_string();
         match fallback {
             Some(verbs) => {
                 let why = format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}");
@@ -281,6 +356,21 @@ impl Cq {
     }
 }
 
+/// Reads, checks and adopts the rdma-core SRQ at `srq` into `m`; returns its number.
+///
+/// # Safety
+///
+/// `srq` is a live `ibv_srq` of the mlx5 context `m` polls for, alive while `m` is.
+unsafe fn adopt_srq(m: &mut crate::backend::mlx5::Mlx5Backend, srq: *mut ffi::ibv_srq) -> Result<u32, String> {
+    // SAFETY: the caller's live mlx5 SRQ.
+    let dv = unsafe { super::mlx5::init_srq(srq) }?;
+    let (ctx, _, layout, _) = m.expect();
+    // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `layout` is the row of the
+    // release loaded; the caller keeps it alive while `m` holds pointers into it.
+    let private = unsafe { super::mlx5::read_srq(srq, &dv, layout, ctx as *mut _) }?;
+    m.adopt_srq(srq as usize, private)
+}
+
 #[cfg(feature = "rdma-sys")]
 mod rdma_sys_interop {
     use super::*;
@@ -291,6 +381,7 @@ mod rdma_sys_interop {
     const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_context>(), core::mem::size_of::<ffi::ibv_context>());
     const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_qp>(), core::mem::size_of::<ffi::ibv_qp>());
     const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_mr>(), core::mem::size_of::<ffi::ibv_mr>());
+    const_assert_eq!(core::mem::size_of::<rdma_sys::ibv_srq>(), core::mem::size_of::<ffi::ibv_srq>());
 
     impl Context {
         /// [`Context::from_raw`] for an application built on `rdma-sys`.
@@ -335,6 +426,20 @@ mod rdma_sys_interop {
         pub unsafe fn attach_qp_rdma_sys(&mut self, qp: NonNull<rdma_sys::ibv_qp>) -> Result<(), Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { self.attach_qp(qp.cast()) }
+        }
+
+        /// [`Cq::attach_srq`] for an application built on `rdma-sys`.
+        ///
+        /// # Errors
+        ///
+        /// As [`Cq::attach_srq`].
+        ///
+        /// # Safety
+        ///
+        /// As [`Cq::attach_srq`].
+        pub unsafe fn attach_srq_rdma_sys(&mut self, srq: NonNull<rdma_sys::ibv_srq>) -> Result<(), Error> {
+            // SAFETY: the same struct; the caller's promise is passed on.
+            unsafe { self.attach_srq(srq.cast()) }
         }
 
         /// [`Cq::attach_mr`] for an application built on `rdma-sys`.

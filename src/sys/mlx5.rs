@@ -36,6 +36,11 @@ use std::sync::Arc;
 mod image_tests;
 #[cfg(test)]
 mod lab_tests;
+mod srq;
+
+#[cfg(test)]
+use srq::DvSrq;
+pub(crate) use srq::{init_srq, read_srq, PrivateSrq, RdmaCoreSrq};
 
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`Mlx5Layout::for_release` has no row elsewhere).
@@ -263,6 +268,8 @@ pub(crate) struct PrivateQp {
     /// inline scatter, when their queues complete here.
     pub(crate) sq_wqes: Option<WqBuffer>,
     pub(crate) rq_wqes: Option<(WqBuffer, u32)>,
+    /// The `ibv_srq` its receives come from (`ibv_qp.srq`), when they complete here.
+    pub(crate) srq: Option<usize>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -278,8 +285,8 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 /// attached) and `cqe_v1` (the context's CQE version). Returns the queues that complete
 /// on `cq`, or the first check that failed.
 ///
-/// Checks, in order: the QP's context and CQs (public `ibv_qp` fields), no SRQ, then the
-/// private struct: its pointer back to the `ibv_qp`, `rsc.type`, the doorbell record and
+/// Checks, in order: the QP's context and CQs (public `ibv_qp` fields), then the private
+/// struct: its pointer back to the `ibv_qp`, `rsc.type`, the doorbell record and
 /// each queue's `wqe_cnt`, stride and buffer address against `dv`, the user index (equal
 /// to the QPN on a version-0 context), and the table pointers (non-null, aligned).
 ///
@@ -316,9 +323,7 @@ pub(crate) unsafe fn read_qp(
             cq as u64
         )));
     }
-    if u64_at(&b, pub_field(IBV_QP_SRQ)) != 0 {
-        return Err(what("it receives from an SRQ; adopting rdma-core's SRQs is not built yet".into()));
-    }
+    let srq = u64_at(&b, pub_field(IBV_QP_SRQ)) as usize;
     let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
     let back = u64_at(&b, l.ibv_qp_ptr);
     if back != qp as u64 {
@@ -392,6 +397,10 @@ pub(crate) unsafe fn read_qp(
     let rq_buf = buf.wrapping_add(u64::from(u32_at(&b, l.rq + w.offset)));
     let (rq_cnt, rq) = queue("rq", l.rq, dv.rq_wqe_cnt, dv.rq_stride, dv.rq_buf, rq_buf, false)?;
     let ud = u32_at(&b, pub_field(IBV_QP_TYPE)) == ffi::IBV_QPT_UD;
+    if srq != 0 && rq_cnt != 0 {
+        return Err(what(format!("it receives from an SRQ but has a receive queue of {rq_cnt} entries")));
+    }
+    let srq = (srq != 0 && recv_cq == cq as u64).then_some(srq);
     let (sq, rq) = (sq.filter(|_| send_cq == cq as u64), rq.filter(|_| recv_cq == cq as u64));
     let wqes = |buf: usize, len: usize| {
         // SAFETY: `mlx5dv_qp` reported `buf` as the queue's WQEs, `len` bytes (`wqe_cnt`
@@ -409,7 +418,7 @@ pub(crate) unsafe fn read_qp(
         Some(_) => Some((wqes(dv.rq_buf, rq_cnt as usize * dv.rq_stride as usize)?, dv.rq_stride)),
         None => None,
     };
-    Ok(PrivateQp { qpn, rsn, ud, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes })
+    Ok(PrivateQp { qpn, rsn, ud, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes, srq })
 }
 
 /// rdma-core's `struct mlx5_cq` around an attached CQ: where its `arm_sn` is.

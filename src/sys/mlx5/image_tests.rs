@@ -20,6 +20,8 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
 use std::sync::Arc;
 
+mod srq;
+
 const QPN: u32 = 0x1a2b;
 const UIDX: u32 = 0x77;
 const SQ: u32 = 16;
@@ -56,6 +58,18 @@ impl Block {
     fn get32(&self, off: usize) -> u32 {
         // SAFETY: as `put32`.
         unsafe { self.ptr.add(off).cast::<u32>().read_volatile() }
+    }
+    fn put16(&self, off: usize, v: u16) {
+        // SAFETY: as `put32`, 2-aligned.
+        unsafe { self.ptr.add(off).cast::<u16>().write_volatile(v) }
+    }
+    fn get16(&self, off: usize) -> u16 {
+        // SAFETY: as `put16`.
+        unsafe { self.ptr.add(off).cast::<u16>().read_volatile() }
+    }
+    fn get64(&self, off: usize) -> u64 {
+        // SAFETY: as `put64`.
+        unsafe { self.ptr.add(off).cast::<u64>().read_volatile() }
     }
 }
 
@@ -352,7 +366,7 @@ fn corrupted_images_are_refused_naming_the_qp_and_the_field() {
 }
 
 #[test]
-fn qps_of_another_context_or_cq_or_on_an_srq_are_refused() {
+fn qps_of_another_context_or_cq_are_refused_and_one_on_an_srq_names_it() {
     let layout = &MLX5_LAYOUTS[2];
     let pubf = |off: usize| layout.qp.ibv_qp + off;
     let e = refused(layout, |img, _| img.qp.put64(pubf(IBV_QP_CONTEXT), 0x40));
@@ -362,8 +376,12 @@ fn qps_of_another_context_or_cq_or_on_an_srq_are_refused() {
         img.qp.put64(pubf(IBV_QP_RECV_CQ), 0x88);
     });
     assert!(e.starts_with("qp 0x1a2b: neither its send CQ (0x80) nor its receive CQ (0x88) is the attached CQ"), "{e}");
-    let e = refused(layout, |img, _| img.qp.put64(pubf(IBV_QP_SRQ), 0x90));
-    assert_eq!(e, "qp 0x1a2b: it receives from an SRQ; adopting rdma-core's SRQs is not built yet");
+    // A QP on an SRQ is read (srq.rs adopts both); its SRQ is named for the attach.
+    let img = QpImage::new(layout, false);
+    img.qp.put64(pubf(IBV_QP_SRQ), 0x90);
+    img.qp.put32(layout.qp.rq + layout.wq.wqe_cnt, 0);
+    let p = img.read(&DvQp { rq_wqe_cnt: 0, ..img.dv() }, layout, false).unwrap();
+    assert_eq!((p.srq, p.rq.is_none()), (Some(0x90), true));
 }
 
 #[test]

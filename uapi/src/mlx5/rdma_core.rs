@@ -87,8 +87,14 @@ pub const MLX5DV_QP_EX_SIZE: usize = 104;
 pub const IBV_SRQ_SIZE: usize = 128;
 /// `MLX5_RSC_TYPE_QP`, the first value of `enum mlx5_rsc_type`: `rsc.type` of a QP.
 pub const MLX5_RSC_TYPE_QP: u32 = 0;
-/// `MLX5_RSC_TYPE_SRQ`: `rsc.type` of a basic SRQ (`MLX5_RSC_TYPE_XSRQ` and others follow).
-pub const MLX5_RSC_TYPE_SRQ: u32 = 4;
+/// `MLX5_RSC_TYPE_XSRQ`: `rsc.type` of an XRC SRQ (`enum mlx5_rsc_type` is QP, XSRQ, SRQ,
+/// RWQ, INVAL in every release of the table).
+pub const MLX5_RSC_TYPE_XSRQ: u32 = 1;
+/// `MLX5_RSC_TYPE_SRQ`: `rsc.type` of a basic SRQ.
+pub const MLX5_RSC_TYPE_SRQ: u32 = 2;
+/// `offsetof(struct mlx5_wqe_srq_next_seg, next_wqe_index)` (`mlx5dv.h`): where an SRQ
+/// WQE's big-endian free-list link is.
+pub const SRQ_NEXT_WQE_INDEX_OFFSET: usize = 2;
 
 /// `struct mlx5_spinlock`: a `pthread_spinlock_t` and two ints.
 #[repr(C)]
