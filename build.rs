@@ -46,6 +46,8 @@ const FUNCTIONS: &[&str] = &[
     "ibv_destroy_ah",
     "mlx5dv_init_obj",
     "mlx5dv_query_device",
+    "mlx5dv_create_cq",
+    "mlx5dv_create_qp",
 ];
 
 /// Types the glue names that no listed function mentions: the extended context whose ops
@@ -76,6 +78,16 @@ const TYPES: &[&str] = &[
     "mlx5dv_qp_ex",
     "mlx5dv_srq_comp_mask",
     "mlx5_wqe_srq_next_seg",
+    "mlx5dv_cq_init_attr_mask",
+    "mlx5dv_cq_init_attr_flags",
+    "mlx5dv_cqe_comp_res_format",
+    "mlx5dv_context_flags",
+    "mlx5dv_context_comp_mask",
+    "ibv_cq_init_attr_mask",
+    "ibv_create_cq_attr_flags",
+    "ibv_qp_init_attr_mask",
+    "mlx5dv_qp_init_attr_mask",
+    "mlx5dv_qp_create_flags",
 ];
 
 /// Constants the glue checks dvcq's own copies against: the mlx5 CQ doorbell's offset in

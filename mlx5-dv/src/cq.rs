@@ -4,7 +4,7 @@
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
 use crate::doorbell::{ArmDoorbell, ArmRing, CiPublisher};
 use crate::fast::Stop;
-use crate::mini::{CompressionConfig, MiniState};
+use crate::mini::{CompLayout, CompressionConfig, MiniState};
 use crate::registry::Registry;
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError, RingView};
@@ -276,6 +276,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// `arm_sn` of a CQ it created, read before each arm).
     pub fn set_arm_sn(&mut self, sn: u32) {
         self.arm_sn = sn;
+    }
+
+    /// Removes a destroyed QP from the registry ([`Registry::remove_qp`]) and forgets the
+    /// lookups cached for the next poll. False if it was not registered.
+    pub fn remove_qp(&mut self, qpn: u32) -> bool {
+        self.cache = (u32::MAX, 0);
+        self.prev_cache = (u32::MAX, 0);
+        self.registry.remove_qp(qpn)
     }
 
     /// The registry of QPs and SRQs, to record posts.
@@ -551,9 +559,23 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// `max` (with the acquire fence after the last owned one): a caller that mirrors
     /// another poster's wr_id tables copies them after this and before [`Mlx5Cq::poll`],
     /// so every post those CQEs complete is visible. 0 while a resize is pending.
+    ///
+    /// On a compressed CQ, slots count for nothing (a session's N completions sit behind
+    /// one owned title, its other slots are mini arrays and holes): `max` while a session
+    /// is open or a CQE is owned at the counter, 0 otherwise. Every completion a session
+    /// holds was published with its title, so its posts were visible when the title was;
+    /// the caller orders its posts with its polls, which leaves no post for a later CQE of
+    /// the same poll to miss.
     pub fn ready(&self, max: usize) -> usize {
         if self.resize_pending {
             return 0;
+        }
+        if let Some(c) = self.cfg.compression {
+            let owned = match c.layout {
+                CompLayout::Basic => self.owned(self.ci).is_some(),
+                CompLayout::Enhanced => self.slot_owned_as::<true>(self.ci).is_some(),
+            };
+            return if owned || self.mini.session_open() { max } else { 0 };
         }
         let mut n = 0;
         while n < max && self.owned(self.ci.wrapping_add(n as u32)).is_some() {

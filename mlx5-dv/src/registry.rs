@@ -9,6 +9,7 @@
 
 mod adopt;
 mod adopt_srq;
+mod remove;
 
 use crate::scatter::{RecvWqes, Scatter, SendWqes};
 pub use adopt::{AdoptError, ForeignWq};

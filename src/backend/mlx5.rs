@@ -47,14 +47,19 @@
 //! dvcq polls (`mlx5dv_cq.buf`, `cqe_cnt`) is freed and replaced under it. A CQ that must
 //! grow is made anew.
 
+pub(crate) mod own;
+
 use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
 use crate::sys::mlx5::{PrivateQp, PrivateSrq, RdmaCoreCq, RdmaCoreSrq};
-use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
+use dvcq_mlx5_dv::{
+    CiUpdate, CompLayout, CompressionConfig, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig,
+};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
+use own::OwnQps;
 use std::sync::Arc;
 
 /// The poller, by CQE size (a type-level stride), chosen once at attach.
@@ -100,6 +105,10 @@ pub(crate) struct Mlx5Backend {
     verbs_cq: Option<Arc<VerbsCq>>,
     /// rdma-core's `struct mlx5_cq`, whose `arm_sn` each arm reads.
     rdma_core_cq: Option<RdmaCoreCq>,
+    /// A CQ dvcq made: what the QPs and SRQs dvcq makes on it share with it (`own`).
+    own: Option<Arc<OwnQps>>,
+    /// The first queued change that could not be applied.
+    own_error: Option<String>,
 }
 
 /// Every release range the private-layout table covers, as `(from, to)`: `v44.0`, `v44.12`.
@@ -144,9 +153,47 @@ pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<&'sta
     })
 }
 
-/// Attaches the mlx5 poller to `cq` of `ctx`. Returns the backend and a line saying what
-/// was checked.
+/// How dvcq made a CQ with `mlx5dv_create_cq` ([`crate::CqOptions`]'s mlx5 attributes):
+/// the format the poller is told, checked against what `mlx5dv_init_obj` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Created {
+    /// 64 or 128.
+    pub(crate) cqe_size: u16,
+    /// Compressed, basic layout (the only one `mlx5dv_create_cq` makes), in this format.
+    pub(crate) compression: Option<dvcq_mlx5_dv::MiniFormat>,
+    /// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+    pub(crate) ignore_overrun: bool,
+}
+
+/// Attaches the mlx5 poller to `cq` of `ctx`, an application's CQ. Returns the backend
+/// and a line saying what was checked.
 pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(Mlx5Backend, String), Error> {
+    attach_as(device, ctx, cq, None)
+}
+
+/// Attaches the mlx5 poller to `cq`, a CQ dvcq made as `created` says: the poller knows
+/// its format, and the QPs and SRQs dvcq makes on it are adopted (`own`).
+pub(crate) fn attach_created(
+    device: &str,
+    ctx: &Context,
+    cq: &Arc<VerbsCq>,
+    created: Created,
+) -> Result<(Mlx5Backend, String), Error> {
+    let (mut backend, why) = attach_as(device, ctx, cq, Some(created))?;
+    backend.share_with_own_qps();
+    let why = why.replace(
+        "QPs named with Cq::attach_qp keep",
+        "dvcq's own QPs and SRQs (Pd::create_qp, Pd::create_srq) are adopted with",
+    );
+    Ok((backend, why))
+}
+
+fn attach_as(
+    device: &str,
+    ctx: &Context,
+    cq: &Arc<VerbsCq>,
+    created: Option<Created>,
+) -> Result<(Mlx5Backend, String), Error> {
     let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "mlx5", reason };
     let layout = layout_for(device, rdma_core_release())?;
     let cqe_v1 = crate::sys::mlx5::cqe_version_1(ctx).map_err(refuse)?;
@@ -156,7 +203,18 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
         return Err(refuse(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt)));
     }
     let private = crate::sys::mlx5::private_cq(cq, &dv, layout).map_err(refuse)?;
-    let poller = crate::sys::mlx5::poller_on(&dv, Arc::clone(cq) as _, cq_config(cqe_v1)).map_err(refuse)?;
+    let mut cfg = cq_config(cqe_v1);
+    if let Some(c) = created {
+        if dv.cqe_size != u32::from(c.cqe_size) {
+            return Err(refuse(format!(
+                "mlx5dv_cq.cqe_size {} is not the {} bytes mlx5dv_create_cq was asked for",
+                dv.cqe_size, c.cqe_size
+            )));
+        }
+        cfg.compression = c.compression.map(|format| CompressionConfig { layout: CompLayout::Basic, format });
+        cfg.overrun_ignore = c.ignore_overrun;
+    }
+    let poller = crate::sys::mlx5::poller_on(&dv, Arc::clone(cq) as _, cfg).map_err(refuse)?;
     let why = format!(
         "dvcq parses the ring mlx5dv_init_obj reports ({} CQEs of {} bytes, cqn {:#x}, CQE version {}); QPs named with \
          Cq::attach_qp keep rdma-core's posting (rdma-core v{}.{}-v{}.{} struct mlx5_qp layout)",
@@ -202,6 +260,8 @@ impl Mlx5Backend {
             fallback: false,
             verbs_cq,
             rdma_core_cq: None,
+            own: None,
+            own_error: None,
         }
     }
 
@@ -226,6 +286,41 @@ impl Mlx5Backend {
     /// The CQ it polls (none in image tests).
     pub(crate) fn verbs_cq(&self) -> Option<&Arc<VerbsCq>> {
         self.verbs_cq.as_ref()
+    }
+
+    /// Makes the backend take dvcq's own QPs and SRQs (a CQ dvcq made): returns what they
+    /// share with it.
+    pub(crate) fn share_with_own_qps(&mut self) -> Arc<OwnQps> {
+        let own = OwnQps::new(self.ctx, self.cq, self.layout, self.cqe_v1);
+        self.own = Some(Arc::clone(&own));
+        own
+    }
+
+    /// What dvcq's own QPs and SRQs on this CQ share with it (a CQ dvcq made).
+    pub(crate) fn own(&self) -> Option<&Arc<OwnQps>> {
+        self.own.as_ref()
+    }
+
+    /// The first queued adoption that failed since the last call (see [`own`]).
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.own_error.take()
+    }
+
+    /// Stops mirroring QP `qpn` (about to be destroyed) and forgets it.
+    fn forget_qp(&mut self, qpn: u32) {
+        self.adopted.retain(|a| a.qpn != qpn);
+        match &mut self.poller {
+            Ring::C64(c) => c.remove_qp(qpn),
+            Ring::C128(c) => c.remove_qp(qpn),
+        };
+    }
+
+    /// Stops mirroring the SRQ at `ptr` (about to be destroyed) and forgets it.
+    fn forget_srq(&mut self, ptr: usize) {
+        if let Some(i) = self.srqs.iter().position(|s| s.ptr == ptr) {
+            let s = self.srqs.remove(i);
+            self.registry_mut().remove_srq(s.srqn);
+        }
     }
 
     /// What a QP must match: its context, this CQ, the layout row and the CQE version.
@@ -319,9 +414,25 @@ impl Mlx5Backend {
         }
     }
 
-    /// Up to `out.len()` completions, in order.
+    /// Up to `out.len()` completions, in order. On a CQ dvcq made, under the lock its QPs'
+    /// posts take, after applying the adoptions and removals queued since the last call.
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let Some(own) = self.own.take() else {
+            return self.poll_adopted(out);
+        };
+        let mut changes = own.lock();
+        if !changes.is_empty() {
+            self.apply(&mut changes);
+        }
+        let n = self.poll_adopted(out);
+        drop(changes);
+        self.own = Some(own);
+        n
+    }
+
+    #[inline]
+    fn poll_adopted(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
             Ring::C64(c) => poll_adopted(c, &self.adopted, &self.srqs, out),
             Ring::C128(c) => poll_adopted(c, &self.adopted, &self.srqs, out),

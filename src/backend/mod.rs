@@ -23,12 +23,12 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
     ctx.provider_library().as_deref().and_then(provider_name)
 }
 
-/// Who made a CQ and will make the QPs on it: what the mlx5 and irdma backends can adopt so
-/// far.
+/// Who made a CQ and will make the QPs on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Origin {
-    /// `Context::create_cq`: QPs come from dvcq's own `Pd::create_qp`.
-    Dvcq,
+    /// `Context::create_cq`: QPs come from dvcq's own `Pd::create_qp`. On mlx5, `created`
+    /// is how `mlx5dv_create_cq` made it.
+    Dvcq { created: Option<mlx5::Created> },
     /// `Cq::attach`: the application's CQ, its QPs named with `Cq::attach_qp`.
     Application,
 }
@@ -38,16 +38,17 @@ fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>, origin: Origin) -> Res
     let refuse = |backend: &'static str, reason: String| Error::Attach { device: device.to_string(), backend, reason };
     match provider_of(ctx).as_deref() {
         Some("rxe") => rxe::attach(device, "rxe", cq).map(|(p, why)| (Poller::Rxe(p), backend(BackendKind::Rxe, why))),
-        Some("mlx5") if origin == Origin::Dvcq => Err(refuse(
-            "mlx5",
-            "dvcq does not adopt the QPs it creates itself yet; an application's CQ and QPs attach directly \
-             (Cq::attach, Cq::attach_qp)"
-                .into(),
-        )),
         Some("mlx5") => {
-            mlx5::attach(device, ctx, cq).map(|(p, why)| (Poller::Mlx5(Box::new(p)), backend(BackendKind::Mlx5, why)))
+            let attached = match origin {
+                Origin::Dvcq { created: Some(created), .. } => mlx5::attach_created(device, ctx, cq, created),
+                Origin::Dvcq { created: None, .. } => {
+                    Err(refuse("mlx5", "the CQ was not made by mlx5dv_create_cq, so its format is not known".into()))
+                }
+                Origin::Application => mlx5::attach(device, ctx, cq),
+            };
+            attached.map(|(p, why)| (Poller::Mlx5(Box::new(p)), backend(BackendKind::Mlx5, why)))
         }
-        Some("irdma") if origin == Origin::Dvcq => Err(refuse(
+        Some("irdma") if matches!(origin, Origin::Dvcq { .. }) => Err(refuse(
             "irdma",
             "dvcq does not adopt the QPs it creates itself yet; an application's CQ and QPs attach directly \
              (Cq::attach, Cq::attach_qp)"
@@ -58,16 +59,6 @@ fn direct(device: &str, ctx: &Context, cq: &Arc<VerbsCq>, origin: Origin) -> Res
         Some(p) => Err(refuse("direct", format!("dvcq has no direct backend for the {p} provider"))),
         None => Err(refuse("direct", "the provider library serving this device could not be identified".into())),
     }
-}
-
-/// Picks the poller for a CQ rdma-core just made for dvcq.
-pub(crate) fn choose(
-    device: &str,
-    ctx: &Context,
-    cq: Arc<VerbsCq>,
-    choice: BackendChoice,
-) -> Result<(Poller, Backend), Error> {
-    choose_for(device, ctx, cq, choice, Origin::Dvcq)
 }
 
 /// Picks the poller for a CQ rdma-core made, for QPs made by `origin`.
@@ -82,9 +73,11 @@ pub(crate) fn choose_for(
         let why = "rdma-core's ibv_poll_cq, as asked";
         return Ok((Poller::Generic(GenericCq::new(cq)), backend(BackendKind::Generic, why)));
     }
+    // rdma-core's poll cannot read a compressed CQ: such a CQ is polled directly or not at all.
+    let compressed = matches!(origin, Origin::Dvcq { created: Some(c), .. } if c.compression.is_some());
     match direct(device, ctx, &cq, origin) {
         Ok((Poller::Mlx5(mut m), b)) => {
-            m.allow_fallback(choice == BackendChoice::Auto);
+            m.allow_fallback(choice == BackendChoice::Auto && origin == Origin::Application);
             Ok((Poller::Mlx5(m), b))
         }
         Ok((Poller::Irdma(mut m), b)) => {
@@ -92,7 +85,7 @@ pub(crate) fn choose_for(
             Ok((Poller::Irdma(m), b))
         }
         Ok(chosen) => Ok(chosen),
-        Err(e) if choice == BackendChoice::Direct => Err(e),
+        Err(e) if choice == BackendChoice::Direct || compressed => Err(e),
         Err(e) => {
             let why = match &e {
                 Error::Attach { backend, reason, .. } if *backend == "direct" => {

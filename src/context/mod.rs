@@ -110,6 +110,14 @@ impl Context {
     }
 
     pub(crate) fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
+        if opts.has_mlx5_format() {
+            let why = opts.format_error().unwrap_or_else(|| {
+                "a model device makes 64-byte CQEs without compression through Context::create_cq (the mlx5 \
+                 model's ModelConfig sets the rest)"
+                    .into()
+            });
+            return Err(Error::Unsupported { device: self.name.clone(), what: "cq format", why });
+        }
         let max = m.attrs().max_cqe;
         if opts.depth == 0 || opts.depth > max {
             return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
@@ -153,9 +161,42 @@ impl Context {
         if opts.comp_vector >= vectors.max(1) {
             return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
         }
-        let cq = sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, channel).map_err(verbs)?;
+        let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "cq format", why };
+        if let Some(why) = opts.format_error() {
+            return Err(unsupported(why));
+        }
+        // On mlx5 dvcq makes the CQ with mlx5dv_create_cq, naming the CQE size (else the
+        // MLX5_CQE_SIZE environment variable picks it) and any compression, so that the
+        // direct poller is told the format; elsewhere the mlx5 attributes do not exist.
+        let provider = crate::backend::provider_of(ctx);
+        let created = (provider.as_deref() == Some("mlx5")).then_some(crate::backend::mlx5::Created {
+            cqe_size: opts.cqe_size,
+            compression: opts.compression,
+            ignore_overrun: opts.ignore_overrun,
+        });
+        let cq = match created {
+            Some(c) => {
+                let attrs = sys::cq::Mlx5CqAttrs {
+                    cqe_size: c.cqe_size,
+                    comp_res_format: c.compression.map(dv_res_format),
+                    pad: opts.cqe_pad,
+                    ignore_overrun: c.ignore_overrun,
+                };
+                sys::cq::VerbsCq::create_mlx5(ctx, opts.depth, opts.comp_vector, channel, &attrs)
+            }
+            None if opts.has_mlx5_format() => {
+                let p = provider.unwrap_or_else(|| "unknown".into());
+                return Err(unsupported(format!(
+                    "CQE size, compression, padding and overrun-ignore are mlx5 creation attributes; this device's \
+                     provider is {p}"
+                )));
+            }
+            None => sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, channel),
+        }
+        .map_err(verbs)?;
         let depth = cq.depth();
-        let (poller, backend) = crate::backend::choose(&self.name, ctx, cq, opts.backend)?;
+        let origin = crate::backend::Origin::Dvcq { created };
+        let (poller, backend) = crate::backend::choose_for(&self.name, ctx, cq, opts.backend, origin)?;
         Ok(Cq::new(poller, backend, self.name.clone(), depth))
     }
 
@@ -199,6 +240,19 @@ impl Pd {
     pub fn device(&self) -> &str {
         &self.device
     }
+}
+
+/// `MLX5DV_CQE_RES_FORMAT_*` for a mini-CQE format `mlx5dv_create_cq` takes
+/// (`CqOptions::format_error` refused the others).
+#[cfg(dvcq_rdma_core)]
+fn dv_res_format(f: dvcq_mlx5_dv::MiniFormat) -> u8 {
+    use dvcq_mlx5_dv::MiniFormat;
+    let bit = match f {
+        MiniFormat::Hash => sys::ffi::MLX5DV_CQE_RES_FORMAT_HASH,
+        MiniFormat::Csum => sys::ffi::MLX5DV_CQE_RES_FORMAT_CSUM,
+        _ => sys::ffi::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX,
+    };
+    bit as u8
 }
 
 /// Completion vectors a model device reports (model choice: one, as a one-queue device).

@@ -83,8 +83,14 @@ fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -
     }
 }
 
+/// The rdma-core CQ behind `cq`, and on a direct mlx5 CQ dvcq made, what a QP made on it
+/// shares with it to be adopted.
 #[cfg(dvcq_rdma_core)]
-fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>, Error> {
+#[allow(clippy::type_complexity)]
+fn verbs_cq_of<'c>(
+    cq: &'c Cq,
+    device: &str,
+) -> Result<(&'c Arc<sys::cq::VerbsCq>, Option<Arc<crate::backend::mlx5::own::OwnQps>>), Error> {
     let mismatch = || Error::Mismatch {
         device: device.to_string(),
         what: format!("CQ of device {} cannot be used here", cq.device()),
@@ -93,19 +99,24 @@ fn verbs_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c Arc<sys::cq::VerbsCq>
         return Err(mismatch());
     }
     match &cq.poller {
-        Poller::Generic(g) => Ok(g.verbs_cq()),
-        Poller::Rxe(r) => Ok(r.verbs_cq()),
+        Poller::Generic(g) => Ok((g.verbs_cq(), None)),
+        Poller::Rxe(r) => Ok((r.verbs_cq(), None)),
+        Poller::Mlx5(m) => match (m.verbs_cq(), m.own()) {
+            (Some(v), Some(own)) => Ok((v, Some(Arc::clone(own)))),
+            // An application's CQ (Cq::attach): its registry holds the QPs the application
+            // attached; dvcq's own would complete as unknown QPs.
+            _ => Err(Error::Mismatch {
+                device: device.to_string(),
+                what: "a CQ attached with Cq::attach takes QPs the application created (Cq::attach_qp); make \
+                       dvcq's own QPs on a CQ made with Context::create_cq"
+                    .into(),
+            }),
+        },
         // Its registry holds the QPs the application attached; dvcq's own would complete
         // as unknown QPs.
         Poller::Irdma(_) => Err(Error::Mismatch {
             device: device.to_string(),
             what: "a CQ on the irdma direct backend takes QPs the application created (Cq::attach_qp); \
-                   dvcq does not adopt its own yet"
-                .into(),
-        }),
-        Poller::Mlx5(_) => Err(Error::Mismatch {
-            device: device.to_string(),
-            what: "a CQ on the mlx5 direct backend takes QPs the application created (Cq::attach_qp); \
                    dvcq does not adopt its own yet"
                 .into(),
         }),
@@ -149,8 +160,8 @@ impl Pd {
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, port, gid_index } => {
-                let send = verbs_cq_of(init.send_cq, &self.device)?;
-                let recv = verbs_cq_of(init.recv_cq, &self.device)?;
+                let (send, send_own) = verbs_cq_of(init.send_cq, &self.device)?;
+                let (recv, recv_own) = verbs_cq_of(init.recv_cq, &self.device)?;
                 let srq = match init.srq.map(|s| &s.inner) {
                     None => None,
                     Some(SrqInner::Verbs(s)) => Some(s),
@@ -168,9 +179,27 @@ impl Pd {
                         })
                     }
                 };
-                let qp =
-                    sys::qp::Qp::new(pd, init.qp_type, send, recv, srq, init.caps, init.sq_sig_all, *port, *gid_index)
-                        .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                let direct = send_own.is_some() || recv_own.is_some();
+                let mut qp = sys::qp::Qp::new(
+                    pd,
+                    init.qp_type,
+                    send,
+                    recv,
+                    srq,
+                    init.caps,
+                    init.sq_sig_all,
+                    *port,
+                    *gid_index,
+                    direct,
+                )
+                .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
+                // On a direct mlx5 CQ dvcq made, the QP (and its SRQ) is adopted as an
+                // application's is by Cq::attach_qp; refused, the QP is destroyed again.
+                qp.adopt_on(send_own, recv_own).map_err(|reason| Error::Attach {
+                    device: self.device.clone(),
+                    backend: "mlx5",
+                    reason,
+                })?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Verbs(qp), device: self.device.clone(), qp_type: init.qp_type })
             }
         }

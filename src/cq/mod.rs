@@ -62,6 +62,12 @@ pub enum BackendChoice {
 }
 
 /// How to make a CQ.
+///
+/// The mlx5 creation attributes (`cqe_size`, `compression`, `cqe_pad`) are what dvcq
+/// passes to `mlx5dv_create_cq` when it makes a CQ on an mlx5 device, so that the direct
+/// poller knows the CQ's format instead of assuming it (rdma-core records none of them where
+/// a program can read them back). Other devices and the models refuse anything but the
+/// defaults with [`crate::Error::Unsupported`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CqOptions {
     /// Completions the CQ must hold at least (the device may round up).
@@ -70,12 +76,36 @@ pub struct CqOptions {
     pub comp_vector: u32,
     /// Which backends may poll it.
     pub backend: BackendChoice,
+    /// Bytes per CQE: 64 (the default) or 128 (mlx5: `MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE`;
+    /// the CQE's second half is the 64-byte CQE, the first holds inline-scattered data up
+    /// to 64 bytes or a GRH).
+    pub cqe_size: u16,
+    /// CQE compression with this responder mini-CQE format (mlx5:
+    /// `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`, basic layout). rdma-core's own poll cannot
+    /// read a compressed CQ, so such a CQ is polled directly or not made.
+    pub compression: Option<dvcq_mlx5_dv::MiniFormat>,
+    /// 128-byte CQEs padded to whole 128-byte lines (mlx5:
+    /// `MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD`, for 128-byte cache lines); needs `cqe_size` 128.
+    pub cqe_pad: bool,
+    /// The device writes CQEs even past a full CQ instead of raising a CQ error
+    /// (`IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`; mlx5 only here). The caller sizes the CQ for
+    /// its outstanding work.
+    pub ignore_overrun: bool,
 }
 
 impl CqOptions {
-    /// A CQ of `depth` on vector 0 with the automatic backend choice.
+    /// A CQ of `depth` on vector 0 with the automatic backend choice and the device's
+    /// default CQE format.
     pub const fn new(depth: u32) -> Self {
-        CqOptions { depth, comp_vector: 0, backend: BackendChoice::Auto }
+        CqOptions {
+            depth,
+            comp_vector: 0,
+            backend: BackendChoice::Auto,
+            cqe_size: 64,
+            compression: None,
+            cqe_pad: false,
+            ignore_overrun: false,
+        }
     }
 
     /// The same with another backend choice.
@@ -88,6 +118,57 @@ impl CqOptions {
     pub const fn comp_vector(mut self, vector: u32) -> Self {
         self.comp_vector = vector;
         self
+    }
+
+    /// The same with `bytes`-byte CQEs (64 or 128).
+    pub const fn cqe_size(mut self, bytes: u16) -> Self {
+        self.cqe_size = bytes;
+        self
+    }
+
+    /// The same with CQE compression in responder mini-CQE format `format` (`Hash`,
+    /// `Csum` or `CsumStridx`: the ones `mlx5dv_create_cq` takes).
+    pub const fn compressed(mut self, format: dvcq_mlx5_dv::MiniFormat) -> Self {
+        self.compression = Some(format);
+        self
+    }
+
+    /// The same with padded 128-byte CQEs.
+    pub const fn padded(mut self) -> Self {
+        self.cqe_pad = true;
+        self
+    }
+
+    /// The same with overrun ignored.
+    pub const fn ignoring_overrun(mut self) -> Self {
+        self.ignore_overrun = true;
+        self
+    }
+
+    /// Whether any mlx5 creation attribute differs from the defaults.
+    pub(crate) const fn has_mlx5_format(&self) -> bool {
+        self.cqe_size != 64 || self.compression.is_some() || self.cqe_pad || self.ignore_overrun
+    }
+
+    /// The first attribute that no CQ can have, whatever the device.
+    pub(crate) fn format_error(&self) -> Option<String> {
+        use dvcq_mlx5_dv::MiniFormat;
+        if self.cqe_size != 64 && self.cqe_size != 128 {
+            return Some(format!("{}-byte CQEs: mlx5 CQEs are 64 or 128 bytes", self.cqe_size));
+        }
+        if self.cqe_pad && self.cqe_size != 128 {
+            return Some("padded CQEs need 128-byte CQEs".into());
+        }
+        if let Some(f @ (MiniFormat::FtagStridx | MiniFormat::L34hStridx)) = self.compression {
+            return Some(format!(
+                "mini-CQE format {}: mlx5dv_create_cq takes hash, csum or csum_stridx (the others need DevX)",
+                f.word()
+            ));
+        }
+        if self.compression.is_some() && self.backend == BackendChoice::Generic {
+            return Some("a compressed CQ with BackendChoice::Generic: rdma-core's poll cannot read one".into());
+        }
+        None
     }
 }
 
@@ -198,8 +279,57 @@ impl Cq {
                 self.stats.poll_failures += 1;
                 Some(Error::Verbs { device: self.device.clone(), source: e })
             }
+            // A QP or SRQ dvcq made on a direct mlx5 CQ that its poll could not adopt.
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => {
+                let reason = m.take_error()?;
+                Some(Error::Attach { device: self.device.clone(), backend: "mlx5", reason })
+            }
             #[allow(unreachable_patterns)]
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_mlx5_dv::MiniFormat;
+
+    #[test]
+    fn cq_formats_no_cq_can_have_are_refused_before_any_device_is_asked() {
+        let ok = [
+            CqOptions::new(8),
+            CqOptions::new(8).cqe_size(128).padded(),
+            CqOptions::new(8).compressed(MiniFormat::CsumStridx).ignoring_overrun(),
+        ];
+        for o in ok {
+            assert_eq!(o.format_error(), None, "{o:?}");
+        }
+        let bad = [
+            (CqOptions::new(8).cqe_size(32), "32-byte CQEs: mlx5 CQEs are 64 or 128 bytes"),
+            (CqOptions::new(8).padded(), "padded CQEs need 128-byte CQEs"),
+            (
+                CqOptions::new(8).compressed(MiniFormat::FtagStridx),
+                "mini-CQE format ftag_stridx: mlx5dv_create_cq takes hash, csum or csum_stridx (the others need DevX)",
+            ),
+            (
+                CqOptions::new(8).compressed(MiniFormat::Hash).backend(BackendChoice::Generic),
+                "a compressed CQ with BackendChoice::Generic: rdma-core's poll cannot read one",
+            ),
+        ];
+        for (o, why) in bad {
+            assert_eq!(o.format_error().as_deref(), Some(why), "{o:?}");
+        }
+        assert!(!CqOptions::new(8).has_mlx5_format());
+        assert!(CqOptions::new(8).ignoring_overrun().has_mlx5_format());
+    }
+
+    #[test]
+    fn a_model_refuses_mlx5_creation_attributes() {
+        let ctx = crate::Context::open("model-mlx5").unwrap();
+        let e = ctx.create_cq(CqOptions::new(8).cqe_size(128)).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { what: "cq format", .. }), "{e}");
+        assert!(ctx.create_cq(CqOptions::new(8)).is_ok());
     }
 }

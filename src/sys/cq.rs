@@ -75,6 +75,27 @@ impl Drop for CompChannel {
     }
 }
 
+/// What dvcq asks `mlx5dv_create_cq` for (`struct mlx5dv_cq_init_attr` and the generic
+/// creation flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mlx5CqAttrs {
+    /// 64 or 128.
+    pub(crate) cqe_size: u16,
+    /// `MLX5DV_CQE_RES_FORMAT_*` when compressed.
+    pub(crate) comp_res_format: Option<u8>,
+    /// `MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD`.
+    pub(crate) pad: bool,
+    /// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
+    pub(crate) ignore_overrun: bool,
+}
+
+// `ibv_cq_ex_to_cq` is a cast: the extended CQ's leading fields are `struct ibv_cq`'s.
+static_assertions::const_assert_eq!(core::mem::offset_of!(ffi::ibv_cq_ex, context), 0);
+static_assertions::const_assert_eq!(
+    core::mem::offset_of!(ffi::ibv_cq_ex, cqe),
+    core::mem::offset_of!(ffi::ibv_cq, cqe)
+);
+
 /// A CQ that rdma-core created (`ibv_create_cq`), destroyed when its last handle goes: the
 /// poller and every QP that completes into it hold one, so the CQ (and any ring its provider
 /// mapped) outlives them all.
@@ -115,6 +136,56 @@ impl VerbsCq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_cq"));
         }
+        Ok(Arc::new(VerbsCq {
+            ptr,
+            ctx: Arc::clone(ctx),
+            _channel: channel.cloned(),
+            adopted_channel: Default::default(),
+            owned: true,
+        }))
+    }
+
+    /// `mlx5dv_create_cq(ctx, {depth, channel, comp_vector, flags}, {cqe_size, compression,
+    /// padding})`: an mlx5 CQ whose CQE format dvcq chose, so the direct poller is told it
+    /// rather than assuming it (rdma-core keeps none of these where they can be read back).
+    pub(crate) fn create_mlx5(
+        ctx: &Arc<Context>,
+        depth: u32,
+        comp_vector: u32,
+        channel: Option<&Arc<CompChannel>>,
+        attrs: &Mlx5CqAttrs,
+    ) -> Result<Arc<VerbsCq>, VerbsError> {
+        let mut attr = ffi::ibv_cq_init_attr_ex {
+            cqe: depth,
+            channel: channel.map_or(core::ptr::null_mut(), |c| c.ptr),
+            comp_vector,
+            ..Default::default()
+        };
+        if attrs.ignore_overrun {
+            attr.comp_mask |= ffi::IBV_CQ_INIT_ATTR_MASK_FLAGS;
+            attr.flags |= ffi::IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        }
+        let mut dv = ffi::mlx5dv_cq_init_attr {
+            comp_mask: u64::from(ffi::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE),
+            cqe_size: attrs.cqe_size,
+            ..Default::default()
+        };
+        if let Some(format) = attrs.comp_res_format {
+            dv.comp_mask |= u64::from(ffi::MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE);
+            dv.cqe_comp_res_format = format;
+        }
+        if attrs.pad {
+            dv.comp_mask |= u64::from(ffi::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS);
+            dv.flags |= ffi::MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;
+        }
+        // SAFETY: a live context; the attribute structs live across the call; the channel,
+        // when given, belongs to the context and outlives the CQ (the CQ holds its Arc).
+        let ex = unsafe { ffi::mlx5dv_create_cq(ctx.as_ptr(), &mut attr, &mut dv) };
+        if ex.is_null() {
+            return Err(VerbsError::last("mlx5dv_create_cq"));
+        }
+        // `ibv_cq_ex_to_cq`: an extended CQ begins with the fields of `struct ibv_cq`.
+        let ptr = ex.cast::<ffi::ibv_cq>();
         Ok(Arc::new(VerbsCq {
             ptr,
             ctx: Arc::clone(ctx),

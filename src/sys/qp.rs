@@ -5,6 +5,7 @@ use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
 use super::ops;
+use crate::backend::mlx5::own::{distinct, Change, OwnQps, SrqOwner};
 use crate::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use dvcq_provider::DmaBuffer;
@@ -100,6 +101,8 @@ impl Drop for Mr {
 pub(crate) struct Srq {
     ptr: *mut ffi::ibv_srq,
     _pd: Arc<Pd>,
+    /// The direct mlx5 CQ that adopted it (`backend::mlx5::own`), if one did.
+    owner: SrqOwner,
 }
 
 // SAFETY: SRQs may be posted from any thread (the provider locks).
@@ -119,11 +122,13 @@ impl Srq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_srq"));
         }
-        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd) }))
+        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd), owner: SrqOwner::default() }))
     }
 
-    /// Posts receives.
+    /// Posts receives (ordered with the polls of the direct CQ that adopted it, if any).
     pub(crate) fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostFailure> {
+        let own = self.owner.get();
+        let _polls_wait = own.as_ref().map(|o| o.lock());
         with_recv_list(wrs, |head, bad| {
             // SAFETY: a live SRQ; the list and its SGEs live for the call.
             unsafe { ops::post_srq_recv(self.ptr, head, bad) }
@@ -133,6 +138,10 @@ impl Srq {
 
 impl Drop for Srq {
     fn drop(&mut self) {
+        // The direct CQ that adopted it stops reading it before rdma-core frees it.
+        if let Some(own) = self.owner.take() {
+            own.forget_srq(self.ptr);
+        }
         // SAFETY: the last handle: every QP using it held an Arc and is gone.
         unsafe { ffi::ibv_destroy_srq(self.ptr) };
     }
@@ -159,6 +168,10 @@ pub(crate) struct Qp {
     _send_cq: Arc<VerbsCq>,
     _recv_cq: Arc<VerbsCq>,
     _srq: Option<Arc<Srq>>,
+    /// The direct mlx5 CQs dvcq made that adopted its send and receive queues
+    /// ([`Qp::adopt_on`]).
+    own_send: Option<Arc<OwnQps>>,
+    own_recv: Option<Arc<OwnQps>>,
 }
 
 // SAFETY: QPs may be used from any thread; posting takes `&mut self`, so one thread posts
@@ -167,7 +180,11 @@ unsafe impl Send for Qp {}
 
 impl Qp {
     /// Creates a QP and brings it to INIT (UD: all the way to RTS, since a UD QP needs no
-    /// peer).
+    /// peer). With `no_scatter_to_cqe` (a QP on a direct mlx5 CQ dvcq made) it is made by
+    /// `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`: small receives
+    /// and READ responses then land in their buffers, not inside the CQE, since dvcq's
+    /// memory regions are not the direct poll's to copy into (shared/spec/mlx5.md §4:
+    /// rdma-core turns scatter-to-CQE on for RC QPs by default).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         pd: &Arc<Pd>,
@@ -179,6 +196,7 @@ impl Qp {
         sq_sig_all: bool,
         port: u8,
         gid_index: u8,
+        no_scatter_to_cqe: bool,
     ) -> Result<Qp, VerbsError> {
         let mut init = ffi::ibv_qp_init_attr {
             qp_context: core::ptr::null_mut(),
@@ -198,12 +216,39 @@ impl Qp {
             },
             sq_sig_all: i32::from(sq_sig_all),
         };
-        // SAFETY: a live PD; the CQs and SRQ are live and held by the QP until it is
-        // destroyed.
-        let ptr = unsafe { ffi::ibv_create_qp(pd.ptr, &mut init) };
-        if ptr.is_null() {
-            return Err(VerbsError::last("ibv_create_qp"));
-        }
+        let ptr = if no_scatter_to_cqe {
+            let mut ex = ffi::ibv_qp_init_attr_ex {
+                send_cq: init.send_cq,
+                recv_cq: init.recv_cq,
+                srq: init.srq,
+                cap: init.cap,
+                qp_type: init.qp_type,
+                sq_sig_all: init.sq_sig_all,
+                comp_mask: ffi::IBV_QP_INIT_ATTR_PD,
+                pd: pd.ptr,
+                ..Default::default()
+            };
+            let mut dv = ffi::mlx5dv_qp_init_attr {
+                comp_mask: u64::from(ffi::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS),
+                create_flags: ffi::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
+                ..Default::default()
+            };
+            // SAFETY: a live PD of a live context; the CQs and SRQ are live and held by
+            // the QP until it is destroyed; the attribute structs live across the call.
+            let ptr = unsafe { ffi::mlx5dv_create_qp(pd.ctx.as_ptr(), &mut ex, &mut dv) };
+            if ptr.is_null() {
+                return Err(VerbsError::last("mlx5dv_create_qp"));
+            }
+            ptr
+        } else {
+            // SAFETY: a live PD; the CQs and SRQ are live and held by the QP until it is
+            // destroyed.
+            let ptr = unsafe { ffi::ibv_create_qp(pd.ptr, &mut init) };
+            if ptr.is_null() {
+                return Err(VerbsError::last("ibv_create_qp"));
+            }
+            ptr
+        };
         let qp = Qp {
             ptr,
             qp_type,
@@ -214,6 +259,8 @@ impl Qp {
             _send_cq: Arc::clone(send_cq),
             _recv_cq: Arc::clone(recv_cq),
             _srq: srq.cloned(),
+            own_send: None,
+            own_recv: None,
         };
         let mut a =
             ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_INIT, pkey_index: 0, port_num: port, ..Default::default() };
@@ -245,6 +292,57 @@ impl Qp {
         if rc != 0 {
             return Err(VerbsError::code("ibv_modify_qp", rc));
         }
+        Ok(())
+    }
+
+    /// Has the direct mlx5 CQs dvcq made (`send` and `recv`, for its send and receive
+    /// CQs) adopt the QP, and its SRQ where receives complete there: each reads and checks
+    /// rdma-core's private structs now, and all are queued for the CQs' next polls only if
+    /// every check passed. From then on posts take the CQs' poll locks, and dropping the QP
+    /// queues its removal first.
+    pub(crate) fn adopt_on(&mut self, send: Option<Arc<OwnQps>>, recv: Option<Arc<OwnQps>>) -> Result<(), String> {
+        let owners = distinct(&send, &recv);
+        if owners.is_empty() {
+            return Ok(());
+        }
+        let qpn = self.qpn();
+        let what = |e: String| format!("qp {qpn:#x}: {e}");
+        // SAFETY: a live QP of an mlx5 context (its CQs' backend is mlx5's).
+        let dv = unsafe { super::mlx5::init_qp(self.ptr) }.map_err(what)?;
+        let mut reads = Vec::new();
+        for own in owners {
+            // SAFETY: an mlx5 QP, so it sits in a `struct mlx5_qp`; `own.layout` is the row
+            // of the release loaded, picked when the CQ was attached. The QP outlives what
+            // the CQ keeps of it: its drop queues the removal before destroying it.
+            let private = unsafe {
+                super::mlx5::read_qp(self.ptr, &dv, own.layout, own.ctx as *mut _, own.cq as *mut _, own.cqe_v1)
+            }?;
+            let mut new_srq = None;
+            if let (Some(ptr), Some(srq)) = (private.srq, &self._srq) {
+                match srq.owner.get() {
+                    Some(o) if Arc::ptr_eq(&o, &own) => {}
+                    Some(_) => return Err(what("its SRQ completes on another direct CQ already".into())),
+                    None => {
+                        // SAFETY: the QP's live SRQ (held by the QP), of the same mlx5
+                        // context; its drop queues its removal before destroying it.
+                        let dv = unsafe { super::mlx5::init_srq(srq.ptr) }.map_err(what)?;
+                        // SAFETY: as above, read with the row of the release loaded.
+                        let s = unsafe { super::mlx5::read_srq(srq.ptr, &dv, own.layout, own.ctx as *mut _) };
+                        new_srq = Some((ptr, s.map_err(what)?, srq));
+                    }
+                }
+            }
+            reads.push((own, private, new_srq));
+        }
+        for (own, private, new_srq) in reads {
+            let mut changes = own.lock();
+            if let Some((ptr, s, srq)) = new_srq {
+                srq.owner.set(&own);
+                changes.push(Change::AddSrq(ptr, s));
+            }
+            changes.push(Change::AddQp(private));
+        }
+        (self.own_send, self.own_recv) = (send, recv);
         Ok(())
     }
 
@@ -346,8 +444,11 @@ impl Qp {
         Ok(ah)
     }
 
-    /// Posts send work requests, in order, as one list.
+    /// Posts send work requests, in order, as one list (ordered with the polls of the
+    /// direct CQ that adopted the send queue, if any).
     pub(crate) fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostFailure> {
+        let own = self.own_send.clone();
+        let _polls_wait = own.as_ref().map(|o| o.lock());
         let mut sges: Vec<Vec<ffi::ibv_sge>> = wrs.iter().map(|w| w.sg_list.iter().map(sge).collect()).collect();
         let mut list: Vec<ffi::ibv_send_wr> = Vec::with_capacity(wrs.len());
         for (i, (w, s)) in wrs.iter().zip(sges.iter_mut()).enumerate() {
@@ -396,8 +497,10 @@ impl Qp {
         failure(rc, bad, head)
     }
 
-    /// Posts receive work requests (a QP without an SRQ).
+    /// Posts receive work requests (a QP without an SRQ), ordered with the polls of the
+    /// direct CQ that adopted the receive queue, if any.
     pub(crate) fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostFailure> {
+        let _polls_wait = self.own_recv.as_ref().map(|o| o.lock());
         with_recv_list(wrs, |head, bad| {
             // SAFETY: a live QP; the list and its SGEs live for the call.
             unsafe { ops::post_recv(self.ptr, head, bad) }
@@ -407,6 +510,10 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
+        // The direct CQs that adopted it stop reading it before rdma-core frees it.
+        for own in distinct(&self.own_send, &self.own_recv) {
+            own.forget_qp(self.qpn());
+        }
         // SAFETY: the QP is destroyed once, before the CQs, SRQ and PD it holds (fields drop
         // after this), and its address handles after it.
         unsafe { ffi::ibv_destroy_qp(self.ptr) };

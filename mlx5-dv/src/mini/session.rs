@@ -472,6 +472,12 @@ pub(crate) struct MiniState {
 }
 
 impl MiniState {
+    /// Whether a session (basic) or block (enhanced) has completions left to drain.
+    #[inline]
+    pub(crate) fn session_open(&self) -> bool {
+        self.left > 0
+    }
+
     /// [`Mlx5Cq::take_title`] given the ring: the regular CQE at running position `pos`
     /// becomes the title of the enhanced blocks that follow it.
     #[inline(always)]

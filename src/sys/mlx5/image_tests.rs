@@ -20,6 +20,7 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
 use std::sync::Arc;
 
+mod own;
 mod srq;
 
 const QPN: u32 = 0x1a2b;

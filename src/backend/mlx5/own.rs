@@ -1,0 +1,131 @@
+//! dvcq's own QPs and SRQs on a CQ dvcq created on an mlx5 device (`Context::create_cq`,
+//! `Pd::create_qp`, `Pd::create_srq`): rdma-core QPs posted through rdma-core, so they are
+//! adopted exactly as `Cq::attach_qp` adopts an application's (the private `struct
+//! mlx5_qp` / `struct mlx5_srq` read with the release's layout and checked against
+//! `mlx5dv_init_obj`), with what the attach's contract leaves to the application done by
+//! dvcq itself:
+//!
+//! - **Posts are ordered with polls.** The poll reads rdma-core's tables and writes its
+//!   tails; `Qp::post_send` / `post_recv` and `Srq::post_recv` take the same lock as a poll
+//!   call of each direct CQ that adopted the queue ([`OwnQps::lock`]), once per call (a
+//!   lock rdma-core's own post takes too), never per CQE.
+//! - **A queue is forgotten before rdma-core frees it.** A new QP or SRQ is queued for
+//!   adoption under the lock at creation (the CQ is borrowed then, not owned); the next
+//!   poll call adopts it before reading any CQE. Dropping one queues its removal under the
+//!   lock before `ibv_destroy_qp` / `ibv_destroy_srq`, and every poll call applies the
+//!   queued changes first, so no poll touches a destroyed queue's memory.
+//! - **An SRQ is adopted by one direct CQ**, whose poll gives its WQEs back to its free
+//!   list (rdma-core does that under the SRQ's lock, which dvcq cannot take).
+
+use super::Mlx5Backend;
+use crate::sys::ffi;
+use crate::sys::mlx5::{PrivateQp, PrivateSrq};
+use dvcq_uapi::mlx5::rdma_core::Mlx5Layout;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A change to a direct CQ's adopted queues, applied by its next poll call.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// A QP made on the CQ, read and checked.
+    AddQp(PrivateQp),
+    /// An SRQ (its `ibv_srq` address) one of them receives from.
+    AddSrq(usize, PrivateSrq),
+    /// A QP about to be destroyed, by number.
+    RemoveQp(u32),
+    /// An SRQ about to be destroyed, by `ibv_srq` address.
+    RemoveSrq(usize),
+}
+
+/// What a direct CQ dvcq made shares with the QPs and SRQs made on it: what they are
+/// checked against, and the lock that orders their posts with its polls.
+#[derive(Debug)]
+pub(crate) struct OwnQps {
+    /// The `ibv_context` and `ibv_cq` (addresses), the layout row and the CQE version a
+    /// QP is read and checked with (`sys::mlx5::read_qp`).
+    pub(crate) ctx: usize,
+    pub(crate) cq: usize,
+    pub(crate) layout: &'static Mlx5Layout,
+    pub(crate) cqe_v1: bool,
+    changes: Mutex<Vec<Change>>,
+}
+
+impl OwnQps {
+    /// For a CQ `cq` of context `ctx` (addresses) read with `layout`.
+    pub(crate) fn new(ctx: usize, cq: usize, layout: &'static Mlx5Layout, cqe_v1: bool) -> Arc<OwnQps> {
+        Arc::new(OwnQps { ctx, cq, layout, cqe_v1, changes: Mutex::new(Vec::new()) })
+    }
+
+    /// The lock a poll call of the CQ holds, and a post to a queue it adopted takes: the
+    /// changes queued for the next poll. A holder that panicked left the list whole (only
+    /// pushes and drains happen under it), so a poisoned lock is taken as it is.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<Change>> {
+        self.changes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues the removal of QP `qpn`, about to be destroyed.
+    pub(crate) fn forget_qp(&self, qpn: u32) {
+        self.lock().push(Change::RemoveQp(qpn));
+    }
+
+    /// Queues the removal of the SRQ at `srq`, about to be destroyed.
+    pub(crate) fn forget_srq(&self, srq: *mut ffi::ibv_srq) {
+        self.lock().push(Change::RemoveSrq(srq as usize));
+    }
+}
+
+/// The adopted SRQ's direct CQ, shared by an SRQ dvcq made (`sys::qp::Srq`).
+#[derive(Debug, Default)]
+pub(crate) struct SrqOwner(Mutex<Option<Arc<OwnQps>>>);
+
+impl SrqOwner {
+    /// The direct CQ that adopted the SRQ, if one did.
+    pub(crate) fn get(&self) -> Option<Arc<OwnQps>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes the owner out (the SRQ is being destroyed).
+    pub(crate) fn take(&self) -> Option<Arc<OwnQps>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Makes `own` the owner.
+    pub(crate) fn set(&self, own: &Arc<OwnQps>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(own));
+    }
+}
+
+/// The distinct direct CQs among a QP's send and receive CQs.
+pub(crate) fn distinct(send: &Option<Arc<OwnQps>>, recv: &Option<Arc<OwnQps>>) -> Vec<Arc<OwnQps>> {
+    let mut v: Vec<Arc<OwnQps>> = send.iter().cloned().collect();
+    if let Some(r) = recv {
+        if !v.iter().any(|s| Arc::ptr_eq(s, r)) {
+            v.push(Arc::clone(r));
+        }
+    }
+    v
+}
+
+impl Mlx5Backend {
+    /// Applies the changes queued since the last poll call, in order (a QP number reused
+    /// after a destroy is removed before it is added again). A change that fails (which
+    /// the checks at creation leave to registry limits) is kept for [`Mlx5Backend::take_error`].
+    pub(super) fn apply(&mut self, changes: &mut Vec<Change>) {
+        for c in changes.drain(..) {
+            let r = match c {
+                Change::AddQp(p) => self.adopt(p),
+                Change::AddSrq(ptr, s) => self.adopt_srq(ptr, s).map(|_| ()),
+                Change::RemoveQp(qpn) => {
+                    self.forget_qp(qpn);
+                    Ok(())
+                }
+                Change::RemoveSrq(ptr) => {
+                    self.forget_srq(ptr);
+                    Ok(())
+                }
+            };
+            if let Err(e) = r {
+                self.own_error.get_or_insert(e);
+            }
+        }
+    }
+}
