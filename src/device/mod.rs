@@ -209,13 +209,31 @@ pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> R
     }
     // The backend an application's CQ gets here (`Cq::attach`), found by making the
     // smallest CQ and attaching to it.
-    let (backend, reason) = match crate::sys::cq::VerbsCq::create(ctx, 1, 0, None) {
+    let (backend, mut reason) = match crate::sys::cq::VerbsCq::create(ctx, 1, 0, None) {
         Ok(cq) => match crate::backend::choose_for(&name, ctx, cq, BackendChoice::Auto, Origin::Application) {
             Ok((_, b)) => (b.kind.name().to_string(), b.reason),
             Err(e) => ("generic".to_string(), e.to_string()),
         },
         Err(e) => ("generic".to_string(), format!("could not make a CQ to check the direct backend: {e}")),
     };
+    // On mlx5 dvcq's own CQs are made another way (mlx5dv_create_cq) and adopt dvcq's own
+    // QPs: say which backend they get too, found the same way.
+    if provider == "mlx5" {
+        let created = crate::backend::mlx5::Created { cqe_size: 64, compression: None, ignore_overrun: false };
+        let attrs =
+            crate::sys::cq::Mlx5CqAttrs { cqe_size: 64, comp_res_format: None, pad: false, ignore_overrun: false };
+        let own = match crate::sys::cq::VerbsCq::create_mlx5(ctx, 1, 0, None, &attrs) {
+            Ok(cq) => {
+                let origin = Origin::Dvcq { created: Some(created) };
+                match crate::backend::choose_for(&name, ctx, cq, BackendChoice::Auto, origin) {
+                    Ok((_, b)) => format!("{}: {}", b.kind.name(), b.reason),
+                    Err(e) => format!("generic: {e}"),
+                }
+            }
+            Err(e) => format!("could not make one to check ({e})"),
+        };
+        reason = format!("attached CQs (Cq::attach): {reason}; dvcq's own CQs (Context::create_cq): {own}");
+    }
     let (node_type, transport) = ctx.node_and_transport();
     let fw: Vec<u8> = attr.fw_ver.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     let count = |v: i32| u32::try_from(v).unwrap_or(0);
