@@ -332,6 +332,16 @@ impl Qp {
 }
 
 impl Srq {
+    /// The `struct ibv_srq` behind an SRQ on a real device, for tests that attach it as an
+    /// application's own (`Cq::attach_srq`).
+    #[cfg(all(test, dvcq_rdma_core))]
+    pub(crate) fn verbs_ptr(&self) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+        match &self.inner {
+            SrqInner::Verbs(srq) => core::ptr::NonNull::new(srq.as_ptr().cast()),
+            SrqInner::Model(_) => None,
+        }
+    }
+
     /// Posts receives to the SRQ.
     ///
     /// # Errors

@@ -125,6 +125,12 @@ impl Srq {
         Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd), owner: SrqOwner::default() }))
     }
 
+    /// The raw SRQ, for the direct attaches' tests.
+    #[cfg(test)]
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
+        self.ptr
+    }
+
     /// Posts receives (ordered with the polls of the direct CQ that adopted it, if any).
     pub(crate) fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostFailure> {
         let own = self.owner.get();

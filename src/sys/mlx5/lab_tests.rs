@@ -1,6 +1,9 @@
-//! The mlx5 attach on a real ConnectX (lab machines; elsewhere each case skips with one
-//! line): a CQ and QPs rdma-core made, posted with rdma-core's `ibv_post_send` /
-//! `ibv_post_recv`, polled through `Cq::attach` + `Cq::attach_qp` in direct mode.
+//! The mlx5 direct backend on a real ConnectX (lab machines; elsewhere each case skips with
+//! one line): a CQ and QPs rdma-core made, posted with rdma-core's `ibv_post_send` /
+//! `ibv_post_recv`, polled through `Cq::attach` + `Cq::attach_qp` in direct mode; an
+//! application's SRQ attached with its QP; and dvcq's own CQs (64- and 128-byte CQEs,
+//! compressed where the device can), QPs and SRQ, polled directly; an attached CQ on the
+//! application's channel, armed with dvcq's doorbell.
 
 use crate::context::QpInit;
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions, Poller};
@@ -80,6 +83,144 @@ fn lab_an_rdma_core_cq_and_qps_poll_directly_and_posts_keep_finding_room() {
         assert_eq!(sends, (0..8).map(|i| 0x1000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
         assert_eq!(recvs, (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
     }
+}
+
+/// Two RC QPs on `cq` (the second receiving from `srq` when given), connected to each
+/// other, and a memory region.
+fn pair(pd: &crate::Pd, cq: &Cq, srq: Option<&crate::Srq>) -> (crate::Qp, crate::Qp, crate::Mr) {
+    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let init = |srq| QpInit { qp_type: QpType::Rc, send_cq: cq, recv_cq: cq, srq, caps, sq_sig_all: false };
+    let mut a = pd.create_qp(&init(None)).expect("create_qp");
+    let mut b = pd.create_qp(&init(srq)).expect("create_qp on the SRQ");
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
+    a.connect(&eb).unwrap();
+    b.connect(&ea).unwrap();
+    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
+    (a, b, mr)
+}
+
+/// Sends eight from `a` to `b` per round, receives posted by `recv`, five rounds (each
+/// round after the first works only if the direct poll gave the queues' room back).
+fn rounds(cq: &mut Cq, a: &mut crate::Qp, mr: &crate::Mr, mut recv: impl FnMut(u64, &[crate::verbs::MrSlice])) {
+    for round in 0..5u64 {
+        for i in 0..8u64 {
+            let sg = [mr.slice(4096 + i * 256, 256).unwrap()];
+            recv(0x2000 + round * 16 + i, &sg);
+        }
+        for i in 0..8u64 {
+            let sg = [mr.slice(i * 256, 200).unwrap()];
+            a.post_send(&[SendWr::new(0x1000 + round * 16 + i, SendOp::Send, &sg)]).expect("post_send");
+        }
+        let got = drain(cq, 16);
+        assert_eq!(got.len(), 16, "round {round}: {got:?}");
+        assert!(got.iter().all(|c| c.status == WcStatus::Success), "round {round}: {got:?}");
+        let mut sends: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Send).map(|c| c.wr_id).collect();
+        let mut recvs: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Recv).map(|c| c.wr_id).collect();
+        sends.sort_unstable();
+        recvs.sort_unstable();
+        assert_eq!(sends, (0..8).map(|i| 0x1000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
+        assert_eq!(recvs, (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
+    }
+}
+
+#[test]
+fn lab_dvcq_s_own_cq_and_qps_poll_directly() {
+    let Some(name) = mlx5_device("lab_dvcq_s_own_cq_and_qps_poll_directly") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    for size in [64, 128] {
+        let mut cq =
+            ctx.create_cq(CqOptions::new(32).cqe_size(size).backend(BackendChoice::Direct)).expect("create_cq");
+        assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
+        let pd = ctx.alloc_pd().unwrap();
+        let (mut a, mut b, mr) = pair(&pd, &cq, None);
+        rounds(&mut cq, &mut a, &mr, |wr_id, sg| b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv"));
+        // A 16-byte receive lands in its buffer: scatter-to-CQE is off for dvcq's QPs, so
+        // the data is not left inside the CQE.
+        let data: Vec<u8> = (1..=16).collect();
+        mr.write(8192, &data).unwrap();
+        b.post_recv(&[RecvWr { wr_id: 0x77, sg_list: &[mr.slice(12288, 64).unwrap()] }]).unwrap();
+        a.post_send(&[SendWr::new(0x78, SendOp::Send, &[mr.slice(8192, 16).unwrap()])]).unwrap();
+        let got = drain(&mut cq, 2);
+        assert!(got.iter().any(|c| (c.wr_id, c.byte_len, c.status) == (0x77, 16, WcStatus::Success)), "{got:?}");
+        let mut landed = [0u8; 16];
+        mr.read(12288, &mut landed).unwrap();
+        assert_eq!(landed[..], data[..]);
+        drop((a, b));
+        assert!(cq.take_error().is_none());
+    }
+}
+
+#[test]
+fn lab_dvcq_s_own_srq_gives_its_wqes_back() {
+    let Some(name) = mlx5_device("lab_dvcq_s_own_srq_gives_its_wqes_back") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    let mut cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Direct)).expect("create_cq");
+    let pd = ctx.alloc_pd().unwrap();
+    let srq = pd.create_srq(8, 1).expect("create_srq");
+    let (mut a, _b, mr) = pair(&pd, &cq, Some(&srq));
+    rounds(&mut cq, &mut a, &mr, |wr_id, sg| srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full"));
+    assert!(cq.take_error().is_none());
+}
+
+#[test]
+fn lab_an_application_s_srq_attaches_with_its_qp() {
+    let Some(name) = mlx5_device("lab_an_application_s_srq_attaches_with_its_qp") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    let verbs_cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("create_cq");
+    let pd = ctx.alloc_pd().unwrap();
+    let srq = pd.create_srq(8, 1).expect("create_srq");
+    let (mut a, b, mr) = pair(&pd, &verbs_cq, Some(&srq));
+    let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
+    let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
+    // SAFETY: the CQ, QPs and SRQ live until the end of the test, after `cq` is dropped
+    // (declared later); nothing else polls the CQ, and posts happen between polls.
+    let mut cq = unsafe { Cq::attach(&ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
+    for qp in [&a, &b] {
+        // SAFETY: as above.
+        unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
+    }
+    // SAFETY: as above; attached once already through its QP: refused as a duplicate.
+    let again = unsafe { cq.attach_srq(srq.verbs_ptr().unwrap()) };
+    assert!(again.is_err(), "{again:?}");
+    rounds(&mut cq, &mut a, &mr, |wr_id, sg| srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full"));
+}
+
+#[test]
+fn lab_a_compressed_cq_is_made_and_polled_or_refused_with_the_reason() {
+    let Some(name) = mlx5_device("lab_a_compressed_cq_is_made_and_polled_or_refused_with_the_reason") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    let opts = CqOptions::new(64).compressed(crate::mlx5::MiniFormat::Csum).ignoring_overrun();
+    let mut cq = match ctx.create_cq(opts) {
+        Ok(cq) => cq,
+        Err(e) => {
+            eprintln!("skip lab_a_compressed_cq: this device makes no compressed CQ: {e}");
+            return;
+        }
+    };
+    assert_eq!(cq.backend().kind, BackendKind::Mlx5, "a compressed CQ is direct or not made");
+    let pd = ctx.alloc_pd().unwrap();
+    let (mut a, mut b, mr) = pair(&pd, &cq, None);
+    rounds(&mut cq, &mut a, &mr, |wr_id, sg| b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv"));
+}
+
+#[test]
+fn lab_dvcq_devices_says_what_is_direct_on_the_connectx() {
+    let Some(name) = mlx5_device("lab_dvcq_devices_says_what_is_direct_on_the_connectx") else {
+        return;
+    };
+    let list = crate::device::list();
+    let d = list.devices.iter().find(|d| d.name == name).expect("listed");
+    assert_eq!(d.backend, "mlx5", "{}", d.reason);
+    assert!(d.reason.starts_with("attached CQs (Cq::attach): "), "{}", d.reason);
+    assert!(d.reason.contains("; dvcq's own CQs (Context::create_cq): mlx5: "), "{}", d.reason);
 }
 
 #[test]
