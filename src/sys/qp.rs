@@ -307,12 +307,15 @@ impl Qp {
     /// every check passed. From then on posts take the CQs' poll locks, and dropping the QP
     /// queues its removal first.
     pub(crate) fn adopt_on(&mut self, send: Option<Arc<OwnQps>>, recv: Option<Arc<OwnQps>>) -> Result<(), String> {
+        let qpn = self.qpn();
+        let what = |e: String| format!("qp {qpn:#x}: {e}");
+        if let (Some(srq), None) = (&self._srq, &recv) {
+            srq.owner.claim_for_rdma_core().map_err(|e| what(e.into()))?;
+        }
         let owners = distinct(&send, &recv);
         if owners.is_empty() {
             return Ok(());
         }
-        let qpn = self.qpn();
-        let what = |e: String| format!("qp {qpn:#x}: {e}");
         // SAFETY: a live QP of an mlx5 context (its CQs' backend is mlx5's).
         let dv = unsafe { super::mlx5::init_qp(self.ptr) }.map_err(what)?;
         let mut reads = Vec::new();
@@ -325,25 +328,30 @@ impl Qp {
             }?;
             let mut new_srq = None;
             if let (Some(ptr), Some(srq)) = (private.srq, &self._srq) {
-                match srq.owner.get() {
-                    Some(o) if Arc::ptr_eq(&o, &own) => {}
-                    Some(_) => return Err(what("its SRQ completes on another direct CQ already".into())),
-                    None => {
-                        // SAFETY: the QP's live SRQ (held by the QP), of the same mlx5
-                        // context; its drop queues its removal before destroying it.
-                        let dv = unsafe { super::mlx5::init_srq(srq.ptr) }.map_err(what)?;
-                        // SAFETY: as above, read with the row of the release loaded.
-                        let s = unsafe { super::mlx5::read_srq(srq.ptr, &dv, own.layout, own.ctx as *mut _) };
-                        new_srq = Some((ptr, s.map_err(what)?, srq));
-                    }
+                if ptr != srq.ptr as usize {
+                    return Err(what(format!("ibv_qp.srq {ptr:#x} is not the SRQ it was made with")));
+                }
+                if srq.owner.check_direct(&own).map_err(|e| what(e.into()))? {
+                    // SAFETY: the QP's live SRQ (held by the QP), of the same mlx5 context;
+                    // its drop queues its removal before destroying it.
+                    let dv = unsafe { super::mlx5::init_srq(srq.ptr) }.map_err(what)?;
+                    // SAFETY: as above, read with the row of the release loaded.
+                    let s = unsafe { super::mlx5::read_srq(srq.ptr, &dv, own.layout, own.ctx as *mut _) };
+                    new_srq = Some((ptr, s.map_err(what)?, srq));
                 }
             }
             reads.push((own, private, new_srq));
         }
+        // The one step that can still be refused (another QP on the SRQ made meanwhile),
+        // before anything is queued.
+        for (own, _, new_srq) in &reads {
+            if let Some((_, _, srq)) = new_srq {
+                srq.owner.claim_direct(own).map_err(|e| what(e.into()))?;
+            }
+        }
         for (own, private, new_srq) in reads {
             let mut changes = own.lock();
-            if let Some((ptr, s, srq)) = new_srq {
-                srq.owner.set(&own);
+            if let Some((ptr, s, _)) = new_srq {
                 changes.push(Change::AddSrq(ptr, s));
             }
             changes.push(Change::AddQp(private));

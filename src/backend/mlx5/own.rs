@@ -73,24 +73,82 @@ impl OwnQps {
     }
 }
 
-/// The adopted SRQ's direct CQ, shared by an SRQ dvcq made (`sys::qp::Srq`).
+/// Who gives an SRQ dvcq made (`sys::qp::Srq`) its completed WQEs back: nobody yet,
+/// rdma-core's poll (a QP on it receives on a CQ rdma-core polls), or one direct CQ. The two
+/// must not mix: rdma-core frees WQEs under the SRQ's lock, which dvcq cannot take.
 #[derive(Debug, Default)]
-pub(crate) struct SrqOwner(Mutex<Option<Arc<OwnQps>>>);
+pub(crate) struct SrqOwner(Mutex<SrqUse>);
+
+#[derive(Debug, Default)]
+enum SrqUse {
+    #[default]
+    Unused,
+    RdmaCore,
+    Direct(Arc<OwnQps>),
+}
+
+/// Why a QP cannot receive from an SRQ another poller gives WQEs back to.
+const SRQ_ON_RDMA_CORE: &str = "its SRQ also has QPs receiving on a CQ rdma-core polls, which frees its WQEs \
+                                under a lock dvcq cannot take";
+const SRQ_ON_OTHER_CQ: &str = "its SRQ completes on another direct CQ already";
 
 impl SrqOwner {
+    fn state(&self) -> MutexGuard<'_, SrqUse> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The direct CQ that adopted the SRQ, if one did.
     pub(crate) fn get(&self) -> Option<Arc<OwnQps>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        match &*self.state() {
+            SrqUse::Direct(o) => Some(Arc::clone(o)),
+            _ => None,
+        }
     }
 
-    /// Takes the owner out (the SRQ is being destroyed).
+    /// Takes the direct owner out (the SRQ is being destroyed).
     pub(crate) fn take(&self) -> Option<Arc<OwnQps>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+        match core::mem::take(&mut *self.state()) {
+            SrqUse::Direct(o) => Some(o),
+            _ => None,
+        }
     }
 
-    /// Makes `own` the owner.
-    pub(crate) fn set(&self, own: &Arc<OwnQps>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(own));
+    /// Whether the direct CQ `own` may adopt the SRQ: `Ok(true)` if it must (no one has),
+    /// `Ok(false)` if it did already.
+    pub(crate) fn check_direct(&self, own: &Arc<OwnQps>) -> Result<bool, &'static str> {
+        match &*self.state() {
+            SrqUse::Unused => Ok(true),
+            SrqUse::Direct(o) if Arc::ptr_eq(o, own) => Ok(false),
+            SrqUse::Direct(_) => Err(SRQ_ON_OTHER_CQ),
+            SrqUse::RdmaCore => Err(SRQ_ON_RDMA_CORE),
+        }
+    }
+
+    /// Makes `own` the owner, unless someone else became it since [`SrqOwner::check_direct`].
+    pub(crate) fn claim_direct(&self, own: &Arc<OwnQps>) -> Result<(), &'static str> {
+        let mut s = self.state();
+        match &*s {
+            SrqUse::Unused => {
+                *s = SrqUse::Direct(Arc::clone(own));
+                Ok(())
+            }
+            SrqUse::Direct(o) if Arc::ptr_eq(o, own) => Ok(()),
+            SrqUse::Direct(_) => Err(SRQ_ON_OTHER_CQ),
+            SrqUse::RdmaCore => Err(SRQ_ON_RDMA_CORE),
+        }
+    }
+
+    /// Notes that a QP receives from the SRQ on a CQ rdma-core polls; refused when a direct
+    /// CQ gives the SRQ's WQEs back.
+    pub(crate) fn claim_for_rdma_core(&self) -> Result<(), &'static str> {
+        let mut s = self.state();
+        match &*s {
+            SrqUse::Direct(_) => Err("its SRQ is polled by a direct CQ, which frees its WQEs without rdma-core's lock"),
+            _ => {
+                *s = SrqUse::RdmaCore;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -127,5 +185,44 @@ impl Mlx5Backend {
                 self.own_error.get_or_insert(e);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
+
+    fn own() -> Arc<OwnQps> {
+        OwnQps::new(0x10, 0x20, &MLX5_LAYOUTS[0], false)
+    }
+
+    #[test]
+    fn an_srq_is_given_back_by_one_direct_cq_or_by_rdma_core_never_both() {
+        let (a, b) = (own(), own());
+        let s = SrqOwner::default();
+        assert_eq!(s.check_direct(&a), Ok(true), "nobody yet: adopt it");
+        s.claim_direct(&a).unwrap();
+        assert_eq!(s.check_direct(&a), Ok(false), "adopted already by this CQ");
+        assert_eq!(s.check_direct(&b), Err(SRQ_ON_OTHER_CQ));
+        assert_eq!(s.claim_direct(&b), Err(SRQ_ON_OTHER_CQ));
+        assert!(s.claim_for_rdma_core().is_err(), "a QP on a generic CQ would free its WQEs too");
+        assert!(s.take().is_some_and(|o| Arc::ptr_eq(&o, &a)));
+
+        let s = SrqOwner::default();
+        s.claim_for_rdma_core().unwrap();
+        s.claim_for_rdma_core().unwrap();
+        assert_eq!(s.check_direct(&a), Err(SRQ_ON_RDMA_CORE));
+        assert_eq!(s.claim_direct(&a), Err(SRQ_ON_RDMA_CORE));
+        assert!(s.get().is_none() && s.take().is_none());
+    }
+
+    #[test]
+    fn a_qp_s_two_direct_cqs_are_counted_once_when_they_are_one() {
+        let (a, b) = (own(), own());
+        assert_eq!(distinct(&Some(a.clone()), &Some(a.clone())).len(), 1);
+        assert_eq!(distinct(&Some(a.clone()), &Some(b)).len(), 2);
+        assert_eq!(distinct(&None, &Some(a)).len(), 1);
+        assert!(distinct(&None, &None).is_empty());
     }
 }

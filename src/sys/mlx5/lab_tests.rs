@@ -272,3 +272,20 @@ fn lab_an_attached_cq_on_the_application_s_channel_arms_with_dvcq_s_doorbell() {
     let mut out = [Completion::default(); 4];
     assert_eq!(cq.wait(&mut out, Some(Duration::from_millis(50))).unwrap(), 0);
 }
+
+#[test]
+fn lab_an_srq_is_not_shared_between_a_direct_cq_and_rdma_core_s_poll() {
+    let Some(name) = mlx5_device("lab_an_srq_is_not_shared_between_a_direct_cq_and_rdma_core_s_poll") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    let direct = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Direct)).expect("create_cq");
+    let generic = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("create_cq");
+    let pd = ctx.alloc_pd().unwrap();
+    let srq = pd.create_srq(8, 1).expect("create_srq");
+    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let on = |cq| QpInit { qp_type: QpType::Rc, send_cq: cq, recv_cq: cq, srq: Some(&srq), caps, sq_sig_all: false };
+    let _first = pd.create_qp(&on(&direct)).expect("the direct CQ adopts the SRQ");
+    let e = pd.create_qp(&on(&generic)).expect_err("rdma-core's poll would free its WQEs too");
+    assert!(e.to_string().contains("its SRQ is polled by a direct CQ"), "{e}");
+}
