@@ -35,7 +35,9 @@ pub use dvcq_provider as provider;
 pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
-pub use cq::{Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView};
+pub use cq::{
+    Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView, HighWaterSource, StatusCounts,
+};
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
 #[cfg(feature = "tokio")]

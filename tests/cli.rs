@@ -613,3 +613,28 @@ fn bench_mix_help_names_the_vendors_that_run_each_mix() {
         }
     }
 }
+
+/// `bench cq` polls the same laps both ways on a model and reports the CQ it ran; other
+/// devices are refused with one line.
+#[test]
+fn bench_cq_polls_counting_and_not() {
+    for dev in ["model-mlx5", "model-e810"] {
+        let args = ["bench", "cq", "-d", dev, "-n", "64", "--laps", "2", "--reps", "3", "--batch", "8", "--json"];
+        let o = dvcq(&args, None);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.iter().map(|r| r["stats"].as_bool().unwrap()).collect::<Vec<_>>(), [false, true]);
+        assert!(rows.iter().all(|r| r["completions"] == 128), "{v}");
+        assert!(v["instr_per_completion"].is_null(), "no --callgrind: {v}");
+        // Three repetitions counted of 128 completions, in batches of 8.
+        assert_eq!(
+            (v["cq_stats"]["completions"].as_u64(), v["cq_stats"]["largest_batch"].as_u64()),
+            (Some(384), Some(8))
+        );
+        assert_eq!(v["cq_stats"]["high_water"], 64, "{v}");
+    }
+    let o = dvcq(&["bench", "cq", "-d", "rxe0"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("dvcq bench cq: ") && !stderr(&o).contains("bench cq: bench cq"), "{}", stderr(&o));
+}

@@ -7,7 +7,9 @@ use crate::fast::{FastTables, Stop, SLOW};
 use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
-use dvcq_provider::{Completion, CqDriver, CqInfo, DoorbellWord, RingView, SlotRef, StrideCursor, WcStatus};
+use dvcq_provider::{
+    Completion, CqDriver, CqInfo, DoorbellWord, RingView, SlotRef, StatusCounts, StrideCursor, WcStatus,
+};
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
@@ -39,6 +41,20 @@ pub(crate) struct Engine {
     /// none): two QPs taking turns switch without a lookup.
     pub prev_ctx: u64,
     pub prev_qp: u32,
+    /// Failed completions and fault items returned (see [`PollStats`]).
+    pub stats: PollStats,
+}
+
+/// What an [`IrdmaCq`] counted on its general path, where every failed completion and
+/// fault item is made (the fast path takes successes only), so successful completions pay
+/// nothing for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollStats {
+    /// Completions returned with a status other than success, by status, fault items
+    /// included (as `IBV_WC_GENERAL_ERR`).
+    pub errors: StatusCounts,
+    /// Fault items returned.
+    pub faults: u64,
 }
 
 impl Engine {
@@ -57,6 +73,7 @@ impl Engine {
             last_qp: 0,
             prev_ctx: 0,
             prev_qp: 0,
+            stats: PollStats::default(),
         }
     }
 
@@ -229,6 +246,10 @@ impl Engine {
         self.apply(&step);
         if step.kind == Kind::Wc {
             *wc = step.wc;
+            if wc.status != WcStatus::Success {
+                self.stats.errors.add(wc.status);
+                self.stats.faults += u64::from(wc.fault().is_some());
+            }
         }
         step.kind
     }
@@ -294,13 +315,21 @@ pub enum CqError {
     },
 }
 
+/// What the poller has written to shadow word 0: the last head and how many stores.
+#[derive(Debug, Clone, Copy, Default)]
+struct HeadRecord {
+    last: Option<u32>,
+    writes: u64,
+}
+
 /// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
 /// was asked to publish), so the store is not skipped when the value is unchanged.
 #[inline]
-fn publish_head(shadow: &DoorbellWord, published: &mut Option<u32>, head: u32) {
+fn publish_head(shadow: &DoorbellWord, published: &mut HeadRecord, head: u32) {
     // Alignment was checked in `IrdmaCq::new`, so the store cannot fail.
     let _ = shadow.store_le64(u64::from(head), Ordering::Release);
-    *published = Some(head);
+    published.last = Some(head);
+    published.writes += 1;
 }
 
 /// An irdma CQ poller over a ring in device memory.
@@ -313,8 +342,8 @@ pub struct IrdmaCq {
     ring: SlotRing,
     shadow: DoorbellWord,
     eng: Engine,
-    /// The head last written to shadow word 0.
-    published: Option<u32>,
+    /// The head last written to shadow word 0, and the stores made.
+    published: HeadRecord,
     cq_id: u32,
     /// The arm doorbell, when handed over, and the provider's arm bookkeeping.
     arm: Option<ArmDoorbell>,
@@ -337,7 +366,15 @@ impl IrdmaCq {
         let entries = ring.entries();
         let mut eng = Engine::new(entries, cfg.hw_rev, cfg.compat, qps);
         eng.ci = Pos::at(cfg.ci, entries);
-        Ok(Self { ring, shadow, eng, published: None, cq_id: cfg.cq_id, arm: None, arm_book: ArmBook::default() })
+        Ok(Self {
+            ring,
+            shadow,
+            eng,
+            published: HeadRecord::default(),
+            cq_id: cfg.cq_id,
+            arm: None,
+            arm_book: ArmBook::default(),
+        })
     }
 
     /// Hands the poller the CQ's arm doorbell, so [`IrdmaCq::arm`] can request events.
@@ -444,7 +481,18 @@ impl IrdmaCq {
 
     /// The head last written to the shadow area, if any.
     pub fn published_head(&self) -> Option<u32> {
-        self.published
+        self.published.last
+    }
+
+    /// Failed completions and fault items returned so far.
+    pub fn stats(&self) -> PollStats {
+        self.eng.stats
+    }
+
+    /// Stores of the head to the shadow area so far (one per poll call or view walk that
+    /// moved it, and per explicit publication): the consumer-index doorbell writes.
+    pub fn head_writes(&self) -> u64 {
+        self.published.writes
     }
 
     /// Writes the head to shadow word 0 (release: every CQE read happens before hardware may
@@ -583,7 +631,7 @@ pub struct Views<'a> {
     compat: Compat,
     eng: &'a mut Engine,
     shadow: &'a DoorbellWord,
-    published: &'a mut Option<u32>,
+    published: &'a mut HeadRecord,
 }
 
 impl Views<'_> {

@@ -21,7 +21,7 @@ pub mod ring;
 pub mod status;
 
 pub use arm::ArmDoorbell;
-pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, Views};
+pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, PollStats, Views};
 pub use registry::{
     AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,
     SQ_KEEP_FREE,

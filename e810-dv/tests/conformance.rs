@@ -81,6 +81,7 @@ fn every_sq_opcode() {
         assert_eq!(cq.qps().qp(id).unwrap().sq.tail, table.len() as u32);
         assert_eq!(cq.published_head(), Some(table.len() as u32));
         assert_eq!(m.shadow_head(), table.len() as u32);
+        assert_eq!(cq.head_writes(), 1, "one store for the batch, none for the empty poll after it");
     }
 }
 

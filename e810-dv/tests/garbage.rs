@@ -41,6 +41,7 @@ proptest! {
         let _ = cq.peek();
         let mut out = [Completion::default(); 5];
         let mut rounds = 0;
+        let (mut failed, mut faults) = (dvcq_provider::StatusCounts::default(), 0u64);
         loop {
             let before = cq.ci();
             let n = cq.poll(&mut out);
@@ -48,6 +49,10 @@ proptest! {
             // fault item; a fault's status is the generic error, so code that ignores
             // faults still sees one.
             for c in &out[..n] {
+                if c.status != WcStatus::Success {
+                    failed.add(c.status);
+                }
+                faults += u64::from(c.fault().is_some());
                 match c.fault() {
                     None => prop_assert!([1, 2, 3].contains(&c.qp_num), "completion of an unknown QP: {c:?}"),
                     Some(_) => prop_assert_eq!(c.status, WcStatus::GeneralErr),
@@ -59,6 +64,9 @@ proptest! {
                 break;
             }
         }
+        // Every failed completion and fault item is counted once, whichever path made it.
+        prop_assert_eq!(cq.stats().errors, failed);
+        prop_assert_eq!(cq.stats().faults, faults);
         let mut v = cq.views();
         while let Some(x) = v.next() {
             let _ = (x.comp_ctx(), x.status(), x.imm(), x.payload_len(), x.qp_id());

@@ -7,7 +7,9 @@ use crate::fast::Stop;
 use crate::mini::{CompLayout, CompressionConfig, MiniState};
 use crate::registry::Registry;
 use crate::view::Views;
-use dvcq_provider::{Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError, RingView};
+use dvcq_provider::{
+    Completion, CqDriver, CqInfo, CqRing, DoorbellWord, Error as ProviderError, RingView, StatusCounts, WcStatus,
+};
 use dvcq_uapi::mlx5::cqe::{op_own, Cqe64};
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode};
 use std::num::NonZeroU32;
@@ -93,6 +95,13 @@ pub struct CqStats {
     /// `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE` (or `MLX5_SCATTER_TO_CQE=0`) says
     /// otherwise.
     pub inline_not_copied: u64,
+    /// Consumer-index publications: stores to the doorbell record's `set_ci` word (at most
+    /// one per poll call or view walk, as [`CiUpdate`] says).
+    pub doorbell_writes: u64,
+    /// Completions returned with a status other than success, by status, fault items
+    /// included (as `IBV_WC_GENERAL_ERR`). Counted on the slow path, where every such
+    /// completion is made, so successful completions pay nothing for it.
+    pub errors: StatusCounts,
 }
 
 /// An mlx5 CQ opened for polling: `STRIDE` is the CQE size, 64 or 128.
@@ -306,9 +315,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.doorbell.last_set_ci()
     }
 
-    /// Counters of swallowed CQEs, faults and resizes.
+    /// Counters of swallowed CQEs, faults, resizes, sessions and doorbell writes.
     pub fn stats(&self) -> CqStats {
-        self.stats
+        // Fault items are counted where they are made (`faults`); here they join the
+        // errors as the status they carry.
+        let mut errors = self.stats.errors;
+        errors.add_n(WcStatus::GeneralErr, self.stats.faults);
+        CqStats { doorbell_writes: self.doorbell.writes(), errors, ..self.stats }
     }
 
     /// The settings the poller was opened with.
@@ -550,6 +563,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         match p {
             Parsed::Swallowed => self.stats.swallowed += 1,
             Parsed::Resize => self.note_resize(),
+            // Failed completions come this way or through the enhanced-compression walk
+            // (mini/session.rs), never the fast path; fault items are counted where made.
+            Parsed::Wc if slot.status != WcStatus::Success && slot.fault().is_none() => {
+                self.stats.errors.add(slot.status)
+            }
             Parsed::Wc => {}
         }
         Some(p)

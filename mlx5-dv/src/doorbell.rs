@@ -21,6 +21,8 @@ pub(crate) struct CiPublisher {
     unpublished: u32,
     /// The last `set_ci` word written, or [`NEVER`] (a 24-bit word can never equal it).
     last_set_ci: u32,
+    /// `set_ci` stores made (one per publication, not per CQE).
+    writes: u64,
 }
 
 /// `last_set_ci` before the first write.
@@ -28,12 +30,17 @@ const NEVER: u32 = u32::MAX;
 
 impl CiPublisher {
     pub(crate) fn new(dbrec: DoorbellWord, policy: CiUpdate) -> Self {
-        Self { dbrec, policy, unpublished: 0, last_set_ci: NEVER }
+        Self { dbrec, policy, unpublished: 0, last_set_ci: NEVER, writes: 0 }
     }
 
     /// The last value written to `set_ci`, if any.
     pub(crate) fn last_set_ci(&self) -> Option<u32> {
         (self.last_set_ci != NEVER).then_some(self.last_set_ci)
+    }
+
+    /// `set_ci` stores made so far.
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes
     }
 
     /// After a poll call that consumed `consumed` CQEs, leaving the counter at `ci`.
@@ -73,6 +80,7 @@ impl CiPublisher {
         let w = set_ci_word(ci);
         self.dbrec.store_be32(w, Ordering::Release);
         self.last_set_ci = w;
+        self.writes += 1;
     }
 }
 
@@ -151,6 +159,7 @@ mod tests {
         mem.read_bytes(0, &mut rec).unwrap();
         assert_eq!(rec, [0, 0, 2, 4, 0x20, 0, 0, 5], "an arm made after opening is kept");
         assert_eq!(p.last_set_ci(), Some(0x0204));
+        assert_eq!(p.writes(), 2, "each publication is one store");
     }
 
     /// An arm lands big-endian in the record's second word, the set_ci word beside it kept,

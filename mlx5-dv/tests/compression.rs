@@ -475,6 +475,10 @@ proptest! {
         prop_assert_eq!(&got[..n], &want[..n]);
         // Every fault item is counted once, whichever path wrote it.
         prop_assert_eq!(cq.stats().faults, got.iter().filter(|c| c.fault().is_some()).count() as u64);
+        // Every failed completion is counted once, by its status.
+        let mut failed = dvcq_provider::StatusCounts::default();
+        got.iter().filter(|c| c.status != dvcq_provider::WcStatus::Success).for_each(|c| failed.add(c.status));
+        prop_assert_eq!(cq.stats().errors, failed);
         let _ = cq.peek();
     }
 }

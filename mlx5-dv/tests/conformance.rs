@@ -664,6 +664,10 @@ fn garbage_is_never_attributed_to_a_qp_it_does_not_name() {
         prop_assert_eq!(got.len(), named.len());
         // Every fault item is counted once, whichever path wrote it.
         prop_assert_eq!(cq.stats().faults, got.iter().filter(|c| c.fault().is_some()).count() as u64);
+        // Every failed completion is counted once, by its status.
+        let mut failed = dvcq_provider::StatusCounts::default();
+        got.iter().filter(|c| c.status != dvcq_provider::WcStatus::Success).for_each(|c| failed.add(c.status));
+        prop_assert_eq!(cq.stats().errors, failed);
         for (i, (c, &qpn)) in got.iter().zip(&named).enumerate() {
             if c.fault().is_none() {
                 prop_assert_eq!(qpn, QPN, "item {} is a completion of a CQE naming QPN {:#x}: {:?}", i, qpn, c);

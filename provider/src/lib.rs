@@ -3,6 +3,7 @@
 //! - [`Completion`], [`WcStatus`], [`WcOpcode`], [`WcFlags`]: a work completion with
 //!   libibverbs' numeric values, plus the raw extras a direct poller can offer.
 //! - [`CqeFault`]: a CQE that could not become a completion, returned in its place.
+//! - [`StatusCounts`]: completions counted by status, as pollers keep them.
 //! - [`CqDriver`]: the operations every backend implements.
 //! - [`CqRing`] and [`DoorbellWord`]: the ring-memory primitive, the only place that reads
 //!   an ownership byte, issues the acquire fence, and publishes an index with release order.
@@ -39,6 +40,7 @@ mod register;
 mod ring;
 #[cfg(feature = "model")]
 mod scramble;
+mod status_counts;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod verbs_wc;
@@ -56,5 +58,6 @@ pub use register::DoorbellRegister;
 pub use ring::{CqRing, KeepAlive, RingView, SlotCursor, SlotGroup, SlotRef, SlotsAlong, StrideCursor, MAX_ENTRIES};
 #[cfg(feature = "model")]
 pub use scramble::scrambled_qp;
+pub use status_counts::StatusCounts;
 pub use verbs_wc::UverbsWc;
 pub use wq::WqBuffer;

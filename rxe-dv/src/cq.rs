@@ -31,6 +31,10 @@ pub struct RxeCq {
     mask: u32,
     /// The out-of-mask producer index last reported as a fault item.
     bad_producer: Option<u32>,
+    /// The most records one poll call found waiting (producer minus consumer).
+    high_water: u32,
+    /// Stores of the consumer index.
+    consumer_writes: u64,
 }
 
 impl RxeCq {
@@ -74,7 +78,20 @@ impl RxeCq {
 
     fn new(q: QueueBuf) -> Self {
         let g = q.geometry();
-        Self { q, ci: g.consumer, mask: g.index_mask, bad_producer: None }
+        Self { q, ci: g.consumer, mask: g.index_mask, bad_producer: None, high_water: 0, consumer_writes: 0 }
+    }
+
+    /// The most completions one poll call found waiting: the producer index it loaded minus
+    /// the consumer index. Records only accumulate between poll calls, so this is how full
+    /// the queue got, up to what arrived after the last call.
+    pub fn high_water(&self) -> u32 {
+        self.high_water
+    }
+
+    /// Stores of the consumer index so far (one per poll call that took records, and per
+    /// [`CqDriver::update_ci`]).
+    pub fn consumer_writes(&self) -> u64 {
+        self.consumer_writes
     }
 
     /// The queue's shape as checked at attach.
@@ -148,7 +165,9 @@ impl CqDriver for RxeCq {
             return self.corrupt_producer(prod, out);
         }
         self.bad_producer = None;
-        let ready = (prod.wrapping_sub(head) & self.mask) as usize;
+        let waiting = prod.wrapping_sub(head) & self.mask;
+        self.high_water = self.high_water.max(waiting);
+        let ready = waiting as usize;
         let mut pos = self.ci;
         for o in out.iter_mut().take(ready) {
             *o = completion(&self.q.record(pos), pos);
@@ -158,6 +177,7 @@ impl CqDriver for RxeCq {
         if n != 0 {
             self.ci = pos;
             self.q.publish_consumer(pos & self.mask);
+            self.consumer_writes += 1;
         }
         n as usize
     }
@@ -177,5 +197,6 @@ impl CqDriver for RxeCq {
 
     fn update_ci(&mut self) {
         self.q.publish_consumer(self.ci & self.mask);
+        self.consumer_writes += 1;
     }
 }

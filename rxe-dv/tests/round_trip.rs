@@ -180,3 +180,29 @@ fn any_power_of_two_stride_from_64_reads_the_same() {
         run(&mut m, &mut cq, 0, 30, 4);
     }
 }
+
+/// The high-water mark is the most records one poll call found waiting, not the most it
+/// returned: a batch of 2 on a queue holding 5 still sees 5. Each poll that takes records
+/// stores the consumer index once; an empty poll stores nothing.
+#[test]
+fn the_high_water_mark_is_what_a_poll_found_waiting() {
+    let (mut m, mut cq) = model(7);
+    assert_eq!((cq.high_water(), cq.consumer_writes()), (0, 0));
+    for j in 0..5 {
+        m.push(&record(&wc(j))).unwrap();
+    }
+    let mut out = [Completion::default(); 2];
+    assert_eq!(cq.poll(&mut out), 2);
+    assert_eq!((cq.high_water(), cq.consumer_writes()), (5, 1));
+    assert_eq!(drain(&mut cq, 2).len(), 3);
+    assert_eq!(cq.poll(&mut out), 0);
+    // Two more polls took records (3 then 1 waiting), the empty ones wrote nothing.
+    assert_eq!((cq.high_water(), cq.consumer_writes()), (5, 3));
+    for j in 5..12 {
+        m.push(&record(&wc(j))).unwrap();
+    }
+    assert_eq!(drain(&mut cq, 16).len(), 7);
+    assert_eq!(cq.high_water(), 7, "a fuller queue raises the mark");
+    cq.update_ci();
+    assert_eq!(cq.consumer_writes(), 5);
+}

@@ -119,6 +119,11 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
 }
 
 impl IrdmaBackend {
+    /// The poller's failure counters and its shadow-area head writes.
+    pub(crate) fn poller_stats(&self) -> (dvcq_e810_dv::PollStats, u64) {
+        (self.poller.stats(), self.poller.head_writes())
+    }
+
     /// The backend over `poller`, for the CQ `cq` describes, read with `layout`.
     pub(crate) fn new(
         poller: IrdmaCq,

@@ -456,6 +456,14 @@ impl Mlx5Backend {
         r.map_err(|e| e.to_string())
     }
 
+    /// The poller's own counters (compression sessions, doorbell writes, ...).
+    pub(crate) fn poller_stats(&self) -> dvcq_mlx5_dv::CqStats {
+        match &self.poller {
+            Ring::C64(c) => c.stats(),
+            Ring::C128(c) => c.stats(),
+        }
+    }
+
     /// The running consumer counter.
     pub(crate) fn ci(&self) -> u32 {
         match &self.poller {

@@ -29,6 +29,16 @@ impl RxeBackend {
         self.poller.views()
     }
 
+    /// The most completions one poll call found waiting (producer minus consumer index).
+    pub(crate) fn high_water(&self) -> u32 {
+        self.poller.high_water()
+    }
+
+    /// Stores of the consumer index so far.
+    pub(crate) fn consumer_writes(&self) -> u64 {
+        self.poller.consumer_writes()
+    }
+
     /// Up to `out.len()` completions from the ring, in order.
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {

@@ -6,6 +6,7 @@
 //! `valgrind --tool=callgrind` twice, once polling and once only preparing the same laps,
 //! and dividing the difference by the number of CQEs: only the poll path is counted.
 
+pub mod cq;
 pub mod decode_log;
 pub mod drain;
 pub mod events;

@@ -1,5 +1,5 @@
-//! `dvcq bench poll` and `drain`: poll microbenchmarks on the hardware models, perftest-style
-//! (`bench events` is in `bench_events`).
+//! `dvcq bench poll` and `bench drain`: poll benchmarks on the hardware models and devices,
+//! perftest-style (`bench events` is in bench_events.rs, `bench cq` in bench_cq.rs).
 
 use super::output::Output;
 use super::CliError;
@@ -28,6 +28,9 @@ enum BenchWhat {
     /// `dvcq decode --json` on a generated log (200 MB of prose and dumps by default):
     /// MB/s and peak memory, which must stay under 64 MiB.
     Decode(super::bench_decode::DecodeBenchArgs),
+    /// What the Cq handle's statistics cost per completion: the same laps on a model,
+    /// polled counting and not counting (with --callgrind, in instructions).
+    Cq(super::bench_cq::CqArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -201,6 +204,7 @@ impl BenchArgs {
             BenchWhat::Drain(_) => "bench drain",
             BenchWhat::Events(_) => "bench events",
             BenchWhat::Decode(_) => "bench decode",
+            BenchWhat::Cq(_) => "bench cq",
         }
     }
 
@@ -211,6 +215,7 @@ impl BenchArgs {
             BenchWhat::Drain(d) => d.run(),
             BenchWhat::Events(e) => e.run(),
             BenchWhat::Decode(d) => d.run(),
+            BenchWhat::Cq(c) => c.run(),
         }
     }
 }
@@ -396,25 +401,14 @@ impl PollArgs {
     /// lap is one CQE short of `--entries`). Also returns what the two runs were given
     /// ([`PollArgs::callgrind_args`]), for the report.
     fn instructions(&self, row: Row, per_lap: u32) -> Result<(f64, Vec<String>), CliError> {
-        let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
         let laps = self.laps.min(8);
         let args = self.callgrind_args(row, laps);
         let run = |prepare_only: bool| -> Result<u64, CliError> {
-            let out = std::env::temp_dir().join(format!("dvcq-callgrind-{}-{}.out", std::process::id(), prepare_only));
-            let mut cmd = Command::new("valgrind");
-            cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
             let which = if prepare_only { "prep" } else { "poll" };
-            cmd.arg(&exe).args(["bench", "poll", "--callgrind-run", which, "--reps", "1"]).args(&args);
-            let status =
-                cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).status().map_err(|e| {
-                    CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`"))
-                })?;
-            if !status.success() {
-                return Err(CliError(format!("valgrind run failed ({status})")));
-            }
-            let total = callgrind_total(&out);
-            let _ = std::fs::remove_file(&out);
-            total
+            let mut a: Vec<String> =
+                ["bench", "poll", "--callgrind-run", which, "--reps", "1"].map(String::from).into();
+            a.extend(args.iter().cloned());
+            callgrind_instructions(&a, which)
         };
         let with = run(false)?;
         let base = run(true)?;
@@ -450,6 +444,31 @@ impl PollArgs {
         }
         a
     }
+}
+
+/// Instructions of one run of this executable with `args` under `valgrind --tool=callgrind`
+/// (its output thrown away); `tag` keeps concurrent runs' output files apart.
+///
+/// # Errors
+///
+/// valgrind is missing or the run failed.
+pub(super) fn callgrind_instructions(args: &[String], tag: &str) -> Result<u64, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError(format!("cannot find own executable: {e}")))?;
+    let out = std::env::temp_dir().join(format!("dvcq-callgrind-{}-{tag}.out", std::process::id()));
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind").arg(format!("--callgrind-out-file={}", out.display()));
+    cmd.arg(&exe).args(args);
+    let status = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| CliError(format!("cannot run valgrind ({e}); install it, e.g. `apt-get install valgrind`")))?;
+    if !status.success() {
+        return Err(CliError(format!("valgrind run failed ({status})")));
+    }
+    let total = callgrind_total(&out);
+    let _ = std::fs::remove_file(&out);
+    total
 }
 
 /// One row of the table.

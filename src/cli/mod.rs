@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod bench;
+mod bench_cq;
 mod bench_decode;
 mod bench_events;
 pub mod decode;

@@ -80,6 +80,11 @@ impl Context {
         &self.name
     }
 
+    /// Whether it is a built-in model (`model-mlx5`, `model-e810`).
+    pub fn is_model(&self) -> bool {
+        matches!(self.inner, Inner::Model(_))
+    }
+
     /// What `dvcq devices` says about it.
     ///
     /// # Errors

@@ -4,12 +4,14 @@
 mod stats;
 pub mod views;
 
-pub use stats::CqStats;
+pub use dvcq_provider::StatusCounts;
+pub use stats::{CqStats, HighWaterSource};
 pub use views::{CqViews, CqeView};
 
 use crate::error::Error;
 use dvcq_provider::Completion;
 use serde::Serialize;
+use stats::{BackendCounters, PollCounters};
 
 /// Which poller runs a CQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -172,6 +174,15 @@ impl CqOptions {
     }
 }
 
+/// Scans the `n` completions a copying backend just wrote for failures; returns `n`.
+#[cfg(dvcq_rdma_core)]
+#[inline(always)]
+fn scanned(stats: &mut PollCounters, out: &[Completion], n: usize) -> usize {
+    // A backend returns at most `out.len()`; `get` keeps a wrong count from panicking.
+    stats.scan(out.get(..n).unwrap_or(out));
+    n
+}
+
 /// The pollers behind a [`Cq`].
 #[derive(Debug)]
 pub(crate) enum Poller {
@@ -197,7 +208,7 @@ pub struct Cq {
     backend: Backend,
     device: String,
     depth: u32,
-    stats: CqStats,
+    stats: PollCounters,
     /// Event mode (`crate::event`): its id on a channel, the channel, events taken.
     pub(crate) id: crate::event::CqId,
     pub(crate) binding: Option<crate::event::channel::Binding>,
@@ -214,7 +225,7 @@ impl Cq {
             backend,
             device,
             depth,
-            stats: CqStats::default(),
+            stats: PollCounters::default(),
             id,
             binding: None,
             events_taken: 0,
@@ -223,9 +234,36 @@ impl Cq {
     }
 
     /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.
+    /// Counted in [`Cq::stats`].
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
         let n = match &mut self.poller {
+            // These copy records and have no failure path of their own: the handle scans.
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => {
+                let n = g.poll(out);
+                scanned(&mut self.stats, out, n)
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => {
+                let n = r.poll(out);
+                scanned(&mut self.stats, out, n)
+            }
+            // dvcq's mlx5 and irdma pollers count failures on their slow path.
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => m.poll(out),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => m.poll(out),
+            Poller::Model(m) => m.poll(out),
+        };
+        self.stats.count(n);
+        n
+    }
+
+    /// [`Cq::poll`] without the statistics: what `dvcq bench cq` compares it with.
+    #[inline]
+    pub(crate) fn poll_uncounted(&mut self, out: &mut [Completion]) -> usize {
+        match &mut self.poller {
             #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => g.poll(out),
             #[cfg(dvcq_rdma_core)]
@@ -235,9 +273,7 @@ impl Cq {
             #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
-        };
-        self.stats.count(&out[..n]);
-        n
+        }
     }
 
     /// Hands the CQ to another poller (a direct attach refused before it consumed any
@@ -263,9 +299,52 @@ impl Cq {
         self.depth
     }
 
-    /// Counters since the CQ was made.
+    /// Counters since the CQ was made: the handle's own, counted on every poll call, and
+    /// what the backend knows (see [`CqStats`] for which backend knows what).
     pub fn stats(&self) -> CqStats {
-        self.stats
+        self.stats.with(self.backend_counters())
+    }
+
+    fn backend_counters(&self) -> BackendCounters {
+        match &self.poller {
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(_) => BackendCounters::default(),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => BackendCounters {
+                high_water: Some(u64::from(r.high_water())),
+                doorbell_writes: Some(r.consumer_writes()),
+                ..BackendCounters::default()
+            },
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => {
+                let s = m.poller_stats();
+                BackendCounters {
+                    failures: Some((s.errors, s.faults)),
+                    compression_sessions: Some(s.sessions),
+                    doorbell_writes: Some(s.doorbell_writes),
+                    ..BackendCounters::default()
+                }
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => {
+                let (s, head_writes) = m.poller_stats();
+                BackendCounters {
+                    failures: Some((s.errors, s.faults)),
+                    doorbell_writes: Some(head_writes),
+                    ..BackendCounters::default()
+                }
+            }
+            Poller::Model(m) => {
+                let s = m.stats();
+                BackendCounters {
+                    failures: Some((s.errors, s.faults)),
+                    high_water: Some(s.high_water),
+                    overruns: Some(u64::from(m.overrun().is_some())),
+                    compression_sessions: s.mlx5.map(|x| x.sessions),
+                    doorbell_writes: Some(s.doorbell_writes),
+                }
+            }
+        }
     }
 
     /// The error of the last poll call that failed inside the backend (rdma-core's

@@ -8,7 +8,7 @@ use dvcq_e810_dv::IrdmaCq;
 use dvcq_mlx5_dv::model::build::Entry;
 use dvcq_mlx5_dv::model::Mlx5Model;
 use dvcq_mlx5_dv::{CqStats, Mlx5Cq64};
-use dvcq_provider::Completion;
+use dvcq_provider::{Completion, StatusCounts};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -37,6 +37,11 @@ pub(crate) struct CqState {
     /// The slot position of the last CQE that fires a solicited-only arm (SE bit or error).
     last_solicited: Option<u64>,
     pub(crate) completions: u64,
+    /// Ring slots the poller has consumed (its consumer index's advance, summed).
+    consumed: u64,
+    /// The most ring slots written and not yet consumed that a poll call found: the
+    /// device's producer count against the poller's consumer count.
+    pub(crate) high_water: u64,
     /// mlx5: the SRQ receives written and not yet polled: the CQE's sequence number on
     /// this CQ, the SRQ and the WQE index, so a poll returns the WQE to the SRQ's free list
     /// as rdma-core's poll does (`mlx5_free_srq_wqe`). The model writes one completion per
@@ -57,6 +62,8 @@ impl CqState {
             slots: 0,
             last_solicited: None,
             completions: 0,
+            consumed: 0,
+            high_water: 0,
             srq_tags: VecDeque::new(),
             events: CqEvents::default(),
         }
@@ -174,10 +181,24 @@ impl CqState {
 
     /// One poll call on the vendor's poller.
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let n = match &mut self.hw {
-            CqHw::Mlx5 { poller, .. } => poller.poll(out),
-            CqHw::Irdma { poller, .. } => poller.poll(out),
+        // CQEs only accumulate between poll calls, so the count waiting at each call is how
+        // full the ring got since the one before.
+        self.high_water = self.high_water.max(self.slots.saturating_sub(self.consumed));
+        let (n, cqes) = match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => {
+                let before = poller.ci();
+                let n = poller.poll(out);
+                (n, poller.ci().wrapping_sub(before))
+            }
+            CqHw::Irdma { model, poller } => {
+                // irdma's counter runs over two laps of the ring (its lap parity).
+                let laps = 2 * model.config().entries;
+                let before = poller.ci();
+                let n = poller.poll(out);
+                (n, (poller.ci() + laps - before) % laps)
+            }
         };
+        self.consumed += u64::from(cqes);
         self.completions += n as u64;
         n
     }
@@ -194,6 +215,14 @@ pub struct ModelCqStats {
     pub cqes_dropped: u64,
     /// Completions the poller returned.
     pub completions: u64,
+    /// The most CQEs waiting in the ring (written, not yet consumed) at any poll call.
+    pub high_water: u64,
+    /// Consumer-index doorbell writes by the poller (mlx5 `set_ci`, irdma shadow-area head).
+    pub doorbell_writes: u64,
+    /// Failed completions the poller returned, by status (fault items included).
+    pub errors: StatusCounts,
+    /// Fault items the poller returned.
+    pub faults: u64,
     /// The mlx5 poller's counters (`None` on `model-e810`, whose poller keeps none).
     pub mlx5: Option<CqStats>,
 }
@@ -245,15 +274,25 @@ impl ModelCq {
     pub fn stats(&self) -> ModelCqStats {
         let f = self.shared.lock();
         let c = &f.cqs[self.id];
-        let mlx5 = match &c.hw {
-            CqHw::Mlx5 { poller, .. } => Some(poller.stats()),
-            CqHw::Irdma { .. } => None,
+        let (mlx5, doorbell_writes, errors, faults) = match &c.hw {
+            CqHw::Mlx5 { poller, .. } => {
+                let s = poller.stats();
+                (Some(s), s.doorbell_writes, s.errors, s.faults)
+            }
+            CqHw::Irdma { poller, .. } => {
+                let s = poller.stats();
+                (None, poller.head_writes(), s.errors, s.faults)
+            }
         };
         ModelCqStats {
             entries: c.entries(),
             cqes_written: c.written,
             cqes_dropped: c.dropped,
             completions: c.completions,
+            high_water: c.high_water,
+            doorbell_writes,
+            errors,
+            faults,
             mlx5,
         }
     }

@@ -1126,7 +1126,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                             resized = true;
                             break;
                         }
-                        Parsed::Wc => Parsed::Wc,
+                        Parsed::Wc => {
+                            if slot.status != WcStatus::Success && slot.fault().is_none() {
+                                res.stats.errors.add(slot.status);
+                            }
+                            Parsed::Wc
+                        }
                     }
                 }
             };
