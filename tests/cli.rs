@@ -638,3 +638,17 @@ fn bench_cq_polls_counting_and_not() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).starts_with("dvcq bench cq: ") && !stderr(&o).contains("bench cq: bench cq"), "{}", stderr(&o));
 }
+
+/// `bench drain` on a model: one direct row, and the CQ's depth advice beside it (each fill
+/// puts every completion in the ring before the drain, so the high-water mark is the fill).
+#[test]
+fn bench_drain_reports_the_cq_beside_the_figures() {
+    let o = dvcq(&["bench", "drain", "-d", "model-e810", "-n", "40", "--reps", "2", "--json"], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "a model has only its direct poller: {v}");
+    let cq = &rows[0]["cq"];
+    assert_eq!((cq["high_water"].as_u64(), cq["depth"].as_u64()), (Some(40), Some(40)), "{v}");
+    assert_eq!((cq["suggested_depth"].as_u64(), cq["verdict"].as_str()), (Some(52), Some("raise")), "{v}");
+}

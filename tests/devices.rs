@@ -108,6 +108,14 @@ fn validate_reports_every_check_as_json_and_exits_by_the_results() {
     }
     let srq = checks.iter().find(|c| c["name"] == "rc_srq").unwrap();
     assert_eq!(srq["result"], "skip", "the E810 model has no SRQ");
+    // Each check that ran reports its CQs: the high-water mark the device's producer count
+    // saw, never above the depth, and a suggested depth covering the work in flight.
+    let send = checks.iter().find(|c| c["name"] == "rc_send").unwrap();
+    let cq = &send["cqs"][0];
+    assert_eq!((cq["high_water"].as_u64(), cq["high_water_source"].as_str()), (Some(16), Some("producer")), "{send}");
+    assert_eq!((cq["expected_in_flight"].as_u64(), cq["suggested_depth"].as_u64()), (Some(64), Some(80)), "{send}");
+    let depth = &checks.iter().find(|c| c["name"] == "cq_depth_1").unwrap()["cqs"];
+    assert_eq!(depth.as_array().map(Vec::len), Some(2), "a send CQ and a receive CQ: {depth}");
     let out = dvcq(&["validate", "-d", "model-mlx5", "--only", "nothing-matches"]);
     assert_eq!(out.status.code(), Some(2));
 }

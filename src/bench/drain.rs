@@ -47,6 +47,9 @@ pub struct DrainRow {
     pub ns_per_completion_min: f64,
     /// This row's median over `ibv_poll_cq`'s, where the device has both.
     pub ratio_to_ibv_poll_cq: Option<f64>,
+    /// The CQ's depth, the most CQEs seen outstanding on it, and the depth the advice
+    /// suggests for a send queue of `completions` ([`crate::Cq::advice`]).
+    pub cq: crate::cq::DepthAdvice,
 }
 
 /// How long one fill may take to complete (the VM runs the kernel under emulation).
@@ -200,6 +203,8 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
                 ns_per_completion: median(s),
                 ns_per_completion_min: min,
                 ratio_to_ibv_poll_cq: None,
+                // Each fill posts `completions` WRITEs on a QP with a one-deep receive queue.
+                cq: cq.advice(Some(u64::from(p.completions) + 1)),
             }
         })
         .collect();

@@ -48,7 +48,8 @@ struct DrainArgs {
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
     /// One JSON object: `device` and `rows` (`poller`, `backend`, `completions`,
-    /// `ns_per_completion`, `ns_per_completion_min`, `ratio_to_ibv_poll_cq`).
+    /// `ns_per_completion`, `ns_per_completion_min`, `ratio_to_ibv_poll_cq`, and `cq`: the
+    /// CQ's depth, high-water mark and suggested depth).
     #[arg(long)]
     json: bool,
     /// Also print `vm-figure NAME VALUE UNIT` lines (what the VM test collects).
@@ -70,17 +71,22 @@ impl DrainArgs {
                 " dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps",
                 self.device, p.completions, p.batch, p.reps
             ))?;
-            out.line(" #poller        #backend  ns/completion[median]  ns/completion[min]  ratio_to_ibv_poll_cq")?;
+            out.line(
+                " #poller        #backend  ns/completion[median]  ns/completion[min]  ratio_to_ibv_poll_cq  \
+                 #cq hw/depth\u{2192}advice",
+            )?;
             for r in &rows {
                 let ratio = r.ratio_to_ibv_poll_cq.map_or("-".to_string(), |x| format!("{x:.2}"));
+                let cq = format!("{}/{}\u{2192}{}", r.cq.high_water, r.cq.depth, r.cq.suggested_depth);
                 out.line(&format!(
-                    " {:<14} {:<9} {:<22.1} {:<19.1} {ratio}",
+                    " {:<14} {:<9} {:<22.1} {:<19.1} {ratio:<21} {cq}",
                     r.poller,
                     r.backend.name(),
                     r.ns_per_completion,
                     r.ns_per_completion_min
                 ))?;
             }
+            out.line(" #cq: the most CQEs seen outstanding / the CQ's depth \u{2192} the depth suggested for a fill")?;
         }
         if self.figure_lines {
             for r in &rows {

@@ -89,10 +89,8 @@ impl CqArgs {
             Some(i) => out.line(&format!(" statistics cost: {i:+.2} instructions per completion (callgrind)"))?,
             None => out.line(" add --callgrind for the cost in instructions per completion (valgrind)")?,
         }
-        out.line(&format!(
-            " the CQ: {} polls, {} completions, high-water mark {} CQEs ({:?})",
-            stats.polls, stats.completions, stats.high_water, stats.high_water_source
-        ))?;
+        out.line(&format!(" the CQ: {} polls, {} completions", stats.polls, stats.completions))?;
+        out.line(&format!(" the CQ: {}", b.cq().advice(Some(u64::from(self.completions) + 1))))?;
         Ok(ExitCode::SUCCESS)
     }
 

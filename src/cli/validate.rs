@@ -5,7 +5,7 @@
 use super::output::Output;
 use super::CliError;
 use crate::conformance::{self, Run, WORKLOADS};
-use crate::cq::{BackendChoice, BackendKind};
+use crate::cq::{BackendChoice, BackendKind, DepthAdvice};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -25,7 +25,7 @@ pub struct ValidateArgs {
 }
 
 /// One check's outcome.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
     /// The workload's name.
     pub name: String,
@@ -33,13 +33,28 @@ pub struct Check {
     pub result: &'static str,
     /// What failed, why it was skipped, or which backends agreed.
     pub reason: String,
+    /// Each CQ the check polled (direct backend): its depth, the high-water mark seen and
+    /// the depth the advice suggests for the work the check had in flight.
+    pub cqs: Vec<DepthAdvice>,
+}
+
+impl Check {
+    /// The table's CQ column: `high-water/depth→suggested` per CQ, `-` for none.
+    fn cq_column(&self) -> String {
+        if self.cqs.is_empty() {
+            return "-".into();
+        }
+        let one = |a: &DepthAdvice| format!("{}/{}\u{2192}{}", a.high_water, a.depth, a.suggested_depth);
+        self.cqs.iter().map(one).collect::<Vec<_>>().join(",")
+    }
 }
 
 /// Judges one workload from its runs: the direct backend's, and `ibv_poll_cq`'s where the
 /// device has one.
 pub fn judge(name: &str, direct: &Run, generic: Option<&Run>) -> Check {
+    let cqs: Vec<DepthAdvice> = direct.cqs.iter().map(|c| c.advice()).collect();
     if let Some(why) = &direct.skipped {
-        return Check { name: name.into(), result: "skip", reason: why.clone() };
+        return Check { name: name.into(), result: "skip", reason: why.clone(), cqs: Vec::new() };
     }
     let mut problems: Vec<String> =
         direct.problems.iter().map(|p| format!("[{}] {p}", direct.backend.name())).collect();
@@ -71,14 +86,11 @@ pub fn judge(name: &str, direct: &Run, generic: Option<&Run>) -> Check {
                 direct.reason
             ),
         };
-        Check { name: name.into(), result: "pass", reason: how }
+        Check { name: name.into(), result: "pass", reason: how, cqs }
     } else {
         let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
-        Check {
-            name: name.into(),
-            result: "fail",
-            reason: format!("{}{more}", problems[..problems.len().min(3)].join("; ")),
-        }
+        let reason = format!("{}{more}", problems[..problems.len().min(3)].join("; "));
+        Check { name: name.into(), result: "fail", reason, cqs }
     }
 }
 
@@ -109,15 +121,22 @@ impl ValidateArgs {
             out.line(&v.to_string())?;
         } else {
             out.line(&format!(" dvcq validate: {}", self.device))?;
-            out.line(&format!(" {:<16} {:<6} {}", "#check", "#result", "#reason"))?;
+            out.line(&format!(
+                " {:<16} {:<7} {:<20} {}",
+                "#check", "#result", "#cq hw/depth\u{2192}advice", "#reason"
+            ))?;
             for c in &checks {
-                out.line(&format!(" {:<16} {:<6} {}", c.name, c.result, c.reason))?;
+                out.line(&format!(" {:<16} {:<7} {:<20} {}", c.name, c.result, c.cq_column(), c.reason))?;
             }
         }
         let count = |r: &str| checks.iter().filter(|c| c.result == r).count();
         let (pass, fail, skip) = (count("pass"), count("fail"), count("skip"));
         if !self.json {
             out.line(&format!("{pass} passed, {fail} failed, {skip} skipped"))?;
+            out.line(
+                " #cq: per CQ, the most CQEs seen outstanding / its depth \u{2192} the depth suggested for the \
+                 check's work in flight (its queues' depths and the high-water mark, plus a quarter)",
+            )?;
         }
         Ok(if fail == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
     }
@@ -130,7 +149,16 @@ mod tests {
     use crate::{WcOpcode, WcStatus};
 
     fn run(backend: BackendKind, records: Vec<Record>, problems: Vec<String>) -> Run {
-        Run { workload: "w", backend, reason: "why".into(), records, raw: Vec::new(), problems, skipped: None }
+        Run {
+            workload: "w",
+            backend,
+            reason: "why".into(),
+            records,
+            raw: Vec::new(),
+            problems,
+            skipped: None,
+            cqs: Vec::new(),
+        }
     }
 
     fn rec(wr_id: u64) -> Record {
@@ -159,6 +187,7 @@ mod tests {
         assert!(judge("w", &bad, Some(&g)).reason.contains("[rxe] data did not land"));
         let mut skipped = run(BackendKind::Model, vec![], vec![]);
         skipped.skipped = Some("no SRQ".into());
-        assert_eq!(judge("w", &skipped, None), Check { name: "w".into(), result: "skip", reason: "no SRQ".into() });
+        let want = Check { name: "w".into(), result: "skip", reason: "no SRQ".into(), cqs: Vec::new() };
+        assert_eq!(judge("w", &skipped, None), want);
     }
 }

@@ -67,8 +67,26 @@ impl std::fmt::Display for Record {
 /// compare without its opcode.
 pub type Expected = Vec<Record>;
 
+/// A CQ a workload used, kept after the run for its statistics (and its ring), with the
+/// work requests that could be in flight on it (the sum of the depths of the queues that
+/// complete there, as the workload asked for them).
+#[derive(Debug)]
+pub struct UsedCq {
+    /// The CQ.
+    pub cq: Cq,
+    /// Work requests that could be in flight on it.
+    pub in_flight: u64,
+}
+
+impl UsedCq {
+    /// Depth advice for it ([`Cq::advice`]).
+    pub fn advice(&self) -> crate::cq::DepthAdvice {
+        self.cq.advice(Some(self.in_flight))
+    }
+}
+
 /// One workload's run on one backend.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Run {
     /// The workload.
     pub workload: &'static str,
@@ -85,6 +103,8 @@ pub struct Run {
     pub problems: Vec<String>,
     /// Why the workload did not run on this device (a feature it lacks), if it did not.
     pub skipped: Option<String>,
+    /// The CQs it polled, after the run.
+    pub cqs: Vec<UsedCq>,
 }
 
 /// How a raw completion names a QP of the workload: its role in the low byte under this mark
@@ -317,6 +337,8 @@ pub struct Outcome {
     pub expected: Expected,
     /// Why it did not run, when the device lacks what it needs.
     pub skipped: Option<String>,
+    /// The CQs it polled.
+    pub cqs: Vec<UsedCq>,
 }
 
 /// Runs `w` on `ctx` with `choice`, and compares with what it expects.
@@ -333,6 +355,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
                 raw: o.recorder.raw,
                 problems,
                 skipped: o.skipped,
+                cqs: o.cqs,
             }
         }
         Err(e) => Run {
@@ -343,6 +366,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             raw: Vec::new(),
             problems: vec![format!("could not run: {e}")],
             skipped: None,
+            cqs: Vec::new(),
         },
     }
 }

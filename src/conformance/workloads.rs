@@ -1,7 +1,7 @@
 //! The workloads themselves. Each makes its own CQs and QPs, moves data, checks that the
 //! data landed, and says which completions it expects.
 
-use super::{drain_extra, poll_n, Outcome, Record, Recorder, Workload};
+use super::{drain_extra, poll_n, Outcome, Record, Recorder, UsedCq, Workload};
 use crate::cq::{BackendChoice, Cq, CqOptions};
 use crate::error::Error;
 use crate::verbs::{Access, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest, DEFAULT_QKEY, UD_GRH_BYTES};
@@ -106,8 +106,21 @@ fn one_cq(ctx: &Context, choice: BackendChoice, depth: u32) -> Result<Cq, Error>
     ctx.create_cq(CqOptions::new(depth).backend(choice))
 }
 
-fn outcome(cq: &Cq, rec: Recorder, expected: Vec<Record>) -> Outcome {
-    Outcome { backend: cq.backend().clone(), recorder: rec, expected, skipped: None }
+/// What a workload gives back: the backend of its (first) CQ, what it recorded and expected,
+/// and its CQs with the work requests that could be in flight on each.
+fn outcome(cqs: Vec<(Cq, u64)>, rec: Recorder, expected: Vec<Record>) -> Outcome {
+    let backend = cqs.first().map_or_else(
+        || crate::cq::Backend { kind: crate::BackendKind::Generic, reason: String::new() },
+        |(c, _)| c.backend().clone(),
+    );
+    let cqs = cqs.into_iter().map(|(cq, in_flight)| UsedCq { cq, in_flight }).collect();
+    Outcome { backend, recorder: rec, expected, skipped: None, cqs }
+}
+
+/// The work requests that can be in flight on a CQ that `qps` QPs of `caps` complete into
+/// both ways.
+fn both_ways(qps: u64, caps: QpCaps) -> u64 {
+    qps * u64::from(caps.max_send_wr + caps.max_recv_wr)
 }
 
 /// Checks that `len` bytes at `at` in `mr` equal `want`.
@@ -156,7 +169,7 @@ fn sends(ctx: &Context, choice: BackendChoice, with_imm: bool) -> Result<Outcome
         check_data(&mut r.rec, "send", &r.mrs[1], i * 256, &pattern(i, len));
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 fn rc_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
@@ -198,7 +211,7 @@ fn writes(ctx: &Context, choice: BackendChoice, with_imm: bool) -> Result<Outcom
         check_data(&mut r.rec, "write", &r.mrs[1], 1024 + i * 128, &pattern(10 + i, 100));
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 fn rc_write(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
@@ -226,7 +239,7 @@ fn rc_read(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
         check_data(&mut r.rec, "read", &r.mrs[0], i * 256, &pattern(20 + i, 200));
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 /// UD SEND from QP 0 to QP 1: the receive holds the GRH slot, then the data.
@@ -256,7 +269,7 @@ fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
         );
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 /// 128 sends through a 16-entry send queue, one signaled in four: each signaled completion
@@ -277,7 +290,7 @@ fn rc_unsignaled(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error>
         poll_n(&mut cq, &mut r.rec, 5);
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 160)))], r.rec, expected))
 }
 
 /// Two RC pairs whose receivers share one SRQ; the receives are consumed in posting order.
@@ -285,7 +298,7 @@ fn rc_srq(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     let mut cq = one_cq(ctx, choice, 64)?;
     if ctx.info()?.max_srq_wr == 0 {
         let why = format!("{} has no SRQ", ctx.name());
-        return Ok(Outcome { skipped: Some(why), ..outcome(&cq, Recorder::default(), Vec::new()) });
+        return Ok(Outcome { skipped: Some(why), ..outcome(vec![(cq, 0)], Recorder::default(), Vec::new()) });
     }
     let pd = ctx.alloc_pd()?;
     let srq = pd.create_srq(16, 1)?;
@@ -325,7 +338,8 @@ fn rc_srq(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
         check_data(&mut rec, "srq receive", &mr, 4096 + i * 64, &pattern(40 + i, 16));
     }
     drain_extra(&mut cq, &mut rec, Duration::from_millis(20));
-    Ok(outcome(&cq, rec, expected))
+    // Four send queues, the two receive queues of the QPs without the SRQ, and the SRQ.
+    Ok(outcome(vec![(cq, 4 * 16 + 2 * 16 + 16)], rec, expected))
 }
 
 /// An RDMA WRITE with a wrong rkey: the requester gets `REM_ACCESS_ERR`, its QP goes to
@@ -342,7 +356,7 @@ fn rc_bad_rkey(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     poll_n(&mut cq, &mut r.rec, 1);
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
     let expected = vec![failed(0, 1, WcStatus::RemAccessErr), failed(0, 2, WcStatus::WrFlushErr)];
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 /// Eight receives outstanding when their QP is moved to error: one flush each.
@@ -354,7 +368,7 @@ fn rc_flush(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     poll_n(&mut cq, &mut r.rec, 8);
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
     let expected = (0..8).map(|i| failed(1, 700 + i, WcStatus::WrFlushErr)).collect();
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 #[derive(Clone, Copy)]
@@ -385,7 +399,8 @@ fn cq_depth(ctx: &Context, choice: BackendChoice, depth: Depth) -> Result<Outcom
     }
     drain_extra(&mut scq, &mut r.rec, Duration::from_millis(10));
     drain_extra(&mut rcq, &mut r.rec, Duration::from_millis(10));
-    Ok(outcome(&scq, r.rec, expected))
+    // Both QPs' send queues complete on one CQ, their receive queues on the other.
+    Ok(outcome(vec![(scq, 2 * 4), (rcq, 2 * 4)], r.rec, expected))
 }
 
 /// 600 round trips through a 16-entry CQ: the ring wraps dozens of times.
@@ -402,5 +417,5 @@ fn cq_wrap(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
         poll_n(&mut cq, &mut r.rec, 2);
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
-    Ok(outcome(&cq, r.rec, expected))
+    Ok(outcome(vec![(cq, both_ways(2, caps(4, 4)))], r.rec, expected))
 }

@@ -1,9 +1,11 @@
 //! The one CQ handle an application polls, whatever the device: a backend chosen when the
 //! CQ is made or attached, dispatched once per poll call (never per CQE).
 
+mod advice;
 mod stats;
 pub mod views;
 
+pub use advice::{advise_depth, DepthAdvice, Verdict, BYTES_PER_CQE, DEFAULT_MARGIN};
 pub use dvcq_provider::StatusCounts;
 pub use stats::{CqStats, HighWaterSource};
 pub use views::{CqViews, CqeView};
@@ -303,6 +305,13 @@ impl Cq {
     /// what the backend knows (see [`CqStats`] for which backend knows what).
     pub fn stats(&self) -> CqStats {
         self.stats.with(self.backend_counters())
+    }
+
+    /// How deep this CQ should be, from its statistics so far and, if known, the work
+    /// requests that can be in flight on it (the sum of the depths of the send and receive
+    /// queues completing here); see [`advise_depth`] for the rule.
+    pub fn advice(&self, expected_in_flight: Option<u64>) -> DepthAdvice {
+        self.stats().advice(self.depth, expected_in_flight)
     }
 
     fn backend_counters(&self) -> BackendCounters {
