@@ -11,6 +11,7 @@ pub mod decode;
 pub mod devices;
 mod output;
 pub mod ring;
+pub mod stat;
 pub mod validate;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
@@ -33,6 +34,9 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Decode error-CQE dumps (rdma-core, kernel, DPDK, bare hex) found in any text.
     Decode(decode::DecodeArgs),
+    /// A device's counters (the kernel's sysfs counters, or a model's) around a short
+    /// workload, next to the statistics and depth advice of the CQ dvcq polled.
+    Stat(stat::StatArgs),
 }
 
 impl Command {
@@ -63,6 +67,7 @@ pub fn main() -> ExitCode {
         Command::Devices(a) => a.run(),
         Command::Validate(a) => a.run(),
         Command::Ring(a) => a.run(),
+        Command::Stat(a) => a.run(),
     };
     match result {
         Ok(code) => code,

@@ -85,6 +85,25 @@ impl Context {
         matches!(self.inner, Inner::Model(_))
     }
 
+    /// The device's own counters (`dvcq stat`): the kernel's, read from the sysfs tree at
+    /// `sysfs_root` (normally [`crate::device::counters::SYSFS_ROOT`]), or a model's.
+    ///
+    /// # Errors
+    ///
+    /// The device is not under `sysfs_root`, or its directory cannot be listed.
+    pub fn counters(
+        &self,
+        sysfs_root: &std::path::Path,
+    ) -> Result<device::counters::DeviceCounters, device::counters::CountersError> {
+        #[cfg(not(dvcq_rdma_core))]
+        let _ = sysfs_root; // only real devices have sysfs counters
+        match &self.inner {
+            Inner::Model(m) => Ok(device::counters::of_model(&self.name, &m.counters())),
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { .. } => device::counters::read_sysfs(sysfs_root, &self.name),
+        }
+    }
+
     /// What `dvcq devices` says about it.
     ///
     /// # Errors

@@ -1,6 +1,7 @@
 //! Devices: the RDMA devices rdma-core finds and the built-in models, listed and opened by
 //! name ([`crate::Context::open`]).
 
+pub mod counters;
 #[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
 mod info;
 mod release;

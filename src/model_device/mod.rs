@@ -339,6 +339,22 @@ impl ModelDevice {
         self.shared.attrs
     }
 
+    /// What the device counts, as `dvcq stat` shows it: `cqs` and `qps` made, `cqes_written`
+    /// into CQ rings, `cqes_dropped` because a CQ was full, `cq_overflow` (CQs an overrun put
+    /// in error, named as mlx5's queue counter is), and `qps_in_error`.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let f = self.shared.lock();
+        let sum = |g: fn(&cq::CqState) -> u64| f.cqs.iter().map(g).sum::<u64>();
+        vec![
+            ("cqs", f.cqs.len() as u64),
+            ("cqes_written", sum(|c| c.written)),
+            ("cqes_dropped", sum(|c| c.dropped)),
+            ("cq_overflow", sum(|c| u64::from(c.overrun.is_some()))),
+            ("qps", f.qps.len() as u64),
+            ("qps_in_error", f.qps.iter().filter(|q| q.state == QpState::Error).count() as u64),
+        ]
+    }
+
     /// The port's GID (what [`Endpoint::gid`] of this device's QPs holds).
     pub fn gid(&self) -> [u8; 16] {
         self.shared.gid
