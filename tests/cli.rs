@@ -652,3 +652,44 @@ fn bench_drain_reports_the_cq_beside_the_figures() {
     assert_eq!((cq["high_water"].as_u64(), cq["depth"].as_u64()), (Some(40), Some(40)), "{v}");
     assert_eq!((cq["suggested_depth"].as_u64(), cq["verdict"].as_str()), (Some(52), Some("raise")), "{v}");
 }
+
+/// `validate --keep-rings DIR` saves the ring image of each CQ of a failing check (failed
+/// here on purpose through the test hook), `ring decode` reads it back to the completions
+/// the check polled, and a check without a ring image says why.
+#[test]
+fn a_failing_checks_ring_is_kept_for_ring_decode() {
+    let dir = std::env::temp_dir().join(format!("dvcq-keep-rings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let args = ["validate", "-d", "model-mlx5", "--only", "rc_send_imm", "--fail-check", "rc_send_imm"];
+    let o = dvcq(&[&args[..], &["--keep-rings", d, "--json"]].concat(), None);
+    assert_eq!(o.status.code(), Some(1), "a failed check exits 1: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let check = &v["checks"][0];
+    assert_eq!((check["name"].as_str(), check["result"].as_str()), (Some("rc_send_imm"), Some("fail")), "{v}");
+    let ring = check["rings"][0].as_str().unwrap();
+    assert_eq!(ring, dir.join("rc_send_imm-cq0.ring").to_str().unwrap());
+    assert!(check["reason"].as_str().unwrap().contains(ring), "{check}");
+    let decoded = dvcq(&["ring", "decode", ring], None);
+    assert!(decoded.status.success(), "{}", stderr(&decoded));
+    let text = String::from_utf8(decoded.stdout).unwrap();
+    // Eight SEND_WITH_IMMs: each a send completion and a receive with its immediate.
+    assert_eq!(text.lines().filter(|l| l.starts_with("wc ")).count(), 16, "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" opcode=128 ") && l.contains(" wc_flags=0x2 ")).count(),
+        8,
+        "{text}"
+    );
+    assert!(text.lines().last().unwrap().starts_with("end ci=16 "), "{text}");
+    // Passing checks keep nothing; the E810 model's rings have no image yet, and say so.
+    let o = dvcq(&["validate", "-d", "model-mlx5", "--only", "rc_write_imm", "--keep-rings", d], None);
+    assert!(o.status.success());
+    assert!(!dir.join("rc_write_imm-cq0.ring").exists());
+    let o = dvcq(
+        &["validate", "-d", "model-e810", "--only", "rc_send_imm", "--fail-check", "rc_send_imm", "--keep-rings", d],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no ring image of cq0: the irdma ring-image format"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,31 +5,37 @@
 use dvcq::conformance::{run, WORKLOADS};
 use dvcq::{BackendChoice, BackendKind, Context};
 
-fn all_workloads_pass_on(device: &str) {
-    let ctx = Context::open(device).unwrap();
+/// Runs every workload on a fresh `device` (as `dvcq validate` does: a model keeps every CQ
+/// of a device until it is closed); each must pass, or skip for one of `skips`' reasons.
+fn all_workloads_pass_on(device: &str, skips: &[&str]) {
     let mut failures = Vec::new();
-    let mut ran = 0;
+    let mut skipped = Vec::new();
     for w in WORKLOADS {
+        let ctx = Context::open(device).unwrap();
         let r = run(&ctx, w, BackendChoice::Auto);
         if let Some(why) = &r.skipped {
             println!("{device} {}: skipped: {why}", w.name);
+            skipped.push(w.name);
             continue;
         }
-        ran += 1;
         assert_eq!(r.backend, BackendKind::Model, "{}: {}", w.name, r.reason);
-        assert!(!r.records.is_empty(), "{}: no completion recorded", w.name);
+        // A check that only makes CQs says what it did instead of recording completions.
+        assert!(!r.records.is_empty() || r.summary.is_some(), "{}: no completion recorded", w.name);
         failures.extend(r.problems.iter().map(|p| format!("{device} {}: {p}", w.name)));
     }
-    assert!(ran >= WORKLOADS.len() - 1, "{device}: only {ran} workloads ran");
+    assert_eq!(skipped, skips, "{device}: the checks a model cannot run");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn every_workload_passes_on_the_mlx5_model() {
-    all_workloads_pass_on("model-mlx5");
+    all_workloads_pass_on("model-mlx5", &["cq_resize", "rc_send_inv", "mlx5_read_inline_128"]);
 }
 
 #[test]
 fn every_workload_passes_on_the_e810_model() {
-    all_workloads_pass_on("model-e810");
+    let mlx5_only = ["mlx5_cqe_128", "mlx5_cqe_pad", "mlx5_cqe_size_bad", "mlx5_compression", "mlx5_read_inline_128"];
+    let mut skips = vec!["rc_srq", "cq_resize", "rc_send_inv"];
+    skips.extend(mlx5_only);
+    all_workloads_pass_on("model-e810", &skips);
 }

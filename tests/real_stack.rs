@@ -28,7 +28,11 @@ fn workloads_agree_on_a_real_device() {
         for (run, extra) in [(&r.direct, &r.cross), (&r.generic, &Vec::new())] {
             let bad = run.problems.len() + extra.len();
             let name = run.backend.name();
-            println!("vm-row {} {name} {} {bad} {}", run.workload, run.records.len(), run.reason);
+            let note = match &run.skipped {
+                Some(why) => format!("skipped: {why}"),
+                None => run.reason.clone(),
+            };
+            println!("vm-row {} {name} {} {bad} {note}", run.workload, run.records.len());
             failures.extend(run.problems.iter().chain(extra.iter()).map(|p| format!("{} [{name}]: {p}", run.workload)));
         }
     }

@@ -276,6 +276,21 @@ impl Mlx5Image {
     }
 }
 
+impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// This CQ's ring as an image (its bytes now, its settings, the QPs of its registry)
+    /// whose decoding starts at running position `ci`: [`Mlx5Cq::ci`] to see what is
+    /// waiting, or a position behind it to replay CQEs already polled that are still in the
+    /// ring (the last lap's, up to the slots the device has written again since).
+    pub fn ring_image(&self, ci: u32) -> Mlx5Image {
+        let mut slots = vec![0u8; self.ring.entries() as usize * STRIDE];
+        for (i, slot) in slots.chunks_exact_mut(STRIDE).enumerate() {
+            // Whole slots inside the ring: the read cannot fail.
+            let _ = self.ring.read_bytes(i as u32, 0, slot);
+        }
+        Mlx5Image::from_ring(STRIDE as u32, ci, self.cfg.cqe_version, self.cfg.compression, &self.registry, slots)
+    }
+}
+
 /// Decodes an image into the canonical items, in poll order, and the end state.
 ///
 /// # Errors
@@ -327,4 +342,45 @@ fn decode_with<const S: usize>(
     }
     let dbrec_ci = (cq.ci() != img.ci).then(|| cq.last_set_ci()).flatten();
     Ok((items, EndState { ci: cq.ci(), dbrec_ci }))
+}
+
+#[cfg(all(test, feature = "model"))]
+mod tests {
+    use super::*;
+    use crate::model::{build, Mlx5Model, ModelConfig};
+    use dvcq_uapi::mlx5::opcode::cqe_opcode;
+
+    /// A poller's ring image decodes to what the poller returned: from behind the consumer,
+    /// the CQEs already polled and then the ones waiting; at the consumer, only those.
+    #[test]
+    fn a_pollers_ring_image_replays_what_it_polled() {
+        let mut m = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+        let mut reg = Registry::new();
+        reg.add_qp(QpConfig::rc(0x12, 64, 64)).unwrap();
+        let mut cq = m.poller::<64>(reg, CqConfig::default()).unwrap();
+        // 20 completions: the ring (16) wraps once; the first 17 are polled.
+        for i in 0..20u16 {
+            m.push(&build::resp(cqe_opcode::RESP_SEND, 0x12, i, 8 + u32::from(i), 0)).unwrap();
+            if i < 17 {
+                assert_eq!(cq.poll(&mut [Completion::default()]), 1);
+            }
+        }
+        let waiting = 3;
+        let replay = cq.ring_image(cq.ci() - (16 - waiting));
+        let (items, end) = decode_image(&replay).unwrap();
+        assert_eq!(items.len(), 16, "the last lap still in the ring: 13 polled, 3 waiting");
+        let lens: Vec<u32> = items
+            .iter()
+            .map(|i| match i {
+                dvcq_provider::image::DecodeItem::Wc(c) => c.byte_len,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(lens, (4..20).map(|i| 8 + i).collect::<Vec<u32>>());
+        assert_eq!(end.ci, 20);
+        // The text round-trips, and at the consumer only the waiting CQEs decode.
+        let (again, _) = decode_image(&super::parse_mlx5_image(&replay.to_text()).unwrap()).unwrap();
+        assert_eq!(again, items);
+        assert_eq!(decode_image(&cq.ring_image(cq.ci())).unwrap().0.len(), waiting as usize);
+    }
 }

@@ -456,6 +456,21 @@ impl Mlx5Backend {
         r.map_err(|e| e.to_string())
     }
 
+    /// The ring as a ring image whose decoding replays the CQEs already polled that are still
+    /// in the ring, then those waiting (counted by their ownership bits).
+    pub(crate) fn ring_image(&self) -> String {
+        fn image<const S: usize>(c: &Mlx5Cq<S>) -> String {
+            let entries = dvcq_provider::CqDriver::info(c).entries;
+            let waiting = c.ready(entries as usize) as u32;
+            let back = (entries - waiting).min(c.ci());
+            c.ring_image(c.ci().wrapping_sub(back)).to_text()
+        }
+        match &self.poller {
+            Ring::C64(c) => image(c),
+            Ring::C128(c) => image(c),
+        }
+    }
+
     /// The poller's own counters (compression sessions, doorbell writes, ...).
     pub(crate) fn poller_stats(&self) -> dvcq_mlx5_dv::CqStats {
         match &self.poller {

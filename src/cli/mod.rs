@@ -48,6 +48,7 @@ impl Command {
             Command::Devices(_) => "devices",
             Command::Validate(_) => "validate",
             Command::Decode(_) => "decode",
+            Command::Stat(_) => "stat",
         }
     }
 }

@@ -66,7 +66,7 @@ impl StatArgs {
     ///
     /// An unknown device, a workload that could not run, output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
-        let err = |e: String| CliError(format!("stat: {e}"));
+        let err = CliError;
         let model = self.device.starts_with("model-");
         let (before, after, cq) = if self.writes == 0 && !model {
             // Counters only: no need to open the device (nor for it to be a verbs device).

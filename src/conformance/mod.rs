@@ -10,6 +10,9 @@
 //! the device's to choose), and fields verbs leave undefined (the opcode of an error, the
 //! byte count of a send) are left out.
 
+mod cq_create;
+mod events;
+mod mlx5_dv;
 mod workloads;
 
 pub use workloads::WORKLOADS;
@@ -105,6 +108,9 @@ pub struct Run {
     pub skipped: Option<String>,
     /// The CQs it polled, after the run.
     pub cqs: Vec<UsedCq>,
+    /// What it did, in a few words, for a workload whose completions do not tell (one that
+    /// only makes CQs, say).
+    pub summary: Option<String>,
 }
 
 /// How a raw completion names a QP of the workload: its role in the low byte under this mark
@@ -170,6 +176,25 @@ impl Recorder {
             flags: if received { flags.bits() } else { 0 },
             src: (received && ud).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
         });
+    }
+
+    /// QPs named so far.
+    pub fn qps_len(&self) -> usize {
+        self.qpns.len()
+    }
+
+    /// Takes in what `other` recorded (a workload that runs in parts): its QPs, records and
+    /// problems, its QP roles shifted by `base` (this recorder's QP count before).
+    pub fn absorb(&mut self, other: Recorder, base: u8) {
+        self.qpns.extend(other.qpns);
+        self.ud.extend(other.ud);
+        let shift = |r: u8| if r == u8::MAX { r } else { r + base };
+        self.records.extend(other.records.into_iter().map(|mut r| {
+            r.qp = shift(r.qp);
+            r.src = r.src.map(shift);
+            r
+        }));
+        self.problems.extend(other.problems);
     }
 
     /// Notes a problem the workload found (data that did not land, a post refused, ...).
@@ -339,12 +364,42 @@ pub struct Outcome {
     pub skipped: Option<String>,
     /// The CQs it polled.
     pub cqs: Vec<UsedCq>,
+    /// What it did, when its completions do not say ([`Run::summary`]).
+    pub summary: Option<String>,
+}
+
+impl Outcome {
+    /// A check that polls no traffic (it makes CQs, say): the problems it recorded, and
+    /// what it did in a few words. Its backend is reported as the generic one: it made
+    /// CQs of whichever backend applies.
+    pub fn checked(recorder: Recorder, summary: String) -> Outcome {
+        Outcome { skipped: None, recorder, summary: Some(summary), ..Outcome::skip("") }
+    }
+
+    /// A workload this device cannot run, and why.
+    pub fn skip(why: impl Into<String>) -> Outcome {
+        Outcome {
+            backend: crate::cq::Backend { kind: BackendKind::Generic, reason: String::new() },
+            recorder: Recorder::default(),
+            expected: Vec::new(),
+            skipped: Some(why.into()),
+            cqs: Vec::new(),
+            summary: None,
+        }
+    }
 }
 
 /// Runs `w` on `ctx` with `choice`, and compares with what it expects.
 pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
     match (w.run)(ctx, choice) {
-        Ok(o) => {
+        Ok(mut o) => {
+            if o.cqs.is_empty() {
+                // A check without traffic (or skipped) reports the backend a CQ made with
+                // `choice` gets on this device.
+                if let Ok(cq) = ctx.create_cq(crate::cq::CqOptions::new(1).backend(choice)) {
+                    o.backend = cq.backend().clone();
+                }
+            }
             let mut problems = o.recorder.problems;
             problems.extend(diff(w.name, &o.expected, &o.recorder.records));
             Run {
@@ -356,6 +411,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
                 problems,
                 skipped: o.skipped,
                 cqs: o.cqs,
+                summary: o.summary,
             }
         }
         Err(e) => Run {
@@ -367,6 +423,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             problems: vec![format!("could not run: {e}")],
             skipped: None,
             cqs: Vec::new(),
+            summary: None,
         },
     }
 }

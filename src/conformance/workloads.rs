@@ -25,12 +25,27 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "cq_depth_255", run: |c, b| cq_depth(c, b, Depth::Fixed(255)) },
     Workload { name: "cq_depth_max", run: |c, b| cq_depth(c, b, Depth::DeviceMax) },
     Workload { name: "cq_wrap", run: cq_wrap },
+    Workload { name: "cq_create_sizes", run: super::cq_create::cq_create_sizes },
+    Workload { name: "cq_create_channel", run: super::cq_create::cq_create_channel },
+    Workload { name: "cq_create_bad", run: super::cq_create::cq_create_bad },
+    Workload { name: "cq_resize", run: super::cq_create::cq_resize },
+    Workload { name: "cq_wrap_sizes", run: cq_wrap_sizes },
+    Workload { name: "rc_many_qps", run: rc_many_qps },
+    Workload { name: "ud_send_imm", run: ud_send_imm },
+    Workload { name: "rc_send_inv", run: rc_send_inv },
+    Workload { name: "rc_events", run: super::events::rc_events },
+    Workload { name: "ud_events", run: super::events::ud_events },
+    Workload { name: "mlx5_cqe_128", run: super::mlx5_dv::mlx5_cqe_128 },
+    Workload { name: "mlx5_cqe_pad", run: super::mlx5_dv::mlx5_cqe_pad },
+    Workload { name: "mlx5_cqe_size_bad", run: super::mlx5_dv::mlx5_cqe_size_bad },
+    Workload { name: "mlx5_compression", run: super::mlx5_dv::mlx5_compression },
+    Workload { name: "mlx5_read_inline_128", run: super::mlx5_dv::mlx5_read_inline_128 },
 ];
 
 /// Bytes of each memory region a workload uses.
-const MR_BYTES: usize = 64 * 1024;
+pub(super) const MR_BYTES: usize = 64 * 1024;
 
-fn ok(qp: u8, wr_id: u64, opcode: WcOpcode) -> Record {
+pub(super) fn ok(qp: u8, wr_id: u64, opcode: WcOpcode) -> Record {
     Record {
         qp,
         wr_id,
@@ -43,38 +58,45 @@ fn ok(qp: u8, wr_id: u64, opcode: WcOpcode) -> Record {
     }
 }
 
-fn recv(qp: u8, wr_id: u64, byte_len: u32) -> Record {
+pub(super) fn recv(qp: u8, wr_id: u64, byte_len: u32) -> Record {
     Record { byte_len: Some(byte_len), ..ok(qp, wr_id, WcOpcode::Recv) }
 }
 
-fn failed(qp: u8, wr_id: u64, status: WcStatus) -> Record {
+pub(super) fn failed(qp: u8, wr_id: u64, status: WcStatus) -> Record {
     Record { qp, wr_id, status, opcode: None, byte_len: None, imm: None, flags: 0, src: None }
 }
 
 /// The immediate as `ibv_wc.imm_data` holds it (network order read as a host integer).
-fn wire_imm(imm: u32) -> u32 {
+pub(super) fn wire_imm(imm: u32) -> u32 {
     imm.to_be()
 }
 
 /// A byte pattern that differs per workload offset, so misplaced data shows.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
+pub(super) fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|i| (seed as usize * 31 + i * 7) as u8).collect()
 }
 
 /// Two QPs (roles 0 and 1) with a memory region each, connected to each other (RC) or
 /// ready (UD), completing into `cq` (or `send_cq`/`recv_cq`).
-struct Rig {
-    qps: Vec<Qp>,
-    mrs: Vec<Mr>,
-    rec: Recorder,
+pub(super) struct Rig {
+    pub(super) qps: Vec<Qp>,
+    pub(super) mrs: Vec<Mr>,
+    pub(super) rec: Recorder,
     _pd: Pd,
 }
 
-fn caps(send: u32, recv: u32) -> QpCaps {
+pub(super) fn caps(send: u32, recv: u32) -> QpCaps {
     QpCaps { max_send_wr: send, max_recv_wr: recv, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
 }
 
-fn rig(ctx: &Context, qp_type: QpType, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps, n: usize) -> Result<Rig, Error> {
+pub(super) fn rig(
+    ctx: &Context,
+    qp_type: QpType,
+    send_cq: &Cq,
+    recv_cq: &Cq,
+    caps: QpCaps,
+    n: usize,
+) -> Result<Rig, Error> {
     let pd = ctx.alloc_pd()?;
     let mut qps = Vec::new();
     let mut mrs = Vec::new();
@@ -91,7 +113,7 @@ fn rig(ctx: &Context, qp_type: QpType, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps,
 }
 
 /// Connects QP 2k with 2k+1 (RC; UD needs nothing).
-fn connect_pairs(qps: &mut [Qp]) -> Result<(), Error> {
+pub(super) fn connect_pairs(qps: &mut [Qp]) -> Result<(), Error> {
     for pair in qps.chunks_mut(2) {
         if let [a, b] = pair {
             let (ea, eb) = (a.endpoint()?, b.endpoint()?);
@@ -102,29 +124,29 @@ fn connect_pairs(qps: &mut [Qp]) -> Result<(), Error> {
     Ok(())
 }
 
-fn one_cq(ctx: &Context, choice: BackendChoice, depth: u32) -> Result<Cq, Error> {
+pub(super) fn one_cq(ctx: &Context, choice: BackendChoice, depth: u32) -> Result<Cq, Error> {
     ctx.create_cq(CqOptions::new(depth).backend(choice))
 }
 
 /// What a workload gives back: the backend of its (first) CQ, what it recorded and expected,
 /// and its CQs with the work requests that could be in flight on each.
-fn outcome(cqs: Vec<(Cq, u64)>, rec: Recorder, expected: Vec<Record>) -> Outcome {
+pub(super) fn outcome(cqs: Vec<(Cq, u64)>, rec: Recorder, expected: Vec<Record>) -> Outcome {
     let backend = cqs.first().map_or_else(
         || crate::cq::Backend { kind: crate::BackendKind::Generic, reason: String::new() },
         |(c, _)| c.backend().clone(),
     );
     let cqs = cqs.into_iter().map(|(cq, in_flight)| UsedCq { cq, in_flight }).collect();
-    Outcome { backend, recorder: rec, expected, skipped: None, cqs }
+    Outcome { backend, recorder: rec, expected, skipped: None, cqs, summary: None }
 }
 
 /// The work requests that can be in flight on a CQ that `qps` QPs of `caps` complete into
 /// both ways.
-fn both_ways(qps: u64, caps: QpCaps) -> u64 {
+pub(super) fn both_ways(qps: u64, caps: QpCaps) -> u64 {
     qps * u64::from(caps.max_send_wr + caps.max_recv_wr)
 }
 
 /// Checks that `len` bytes at `at` in `mr` equal `want`.
-fn check_data(rec: &mut Recorder, what: &str, mr: &Mr, at: u64, want: &[u8]) {
+pub(super) fn check_data(rec: &mut Recorder, what: &str, mr: &Mr, at: u64, want: &[u8]) {
     let mut got = vec![0u8; want.len()];
     match mr.read(at, &mut got) {
         Ok(()) if got == want => {}
@@ -133,7 +155,7 @@ fn check_data(rec: &mut Recorder, what: &str, mr: &Mr, at: u64, want: &[u8]) {
     }
 }
 
-fn post_recvs(qp: &mut Qp, mr: &Mr, first_wr: u64, n: u64, each: u32) -> Result<(), Error> {
+pub(super) fn post_recvs(qp: &mut Qp, mr: &Mr, first_wr: u64, n: u64, each: u32) -> Result<(), Error> {
     for i in 0..n {
         let sg = [mr.slice(i * u64::from(each), each)?];
         qp.post_recv(&[RecvWr { wr_id: first_wr + i, sg_list: &sg }])?;
@@ -242,8 +264,9 @@ fn rc_read(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
-/// UD SEND from QP 0 to QP 1: the receive holds the GRH slot, then the data.
-fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+/// UD SEND (with immediate data or not) from QP 0 to QP 1: the receive holds the GRH
+/// slot, then the data.
+fn ud_sends(ctx: &Context, choice: BackendChoice, with_imm: bool) -> Result<Outcome, Error> {
     let mut cq = one_cq(ctx, choice, 64)?;
     let mut r = rig(ctx, QpType::Ud, &cq, &cq, caps(16, 16), 2)?;
     let dest = UdDest { qpn: r.qps[1].qpn(), qkey: DEFAULT_QKEY, endpoint: r.qps[1].endpoint()? };
@@ -254,9 +277,16 @@ fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
         let data = pattern(30 + i, 32);
         r.mrs[0].write(i * 64, &data)?;
         let sg = [r.mrs[0].slice(i * 64, 32)?];
-        r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg).to(dest)])?;
+        let imm = 0x00ab_0000 + i as u32;
+        let op = if with_imm { SendOp::SendWithImm(imm) } else { SendOp::Send };
+        r.qps[0].post_send(&[SendWr::new(i, op, &sg).to(dest)])?;
         expected.push(ok(0, i, WcOpcode::Send));
-        expected.push(Record { flags: WcFlags::GRH.bits(), src: Some(0), ..recv(1, 300 + i, 32 + UD_GRH_BYTES) });
+        let mut rv = Record { flags: WcFlags::GRH.bits(), src: Some(0), ..recv(1, 300 + i, 32 + UD_GRH_BYTES) };
+        if with_imm {
+            rv.imm = Some(wire_imm(imm));
+            rv.flags |= WcFlags::WITH_IMM.bits();
+        }
+        expected.push(rv);
     }
     poll_n(&mut cq, &mut r.rec, expected.len());
     for i in 0..4u64 {
@@ -270,6 +300,53 @@ fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     }
     drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
     Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
+}
+
+fn ud_send(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    ud_sends(ctx, choice, false)
+}
+
+fn ud_send_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    ud_sends(ctx, choice, true)
+}
+
+/// SEND_WITH_INV (rdma-core's traffic tests post it with memory windows): dvcq's verbs
+/// layer has neither yet.
+fn rc_send_inv(_: &Context, _: BackendChoice) -> Result<Outcome, Error> {
+    Ok(Outcome::skip("dvcq's verbs layer posts no SEND_WITH_INV (nor binds memory windows) yet"))
+}
+
+/// Eight RC pairs on one CQ, four SENDs each, posted round robin before anything is polled:
+/// the CQ interleaves sixteen QPs' completions.
+fn rc_many_qps(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    const PAIRS: usize = 8;
+    let c = caps(8, 8);
+    let mut cq = one_cq(ctx, choice, 256)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, c, 2 * PAIRS)?;
+    let mut expected = Vec::new();
+    for p in 0..PAIRS {
+        post_recvs(&mut r.qps[2 * p + 1], &r.mrs[2 * p + 1], 100 * p as u64, 4, 64)?;
+    }
+    for k in 0..4u64 {
+        for p in 0..PAIRS {
+            let id = 100 * p as u64 + k;
+            let len = 8 + k as u32 + p as u32;
+            r.mrs[2 * p].write(k * 64, &pattern(id, len as usize))?;
+            let sg = [r.mrs[2 * p].slice(k * 64, len)?];
+            r.qps[2 * p].post_send(&[SendWr::new(id, SendOp::Send, &sg)])?;
+            expected.push(ok(2 * p as u8, id, WcOpcode::Send));
+            expected.push(recv(2 * p as u8 + 1, id, len));
+        }
+    }
+    poll_n(&mut cq, &mut r.rec, expected.len());
+    for k in 0..4u64 {
+        for p in 0..PAIRS {
+            let id = 100 * p as u64 + k;
+            check_data(&mut r.rec, "send", &r.mrs[2 * p + 1], k * 64, &pattern(id, 8 + (k + p as u64) as usize));
+        }
+    }
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(vec![(cq, both_ways(2 * PAIRS as u64, c))], r.rec, expected))
 }
 
 /// 128 sends through a 16-entry send queue, one signaled in four: each signaled completion
@@ -298,7 +375,7 @@ fn rc_srq(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     let mut cq = one_cq(ctx, choice, 64)?;
     if ctx.info()?.max_srq_wr == 0 {
         let why = format!("{} has no SRQ", ctx.name());
-        return Ok(Outcome { skipped: Some(why), ..outcome(vec![(cq, 0)], Recorder::default(), Vec::new()) });
+        return Ok(Outcome::skip(why));
     }
     let pd = ctx.alloc_pd()?;
     let srq = pd.create_srq(16, 1)?;
@@ -401,6 +478,35 @@ fn cq_depth(ctx: &Context, choice: BackendChoice, depth: Depth) -> Result<Outcom
     drain_extra(&mut rcq, &mut r.rec, Duration::from_millis(10));
     // Both QPs' send queues complete on one CQ, their receive queues on the other.
     Ok(outcome(vec![(scq, 2 * 4), (rcq, 2 * 4)], r.rec, expected))
+}
+
+/// Send and receive CQs of 1, 2, 3, 7 and 31 entries, each wrapped about 24 times by
+/// messages polled one by one (`cq_wrap` on one size; rdma-core's tests run many CQ sizes).
+fn cq_wrap_sizes(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    let mut all = Recorder::default();
+    let mut expected = Vec::new();
+    let mut cqs = Vec::new();
+    for depth in [1u32, 2, 3, 7, 31] {
+        let mut scq = one_cq(ctx, choice, depth)?;
+        let mut rcq = one_cq(ctx, choice, depth)?;
+        let mut r = rig(ctx, QpType::Rc, &scq, &rcq, caps(4, 4), 2)?;
+        let base = all.qps_len() as u8;
+        for i in 0..24 * u64::from(depth + 1) {
+            post_recvs(&mut r.qps[1], &r.mrs[1], 50_000 + i, 1, 64)?;
+            let sg = [r.mrs[0].slice(i % 64, 4)?];
+            r.qps[0].post_send(&[SendWr::new(i, SendOp::Send, &sg)])?;
+            expected.push(ok(base, i, WcOpcode::Send));
+            expected.push(recv(base + 1, 50_000 + i, 4));
+            if poll_n(&mut scq, &mut r.rec, 1) + poll_n(&mut rcq, &mut r.rec, 1) < 2 {
+                break;
+            }
+        }
+        drain_extra(&mut scq, &mut r.rec, Duration::from_millis(10));
+        drain_extra(&mut rcq, &mut r.rec, Duration::from_millis(10));
+        all.absorb(r.rec, base);
+        cqs.extend([(scq, 2 * 4), (rcq, 2 * 4)]);
+    }
+    Ok(outcome(cqs, all, expected))
 }
 
 /// 600 round trips through a 16-entry CQ: the ring wraps dozens of times.

@@ -15,7 +15,7 @@ pub use qp::{Qp, QpInit, Srq};
 use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};
 use crate::error::Error;
-use crate::model_device::{DeviceError, ModelDevice, ModelVendor};
+use crate::model_device::{DeviceError, Mlx5CqAttrs, ModelDevice, ModelVendor};
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
 #[cfg(dvcq_rdma_core)]
@@ -134,14 +134,32 @@ impl Context {
     }
 
     pub(crate) fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
-        if opts.has_mlx5_format() {
-            let why = opts.format_error().unwrap_or_else(|| {
-                "a model device makes 64-byte CQEs without compression through Context::create_cq (the mlx5 \
-                 model's ModelConfig sets the rest)"
-                    .into()
-            });
-            return Err(Error::Unsupported { device: self.name.clone(), what: "cq format", why });
-        }
+        let mlx5 = if opts.has_mlx5_format() {
+            let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "cq format", why };
+            if let Some(why) = opts.format_error() {
+                return Err(unsupported(why));
+            }
+            if m.vendor() != ModelVendor::Mlx5 {
+                return Err(unsupported(format!(
+                    "CQE size, compression, padding and overrun-ignore are mlx5 creation attributes; {} is an E810",
+                    self.name
+                )));
+            }
+            if opts.ignore_overrun {
+                return Err(unsupported("model-mlx5 does not model overrun-ignore CQs on the device".into()));
+            }
+            Some(Mlx5CqAttrs {
+                cqe_size: u32::from(opts.cqe_size),
+                comp_res_format: opts.compression.map_or(0, |f| f.dv_res_format()),
+                pad: opts.cqe_pad,
+            })
+        } else {
+            None
+        };
+        self.model_cq(m, opts, mlx5)
+    }
+
+    fn model_cq(&self, m: &ModelDevice, opts: CqOptions, mlx5: Option<Mlx5CqAttrs>) -> Result<Cq, Error> {
         let max = m.attrs().max_cqe;
         if opts.depth == 0 || opts.depth > max {
             return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
@@ -159,7 +177,11 @@ impl Context {
                 what: "a model has no rdma-core poll: its CQs are always polled by its vendor's dvcq poller".into(),
             });
         }
-        let cq = m.create_cq(opts.depth).map_err(|e| model_error(&self.name, e))?;
+        let cq = match mlx5 {
+            Some(a) => m.create_cq_mlx5(opts.depth, a),
+            None => m.create_cq(opts.depth),
+        }
+        .map_err(|e| model_error(&self.name, e))?;
         let depth = cq.cqe();
         let why = match m.vendor() {
             ModelVendor::Mlx5 => "dvcq's mlx5 poller on the model's ConnectX CQ ring",
@@ -222,6 +244,21 @@ impl Context {
         let origin = crate::backend::Origin::Dvcq { created };
         let (poller, backend) = crate::backend::choose_for(&self.name, ctx, cq, opts.backend, origin)?;
         Ok(Cq::new(poller, backend, self.name.clone(), depth))
+    }
+
+    /// What rdma-core itself answers to `ibv_create_cq(depth, comp_vector)`, without the
+    /// argument checks [`Context::create_cq`] makes first (the CQ, if made, is destroyed at
+    /// once): how `dvcq validate` sees the device's own refusals. `None` on a model.
+    pub(crate) fn verbs_create_cq_unchecked(&self, depth: u32, comp_vector: u32) -> Option<Result<(), String>> {
+        #[cfg(not(dvcq_rdma_core))]
+        let _ = (depth, comp_vector);
+        match &self.inner {
+            Inner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => {
+                Some(sys::cq::VerbsCq::create(ctx, depth, comp_vector, None).map(drop).map_err(|e| e.to_string()))
+            }
+        }
     }
 
     /// Allocates a protection domain.

@@ -7,16 +7,95 @@ use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
 use dvcq_e810_dv::IrdmaCq;
 use dvcq_mlx5_dv::model::build::Entry;
 use dvcq_mlx5_dv::model::Mlx5Model;
-use dvcq_mlx5_dv::{CqStats, Mlx5Cq64};
+use dvcq_mlx5_dv::{CqStats, Mlx5Cq128, Mlx5Cq64, Registry};
 use dvcq_provider::{Completion, StatusCounts};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// An mlx5 CQ's attributes beyond its depth (`struct mlx5dv_cq_init_attr`, what
+/// `mlx5dv_create_cq` takes): the CQE size, CQE compression and padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mlx5CqAttrs {
+    /// `cqe_size`: 64 or 128 bytes (`MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE`).
+    pub cqe_size: u32,
+    /// `cqe_comp_res_format`: the `MLX5DV_CQE_RES_FORMAT_*` bit of the responder mini-CQE
+    /// format (HASH 1, CSUM 2, CSUM_STRIDX 4); 0 for a CQ without CQE compression.
+    pub comp_res_format: u8,
+    /// `MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD`: 128-byte CQEs padded to the cache line.
+    pub pad: bool,
+}
+
+impl Default for Mlx5CqAttrs {
+    /// What `ibv_create_cq` makes: 64-byte CQEs, no compression, no padding.
+    fn default() -> Self {
+        Mlx5CqAttrs { cqe_size: 64, comp_res_format: 0, pad: false }
+    }
+}
+
+/// The mlx5 poller of a model CQ, by CQE size.
+#[derive(Debug)]
+pub(crate) enum Mlx5Poller {
+    C64(Box<Mlx5Cq64>),
+    C128(Box<Mlx5Cq128>),
+}
+
+impl Mlx5Poller {
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        match self {
+            Mlx5Poller::C64(p) => p.registry_mut(),
+            Mlx5Poller::C128(p) => p.registry_mut(),
+        }
+    }
+
+    fn poll(&mut self, out: &mut [Completion]) -> usize {
+        match self {
+            Mlx5Poller::C64(p) => p.poll(out),
+            Mlx5Poller::C128(p) => p.poll(out),
+        }
+    }
+
+    fn arm(&mut self, solicited: bool) -> Result<dvcq_mlx5_dv::ArmRing, dvcq_mlx5_dv::Mlx5Error> {
+        match self {
+            Mlx5Poller::C64(p) => p.arm(solicited),
+            Mlx5Poller::C128(p) => p.arm(solicited),
+        }
+    }
+
+    fn event_received(&mut self) {
+        match self {
+            Mlx5Poller::C64(p) => p.event_received(),
+            Mlx5Poller::C128(p) => p.event_received(),
+        }
+    }
+
+    fn ci(&self) -> u32 {
+        match self {
+            Mlx5Poller::C64(p) => p.ci(),
+            Mlx5Poller::C128(p) => p.ci(),
+        }
+    }
+
+    fn stats(&self) -> CqStats {
+        match self {
+            Mlx5Poller::C64(p) => p.stats(),
+            Mlx5Poller::C128(p) => p.stats(),
+        }
+    }
+
+    /// The ring as a ring image whose decoding starts `back` CQEs before the consumer.
+    fn image(&self, back: u32) -> String {
+        match self {
+            Mlx5Poller::C64(p) => p.ring_image(p.ci().wrapping_sub(back)).to_text(),
+            Mlx5Poller::C128(p) => p.ring_image(p.ci().wrapping_sub(back)).to_text(),
+        }
+    }
+}
+
 /// The ring and the poller of one CQ, per vendor.
 #[derive(Debug)]
 pub(crate) enum CqHw {
-    /// A ConnectX CQ of 64-byte CQEs (rdma-core's default size).
-    Mlx5 { model: Mlx5Model, poller: Box<Mlx5Cq64> },
+    /// A ConnectX CQ (64-byte CQEs unless made with [`Mlx5CqAttrs`]).
+    Mlx5 { model: Mlx5Model, poller: Mlx5Poller },
     /// An E810 CQ of 32-byte slots.
     Irdma { model: IrdmaModel, poller: Box<IrdmaCq> },
 }
@@ -66,6 +145,21 @@ impl CqState {
             high_water: 0,
             srq_tags: VecDeque::new(),
             events: CqEvents::default(),
+        }
+    }
+
+    /// The ring as a ring image whose decoding replays the CQEs already polled that are
+    /// still in the ring, then the ones waiting; or why there is none.
+    pub(crate) fn ring_image(&self) -> Result<String, String> {
+        match &self.hw {
+            CqHw::Mlx5 { model, poller } => {
+                let waiting = self.slots.saturating_sub(self.consumed);
+                let room = u64::from(model.config().entries).saturating_sub(waiting);
+                Ok(poller.image(room.min(self.consumed) as u32))
+            }
+            CqHw::Irdma { .. } => Err("the irdma ring-image format names QPs by their line in the image, and the \
+                                       model's CQEs carry QP context addresses: irdma model rings are not written yet"
+                .into()),
         }
     }
 
@@ -184,6 +278,16 @@ impl CqState {
         // CQEs only accumulate between poll calls, so the count waiting at each call is how
         // full the ring got since the one before.
         self.high_water = self.high_water.max(self.slots.saturating_sub(self.consumed));
+        // Model choice: a compression session the device holds open is written when the
+        // consumer polls (back-pressure ends there), so a poll never waits on one.
+        let unflushed = match &mut self.hw {
+            CqHw::Mlx5 { model, .. } if model.config().compression.is_some() => model.flush().err(),
+            _ => None,
+        };
+        if let Some(e) = unflushed {
+            // No room for the session: the CQ overran.
+            self.refused(e.into());
+        }
         let (n, cqes) = match &mut self.hw {
             CqHw::Mlx5 { poller, .. } => {
                 let before = poller.ci();
@@ -268,6 +372,16 @@ impl ModelCq {
     /// no more CQEs to it), if one happened.
     pub fn overrun(&self) -> Option<DeviceError> {
         self.shared.lock().cqs[self.id].overrun
+    }
+
+    /// The ring as a ring image (shared format with `dvcq ring decode`): decoding it replays
+    /// the CQEs already polled that are still in the ring, then those waiting.
+    ///
+    /// # Errors
+    ///
+    /// Why this CQ's ring cannot be written as an image (irdma model rings, for now).
+    pub fn ring_image(&self) -> Result<String, String> {
+        self.shared.lock().cqs[self.id].ring_image()
     }
 
     /// The CQ's counters.

@@ -1,7 +1,7 @@
 //! The device's state: every region, CQ, QP and SRQ it holds, how each is created as
 //! the vendor's provider creates it, and the poll that hands CQEs to the vendor's poller.
 
-use super::cq::{CqHw, CqState};
+use super::cq::{CqHw, CqState, Mlx5CqAttrs, Mlx5Poller};
 use super::irdma as ird;
 use super::memory::MrTable;
 use super::mlx5 as mx;
@@ -91,7 +91,7 @@ impl Fabric {
         DeviceError::TooLarge { what, value: value.into(), max: max.into(), device: self.vendor.device_name() }
     }
 
-    pub(crate) fn create_cq(&mut self, cqe: u32) -> Result<usize, DeviceError> {
+    pub(crate) fn create_cq(&mut self, cqe: u32, mlx5: Option<Mlx5CqAttrs>) -> Result<usize, DeviceError> {
         if cqe == 0 || cqe > self.attrs.max_cqe {
             return Err(DeviceError::TooLarge {
                 what: "cqe",
@@ -103,15 +103,25 @@ impl Fabric {
         let n = self.cqs.len() as u32;
         let state = match self.vendor {
             ModelVendor::Mlx5 => {
+                let attrs = mlx5.unwrap_or_default();
+                let compression = mx::check_cq_attrs(&attrs)?;
                 // mlx5_create_cq: ncqe = align_queue_size(cqe + 1); ibv_cq.cqe = ncqe - 1.
                 let entries = (cqe + 1).next_power_of_two();
                 let mut mc = Mlx5Config::new(entries);
                 mc.cqn = MLX5_FIRST_CQN + n;
+                mc.cqe_size = attrs.cqe_size;
+                mc.compression = compression;
                 let model = Mlx5Model::new(mc)?;
-                let poller = Box::new(model.poller::<64>(Registry::new(), CqConfig::default())?);
+                let poller = match attrs.cqe_size {
+                    128 => Mlx5Poller::C128(Box::new(model.poller::<128>(Registry::new(), CqConfig::default())?)),
+                    _ => Mlx5Poller::C64(Box::new(model.poller::<64>(Registry::new(), CqConfig::default())?)),
+                };
                 CqState::new(CqHw::Mlx5 { model, poller }, entries - 1)
             }
             ModelVendor::Irdma => {
+                if mlx5.is_some() {
+                    return Err(DeviceError::Unsupported { what: "mlx5 CQ attributes", device: "model-e810" });
+                }
                 let entries = ring_slots(cqe, HwRev::Gen2, 32, Rounding::Even).ok_or(DeviceError::BadSize {
                     what: "cqe",
                     value: cqe.into(),

@@ -2,9 +2,12 @@
 //! (`providers/mlx5/verbs.c` `mlx5_calc_sq_size`, `mlx5_calc_rq_size`; `qp.c`
 //! `_mlx5_post_send`), and the CQEs a ConnectX writes for executed work.
 
+use super::cq::Mlx5CqAttrs;
 use super::DeviceError;
 use crate::verbs::{MrSlice, QpCaps, QpType, SendOp};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
+use dvcq_mlx5_dv::model::compress::{Compression, Policy};
+use dvcq_mlx5_dv::{CompLayout, MiniFormat};
 use dvcq_provider::WcStatus;
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 
@@ -184,6 +187,42 @@ const fn vendor_syndrome(s: WcStatus) -> u8 {
     }
 }
 
+/// The compression an mlx5 CQ of `attrs` gets, after the checks `mlx5dv_create_cq` and the
+/// kernel make (rdma-core `providers/mlx5/verbs.c` `create_cq`, `get_cqe_size`; kernel
+/// `mlx5_ib` `mini_cqe_res_format_to_hw`): a CQE size of 64 or 128, padding only with
+/// 128-byte CQEs, one responder mini-CQE format (HASH, CSUM or CSUM_STRIDX), each refused
+/// with `EINVAL` otherwise. The device compresses in the basic layout (what the kernel sets
+/// for a `mlx5dv_create_cq` CQ) whenever completions allow it (constant back-pressure).
+pub(crate) fn check_cq_attrs(attrs: &Mlx5CqAttrs) -> Result<Option<Compression>, DeviceError> {
+    if attrs.cqe_size != 64 && attrs.cqe_size != 128 {
+        return Err(DeviceError::BadSize {
+            what: "cqe_size",
+            value: attrs.cqe_size.into(),
+            why: "mlx5 CQEs are 64 or 128 bytes (EINVAL)",
+        });
+    }
+    if attrs.pad && attrs.cqe_size != 128 {
+        return Err(DeviceError::BadSize {
+            what: "cqe_size",
+            value: attrs.cqe_size.into(),
+            why: "CQE padding needs 128-byte CQEs (EINVAL)",
+        });
+    }
+    if attrs.comp_res_format == 0 {
+        return Ok(None);
+    }
+    match MiniFormat::from_dv_res_format(attrs.comp_res_format) {
+        Some(format @ (MiniFormat::Hash | MiniFormat::Csum | MiniFormat::CsumStridx)) => {
+            Ok(Some(Compression { layout: CompLayout::Basic, format, policy: Policy::Always }))
+        }
+        _ => Err(DeviceError::BadSize {
+            what: "cqe_comp_res_format",
+            value: attrs.comp_res_format.into(),
+            why: "one responder format: HASH (1), CSUM (2) or CSUM_STRIDX (4) (EINVAL)",
+        }),
+    }
+}
+
 /// A signaled send's CQE. `byte_cnt` is the bytes read for READ (what rdma-core reports);
 /// 0 for the rest, whose `byte_len` verbs leave undefined.
 pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
@@ -274,6 +313,25 @@ mod tests {
         );
         assert_eq!(srq_layout(16, 1), (32, 1));
         assert_eq!(srq_layout(1, 3), (2, 3));
+    }
+
+    /// mlx5dv_create_cq's attributes as rdma-core and the kernel take them: 64 or 128-byte
+    /// CQEs, padding with 128 only, one responder format; anything else is EINVAL.
+    #[test]
+    fn cq_attributes_are_checked_as_mlx5_checks_them() {
+        let a = |cqe_size, comp_res_format, pad| Mlx5CqAttrs { cqe_size, comp_res_format, pad };
+        assert_eq!(check_cq_attrs(&a(64, 0, false)), Ok(None));
+        assert_eq!(check_cq_attrs(&a(128, 0, true)), Ok(None));
+        for (bit, format) in [(1, MiniFormat::Hash), (2, MiniFormat::Csum), (4, MiniFormat::CsumStridx)] {
+            let c = check_cq_attrs(&a(64, bit, false)).unwrap().unwrap();
+            assert_eq!((c.format, c.layout, c.policy), (format, CompLayout::Basic, Policy::Always));
+        }
+        for bad in
+            [a(100, 0, false), a(32, 0, false), a(256, 0, false), a(64, 0, true), a(64, 3, false), a(64, 8, false)]
+        {
+            let e = check_cq_attrs(&bad).unwrap_err();
+            assert!(e.to_string().contains("(EINVAL)"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

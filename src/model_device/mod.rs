@@ -77,7 +77,7 @@ mod mlx5;
 mod post;
 mod qp;
 
-pub use cq::{ModelCq, ModelCqStats};
+pub use cq::{Mlx5CqAttrs, ModelCq, ModelCqStats};
 pub use event::{
     ArmState, ArmStats, ChannelEvent, ChannelEventKind, ModelChannel, Moderation, MAX_MODERATION_PERIOD_US,
 };
@@ -402,7 +402,25 @@ impl ModelDevice {
     /// [`DeviceError::TooLarge`] for 0 or more than [`DeviceAttrs::max_cqe`]; the vendor
     /// model's and poller's own errors.
     pub fn create_cq(&self, cqe: u32) -> Result<ModelCq, DeviceError> {
-        let id = self.shared.lock().create_cq(cqe)?;
+        let id = self.shared.lock().create_cq(cqe, None)?;
+        Ok(ModelCq::new(self.shared.clone(), id))
+    }
+
+    /// Creates a CQ as [`ModelDevice::create_cq`] does, with mlx5 attributes
+    /// (`mlx5dv_create_cq`): 128-byte CQEs, padding, CQE compression. The device writes
+    /// compressed sessions in the basic layout whenever consecutive completions allow it
+    /// (as under constant PCIe back-pressure), and writes a session out when the CQ is
+    /// polled. It writes no inline data into a CQE's first half, so a padded CQ looks like
+    /// a 128-byte-CQE one.
+    ///
+    /// # Errors
+    ///
+    /// As [`ModelDevice::create_cq`]; [`DeviceError::BadSize`] for the attributes rdma-core
+    /// or the kernel refuse (`EINVAL`): a CQE size other than 64 or 128, padding without
+    /// 128-byte CQEs, a compression format that is not exactly one of HASH, CSUM,
+    /// CSUM_STRIDX; [`DeviceError::Unsupported`] on `model-e810`.
+    pub fn create_cq_mlx5(&self, cqe: u32, attrs: Mlx5CqAttrs) -> Result<ModelCq, DeviceError> {
+        let id = self.shared.lock().create_cq(cqe, Some(attrs))?;
         Ok(ModelCq::new(self.shared.clone(), id))
     }
 

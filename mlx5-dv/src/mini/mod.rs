@@ -129,6 +129,17 @@ impl MiniFormat {
             _ => None,
         }
     }
+
+    /// The `cqe_comp_res_format` bit of this format ([`MiniFormat::from_dv_res_format`]'s
+    /// inverse); 0 for the formats `mlx5dv_create_cq` does not take (DevX only).
+    pub const fn dv_res_format(self) -> u8 {
+        match self {
+            Self::Hash => 0x1,
+            Self::Csum => 0x2,
+            Self::CsumStridx => 0x4,
+            _ => 0,
+        }
+    }
 }
 
 /// CQE compression settings of a CQ: part of its creation attributes, so the poller is
@@ -404,6 +415,10 @@ mod tests {
         // The one-hot MLX5DV_CQE_RES_FORMAT_* bits, and nothing else.
         let dv: Vec<_> = (0..=255).filter_map(|b| MiniFormat::from_dv_res_format(b).map(|f| (b, f))).collect();
         assert_eq!(dv, [(1, MiniFormat::Hash), (2, MiniFormat::Csum), (4, MiniFormat::CsumStridx)]);
+        for f in MiniFormat::ALL {
+            let bit = f.dv_res_format();
+            assert_eq!(MiniFormat::from_dv_res_format(bit), (bit != 0).then_some(f), "{f:?}: the bit names it back");
+        }
         assert_eq!(CompressionConfig::from_dv_attr(0, 1), None);
         assert_eq!(
             CompressionConfig::from_dv_attr(CompressionConfig::DV_MASK_COMPRESSED_CQE, 4),
