@@ -9,8 +9,8 @@ pub struct StatusCounts([u64; WcStatus::ALL.len()]);
 
 impl StatusCounts {
     /// Completions counted with `status`.
-    pub const fn get(&self, status: WcStatus) -> u64 {
-        self.0[status as usize]
+    pub fn get(&self, status: WcStatus) -> u64 {
+        self.0.get(status as usize).copied().unwrap_or(0)
     }
 
     /// Counts one completion with `status`.
@@ -22,8 +22,11 @@ impl StatusCounts {
     /// Counts `n` completions with `status`.
     #[inline]
     pub fn add_n(&mut self, status: WcStatus, n: u64) {
-        let c = &mut self.0[status as usize];
-        *c = c.saturating_add(n);
+        // Every status indexes the array (one counter per value); `get_mut` keeps the poll
+        // path free of a panic branch all the same.
+        if let Some(c) = self.0.get_mut(status as usize) {
+            *c = c.saturating_add(n);
+        }
     }
 
     /// Adds every counter of `other`.
