@@ -76,13 +76,13 @@ fn unknown_devices_are_one_clear_line() {
     let o = dvcq(&["stat", "-d", "mlx5_9", "-n", "0", "--sysfs", fake.path().to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("dvcq: stat: no RDMA device \"mlx5_9\" under "), "{err}");
+    assert!(err.starts_with("dvcq stat: no RDMA device \"mlx5_9\" under "), "{err}");
     assert!(err.trim_end().ends_with("(devices there: mlx5_0, rxe0)"), "{err}");
     // With a workload the device must be opened: the error names the devices that exist.
     let o = dvcq(&["stat", "-d", "mlx5_9"], None);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("dvcq: stat: ") && err.contains("mlx5_9") && err.contains("model-mlx5"), "{err}");
+    assert!(err.starts_with("dvcq stat: ") && err.contains("mlx5_9") && err.contains("model-mlx5"), "{err}");
 }
 
 /// On a model: the model's counters move by what the workload did, and the CQ's statistics

@@ -414,11 +414,26 @@ mod tests {
         assert!(CqOptions::new(8).ignoring_overrun().has_mlx5_format());
     }
 
+    /// model-mlx5 makes the CQs `mlx5dv_create_cq` makes (128-byte, padded, compressed) from
+    /// the same options, and refuses what it does not model; model-e810 has no mlx5
+    /// attributes at all.
     #[test]
-    fn a_model_refuses_mlx5_creation_attributes() {
+    fn models_take_the_mlx5_creation_attributes_they_model() {
         let ctx = crate::Context::open("model-mlx5").unwrap();
-        let e = ctx.create_cq(CqOptions::new(8).cqe_size(128)).unwrap_err();
+        for o in [
+            CqOptions::new(8).cqe_size(128),
+            CqOptions::new(8).cqe_size(128).padded(),
+            CqOptions::new(8).compressed(MiniFormat::Csum),
+        ] {
+            assert!(ctx.create_cq(o).is_ok(), "{o:?}");
+        }
+        let e = ctx.create_cq(CqOptions::new(8).ignoring_overrun()).unwrap_err();
         assert!(matches!(e, Error::Unsupported { what: "cq format", .. }), "{e}");
-        assert!(ctx.create_cq(CqOptions::new(8)).is_ok());
+        let e = ctx.create_cq(CqOptions::new(8).cqe_size(32)).unwrap_err();
+        assert!(e.to_string().contains("64 or 128"), "{e}");
+        let e810 = crate::Context::open("model-e810").unwrap();
+        let e = e810.create_cq(CqOptions::new(8).cqe_size(128)).unwrap_err();
+        assert!(e.to_string().contains("mlx5 creation attributes"), "{e}");
+        assert!(e810.create_cq(CqOptions::new(8)).is_ok());
     }
 }
