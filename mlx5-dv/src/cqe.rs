@@ -625,12 +625,18 @@ pub(crate) fn parse_slow<R: Resources>(
     out: &mut Completion,
 ) -> Parsed {
     let format = cqe.format();
-    if !format_fits(format, cqe_size as usize) {
+    let opcode = cqe.opcode();
+    // rdma-core's `mlx5_parse_cqe` looks at the format bits only for successful requester
+    // and responder CQEs (to copy inline data); an error CQE is translated whatever they
+    // hold, and so it is here.
+    let error = opcode == cqe_opcode::REQ_ERR || opcode == cqe_opcode::RESP_ERR;
+    if !error && !format_fits(format, cqe_size as usize) {
         // Compression not enabled on this CQ, or inline-64 data that a 64-byte CQE has no
-        // room for: rdma-core would read before the CQE; we refuse.
+        // room for: rdma-core would read before the CQE (or, for format 3, take it for
+        // inline-32 data); we refuse.
         return fault(res, out, FaultKind::BadFormat, pos, cqe.op_own as u32);
     }
-    match cqe.opcode() {
+    match opcode {
         cqe_opcode::REQ | cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if format != cqe_format::NO_INLINE => {
             parse_inline(res, &cqe, first_half, v1, pos, out)
         }

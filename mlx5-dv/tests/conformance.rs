@@ -547,6 +547,42 @@ fn cqe_128_completions_match_64() {
     assert_eq!(a[5].fault().map(|f| f.kind), Some(FaultKind::UnknownQp));
 }
 
+/// rdma-core's `mlx5_parse_cqe` reads the format bits of a successful CQE only (to copy
+/// inline data): a requester or responder error CQE whose format bits say inline-32,
+/// inline-64 (which a 64-byte CQE has no room for) or compressed (on a CQ without
+/// compression) is translated as any error CQE, on either CQE size.
+#[test]
+fn error_cqes_ignore_their_format_bits() {
+    fn run<const S: usize>() {
+        for format in 1..=3u8 {
+            let mut reg = registry();
+            let qp = reg.qp_mut(QPN).unwrap();
+            let send = qp.sq.post(0x51, 1);
+            let recv = qp.rq.post(0x52);
+            let (mut m, mut cq) = setup::<S>(16, reg, CqConfig::default());
+            let spec = |requester, wqe_counter| ErrSpec {
+                requester,
+                qpn: QPN,
+                wqe_counter,
+                syndrome: syndrome::REMOTE_ACCESS_ERR,
+                vendor_err_synd: 0x88,
+                ..ErrSpec::default()
+            };
+            for (requester, ctr) in [(true, send), (false, recv)] {
+                let mut e = build::err(spec(requester, ctr));
+                e.cqe.op_own |= format << 2;
+                m.push(&e).unwrap();
+            }
+            let got = poll_all(&mut cq);
+            let seen: Vec<_> = got.iter().map(|c| (c.fault(), c.status, c.vendor_err, c.wr_id, c.qp_num)).collect();
+            let want = |wr_id| (None, WcStatus::RemAccessErr, 0x88, wr_id, QPN);
+            assert_eq!(seen, [want(0x51), want(0x52)], "{S}-byte CQEs, format {format}");
+        }
+    }
+    run::<64>();
+    run::<128>();
+}
+
 #[test]
 fn garbage_cqes_become_fault_items_and_good_neighbours_survive() {
     let mut reg = registry();
@@ -591,13 +627,15 @@ fn garbage_cqes_become_fault_items_and_good_neighbours_survive() {
 /// How many items a poll of a 64-byte CQE CQ without compression makes of a CQE with
 /// ownership byte `op_own`, or `None` where the poll stops there. An INVALID-opcode CQE is
 /// not software-owned. A format this CQ cannot hold (inline-64 on 64-byte CQEs, compressed
-/// without compression) is a fault item whatever the opcode. Otherwise a RESIZE is
-/// consumed and stops the poll (until `switch_ring`), SIG_ERR produces nothing, and every
-/// other CQE, garbage included, yields exactly one item.
+/// without compression) is a fault item whatever the opcode but an error's (whose format
+/// bits rdma-core ignores). Otherwise a RESIZE is consumed and stops the poll (until
+/// `switch_ring`), SIG_ERR produces nothing, and every other CQE, garbage included, yields
+/// exactly one item.
 fn items_of(op_own: u8) -> Option<usize> {
     let (opcode, format) = (op_own >> 4, (op_own >> 2) & 3);
     match opcode {
         cqe_opcode::INVALID => None,
+        cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => Some(1),
         _ if format >= 2 => Some(1),
         cqe_opcode::RESIZE_CQ => None,
         cqe_opcode::SIG_ERR => Some(0),
