@@ -75,7 +75,7 @@ pub fn mlx5(
     let mut reg = Registry::new();
     reg.add_qp(QpConfig::rc(QP_A, 64, 64)).map_err(|e| e.to_string())?;
     let mut ud = QpConfig::rc(QP_B, 64, 64);
-    ud.ud = true;
+    ud.qp_type = dvcq_mlx5_dv::QpType::Ud;
     reg.add_qp(ud).map_err(|e| e.to_string())?;
     let image_reg = reg.clone();
     let v = CqeVersion::V0;

@@ -203,7 +203,7 @@ impl Mlx5Image {
                 rq_wqe_cnt: q.rq_wqe_cnt,
                 srqn,
                 rx_csum: false,
-                ud: q.ud,
+                qp_type: if q.ud { crate::registry::QpType::Ud } else { crate::registry::QpType::Rc },
                 uidx: q.uidx,
             };
             r.add_qp(cfg).map_err(at)?;
@@ -266,7 +266,7 @@ impl Mlx5Image {
                     sq_wqe_cnt: c.sq_wqe_cnt,
                     rq_wqe_cnt: c.rq_wqe_cnt,
                     srq: c.srqn.map(Some),
-                    ud: c.ud,
+                    ud: c.qp_type == crate::registry::QpType::Ud,
                     // Written where it is not the line's order, which readers assume.
                     uidx: (q.uidx() != i as u32).then_some(q.uidx()),
                 }

@@ -33,6 +33,6 @@ pub use cq::{CiUpdate, CqConfig, CqStats, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, Mlx5Error
 pub use cqe::CqeVersion;
 pub use doorbell::{ArmDoorbell, ArmRing};
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
-pub use registry::{AdoptError, ForeignWq, QpConfig, Registry, RegistryError, ResourceKind};
+pub use registry::{AdoptError, ForeignWq, QpConfig, QpType, Registry, RegistryError, ResourceKind};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};

@@ -302,6 +302,84 @@ impl Srq {
     }
 }
 
+/// A QP's transport type, `ibv_qp.qp_type` (`enum ibv_qp_type`), as rdma-core's mlx5
+/// provider tells them apart on the poll path.
+///
+/// rdma-core's poll distinguishes exactly one of them: a READ or atomic response that came
+/// inline in a requester CQE is copied into the send WQE's scatter list only for an RC QP;
+/// for any other type `mlx5_copy_to_send_wqe` refuses and the completion's status is
+/// `IBV_WC_GENERAL_ERR` ("scatter to CQE is supported only for RC QPs"). UD needs no rule
+/// of its own (rdma-core fills the UD fields of every responder CQE), and the raw Ethernet
+/// extras follow [`QpConfig::rx_csum`], rdma-core's `MLX5_RX_CSUM_VALID`, not the type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected, `IBV_QPT_RC`.
+    #[default]
+    Rc,
+    /// Unreliable connected, `IBV_QPT_UC`.
+    Uc,
+    /// Unreliable datagram, `IBV_QPT_UD`.
+    Ud,
+    /// Raw Ethernet, `IBV_QPT_RAW_PACKET`.
+    RawPacket,
+    /// XRC initiator, `IBV_QPT_XRC_SEND`.
+    XrcSend,
+    /// XRC target, `IBV_QPT_XRC_RECV`.
+    XrcRecv,
+    /// A provider-defined QP, `IBV_QPT_DRIVER` (mlx5's DC initiators and targets).
+    Driver,
+}
+
+impl QpType {
+    /// The type of `ibv_qp.qp_type` value `qp_type` (libibverbs' `enum ibv_qp_type`);
+    /// `None` for a value libibverbs does not define.
+    pub const fn from_ibv(qp_type: u32) -> Option<QpType> {
+        Some(match qp_type {
+            2 => QpType::Rc,
+            3 => QpType::Uc,
+            4 => QpType::Ud,
+            8 => QpType::RawPacket,
+            9 => QpType::XrcSend,
+            10 => QpType::XrcRecv,
+            0xff => QpType::Driver,
+            _ => return None,
+        })
+    }
+
+    /// The `enum ibv_qp_type` value.
+    pub const fn ibv(self) -> u32 {
+        match self {
+            QpType::Rc => 2,
+            QpType::Uc => 3,
+            QpType::Ud => 4,
+            QpType::RawPacket => 8,
+            QpType::XrcSend => 9,
+            QpType::XrcRecv => 10,
+            QpType::Driver => 0xff,
+        }
+    }
+
+    /// The lower-case word ring images write for it (`qp_type=<word>`).
+    pub const fn word(self) -> &'static str {
+        match self {
+            QpType::Rc => "rc",
+            QpType::Uc => "uc",
+            QpType::Ud => "ud",
+            QpType::RawPacket => "raw_packet",
+            QpType::XrcSend => "xrc_send",
+            QpType::XrcRecv => "xrc_recv",
+            QpType::Driver => "driver",
+        }
+    }
+
+    /// The type a ring image word names.
+    pub fn from_word(w: &str) -> Option<QpType> {
+        [QpType::Rc, QpType::Uc, QpType::Ud, QpType::RawPacket, QpType::XrcSend, QpType::XrcRecv, QpType::Driver]
+            .into_iter()
+            .find(|t| t.word() == w)
+    }
+}
+
 /// How a QP is set up, as far as the CQ poller cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpConfig {
@@ -319,9 +397,9 @@ pub struct QpConfig {
     /// Ethernet extras (L4 checksum, header flags and types, RSS hash). Those CQE bytes are
     /// reserved for IB/RoCE transport QPs, so other QPs leave the extras unwritten.
     pub rx_csum: bool,
-    /// The QP is UD (informational: UD fields are filled for every responder CQE, as
-    /// rdma-core does).
-    pub ud: bool,
+    /// The QP's transport type ([`QpType`]): only an RC QP copies READ and atomic
+    /// responses that came inline in its CQEs.
+    pub qp_type: QpType,
     /// The QP's user index, which CQEs carry in `srqn_uidx` on CQs of CQE version 1
     /// (24 bits). rdma-core gives each QP, XRC SRQ and receive WQ of a device context the
     /// first free index of the context's table (`mlx5_store_uidx`), so a CQ's QPs seldom
@@ -334,7 +412,7 @@ pub struct QpConfig {
 impl QpConfig {
     /// An RC QP with the given queue sizes.
     pub fn rc(qpn: u32, sq_wqe_cnt: u32, rq_wqe_cnt: u32) -> Self {
-        Self { qpn, sq_wqe_cnt, rq_wqe_cnt, srqn: None, rx_csum: false, ud: false, uidx: None }
+        Self { qpn, sq_wqe_cnt, rq_wqe_cnt, srqn: None, rx_csum: false, qp_type: QpType::Rc, uidx: None }
     }
 }
 
@@ -944,9 +1022,9 @@ impl Registry {
         else {
             return Ok(false);
         };
-        // rdma-core scatters only for RC QPs; of the other kinds a registry knows UD and raw
-        // Ethernet (RX checksum) QPs.
-        let rc = !qp.cfg.ud && !qp.cfg.rx_csum;
+        // rdma-core scatters only for RC QPs (`mlx5_copy_to_send_wqe` tests `IBV_QPT_RC`):
+        // UC, UD, raw Ethernet, XRC and DC QPs get IBV_WC_GENERAL_ERR.
+        let rc = qp.cfg.qp_type == QpType::Rc;
         w.scatter(qp.sq.wqe_cnt(), rc, wqe_counter, data, self.scatter_to(write)).map(|()| true)
     }
 

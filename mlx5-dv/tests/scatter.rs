@@ -7,7 +7,7 @@
 use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::wqe::{self, DataSeg};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
-use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, Registry, RegistryError};
+use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, QpType, Registry, RegistryError};
 use dvcq_provider::testing::drain;
 use dvcq_provider::{Completion, DmaBuffer, FaultKind, MemoryRegion, WcFlags, WcOpcode, WcStatus, WqBuffer};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
@@ -241,16 +241,37 @@ fn read_and_atomic_responses_go_into_the_send_wqe() {
     assert_eq!(&dst.get(3)[..], &fetched[..]);
     assert_eq!(cq.stats().inline_not_copied, 0);
 
-    // The same READ on a UD QP: not RC.
-    let mut reg = Registry::new();
-    dst.register(&mut reg);
-    reg.add_qp(QpConfig { ud: true, ..QpConfig::rc(QPN, 4, 4) }).unwrap();
-    reg.set_send_wqes(QPN, sq).unwrap();
-    let (mut m, mut cq) = setup::<64>(reg);
-    let at = early(&mut m, &mut cq);
-    m.push(&build::req(QPN, at[0], wqe_opcode::RDMA_READ, 0).inline(&data)).unwrap();
-    let got = drain(&mut cq, 1);
-    assert_eq!((got[0].status, got[0].wr_id), (WcStatus::GeneralErr, 0x3003), "the WQE's own wr_id");
+    // The same READ on a QP of any other type: rdma-core's `mlx5_copy_to_send_wqe` copies
+    // for IBV_QPT_RC only. UC and XRC initiator QPs are not RC either.
+    for qp_type in [QpType::Uc, QpType::Ud, QpType::RawPacket, QpType::XrcSend, QpType::XrcRecv, QpType::Driver] {
+        let before = dst.get(0);
+        let mut reg = Registry::new();
+        dst.register(&mut reg);
+        reg.add_qp(QpConfig { qp_type, ..QpConfig::rc(QPN, 4, 4) }).unwrap();
+        reg.set_send_wqes(QPN, sq.clone()).unwrap();
+        let (mut m, mut cq) = setup::<64>(reg);
+        let at = early(&mut m, &mut cq);
+        m.push(&build::req(QPN, at[0], wqe_opcode::RDMA_READ, 0).inline(&payload(30)[..5])).unwrap();
+        let got = drain(&mut cq, 1);
+        assert_eq!((got[0].status, got[0].wr_id), (WcStatus::GeneralErr, 0x3003), "{qp_type:?}: the WQE's own wr_id");
+        assert_eq!(dst.get(0), before, "{qp_type:?}: nothing copied");
+    }
+}
+
+/// `QpType` numbers are libibverbs' `enum ibv_qp_type`, and its image words read back.
+#[test]
+fn qp_types_are_libibverbs_numbers() {
+    let all = [QpType::Rc, QpType::Uc, QpType::Ud, QpType::RawPacket, QpType::XrcSend, QpType::XrcRecv, QpType::Driver];
+    let numbers: Vec<u32> = all.iter().map(|t| t.ibv()).collect();
+    assert_eq!(numbers, [2, 3, 4, 8, 9, 10, 0xff]);
+    for t in all {
+        assert_eq!(QpType::from_ibv(t.ibv()), Some(t));
+        assert_eq!(QpType::from_word(t.word()), Some(t));
+    }
+    for unknown in [0, 1, 5, 7, 11, 0xfe] {
+        assert_eq!(QpType::from_ibv(unknown), None, "{unknown}");
+    }
+    assert_eq!(QpConfig::rc(1, 1, 1).qp_type, QpType::Rc);
 }
 
 /// A device may consume receive WQEs out of order (rdma-core v55 and later take the CQE's

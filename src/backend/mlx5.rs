@@ -333,6 +333,8 @@ impl Mlx5Backend {
     pub(crate) fn adopt(&mut self, qp: PrivateQp) -> Result<(), String> {
         let (sq_cnt, rq_cnt) = qp.wqe_cnt;
         let qpn = qp.qpn;
+        let qp_type = dvcq_mlx5_dv::QpType::from_ibv(qp.qp_type)
+            .ok_or_else(|| format!("qp {qpn:#x}: qp_type {} is not one libibverbs defines", qp.qp_type))?;
         let srqn = match qp.srq {
             None => None,
             Some(ptr) => match self.srq_adopted(ptr) {
@@ -345,7 +347,7 @@ impl Mlx5Backend {
             sq_wqe_cnt: sq_cnt.max(1),
             rq_wqe_cnt: rq_cnt.max(1),
             srqn,
-            ud: qp.ud,
+            qp_type,
             uidx: self.cqe_v1.then_some(qp.rsn),
             ..QpConfig::rc(qp.qpn, 1, 1)
         };

@@ -201,7 +201,10 @@ impl Fabric {
                 }
                 let cfg = Mlx5QpConfig {
                     srqn,
-                    ud: qp_type == QpType::Ud,
+                    qp_type: match qp_type {
+                        QpType::Rc => dvcq_mlx5_dv::QpType::Rc,
+                        QpType::Ud => dvcq_mlx5_dv::QpType::Ud,
+                    },
                     ..Mlx5QpConfig::rc(qpn, l.sq_wqe_cnt, l.rq_wqe_cnt)
                 };
                 if send_cq != recv_cq {

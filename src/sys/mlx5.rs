@@ -256,8 +256,8 @@ pub(crate) struct PrivateQp {
     pub(crate) qpn: u32,
     /// `rsc.rsn`: the user index on a CQE-version-1 context.
     pub(crate) rsn: u32,
-    /// A UD QP.
-    pub(crate) ud: bool,
+    /// `ibv_qp.qp_type` (`enum ibv_qp_type`).
+    pub(crate) qp_type: u32,
     /// The send queue, when it completes on the CQ being attached and has entries.
     pub(crate) sq: Option<RdmaCoreWq>,
     /// The receive queue, likewise.
@@ -396,7 +396,7 @@ pub(crate) unsafe fn read_qp(
     let (sq_cnt, sq) = queue("sq", l.sq, dv.sq_wqe_cnt, dv.sq_stride, dv.sq_buf, sq_buf, true)?;
     let rq_buf = buf.wrapping_add(u64::from(u32_at(&b, l.rq + w.offset)));
     let (rq_cnt, rq) = queue("rq", l.rq, dv.rq_wqe_cnt, dv.rq_stride, dv.rq_buf, rq_buf, false)?;
-    let ud = u32_at(&b, pub_field(IBV_QP_TYPE)) == ffi::IBV_QPT_UD;
+    let qp_type = u32_at(&b, pub_field(IBV_QP_TYPE));
     if srq != 0 && rq_cnt != 0 {
         return Err(what(format!("it receives from an SRQ but has a receive queue of {rq_cnt} entries")));
     }
@@ -418,7 +418,7 @@ pub(crate) unsafe fn read_qp(
         Some(_) => Some((wqes(dv.rq_buf, rq_cnt as usize * dv.rq_stride as usize)?, dv.rq_stride)),
         None => None,
     };
-    Ok(PrivateQp { qpn, rsn, ud, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes, srq })
+    Ok(PrivateQp { qpn, rsn, qp_type, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes, srq })
 }
 
 /// rdma-core's `struct mlx5_cq` around an attached CQ: where its `arm_sn` is.
