@@ -44,6 +44,15 @@ pub(crate) trait Resources {
     fn srqn_of(&self, slot: u32) -> u32;
     /// The SRQ slot a QP receives from, and whether it has the RX checksum capability.
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool);
+    /// Whether the entry in `slot` has a send queue: a QP, not an XRC SRQ or a receive WQ.
+    fn has_sq(&self, slot: u32) -> bool;
+    /// The slot of the QP a requester CQE names by `key`: `None` for a key nobody
+    /// registered, and for the user index of an XRC SRQ or receive WQ, which has no send
+    /// queue (see [`crate::ResourceKind`]).
+    #[inline(always)]
+    fn sq_qp(&mut self, key: u32, v1: bool) -> Option<u32> {
+        self.qp(key, v1).filter(|&s| self.has_sq(s))
+    }
     /// Requester: (masked index, wr_id, wr_data) and retire up to the WQE.
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8);
     /// Non-SRQ receive: (masked index, wr_id) of the RQ WQE at `wqe_counter`.
@@ -130,6 +139,10 @@ impl Resources for Consume<'_> {
         self.reg.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
     }
     #[inline(always)]
+    fn has_sq(&self, slot: u32) -> bool {
+        self.reg.qp_at_ref(slot).is_some_and(crate::registry::Qp::has_sq)
+    }
+    #[inline(always)]
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8) {
         match self.reg.qp_at(slot) {
             Some(q) => q.sq.complete(wqe_counter),
@@ -202,6 +215,9 @@ impl Resources for Peek<'_> {
     }
     fn qp_attrs(&self, slot: u32) -> (Option<u32>, bool) {
         self.0.qp_at_ref(slot).map_or((None, false), |q| (q.srq_slot(), q.config().rx_csum))
+    }
+    fn has_sq(&self, slot: u32) -> bool {
+        self.0.qp_at_ref(slot).is_some_and(crate::registry::Qp::has_sq)
     }
     fn sq_complete(&mut self, slot: u32, wqe_counter: u16) -> (u32, u64, u8) {
         self.0.qp_at_ref(slot).map_or((0, 0, 0xff), |q| q.sq.peek(wqe_counter))
@@ -305,7 +321,7 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(
     pos: u32,
     out: &mut Completion,
 ) -> Parsed {
-    let Some(slot) = res.qp(key(cqe, v1), v1) else {
+    let Some(slot) = res.sq_qp(key(cqe, v1), v1) else {
         return fault(res, out, FaultKind::UnknownQp, pos, key(cqe, v1));
     };
     let sop = cqe.sop_drop_qpn();
@@ -488,7 +504,7 @@ pub(crate) fn parse_err<R: Resources>(res: &mut R, cqe: &Cqe64, v1: bool, pos: u
     let wqe_counter = e.wqe_counter.get();
     let (idx, wr_id) = if cqe.opcode() == cqe_opcode::REQ_ERR {
         let k = key(cqe, v1);
-        let Some(slot) = res.qp(k, v1) else {
+        let Some(slot) = res.sq_qp(k, v1) else {
             return fault(res, out, FaultKind::UnknownQp, pos, k);
         };
         let (idx, wr_id, _) = res.sq_complete(slot, wqe_counter);
@@ -567,7 +583,7 @@ fn parse_inline<R: Resources>(
     // is garbage the copy must not act on: its data stays in the CQE.
     let counter = cqe.wqe_counter();
     let dest = if requester {
-        res.qp(key(cqe, v1), v1).map(InlineDest::Send)
+        res.sq_qp(key(cqe, v1), v1).map(InlineDest::Send)
     } else {
         match recv_target(res, cqe, v1) {
             Ok((RecvTarget::Rq(slot), _)) => Some(InlineDest::Rq(slot)),

@@ -452,12 +452,17 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
     /// Moves the run to the QP a CQE names by `key` (QPN or user index), as rdma-core
     /// moves `cur_rsc`: the current QP's positions are written back first. A QP that is
     /// not registered, or whose receives take another path (or another SRQ), is
-    /// [`Stop::Miss`]: the poller then ends the run and takes it from there.
+    /// [`Stop::Miss`]: the poller then ends the run and takes it from there. For a
+    /// requester CQE (`REQ`), an XRC SRQ or receive WQ (no send queue) is [`Stop::Other`]:
+    /// the slow path makes it a fault item.
     #[inline(always)]
-    fn switch(&mut self, key: u32) -> Result<(), Stop> {
+    fn switch<const REQ: bool>(&mut self, key: u32) -> Result<(), Stop> {
         let Some((slot, qp)) = joinable::<V1>(self.reg, key, *self.prev_cache, self.qp) else {
             return Err(Stop::Miss(key));
         };
+        if REQ && !qp.has_sq() {
+            return Err(Stop::Other);
+        }
         self.write_back_qp();
         *self.prev_cache = core::mem::replace(self.cache, (key, slot));
         self.qp = qp;
@@ -519,7 +524,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         if c == REQ {
             let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
             if key_word.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                self.switch(key_word.get() & QPN_MASK)?;
+                self.switch::<true>(key_word.get() & QPN_MASK)?;
             }
             let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.sq.table().mask();
             let e = self.qp.sq.table().at(idx);
@@ -536,8 +541,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
             let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
             let (wr_id, idx, qp_num) = if RECV == RECV_SRQ {
                 if V1 {
-                    if srqn_uidx.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                        self.switch(srqn_uidx.get() & QPN_MASK)?;
+                    // Under the mask: an XRC SRQ's key has bits beyond it (`KEY_NO_SQ`).
+                    if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
+                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
                     // Version 0 names the SRQ itself (spec §7.5); any QP attached to the
@@ -553,14 +559,15 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                 (wr_id, ctr as usize, sop.get() & QPN_MASK)
             } else {
                 if V1 {
-                    if srqn_uidx.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                        self.switch(srqn_uidx.get() & QPN_MASK)?;
+                    // Under the mask: a receive WQ's key has bits beyond it (`KEY_NO_SQ`).
+                    if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
+                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
                     // Version 0 names an SRQ here (spec §7.5): the slow path's business.
                     return Err(Stop::Other);
                 } else if sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                    self.switch(sop.get() & QPN_MASK)?;
+                    self.switch::<false>(sop.get() & QPN_MASK)?;
                 }
                 // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
                 // the tail only counts.

@@ -416,6 +416,11 @@ impl QpConfig {
     }
 }
 
+/// Bits outside a CQE's 24-bit user index field, in wire order, that the user index key of
+/// an XRC SRQ or receive WQ carries ([`Qp::key_wire`]): no requester CQE's masked key
+/// equals such a key.
+pub(crate) const KEY_NO_SQ: u32 = !dvcq_uapi::mlx5::cqe::QPN_MASK.to_be();
+
 /// Where a QP's receive completions get their wr_id ([`Qp::recv_kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecvKind {
@@ -439,7 +444,8 @@ pub struct Qp {
     pub rq: RecvQueue,
     srq: Option<u32>,
     /// The QPN and the user index as a CQE holds them (24-bit big-endian fields read as
-    /// one native word), for the poll loop's QP check.
+    /// one native word), for the poll loop's QP check. The user index of an XRC SRQ or a
+    /// receive WQ has bits set outside the 24-bit field ([`Qp::key_wire`]).
     keys_wire: [u32; 2],
     /// See [`Qp::recv_path`].
     recv_path: u32,
@@ -452,8 +458,10 @@ pub struct Qp {
 /// What an entry of the registry's QP table stands for. CQEs of version 1 name a QP, an XRC
 /// SRQ or a receive work queue alike by user index, and the poller treats the last two as
 /// QPs whose receives come from an SRQ or from their own queue; they have no QPN lookup
-/// and an unused one-entry send queue (a requester CQE naming one, which a device does
-/// not write, completes that).
+/// and no send queue. A requester CQE naming one (which a device does not write) is an
+/// [`dvcq_provider::FaultKind::UnknownQp`] item: rdma-core's `get_req_context` would take
+/// the SRQ or WQ it finds by that index for a QP (`rsc_to_mqp` is a plain cast) and read
+/// and write a send queue that is not there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResourceKind {
     /// A QP ([`Registry::add_qp`]).
@@ -491,8 +499,20 @@ impl Qp {
     /// The key a CQE of this QP carries, as a native read of its big-endian field: the
     /// QPN (CQE version 0) or the user index (`v1`).
     #[inline(always)]
+    ///
+    /// A requester CQE's key, masked to 24 bits, is compared with this word as it is: only a
+    /// QP has a send queue, and the user index of an XRC SRQ or a receive WQ carries bits
+    /// outside the field ([`KEY_NO_SQ`]), so that a requester CQE naming one is no match and
+    /// the fast path leaves it to the slow path, which makes it a fault item. A responder
+    /// CQE's key is compared under the mask (`(key ^ word) & mask`). (Version 0 never
+    /// finds those entries: they have no QPN lookup.)
     pub(crate) fn key_wire(&self, v1: bool) -> u32 {
         self.keys_wire[v1 as usize]
+    }
+    /// Whether the entry has a send queue: a QP, not an XRC SRQ or a receive WQ.
+    #[inline(always)]
+    pub(crate) fn has_sq(&self) -> bool {
+        self.kind == ResourceKind::Qp
     }
     /// Where the QP's receives complete, for the poll fast path: its own RQ (with or
     /// without raw Ethernet extras), an SRQ, or the slow path.
@@ -811,7 +831,8 @@ impl Registry {
             Some(srqn) => Some(*self.by_srqn.get(&srqn).ok_or(RegistryError::NoSuchSrq { qpn: cfg.qpn, srqn })?),
             None => None,
         };
-        let keys_wire = [cfg.qpn.to_be(), uidx.to_be()];
+        let no_sq = if kind == ResourceKind::Qp { 0 } else { KEY_NO_SQ };
+        let keys_wire = [cfg.qpn.to_be(), uidx.to_be() | no_sq];
         let cfg = QpConfig { uidx: Some(uidx), ..cfg };
         let srq_adopted = srq.and_then(|s| self.srqs.get(s as usize)).is_some_and(|s| s.adoption.is_some());
         let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind, srq_adopted };
@@ -1045,7 +1066,7 @@ impl Registry {
         let index = if V1 { &self.by_uidx } else { &self.by_qpn };
         if let Some(slot) = index.low_slot(key) {
             // Version 1 compares the index in wire order, as the poll loop keeps it.
-            let is_key = |q: &&Qp| if V1 { q.keys_wire[1] == key.to_be() } else { q.cfg.qpn == key };
+            let is_key = |q: &&Qp| if V1 { q.keys_wire[1] & !KEY_NO_SQ == key.to_be() } else { q.cfg.qpn == key };
             if let Some(q) = self.qps.get(slot as usize).filter(is_key) {
                 return Some((slot, q));
             }

@@ -900,6 +900,66 @@ fn cqe_version_1_user_indexes_name_xrc_srqs_and_receive_work_queues() {
     assert_eq!(reg.add_xrc_srq(0x45, 1 << 24, 8).err(), Some(RegistryError::TooWide { what: "uidx", value: 1 << 24 }));
 }
 
+/// A requester CQE (success, error, with inline data, or in a compressed session) whose
+/// user index names an XRC SRQ or a receive WQ names nothing with a send queue: rdma-core's
+/// `get_req_context` would cast the SRQ or WQ it finds to a QP. It is an `UnknownQp` item
+/// with the user index, right after a receive of the same index (which the fast path has
+/// cached) as well as on its own, and a QP's requester CQEs around it are untouched.
+#[test]
+fn requester_cqes_naming_an_xrc_srq_or_wq_are_unknown_qp_items() {
+    use dvcq_mlx5_dv::model::compress::{Compression, Policy};
+    use dvcq_mlx5_dv::{CompLayout, MiniFormat};
+    for compression in [None, Some(CompLayout::Basic), Some(CompLayout::Enhanced)] {
+        for batch in [1, 16] {
+            let mut reg = Registry::new();
+            reg.add_qp(QpConfig { uidx: Some(3), ..QpConfig::rc(0x100, 8, 8) }).unwrap();
+            reg.add_xrc_srq(0x44, 1, 64).unwrap().post(10, 0x4410);
+            reg.add_rwq(0x55, 2, 8).unwrap().post(0x5500);
+            let mut mc = ModelConfig::new(64);
+            mc.compression =
+                compression.map(|layout| Compression { layout, format: MiniFormat::Hash, policy: Policy::Always });
+            let mut m = Mlx5Model::new(mc).unwrap();
+            let mut cq = m.poller::<64>(reg, CqConfig { cqe_version: CqeVersion::V1, ..CqConfig::default() }).unwrap();
+            let send = |uidx, i| build::req(0x100, i, wqe_opcode::SEND, 0).srqn_uidx(uidx);
+            let read = |uidx| build::req(0x100, 1, wqe_opcode::RDMA_READ, 0).srqn_uidx(uidx).inline(&[1, 2, 3]);
+            let req_err = |uidx| {
+                build::err(ErrSpec {
+                    requester: true,
+                    qpn: 0x100,
+                    syndrome: syndrome::WR_FLUSH_ERR,
+                    srqn_uidx: uidx,
+                    ..ErrSpec::default()
+                })
+            };
+            let mut entries = vec![
+                build::resp(cqe_opcode::RESP_SEND, 0x300, 10, 8, 0).srqn_uidx(1),
+                send(1, 0),
+                build::resp(cqe_opcode::RESP_SEND, 0x400, 0, 9, 0).srqn_uidx(2),
+                send(2, 0),
+                send(3, 0),
+                send(1, 1),
+                req_err(2),
+                read(1),
+            ];
+            // Runs a compressing model makes sessions of.
+            entries.extend((2..6).map(|i| send(1, i)));
+            entries.extend((0..4).map(|i| send(3, i)));
+            m.push_all(&entries).unwrap();
+            let got = drain(&mut cq, batch);
+            let items: Vec<_> = got.iter().map(|c| c.fault().map(|f| (f.kind, f.value)).ok_or(c.wr_id)).collect();
+            let unknown = |uidx| Ok((FaultKind::UnknownQp, uidx));
+            let mut want =
+                vec![Err(0x4410), unknown(1), Err(0x5500), unknown(2), Err(0), unknown(1), unknown(2), unknown(1)];
+            want.extend([unknown(1); 4]);
+            want.extend((0..4).map(Err));
+            assert_eq!(items, want, "{compression:?}, batch {batch}");
+            // Nothing retired anything in the XRC SRQ's or the WQ's (one-entry) send table.
+            let others: Vec<_> = cq.registry().qps()[1..].iter().map(|q| q.sq.outstanding()).collect();
+            assert_eq!(others, [0, 0], "{compression:?}, batch {batch}");
+        }
+    }
+}
+
 /// In CQE version 1 the CQE names the QP by user index, never the SRQ: a responder CQE
 /// of a QP attached to an SRQ takes its wr_id from that SRQ (by the unmasked counter), the
 /// error path (a flush, say) as much as the good one, and a QP with its own RQ from the RQ.

@@ -204,6 +204,9 @@ impl Resources for Resolved {
     fn srqn_of(&self, _: u32) -> u32 {
         0
     }
+    fn has_sq(&self, _: u32) -> bool {
+        true
+    }
     fn qp_attrs(&self, _: u32) -> (Option<u32>, bool) {
         match self.0 {
             RecvTarget::Rq(_) => (None, false),
@@ -898,7 +901,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let key = if v1 { t.srqn_uidx() } else { t.qpn() };
         let (qpn, timestamp) = (t.qpn(), t.timestamp.get());
         let mut res = Consume::new(&mut self.registry, self.cache, &mut self.stats);
-        let slot = res.qp(key, v1);
+        let slot = res.sq_qp(key, v1);
         self.cache = res.cache();
         Some(ReqSession { slot: slot?, qpn, timestamp })
     }
