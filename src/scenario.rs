@@ -77,6 +77,11 @@ pub fn mlx5(
     let mut ud = QpConfig::rc(QP_B, 64, 64);
     ud.qp_type = dvcq_mlx5_dv::QpType::Ud;
     reg.add_qp(ud).map_err(|e| e.to_string())?;
+    if matches!(scenario, Scenario::Mixed) {
+        // The signature mkey the mixed scenario's SIG_ERR CQE names (0x5500: index 0x55):
+        // recorded on it, no item.
+        reg.add_sig_mkey(0x55).map_err(|e| e.to_string())?;
+    }
     let image_reg = reg.clone();
     let v = CqeVersion::V0;
     let ci = match cqe_size {

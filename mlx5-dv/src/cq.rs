@@ -80,7 +80,8 @@ pub enum Mlx5Error {
 /// Counters of CQEs that produced no ordinary completion.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CqStats {
-    /// Signature-error CQEs consumed without a completion.
+    /// Signature-error CQEs consumed without a completion: recorded on a registered mkey
+    /// ([`crate::Registry::mkey_check`]).
     pub swallowed: u64,
     /// Fault items returned.
     pub faults: u64,
@@ -373,7 +374,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Polls up to `out.len()` completions, in order; returns how many were written.
     ///
     /// CQEs that cannot become completions are returned as fault items in their place.
-    /// SIG_ERR CQEs are consumed without a completion, as rdma-core does. After a RESIZE CQE
+    /// A SIG_ERR CQE is recorded on its mkey without a completion, as rdma-core does, when
+    /// the mkey is registered ([`crate::Registry::add_sig_mkey`]), and is a
+    /// [`dvcq_provider::FaultKind::SigErr`] item otherwise ([`crate::sig`]). After a RESIZE CQE
     /// the call returns early and later calls return 0 until [`Mlx5Cq::switch_ring`].
     /// The consumer index is published as [`CqConfig::ci_update`] says.
     ///

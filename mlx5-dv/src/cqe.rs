@@ -7,10 +7,11 @@
 use crate::fast;
 use crate::fields::CqeFields;
 use crate::registry::{InlineDest, Registry, Srq};
+use crate::sig::SigError;
 use crate::status::syndrome_status;
 use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
-use dvcq_uapi::mlx5::err_cqe::ErrCqe;
+use dvcq_uapi::mlx5::err_cqe::{ErrCqe, SigErrCqe};
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 
 /// How CQEs name their resource (`mctx->cqe_version`, spec §7.5).
@@ -28,7 +29,8 @@ pub enum CqeVersion {
 pub(crate) enum Parsed {
     /// A completion (or fault item) was written.
     Wc,
-    /// The CQE is consumed without a completion (SIG_ERR), as rdma-core does.
+    /// The CQE is consumed without a completion (a SIG_ERR of a registered mkey), as
+    /// rdma-core does.
     Swallowed,
     /// A RESIZE CQE: the device moved to a new ring.
     Resize,
@@ -85,6 +87,9 @@ pub(crate) trait Resources {
     /// receive outstanding on the RQ or SRQ, or the send WQE at `wqe_counter`. Asked before
     /// translating a CQE with inline data, whose copy writes only into posted WQEs' buffers.
     fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool;
+    /// A signature error: recorded on its mkey when that is registered (consuming view
+    /// only), true then; false for an mkey nobody registered.
+    fn sig_err(&mut self, e: &SigError) -> bool;
     /// Counts a fault item (consuming view only).
     fn note_fault(&mut self) {}
     /// Counts a completion whose inline data stays in the CQE (consuming view only).
@@ -188,6 +193,9 @@ impl Resources for Consume<'_> {
     fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool {
         self.reg.wqe_posted(dest, wqe_counter)
     }
+    fn sig_err(&mut self, e: &SigError) -> bool {
+        self.reg.record_sig_err(e)
+    }
     fn note_fault(&mut self) {
         self.stats.faults += 1;
     }
@@ -236,6 +244,9 @@ impl Resources for Peek<'_> {
     }
     fn wqe_posted(&self, dest: InlineDest, wqe_counter: u16) -> bool {
         self.0.wqe_posted(dest, wqe_counter)
+    }
+    fn sig_err(&mut self, e: &SigError) -> bool {
+        self.0.has_sig_mkey(e.mkey_index())
     }
 }
 
@@ -659,9 +670,19 @@ pub(crate) fn parse_slow<R: Resources>(
         cqe_opcode::REQ => parse_req(res, &cqe, v1, pos, out),
         cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV => parse_resp(res, &cqe, v1, pos, out),
         cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => parse_err(res, &cqe, v1, pos, out),
-        // rdma-core records signature errors on the mkey and returns no completion
-        // (Pitfall 14).
-        cqe_opcode::SIG_ERR => Parsed::Swallowed,
+        // rdma-core records a signature error on its mkey and returns no completion; an
+        // mkey it does not know fails its poll, and here it is a fault item that carries
+        // the error (see `crate::sig`).
+        cqe_opcode::SIG_ERR => {
+            let e = SigError::from_cqe(SigErrCqe::from_cqe(&cqe));
+            if res.sig_err(&e) {
+                Parsed::Swallowed
+            } else {
+                res.note_fault();
+                *out = e.to_item(pos);
+                Parsed::Wc
+            }
+        }
         cqe_opcode::RESIZE_CQ => Parsed::Resize,
         // NO_PACKET is a tag-matching list completion; tag matching is not supported, so it
         // is reported rather than misread (rdma-core fails the poll when app != TM).

@@ -5,7 +5,9 @@
 //! Work queues get identity wr_id tables, so `wqe_idx` is the index rdma-core would use into
 //! its wr_id table (masked for SQ/RQ, unmasked for SRQ). User indexes (`cqe_ver=1`) are the
 //! `qp` lines' order, 0, 1, 2, ..., unless the lines give them (`uidx=<hex>`, a word beyond
-//! the format's own: a ring captured on a device has the indexes rdma-core gave).
+//! the format's own: a ring captured on a device has the indexes rdma-core gave). A
+//! `sig_mkeys=<hex>,...` word on the ring line lists the signature mkeys a SIG_ERR CQE is
+//! recorded on (readers that do not know it swallow every SIG_ERR, as before).
 
 use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
 use crate::cqe::CqeVersion;
@@ -53,6 +55,10 @@ pub struct Mlx5Image {
     pub compression: Option<CompressionConfig>,
     /// The `qp` lines.
     pub qps: Vec<ImageQp>,
+    /// `sig_mkeys=<hex>,<hex>,...` on the ring line: the signature-enabled mkeys' indexes
+    /// (`mkey >> 8`) a SIG_ERR CQE is recorded on without an item
+    /// ([`crate::Registry::add_sig_mkey`]); a SIG_ERR naming another is a `sig_err` item.
+    pub sig_mkeys: Vec<u32>,
     /// `entries * cqe_size` bytes.
     pub slots: Vec<u8>,
     /// The file line of each `qp` line, when the image was read from text.
@@ -111,6 +117,17 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
         (None, Some(_)) => return Err(ImageError::new(line, "mini= without comp=")),
     };
     let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
+    let sig_mkeys = match raw.get("sig_mkeys") {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|m| match parse_num(m, true) {
+                Some(i) if i <= 0xff_ffff => Ok(i),
+                Some(i) => Err(ImageError::new(line, format!("sig_mkeys: mkey index {i:#x} is wider than 24 bits"))),
+                None => Err(ImageError::new(line, format!("sig_mkeys: {m:?} is not a hex mkey index"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     Ok(Mlx5Image {
         cqe_size: raw.cqe_size,
         entries: raw.entries,
@@ -118,6 +135,7 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
         cqe_version,
         compression,
         qps,
+        sig_mkeys,
         slots: raw.slots.clone(),
         qp_lines: QpLines(raw.qps.iter().map(|q| q.line).collect()),
     })
@@ -208,6 +226,9 @@ impl Mlx5Image {
             };
             r.add_qp(cfg).map_err(at)?;
         }
+        for &m in &self.sig_mkeys {
+            r.add_sig_mkey(m).map_err(|e| ImageError::new(0, format!("sig_mkeys: {e}")))?;
+        }
         Ok(r)
     }
 
@@ -219,6 +240,10 @@ impl Mlx5Image {
         }
         if let Some(c) = &self.compression {
             let _ = write!(s, " comp={} mini={}", c.layout.word(), c.format.word());
+        }
+        if !self.sig_mkeys.is_empty() {
+            let list: Vec<String> = self.sig_mkeys.iter().map(|m| format!("{m:x}")).collect();
+            let _ = write!(s, " sig_mkeys={}", list.join(","));
         }
         s.push('\n');
         for q in &self.qps {
@@ -272,7 +297,17 @@ impl Mlx5Image {
                 }
             })
             .collect();
-        Self { cqe_size, entries, ci, cqe_version: version, compression, qps, slots, qp_lines: QpLines::default() }
+        Self {
+            cqe_size,
+            entries,
+            ci,
+            cqe_version: version,
+            compression,
+            qps,
+            sig_mkeys: registry.sig_mkeys(),
+            slots,
+            qp_lines: QpLines::default(),
+        }
     }
 }
 

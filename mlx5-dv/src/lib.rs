@@ -26,6 +26,7 @@ pub mod mini;
 pub mod model;
 pub mod registry;
 mod scatter;
+pub mod sig;
 pub mod status;
 pub mod view;
 
@@ -34,5 +35,6 @@ pub use cqe::CqeVersion;
 pub use doorbell::{ArmDoorbell, ArmRing};
 pub use mini::{CompLayout, CompressionConfig, MiniFormat};
 pub use registry::{AdoptError, ForeignWq, QpConfig, QpType, Registry, RegistryError, ResourceKind};
+pub use sig::{SigCheck, SigError};
 pub use status::syndrome_status;
 pub use view::{CqeView, Views};

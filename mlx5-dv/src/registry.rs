@@ -12,6 +12,7 @@ mod adopt_srq;
 mod remove;
 
 use crate::scatter::{RecvWqes, Scatter, SendWqes};
+use crate::sig::{MkeySig, SigError};
 pub use adopt::{AdoptError, ForeignWq};
 pub use adopt_srq::ForeignSrq;
 use adopt_srq::SrqAdoption;
@@ -701,6 +702,8 @@ pub struct Registry {
     null_lkey: Option<u32>,
     /// The only memory inline scatter writes into.
     regions: MemoryRegions,
+    /// Signature-enabled mkeys by index, with their error records.
+    sig_mkeys: FxHashMap<u32, MkeySig>,
 }
 
 impl Registry {
@@ -997,6 +1000,75 @@ impl Registry {
                 .get(slot as usize)
                 .is_some_and(|s| s.is_adopted() || (1..=s.wrid.len() as u64).contains(&s.outstanding())),
         }
+    }
+
+    /// Registers a signature-enabled memory key by its index (`mkey >> 8`, the 24 bits
+    /// `mlx5dv_mkey.lkey` holds above its variant byte): a SIG_ERR CQE naming it is recorded
+    /// here and produces no completion, as rdma-core's poll records it on the mkey. Read the
+    /// record with [`Registry::mkey_check`]. A SIG_ERR CQE for an index not registered is a
+    /// [`dvcq_provider::FaultKind::SigErr`] item instead (see [`crate::sig`]).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::TooWide`] for an index wider than 24 bits,
+    /// [`RegistryError::Duplicate`] for one registered before.
+    pub fn add_sig_mkey(&mut self, index: u32) -> Result<(), RegistryError> {
+        if index > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(RegistryError::TooWide { what: "mkey index", value: index });
+        }
+        if self.sig_mkeys.contains_key(&index) {
+            return Err(RegistryError::Duplicate { what: "mkey index", value: index });
+        }
+        self.sig_mkeys.insert(index, MkeySig::default());
+        Ok(())
+    }
+
+    /// Removes the mkey of `index` (`mlx5dv_destroy_mkey`); true if it was registered.
+    pub fn remove_sig_mkey(&mut self, index: u32) -> bool {
+        self.sig_mkeys.remove(&index).is_some()
+    }
+
+    /// The signature error recorded on the mkey of `index` since the last check, taken
+    /// (rdma-core's `mlx5dv_mkey_check` clears `err_exists` the same way); `None` when there
+    /// was none. [`SigError::check`] says which check failed.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotRegistered`] for an mkey not registered.
+    pub fn mkey_check(&mut self, index: u32) -> Result<Option<SigError>, RegistryError> {
+        let m =
+            self.sig_mkeys.get_mut(&index).ok_or(RegistryError::NotRegistered { what: "mkey index", value: index })?;
+        Ok(m.pending.take())
+    }
+
+    /// Signature errors recorded on the mkey of `index` since it was registered
+    /// (rdma-core's `err_count`); `None` for an mkey not registered.
+    pub fn mkey_err_count(&self, index: u32) -> Option<u64> {
+        self.sig_mkeys.get(&index).map(|m| m.count)
+    }
+
+    /// The registered signature mkeys' indexes, in increasing order.
+    pub fn sig_mkeys(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.sig_mkeys.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Records a signature error on its mkey if that is registered (rdma-core: the CQE
+    /// produces nothing); false for an mkey nobody registered.
+    pub(crate) fn record_sig_err(&mut self, e: &SigError) -> bool {
+        match self.sig_mkeys.get_mut(&e.mkey_index()) {
+            Some(m) => {
+                m.record(*e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the mkey of `index` is registered.
+    pub(crate) fn has_sig_mkey(&self, index: u32) -> bool {
+        self.sig_mkeys.contains_key(&index)
     }
 
     /// The lkey of the device context's null memory region (`ibv_alloc_null_mr`, rdma-core's

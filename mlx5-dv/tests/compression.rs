@@ -30,6 +30,8 @@ fn registry() -> Registry {
     r.add_qp(QpConfig::rc(QP_RC, 256, 256)).unwrap();
     r.add_qp(QpConfig { rx_csum: true, ..QpConfig::rc(QP_ETH, 64, 256) }).unwrap();
     r.add_qp(QpConfig { srqn: Some(SRQN), ..QpConfig::rc(QP_SRQ, 64, 64) }).unwrap();
+    // The signature mkey the streams' SIG_ERR CQEs name (index 0): recorded, no item.
+    r.add_sig_mkey(0).unwrap();
     r
 }
 

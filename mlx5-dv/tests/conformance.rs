@@ -629,8 +629,8 @@ fn garbage_cqes_become_fault_items_and_good_neighbours_survive() {
 /// not software-owned. A format this CQ cannot hold (inline-64 on 64-byte CQEs, compressed
 /// without compression) is a fault item whatever the opcode but an error's (whose format
 /// bits rdma-core ignores). Otherwise a RESIZE is consumed and stops the poll (until
-/// `switch_ring`), SIG_ERR produces nothing, and every other CQE, garbage included, yields
-/// exactly one item.
+/// `switch_ring`), and every other CQE, garbage included, yields exactly one item (a
+/// SIG_ERR too: no mkey is registered).
 fn items_of(op_own: u8) -> Option<usize> {
     let (opcode, format) = (op_own >> 4, (op_own >> 2) & 3);
     match opcode {
@@ -638,7 +638,7 @@ fn items_of(op_own: u8) -> Option<usize> {
         cqe_opcode::REQ_ERR | cqe_opcode::RESP_ERR => Some(1),
         _ if format >= 2 => Some(1),
         cqe_opcode::RESIZE_CQ => None,
-        cqe_opcode::SIG_ERR => Some(0),
+        // A signature error of an mkey nobody registered: a SigErr item.
         _ => Some(1),
     }
 }
@@ -719,7 +719,9 @@ fn garbage_is_never_attributed_to_a_qp_it_does_not_name() {
 
 #[test]
 fn sig_err_is_swallowed_and_resize_switches_rings() {
-    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    let mut reg = registry();
+    reg.add_sig_mkey(0x12).unwrap();
+    let (mut m, mut cq) = setup::<64>(4, reg, CqConfig::default());
     m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
     m.push(&build::sig_err(0x1234)).unwrap();
     m.push(&build::req(QPN, 1, wqe_opcode::SEND, 0)).unwrap();
@@ -1076,9 +1078,71 @@ fn peek_reports_an_unknown_srq_as_poll_does() {
     }
 }
 
+/// A SIG_ERR CQE as rdma-core's poll takes it: recorded on a registered mkey, with no
+/// completion, for `mkey_check` to take once (the last error wins, every one counts); and,
+/// where rdma-core fails the poll for an mkey it does not know, a `SigErr` item in the
+/// CQE's place that carries every detail, after the completions before it and before the
+/// ones after it. Peek looks past a recorded one without recording it, and shows an item.
+#[test]
+fn signature_errors_are_recorded_on_their_mkey_or_returned_as_items() {
+    use dvcq_mlx5_dv::sig::{SYNDROME_GUARD, SYNDROME_REFTAG};
+    use dvcq_mlx5_dv::{SigCheck, SigError};
+    let err = |mkey, syndrome, offset| SigError {
+        mkey,
+        syndrome,
+        expected: 0x1111_2222_3333_4444,
+        actual: 0x5555_6666_7777_8888,
+        offset,
+        sig_type: 0,
+        domain: 1,
+    };
+    for batch in [1, 16] {
+        let mut reg = registry();
+        reg.add_sig_mkey(0x12).unwrap();
+        assert_eq!(reg.add_sig_mkey(0x12), Err(RegistryError::Duplicate { what: "mkey index", value: 0x12 }));
+        assert_eq!(reg.add_sig_mkey(1 << 24), Err(RegistryError::TooWide { what: "mkey index", value: 1 << 24 }));
+        let (mut m, mut cq) = setup::<64>(16, reg, CqConfig::default());
+        assert_eq!(cq.registry_mut().mkey_check(0x12), Ok(None));
+        let (first, second, stray) =
+            (err(0x1234, SYNDROME_GUARD, 512), err(0x12ff, SYNDROME_REFTAG, 4096), err(0x9901, 0x2000, 8));
+        m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+        m.push(&build::sig_error(&first)).unwrap();
+        m.push(&build::sig_error(&second)).unwrap();
+        m.push(&build::req(QPN, 1, wqe_opcode::SEND, 0)).unwrap();
+        m.push(&build::sig_error(&stray)).unwrap();
+        m.push(&build::req(QPN, 2, wqe_opcode::SEND, 0)).unwrap();
+        assert_eq!(cq.peek().map(|c| c.wqe_index), Some(0));
+        assert_eq!(cq.poll_one().map(|c| c.wqe_index), Some(0));
+        // Peek looks past the two recorded errors, records nothing.
+        assert_eq!(cq.peek().map(|c| (c.wqe_index, c.fault())), Some((1, None)));
+        assert_eq!(cq.registry().mkey_err_count(0x12), Some(0));
+        let got = drain(&mut cq, batch);
+        assert_eq!(got.len(), 3, "batch {batch}");
+        assert_eq!((got[0].wqe_index, got[2].wqe_index), (1, 2));
+        let f = got[1].fault().unwrap();
+        assert_eq!((f.kind, f.value, f.position), (FaultKind::SigErr, 0x99, 4));
+        assert_eq!(SigError::from_item(&got[1]), Some(stray));
+        assert_eq!(stray.check(), Some(SigCheck::Guard));
+        let reg = cq.registry_mut();
+        assert_eq!(reg.mkey_err_count(0x12), Some(2));
+        let taken = reg.mkey_check(0x12).unwrap();
+        assert_eq!(taken, Some(second), "the last error recorded");
+        assert_eq!(taken.and_then(|e| e.check()), Some(SigCheck::RefTag));
+        assert_eq!(reg.mkey_check(0x12), Ok(None), "taken once");
+        assert_eq!(reg.mkey_check(0x99), Err(RegistryError::NotRegistered { what: "mkey index", value: 0x99 }));
+        let s = cq.stats();
+        assert_eq!((s.swallowed, s.faults), (2, 1));
+        // Removed: its errors are items from then on.
+        assert!(cq.registry_mut().remove_sig_mkey(0x12));
+        m.push(&build::sig_error(&first)).unwrap();
+        assert_eq!(cq.poll_one().and_then(|c| SigError::from_item(&c)), Some(first));
+    }
+}
+
 #[test]
 fn peek_does_not_consume() {
     let mut reg = registry();
+    reg.add_sig_mkey(0).unwrap();
     reg.qp_mut(QPN).unwrap().rq.post(41);
     let (mut m, mut cq) = setup::<64>(4, reg, CqConfig::default());
     assert!(cq.peek().is_none());

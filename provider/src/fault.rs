@@ -28,6 +28,12 @@ pub enum FaultKind {
     /// application owns the SRQ here and must post that receive again. The item's
     /// `qp_num` is the SRQ number (the fault's value) and `wqe_index` the consumed WQE.
     SrqPageFault = 7,
+    /// mlx5: a signature error (SIG_ERR CQE) on a memory key nobody registered for
+    /// signature errors. rdma-core records signature errors on the mkey and fails the poll
+    /// when it does not know the mkey; here the error comes back in the CQE's place. The
+    /// item's `qp_num` is the mkey index (the fault's value); mlx5-dv's `SigError::from_item`
+    /// reads the rest (syndrome, expected and actual signatures, offset).
+    SigErr = 8,
 }
 
 impl FaultKind {
@@ -42,6 +48,7 @@ impl FaultKind {
             Self::Truncated => "truncated",
             Self::BadField => "bad_field",
             Self::SrqPageFault => "srq_page_fault",
+            Self::SigErr => "sig_err",
         }
     }
 }
@@ -70,6 +77,7 @@ impl fmt::Display for CqeFault {
             FaultKind::Truncated => "truncated cqe session",
             FaultKind::BadField => "bad cqe field",
             FaultKind::SrqPageFault => "odp page fault, receive to post again on srq",
+            FaultKind::SigErr => "signature error on unregistered mkey index",
         };
         write!(f, "{what} {:#x} at ring position {}", self.value, self.position)
     }
@@ -79,7 +87,7 @@ impl fmt::Display for CqeFault {
 mod tests {
     use super::{CqeFault, FaultKind};
 
-    const ALL: [FaultKind; 8] = [
+    const ALL: [FaultKind; 9] = [
         FaultKind::None,
         FaultKind::UnknownQp,
         FaultKind::UnknownSrq,
@@ -88,6 +96,7 @@ mod tests {
         FaultKind::Truncated,
         FaultKind::BadField,
         FaultKind::SrqPageFault,
+        FaultKind::SigErr,
     ];
 
     /// Ring-image decoding prints `reason=<word>`: one word per kind, each its own, that a
@@ -105,7 +114,8 @@ mod tests {
                 "bad_format",
                 "truncated",
                 "bad_field",
-                "srq_page_fault"
+                "srq_page_fault",
+                "sig_err"
             ]
         );
     }

@@ -232,6 +232,9 @@ impl Resources for Resolved {
     fn wqe_posted(&self, _: InlineDest, _: u16) -> bool {
         false
     }
+    fn sig_err(&mut self, _: &crate::sig::SigError) -> bool {
+        false
+    }
 }
 
 /// A drain's position in the open session ([`MiniState`]'s fields, in registers).

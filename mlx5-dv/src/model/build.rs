@@ -185,6 +185,24 @@ pub fn sig_err(mkey: u32) -> Entry {
     c.into()
 }
 
+/// A signature-error CQE reporting `e` (`struct mlx5_sigerr_cqe`).
+pub fn sig_error(e: &crate::sig::SigError) -> Entry {
+    let c = dvcq_uapi::mlx5::err_cqe::SigErrCqe {
+        expected_trans_sig: Be32::new((e.expected >> 32) as u32),
+        actual_trans_sig: Be32::new((e.actual >> 32) as u32),
+        expected_ref_tag: Be32::new(e.expected as u32),
+        actual_ref_tag: Be32::new(e.actual as u32),
+        syndrome: Be16::new(e.syndrome),
+        sig_type: e.sig_type,
+        domain: e.domain,
+        mkey: Be32::new(e.mkey),
+        sig_err_offset: Be64::new(e.offset),
+        op_own: op_own::make(cqe_opcode::SIG_ERR, cqe_format::NO_INLINE, false, 0),
+        ..Default::default()
+    };
+    Entry::from(bytemuck::cast::<_, Cqe64>(c))
+}
+
 /// The RESIZE CQE written into the old ring of a resized CQ.
 pub fn resize() -> Entry {
     Cqe64 { op_own: op_own::make(cqe_opcode::RESIZE_CQ, cqe_format::NO_INLINE, false, 0), ..Cqe64::default() }.into()

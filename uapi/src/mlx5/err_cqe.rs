@@ -120,6 +120,14 @@ const_assert_eq!(offset_of!(SigErrCqe, mkey), 36);
 const_assert_eq!(offset_of!(SigErrCqe, sig_err_offset), 40);
 const_assert_eq!(offset_of!(SigErrCqe, op_own), 63);
 
+impl SigErrCqe {
+    /// Reinterprets a cqe64 as a signature-error CQE.
+    #[inline(always)]
+    pub fn from_cqe(cqe: &Cqe64) -> &SigErrCqe {
+        bytemuck::cast_ref(cqe)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
