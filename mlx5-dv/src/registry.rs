@@ -169,11 +169,15 @@ impl RecvQueue {
     }
 
     /// Completes the receive at WQE counter `wqe_counter`; returns (index, wr_id). The
-    /// index is the CQE's counter masked to the queue, as rdma-core v55 and later take it
-    /// (`handle_responder`, since "mlx5: Handle OOO WQE consumption in CQE generation"):
-    /// a device may consume receive WQEs out of order. Older rdma-core (and the kernel)
-    /// took the RQ tail, which names the same WQE whenever receives complete in order. The
-    /// tail counts completions either way.
+    /// index is the CQE's counter masked to the queue, `rq.wrid[wqe_counter & (wqe_cnt -
+    /// 1)]`, as rdma-core takes it from v55.0 on, for successful receives
+    /// (`handle_responder`) and errors and flushes (`mlx5_parse_cqe`'s error branch) alike:
+    /// commit 7e8db6fbd, "mlx5: Handle OOO WQE consumption in CQE generation", because a
+    /// device may consume receive WQEs out of order. v44 to v54 (every point release
+    /// checked) and the kernel's `mlx5_poll_one` took `rq.wrid[rq.tail & (wqe_cnt - 1)]`,
+    /// which names the same WQE only while receives complete in order; a ring where they do
+    /// not (tests/image.rs has one) polls differently on those releases, and dvcq gives
+    /// v55's answer. The tail counts completions either way.
     #[inline(always)]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64) {
         self.tail.set(self.tail.get().wrapping_add(1));

@@ -71,3 +71,74 @@ fn signature_mkeys_round_trip() {
         assert_eq!(e.to_string(), msg);
     }
 }
+
+/// A receive queue consumed out of order, then flushed: the device filled WQE 1 before
+/// WQE 0, and the QP's error flushed 0, 2 and 3. rdma-core takes each receive's wr_id from
+/// the WQE its CQE's counter names (v55 and later: `rq.wrid[wqe_counter & (wqe_cnt - 1)]`
+/// in `handle_responder` and in the error branch), so the canonical lines retire WQEs
+/// 1, 0, 2, 3; v44 to v54, which took the RQ tail, would have said 0, 1, 2, 3, and handed
+/// WQE 0's wr_id to the receive that landed in WQE 1.
+#[test]
+fn an_rq_consumed_out_of_order_then_flushed_polls_as_rdma_core_v55() {
+    use dvcq_mlx5_dv::model::build::ErrSpec;
+    use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome};
+    let text = "\
+ring cqe_size=64 entries=8 ci=0 vendor=mlx5
+qp qpn=1a2 sq_wqe_cnt=8 rq_wqe_cnt=4
+0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000400000000000000000000001a200010020
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f905000001a2000000e2
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f905000001a2000200e2
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f905000001a2000300e2
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f0
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f0
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f0
+000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000f0
+";
+    let wc = |idx, status, opcode, vendor_err, len| {
+        format!("wc wqe_idx={idx} status={status} opcode={opcode} vendor_err={vendor_err} byte_len={len} imm=0x0 qp_num=0x1a2 src_qp=0x0 wc_flags=0x0 pkey_index=0 slid=0 sl=0 dlid_path_bits=0")
+    };
+    let want = [
+        wc(1, 0, 128, "0x0", 64),
+        wc(0, 5, 0, "0xf9", 0),
+        wc(2, 5, 0, "0xf9", 0),
+        wc(3, 5, 0, "0xf9", 0),
+        "end ci=4 dbrec_ci=4".to_string(),
+    ]
+    .join("\n")
+        + "\n";
+    let img = parse_mlx5_image(text).unwrap();
+    let (items, end) = decode_image(&img).unwrap();
+    assert_eq!(format_decode(&items, &end), want);
+
+    // The same ring from the model, polled live with posted wr_ids, in batches and one at a
+    // time: each receive gets the wr_id of the WQE its CQE names.
+    let flush = |wqe_counter| {
+        build::err(ErrSpec {
+            qpn: QPN,
+            wqe_counter,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            vendor_err_synd: 0xf9,
+            ..ErrSpec::default()
+        })
+    };
+    let entries = [build::resp(cqe_opcode::RESP_SEND, QPN, 1, 64, 0), flush(0), flush(2), flush(3)];
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(QPN, 8, 4)).unwrap();
+    let rq = &mut reg.qp_mut(QPN).unwrap().rq;
+    for w in 0xb0..0xb4 {
+        rq.post(w);
+    }
+    for batch in [1, 16] {
+        let mut m = Mlx5Model::new(ModelConfig::new(8)).unwrap();
+        let mut cq = m.poller::<64>(reg.clone(), CqConfig::default()).unwrap();
+        for e in &entries {
+            m.push(e).unwrap();
+        }
+        let got: Vec<(u64, u16)> = drain(&mut cq, batch).iter().map(|c| (c.wr_id, c.wqe_index)).collect();
+        assert_eq!(got, [(0xb1, 1), (0xb0, 0), (0xb2, 2), (0xb3, 3)], "batch {batch}");
+        assert_eq!(cq.registry().qp(QPN).unwrap().rq.outstanding(), 0);
+        // The model wrote the ring the text above holds.
+        let snap = Mlx5Image::from_ring(64, 0, CqeVersion::V0, None, &Registry::new(), m.snapshot());
+        assert_eq!(snap.slots, img.slots);
+    }
+}
