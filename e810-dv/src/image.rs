@@ -242,6 +242,10 @@ pub fn parse_irdma_image(text: &str) -> Result<IrdmaImage, ImageError> {
 /// [`ImageError`] for a non-irdma ring or invalid irdma words.
 pub fn from_raw(raw: &RawImage) -> Result<IrdmaImage, ImageError> {
     let header = header_from_words(&raw.ring_pairs(), raw.ring_line)?;
+    if let Some(l) = raw.lines.first() {
+        // The line kinds beyond the format's own are mlx5's (its WQE buffers).
+        return Err(err(l.words.line, format!("a {} line has no meaning in an irdma ring", l.kind)));
+    }
     let qps = raw.qps.iter().map(|q| qp_from_words(&q.pairs(), q.line)).collect::<Result<Vec<_>, _>>()?;
     for (i, (q, rq)) in qps.iter().zip(&raw.qps).enumerate() {
         if let Some(first) = qps[..i].iter().zip(&raw.qps).find(|(p, _)| p.qpn == q.qpn) {

@@ -261,6 +261,9 @@ fn image_limits_are_inclusive_and_every_key_round_trips() {
         header_from_words(&[("cqe_size", "32"), ("entries", "4194304"), ("ci", "0")], 7).unwrap().entries,
         1 << 22
     );
+    // mlx5's line kinds (its WQE buffers) mean nothing here.
+    let e = parse_irdma_image(&format!("{ring}\nwqe qpn=1 queue=rq index=0 bytes=00\n{z}\n{z}\n")).unwrap_err();
+    assert_eq!(e.to_string(), "line 2: a wqe line has no meaning in an irdma ring");
     // At most 64 QPs.
     let qps = |n: u32| (1..=n).map(|k| ImageQp { qpn: k, sq_wqe_cnt: 4, rq_wqe_cnt: 4, ..Default::default() });
     let header = img.header;

@@ -87,6 +87,41 @@ impl SendQueue {
         self.head.wrapping_sub(self.tail.get())
     }
 
+    /// The posted range of a queue with nothing posted yet, for a ring image: `count`
+    /// one-WQEBB work requests at WQE indexes `first`, `first + 1`, ... (wrapping), each
+    /// its index as wr_id, outstanding.
+    pub(crate) fn set_posted(&mut self, first: u32, count: u32) {
+        let mask = self.table.mask() as u32;
+        for k in 0..count.min(mask + 1) {
+            let bb = first.wrapping_add(k);
+            *self.table.at_mut((bb & mask) as usize) =
+                SqEntry { wr_id: u64::from(bb & mask), wqe_head: bb, wr_data: NO_WR_DATA };
+        }
+        self.head = first.wrapping_add(count);
+        self.tail.set(first);
+        self.cur_post = first.wrapping_add(count);
+    }
+
+    /// The WQE index of the oldest outstanding work request and how many WQEBBs from it
+    /// to the next post hold outstanding work (the whole queue when it is full); (0, 0)
+    /// with nothing outstanding. What a ring image records of the SQ's posts.
+    pub(crate) fn posted_bbs(&self) -> (u32, u32) {
+        let outstanding = self.outstanding();
+        if outstanding == 0 || outstanding > self.wqe_cnt() {
+            return (0, 0);
+        }
+        let tail = self.tail.get();
+        let mask = self.table.mask() as u32;
+        let first = (0..=mask).find(|&i| self.table.at(i as usize).wqe_head == tail);
+        match first {
+            Some(first) => {
+                let n = self.cur_post.wrapping_sub(first) & mask;
+                (first, if n == 0 { mask + 1 } else { n })
+            }
+            None => (0, 0),
+        }
+    }
+
     /// Whether the WQE a requester CQE's `wqe_counter` names holds a work request posted
     /// and not yet retired.
     pub(crate) fn holds_outstanding(&self, wqe_counter: u16) -> bool {
@@ -254,6 +289,11 @@ impl Srq {
     /// The SRQ number.
     pub fn srqn(&self) -> u32 {
         self.srqn
+    }
+
+    /// WQE slots in the SRQ.
+    pub fn wqe_cnt(&self) -> u32 {
+        self.wrid.len() as u32
     }
 
     /// Receive completions seen on this SRQ.
@@ -467,9 +507,10 @@ pub struct Qp {
 /// [`dvcq_provider::FaultKind::UnknownQp`] item: rdma-core's `get_req_context` would take
 /// the SRQ or WQ it finds by that index for a QP (`rsc_to_mqp` is a plain cast) and read
 /// and write a send queue that is not there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ResourceKind {
     /// A QP ([`Registry::add_qp`]).
+    #[default]
     Qp,
     /// An XRC SRQ ([`Registry::add_xrc_srq`]): `config().qpn` is its SRQ number.
     XrcSrq,
@@ -1080,6 +1121,31 @@ impl Registry {
     /// rdma-core drops it.
     pub fn set_null_lkey(&mut self, lkey: Option<u32>) {
         self.null_lkey = lkey;
+    }
+
+    /// The null memory region's lkey, if set ([`Registry::set_null_lkey`]).
+    pub fn null_lkey(&self) -> Option<u32> {
+        self.null_lkey
+    }
+
+    /// The SRQs in registration order (XRC SRQs included).
+    pub fn srqs(&self) -> &[Srq] {
+        &self.srqs
+    }
+
+    /// The registered receive WQEs of the entry in `slot` (a QP's RQ).
+    pub(crate) fn recv_wqes_at(&self, slot: u32) -> Option<&RecvWqes> {
+        self.qp_wqes.get(slot as usize).and_then(|w| w.rq.as_ref())
+    }
+
+    /// The registered send WQEs of the entry in `slot`.
+    pub(crate) fn send_wqes_at(&self, slot: u32) -> Option<&SendWqes> {
+        self.qp_wqes.get(slot as usize).and_then(|w| w.sq.as_ref())
+    }
+
+    /// The registered WQEs of the SRQ in `slot`.
+    pub(crate) fn srq_wqes_at(&self, slot: u32) -> Option<&RecvWqes> {
+        self.srq_wqes.get(slot as usize).and_then(Option::as_ref)
     }
 
     fn fits(what: &'static str, value: u32, need: usize, have: usize) -> Result<(), RegistryError> {

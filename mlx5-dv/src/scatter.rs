@@ -63,6 +63,16 @@ impl RecvWqes {
         &self.buf
     }
 
+    /// Bytes per WQE.
+    pub(crate) fn stride(&self) -> u32 {
+        1 << self.shift
+    }
+
+    /// Whether each WQE starts with a signature segment (a QP's `wq_sig`).
+    pub(crate) fn signature(&self) -> bool {
+        self.signature
+    }
+
     /// Copies `data` into receive WQE `idx` (rdma-core `mlx5_copy_to_recv_wqe` for a QP's RQ,
     /// `mlx5_copy_to_recv_srq` for an SRQ); with `write` false, only finds out whether it
     /// fits (a peek).
@@ -89,6 +99,11 @@ impl SendWqes {
     /// The SQ's buffer.
     pub(crate) fn new(buf: WqBuffer) -> Self {
         Self { buf }
+    }
+
+    /// The buffer.
+    pub(crate) fn buffer(&self) -> &WqBuffer {
+        &self.buf
     }
 
     /// Copies `data`, a READ or atomic response, into the scatter list of the send WQE at

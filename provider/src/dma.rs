@@ -169,6 +169,27 @@ impl DmaBuffer {
         MemoryRegion::in_granules(self.ptr, offset, len, lkey, self.clone())
     }
 
+    /// [`DmaBuffer::memory_region`] registered at I/O virtual address `iova`
+    /// (`ibv_reg_mr_iova`): data segments name its bytes from `iova` on, whatever address
+    /// this buffer has. A ring image replays regions this way at the addresses the process
+    /// it was captured from had.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfBounds`] if the range leaves the buffer, or `iova + len` overflows.
+    pub fn memory_region_at(
+        self: &Arc<Self>,
+        offset: usize,
+        len: usize,
+        lkey: u32,
+        iova: u64,
+    ) -> Result<MemoryRegion, Error> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(Error::OutOfBounds { what: "dma buffer memory region", offset, len, limit: self.len });
+        }
+        MemoryRegion::in_granules_at(self.ptr, offset, len, lkey, self.clone(), iova)
+    }
+
     /// Writes `src` at `offset`, one relaxed atomic store per 8-byte granule: WQEs a test
     /// posts, say. A granule covered in part is read and written back whole, so a write
     /// another thread makes to the rest of it meanwhile may be lost: write whole granules

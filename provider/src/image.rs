@@ -75,8 +75,22 @@ pub struct RawImage {
     pub vendor: ImageVendor,
     /// The `qp` lines, in order.
     pub qps: Vec<QpWords>,
+    /// Lines of other kinds between the `ring` line and the first slot line (a word, then
+    /// `key=value` words or flags): a vendor's extensions, which its parser reads and
+    /// refuses when it does not know the kind, as a reader that predates them does.
+    pub lines: Vec<ExtLine>,
     /// `entries * cqe_size` bytes, slot 0 first, in memory order.
     pub slots: Vec<u8>,
+}
+
+/// A line of another kind than `ring`, `qp` or a slot: its kind (the first word), line
+/// number and words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtLine {
+    /// The first word.
+    pub kind: String,
+    /// The line's number and words.
+    pub words: QpWords,
 }
 
 impl RawImage {
@@ -212,6 +226,24 @@ fn check_unique<'a>(
     Ok(())
 }
 
+/// The words of a `qp` or extension line: `key=value` pairs and bare flags, each key once.
+fn line_words<'a>(
+    line: usize,
+    kind: &str,
+    words: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, Option<String>)>, ImageError> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for w in words {
+        let (k, v) = match w.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (w, None),
+        };
+        check_unique(line, kind, out.iter().map(|(k, _)| k.as_str()), k)?;
+        out.push((k.to_string(), v));
+    }
+    Ok(out)
+}
+
 fn parse_lines(text: &str) -> Result<RawImage, ImageError> {
     let mut img: Option<RawImage> = None;
     let mut nslots = 0usize;
@@ -246,6 +278,7 @@ fn parse_lines(text: &str) -> Result<RawImage, ImageError> {
                 ci,
                 vendor,
                 qps: Vec::new(),
+                lines: Vec::new(),
                 // Grown as slot lines come: a two-line header may announce 2^22 slots of
                 // 128 bytes (512 MiB) that never follow.
                 slots: Vec::new(),
@@ -261,16 +294,18 @@ fn parse_lines(text: &str) -> Result<RawImage, ImageError> {
                 if im.qps.len() == 64 {
                     return Err(ImageError::new(line, "more than 64 qp lines"));
                 }
-                let mut qp: Vec<(String, Option<String>)> = Vec::new();
-                for w in words {
-                    let (k, v) = match w.split_once('=') {
-                        Some((k, v)) => (k, Some(v.to_string())),
-                        None => (w, None),
-                    };
-                    check_unique(line, "qp", qp.iter().map(|(k, _)| k.as_str()), k)?;
-                    qp.push((k.to_string(), v));
+                im.qps.push(QpWords { line, words: line_words(line, "qp", words)? });
+            }
+            // A slot line is one run of hex characters: a line of several words, or with a
+            // `=`, is a line of another kind.
+            kind if l.contains(char::is_whitespace) || l.contains('=') => {
+                if nslots > 0 {
+                    return Err(ImageError::new(line, format!("{kind} line after the first slot line")));
                 }
-                im.qps.push(QpWords { line, words: qp });
+                im.lines.push(ExtLine {
+                    kind: kind.to_string(),
+                    words: QpWords { line, words: line_words(line, kind, words)? },
+                });
             }
             _ => {
                 let want = im.cqe_size as usize * 2;

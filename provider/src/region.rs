@@ -107,6 +107,25 @@ impl MemoryRegion {
         Self::checked(origin, start, len, lkey, true, Some(keep))
     }
 
+    /// [`MemoryRegion::in_granules`] for a region that data segments name at `iova`
+    /// rather than at its bytes' own address (`ibv_reg_mr_iova`): what a ring image
+    /// replays, its regions' addresses those of the process it was captured from.
+    pub(crate) fn in_granules_at(
+        origin: NonNull<u8>,
+        start: usize,
+        len: usize,
+        lkey: u32,
+        keep: KeepAlive,
+        iova: u64,
+    ) -> Result<Self, Error> {
+        let mut r = Self::checked(origin, start, len, lkey, true, Some(keep))?;
+        if iova.checked_add(len as u64).is_none() {
+            return Err(Error::OutOfBounds { what: "memory region iova", offset: start, len, limit: usize::MAX });
+        }
+        r.addr = iova;
+        Ok(r)
+    }
+
     fn checked(
         origin: NonNull<u8>,
         start: usize,
@@ -324,6 +343,14 @@ mod tests {
         want[6..15].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9]);
         assert_eq!(got, want);
         assert!(matches!(buf.memory_region(60, 8, 1), Err(Error::OutOfBounds { .. })));
+        // Registered at another address: segments name it there, the bytes are the buffer's.
+        let mut at_iova = MemoryRegions::new();
+        at_iova.insert(buf.memory_region_at(16, 8, 0x45, 0x7f00_0000_1000).unwrap()).unwrap();
+        assert!(at_iova.write(0x45, 0x7f00_0000_1002, &[7, 7]));
+        assert!(!at_iova.write(0x45, buf.as_ptr() as u64 + 16, &[1]), "its own address is not the iova");
+        buf.read_bytes(16, &mut got[..8]).unwrap();
+        assert_eq!(&got[..8], &[0xaa, 0xaa, 7, 7, 0xaa, 0xaa, 0xaa, 0xaa]);
+        assert!(matches!(buf.memory_region_at(0, 8, 1, u64::MAX - 4), Err(Error::OutOfBounds { .. })));
         assert!(matches!(buf.memory_region(usize::MAX, 2, 1), Err(Error::OutOfBounds { .. })));
     }
 }

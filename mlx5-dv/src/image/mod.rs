@@ -1,20 +1,35 @@
-//! mlx5 ring images (shared/ring-image.md): reading the mlx5 words of an image, decoding
-//! its slots with the same poller a live CQ uses, and writing images (the model exports
-//! its ring this way).
+//! mlx5 ring images (the `ring`/`qp`/slot format): reading the mlx5 words of an image,
+//! decoding its slots with the same poller a live CQ uses, and writing images (the model
+//! and a live poller's registry export their ring this way).
 //!
 //! Work queues get identity wr_id tables, so `wqe_idx` is the index rdma-core would use into
 //! its wr_id table (masked for SQ/RQ, unmasked for SRQ). User indexes (`cqe_ver=1`) are the
-//! `qp` lines' order, 0, 1, 2, ..., unless the lines give them (`uidx=<hex>`, a word beyond
-//! the format's own: a ring captured on a device has the indexes rdma-core gave). A
-//! `sig_mkeys=<hex>,...` word on the ring line lists the signature mkeys a SIG_ERR CQE is
-//! recorded on (readers that do not know it swallow every SIG_ERR, as before).
+//! `qp` lines' order, 0, 1, 2, ..., unless the lines give them (`uidx=<hex>`: a ring
+//! captured on a device has the indexes rdma-core gave).
+//!
+//! Everything else a poller's registry holds that changes what a CQE polls to has words of
+//! its own, beyond the format's first ones (docs/ring-image-mlx5-extensions.md lists them):
+//! readers that predate them ignore the words, and refuse the two line kinds ([`queues`]).
+//!
+//! - ring line: `sig_mkeys=<hex>,...`, the signature mkeys SIG_ERR CQEs are recorded on;
+//!   `null_lkey=<hex>`, the null memory region's key;
+//! - `qp` line: `qp_type=<word>` ([`QpType::word`]) and `rx_csum`; `kind=xrc_srq` or
+//!   `kind=rwq` for the XRC SRQs and receive WQs a CQE names by user index; the registered
+//!   WQE buffers and what is posted in them (`rq_stride=`, `rq_sig`, `rq_posted=`,
+//!   `sq_wqes`, `sq_tail=`, `sq_posted=`, `srq_wqe_cnt=`, `srq_stride=`, `srq_posted=`);
+//! - `mr` lines (memory regions inline data may be copied into) and `wqe` lines (the
+//!   bytes of a posted WQE), between the `qp` lines and the slots.
+
+mod queues;
+
+pub use queues::{ImageMr, ImageWqe, WqeQueue};
 
 use crate::cq::{CiUpdate, CqConfig, Mlx5Cq};
 use crate::cqe::CqeVersion;
 use crate::mini::{CompLayout, CompressionConfig, MiniFormat};
-use crate::registry::{QpConfig, Registry};
+use crate::registry::{QpType, Registry, ResourceKind};
 use dvcq_provider::image::{
-    num_word, parse_image, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage,
+    num_word, parse_image, parse_num, write_slots, DecodeItem, EndState, ImageError, ImageVendor, RawImage,
 };
 use dvcq_provider::{Completion, DmaBuffer};
 use std::fmt::Write as _;
@@ -23,10 +38,10 @@ use std::sync::Arc;
 /// SRQ table size for images: SRQ wr_ids are indexed by the unmasked 16-bit counter.
 const IMAGE_SRQ_ENTRIES: u32 = 1 << 16;
 
-/// A `qp` line of an mlx5 image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A `qp` line of an mlx5 image: a QP, or an XRC SRQ or receive WQ (`kind=`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageQp {
-    /// 24-bit QP number.
+    /// 24-bit QP number (the SRQ number of an XRC SRQ, the WQ number of a receive WQ).
     pub qpn: u32,
     /// Send queue entries (power of two).
     pub sq_wqe_cnt: u32,
@@ -34,10 +49,30 @@ pub struct ImageQp {
     pub rq_wqe_cnt: u32,
     /// `srq` (`Some(None)`) or `srq=<hex srqn>` (`Some(Some(n))`).
     pub srq: Option<Option<u32>>,
-    /// UD QP.
-    pub ud: bool,
-    /// `uidx=<hex>`: the QP's user index (CQE version 1); by default the line's order.
+    /// `qp_type=<word>`, or `ud` for a UD QP; RC by default.
+    pub qp_type: QpType,
+    /// `rx_csum`: a raw Ethernet QP with the RX checksum capability.
+    pub rx_csum: bool,
+    /// `kind=xrc_srq` or `kind=rwq`; a QP by default.
+    pub kind: ResourceKind,
+    /// `uidx=<hex>`: the user index (CQE version 1); by default the line's order.
     pub uidx: Option<u32>,
+    /// `rq_stride=<bytes>` (and `rq_sig`): the RQ's WQE buffer is registered, with WQEs of
+    /// that size (starting with a signature segment).
+    pub rq_stride: Option<(u32, bool)>,
+    /// `rq_posted=<n>`: receives outstanding on the RQ.
+    pub rq_posted: u32,
+    /// `sq_wqes`: the SQ's WQE buffer is registered.
+    pub sq_wqes: bool,
+    /// `sq_tail=<n> sq_posted=<n>`: WQEBBs from index `sq_tail` on holding outstanding
+    /// work requests.
+    pub sq_posted: (u32, u32),
+    /// `srq_wqe_cnt=<n>`: entries of the SRQ this line names (default 65536).
+    pub srq_wqe_cnt: Option<u32>,
+    /// `srq_stride=<bytes>`: the SRQ's WQE buffer is registered, with WQEs of that size.
+    pub srq_stride: Option<u32>,
+    /// `srq_posted=<n>`: receives outstanding on the SRQ.
+    pub srq_posted: u32,
 }
 
 /// An mlx5 ring image.
@@ -59,6 +94,12 @@ pub struct Mlx5Image {
     /// (`mkey >> 8`) a SIG_ERR CQE is recorded on without an item
     /// ([`crate::Registry::add_sig_mkey`]); a SIG_ERR naming another is a `sig_err` item.
     pub sig_mkeys: Vec<u32>,
+    /// `null_lkey=<hex>` on the ring line ([`crate::Registry::set_null_lkey`]).
+    pub null_lkey: Option<u32>,
+    /// The `mr` lines: memory regions inline data may be copied into.
+    pub mrs: Vec<ImageMr>,
+    /// The `wqe` lines: posted WQEs' bytes in registered WQE buffers.
+    pub wqes: Vec<ImageWqe>,
     /// `entries * cqe_size` bytes.
     pub slots: Vec<u8>,
     /// The file line of each `qp` line, when the image was read from text.
@@ -128,6 +169,13 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
             })
             .collect::<Result<Vec<_>, _>>()?,
     };
+    let null_lkey = match raw.get("null_lkey") {
+        None => None,
+        Some(v) => {
+            Some(parse_num(v, true).ok_or_else(|| ImageError::new(line, format!("null_lkey={v} is not a hex lkey")))?)
+        }
+    };
+    let (mrs, wqes) = queues::ext_lines(&raw.lines, &qps)?;
     Ok(Mlx5Image {
         cqe_size: raw.cqe_size,
         entries: raw.entries,
@@ -136,17 +184,26 @@ pub fn from_raw(raw: &RawImage) -> Result<Mlx5Image, ImageError> {
         compression,
         qps,
         sig_mkeys,
+        null_lkey,
+        mrs,
+        wqes,
         slots: raw.slots.clone(),
         qp_lines: QpLines(raw.qps.iter().map(|q| q.line).collect()),
     })
 }
 
 fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp, ImageError> {
-    let mut q = ImageQp { qpn: 0, sq_wqe_cnt: 0, rq_wqe_cnt: 0, srq: None, ud: false, uidx: None };
+    let mut q = ImageQp::default();
     let mut have = [false; 3];
+    let mut ud = false;
+    let mut qp_type = None;
+    let mut sq_tail = None;
+    let mut sq_posted = None;
+    let mut rq_sig = false;
     for &(k, v) in words {
+        let word = || v.ok_or_else(|| ImageError::new(line, format!("{k} needs a value")));
         let need = |hex: bool| -> Result<u32, ImageError> {
-            let v = v.ok_or_else(|| ImageError::new(line, format!("{k} needs a value")))?;
+            let v = word()?;
             num_word(k, v, hex).map_err(|msg| ImageError::new(line, msg))
         };
         match k {
@@ -163,13 +220,56 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
                 have[2] = true;
             }
             "srq" => q.srq = Some(if v.is_some() { Some(need(true)?) } else { None }),
-            "ud" => q.ud = true,
+            "ud" => ud = true,
+            "qp_type" => {
+                let w = word()?;
+                qp_type = Some(QpType::from_word(w).ok_or_else(|| {
+                    ImageError::new(
+                        line,
+                        format!("qp_type={w}: must be rc, uc, ud, raw_packet, xrc_send, xrc_recv or driver"),
+                    )
+                })?);
+            }
+            "rx_csum" => q.rx_csum = true,
             "uidx" => q.uidx = Some(need(true)?),
+            "kind" => {
+                q.kind = match word()? {
+                    "qp" => ResourceKind::Qp,
+                    "xrc_srq" => ResourceKind::XrcSrq,
+                    "rwq" => ResourceKind::Rwq,
+                    w => return Err(ImageError::new(line, format!("kind={w}: must be qp, xrc_srq or rwq"))),
+                }
+            }
+            "rq_stride" => q.rq_stride = Some((need(false)?, false)),
+            "rq_sig" => rq_sig = true,
+            "rq_posted" => q.rq_posted = need(false)?,
+            "sq_wqes" => q.sq_wqes = true,
+            "sq_tail" => sq_tail = Some(need(false)?),
+            "sq_posted" => sq_posted = Some(need(false)?),
+            "srq_wqe_cnt" => q.srq_wqe_cnt = Some(need(false)?),
+            "srq_stride" => q.srq_stride = Some(need(false)?),
+            "srq_posted" => q.srq_posted = need(false)?,
             _ => {}
         }
     }
     if have != [true; 3] {
         return Err(ImageError::new(line, "qp line needs qpn=, sq_wqe_cnt= and rq_wqe_cnt="));
+    }
+    q.qp_type = match (ud, qp_type) {
+        (false, t) => t.unwrap_or_default(),
+        (true, None | Some(QpType::Ud)) => QpType::Ud,
+        (true, Some(t)) => return Err(ImageError::new(line, format!("ud and qp_type={} disagree", t.word()))),
+    };
+    match q.kind {
+        ResourceKind::XrcSrq if q.srq.is_some_and(|s| s != Some(q.qpn)) => {
+            return Err(ImageError::new(line, "kind=xrc_srq: its srq= is its own number (qpn=)"));
+        }
+        // An XRC SRQ is its own SRQ.
+        ResourceKind::XrcSrq => q.srq = Some(Some(q.qpn)),
+        ResourceKind::Rwq if q.srq.is_some() => {
+            return Err(ImageError::new(line, "kind=rwq: a receive WQ has no SRQ"));
+        }
+        _ => {}
     }
     for (what, n) in [("qpn", Some(q.qpn)), ("uidx", q.uidx)] {
         if let Some(n) = n.filter(|&n| n > 0xff_ffff) {
@@ -186,49 +286,41 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
             return Err(ImageError::new(line, format!("{what}={n}: mlx5 work queues are powers of two up to 65536")));
         }
     }
+    if rq_sig {
+        match &mut q.rq_stride {
+            Some((_, sig)) => *sig = true,
+            None => return Err(ImageError::new(line, "rq_sig without rq_stride=")),
+        }
+    }
+    q.sq_posted = match (sq_tail, sq_posted) {
+        (None, None) => (0, 0),
+        (t, Some(n)) => (t.unwrap_or(0), n),
+        (Some(_), None) => return Err(ImageError::new(line, "sq_tail= without sq_posted=")),
+    };
+    queues::check_qp_queues(&q, line)?;
     Ok(q)
 }
 
 impl Mlx5Image {
-    /// The registry the image's `qp` lines describe (identity wr_id tables).
+    /// The registry the image describes: its QPs, XRC SRQs and receive WQs with identity
+    /// wr_id tables and what is posted in them, their registered WQE buffers, the memory
+    /// regions inline data may be copied into, and the signature mkeys.
     ///
     /// # Errors
     ///
-    /// [`ImageError`] for duplicate QPNs, at the `qp` line's own line of the text the image
-    /// was read from (an image built in code names the QP's place in [`Mlx5Image::qps`]).
+    /// [`ImageError`] for duplicate numbers, at the `qp` line's own line of the text the
+    /// image was read from (an image built in code names the QP's place in
+    /// [`Mlx5Image::qps`]), or for memory that cannot be set up.
     pub fn registry(&self) -> Result<Registry, ImageError> {
         let mut r = Registry::new();
         for (i, q) in self.qps.iter().enumerate() {
-            let at = |e: crate::registry::RegistryError| match self.qp_lines.0.get(i) {
-                Some(&line) => ImageError::new(line, e.to_string()),
-                None => ImageError::new(0, format!("qp {} of the image: {e}", i + 1)),
-            };
-            let srqn = match q.srq {
-                None => None,
-                Some(Some(n)) => Some(n),
-                // A bare `srq`: an SRQ of its own, with a number no CQE names (reachable
-                // through the QP's user index with cqe_ver=1).
-                Some(None) => Some(0xff_ffff - i as u32),
-            };
-            if let Some(n) = srqn {
-                if r.srq_mut(n).is_none() {
-                    r.add_srq(n, IMAGE_SRQ_ENTRIES).map_err(at)?;
-                }
-            }
-            let cfg = QpConfig {
-                qpn: q.qpn,
-                sq_wqe_cnt: q.sq_wqe_cnt,
-                rq_wqe_cnt: q.rq_wqe_cnt,
-                srqn,
-                rx_csum: false,
-                qp_type: if q.ud { crate::registry::QpType::Ud } else { crate::registry::QpType::Rc },
-                uidx: q.uidx,
-            };
-            r.add_qp(cfg).map_err(at)?;
+            queues::add_line(&mut r, q, i, self.qp_lines.0.get(i).copied())?;
         }
         for &m in &self.sig_mkeys {
             r.add_sig_mkey(m).map_err(|e| ImageError::new(0, format!("sig_mkeys: {e}")))?;
         }
+        r.set_null_lkey(self.null_lkey);
+        queues::add_buffers(&mut r, self)?;
         Ok(r)
     }
 
@@ -245,30 +337,23 @@ impl Mlx5Image {
             let list: Vec<String> = self.sig_mkeys.iter().map(|m| format!("{m:x}")).collect();
             let _ = write!(s, " sig_mkeys={}", list.join(","));
         }
+        if let Some(k) = self.null_lkey {
+            let _ = write!(s, " null_lkey={k:x}");
+        }
         s.push('\n');
         for q in &self.qps {
-            let _ = write!(s, "qp qpn={:x} sq_wqe_cnt={} rq_wqe_cnt={}", q.qpn, q.sq_wqe_cnt, q.rq_wqe_cnt);
-            match q.srq {
-                Some(Some(n)) => {
-                    let _ = write!(s, " srq={n:x}");
-                }
-                Some(None) => s.push_str(" srq"),
-                None => {}
-            }
-            if q.ud {
-                s.push_str(" ud");
-            }
-            if let Some(u) = q.uidx {
-                let _ = write!(s, " uidx={u:x}");
-            }
-            s.push('\n');
+            queues::write_qp(&mut s, q);
         }
+        queues::write_ext(&mut s, self);
         write_slots(&mut s, &self.slots, self.cqe_size as usize);
         s
     }
 
-    /// An image of a ring's bytes with the QPs of `registry`, at consumer position `ci`, of
-    /// a CQ created with `compression` (or none).
+    /// An image of a ring's bytes with what `registry` holds (its QPs, XRC SRQs and
+    /// receive WQs, what is posted, registered WQE buffers and memory regions, signature
+    /// mkeys), at consumer position `ci`, of a CQ created with `compression` (or none).
+    /// Memory regions are recorded by their bounds, not their bytes: replaying a copy
+    /// depends only on where it may write.
     pub fn from_ring(
         cqe_size: u32,
         ci: u32,
@@ -278,25 +363,7 @@ impl Mlx5Image {
         slots: Vec<u8>,
     ) -> Self {
         let entries = (slots.len() / cqe_size.max(1) as usize) as u32;
-        // XRC SRQs and receive WQs have no `qp` line: the format has none for them.
-        let qps = registry
-            .qps()
-            .iter()
-            .filter(|q| q.kind() == crate::registry::ResourceKind::Qp)
-            .enumerate()
-            .map(|(i, q)| {
-                let c = q.config();
-                ImageQp {
-                    qpn: c.qpn,
-                    sq_wqe_cnt: c.sq_wqe_cnt,
-                    rq_wqe_cnt: c.rq_wqe_cnt,
-                    srq: c.srqn.map(Some),
-                    ud: c.qp_type == crate::registry::QpType::Ud,
-                    // Written where it is not the line's order, which readers assume.
-                    uidx: (q.uidx() != i as u32).then_some(q.uidx()),
-                }
-            })
-            .collect();
+        let (qps, mrs, wqes) = queues::export(registry);
         Self {
             cqe_size,
             entries,
@@ -305,6 +372,9 @@ impl Mlx5Image {
             compression,
             qps,
             sig_mkeys: registry.sig_mkeys(),
+            null_lkey: registry.null_lkey(),
+            mrs,
+            wqes,
             slots,
             qp_lines: QpLines::default(),
         }
@@ -383,6 +453,7 @@ fn decode_with<const S: usize>(
 mod tests {
     use super::*;
     use crate::model::{build, Mlx5Model, ModelConfig};
+    use crate::registry::QpConfig;
     use dvcq_uapi::mlx5::opcode::cqe_opcode;
 
     /// A poller's ring image decodes to what the poller returned: from behind the consumer,
