@@ -27,6 +27,9 @@ pub(crate) fn next_sq(qp: &Qp) -> Option<(u32, WrTrk, u32)> {
     let mut tail = qp.sq.tail;
     while tail != qp.sq.head {
         let trk = qp.sq_trk.get(tail as usize).copied().unwrap_or_default();
+        // Not followed: an entry no post wrote has 0 quanta, and rdma-core's walk
+        // (`IRDMA_RING_SET_TAIL(tail + quanta)`) would then stay on it, reporting the same
+        // flushed WQE on every poll without end; the walk moves one quantum past it.
         let next = (tail + u32::from(trk.quanta.max(1))) & mask;
         if trk.opcode != sq_op::NOP {
             return Some((tail, trk, next));

@@ -312,6 +312,8 @@ impl IrdmaImage {
             // Sizes were validated by the parser; a hand-built image with bad sizes simply
             // leaves that handle unregistered (its CQEs become unknown_qp items).
             if let Ok(id) = r.register(i as u64 + 1, cfg) {
+                // An image records no posts: every WQE counts as posted, one quantum each.
+                let _ = r.preset_identity(id);
                 if let Some(qp) = r.qp_mut(id) {
                     let sq = q.sq_wqe_cnt.saturating_sub(1);
                     let rq = q.rq_wqe_cnt.saturating_sub(1);

@@ -5,8 +5,9 @@
 //! create-QP (qword1, §4.1); rdma-core dereferences it as `struct irdma_qp_uk *`. A direct
 //! poller cannot, so the application registers each QP here under the same handle and
 //! records its posts; the poller then reads the tables exactly as rdma-core reads
-//! `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue holds the identity mapping
-//! (`wr_id` = WQE index, one quantum per WQE, opcode SEND).
+//! `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue's entries are zero, as
+//! rdma-core allocates them (`calloc` in `irdma_ucreate_qp`): wr_id 0, length 0, 0 quanta,
+//! opcode 0 (RDMA WRITE, what a zeroed SQ WQE's header reads as).
 //!
 //! A QP rdma-core posts to is registered the same way and then mirrors rdma-core's tables
 //! ([`mirror`]: [`Qp::adopt`], [`Qp::sync_posted`], [`Qp::hand_back`]).
@@ -269,9 +270,10 @@ impl QpRegistry {
         // connection WQEs when it creates the QP: user WRs start at WQE `conn_wqes`.
         let mut sq = WqRing::new(cfg.sq_quanta);
         sq.set(conn, conn);
-        let sq_trk =
-            (0..cfg.sq_quanta as u64).map(|i| WrTrk { wr_id: i, wr_len: 0, quanta: 1, opcode: sq_op::SEND }).collect();
-        let rq_wrid = (0..cfg.rq_wqes as u64).collect();
+        // Zeroed, as rdma-core's `calloc`ed `sq_wrtrk_array` and `rq_wrid_array` are (and
+        // its zeroed SQ, whose WQE headers read as opcode 0) until a post writes an entry.
+        let sq_trk = vec![WrTrk::default(); cfg.sq_quanta as usize].into_boxed_slice();
+        let rq_wrid = vec![0; cfg.rq_wqes as usize].into_boxed_slice();
         let id = QpId(self.qps.len() as u32);
         self.qps.push(Qp {
             ctx,
@@ -367,6 +369,26 @@ impl QpRegistry {
     #[inline(always)]
     pub(crate) fn get(&self, i: u32) -> Option<&Qp> {
         self.qps.get(i as usize)
+    }
+
+    /// Fills every tracking entry of QP `id` as if each WQE had been posted and nothing
+    /// else: SQ entry `i` a one-quantum SEND with wr_id `i`, RQ entry `i` wr_id `i`. What a
+    /// ring image or a benchmark, which record no posts, assumes of its queues; the queue
+    /// positions are left as they are. A registered QP otherwise starts with zeroed entries,
+    /// as rdma-core's do.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NoQp`].
+    pub fn preset_identity(&mut self, id: QpId) -> Result<(), RegistryError> {
+        let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
+        for (i, t) in qp.sq_trk.iter_mut().enumerate() {
+            *t = WrTrk { wr_id: i as u64, wr_len: 0, quanta: 1, opcode: sq_op::SEND };
+        }
+        for (i, w) in qp.rq_wrid.iter_mut().enumerate() {
+            *w = i as u64;
+        }
+        Ok(())
     }
 
     /// Records a posted send WR of `quanta` quanta (1..=8) and returns its SQ quanta index

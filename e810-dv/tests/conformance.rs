@@ -1164,3 +1164,34 @@ fn every_view_accessor_reads_its_own_field() {
         }
     }
 }
+
+/// Tracking entries no post wrote are zero, as rdma-core's `calloc`ed `sq_wrtrk_array` and
+/// `rq_wrid_array` are: a completion naming one has wr_id 0 (and, on the SQ, length 0), and
+/// the SQ tail moves to its index plus its 0 quanta, i.e. onto it. A flush walking over one
+/// reports it with opcode 0 (RDMA WRITE, what its zeroed WQE header reads as), and moves one
+/// quantum on (rdma-core would stay on it for ever). `preset_identity` fills them as ring
+/// images assume.
+#[test]
+fn unwritten_tracking_entries_are_zero() {
+    let (mut m, mut cq, id) = setup(HwRev::Gen2, 64, QpConfig::rc(QPN, 16, 16), Compat::Current);
+    m.push(&ModelCqe::send(CTX, QPN, 5, sq_op::SEND)).unwrap();
+    m.push(&ModelCqe::recv(CTX, QPN, 3, 0, rq_op::ROCE_SEND_ONLY, 9)).unwrap();
+    let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.wr_id, c.wqe_index, c.byte_len, c.opcode)).collect();
+    assert_eq!(got, [(0, 5, 0, WcOpcode::Send), (0, 3, 9, WcOpcode::Recv)]);
+    assert_eq!(cq.qps().qp(id).unwrap().sq.tail, 5, "wqe_idx + 0 quanta");
+    assert_eq!(cq.qps().qp(id).unwrap().rq.tail, 4);
+    // A flush over two unwritten entries: each reported once, opcode RDMA WRITE.
+    cq.qps_mut().qp_mut(id).unwrap().sq.set(7, 5);
+    m.push(&ModelCqe::flush(CTX, QPN, true, 5, flush::GENERAL_ERR)).unwrap();
+    let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.wr_id, c.wqe_index, c.status, c.opcode)).collect();
+    assert_eq!(
+        got,
+        [(0, 5, WcStatus::WrFlushErr, WcOpcode::RdmaWrite), (0, 6, WcStatus::WrFlushErr, WcOpcode::RdmaWrite)]
+    );
+    // Preset: every WQE posted, one quantum each, wr_id its index.
+    cq.qps_mut().preset_identity(id).unwrap();
+    m.push(&ModelCqe::send(CTX, QPN, 9, sq_op::SEND)).unwrap();
+    assert_eq!(poll_all(&mut cq).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [9]);
+    assert_eq!(cq.qps().qp(id).unwrap().sq.tail, 10);
+    assert_eq!(cq.qps_mut().preset_identity(QpId(9)), Err(dvcq_e810_dv::RegistryError::NoQp(9)));
+}

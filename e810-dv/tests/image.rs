@@ -23,6 +23,9 @@ fn scenario(gen: HwRev) {
     let mut qps = QpRegistry::new(gen);
     let a = qps.register(1, QpConfig::rc(0x21, 16, 16)).unwrap();
     let b = qps.register(2, QpConfig::ud(0x22, 8, 8)).unwrap();
+    // An image records no posts: every WQE counts as posted, one quantum each.
+    qps.preset_identity(a).unwrap();
+    qps.preset_identity(b).unwrap();
     qps.qp_mut(a).unwrap().sq.set(6, 0);
     qps.qp_mut(a).unwrap().rq.set(5, 0);
     qps.qp_mut(b).unwrap().sq.set(7, 0);
@@ -305,6 +308,7 @@ fn iwarp_qps_decode_as_the_live_poller_polls_them() {
     let iwarp = QpConfig { transport: dvcq_e810_dv::Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(0x31, 8, 8) };
     let mut qps = QpRegistry::new(gen);
     let id = qps.register(1, iwarp).unwrap();
+    qps.preset_identity(id).unwrap();
     // The SQ as rdma-core leaves it once connected: past the connection WQEs, and empty
     // (the user's WR at 3 completes below without a post, as in any image).
     qps.qp_mut(id).unwrap().sq.set(3, 3);

@@ -50,7 +50,9 @@ fn run(cfg: ModelConfig, n: u64) {
     let gen = cfg.hw_rev;
     let model = IrdmaModel::new(cfg).unwrap();
     let mut qps = QpRegistry::new(gen);
-    qps.register(CTX, QpConfig::rc(QPN, WQ, WQ)).unwrap();
+    // Every WQE counts as posted (wr_id = index): the producer writes CQEs without posts.
+    let id = qps.register(CTX, QpConfig::rc(QPN, WQ, WQ)).unwrap();
+    qps.preset_identity(id).unwrap();
     let mut cq = model.poller(qps, Compat::Current).unwrap();
     let producer = model.spawn_producer((0..n).map(move |k| cqe(gen, k)), STALL);
     let mut producer = ProducerWatch::new(producer, IDLE_LIMIT);
@@ -110,7 +112,9 @@ fn a_stalled_producer_stops_the_consumer() {
     let gen = HwRev::Gen3;
     let model = IrdmaModel::new(ModelConfig::new(gen, 8)).unwrap();
     let mut qps = QpRegistry::new(gen);
-    qps.register(CTX, QpConfig::rc(QPN, WQ, WQ)).unwrap();
+    // Every WQE counts as posted (wr_id = index): the producer writes CQEs without posts.
+    let id = qps.register(CTX, QpConfig::rc(QPN, WQ, WQ)).unwrap();
+    qps.preset_identity(id).unwrap();
     let mut cq = model.poller(qps, Compat::Current).unwrap();
     let stall = Duration::from_millis(200);
     let sends = (0..8u16).map(|i| ModelCqe::send(CTX, QPN, i, sq_op::SEND));

@@ -70,7 +70,8 @@ pub fn bench_ring_qps(n: u32, qps: u32) -> Result<BenchRing, ModelError> {
     };
     for k in 0..qps {
         let (ctx, qpn) = qp(k);
-        reg.register(ctx, QpConfig::rc(qpn, WQ, WQ)).map_err(bad)?;
+        let id = reg.register(ctx, QpConfig::rc(qpn, WQ, WQ)).map_err(bad)?;
+        reg.preset_identity(id).map_err(bad)?;
     }
     let cq = model.poller(reg, Compat::Current)?;
     // Each QP's own count of CQEs so far: its sends and receives take turns.
