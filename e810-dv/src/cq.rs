@@ -322,6 +322,21 @@ struct HeadRecord {
     writes: u64,
 }
 
+/// One step of rdma-core's `irdma_uk_clean_cq` at `pos`: `None` if the slot holds no CQE
+/// of the current pass (the walk ends), else whether its qword1 named `ctx` and was zeroed.
+/// The slot is software's (its valid bit says so), so the device does not write it now.
+fn clean_slot<const S: usize>(ring: &dvcq_provider::CqRing<S, false>, pos: Pos, ctx: u64) -> Option<bool> {
+    let view = ring.view();
+    let s = view.slot_ref::<S>(pos.slot());
+    s.valid_q3(pos.flip())?;
+    if s.qword(off::QWORD1) != ctx {
+        return Some(false);
+    }
+    // A constant offset inside the slot: the write cannot fail.
+    let _ = ring.write_bytes(pos.slot(), off::QWORD1, &[0; 8]);
+    Some(true)
+}
+
 /// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
 /// was asked to publish), so the store is not skipped when the value is unchanged.
 #[inline]
@@ -456,6 +471,45 @@ impl IrdmaCq {
             SlotRing::Slots32(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()).is_some(),
             SlotRing::Slots64(r) => r.view().slot(ci.slot()).valid_q3(ci.flip()).is_some(),
         }
+    }
+
+    /// Removes the QP registered under completion context `ctx` as rdma-core's
+    /// `irdma_udestroy_qp` removes it from a CQ it completes on: `irdma_clean_cq`
+    /// (`irdma_uk_clean_cq`) walks the ring slot by slot from the head while the valid bit
+    /// says a slot holds a CQE not yet polled, and zeroes the completion context (qword1)
+    /// of every one naming the QP. The poll then consumes them without a completion, as it
+    /// does every CQE of context 0 (rdma-core's `EFAULT`). Call it on each CQ the QP
+    /// completes on (its send and receive CQ), after the QP is destroyed.
+    ///
+    /// A CQE of the QP the walk does not clear stays a [`FaultKind::UnknownQp`] item,
+    /// which is where rdma-core would read the freed QP: one written after the walk, or a
+    /// GEN3 SRQ CQE, whose context is in qword5 (qword1 holds its wr_id, which the walk
+    /// compares all the same).
+    ///
+    /// Returns how many CQEs the walk cleared, or `None` if no QP was registered under
+    /// `ctx` (then nothing is written). [`QpRegistry::unregister`] alone removes the QP
+    /// without the walk.
+    ///
+    /// [`FaultKind::UnknownQp`]: dvcq_provider::FaultKind::UnknownQp
+    pub fn unregister(&mut self, ctx: u64) -> Option<u32> {
+        self.eng.qps.find(ctx)?;
+        let entries = self.ring.entries();
+        let mut pos = self.eng.ci;
+        let mut cleared = 0;
+        for _ in 0..entries {
+            let next = match &self.ring {
+                SlotRing::Slots32(r) => clean_slot(r, pos, ctx),
+                SlotRing::Slots64(r) => clean_slot(r, pos, ctx),
+            };
+            match next {
+                None => break,
+                Some(hit) => cleared += u32::from(hit),
+            }
+            pos = pos.step(1, entries);
+        }
+        self.eng.qps.unregister(ctx);
+        self.eng.drop_qp_cache();
+        Some(cleared)
     }
 
     /// Hardware generation.

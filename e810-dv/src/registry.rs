@@ -292,7 +292,9 @@ impl QpRegistry {
     }
 
     /// Removes the QP registered under `ctx`; returns whether there was one. Ids of QPs
-    /// registered later shift down by one.
+    /// registered later shift down by one. CQEs of the QP still in a ring become
+    /// `UnknownQp` items; [`crate::IrdmaCq::unregister`] clears them first, as rdma-core's
+    /// QP destroy does.
     pub fn unregister(&mut self, ctx: u64) -> bool {
         match self.find(ctx) {
             Some(i) => {

@@ -1195,3 +1195,51 @@ fn unwritten_tracking_entries_are_zero() {
     assert_eq!(cq.qps().qp(id).unwrap().sq.tail, 10);
     assert_eq!(cq.qps_mut().preset_identity(QpId(9)), Err(dvcq_e810_dv::RegistryError::NoQp(9)));
 }
+
+/// `IrdmaCq::unregister` does what rdma-core's QP destroy does to a CQ (`irdma_clean_cq`):
+/// the QP's CQEs not yet polled lose their completion context and are consumed without a
+/// completion, an extended one's two slots included, a parked flush with them; the other
+/// QP's are untouched. Where rdma-core would read the freed QP, a CQE written after the
+/// clean, or a GEN3 SRQ CQE (its context is in qword5, which the clean does not look at),
+/// the CQE is an `UnknownQp` item. A context nobody registered is refused.
+#[test]
+fn unregister_clears_the_qps_cqes_as_rdma_core_destroy_does() {
+    const OTHER: u64 = CTX + 0x1000;
+    for gen in [HwRev::Gen2, HwRev::Gen3] {
+        let (mut m, mut cq, id) = setup(gen, 64, QpConfig::rc(QPN, 16, 16), Compat::Current);
+        let b = cq.qps_mut().register(OTHER, QpConfig::rc(QPN + 1, 16, 16)).unwrap();
+        let wb = cq.qps_mut().post_send(b, 0xb0, 1, 1, sq_op::SEND).unwrap();
+        for i in 0..3 {
+            cq.qps_mut().post_send(id, 0xa0 + i, 1, 1, sq_op::SEND).unwrap();
+        }
+        let wr = cq.qps_mut().post_recv(id, 0xa8).unwrap();
+        // One of A's polled before the destroy: its slot is not the clean's business.
+        m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
+        assert_eq!(cq.poll_one().map(|c| c.wr_id), Some(0xa0));
+        m.push(&ModelCqe::recv(CTX, QPN, wr, 0, rq_op::ROCE_SEND_ONLY_WITH_IMM, 8).with_imm(7)).unwrap();
+        m.push(&ModelCqe::send(OTHER, QPN + 1, wb, sq_op::SEND)).unwrap();
+        // A flush of A's SQ, parked after its first completion (GEN2).
+        m.push(&ModelCqe::flush(CTX, QPN, true, 1, flush::GENERAL_ERR)).unwrap();
+        let mut one = [Completion::default()];
+        let first = cq.peek().unwrap();
+        assert_eq!((first.wr_id, first.imm_data), (0xa8, 7u32.to_be()), "{gen:?}");
+        assert_eq!(cq.unregister(0x5555), None, "{gen:?}");
+        assert_eq!(cq.unregister(CTX), Some(2), "{gen:?}: the receive and the flush");
+        assert!(cq.qps().find(CTX).is_none());
+        let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.wr_id, c.fault().map(|f| f.kind))).collect();
+        assert_eq!(got, [(0xb0, None)], "{gen:?}");
+        // After the clean: the freed QP's context in a new CQE is an item.
+        m.push(&ModelCqe::send(CTX, QPN, 2, sq_op::SEND)).unwrap();
+        let f = cq.poll_one().and_then(|c| c.fault()).map(|f| (f.kind, f.value));
+        assert_eq!(f, Some((FaultKind::UnknownQp, CTX as u32)), "{gen:?}");
+        if gen == HwRev::Gen3 {
+            // A GEN3 SRQ receive of a QP destroyed meanwhile: its qword1 is a wr_id.
+            cq.qps_mut().register(CTX + 0x2000, QpConfig::rc(QPN + 2, 16, 16)).unwrap();
+            m.push(&ModelCqe::srq_recv(CTX + 0x2000, QPN + 2, 0x77, 4, rq_op::ROCE_SEND_ONLY)).unwrap();
+            assert_eq!(cq.unregister(CTX + 0x2000), Some(0), "qword1 is the wr_id, which it does not compare");
+            let f = cq.poll_one().and_then(|c| c.fault()).map(|f| f.kind);
+            assert_eq!(f, Some(FaultKind::UnknownQp));
+        }
+        assert!(cq.poll(&mut one) == 0);
+    }
+}
