@@ -23,8 +23,7 @@ pub mod status;
 pub use arm::ArmDoorbell;
 pub use cq::{CqConfig, CqError, CqeView, IrdmaCq, PollStats, Views};
 pub use registry::{
-    AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk,
-    SQ_KEEP_FREE,
+    AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk, SQ_RESERVE,
 };
 pub use ring::{SlotBytes, SlotRing, SlotSource};
 pub use status::Compat;

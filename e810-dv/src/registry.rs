@@ -104,11 +104,6 @@ pub enum RegistryError {
     BadQuanta(u16),
 }
 
-/// Quanta rdma-core's irdma provider keeps free in every SQ when it posts a WR
-/// (`IRDMA_SQ_RING_FREE_QUANTA`, `providers/irdma/defs.h`: the ring size less the used
-/// quanta less 257): an SQ of 512 quanta takes at most 255 quanta of WRs outstanding.
-pub const SQ_KEEP_FREE: u32 = 257;
-
 /// Index of a registered QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QpId(pub u32);
@@ -126,6 +121,11 @@ pub struct WrTrk {
     /// The WQE opcode (`IRDMAQPSQ_OPCODE` of the WQE header).
     pub opcode: u8,
 }
+
+/// Quanta rdma-core keeps free in an SQ (`IRDMA_SQ_RING_FREE_QUANTA` subtracts 257): room
+/// for the hardware's look-ahead past the last WQE posted (and the size rounding), never
+/// posted into.
+pub const SQ_RESERVE: u32 = 257;
 
 /// A work-queue ring position pair, `struct irdma_ring` without the size (kept as a mask).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -158,6 +158,21 @@ impl WqRing {
     /// `IRDMA_RING_FREE_QUANTA`: one slot always stays free.
     pub fn free(&self) -> u32 {
         self.size().saturating_sub(self.used() + 1)
+    }
+    /// `IRDMA_SQ_RING_FREE_QUANTA`: what a send post may take of an SQ, where rdma-core
+    /// keeps [`SQ_RESERVE`] quanta free (`irdma_qp_get_next_send_wqe`, every release and
+    /// generation: it sizes each SQ `IRDMA_SQ_RSVD` = 258 quanta beyond what it grants,
+    /// so no SQ it creates has fewer than 512).
+    ///
+    /// Not followed for an SQ of [`SQ_RESERVE`] quanta or fewer, which rdma-core never
+    /// creates: its unsigned arithmetic would wrap there and let posts overwrite work not
+    /// yet completed, so such an SQ keeps the one free slot of any irdma ring ([`WqRing::free`]).
+    pub fn sq_free(&self) -> u32 {
+        if self.size() > SQ_RESERVE {
+            self.size().saturating_sub(self.used()).saturating_sub(SQ_RESERVE)
+        } else {
+            self.free()
+        }
     }
     /// Sets head and tail (ring images), masked.
     pub fn set(&mut self, head: u32, tail: u32) {
@@ -396,7 +411,9 @@ impl QpRegistry {
     /// Records a posted send WR of `quanta` quanta (1..=8) and returns its SQ quanta index
     /// (what the hardware's SQ CQE will carry as `wqe_idx`). Like rdma-core, a WR never
     /// straddles an SQ chunk boundary: the gap is filled with 1-quantum NOP WQEs first
-    /// (§4.3). Unsignaled WRs are posted the same way; no CQE will name them.
+    /// (§4.3), and the post is refused unless the WR and its padding fit in
+    /// [`WqRing::sq_free`], which keeps rdma-core's [`SQ_RESERVE`]. Unsignaled WRs are
+    /// posted the same way; no CQE will name them.
     ///
     /// # Errors
     ///
@@ -409,27 +426,6 @@ impl QpRegistry {
         quanta: u16,
         opcode: u8,
     ) -> Result<u16, RegistryError> {
-        self.post_send_keeping(id, wr_id, wr_len, quanta, opcode, 1)
-    }
-
-    /// [`QpRegistry::post_send`], refusing ([`RegistryError::Full`]) a WR after which
-    /// fewer than `keep_free` quanta of the SQ would stay free. [`QpRegistry::post_send`]
-    /// keeps 1 (`IRDMA_RING_FREE_QUANTA`); rdma-core's `irdma_qp_get_next_send_wqe` keeps
-    /// [`SQ_KEEP_FREE`] (`IRDMA_SQ_RING_FREE_QUANTA`), which is what an application's
-    /// `ibv_post_send` meets.
-    ///
-    /// # Errors
-    ///
-    /// As [`QpRegistry::post_send`].
-    pub fn post_send_keeping(
-        &mut self,
-        id: QpId,
-        wr_id: u64,
-        wr_len: u32,
-        quanta: u16,
-        opcode: u8,
-        keep_free: u32,
-    ) -> Result<u16, RegistryError> {
         let chunk = self.chunk;
         let qp = self.qps.get_mut(id.0 as usize).ok_or(RegistryError::NoQp(id.0))?;
         if quanta == 0 || quanta > 8 {
@@ -438,8 +434,7 @@ impl QpRegistry {
         let q = quanta as u32;
         let within = qp.sq.head % chunk;
         let pad = if within + q > chunk { chunk - within } else { 0 };
-        let room = qp.sq.size().saturating_sub(qp.sq.used().saturating_add(keep_free.max(1)));
-        if room < pad + q {
+        if qp.sq.sq_free() < pad + q {
             return Err(RegistryError::Full);
         }
         for _ in 0..pad {
@@ -538,28 +533,35 @@ mod tests {
         assert_eq!(r.post_send(id, 3, 1, 1, sq_op::SEND), Err(RegistryError::Full));
     }
 
-    /// rdma-core's SQ keeps 257 quanta free: 512 quanta take 255 one-quantum WRs, and a
-    /// WR whose NOP padding would eat into the reserve is refused too.
+    /// rdma-core refuses a send post that would leave fewer than 257 quanta free
+    /// (`IRDMA_SQ_RING_FREE_QUANTA`), on every generation: a 512-quantum SQ (the smallest it
+    /// creates) takes 255 one-quantum sends, a 1024-quantum one 767; padding counts. An SQ
+    /// of 257 quanta or fewer, which rdma-core never creates, keeps one slot free.
     #[test]
-    fn the_send_queue_keeps_rdma_cores_reserve_free() {
-        let mut r = QpRegistry::new(HwRev::Gen2);
-        let id = r.register(1, QpConfig::rc(1, 512, 8)).unwrap();
-        for i in 0..255 {
-            assert_eq!(r.post_send_keeping(id, i, 8, 1, sq_op::RDMA_WRITE, SQ_KEEP_FREE), Ok(i as u16));
+    fn send_posts_keep_rdma_cores_257_quanta_free() {
+        for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
+            for (size, fits) in [(512u32, 255u64), (1024, 767), (256, 255), (16, 15)] {
+                let mut r = QpRegistry::new(rev);
+                let id = r.register(1, QpConfig::rc(1, size, 4)).unwrap();
+                for i in 0..fits {
+                    assert!(r.post_send(id, i, 1, 1, sq_op::SEND).is_ok(), "{rev:?} {size}: post {i}");
+                }
+                assert_eq!(r.post_send(id, 0, 1, 1, sq_op::SEND), Err(RegistryError::Full), "{rev:?} {size}");
+                assert_eq!(r.qp(id).unwrap().sq.sq_free(), 0);
+            }
         }
-        assert_eq!(r.post_send_keeping(id, 255, 8, 1, sq_op::RDMA_WRITE, SQ_KEEP_FREE), Err(RegistryError::Full));
-        assert_eq!(r.post_send(id, 255, 8, 1, sq_op::RDMA_WRITE), Ok(255), "post_send keeps one quantum free");
-        // NOP padding counts against the reserve: from head 4, 250 WRs leave 5 quanta at
-        // head 254; a 4-quanta WR needs 2 NOPs first (6 quanta), a 3-quanta one fits (5).
+        // Padding to the chunk counts: 8-quanta sends on GEN2 from index 0 need no pad;
+        // after one 1-quantum send each needs 7 NOPs first the first time.
         let mut r = QpRegistry::new(HwRev::Gen2);
-        let id = r.register(1, QpConfig::rc(1, 512, 8)).unwrap();
-        r.qp_mut(id).unwrap().sq.set(4, 4);
-        for i in 0..250 {
-            assert_eq!(r.post_send_keeping(id, i, 8, 1, sq_op::SEND, SQ_KEEP_FREE), Ok(4 + i as u16));
+        let id = r.register(1, QpConfig::rc(1, 512, 4)).unwrap();
+        let mut posted = 0;
+        while r.post_send(id, 0, 1, 8, sq_op::SEND).is_ok() {
+            posted += 1;
         }
-        assert_eq!(r.post_send_keeping(id, 900, 8, 4, sq_op::SEND, SQ_KEEP_FREE), Err(RegistryError::Full));
-        assert_eq!(r.post_send_keeping(id, 901, 8, 3, sq_op::SEND, SQ_KEEP_FREE), Ok(256));
-        assert_eq!(r.post_send_keeping(id, 902, 8, 1, sq_op::SEND, SQ_KEEP_FREE), Err(RegistryError::Full));
+        // 255 quanta free: 31 sends of 8.
+        assert_eq!(posted, 31);
+        let qp = r.qp(id).unwrap();
+        assert_eq!((qp.sq.used(), qp.sq.sq_free(), qp.sq.free()), (248, 7, 263));
     }
 
     #[test]

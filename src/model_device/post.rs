@@ -8,7 +8,7 @@ use super::mlx5 as mx;
 use super::qp::{Payload, PostError, PostErrorKind, QpHw, QpState, Recv, Send, EINVAL, ENOMEM};
 use super::ModelVendor;
 use crate::verbs::{MrSlice, QpType, RecvWr, SendOp, SendWr};
-use dvcq_e810_dv::{RegistryError, SQ_KEEP_FREE};
+use dvcq_e810_dv::RegistryError;
 
 fn post_err(index: usize, kind: PostErrorKind, errno: i32, what: &'static str) -> PostError {
     PostError { index, kind, errno, what }
@@ -89,12 +89,10 @@ impl Fabric {
                 // `irdma_qp_get_next_send_wqe` refuses a WR (and its NOP padding) that
                 // would leave fewer than 257 quanta free; the QP's granted max_send_wr is
                 // not checked, so small WRs may outnumber it.
-                let idx = reg
-                    .post_send_keeping(l.send_id, wr.wr_id, wr.len() as u32, quanta, op, SQ_KEEP_FREE)
-                    .map_err(|e| match e {
-                        RegistryError::Full => PostErrorKind::QueueFull,
-                        _ => PostErrorKind::BadOpcode,
-                    })?;
+                let idx = reg.post_send(l.send_id, wr.wr_id, wr.len() as u32, quanta, op).map_err(|e| match e {
+                    RegistryError::Full => PostErrorKind::QueueFull,
+                    _ => PostErrorKind::BadOpcode,
+                })?;
                 self.flush[q].sq_uncovered += 1;
                 Ok(idx)
             }
