@@ -2,7 +2,7 @@
 //! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
 
 use crate::arm::{ArmBook, ArmDoorbell, Decision};
-use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
+use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_KEEP_LAP, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
 use crate::fast::{FastTables, Stop, SLOW};
 use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
@@ -79,7 +79,11 @@ impl Engine {
 
     #[inline(always)]
     fn apply(&mut self, s: &Step) {
-        self.ci = self.ci.step(s.slots, self.entries);
+        self.ci = if s.flags & F_KEEP_LAP != 0 {
+            self.ci.step_keeping_lap(s.slots, self.entries)
+        } else {
+            self.ci.step(s.slots, self.entries)
+        };
         self.parked = s.slots == 0;
         if s.flags & F_SET_BYTES != 0 {
             self.last_bytes = s.wc.byte_len;
@@ -129,6 +133,12 @@ impl Engine {
     #[inline(always)]
     pub(crate) fn poll<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
         let mut n = 0;
+        // CQEs consumed without a completion in this call. A ring holds at most `entries`
+        // CQEs not yet polled, so a call that has skipped that many has gone round it: only
+        // rdma-core's connection-WQE bug, copied on request, can bring the head back to CQEs
+        // it consumed (it keeps the lap when it wraps), where rdma-core recurses until its
+        // stack overflows. The call returns there; the next one goes on.
+        let mut skipped = 0u32;
         loop {
             let (k, stop) = self.fast_run(ring, out.get_mut(n..).unwrap_or_default());
             n += k;
@@ -149,7 +159,13 @@ impl Engine {
             }
             match self.slow(ring, ci, w3, slot) {
                 Some(Kind::Wc) => n += 1,
-                Some(Kind::Skip) | None => {}
+                Some(Kind::Skip) => {
+                    skipped += 1;
+                    if skipped >= self.entries {
+                        return n;
+                    }
+                }
+                None => {}
                 Some(Kind::Stop) => return n,
             }
         }
@@ -375,7 +391,7 @@ impl IrdmaCq {
     /// [`CqError::Gen3BeforeV64`] for GEN3 with an older release's [`Compat`].
     pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
         shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
-        if cfg.hw_rev == HwRev::Gen3 && cfg.compat != Compat::Current {
+        if cfg.hw_rev == HwRev::Gen3 && !cfg.compat.has_gen3() {
             return Err(CqError::Gen3BeforeV64(cfg.compat));
         }
         let entries = ring.entries();

@@ -36,6 +36,9 @@ pub(crate) const F_SET_BYTES: u8 = 1;
 pub(crate) const F_CLEAR_FIRST_SQ_WQ: u8 = 2;
 pub(crate) const F_PUSH_DROPPED: u8 = 4;
 pub(crate) const F_ZERO_BYTES: u8 = 8;
+/// The head moves without the polarity flip, even into slot 0 (rdma-core's connection-WQE
+/// skip, copied on request).
+pub(crate) const F_KEEP_LAP: u8 = 16;
 
 /// One translated CQE.
 #[derive(Clone, Copy, Debug)]
@@ -153,7 +156,7 @@ impl Engine {
                 let conn = u32::from(qp.config().conn_wqes);
                 flags |= F_CLEAR_FIRST_SQ_WQ * u8::from(idx + 1 >= conn);
                 if idx < conn && qp.sq.head == qp.sq.tail {
-                    return Some(conn_wqe(qi, slots, flags));
+                    return Some(conn_wqe(qi, slots, flags, self.compat.conn_wqe_bug()));
                 }
             }
             // rdma-core stops push mode on any SQ CQE with a dropped push WQE, flushed or not
@@ -266,11 +269,14 @@ impl Engine {
 
 /// A connection WQE's CQE (iWARP, GEN1 legacy; §4.6): an SQ CQE below `conn_wqes` while the
 /// user SQ is empty is consumed silently (with the `flags` set so far) and rdma-core zeroes
-/// its scratch completion. rdma-core advances the head there without the polarity flip
-/// (Pitfall 12), a bug dvcq does not copy: the head always moves by the normal rule.
+/// its scratch completion. rdma-core moves the head one slot there, without the polarity
+/// flip, whatever the CQE takes (Pitfall 12): bugs dvcq copies only when asked (`bug`,
+/// [`crate::Compat::with_conn_wqe_bug`]); otherwise the CQE's `slots` are skipped by the
+/// normal rule.
 #[cold]
-fn conn_wqe(qi: u32, slots: u32, flags: u8) -> Step {
+fn conn_wqe(qi: u32, slots: u32, flags: u8, bug: bool) -> Step {
+    let (slots, keep_lap) = if bug { (1, F_KEEP_LAP) } else { (slots, 0) };
     let mut s = Step::consumed(Kind::Skip, slots);
-    (s.qp, s.flags) = (qi, flags | F_ZERO_BYTES);
+    (s.qp, s.flags) = (qi, flags | F_ZERO_BYTES | keep_lap);
     s
 }

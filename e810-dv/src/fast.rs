@@ -13,7 +13,7 @@
 use crate::cq::Engine;
 use crate::registry::QpRegistry;
 use crate::ring::{Pos, SlotSource, SlotWords};
-use crate::status::{rq_opcode, sq_opcode, Compat};
+use crate::status::{rq_opcode, sq_opcode, Compat, Release};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
 
@@ -80,10 +80,10 @@ impl FastTables {
         static CURRENT: FastTables = FastTables::new(Compat::Current);
         static V52: FastTables = FastTables::new(Compat::V52);
         static V44: FastTables = FastTables::new(Compat::V44);
-        match compat {
-            Compat::Current => &CURRENT,
-            Compat::V52 => &V52,
-            Compat::V44 => &V44,
+        match compat.release() {
+            Release::Current => &CURRENT,
+            Release::V52 => &V52,
+            Release::V44 => &V44,
         }
     }
 }

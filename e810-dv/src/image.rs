@@ -335,7 +335,7 @@ impl IrdmaImage {
 /// from v64 on, as [`crate::IrdmaCq::new`] says.
 pub fn decode_image(img: &IrdmaImage, compat: Compat) -> Result<(Vec<DecodeItem>, EndState), ImageError> {
     let h = img.header;
-    if h.hw_rev == HwRev::Gen3 && compat != Compat::Current {
+    if h.hw_rev == HwRev::Gen3 && !compat.has_gen3() {
         return Err(err(
             0,
             format!("a GEN3 ring decodes only as rdma-core v64 and later poll it: {} had no GEN3", compat.releases()),

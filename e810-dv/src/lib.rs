@@ -26,4 +26,4 @@ pub use registry::{
     AdoptError, ForeignQp, Qp, QpConfig, QpId, QpRegistry, QpType, RegistryError, Transport, WqRing, WrTrk, SQ_RESERVE,
 };
 pub use ring::{SlotBytes, SlotRing, SlotSource};
-pub use status::Compat;
+pub use status::{Compat, Release};

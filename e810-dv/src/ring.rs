@@ -31,9 +31,9 @@ impl From<Compat> for Rounding {
     /// [`Compat::Current`] rounds as v64 and later do (commit 772db3ec1); the older
     /// variants do not round.
     fn from(c: Compat) -> Self {
-        match c {
-            Compat::Current => Rounding::Even,
-            Compat::V52 | Compat::V44 => Rounding::None,
+        match c.release() {
+            crate::status::Release::Current => Rounding::Even,
+            crate::status::Release::V52 | crate::status::Release::V44 => Rounding::None,
         }
     }
 }
@@ -197,6 +197,14 @@ impl Pos {
         } else {
             Pos { slot: entries.saturating_sub(left), flip }
         }
+    }
+
+    /// This place moved on by `slots` (at most the ring size) without the expected valid
+    /// bit flipping when the slot wraps to 0: where rdma-core's connection-WQE skip leaves
+    /// its head (`IRDMA_RING_MOVE_HEAD_NOCHECK` without the polarity flip), a lap behind.
+    pub(crate) fn step_keeping_lap(self, slots: u32, entries: u32) -> Pos {
+        let entries = ring_size(entries);
+        Pos { slot: (self.slot + slots % entries) % entries, flip: self.flip }
     }
 
     #[cold]

@@ -4,10 +4,10 @@
 use dvcq_provider::{WcOpcode, WcStatus};
 use dvcq_uapi::irdma::codes::{ae, flush, major, rq_op, sq_op};
 
-/// Which rdma-core behaviour to reproduce where versions differ (§10). The irdma poll path
-/// changed in v52 and in v64 only; each variant covers the releases up to the next change.
+/// The rdma-core releases whose irdma poll differs (§10): the irdma poll path changed in
+/// v52 and in v64 only; each variant covers the releases up to the next change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Compat {
+pub enum Release {
     /// rdma-core v64 and later (checked against v65): minor 11 is
     /// `IBV_WC_RNR_RETRY_EXC_ERR`, major 0xFFFE is a flush with an AE code, the SRQ bit is
     /// read, atomic SQ opcodes are mapped, and ring sizes are rounded to even.
@@ -15,7 +15,7 @@ pub enum Compat {
     Current,
     /// rdma-core v52 to v63, and the v44 to v51 point releases that took commit 7f2d095ff
     /// (from v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2 and v51.2 on): as
-    /// [`Compat::V44`], except that RoCE write-with-immediate receives are
+    /// [`Release::V44`], except that RoCE write-with-immediate receives are
     /// `IBV_WC_RECV_RDMA_WITH_IMM`.
     V52,
     /// rdma-core v44 to v51 before those point releases (Debian 12 ships v44.0, Ubuntu 24.04
@@ -25,61 +25,134 @@ pub enum Compat {
     V44,
 }
 
+/// Which rdma-core behaviour to reproduce: the release range whose poll to follow
+/// ([`Release`]), and whether to copy rdma-core's connection-WQE skip as it is.
+///
+/// # The connection-WQE skip
+///
+/// rdma-core consumes the CQE of an iWARP connection WQE (§4.6) without a completion
+/// (`irdma_uk_cq_poll_cmpl`), by moving the ring head one slot, without the polarity flip
+/// the head takes everywhere else when it wraps to slot 0. Both are bugs: an extended CQE
+/// takes two slots in 32-byte mode, so rdma-core then reads the extension slot as a CQE of
+/// its own (its qword1 is the extension's qword5: 0 on GEN2, which makes it a skipped
+/// context-0 CQE, anything else a QP pointer it dereferences); and a skip into slot 0
+/// leaves the expected valid bit a lap behind, so every later CQE looks not yet written
+/// until the device laps the ring again. Every release has them, from the provider's first
+/// (v37, commit 3bebdf5cb) to today's (checked at v44.0, v50.0, v60.0, v64.0 and v65).
+///
+/// dvcq's default does not copy them: a connection WQE's CQE is skipped whole (both slots of
+/// an extended one) and the head wraps as always. [`Compat::with_conn_wqe_bug`], and every
+/// [`Compat::for_release`], reproduce what rdma-core reports instead (the extension read as
+/// a CQE, the polarity kept), for a lab engineer comparing with rdma-core's own poll.
+///
+/// The named values (`Compat::Current`, `Compat::V52`, `Compat::V44`) follow their release
+/// without the bug. They keep the names they had when `Compat` was the release enum, so are
+/// not upper case.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Compat {
+    release: Release,
+    conn_wqe_bug: bool,
+}
+
+impl core::fmt::Debug for Compat {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}", self.release)?;
+        if self.conn_wqe_bug {
+            f.write_str(" (with rdma-core's connection-WQE skip)")?;
+        }
+        Ok(())
+    }
+}
+
 /// The first point release of each of v44 to v51 with rdma-core commit 7f2d095ff ("Do not
 /// override the raw op type", v52), as (major, minor): from there its irdma poll is v52's.
 const V52_BACKPORTS: [(u32, u32); 8] = [(44, 7), (45, 6), (46, 5), (47, 4), (48, 3), (49, 3), (50, 2), (51, 2)];
 
+#[allow(non_upper_case_globals)]
 impl Compat {
-    /// Every variant, newest first.
+    /// rdma-core v64 and later ([`Release::Current`]), without the connection-WQE bug.
+    pub const Current: Compat = Compat { release: Release::Current, conn_wqe_bug: false };
+    /// rdma-core v52 to v63 ([`Release::V52`]), without the connection-WQE bug.
+    pub const V52: Compat = Compat { release: Release::V52, conn_wqe_bug: false };
+    /// rdma-core v44 to v51 ([`Release::V44`]), without the connection-WQE bug.
+    pub const V44: Compat = Compat { release: Release::V44, conn_wqe_bug: false };
+
+    /// Every release range, newest first, without the connection-WQE bug.
     pub const ALL: [Compat; 3] = [Compat::Current, Compat::V52, Compat::V44];
 
-    /// The behaviour of rdma-core release `v<major>.<minor>`; `None` before v44, the oldest
-    /// release reproduced.
+    /// The release range followed.
+    pub const fn release(self) -> Release {
+        self.release
+    }
+
+    /// The same, with rdma-core's connection-WQE skip copied as it is (see the type's
+    /// docs).
+    pub const fn with_conn_wqe_bug(self) -> Compat {
+        Compat { conn_wqe_bug: true, ..self }
+    }
+
+    /// Whether rdma-core's connection-WQE skip is copied.
+    pub const fn conn_wqe_bug(self) -> bool {
+        self.conn_wqe_bug
+    }
+
+    /// What rdma-core release `v<major>.<minor>` does, its connection-WQE skip included;
+    /// `None` before v44, the oldest release reproduced.
     pub const fn for_release(major: u32, minor: u32) -> Option<Compat> {
-        match major {
-            64.. => Some(Compat::Current),
-            52..=63 => Some(Compat::V52),
+        let release = match major {
+            64.. => Release::Current,
+            52..=63 => Release::V52,
             44..=51 => {
                 let first = V52_BACKPORTS[(major - 44) as usize].1;
-                Some(if minor >= first { Compat::V52 } else { Compat::V44 })
+                if minor >= first {
+                    Release::V52
+                } else {
+                    Release::V44
+                }
             }
-            _ => None,
+            _ => return None,
+        };
+        Some(Compat { release, conn_wqe_bug: true })
+    }
+
+    /// The releases this value follows, as rdma-core names them (`v64 and later`).
+    pub const fn releases(self) -> &'static str {
+        match self.release {
+            Release::Current => "v64 and later",
+            Release::V52 => "v52 to v63 (and v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2 on)",
+            Release::V44 => "v44 to v51 (before v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2)",
         }
     }
 
-    /// The releases this variant covers, as rdma-core names them (`v64 and later`).
-    pub const fn releases(self) -> &'static str {
-        match self {
-            Compat::Current => "v64 and later",
-            Compat::V52 => "v52 to v63 (and v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2 on)",
-            Compat::V44 => "v44 to v51 (before v44.7, v45.6, v46.5, v47.4, v48.3, v49.3, v50.2, v51.2)",
-        }
+    /// Whether these releases poll GEN3 CQs (rdma-core supports GEN3 from v64).
+    pub const fn has_gen3(self) -> bool {
+        matches!(self.release, Release::Current)
     }
 
     /// Receive CQEs keep the hardware opcode (rdma-core commit 7f2d095ff, v52); before,
     /// the uk layer overwrote it with `IRDMA_OP_TYPE_REC`/`REC_IMM`.
     #[inline(always)]
     pub(crate) const fn raw_rq_opcode(self) -> bool {
-        !matches!(self, Compat::V44)
+        !matches!(self.release, Release::V44)
     }
 
     /// Flush code 11 is `FLUSH_RNR_RETRY_EXC_ERR` (rdma-core commit d986d0b2c, v64).
     #[inline(always)]
     pub(crate) const fn rnr_retry_exc(self) -> bool {
-        matches!(self, Compat::Current)
+        matches!(self.release, Release::Current)
     }
 
     /// The SRQ bit is read and major 0xFFFE is an SRQ flush (rdma-core commit 32c9f6947,
     /// v64).
     #[inline(always)]
     pub(crate) const fn srq(self) -> bool {
-        matches!(self, Compat::Current)
+        matches!(self.release, Release::Current)
     }
 
     /// `set_ib_wc_op_sq` maps the atomic opcodes (rdma-core commit c2665c2e3, v64).
     #[inline(always)]
     pub(crate) const fn sq_atomics(self) -> bool {
-        matches!(self, Compat::Current)
+        matches!(self.release, Release::Current)
     }
 }
 
@@ -240,14 +313,20 @@ mod tests {
             (64, 0, Some(Compat::Current)),
             (u32::MAX, 0, Some(Compat::Current)),
         ] {
-            assert_eq!(Compat::for_release(major, minor), want, "v{major}.{minor}");
+            // A release's behaviour is its range's, with its connection-WQE skip.
+            assert_eq!(Compat::for_release(major, minor), want.map(Compat::with_conn_wqe_bug), "v{major}.{minor}");
         }
         // Each backport's point release is the first of its major with v52's poll.
+        let release = |major, minor| Compat::for_release(major, minor).map(Compat::release);
         for (major, first) in V52_BACKPORTS {
-            assert_eq!(Compat::for_release(major, first - 1), Some(Compat::V44), "v{major}");
-            assert_eq!(Compat::for_release(major, first), Some(Compat::V52), "v{major}");
-            assert_eq!(Compat::for_release(major, u32::MAX), Some(Compat::V52), "v{major}");
+            assert_eq!(release(major, first - 1), Some(Release::V44), "v{major}");
+            assert_eq!(release(major, first), Some(Release::V52), "v{major}");
+            assert_eq!(release(major, u32::MAX), Some(Release::V52), "v{major}");
         }
+        // The named values have no bug; the debug form says when one has it.
+        assert!(Compat::ALL.iter().all(|c| !c.conn_wqe_bug()));
+        assert_eq!(format!("{:?}", Compat::V52), "V52");
+        assert_eq!(format!("{:?}", Compat::V52.with_conn_wqe_bug()), "V52 (with rdma-core's connection-WQE skip)");
         let names: Vec<_> = Compat::ALL.iter().map(|c| c.releases()).collect();
         assert!(names[0] == "v64 and later" && names[1].starts_with("v52 to v63 (and v44.7,"), "{names:?}");
         assert!(names[2].starts_with("v44 to v51 (before v44.7,"), "{names:?}");

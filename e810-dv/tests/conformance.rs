@@ -1243,3 +1243,53 @@ fn unregister_clears_the_qps_cqes_as_rdma_core_destroy_does() {
         assert!(cq.poll(&mut one) == 0);
     }
 }
+
+/// rdma-core's connection-WQE skip moves the head one slot without the polarity flip
+/// (`irdma_uk_cq_poll_cmpl`, every release since v37). dvcq's default skips the CQE whole
+/// and wraps as always; `Compat::with_conn_wqe_bug` (and every `Compat::for_release`)
+/// reproduces rdma-core: an extended connection-WQE CQE's extension slot is then read as a
+/// CQE (here its qword5 is a context no QP has: an item, where rdma-core dereferences it),
+/// and a skip out of the ring's last slot leaves the valid bit a lap behind, so the next
+/// CQE is not seen.
+#[test]
+fn connection_wqe_skip_copies_rdma_cores_bug_only_when_asked() {
+    let iwarp = QpConfig { transport: Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(QPN, 16, 16) };
+    assert!(Compat::for_release(44, 0).unwrap().conn_wqe_bug() && Compat::for_release(65, 0).unwrap().conn_wqe_bug());
+    for compat in [Compat::Current, Compat::V52.with_conn_wqe_bug(), Compat::for_release(64, 0).unwrap()] {
+        let bug = compat.conn_wqe_bug();
+        // An extended connection-WQE CQE (its extension's qword5 non-zero), then a user send.
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 16, iwarp, compat);
+        let mut conn = ModelCqe::send(CTX, QPN, 0, sq_op::SEND).with_imm(1);
+        if let Some(e) = conn.ext.as_mut() {
+            e.srq_qp_ctx = 0xbad0;
+        }
+        m.push(&conn).unwrap();
+        // Polled while the user SQ is empty, as rdma-core's check needs.
+        let mut got: Vec<_> = poll_all(&mut cq);
+        let w = cq.qps_mut().post_send(id, 0x33, 1, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND)).unwrap();
+        got.extend(poll_all(&mut cq));
+        let got: Vec<_> = got.iter().map(|c| c.fault().map(|f| (f.kind, f.value)).ok_or(c.wr_id)).collect();
+        let want = if bug { vec![Ok((FaultKind::UnknownQp, 0xbad0)), Err(0x33)] } else { vec![Err(0x33)] };
+        assert_eq!(got, want, "{compat:?}");
+        assert_eq!(cq.ci(), 3, "{compat:?}");
+
+        // A plain connection-WQE CQE in the last slot: rdma-core's head wraps into slot 0
+        // a lap behind, and reads the lap it already polled again: the skipped context-0
+        // CQEs once more (a poll call stops after a ring's worth of them), then the
+        // connection WQE's CQE, which, once the SQ holds the user's send, completes as if
+        // it were one (wr_id 0: its tracking entry was never written) before the send.
+        let (mut m, mut cq, id) = setup(HwRev::Gen2, 8, iwarp, compat);
+        for _ in 0..7 {
+            m.push(&ModelCqe::send(0, 0, 0, sq_op::SEND)).unwrap();
+        }
+        assert!(poll_all(&mut cq).is_empty(), "context-0 CQEs are skipped");
+        m.push(&ModelCqe::send(CTX, QPN, 1, sq_op::SEND)).unwrap();
+        assert!(poll_all(&mut cq).is_empty());
+        let w = cq.qps_mut().post_send(id, 0x44, 1, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND)).unwrap();
+        let got: Vec<u64> = poll_all(&mut cq).iter().map(|c| c.wr_id).collect();
+        assert_eq!(got, if bug { vec![0, 0x44] } else { vec![0x44] }, "{compat:?}");
+        assert_eq!((cq.head(), cq.polarity()), (1, false), "{compat:?}");
+    }
+}

@@ -27,7 +27,9 @@ enum RingWhat {
         /// default is current rdma-core, v64 and later). Releases differ in a few statuses
         /// and opcodes: v44 to v51 (Debian 12's v44.0, Ubuntu 24.04's v50.0); v52 to v63,
         /// with the v44-v51 point releases from v44.7, v45.6, v46.5, v47.4, v48.3, v49.3,
-        /// v50.2 and v51.2 on; v64 on.
+        /// v50.2 and v51.2 on; v64 on. Every release also skips an iWARP connection WQE's
+        /// CQE as rdma-core does, one slot without the polarity flip (the default skips it
+        /// whole).
         #[arg(long, value_name = "vN[.M]", value_parser = parse_release)]
         rdma_core: Option<Release>,
         /// Print libibverbs' names for the status, opcode and flags of each `wc` line
