@@ -54,6 +54,16 @@ pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Roundi
     Some(n.max(4))
 }
 
+/// Whether rdma-core's irdma provider allocates rings of `entries` slots on generation
+/// `hw_rev`, for some `ibv_create_cq` in some release from v44 on (irdma.md §1.2,
+/// [`ring_slots`]): at least 4 (`IRDMA_U_MINCQ_SIZE`), and even on GEN2 and GEN3 (GEN2
+/// doubles `cqe + 1`; GEN3 came with v64, which rounds every size to even). GEN1 rings
+/// were `cqe + 1` before v64, so any size from 4. (The 64-byte CQE mode is GEN3's, and a
+/// GEN3 ring of 32-byte slots is doubled: even either way.)
+pub const fn is_allocated_size(entries: u32, hw_rev: HwRev) -> bool {
+    entries >= 4 && (entries % 2 == 0 || matches!(hw_rev, HwRev::Gen1))
+}
+
 /// The ring slot of counter `pos` (below twice the ring size).
 #[inline(always)]
 const fn slot_of(pos: u32, entries: u32) -> u32 {
@@ -515,6 +525,35 @@ mod tests {
         assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen1, 32, Rounding::Even), None);
         assert_eq!(ring_slots(u32::MAX - 1, HwRev::Gen3, 64, Rounding::None), Some(u32::MAX));
         assert_eq!(ring_slots(u32::MAX / 2, HwRev::Gen2, 32, Rounding::Even), None);
+    }
+
+    /// Every size `ring_slots` gives, for every request, generation and rounding, is one
+    /// `is_allocated_size` takes; GEN2 and GEN3 never give an odd size, GEN1 does before
+    /// v64; none is below 4.
+    #[test]
+    fn allocated_sizes_are_those_ring_slots_gives() {
+        for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
+            for rounding in [Rounding::Even, Rounding::None] {
+                // GEN3 exists from v64 on only, which rounds.
+                if rev == HwRev::Gen3 && rounding == Rounding::None {
+                    continue;
+                }
+                for requested in 1..2000 {
+                    let n = ring_slots(requested, rev, rev.cqe_size() as u32, rounding).unwrap();
+                    assert!(is_allocated_size(n, rev), "{rev:?} {rounding:?} cqe={requested}: {n}");
+                }
+            }
+        }
+        for (n, rev, ok) in [
+            (3, HwRev::Gen1, false),
+            (5, HwRev::Gen1, true),
+            (5, HwRev::Gen2, false),
+            (5, HwRev::Gen3, false),
+            (202, HwRev::Gen2, true),
+            (2, HwRev::Gen2, false),
+        ] {
+            assert_eq!(is_allocated_size(n, rev), ok, "{n} {rev:?}");
+        }
     }
 
     proptest! {

@@ -147,8 +147,8 @@ struct PollArgs {
     /// CQE size in bytes (mlx5: 64 or 128; irdma: 32). Default: 64 for mlx5, 32 for irdma.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
     cqe_size: Option<u32>,
-    /// Ring entries, i.e. CQEs per lap (mlx5: a power of two from 2; irdma: any size from 4,
-    /// as rdma-core sizes irdma rings).
+    /// Ring entries, i.e. CQEs per lap (mlx5: a power of two from 2; irdma: an even size
+    /// from 4, as rdma-core sizes E810 rings, `cqe + 1` doubled).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
     entries: u32,
     /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
@@ -239,6 +239,10 @@ fn check_entries(vendor: Vendor, entries: u32) -> Result<(), CliError> {
         Vendor::Irdma if !(IRDMA_MIN_CQ_SIZE..=1 << 20).contains(&entries) => {
             Err(CliError(format!("--entries {entries}: irdma rings have {IRDMA_MIN_CQ_SIZE} to 1048576 slots")))
         }
+        // The benchmark's E810 (GEN2) ring: `cqe + 1` doubled, never odd.
+        Vendor::Irdma if entries % 2 == 1 => Err(CliError(format!(
+            "--entries {entries}: rdma-core allocates E810 rings of an even number of slots (cqe + 1, doubled)"
+        ))),
         _ => Ok(()),
     }
 }
@@ -520,7 +524,7 @@ mod tests {
     fn ring_sizes_are_checked_at_both_ends() {
         for (vendor, ok, bad) in [
             (Vendor::Mlx5, [2, 64, 1 << 22], [0, 1, 3, 48, 1 << 23]),
-            (Vendor::Irdma, [4, 5, 1 << 20], [0, 1, 3, (1 << 20) + 1, 1 << 22]),
+            (Vendor::Irdma, [4, 202, 1 << 20], [1, 3, 5, (1 << 20) + 1, 1 << 22]),
         ] {
             for n in ok {
                 assert!(check_entries(vendor, n).is_ok(), "{vendor:?} {n}");

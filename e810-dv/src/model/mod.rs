@@ -40,8 +40,9 @@ const PAGE: usize = 4096;
 /// Model set-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelConfig {
-    /// Ring slots, 4 to 2^20 (any count: real irdma rings are rarely a power of two;
-    /// [`ModelConfig::for_cqe`] sizes them as rdma-core does).
+    /// Ring slots, 4 to 2^20: a size rdma-core allocates ([`crate::ring::is_allocated_size`]:
+    /// even on GEN2 and GEN3), rarely a power of two; [`ModelConfig::for_cqe`] sizes them
+    /// as rdma-core does.
     pub entries: u32,
     /// Hardware generation.
     pub hw_rev: HwRev,
@@ -150,6 +151,12 @@ impl IrdmaModel {
     pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
         if !(4..=1 << 20).contains(&cfg.entries) {
             return Err(ModelError::Config("entries must be from 4 to 2^20"));
+        }
+        if !crate::ring::is_allocated_size(cfg.entries, cfg.hw_rev) {
+            // rdma-core never allocates it: GEN2 doubles `cqe + 1`, GEN3 rounds to even.
+            return Err(ModelError::Config(
+                "entries must be even on GEN2 and GEN3: rdma-core allocates cqe + 1 slots, doubled on GEN2, rounded to even since v64",
+            ));
         }
         let ring_bytes = (cfg.entries as usize * cfg.cqe_size as usize).div_ceil(PAGE) * PAGE;
         let (ring_mem, shadow_mem, shadow_off) = if cfg.hw_rev.has_cq_resize() {
@@ -467,6 +474,33 @@ impl IrdmaModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model has the ring sizes rdma-core allocates (`cqe + 1`, doubled on GEN2,
+    /// rounded to even since v64, at least 4): no odd ring on GEN2 or GEN3, whose sizes are
+    /// always even; odd ones on GEN1, whose `cqe + 1` was not rounded before v64.
+    #[test]
+    fn ring_sizes_are_the_ones_rdma_core_allocates() {
+        for (rev, entries, ok) in [
+            (HwRev::Gen2, 5, false),
+            (HwRev::Gen3, 101, false),
+            (HwRev::Gen2, 3, false),
+            (HwRev::Gen1, 5, true),
+            (HwRev::Gen2, 202, true),
+            (HwRev::Gen3, 102, true),
+        ] {
+            let m = IrdmaModel::new(ModelConfig::new(rev, entries));
+            assert_eq!(m.is_ok(), ok, "{rev:?} {entries}");
+            if !ok {
+                assert!(matches!(m, Err(ModelError::Config(_))), "{rev:?} {entries}");
+            }
+        }
+        for rev in [HwRev::Gen1, HwRev::Gen2, HwRev::Gen3] {
+            for requested in [1, 2, 100, 4095] {
+                let cfg = ModelConfig::for_cqe(rev, requested, Compat::Current).unwrap();
+                assert!(IrdmaModel::new(cfg).is_ok(), "{rev:?} cqe={requested}: {} slots", cfg.entries);
+            }
+        }
+    }
 
     #[test]
     fn keeps_one_slot_free_and_raises_cq_error() {
