@@ -292,6 +292,29 @@ fn ring_export_pipes_into_ring_decode() {
     assert!(out.lines().filter(|l| l.starts_with("wc ")).count() >= 10, "{out}");
 }
 
+/// `ring export` makes irdma rings of the sizes rdma-core allocates, rarely powers of two
+/// (an E810's `ibv_create_cq(cqe = 100)` has 202 slots; a GEN1's `cqe + 1` may be odd),
+/// which `ring decode` reads back; a size the provider never allocates is refused.
+#[test]
+fn irdma_rings_of_real_sizes_export_and_decode() {
+    for (hw_rev, entries) in [("2", "202"), ("3", "102"), ("1", "101")] {
+        let o = dvcq(&["ring", "export", "--vendor", "irdma", "--hw-rev", hw_rev, "--entries", entries], None);
+        assert!(o.status.success(), "GEN{hw_rev} {entries}: {}", stderr(&o));
+        let text = String::from_utf8(o.stdout).unwrap();
+        assert!(text.starts_with(&format!("ring cqe_size={} entries={entries} ", if hw_rev == "3" { 64 } else { 32 })));
+        let dec = dvcq(&["ring", "decode", "-"], Some(&text));
+        assert!(dec.status.success(), "{}", stderr(&dec));
+        assert!(String::from_utf8(dec.stdout).unwrap().lines().filter(|l| l.starts_with("wc ")).count() > 3);
+    }
+    let o = dvcq(&["ring", "export", "--vendor", "irdma", "--entries", "201"], None);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--entries 201: rdma-core allocates GEN2 rings of an even number of slots"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// `ring decode --rdma-core` decodes an irdma ring as that release polls it: each release
 /// of a range gives its range's lines, the ranges differ where rdma-core changed, and no
 /// release is the current one.

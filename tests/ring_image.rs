@@ -388,7 +388,9 @@ fn malformed_images_name_the_line_and_the_problem() {
         ("ring cqe_size=64 entries=+16 ci=0\n", 1, "entries=+16 is not a decimal number"),
         (&format!("ring cqe_size=32 entries=4 ci=+0\n{i}\n{i}\n{i}\n{i}\n"), 1, "ci=+0 is not a decimal number"),
         (&format!("ring cqe_size=32 entries=4 ci=4294967296\n{i}\n{i}\n{i}\n{i}\n"), 1, "ci=4294967296 is out of range: 0 to 4294967295"),
-        (&format!("ring cqe_size=32 entries=2 ci=0\n{i}\n{i}\n"), 1, "entries=2: must be a power of two from 4 to 4194304"),
+        // irdma rings have the sizes rdma-core allocates: from 4, even on GEN2 and GEN3.
+        (&format!("ring cqe_size=32 entries=2 ci=0\n{i}\n{i}\n"), 1, "entries=2: an irdma ring has 4 to 4194304 slots"),
+        ("ring cqe_size=32 entries=201 ci=0\n", 1, "entries=201: rdma-core allocates GEN2 rings of an even number of slots"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=100000000 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=100000000 is out of range: 0x0 to 0xffffffff"),
         (&format!("ring cqe_size=64 entries=2 ci=0\nqp qpn=+1a2 sq_wqe_cnt=4 rq_wqe_cnt=4\n{s}\n{s}\n"), 2, "qpn=+1a2"),
         // A registry error is reported at the qp line's own line, not line 0.

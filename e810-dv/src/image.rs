@@ -11,7 +11,7 @@
 
 use crate::cq::Engine;
 use crate::registry::{QpConfig, QpRegistry, QpType, Transport};
-use crate::ring::{Pos, SlotBytes};
+use crate::ring::{is_allocated_size, Pos, SlotBytes};
 use crate::status::Compat;
 pub use dvcq_provider::image::{format_decode, wc_line, DecodeItem, EndState, ImageError};
 use dvcq_provider::image::{num_word, parse_image, parse_num, write_slots, RawImage};
@@ -25,7 +25,8 @@ use std::fmt::Write as _;
 pub struct ImageHeader {
     /// Slot size: 32 or 64.
     pub cqe_size: u32,
-    /// Ring slots: a power of two, 2 to 2^22.
+    /// Ring slots: 4 to 2^22, a size rdma-core allocates ([`is_allocated_size`]: even on
+    /// GEN2 and GEN3).
     pub entries: u32,
     /// Running consumer counter: head = `ci mod entries`, valid bit 1 on even laps.
     pub ci: u32,
@@ -102,10 +103,6 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
             return Err(err(line, format!("not an irdma ring (vendor={}, cqe_size={s})", v.unwrap_or("default"))))
         }
     }
-    // The smallest irdma ring is rdma-core's `IRDMA_U_MINCQ_SIZE`; images hold powers of two.
-    if !entries.is_power_of_two() || !(MIN_CQ_SIZE..=1 << 22).contains(&entries) {
-        return Err(err(line, format!("entries={entries}: must be a power of two from {MIN_CQ_SIZE} to 4194304")));
-    }
     let hw_rev = match get("hw_rev") {
         None => HwRev::Gen2,
         Some(v) => parse_num(v, false)
@@ -113,6 +110,20 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
             .and_then(HwRev::from_u8)
             .ok_or_else(|| err(line, format!("hw_rev={v}: must be 1, 2 or 3")))?,
     };
+    // The sizes rdma-core allocates (`cqe + 1`, doubled on GEN2, rounded to even since
+    // v64), not the powers of two an mlx5 ring has.
+    if !(4..=1 << 22).contains(&entries) {
+        return Err(err(line, format!("entries={entries}: an irdma ring has 4 to 4194304 slots")));
+    }
+    if !is_allocated_size(entries, hw_rev) {
+        return Err(err(
+            line,
+            format!(
+                "entries={entries}: rdma-core allocates GEN{} rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)",
+                hw_rev as u8
+            ),
+        ));
+    }
     Ok(ImageHeader { cqe_size, entries, ci, hw_rev })
 }
 
@@ -474,11 +485,12 @@ mod tests {
         let z = "0".repeat(64);
         let e = parse_irdma_image(&format!("ring cqe_size=32 entries=4 ci=0\n{z}\n")).unwrap_err();
         assert!(e.msg.contains("1 slot lines"), "{e}");
-        let ok = parse_irdma_image(&format!("ring cqe_size=32 entries=4 ci=0 hw_rev=1 extra=1\n{z}\n{z}\n{z}\n{z}\n"))
-            .unwrap();
-        // The smallest irdma ring is rdma-core's `IRDMA_U_MINCQ_SIZE`, 4 slots.
-        let e = parse_irdma_image(&format!("ring cqe_size=32 entries=2 ci=0\n{z}\n{z}\n")).unwrap_err();
-        assert_eq!((e.line, e.msg.as_str()), (1, "entries=2: must be a power of two from 4 to 4194304"));
+        // GEN1 rings come in odd sizes too (cqe + 1 before v64).
+        let ok = parse_irdma_image(&format!(
+            "ring cqe_size=32 entries=5 ci=0 hw_rev=1 extra=1\n{}",
+            format!("{z}\n").repeat(5)
+        ))
+        .unwrap();
         assert_eq!(ok.header.hw_rev, HwRev::Gen1);
         let (items, end) = decode_image(&ok, Compat::Current).unwrap();
         assert!(items.is_empty());

@@ -230,9 +230,10 @@ fn long_decodes_are_not_cut_short() {
 #[test]
 fn image_limits_are_inclusive_and_every_key_round_trips() {
     let z = "0".repeat(64);
+    let zs = format!("{z}\n").repeat(4);
     let ring = "ring cqe_size=32 entries=4 ci=0 vendor=irdma";
     let img = parse_irdma_image(&format!(
-        "{ring}\nqp qpn=ffffff sq_wqe_cnt=32768 rq_wqe_cnt=32768 rq_shift=3 srq=2d\nqp qpn=5 sq_wqe_cnt=4 rq_wqe_cnt=4 srq rq_shift=2\n{z}\n{z}\n{z}\n{z}\n"
+        "{ring}\nqp qpn=ffffff sq_wqe_cnt=32768 rq_wqe_cnt=32768 rq_shift=3 srq=2d\nqp qpn=5 sq_wqe_cnt=4 rq_wqe_cnt=4 srq rq_shift=2\n{zs}"
     ))
     .unwrap();
     let (a, b) = (&img.qps[0], &img.qps[1]);
@@ -245,27 +246,56 @@ fn image_limits_are_inclusive_and_every_key_round_trips() {
         ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=65536", "rq_wqe_cnt=65536"),
         ("qpn=1 sq_wqe_cnt=4 rq_wqe_cnt=4 rq_shift=4", "rq_shift=4"),
     ] {
-        let e = parse_irdma_image(&format!("{ring}\nqp {qp}\n{z}\n{z}\n{z}\n{z}\n")).unwrap_err();
+        let e = parse_irdma_image(&format!("{ring}\nqp {qp}\n{zs}")).unwrap_err();
         assert!(e.line == 2 && e.msg.contains(want), "{qp}: {e}");
     }
-    // Ring sizes: powers of two from 4 (rdma-core's smallest irdma ring, `IRDMA_U_MINCQ_SIZE`)
-    // to 2^22, checked on the ring line before any slot.
-    for entries in [1, 2, 6, 1 << 23] {
-        let e = parse_irdma_image(&format!("ring cqe_size=32 entries={entries} ci=0 vendor=irdma\n")).unwrap_err();
-        assert!(e.line == 1 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
+    // Ring sizes are the ones rdma-core allocates (`cqe + 1`, doubled on GEN2, rounded to
+    // even since v64), checked on the ring line before any slot: 4 to 2^22 slots, even on
+    // GEN2 (the default) and GEN3, any on GEN1.
+    for (entries, hw_rev, want) in [
+        (2, "", "entries=2: an irdma ring has 4 to 4194304 slots"),
+        (1 << 23, "", "entries=8388608: an irdma ring has 4 to 4194304 slots"),
+        (
+            201,
+            "",
+            "entries=201: rdma-core allocates GEN2 rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)",
+        ),
+        (
+            101,
+            " hw_rev=3",
+            "entries=101: rdma-core allocates GEN3 rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)",
+        ),
+    ] {
+        let e = parse_irdma_image(&format!("ring cqe_size=32 entries={entries} ci=0 vendor=irdma{hw_rev}\n")).unwrap_err();
+        assert_eq!((e.line, e.msg.as_str()), (1, want), "entries={entries}{hw_rev}");
     }
     // The same from the words alone, as a shared parser hands them over.
-    for entries in ["1", "2", "6", "8388608"] {
+    for entries in ["3", "7", "8388608"] {
         let words = [("cqe_size", "32"), ("entries", entries), ("ci", "0")];
         let e = header_from_words(&words, 7).unwrap_err();
-        assert!(e.line == 7 && e.msg.contains("must be a power of two"), "entries={entries}: {e}");
+        assert!(e.line == 7 && e.msg.starts_with(&format!("entries={entries}: ")), "entries={entries}: {e}");
     }
-    assert_eq!(
-        header_from_words(&[("cqe_size", "32"), ("entries", "4194304"), ("ci", "0")], 7).unwrap().entries,
-        1 << 22
+    for (entries, rev) in [("4194304", "2"), ("202", "2"), ("102", "3"), ("101", "1"), ("4", "1")] {
+        let words = [("cqe_size", "32"), ("entries", entries), ("ci", "0"), ("hw_rev", rev)];
+        assert_eq!(header_from_words(&words, 7).unwrap().entries.to_string(), entries, "GEN{rev}");
+    }
+    // A ring of a real size (E810, `ibv_create_cq(cqe = 100)`: 202 slots) decodes, its
+    // counter running modulo twice its size: the CQE at slot 201 of the second lap (valid
+    // bit 0) is the next one at ci=403.
+    let mut slots = vec![z.clone(); 202];
+    // A SEND completion of WQE 1 on the first qp line's QP, valid bit 0.
+    slots[201] = ["0000000000000000", "0100000000000000", "0000000001000000", "0000000001000043"].concat();
+    let text = format!(
+        "ring cqe_size=32 entries=202 ci=403 vendor=irdma\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8\n{}\n",
+        slots.join("\n")
     );
+    let big = parse_irdma_image(&text).unwrap();
+    assert_eq!(parse_irdma_image(&big.to_text()).unwrap(), big);
+    let (items, end) = decode_image(&big, Compat::Current).unwrap();
+    let idx: Vec<_> = items.iter().map(|i| if let DecodeItem::Wc(c) = i { Some(c.wqe_index) } else { None }).collect();
+    assert_eq!((idx, end.ci), (vec![Some(1)], 404), "one slot consumed");
     // mlx5's line kinds (its WQE buffers) mean nothing here.
-    let e = parse_irdma_image(&format!("{ring}\nwqe qpn=1 queue=rq index=0 bytes=00\n{z}\n{z}\n")).unwrap_err();
+    let e = parse_irdma_image(&format!("{ring}\nwqe qpn=1 queue=rq index=0 bytes=00\n{zs}")).unwrap_err();
     assert_eq!(e.to_string(), "line 2: a wqe line has no meaning in an irdma ring");
     // At most 64 QPs.
     let qps = |n: u32| (1..=n).map(|k| ImageQp { qpn: k, sq_wqe_cnt: 4, rq_wqe_cnt: 4, ..Default::default() });
@@ -364,13 +394,15 @@ fn iwarp_qps_decode_as_the_live_poller_polls_them() {
         ("conn_wqes=4294967296", "conn_wqes=4294967296 is out of range: 0 to 4294967295"),
     ] {
         let text = format!(
-            "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 {words}\n{z}\n{z}\n{z}\n{z}\n"
+            "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 {words}\n{}",
+            format!("{z}\n").repeat(4)
         );
         let e = parse_irdma_image(&text).unwrap_err();
         assert_eq!((e.line, e.msg.as_str()), (2, want), "{words}");
     }
     let text = format!(
-        "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=roce\n{z}\n{z}\n{z}\n{z}\n"
+        "ring cqe_size=32 entries=4 ci=0\nqp qpn=1 sq_wqe_cnt=8 rq_wqe_cnt=8 transport=roce\n{}",
+        format!("{z}\n").repeat(4)
     );
     assert!(!parse_irdma_image(&text).unwrap().qps[0].iwarp);
 }

@@ -182,14 +182,38 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
         (Some(v), _) => return Err(ImageError::new(line, format!("vendor={v}: must be mlx5 or irdma"))),
         (None, s) => return Err(ImageError::new(line, format!("cqe_size={s}: must be 32, 64 or 128"))),
     };
-    // Each vendor's smallest ring is the device's (mlx5 2, irdma 4); images hold powers of two.
-    let min = match vendor {
-        ImageVendor::Mlx5 => dvcq_uapi::mlx5::cq_size::MIN_CQ_ENTRIES,
-        ImageVendor::Irdma => dvcq_uapi::irdma::gen::MIN_CQ_SIZE,
-    };
-    let max = dvcq_uapi::mlx5::cq_size::MAX_CQ_ENTRIES;
-    if !entries.is_power_of_two() || !(min..=max).contains(&entries) {
-        return Err(ImageError::new(line, format!("entries={entries}: must be a power of two from {min} to {max}")));
+    // Each vendor's smallest ring is the device's (mlx5 2, irdma 4, rdma-core's
+    // IRDMA_U_MINCQ_SIZE), and the largest any takes 2^22 slots.
+    use dvcq_uapi::irdma::gen::MIN_CQ_SIZE as IRDMA_MIN;
+    use dvcq_uapi::mlx5::cq_size::{MAX_CQ_ENTRIES as MLX5_MAX, MIN_CQ_ENTRIES as MLX5_MIN};
+    match vendor {
+        ImageVendor::Mlx5 if !entries.is_power_of_two() || !(MLX5_MIN..=MLX5_MAX).contains(&entries) => {
+            return Err(ImageError::new(
+                line,
+                format!("entries={entries}: must be a power of two from {MLX5_MIN} to {MLX5_MAX}"),
+            ));
+        }
+        // irdma rings have the sizes rdma-core allocates (`cqe + 1`, doubled on GEN2,
+        // rounded to even since v64), rarely a power of two: the vendor's parser checks the
+        // size against the generation.
+        ImageVendor::Irdma if !(IRDMA_MIN..=MLX5_MAX).contains(&entries) => {
+            return Err(ImageError::new(
+                line,
+                format!("entries={entries}: an irdma ring has {IRDMA_MIN} to {MLX5_MAX} slots"),
+            ));
+        }
+        // Checked here too, before the slot lines are read: even but on GEN1 (e810-dv's
+        // `is_allocated_size`; GEN2 is the default generation).
+        ImageVendor::Irdma if entries % 2 == 1 && get("hw_rev") != Some("1") => {
+            let generation = get("hw_rev").unwrap_or("2");
+            return Err(ImageError::new(
+                line,
+                format!(
+                    "entries={entries}: rdma-core allocates GEN{generation} rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)"
+                ),
+            ));
+        }
+        _ => {}
     }
     Ok((cqe_size, entries, ci, vendor))
 }

@@ -46,8 +46,8 @@ enum RingWhat {
         /// Which model.
         #[arg(long, value_enum, default_value = "mlx5")]
         vendor: ExportVendor,
-        /// Ring entries: a power of two from the vendor's smallest ring (mlx5 2, irdma 4) to
-        /// 4194304 (mlx5) or 1048576 (irdma).
+        /// Ring entries: mlx5, a power of two from 2; irdma, a size rdma-core allocates (`cqe +
+        /// 1`, doubled on GEN2, rounded to even since v64: even from 4 on GEN2 and GEN3).
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
         entries: u32,
         /// CQE size in bytes. mlx5: 64 (default) or 128; irdma: what the generation writes
@@ -171,7 +171,7 @@ impl RingArgs {
                 Ok(ExitCode::SUCCESS)
             }
             RingWhat::Export { scenario, vendor, entries, cqe_size, hw_rev, compression, mini } => {
-                check_export_entries(*vendor, *entries)?;
+                check_export_entries(*vendor, hw_rev.unwrap_or(2), *entries)?;
                 // Every option given is used: one that does not apply to the vendor is an error.
                 let comp = compression.config(mini.as_deref())?;
                 let text = match vendor {
@@ -208,23 +208,35 @@ impl RingArgs {
     }
 }
 
-/// `--entries` of `ring export`: a power of two (images hold power-of-two rings) the
-/// vendor's device makes: from its smallest ring (the rule `bench poll` and the images
-/// follow too) to the largest its model keeps.
-fn check_export_entries(vendor: ExportVendor, entries: u32) -> Result<(), CliError> {
+/// `--entries` of `ring export`: mlx5, a power of two from its smallest ring to the largest
+/// (the rule `bench poll` and the images follow too); irdma, a ring rdma-core allocates on
+/// hardware generation `hw_rev` (any size from 4 on GEN1, an even one on GEN2 and GEN3), up
+/// to the model's 2^20.
+fn check_export_entries(vendor: ExportVendor, hw_rev: u8, entries: u32) -> Result<(), CliError> {
     let (min, max) = match vendor {
         ExportVendor::Mlx5 => (mlx5_cq::MIN_CQ_ENTRIES, mlx5_cq::MAX_CQ_ENTRIES),
         ExportVendor::Irdma => (dvcq_uapi::irdma::gen::MIN_CQ_SIZE, 1 << 20),
     };
-    if !entries.is_power_of_two() || !(min..=max).contains(&entries) {
-        return Err(CliError(match vendor {
-            ExportVendor::Mlx5 => format!("--entries {entries}: mlx5 rings are powers of two from {min} to {max}"),
-            ExportVendor::Irdma => {
-                format!("--entries {entries}: irdma rings have {min} to {max} slots, and an image holds a power of two")
+    match vendor {
+        ExportVendor::Mlx5 if !entries.is_power_of_two() || !(min..=max).contains(&entries) => {
+            Err(CliError(format!("--entries {entries}: mlx5 rings are powers of two from {min} to {max}")))
+        }
+        ExportVendor::Mlx5 => Ok(()),
+        ExportVendor::Irdma if !(min..=max).contains(&entries) => {
+            Err(CliError(format!("--entries {entries}: an irdma ring has {min} to {max} slots")))
+        }
+        ExportVendor::Irdma => {
+            let rev = dvcq_uapi::irdma::HwRev::from_u8(hw_rev).unwrap_or_default();
+            if crate::irdma::ring::is_allocated_size(entries, rev) {
+                Ok(())
+            } else {
+                Err(CliError(format!(
+                    "--entries {entries}: rdma-core allocates GEN{hw_rev} rings of an even number of slots (cqe + 1, \
+                     doubled on GEN2, rounded to even since v64)"
+                )))
             }
-        }));
+        }
     }
-    Ok(())
 }
 
 /// Reads a file, or standard input for `None` / `-`; returns a name for messages and the text.
@@ -264,21 +276,29 @@ mod tests {
     #[test]
     fn export_entries_take_both_ends_of_each_vendors_range() {
         for ok in [2, 4, 8, 1 << 21, 1 << 22] {
-            assert!(check_export_entries(ExportVendor::Mlx5, ok).is_ok(), "{ok}");
+            assert!(check_export_entries(ExportVendor::Mlx5, 2, ok).is_ok(), "{ok}");
         }
         for bad in [0, 1, 3, 6, (1 << 22) + 4, 1 << 23, 1 << 31] {
-            let e = check_export_entries(ExportVendor::Mlx5, bad).unwrap_err();
+            let e = check_export_entries(ExportVendor::Mlx5, 2, bad).unwrap_err();
             assert_eq!(e.0, format!("--entries {bad}: mlx5 rings are powers of two from 2 to 4194304"));
         }
-        for ok in [4, 8, 1 << 20] {
-            assert!(check_export_entries(ExportVendor::Irdma, ok).is_ok(), "{ok}");
+        for bad in [0, 1, 2, 3, 1 << 21] {
+            let e = check_export_entries(ExportVendor::Irdma, 2, bad).unwrap_err();
+            assert_eq!(e.0, format!("--entries {bad}: an irdma ring has 4 to 1048576 slots"));
         }
-        for bad in [0, 1, 2, 3, 6, 1 << 21] {
-            let e = check_export_entries(ExportVendor::Irdma, bad).unwrap_err();
-            assert_eq!(
-                e.0,
-                format!("--entries {bad}: irdma rings have 4 to 1048576 slots, and an image holds a power of two")
-            );
+    }
+
+    /// irdma rings have the sizes rdma-core allocates: any from 4 on GEN1, even ones on GEN2
+    /// and GEN3 (202 is `ibv_create_cq(cqe = 100)` on an E810), up to the model's 2^20.
+    #[test]
+    fn irdma_export_entries_are_ring_sizes_rdma_core_allocates() {
+        for (rev, ok) in [(1, 5), (2, 202), (3, 102), (2, 4), (2, 1 << 20)] {
+            assert!(check_export_entries(ExportVendor::Irdma, rev, ok).is_ok(), "GEN{rev} {ok}");
         }
+        for (rev, bad) in [(2, 5), (3, 101), (2, 3), (1, 2), (2, (1 << 20) + 2)] {
+            assert!(check_export_entries(ExportVendor::Irdma, rev, bad).is_err(), "GEN{rev} {bad}");
+        }
+        let e = check_export_entries(ExportVendor::Irdma, 2, 201).unwrap_err();
+        assert_eq!(e.0, "--entries 201: rdma-core allocates GEN2 rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)");
     }
 }

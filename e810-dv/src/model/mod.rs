@@ -446,17 +446,14 @@ impl IrdmaModel {
         })
     }
 
-    /// The ring as a ring image (ring-image.md) with consumer counter `ci` and the given qp
-    /// lines: CQE handle h must be the h-th qp line for the image to decode.
+    /// The ring as a ring image with consumer counter `ci` (as [`IrdmaCq::ci`] gives it) and
+    /// the given qp lines: CQE handle h must be the h-th qp line for the image to decode.
+    /// Images hold rings of every size the model has, the sizes rdma-core allocates.
     ///
     /// # Errors
     ///
-    /// [`ModelError::Config`] unless the ring size is a power of two: the image format
-    /// holds only those.
+    /// None today; the `Result` is kept for the model's other refusals.
     pub fn export_image(&self, ci: u32, qps: &[ImageQp]) -> Result<IrdmaImage, ModelError> {
-        if !self.cfg.entries.is_power_of_two() {
-            return Err(ModelError::Config("ring images hold power-of-two rings only"));
-        }
         let header =
             ImageHeader { cqe_size: self.cfg.cqe_size, entries: self.cfg.entries, ci, hw_rev: self.cfg.hw_rev };
         Ok(IrdmaImage { header, qps: qps.to_vec(), slots: self.snapshot() })
