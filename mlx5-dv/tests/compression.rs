@@ -279,9 +279,42 @@ fn drive_as<const S: usize>(
     batch_seed: u64,
     version: CqeVersion,
 ) -> (Vec<Completion>, CqStats) {
+    let (out, stats, _) = drive_kept::<S>(entries, ring, comp, start, batch_seed, version);
+    (out, stats)
+}
+
+/// [`drive_as`], with what the model kept of each completion it wrote
+/// ([`Mlx5Model::record_kept`]): the CQEs whose uncompressed poll this poll must equal.
+fn drive_kept<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+    batch_seed: u64,
+    version: CqeVersion,
+) -> (Vec<Completion>, CqStats, Vec<Entry>) {
     let mut rng = Rng(batch_seed);
-    let (out, cq) = drive_batches::<S>(entries, ring, comp, start, version, || 1 + rng.below(20) as usize, 16);
-    (out, cq.stats())
+    let (out, cq, kept) = drive_batches::<S>(entries, ring, comp, start, version, || 1 + rng.below(20) as usize, 16);
+    (out, cq.stats(), kept)
+}
+
+/// Polls `entries` compressed per `comp` and checks the result against the uncompressed
+/// poll of what the device kept of them (the fields a mini-CQE does not carry are the
+/// title's): the decoder reports what the hardware kept, and nothing it did not.
+fn assert_polls_as_kept<const S: usize>(
+    entries: &[Entry],
+    ring: u32,
+    comp: Option<Compression>,
+    start: u32,
+    batch_seed: u64,
+    version: CqeVersion,
+    what: &str,
+) -> CqStats {
+    let (got, stats, kept) = drive_kept::<S>(entries, ring, comp, start, batch_seed, version);
+    assert_eq!(kept.len(), entries.len(), "{what}: one kept CQE per completion");
+    let (want, _) = drive_as::<S>(&kept, ring, None, start, batch_seed ^ 7, version);
+    assert_same(&got, &want, what);
+    stats
 }
 
 /// [`drive`] polling exactly one completion per call, the way UCX polls; returns every
@@ -291,10 +324,10 @@ fn drive_one_at_a_time<const S: usize>(
     ring: u32,
     comp: Option<Compression>,
     start: u32,
-) -> (Vec<Completion>, Vec<(u32, u32)>) {
-    let (out, cq) = drive_batches::<S>(entries, ring, comp, start, CqeVersion::V0, || 1, 1);
+) -> (Vec<Completion>, Vec<(u32, u32)>, Vec<Entry>) {
+    let (out, cq, kept) = drive_batches::<S>(entries, ring, comp, start, CqeVersion::V0, || 1, 1);
     let queues = cq.registry().qps().iter().map(|q| (q.sq.outstanding(), q.rq.outstanding())).collect();
-    (out, queues)
+    (out, queues, kept)
 }
 
 /// [`drive_as`] with the batch sizes `batch` gives while the model waits for room, and
@@ -307,8 +340,9 @@ fn drive_batches<const S: usize>(
     version: CqeVersion,
     mut batch: impl FnMut() -> usize,
     last: usize,
-) -> (Vec<Completion>, Mlx5Cq<S>) {
+) -> (Vec<Completion>, Mlx5Cq<S>, Vec<Entry>) {
     let mut m = model::<S>(ring, comp, start);
+    m.record_kept();
     let mut cq = m.poller::<S>(registry(), CqConfig { cqe_version: version, ..CqConfig::default() }).unwrap();
     let mut out = Vec::new();
     let mut make_room = |m: &Mlx5Model, cq: &mut Mlx5Cq<S>, out: &mut Vec<Completion>| {
@@ -328,7 +362,7 @@ fn drive_batches<const S: usize>(
     m.flush().unwrap();
     while poll_batch_peeking(&mut cq, last, &mut out) > 0 {}
     assert_eq!(cq.session_left(), 0);
-    (out, cq)
+    (out, cq, m.take_kept())
 }
 
 /// The fields a peek and a poll both define (peek starts from a zeroed completion).
@@ -381,17 +415,21 @@ proptest! {
         let start = if near_wrap { u32::MAX - 3 * ring } else { 0 };
         let (want, _) = drive::<64>(&entries, ring, None, start, batch_seed);
         for policy in [Policy::Always, Policy::RandomRuns { seed, max }, Policy::Never] {
-            let (got, _) = drive::<64>(&entries, ring, comp(layout, format, policy), start, batch_seed ^ 1);
-            assert_same(&got, &want, &format!("{layout:?}/{format:?}/{policy:?}"));
+            let what = format!("{layout:?}/{format:?}/{policy:?}");
+            assert_polls_as_kept::<64>(&entries, ring, comp(layout, format, policy), start, batch_seed ^ 1, CqeVersion::V0, &what);
         }
+        // Never compressing: the very completions of the entries.
+        let (never, _) = drive::<64>(&entries, ring, comp(layout, format, Policy::Never), start, batch_seed ^ 3);
+        assert_same(&never, &want, "never compressed");
         // One completion per call (UCX's way), where each QP's outstanding sends and
         // receives must match too.
-        let (one, want_queues) = drive_one_at_a_time::<64>(&entries, ring, None, start);
+        let (one, want_queues, _) = drive_one_at_a_time::<64>(&entries, ring, None, start);
         assert_same(&one, &want, "uncompressed, one completion per call");
         for policy in [Policy::Always, Policy::RandomRuns { seed, max }] {
-            let (got, queues) = drive_one_at_a_time::<64>(&entries, ring, comp(layout, format, policy), start);
+            let (got, queues, kept) = drive_one_at_a_time::<64>(&entries, ring, comp(layout, format, policy), start);
             let what = format!("{layout:?}/{format:?}/{policy:?}, one completion per call");
-            assert_same(&got, &want, &what);
+            let (want_kept, _, _) = drive_one_at_a_time::<64>(&kept, ring, None, start);
+            assert_same(&got, &want_kept, &what);
             assert_eq!(queues, want_queues, "{what}: outstanding sends and receives per QP");
         }
     }
@@ -409,8 +447,8 @@ proptest! {
         let v1 = CqeVersion::V1;
         let (want, _) = drive_as::<64>(&entries, 32, None, 0, batch_seed, v1);
         for policy in [Policy::Always, Policy::RandomRuns { seed, max: 30 }, Policy::Never] {
-            let (got, _) = drive_as::<64>(&entries, 32, comp(layout, format, policy), 0, batch_seed ^ 1, v1);
-            assert_same(&got, &want, &format!("v1 {layout:?}/{format:?}/{policy:?}"));
+            let what = format!("v1 {layout:?}/{format:?}/{policy:?}");
+            assert_polls_as_kept::<64>(&entries, 32, comp(layout, format, policy), 0, batch_seed ^ 1, v1, &what);
         }
         // Version 1 names every QP, so nothing in a clean stream is a fault.
         prop_assert!(want.iter().all(|c| c.fault().is_none()));
@@ -420,9 +458,8 @@ proptest! {
     #[test]
     fn compressed_128_byte_cqes_poll_identically(runs in arb_runs(), layout in arb_layout(), format in arb_format(), seed in any::<u64>()) {
         let entries = stream(&runs, format);
-        let (want, _) = drive::<128>(&entries, 16, None, 0, seed);
-        let (got, _) = drive::<128>(&entries, 16, comp(layout, format, Policy::RandomRuns { seed, max: 20 }), 0, seed);
-        assert_same(&got, &want, "128-byte");
+        let policy = Policy::RandomRuns { seed, max: 20 };
+        assert_polls_as_kept::<128>(&entries, 16, comp(layout, format, policy), 0, seed, CqeVersion::V0, "128-byte");
     }
 
     /// Garbage on a compressed CQ (arbitrary raw CQEs in the stream): no panic, and every
@@ -435,7 +472,6 @@ proptest! {
         junk in prop::collection::vec((any::<usize>(), prop::array::uniform32(any::<u8>()), prop::array::uniform32(any::<u8>()), 0u8..4), 1..4),
     ) {
         let clean = stream(&runs, format);
-        let (want, _) = drive::<64>(&clean, 32, None, 0, 7);
         let mut dirty = clean.clone();
         let mut first = usize::MAX;
         for (at, a, b, fmt) in junk {
@@ -449,6 +485,7 @@ proptest! {
             first = first.min(at);
         }
         let mut m = model::<64>(32, comp(layout, format, Policy::Always), 0);
+        m.record_kept();
         let mut cq = m.poller::<64>(registry(), CqConfig::default()).unwrap();
         let mut got = Vec::new();
         for e in &dirty {
@@ -470,9 +507,12 @@ proptest! {
         for _ in 0..100 {
             poll_batch(&mut cq, 7, &mut got);
         }
-        // Every clean entry before the first garbage CQE gives one item (SIG_ERR none).
+        // Every clean entry before the first garbage CQE gives one item (SIG_ERR none),
+        // the one what the device kept of it gives uncompressed.
         let sig_err = |e: &Entry| e.cqe.opcode() == cqe_opcode::SIG_ERR;
         let n = dirty[..first].iter().filter(|e| !sig_err(e)).count();
+        let kept = m.take_kept();
+        let (want, _) = drive::<64>(&kept[..first.min(kept.len())], 32, None, 0, 7);
         prop_assert!(got.len() >= n);
         prop_assert_eq!(&got[..n], &want[..n]);
         // Every fault item is counted once, whichever path wrote it.
@@ -493,9 +533,16 @@ fn every_layout_and_format_over_many_laps() {
         for format in MiniFormat::ALL {
             let runs: Vec<_> = (0..200u64).map(|i| ((i % 7) as u8, 1 + (i * 37 % 60) as u32, i)).collect();
             let entries = stream(&runs, format);
-            let (want, _) = drive::<64>(&entries, 16, None, 0, 3);
-            let (got, stats) = drive::<64>(&entries, 16, comp(layout, format, Policy::Always), 0, 5);
-            assert_same(&got, &want, &format!("{layout:?}/{format:?}"));
+            let what = format!("{layout:?}/{format:?}");
+            let stats = assert_polls_as_kept::<64>(
+                &entries,
+                16,
+                comp(layout, format, Policy::Always),
+                0,
+                5,
+                CqeVersion::V0,
+                &what,
+            );
             assert!(stats.sessions > 100, "{layout:?}/{format:?}: only {} sessions", stats.sessions);
             assert!(entries.len() > 16 * 300, "enough laps to wrap the 8-bit iteration count");
         }
@@ -522,6 +569,15 @@ fn fully_compressed_lap_helper() {
 
 fn poller<const S: usize>(m: &Mlx5Model) -> Mlx5Cq<S> {
     m.poller::<S>(registry(), CqConfig::default()).unwrap()
+}
+
+/// `e` marked as a completion of run `run`: its timestamp, and a field no mini-CQE carries
+/// and a device compares (the immediate / P_Key word; a send's completion does not report
+/// it), so that consecutive runs never share a session. A timestamp alone does not part
+/// them: the device compresses completions that differ there, and the difference is lost.
+fn in_run(mut e: Entry, run: u64) -> Entry {
+    e.cqe.imm_inval_pkey = dvcq_uapi::Be32::new(run as u32);
+    e.timestamp(run)
 }
 
 fn recv(i: u16, bytes: u32) -> Entry {
@@ -702,9 +758,9 @@ fn enhanced_title_polled_before_its_block_is_written() {
         let mut cq = poller::<64>(&m);
         let entry = |i: u16, ts: u64| {
             if send {
-                build::req(QP_RC, 40 + i, wqe_opcode::SEND, 0).timestamp(ts)
+                in_run(build::req(QP_RC, 40 + i, wqe_opcode::SEND, 0), ts)
             } else {
-                build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0).timestamp(ts)
+                in_run(build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0), ts)
             }
         };
         // A completion of another run first, so the QP is cached and the title takes the
@@ -744,9 +800,9 @@ fn enhanced_title_in_the_last_slot_of_a_full_batch() {
         let mut cq = poller::<64>(&m);
         let entry = |i: u16, ts: u64| {
             if send {
-                build::req(QP_RC, i, wqe_opcode::SEND, 0).timestamp(ts)
+                in_run(build::req(QP_RC, i, wqe_opcode::SEND, 0), ts)
             } else {
-                build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0).timestamp(ts)
+                in_run(build::resp(cqe_opcode::RESP_SEND, QP_RC, i, 100 + i as u32, 0), ts)
             }
         };
         // A lap of regular CQEs (each its own run), drained by one call of eight.
@@ -796,8 +852,8 @@ fn enhanced_holes_never_match_a_later_lap() {
                         } else {
                             build::resp(cqe_opcode::RESP_SEND, QP_RC, ctr, 64, 0)
                         };
-                        // A new timestamp starts a new run: a regular CQE, then a block.
-                        e.timestamp(run)
+                        // A new run: a regular CQE, then a block.
+                        in_run(e, run)
                     })
                     .collect();
                 push_and_drain(&mut m, &mut cq, &entries, batch, &mut got);
@@ -1374,7 +1430,7 @@ fn enhanced_blocks_without_a_usable_title_are_faults() {
     // Poller opened at the block, after the title.
     let mut m = model::<64>(64, enh, 0);
     m.push_all(&(0..5).map(|i| recv(i, 1)).collect::<Vec<_>>()).unwrap();
-    m.push(&recv(5, 1).timestamp(1)).unwrap();
+    m.push(&in_run(recv(5, 1), 1)).unwrap();
     m.flush().unwrap();
     let mut cq = m.poller_at::<64>(registry(), CqConfig::default(), 1).unwrap();
     let mut got = Vec::new();
@@ -1578,7 +1634,7 @@ fn take_turns<const S: usize>(layout: CompLayout) {
     for seed in 0..24u64 {
         let what = format!("{layout:?}, {S}-byte CQEs, seed {seed}");
         let mut rng = Rng(seed);
-        // Runs of sends and receives on one QP, each run its own timestamp.
+        // Runs of sends and receives on one QP, each run marked as its own.
         let (mut entries, mut sq, mut rq, mut want) = (Vec::new(), 0u16, 0u16, Vec::new());
         for run in 0..40u64 {
             let send = rng.below(2) == 0;
@@ -1593,7 +1649,7 @@ fn take_turns<const S: usize>(layout: CompLayout) {
                     rq = rq.wrapping_add(1);
                     build::resp(cqe_opcode::RESP_SEND, QP_RC, rq, bytes, 0)
                 };
-                entries.push(e.timestamp(run));
+                entries.push(in_run(e, run));
             }
         }
         let policy = Policy::RandomRuns { seed, max: 2 + seed as u32 % 3 };
@@ -1723,5 +1779,55 @@ fn a_block_larger_than_the_ring_is_truncated_wherever_it_is_met() {
         let what: Vec<_> =
             got.iter().map(|c| c.fault().map(|f| (f.kind, f.position, f.value)).ok_or(c.wqe_index)).collect();
         assert_eq!(what, [Err(0), Err(1), Err(2), Ok((FaultKind::Truncated, 3, 7))], "batch {batch}");
+    }
+}
+
+/// The device compresses completions that differ in what no mini-CQE of the format
+/// carries, and what differs there is lost: every completion of a session reports the
+/// title's timestamp, the title's RSS hash unless the format is HASH, the title's checksum
+/// unless it is CSUM or CSUM_STRIDX; and its own byte count, and its own hash or checksum
+/// where the format keeps it. Raw Ethernet receives (which report hash and checksum) whose
+/// timestamp, hash and checksum all differ, in every format and layout; sends, whose
+/// timestamps differ, likewise keep only the title's.
+#[test]
+fn compressed_completions_report_what_the_mini_cqe_kept_and_the_titles_rest() {
+    for layout in [CompLayout::Basic, CompLayout::Enhanced] {
+        for format in MiniFormat::ALL {
+            let what = format!("{layout:?}/{format:?}");
+            let recv = |i: u16| {
+                build::resp(cqe_opcode::RESP_SEND, QP_ETH, i, 100 + u32::from(i), 0)
+                    .offloads(0x07, 0x28, 0x1000 + i, 0xabc0_0000 + u32::from(i))
+                    .timestamp(5000 + u64::from(i))
+            };
+            let mut m = model::<64>(64, comp(layout, format, Policy::Always), 0);
+            let mut cq = poller::<64>(&m);
+            m.push_all(&(0..20).map(recv).collect::<Vec<_>>()).unwrap();
+            let mut got = Vec::new();
+            while poll_batch(&mut cq, 7, &mut got) > 0 {}
+            assert!(cq.stats().sessions > 0, "{what}: compressed");
+            assert_eq!(got.len(), 20, "{what}");
+            let keeps_hash = format == MiniFormat::Hash;
+            let keeps_csum = matches!(format, MiniFormat::Csum | MiniFormat::CsumStridx);
+            for (i, c) in got.iter().enumerate() {
+                let own = i as u32;
+                assert!(c.is_ok(), "{what}: item {i}: {c:?}");
+                assert_eq!(c.byte_len, 100 + own, "{what}: item {i}: its own byte count");
+                assert_eq!(c.timestamp, 5000, "{what}: item {i}: the title's timestamp");
+                let hash = if keeps_hash { 0xabc0_0000 + own } else { 0xabc0_0000 };
+                let csum = if keeps_csum { 0x1000 + own as u16 } else { 0x1000 };
+                assert_eq!((c.flow_tag_hash, c.checksum), (hash, csum), "{what}: item {i}");
+            }
+            // Sends: the WQE counter and opcode are the mini's, the timestamp the title's.
+            let mut m = model::<64>(64, comp(layout, format, Policy::Always), 0);
+            let mut cq = poller::<64>(&m);
+            let sends: Vec<_> =
+                (0..12).map(|i| build::req(QP_RC, i, wqe_opcode::SEND, 0).timestamp(7000 + u64::from(i))).collect();
+            m.push_all(&sends).unwrap();
+            let mut got = Vec::new();
+            while poll_batch(&mut cq, 5, &mut got) > 0 {}
+            assert!(cq.stats().sessions > 0, "{what}: sends compressed");
+            let seen: Vec<_> = got.iter().map(|c| (c.wqe_index, c.timestamp)).collect();
+            assert_eq!(seen, (0..12).map(|i| (i, 7000)).collect::<Vec<_>>(), "{what}: sends");
+        }
     }
 }

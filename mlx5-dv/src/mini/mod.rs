@@ -17,10 +17,21 @@
 //!   count once consumed: a count left from a lap 256 laps back would otherwise match.
 //!
 //! Completion i of a session is exactly the completion an uncompressed CQE would give
-//! whose content is the title's with the mini-CQE's fields put in ([`expand`]): the byte
-//! count and the format's hash / checksum / flow tag / header type, the responder WQE
-//! counter `title + i`, and for requester sessions the WQE counter and opcode of the mini.
-//! Everything else, the timestamp included, comes from the title (Pitfall 15).
+//! whose content is the title's with the mini-CQE's fields put in ([`expand`]). What a
+//! mini-CQE keeps, per format, and so what the poller reports of each completion; the rest
+//! is the title's, whatever the completion's own was (the device compresses completions
+//! that differ there, and the difference is lost: the model's `compress` module says which):
+//!
+//! | format | from the mini-CQE | from the title |
+//! |---|---|---|
+//! | requester (any) | byte count, WQE counter, WQE opcode | everything else: QP, timestamp, ... |
+//! | HASH | byte count, RSS hash result | timestamp, L4 checksum, header bytes, ... |
+//! | CSUM, CSUM_STRIDX | byte count, L4 checksum | timestamp, RSS hash result, ... |
+//! | FTAG_STRIDX | 24-bit byte count, flow tag (`sop_drop_qpn` 23:0) | timestamp, hash, checksum, ... |
+//! | L34H_STRIDX | byte count, header types (byte 29) | timestamp, hash, checksum, ... |
+//!
+//! A responder's WQE counter is the title's plus i (a cyclic RQ); stride indexes are not
+//! reported (dvcq drives no striding RQ).
 //!
 //! A session can straddle poll batches and the ring end: the poller keeps the title and the
 //! current mini-CQE array in its compression state and drains an open session first on the next

@@ -1,12 +1,34 @@
 //! CQE compression in the mlx5 model: forming mini-CQE sessions the way a ConnectX does
 //! under PCIe back-pressure (shared/spec/mlx5.md §9, §15.9).
 //!
-//! The device compresses consecutive completions *of the same kind*: completions that
-//! differ only in what a mini-CQE carries. The model takes that literally: completion `e`
-//! joins a session iff [`expand`] of the title and `e`'s mini-CQE gives back exactly `e`
-//! (same opcode, QP, flags, timestamp, consecutive responder WQE counters, no inline
-//! data) **[INFERRED, spec §15.9]**. So a compressed ring always polls to the completions
-//! the same entries give uncompressed, which is what the equivalence tests check.
+//! The device compresses consecutive completions *of the same kind*, and what a mini-CQE
+//! does not carry comes from the title for every completion of the session: a difference
+//! there is lost. Which differences end a session and which are lost is not public; the
+//! model follows what the consumers show **[INFERRED]**:
+//!
+//! | mini format | the mini-CQE keeps | lost (the title's value) |
+//! |---|---|---|
+//! | requester (any format) | WQE counter, WQE opcode, byte count | timestamp |
+//! | HASH | byte count, RSS hash result | timestamp, L4 checksum |
+//! | CSUM, CSUM_STRIDX | byte count, L4 checksum (stride index) | timestamp, RSS hash result |
+//! | FTAG_STRIDX | 24-bit byte count, flow tag (stride index) | timestamp, RSS hash result, L4 checksum |
+//! | L34H_STRIDX | byte count, header types (stride index) | timestamp, RSS hash result, L4 checksum |
+//!
+//! Everything else must be equal for a completion to join (opcode, QP, user index or SRQ,
+//! source QP and flags, immediate, SLID, path bits, VLAN, header OK bits, header types and
+//! flow tag where the format does not carry them, the RSS hash type), with consecutive
+//! responder WQE counters and no inline data. The evidence: DPDK turns compression off when
+//! it needs hardware timestamps (a mini-CQE has none, and DPDK gives every completion the
+//! title's); the flow-tag and header-type formats were added "to keep the compression
+//! session alive" for traffic differing in flow marks or packet types (DPDK's mlx5 PMD,
+//! 20.11), so those end a session when the format does not carry them; and the default
+//! formats (HASH without multi-packet RQ, CSUM with it) compress traffic whose checksums,
+//! or whose RSS hashes, differ from packet to packet, and DPDK then reports the title's.
+//!
+//! So completion `e` joins a session iff [`expand`] of the title and `e`'s mini-CQE gives
+//! back what the device keeps of `e` ([`kept`]). A compressed ring polls to the completions
+//! the kept CQEs give uncompressed ([`Mlx5Model::record_kept`] logs them), which is what
+//! the equivalence tests check.
 //!
 //! When it compresses is a [`Policy`], standing in for back-pressure: never, always (as
 //! long sessions as allowed), or random run lengths from a seed. Errors, RESIZE and any
@@ -88,9 +110,27 @@ pub fn mini_of(cqe: &Cqe64, format: MiniFormat) -> MiniCqe {
     }
 }
 
+/// What the device keeps of completion `e` compressed into a session whose title is
+/// `title`, mini-CQEs of `format`: `e` with the fields no mini-CQE of the format carries and
+/// that may differ within a session replaced by the title's (the module's table): the
+/// timestamp always, the RSS hash result unless HASH, the L4 checksum unless CSUM or
+/// CSUM_STRIDX. The title itself (completion 0) keeps everything.
+pub fn kept(title: &Cqe64, e: &Cqe64, format: MiniFormat) -> Cqe64 {
+    let mut k = *e;
+    k.timestamp = title.timestamp;
+    if format != MiniFormat::Hash {
+        k.rss_hash_result = title.rss_hash_result;
+    }
+    if !matches!(format, MiniFormat::Csum | MiniFormat::CsumStridx) {
+        k.check_sum = title.check_sum;
+    }
+    k
+}
+
 /// Can `e` be completion `i` of a session whose title (completion 0) is `title`? True iff
-/// its mini-CQE expands back to exactly `e` (owner bit aside), and neither carries data a
-/// mini-CQE cannot: inline payload or a 128-byte CQE's first half.
+/// its mini-CQE expands back to what the device keeps of it ([`kept`]; owner bit aside),
+/// and neither carries data a mini-CQE cannot: inline payload or a 128-byte CQE's first
+/// half.
 pub fn compressible(title: &Cqe64, e: &Entry, format: MiniFormat, i: u32) -> bool {
     let plain = |c: &Cqe64| c.format() == cqe_format::NO_INLINE;
     let op = title.opcode();
@@ -101,7 +141,7 @@ pub fn compressible(title: &Cqe64, e: &Entry, format: MiniFormat, i: u32) -> boo
         return false;
     }
     let mut back = expand(title, mini_of(&e.cqe, format), format, i);
-    let mut want = e.cqe;
+    let mut want = kept(title, &e.cqe, format);
     back.op_own &= !op_own::OWNER_MASK;
     want.op_own &= !op_own::OWNER_MASK;
     back == want
@@ -327,6 +367,10 @@ impl Mlx5Model {
         title.cqe.op_own = (first.cqe.op_own & !op_own::FORMAT_MASK) | (cqe_format::COMPRESSED << op_own::FORMAT_SHIFT);
         self.write_slot(t, &title, self.cfg.entries)?;
         self.pi = t.wrapping_add(n);
+        if let Some(log) = self.kept.as_mut() {
+            log.push(*first);
+            log.extend(s[1..].iter().map(|e| Entry::from(kept(&first.cqe, &e.cqe, format))));
+        }
         Ok(())
     }
 
@@ -353,6 +397,10 @@ impl Mlx5Model {
         self.write_slot(pi, &Entry::from(block), self.cfg.entries)?;
         self.pi = pi.wrapping_add(n);
         let entries = self.cfg.entries;
+        let title = self.comp.as_ref().and_then(|c| c.title);
+        if let (Some(log), Some(t)) = (self.kept.as_mut(), title) {
+            log.extend(b.iter().take(n as usize).map(|e| Entry::from(kept(&t, &e.cqe, format))));
+        }
         if let Some(c) = self.comp.as_mut() {
             c.next_i += n;
             c.block_target = c.draw_block(entries);

@@ -157,6 +157,8 @@ pub struct Mlx5Model {
     events: Vec<ModelEvent>,
     /// Session forming, for a CQ created with compression.
     comp: Option<Compressor>,
+    /// What each completion written so far polls to ([`Mlx5Model::record_kept`]).
+    kept: Option<Vec<Entry>>,
 }
 
 impl Mlx5Model {
@@ -189,7 +191,21 @@ impl Mlx5Model {
             in_error: false,
             events: Vec::new(),
             comp,
+            kept: None,
         })
+    }
+
+    /// From now on, logs each CQE the model writes as the poll will see it, in ring order:
+    /// a regular CQE as it is, a compressed completion as what the device keeps of it
+    /// ([`compress::kept`]: the fields its mini-CQE does not carry are the title's). Polling
+    /// the log written uncompressed gives what polling this CQ gives.
+    pub fn record_kept(&mut self) {
+        self.kept.get_or_insert_with(Vec::new);
+    }
+
+    /// The log [`Mlx5Model::record_kept`] started, emptied.
+    pub fn take_kept(&mut self) -> Vec<Entry> {
+        self.kept.as_mut().map(core::mem::take).unwrap_or_default()
     }
 
     fn enhanced(&self) -> bool {
@@ -355,6 +371,9 @@ impl Mlx5Model {
         let pi = self.pi;
         self.write_slot(pi, e, self.cfg.entries)?;
         self.pi = pi.wrapping_add(1);
+        if let Some(log) = self.kept.as_mut() {
+            log.push(*e);
+        }
         Ok(pi)
     }
 
