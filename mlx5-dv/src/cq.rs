@@ -605,6 +605,42 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
+    /// Whether the device has written over a CQE this poller had not consumed: an overrun,
+    /// which a CQ created with overrun-ignore (`IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`, CQ
+    /// context `oi = 1`) lets happen without telling anyone ("the CQE always will be written
+    /// to the next entry", `ibv_create_cq_ex(3)`); the CQEs overwritten are lost. Returns the
+    /// consumer index, where the poll stopped. Call it when a poll finds the CQ empty: it
+    /// is not on the poll path. A CQ without overrun-ignore never overruns unseen (the
+    /// device raises a CQ error and writes nothing more), and this never fires there.
+    ///
+    /// What the owner bits prove (spec §3.1): the slot before the consumer index holds a
+    /// CQE of the lap after the one the poller consumed it in (the device came round again
+    /// past it), while the slot at the index holds none of the poller's lap. The device
+    /// writes in order, so it wrote the index's slot once more, over the CQE the poller
+    /// was to take next. An overrun of two laps (or any even number) leaves the owner
+    /// bits as they were and cannot be seen this way; one whose next lap has not yet
+    /// reached the slot before the index is not seen yet. A CQ created with compression
+    /// rewrites its slots itself: `None` there.
+    ///
+    /// The slot before the index must be one this poller consumed, or one the device wrote
+    /// at the position before the index (as it is for a poller opened at a CQ's start, or
+    /// where another consumer stopped).
+    pub fn overrun_detected(&self) -> Option<u32> {
+        if self.cfg.compression.is_some() || self.resize_pending {
+            return None;
+        }
+        let entries = self.ring.entries();
+        let prev = self.ci.wrapping_sub(1);
+        // The next lap's parity at `prev`, on a CQE the device wrote (not INVALID). The
+        // acquire fence of the test orders the load of the index's slot after it.
+        let next_lap = u8::from(expected_owner(prev, entries) == 0);
+        self.ring.owned_at(prev, Self::OWN_OFF, |b| {
+            op_own::opcode(b) != cqe_opcode::INVALID && b & op_own::OWNER_MASK == next_lap
+        })?;
+        let own = self.ring.view().load_u8_at(self.ci, Self::OWN_OFF)?;
+        (!is_sw_owned(own, self.ci, entries)).then_some(self.ci)
+    }
+
     /// Polls one completion.
     pub fn poll_one(&mut self) -> Option<Completion> {
         let mut c = [Completion::default()];

@@ -175,3 +175,91 @@ fn a_stalled_producer_stops_the_consumer() {
     // The eight CQEs it wrote are all there.
     assert_eq!(cq.poll(&mut [Completion::default(); 16]), 8);
 }
+
+/// A CQ created with overrun-ignore: the device does not look at the consumer index, and
+/// neither does the producer thread, which writes over CQEs the consumer has not taken.
+/// A consumer that does not poll while three laps and five CQEs are written finds the
+/// producer done (a producer pacing on the doorbell record would stall there), no CQ
+/// error raised, nothing to poll at its index (that slot holds the fourth lap's CQE), and
+/// the overrun reported by the poller's check; a poller that kept up sees none.
+#[test]
+fn an_overrun_ignore_producer_overwrites_and_the_poller_reports_it() {
+    let mut mc = ModelConfig::new(64);
+    mc.overrun_ignore = true;
+    let model = Mlx5Model::new(mc).unwrap();
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(7, 1 << 16, 1 << 16)).unwrap();
+    let mut cq = model.poller::<64>(reg.clone(), CqConfig::default()).unwrap();
+    assert_eq!(cq.overrun_detected(), None, "a fresh CQ");
+    let n = 3 * 64 + 5;
+    let entries = (0..n).map(|i| build::req(7, i as u16, wqe_opcode::SEND, 0).timestamp(u64::from(i)));
+    let model = model.spawn_producer(entries, Duration::from_secs(5)).join().unwrap().unwrap();
+    assert_eq!((model.pi(), model.events().len()), (n, 0));
+    let mut buf = [Completion::default(); 8];
+    assert_eq!(cq.poll(&mut buf), 0);
+    assert_eq!(cq.overrun_detected(), Some(0));
+
+    // Kept up with: every CQE polled, no overrun to report.
+    let mut mc = ModelConfig::new(64);
+    mc.overrun_ignore = true;
+    let model = Mlx5Model::new(mc).unwrap();
+    let mut cq = model.poller::<64>(reg, CqConfig::default()).unwrap();
+    let mut producer = ProducerWatch::new(
+        model.spawn_producer((0..40u16).map(|i| build::req(7, i, wqe_opcode::SEND, 0)), STALL),
+        IDLE_LIMIT,
+    );
+    let mut got = 0;
+    while got < 40 {
+        let k = cq.poll(&mut buf);
+        got += k;
+        if k == 0 {
+            producer.idle(got as u64).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    producer.finish().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cq.overrun_detected(), None);
+}
+
+/// An overrun-ignore producer racing a consumer slower than it: the producer never waits,
+/// the consumer loses CQEs (their sequence numbers, carried in the timestamp, jump) and
+/// nothing panics; whatever it polls is a CQE the producer wrote. (Whether the poller's
+/// check sees the overrun depends on where the laps stand when it looks; the test above
+/// pins a case where it does.)
+#[test]
+fn a_racing_overrun_ignore_producer_laps_a_slow_consumer() {
+    let mut mc = ModelConfig::new(64);
+    mc.overrun_ignore = true;
+    let model = Mlx5Model::new(mc).unwrap();
+    let mut reg = Registry::new();
+    reg.add_qp(QpConfig::rc(7, 1 << 16, 1 << 16)).unwrap();
+    let mut cq = model.poller::<64>(reg, CqConfig::default()).unwrap();
+    let n = 200_000u64;
+    let entries = (0..n).map(|i| build::req(7, i as u16, wqe_opcode::SEND, 0).timestamp(i));
+    let producer = model.spawn_producer(entries, Duration::from_secs(5));
+    let mut buf = [Completion::default(); 8];
+    let (mut got, mut jumps, mut last) = (0u64, 0u64, None::<u64>);
+    loop {
+        let done = producer.is_finished();
+        let k = cq.poll(&mut buf);
+        for c in &buf[..k] {
+            assert!(c.timestamp < n, "a CQE the producer never wrote: {c:?}");
+            if last.is_some_and(|l| c.timestamp != l + 1) {
+                jumps += 1;
+            }
+            last = Some(c.timestamp);
+        }
+        got += k as u64;
+        if k == 0 {
+            // Not on the poll path: asked when the CQ looks empty.
+            let _ = cq.overrun_detected();
+            if done {
+                break;
+            }
+        }
+        // A slow consumer.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let model = producer.join().unwrap().unwrap();
+    assert_eq!((model.pi() as u64, model.events().len()), (n, 0));
+    assert!(got < n && jumps > 0, "polled {got} of {n}, {jumps} jumps: the producer never lapped the consumer");
+}

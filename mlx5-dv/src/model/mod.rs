@@ -521,6 +521,11 @@ impl Mlx5Model {
     /// millisecond), so a consumer sharing its core gets to run; the consumer may unpark it
     /// when it frees slots. After each write it unparks the thread that called this (the
     /// consumer, in a test), so a consumer parked in a [`Backoff`] sees the CQE at once.
+    ///
+    /// On a CQ created with overrun-ignore the device does not look at the consumer index
+    /// (spec §15.5): the producer writes every entry at once, over CQEs not yet consumed
+    /// when the consumer is behind, as a device does ([`Mlx5Cq::overrun_detected`] is what
+    /// a poller can see of that).
     pub fn spawn_producer<I>(mut self, entries: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
     where
         I: IntoIterator<Item = Entry> + Send + 'static,
@@ -530,7 +535,8 @@ impl Mlx5Model {
         std::thread::spawn(move || {
             let wait_for_room = |m: &Self, n: u32| {
                 let (mut since, mut backoff) = (None, Backoff::new());
-                while !m.room_for(n) {
+                // Overrun-ignore: the device writes the next entry whatever the index says.
+                while !m.cfg.overrun_ignore && !m.room_for(n) {
                     let t = *since.get_or_insert_with(Instant::now);
                     if t.elapsed() > stall {
                         return Err(ModelError::Stalled { pi: m.pi, ms: stall.as_millis() as u64 });
