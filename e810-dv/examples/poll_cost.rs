@@ -12,7 +12,7 @@ fn main() {
     let mode = args.get(1).map_or("poll", String::as_str);
     let laps: u32 = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(10);
     let batch: usize = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(16);
-    let mut b = bench_ring(4096).expect("bench ring");
+    let mut b = bench_ring(4095).expect("bench ring");
     let mut out = vec![Completion::default(); batch];
     let mut total = 0u64;
     for _ in 0..laps {

@@ -16,7 +16,6 @@ use crate::status::Compat;
 pub use dvcq_provider::image::{format_decode, wc_line, DecodeItem, EndState, ImageError};
 use dvcq_provider::image::{num_word, parse_image, parse_num, write_slots, RawImage};
 use dvcq_provider::Completion;
-use dvcq_uapi::irdma::gen::MIN_CQ_SIZE;
 use dvcq_uapi::irdma::HwRev;
 use std::fmt::Write as _;
 

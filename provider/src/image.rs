@@ -521,11 +521,24 @@ mod tests {
         assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{slot}\n")).unwrap_err().line, 2);
         assert_eq!(parse_image("qp qpn=1\n").unwrap_err().line, 1);
         assert!(parse_image("ring cqe_size=32 entries=2 ci=0 vendor=mlx5\n").is_err());
-        let irdma_slots = format!("{}\n", "00".repeat(32)).repeat(4);
+        let irdma_slots = format!("{}\n", "00".repeat(32)).repeat(6);
         assert_eq!(
-            parse_image(&format!("ring cqe_size=32 entries=4 ci=0\n{irdma_slots}")).unwrap().vendor,
+            parse_image(&format!("ring cqe_size=32 entries=6 ci=0\n{irdma_slots}")).unwrap().vendor,
             ImageVendor::Irdma
         );
+        // irdma rings have the sizes rdma-core allocates, powers of two or not: from 4, even
+        // unless on GEN1 (hw_rev=1), whose sizes were not rounded before v64.
+        for (ring, msg) in [
+            ("ring cqe_size=32 entries=2 ci=0", "line 1: entries=2: an irdma ring has 4 to 4194304 slots"),
+            (
+                "ring cqe_size=32 entries=5 ci=0 hw_rev=3",
+                "line 1: entries=5: rdma-core allocates GEN3 rings of an even number of slots (cqe + 1, doubled on GEN2, rounded to even since v64)",
+            ),
+        ] {
+            assert_eq!(parse_image(&format!("{ring}\n")).unwrap_err().to_string(), msg);
+        }
+        let gen1 = format!("ring cqe_size=32 entries=5 ci=0 hw_rev=1\n{}", format!("{}\n", "00".repeat(32)).repeat(5));
+        assert_eq!(parse_image(&gen1).unwrap().entries, 5);
     }
 
     /// The smallest ring an image holds is the device's: two slots on mlx5 (rdma-core
