@@ -485,7 +485,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 Stop::Full => return n,
                 Stop::Lap => continue,
                 Stop::Miss(key) => {
-                    if self.switch_qp::<V1>(key) {
+                    // A key already cached missed: a requester CQE naming an XRC SRQ or
+                    // receive WQ, which has no send queue.
+                    if key != self.cache.0 && self.switch_qp::<V1>(key) {
                         continue;
                     }
                     // Unknown QP: the slow path turns the CQE into a fault item.

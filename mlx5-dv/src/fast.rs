@@ -30,7 +30,7 @@
 use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
 use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
-use crate::registry::{Qp, RecvKind, Registry, Srq};
+use crate::registry::{Qp, RecvKind, Registry, Srq, NO_SQ_PATH};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
@@ -453,16 +453,13 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
     /// moves `cur_rsc`: the current QP's positions are written back first. A QP that is
     /// not registered, or whose receives take another path (or another SRQ), is
     /// [`Stop::Miss`]: the poller then ends the run and takes it from there. For a
-    /// requester CQE (`REQ`), an XRC SRQ or receive WQ (no send queue) is [`Stop::Other`]:
-    /// the slow path makes it a fault item.
+    /// requester CQE (`REQ`), so is an XRC SRQ or receive WQ (no send queue), which the
+    /// slow path makes a fault item.
     #[inline(always)]
     fn switch<const REQ: bool>(&mut self, key: u32) -> Result<(), Stop> {
-        let Some((slot, qp)) = joinable::<V1>(self.reg, key, *self.prev_cache, self.qp) else {
+        let Some((slot, qp)) = joinable::<V1, REQ>(self.reg, key, *self.prev_cache, self.qp) else {
             return Err(Stop::Miss(key));
         };
-        if REQ && !qp.has_sq() {
-            return Err(Stop::Other);
-        }
         self.write_back_qp();
         *self.prev_cache = core::mem::replace(self.cache, (key, slot));
         self.qp = qp;
@@ -610,10 +607,18 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
 }
 
 /// The registry slot and QP of `key` (QPN or user index) if a run on QP `cur` can go on
-/// with it: a registered QP with the same receive path (and SRQ); the QP in the poller's
-/// second cache entry `prev` needs no lookup. Off the per-CQE path.
+/// with it: a registered QP with the same receive path (and SRQ), and for a requester CQE
+/// (`REQ`) one with a send queue (the path of an entry without one has
+/// [`NO_SQ_PATH`] set, which the masked `cur` never has); the QP in the poller's second
+/// cache entry `prev` needs no lookup. Off the per-CQE path.
 #[inline(never)]
-fn joinable<'q, const V1: bool>(reg: &'q Registry, key: u32, prev: (u32, u32), cur: &Qp) -> Option<(u32, &'q Qp)> {
+fn joinable<'q, const V1: bool, const REQ: bool>(
+    reg: &'q Registry,
+    key: u32,
+    prev: (u32, u32),
+    cur: &Qp,
+) -> Option<(u32, &'q Qp)> {
     let (slot, qp) = if key == prev.0 { (prev.1, reg.qp_at_ref(prev.1)?) } else { reg.qp_by_key::<V1>(key)? };
-    (qp.recv_path() == cur.recv_path()).then_some((slot, qp))
+    let want = if REQ { cur.recv_path() & !NO_SQ_PATH } else { cur.recv_path() };
+    (qp.recv_path() == want).then_some((slot, qp))
 }

@@ -466,6 +466,10 @@ impl QpConfig {
 /// equals such a key.
 pub(crate) const KEY_NO_SQ: u32 = !dvcq_uapi::mlx5::cqe::QPN_MASK.to_be();
 
+/// The bit of [`Qp::recv_path`] that marks an entry without a send queue (an XRC SRQ or a
+/// receive WQ).
+pub(crate) const NO_SQ_PATH: u32 = 1 << 31;
+
 /// Where a QP's receive completions get their wr_id ([`Qp::recv_kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecvKind {
@@ -537,7 +541,9 @@ impl Qp {
         self.srq
     }
     /// [`Qp::recv_kind`] and the SRQ slot in one word, for the fast path's test whether a
-    /// run can go on with this QP: equal words mean the same receive path.
+    /// run can go on with this QP: equal words mean the same receive path. An XRC SRQ's or
+    /// receive WQ's has [`NO_SQ_PATH`] set as well: a requester CQE's run never goes on with
+    /// one (it has no send queue).
     #[inline(always)]
     pub(crate) fn recv_path(&self) -> u32 {
         self.recv_path
@@ -885,7 +891,8 @@ impl Registry {
         let srq_adopted = srq.and_then(|s| self.srqs.get(s as usize)).is_some_and(|s| s.adoption.is_some());
         let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind, srq_adopted };
         // SRQ slots are below 2^24 (SRQ numbers are 24-bit and unique): bit 24 is "none".
-        qp.recv_path = (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
+        let no_sq = if kind == ResourceKind::Qp { 0 } else { NO_SQ_PATH };
+        qp.recv_path = no_sq | (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
         self.qps.push(qp);
         if kind == ResourceKind::Qp {
             self.by_qpn.insert(cfg.qpn, slot);

@@ -1073,7 +1073,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             match stop {
                 Stop::Full => break false,
                 Stop::Lap => continue,
-                Stop::Miss(key) if self.switch_qp::<V1>(key) => continue,
+                // A key already cached missed: a requester CQE of an entry without a send
+                // queue, for the general loop.
+                Stop::Miss(key) if key != self.cache.0 && self.switch_qp::<V1>(key) => continue,
                 // An unknown QP (the general loop writes its fault item), a CQE off the
                 // fast path, a session, or an empty ring.
                 _ => {}
