@@ -182,7 +182,7 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         (&["ring", "export", "--vendor", "irdma", "--compression", "none", "--mini", "csum"], "--mini csum needs"),
         (
             &["ring", "export", "--vendor", "irdma", "--entries", "2"],
-            "--entries 2: irdma rings have 4 to 1048576 slots",
+            "--entries 2: an irdma ring has 4 to 1048576 slots",
         ),
         (&["ring", "export", "--entries", "1"], "--entries 1: mlx5 rings are powers of two from 2 to 4194304"),
         (&["ring", "export", "--entries", "24"], "--entries 24: mlx5 rings are powers of two"),

@@ -91,6 +91,12 @@ impl Compat {
         Compat { conn_wqe_bug: true, ..self }
     }
 
+    /// The same, without rdma-core's connection-WQE skip (dvcq's own: the extended CQE
+    /// skipped whole).
+    pub const fn without_conn_wqe_bug(self) -> Compat {
+        Compat { conn_wqe_bug: false, ..self }
+    }
+
     /// Whether rdma-core's connection-WQE skip is copied.
     pub const fn conn_wqe_bug(self) -> bool {
         self.conn_wqe_bug
@@ -327,6 +333,7 @@ mod tests {
         assert!(Compat::ALL.iter().all(|c| !c.conn_wqe_bug()));
         assert_eq!(format!("{:?}", Compat::V52), "V52");
         assert_eq!(format!("{:?}", Compat::V52.with_conn_wqe_bug()), "V52 (with rdma-core's connection-WQE skip)");
+        assert_eq!(Compat::V52.with_conn_wqe_bug().without_conn_wqe_bug(), Compat::V52, "the skip can be taken back");
         let names: Vec<_> = Compat::ALL.iter().map(|c| c.releases()).collect();
         assert!(names[0] == "v64 and later" && names[1].starts_with("v52 to v63 (and v44.7,"), "{names:?}");
         assert!(names[2].starts_with("v44 to v51 (before v44.7,"), "{names:?}");

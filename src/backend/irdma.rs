@@ -88,7 +88,10 @@ pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<(&'st
     let unknown =
         || Error::UnknownRelease { device: device.to_string(), backend: "irdma", release, covered: covered() };
     let layout = IrdmaLayout::for_release(release.major).ok_or_else(unknown)?;
-    let compat = Compat::for_release(release.major, release.minor).ok_or_else(unknown)?;
+    // The release's poll, but not its connection-WQE skip: that bug reads an extended CQE's
+    // second slot as a CQE, and a live poll keeps dvcq's whole-CQE skip (decoding an image
+    // as a release reports it is what `ring decode --rdma-core` is for).
+    let compat = Compat::for_release(release.major, release.minor).ok_or_else(unknown)?.without_conn_wqe_bug();
     Ok((layout, compat))
 }
 
