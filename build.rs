@@ -51,8 +51,10 @@ const FUNCTIONS: &[&str] = &[
 ];
 
 /// Types the glue names that no listed function mentions: the extended context whose ops
-/// the `static inline` verbs calls go through, the extended CQ and mlx5 QP that rdma-core
-/// providers embed in their private structs, and the port attributes `query_port` fills.
+/// the `static inline` verbs calls go through (`ibv_create_cq_ex` among them), the extended
+/// CQ whose function pointers `ibv_start_poll` and `ibv_wc_read_*` call, and whose flags
+/// (`IBV_WC_EX_WITH_*`) say what it reports, the mlx5 QP that rdma-core providers embed in
+/// their private structs, and the port attributes `query_port` fills.
 const TYPES: &[&str] = &[
     "verbs_context",
     "ibv_cq_ex",
@@ -70,6 +72,7 @@ const TYPES: &[&str] = &[
     "ibv_wc_status",
     "ibv_wc_opcode",
     "ibv_wc_flags",
+    "ibv_create_cq_wc_flags",
     "ibv_port_state",
     "ibv_mtu",
     "ibv_node_type",

@@ -13,6 +13,7 @@ pub mod events;
 pub mod events_plot;
 mod irdma;
 mod mlx5;
+pub mod traffic;
 
 use serde::Serialize;
 use std::time::Instant;

@@ -31,6 +31,10 @@ enum BenchWhat {
     /// What the Cq handle's statistics cost per completion: the same laps on a model,
     /// polled counting and not counting (with --callgrind, in instructions).
     Cq(super::bench_cq::CqArgs),
+    /// Perftest-style traffic on a device, polled three ways in one run: dvcq direct,
+    /// ibv_poll_cq and rdma-core's extended CQ (completions/s, CPU ns per completion,
+    /// latency percentiles).
+    Traffic(super::traffic::TrafficArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -211,6 +215,7 @@ impl BenchArgs {
             BenchWhat::Events(_) => "bench events",
             BenchWhat::Decode(_) => "bench decode",
             BenchWhat::Cq(_) => "bench cq",
+            BenchWhat::Traffic(_) => "bench traffic",
         }
     }
 
@@ -222,6 +227,7 @@ impl BenchArgs {
             BenchWhat::Events(e) => e.run(),
             BenchWhat::Decode(d) => d.run(),
             BenchWhat::Cq(c) => c.run(),
+            BenchWhat::Traffic(t) => t.run(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod devices;
 mod output;
 pub mod ring;
 pub mod stat;
+pub mod traffic;
 pub mod validate;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.

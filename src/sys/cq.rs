@@ -109,6 +109,9 @@ pub(crate) struct VerbsCq {
     adopted_channel: std::sync::OnceLock<Arc<CompChannel>>,
     /// Made by dvcq (destroyed on drop), or the application's (left alone).
     owned: bool,
+    /// How an extended CQ (`sys::cq_ex`) was made and must be polled; `None` for one made
+    /// by `ibv_create_cq` or adopted.
+    pub(super) ex: Option<super::cq_ex::ExCq>,
 }
 
 // SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut`
@@ -142,6 +145,7 @@ impl VerbsCq {
             _channel: channel.cloned(),
             adopted_channel: Default::default(),
             owned: true,
+            ex: None,
         }))
     }
 
@@ -192,7 +196,25 @@ impl VerbsCq {
             _channel: channel.cloned(),
             adopted_channel: Default::default(),
             owned: true,
+            ex: None,
         }))
+    }
+
+    /// Owns an extended CQ `ibv_create_cq_ex` made on `ctx` (`sys::cq_ex`).
+    pub(super) fn owned_ex(
+        ctx: &Arc<Context>,
+        ptr: *mut ffi::ibv_cq,
+        channel: Option<&Arc<CompChannel>>,
+        ex: super::cq_ex::ExCq,
+    ) -> Arc<VerbsCq> {
+        Arc::new(VerbsCq {
+            ptr,
+            ctx: Arc::clone(ctx),
+            _channel: channel.cloned(),
+            adopted_channel: Default::default(),
+            owned: true,
+            ex: Some(ex),
+        })
     }
 
     /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
@@ -208,6 +230,7 @@ impl VerbsCq {
             _channel: None,
             adopted_channel: Default::default(),
             owned: false,
+            ex: None,
         })
     }
 

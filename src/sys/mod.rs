@@ -3,6 +3,8 @@
 //!
 //! - [`ffi`]: the bindgen output for verbs.h and mlx5dv.h.
 //! - [`ops`]: the verbs that verbs.h defines `static inline`, through the provider's ops.
+//! - [`cq_ex`]: rdma-core's extended CQ (`ibv_create_cq_ex`, `ibv_start_poll`,
+//!   `ibv_wc_read_*`).
 //! - [`device`], [`cq`], [`qp`]: RAII handles over contexts, CQs, channels, PDs, MRs, QPs,
 //!   SRQs and address handles. Each handle holds an `Arc` of what it was made on, so a
 //!   context outlives its CQs, a CQ its QPs, and a mapped ring is never read after destroy.
@@ -13,6 +15,7 @@
 
 mod attach;
 pub(crate) mod cq;
+pub(crate) mod cq_ex;
 pub(crate) mod device;
 mod event;
 pub(crate) mod ffi;

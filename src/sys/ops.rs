@@ -173,3 +173,83 @@ pub(crate) unsafe fn modify_cq(cq: *mut ffi::ibv_cq, attr: &mut ffi::ibv_modify_
         None => libc::EOPNOTSUPP,
     }
 }
+
+/// `ibv_create_cq_ex(ctx, attr)` (verbs.h): the extended `create_cq_ex` of the context.
+/// Returns the CQ, or the errno: `EOPNOTSUPP` when the provider has no such op (as verbs.h
+/// sets it), else the provider's.
+///
+/// # Safety
+///
+/// `ctx` is a live context, and the channel `attr` names, if any, belongs to it.
+pub(crate) unsafe fn create_cq_ex(
+    ctx: *mut ffi::ibv_context,
+    attr: &mut ffi::ibv_cq_init_attr_ex,
+) -> Result<*mut ffi::ibv_cq_ex, c_int> {
+    // SAFETY: the caller gives a live context.
+    let Some(vctx) = (unsafe { verbs_get_ctx(ctx) }) else {
+        return Err(libc::EOPNOTSUPP);
+    };
+    // SAFETY: as in query_port.
+    let vctx = unsafe { &*vctx };
+    if !has_op(vctx, offset_of!(ffi::verbs_context, create_cq_ex)) {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let Some(f) = vctx.create_cq_ex else {
+        return Err(libc::EOPNOTSUPP);
+    };
+    // SAFETY: the provider's create, with the caller's context and an initialised
+    // attribute struct.
+    let cq = unsafe { f(ctx, attr) };
+    if cq.is_null() {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+    }
+    Ok(cq)
+}
+
+/// `ibv_start_poll(cq, attr)`: `cq->start_poll`. 0 with the first completion current,
+/// `ENOENT` when the CQ is empty, another errno on failure (then `end_poll` must not be
+/// called).
+///
+/// # Safety
+///
+/// `cq` is a live extended CQ that no other thread is polling.
+#[inline]
+pub(crate) unsafe fn start_poll(cq: *mut ffi::ibv_cq_ex) -> c_int {
+    let mut attr = ffi::ibv_poll_cq_attr { comp_mask: 0 };
+    // SAFETY: a live extended CQ; its provider filled the poll ops at create.
+    match unsafe { (*cq).start_poll } {
+        // SAFETY: the provider's start, with the caller's CQ and a zeroed attribute.
+        Some(f) => unsafe { f(cq, &mut attr) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_next_poll(cq)`: `cq->next_poll`. 0 with the next completion current, `ENOENT` when
+/// none is left, another errno on failure; `end_poll` follows in every case.
+///
+/// # Safety
+///
+/// `cq` is a live extended CQ between a successful [`start_poll`] and its [`end_poll`].
+#[inline]
+pub(crate) unsafe fn next_poll(cq: *mut ffi::ibv_cq_ex) -> c_int {
+    // SAFETY: as in start_poll.
+    match unsafe { (*cq).next_poll } {
+        // SAFETY: the provider's next, inside the caller's poll.
+        Some(f) => unsafe { f(cq) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_end_poll(cq)`: `cq->end_poll`, which ends a poll that [`start_poll`] began.
+///
+/// # Safety
+///
+/// As [`next_poll`].
+#[inline]
+pub(crate) unsafe fn end_poll(cq: *mut ffi::ibv_cq_ex) {
+    // SAFETY: as in start_poll.
+    if let Some(f) = unsafe { (*cq).end_poll } {
+        // SAFETY: the provider's end, closing the caller's poll.
+        unsafe { f(cq) }
+    }
+}
