@@ -48,6 +48,7 @@ const FUNCTIONS: &[&str] = &[
     "mlx5dv_query_device",
     "mlx5dv_create_cq",
     "mlx5dv_create_qp",
+    "mlx5dv_get_clock_info",
 ];
 
 /// Types the glue names that no listed function mentions: the extended context whose ops

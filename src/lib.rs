@@ -36,8 +36,8 @@ pub use dvcq_uapi as uapi;
 
 pub use context::{Context, Mr, Pd, Qp, QpInit, Srq};
 pub use cq::{
-    Backend, BackendChoice, BackendKind, Cq, CqOptions, CqStats, CqViews, CqeView, DepthAdvice, HighWaterSource,
-    StatusCounts,
+    Backend, BackendChoice, BackendKind, Cq, CqClock, CqOptions, CqStats, CqViews, CqeView, DepthAdvice,
+    HighWaterSource, StatusCounts, Timestamps,
 };
 pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};

@@ -287,6 +287,21 @@ fn gen3_srq_completion_and_timestamp() {
     assert_eq!(cq.ci(), 1, "64-byte slot: one slot per extended CQE");
 }
 
+/// qword0 bits 63:32 are the GEN3 completion timestamp, 32 bits of device clock that
+/// rdma-core hands out raw (`irdma_wc_read_completion_ts`, only with
+/// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`, which it accepts on GEN3 alone); on GEN2 the same
+/// bits are the RoCE PSN or TCP sequence and must not read as a timestamp.
+#[test]
+fn only_gen3_cqes_carry_a_timestamp() {
+    for (gen, want) in [(HwRev::Gen2, 0), (HwRev::Gen3, 0xfedc_ba98)] {
+        let (mut m, mut cq, id) = setup(gen, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
+        let w = cq.qps_mut().post_send(id, 5, 8, 1, sq_op::SEND).unwrap();
+        m.push(&ModelCqe::send(CTX, QPN, w, sq_op::SEND).with_tcp_seq(0xfedc_ba98)).unwrap();
+        let got = poll_all(&mut cq);
+        assert_eq!((got.len(), got[0].wr_id, got[0].timestamp), (1, 5, want), "{gen:?}");
+    }
+}
+
 /// The non-fatal UD "CIE" send errors (major 0xEnnn) are unknown errors in every release.
 /// rdma-core's uk layer turns them into successes for RoCE UD QPs since v64 (commit
 /// d986d0b2c), but its userspace QPs never get that type (`irdma_uk_qp_init` defaults it to

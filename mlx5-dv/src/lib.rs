@@ -9,11 +9,14 @@
 //! - [`ArmDoorbell`]: the CQ's arm doorbell (doorbell record arm word and UAR), rung by
 //!   [`Mlx5Cq::arm`].
 //! - [`Registry`]: the QPs/SRQs and wr_id tables the application fills when it posts.
+//! - [`clock`]: completion timestamps in nanoseconds (`mlx5dv_ts_to_ns`, the real-time
+//!   format).
 //! - [`model`] (feature `model`): a faithful mlx5 CQ that writes real CQEs.
 // Inline scatter writes through dvcq_provider::MemoryRegions, which checks every write.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod clock;
 pub mod cq;
 pub mod cqe;
 mod doorbell;

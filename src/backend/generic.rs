@@ -11,10 +11,13 @@ use std::sync::Arc;
 /// Completions taken from rdma-core per call of its poll (the scratch array's length).
 const CHUNK: usize = 32;
 
-/// Polls an rdma-core CQ with `ibv_poll_cq`.
+/// Polls an rdma-core CQ with `ibv_poll_cq`, or an extended CQ made for completion
+/// timestamps with `ibv_start_poll` and its readers, the timestamp included.
 pub(crate) struct GenericCq {
     cq: Arc<VerbsCq>,
     scratch: Box<[ffi::ibv_wc; CHUNK]>,
+    /// The timestamps of an extended poll (a CQ made with a timestamp flag).
+    stamps: Option<Box<[u64; CHUNK]>>,
     /// Completions returned so far: the position a fault item names.
     polled: u32,
     last_error: Option<VerbsError>,
@@ -27,9 +30,17 @@ impl std::fmt::Debug for GenericCq {
 }
 
 impl GenericCq {
-    /// Polls `cq` with rdma-core's own poll.
+    /// Polls `cq` with rdma-core's own poll: `ibv_poll_cq`, or for an extended CQ made with
+    /// a timestamp flag the extended poll.
     pub(crate) fn new(cq: Arc<VerbsCq>) -> Self {
-        GenericCq { cq, scratch: Box::new([ffi::ibv_wc::default(); CHUNK]), polled: 0, last_error: None }
+        let timestamps = cq.ex_flags().is_some_and(|f| f & crate::sys::cq_ex::TIMESTAMP_FLAGS != 0);
+        GenericCq {
+            cq,
+            scratch: Box::new([ffi::ibv_wc::default(); CHUNK]),
+            stamps: timestamps.then(|| Box::new([0; CHUNK])),
+            polled: 0,
+            last_error: None,
+        }
     }
 
     /// The CQ it polls.
@@ -44,18 +55,30 @@ impl GenericCq {
         let mut done = 0;
         while done < out.len() {
             let want = (out.len() - done).min(CHUNK);
-            let n = match self.cq.poll_raw(&mut self.scratch[..want]) {
-                Ok(n) => n.min(want),
-                Err(e) => {
-                    self.last_error = Some(e);
-                    break;
+            let (n, failed) = match &mut self.stamps {
+                None => match self.cq.poll_raw(&mut self.scratch[..want]) {
+                    Ok(n) => (n.min(want), None),
+                    Err(e) => (0, Some(e)),
+                },
+                Some(stamps) => {
+                    let r = self.cq.poll_ex(&mut self.scratch[..want], Some(&mut stamps[..want]));
+                    (r.n.min(want), r.error)
                 }
             };
             for (slot, wc) in out[done..done + n].iter_mut().zip(&self.scratch[..n]) {
                 *slot = completion_of(wc, self.polled);
                 self.polled = self.polled.wrapping_add(1);
             }
+            if let Some(stamps) = &self.stamps {
+                for (slot, &t) in out[done..done + n].iter_mut().zip(&stamps[..n]) {
+                    slot.timestamp = t;
+                }
+            }
             done += n;
+            if let Some(e) = failed {
+                self.last_error = Some(e);
+                break;
+            }
             if n < want {
                 break;
             }

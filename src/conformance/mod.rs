@@ -13,8 +13,10 @@
 mod cq_create;
 mod events;
 mod mlx5_dv;
+mod timestamps;
 mod workloads;
 
+pub use timestamps::{timestamps_monotonic, TimestampSummary, TimestampViolation};
 pub use workloads::WORKLOADS;
 
 use crate::cq::{BackendChoice, BackendKind, Cq};

@@ -177,11 +177,7 @@ impl Context {
                 what: "a model has no rdma-core poll: its CQs are always polled by its vendor's dvcq poller".into(),
             });
         }
-        let cq = match mlx5 {
-            Some(a) => m.create_cq_mlx5(opts.depth, a),
-            None => m.create_cq(opts.depth),
-        }
-        .map_err(|e| model_error(&self.name, e))?;
+        let cq = crate::cq::model_cq(m, opts.depth, mlx5, opts.timestamps, &self.name)?;
         let depth = cq.cqe();
         let why = match m.vendor() {
             ModelVendor::Mlx5 => "dvcq's mlx5 poller on the model's ConnectX CQ ring",
@@ -197,6 +193,9 @@ impl Context {
         opts: CqOptions,
         channel: Option<&Arc<sys::cq::CompChannel>>,
     ) -> Result<Cq, Error> {
+        if opts.timestamps != crate::cq::Timestamps::Default {
+            return self.timestamped_verbs_cq(ctx, opts, channel);
+        }
         let verbs = |source| Error::Verbs { device: self.name.clone(), source };
         let attr = ctx.device_attr().map_err(verbs)?;
         let max = u32::try_from(attr.max_cqe).unwrap_or(0);

@@ -1,5 +1,7 @@
 //! CQs made with rdma-core's extended verb (`ibv_create_cq_ex`), polled by the generic
-//! backend: what the extended-CQ row of `dvcq bench traffic` polls with `ibv_start_poll`.
+//! backend: what the extended-CQ row of `dvcq bench traffic` polls with `ibv_start_poll`,
+//! and the CQs made for completion timestamps ([`super::Timestamps`]), whose generic poll
+//! reads them with `ibv_wc_read_completion_ts` or `_wallclock_ns`.
 
 use super::{Cq, CqOptions};
 use crate::context::{Context, Inner};
@@ -9,8 +11,9 @@ use crate::event::CompletionChannel;
 impl Context {
     /// Makes a CQ with `ibv_create_cq_ex` and `wc_flags` (`IBV_WC_EX_WITH_*`), on
     /// `channel` if given, polled by the generic backend (its `Cq::poll` is `ibv_poll_cq`,
-    /// which rdma-core serves on extended CQs too; the extended poll is the glue's
-    /// `poll_ex`). `opts.backend` is ignored.
+    /// which rdma-core serves on extended CQs too, or the extended poll when `wc_flags` ask
+    /// for a timestamp; the bench's extended row calls the glue's `poll_ex` itself).
+    /// `opts.backend` and `opts.timestamps` are ignored.
     ///
     /// # Errors
     ///
@@ -32,23 +35,8 @@ impl Context {
             }),
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
-                use crate::context::backend;
-                use crate::cq::{BackendKind, Poller};
+                use crate::cq::Poller;
                 use crate::event::channel::Source;
-                let verbs = |source| Error::Verbs { device: self.name.clone(), source };
-                let attr = ctx.device_attr().map_err(verbs)?;
-                let max = u32::try_from(attr.max_cqe).unwrap_or(0);
-                if opts.depth == 0 || opts.depth > max {
-                    return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
-                }
-                let vectors = ctx.num_comp_vectors();
-                if opts.comp_vector >= vectors.max(1) {
-                    return Err(Error::CompVector {
-                        device: self.name.clone(),
-                        asked: opts.comp_vector,
-                        count: vectors,
-                    });
-                }
                 let ch = match channel.map(|c| (c, c.source())) {
                     None => None,
                     Some((_, Source::Verbs(ch))) if ch.belongs_to(ctx) => Some(ch),
@@ -59,23 +47,86 @@ impl Context {
                         })
                     }
                 };
-                let ex = crate::sys::cq_ex::ExCq {
-                    wc_flags,
-                    end_poll_after_enoent: end_poll_after_enoent(&self.name, ctx)?,
-                };
-                let vcq =
-                    crate::sys::cq::VerbsCq::create_ex(ctx, opts.depth, opts.comp_vector, ch, ex).map_err(verbs)?;
-                let depth = vcq.depth();
                 let why = "rdma-core's extended CQ (ibv_create_cq_ex), as asked";
-                let poller = Poller::Generic(crate::backend::generic::GenericCq::new(std::sync::Arc::clone(&vcq)));
-                let mut cq = Cq::new(poller, backend(BackendKind::Generic, why), self.name.clone(), depth);
-                if let (Some(ch), Some(channel)) = (ch, channel) {
-                    ch.register(&vcq, cq.id().get());
+                let mut cq = self.extended_verbs_cq(ctx, opts, wc_flags, ch, why)?;
+                if let (Some(ch), Some(channel), Poller::Generic(g)) = (ch, channel, &cq.poller) {
+                    ch.register(g.verbs_cq(), cq.id().get());
                     cq.bind(channel);
                 }
                 Ok(cq)
             }
         }
+    }
+
+    /// `ibv_create_cq_ex` with `wc_flags` on `ctx`, checked as `ibv_create_cq` is, on
+    /// `channel` (which the caller registers the CQ with), polled by the generic backend.
+    #[cfg(dvcq_rdma_core)]
+    fn extended_verbs_cq(
+        &self,
+        ctx: &std::sync::Arc<crate::sys::device::Context>,
+        opts: CqOptions,
+        wc_flags: u64,
+        channel: Option<&std::sync::Arc<crate::sys::cq::CompChannel>>,
+        why: &str,
+    ) -> Result<Cq, Error> {
+        use crate::context::backend;
+        use crate::cq::{BackendKind, Poller};
+        let verbs = |source| Error::Verbs { device: self.name.clone(), source };
+        let attr = ctx.device_attr().map_err(verbs)?;
+        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
+        if opts.depth == 0 || opts.depth > max {
+            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
+        }
+        let vectors = ctx.num_comp_vectors();
+        if opts.comp_vector >= vectors.max(1) {
+            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
+        }
+        let ex = crate::sys::cq_ex::ExCq { wc_flags, end_poll_after_enoent: end_poll_after_enoent(&self.name, ctx)? };
+        let vcq = crate::sys::cq::VerbsCq::create_ex(ctx, opts.depth, opts.comp_vector, channel, ex).map_err(verbs)?;
+        let depth = vcq.depth();
+        let poller = Poller::Generic(crate::backend::generic::GenericCq::new(vcq));
+        Ok(Cq::new(poller, backend(BackendKind::Generic, why), self.name.clone(), depth))
+    }
+
+    /// A CQ reporting `opts.timestamps` (not the default) on an rdma-core device: an
+    /// extended CQ with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` (`Raw`) or `_WALLCLOCK`
+    /// (`Wallclock`) besides the standard fields, polled by the generic backend.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] for `BackendChoice::Direct` (dvcq's direct backends do not
+    /// make such CQs) or when the provider cannot report the timestamp (`EOPNOTSUPP`, as
+    /// rxe and irdma before GEN3 answer); otherwise as [`Context::create_cq`].
+    #[cfg(dvcq_rdma_core)]
+    pub(crate) fn timestamped_verbs_cq(
+        &self,
+        ctx: &std::sync::Arc<crate::sys::device::Context>,
+        opts: CqOptions,
+        channel: Option<&std::sync::Arc<crate::sys::cq::CompChannel>>,
+    ) -> Result<Cq, Error> {
+        use crate::sys::ffi::{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK};
+        let unsupported =
+            |why: String| Error::Unsupported { device: self.name.clone(), what: "completion timestamps", why };
+        if opts.backend == super::BackendChoice::Direct {
+            return Err(unsupported(
+                "dvcq reads them through rdma-core's extended CQ, which the generic backend polls; \
+                 BackendChoice::Direct was asked"
+                    .into(),
+            ));
+        }
+        let (flag, name) = match opts.timestamps {
+            super::Timestamps::Raw => (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP"),
+            _ => (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK"),
+        };
+        let flags = crate::sys::cq_ex::STANDARD_FLAGS | u64::from(flag);
+        let why = "rdma-core's extended CQ (ibv_create_cq_ex) for its completion timestamps";
+        self.extended_verbs_cq(ctx, opts, flags, channel, why).map_err(|e| match e {
+            Error::Verbs { source, .. } if source.errno == libc::EOPNOTSUPP => {
+                let provider = crate::backend::provider_of(ctx).unwrap_or_else(|| "this".into());
+                unsupported(format!("rdma-core's {provider} provider refused ibv_create_cq_ex with {name} ({source})"))
+            }
+            e => e,
+        })
     }
 }
 

@@ -5,11 +5,14 @@ mod advice;
 mod extended;
 mod image;
 mod stats;
+mod timestamp;
 pub mod views;
 
 pub use advice::{advise_depth, DepthAdvice, Verdict, BYTES_PER_CQE, DEFAULT_MARGIN};
 pub use dvcq_provider::StatusCounts;
 pub use stats::{CqStats, HighWaterSource};
+pub(crate) use timestamp::model_cq;
+pub use timestamp::{CqClock, Timestamps};
 pub use views::{CqViews, CqeView};
 
 use crate::error::Error;
@@ -97,6 +100,9 @@ pub struct CqOptions {
     /// (`IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`; mlx5 only here). The caller sizes the CQ for
     /// its outstanding work.
     pub ignore_overrun: bool,
+    /// The completion timestamps it reports ([`Timestamps`], the device's default unless
+    /// set).
+    pub timestamps: Timestamps,
 }
 
 impl CqOptions {
@@ -111,7 +117,15 @@ impl CqOptions {
             compression: None,
             cqe_pad: false,
             ignore_overrun: false,
+            timestamps: Timestamps::Default,
         }
+    }
+
+    /// The same, reporting `timestamps` (see [`Timestamps`]: on an rdma-core device,
+    /// anything but the default makes an extended CQ polled by the generic backend).
+    pub const fn timestamps(mut self, timestamps: Timestamps) -> Self {
+        self.timestamps = timestamps;
+        self
     }
 
     /// The same with another backend choice.

@@ -1,10 +1,12 @@
 //! Completion queues of a model device: the vendor model's ring with the vendor's real
 //! poller over it.
 
+use super::clock::DeviceClock;
 use super::event::{ArmRequest, ArmState, CqEvents};
 use super::{DeviceError, Shared};
 use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
 use dvcq_e810_dv::IrdmaCq;
+use dvcq_mlx5_dv::clock::TimestampFormat;
 use dvcq_mlx5_dv::model::build::Entry;
 use dvcq_mlx5_dv::model::Mlx5Model;
 use dvcq_mlx5_dv::{CqStats, Mlx5Cq128, Mlx5Cq64, Registry};
@@ -128,6 +130,8 @@ pub(crate) struct CqState {
     pub(crate) srq_tags: VecDeque<(u64, usize, u16)>,
     /// Arming, moderation and the channel its events go to.
     pub(crate) events: CqEvents,
+    /// mlx5: the device clock and the format its successful CQEs are stamped in.
+    pub(crate) stamps: Option<(DeviceClock, TimestampFormat)>,
 }
 
 impl CqState {
@@ -145,6 +149,7 @@ impl CqState {
             high_water: 0,
             srq_tags: VecDeque::new(),
             events: CqEvents::default(),
+            stamps: None,
         }
     }
 
@@ -178,8 +183,17 @@ impl CqState {
     }
 
     /// Writes an mlx5 CQE; an overrun puts the CQ in error, as the model does, and drops it.
+    /// A success is stamped with the device clock now, in the CQ's format; an error CQE has
+    /// no timestamp (its bytes 48-55 hold the syndromes).
     pub(crate) fn push_mlx5(&mut self, e: &Entry, srq_tag: Option<(usize, u16)>) {
         let CqHw::Mlx5 { model, .. } = &mut self.hw else { return };
+        use dvcq_uapi::mlx5::opcode::cqe_opcode;
+        let mut e = *e;
+        let op = e.cqe.op_own >> dvcq_uapi::mlx5::cqe::op_own::OPCODE_SHIFT;
+        if let Some((clock, format)) = self.stamps.filter(|_| op != cqe_opcode::REQ_ERR && op != cqe_opcode::RESP_ERR) {
+            e.cqe.timestamp = dvcq_uapi::Be64::new(clock.stamp(format));
+        }
+        let e = &e;
         match model.push(e) {
             Ok(_) => {
                 if let Some((srq, idx)) = srq_tag {

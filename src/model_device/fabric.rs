@@ -11,6 +11,7 @@ use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType};
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaConfig};
 use dvcq_e810_dv::ring::{ring_slots, Rounding};
 use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType as IrdmaQpType, Transport};
+use dvcq_mlx5_dv::clock::TimestampFormat;
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig as Mlx5Config};
 use dvcq_mlx5_dv::{CqConfig, QpConfig as Mlx5QpConfig, Registry};
 use dvcq_provider::{Completion, WcStatus};
@@ -66,6 +67,8 @@ pub(crate) struct Fabric {
     pub(super) sg_pool: Vec<Vec<MrSlice>>,
     /// Sends waiting on every QP together (0: nothing for [`Fabric::progress`] to do).
     pub(super) waiting: usize,
+    /// The device clock its mlx5 CQEs are stamped with.
+    pub(super) clock: super::clock::DeviceClock,
 }
 
 impl Fabric {
@@ -84,6 +87,7 @@ impl Fabric {
             ud_buf: Vec::new(),
             sg_pool: Vec::new(),
             waiting: 0,
+            clock: super::clock::DeviceClock::new(),
         }
     }
 
@@ -116,7 +120,11 @@ impl Fabric {
                     128 => Mlx5Poller::C128(Box::new(model.poller::<128>(Registry::new(), CqConfig::default())?)),
                     _ => Mlx5Poller::C64(Box::new(model.poller::<64>(Registry::new(), CqConfig::default())?)),
                 };
-                CqState::new(CqHw::Mlx5 { model, poller }, entries - 1)
+                let mut state = CqState::new(CqHw::Mlx5 { model, poller }, entries - 1);
+                // Free-running unless made for another format: the kernel's default where the
+                // device has it (get_ts_format, drivers/infiniband/hw/mlx5/qp.c).
+                state.stamps = Some((self.clock, TimestampFormat::FreeRunning));
+                state
             }
             ModelVendor::Irdma => {
                 if mlx5.is_some() {

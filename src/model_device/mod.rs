@@ -66,6 +66,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod clock;
 mod cq;
 mod event;
 mod exec;

@@ -50,6 +50,10 @@ pub(crate) struct ExCq {
     pub(crate) end_poll_after_enoent: bool,
 }
 
+/// The flags that make an extended CQ report a completion timestamp.
+pub(crate) const TIMESTAMP_FLAGS: u64 =
+    (ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | ffi::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) as u64;
+
 /// The outcome of one extended poll: completions written, and the error that ended the
 /// poll early, if one did (the completions before it are good and were consumed).
 #[derive(Debug)]
@@ -59,6 +63,11 @@ pub(crate) struct ExPoll {
 }
 
 impl VerbsCq {
+    /// The `wc_flags` it was made with, for an extended CQ.
+    pub(crate) fn ex_flags(&self) -> Option<u64> {
+        self.ex.map(|e| e.wc_flags)
+    }
+
     /// `ibv_create_cq_ex(ctx, {cqe: depth, channel, comp_vector, ex.wc_flags})`.
     ///
     /// # Errors

@@ -5,6 +5,7 @@
 //! - [`ops`]: the verbs that verbs.h defines `static inline`, through the provider's ops.
 //! - [`cq_ex`]: rdma-core's extended CQ (`ibv_create_cq_ex`, `ibv_start_poll`,
 //!   `ibv_wc_read_*`).
+//! - [`clock`]: the mlx5 device clock (`mlx5dv_get_clock_info`, real-time support).
 //! - [`device`], [`cq`], [`qp`]: RAII handles over contexts, CQs, channels, PDs, MRs, QPs,
 //!   SRQs and address handles. Each handle holds an `Arc` of what it was made on, so a
 //!   context outlives its CQs, a CQ its QPs, and a mapped ring is never read after destroy.
@@ -14,6 +15,7 @@
 #![allow(unsafe_code)]
 
 mod attach;
+pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;
 pub(crate) mod device;

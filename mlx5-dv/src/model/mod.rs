@@ -10,6 +10,7 @@
 
 mod arm;
 pub mod build;
+pub mod clock;
 pub mod compress;
 pub mod wqe;
 

@@ -1,0 +1,189 @@
+//! The timestamp check of a validation: the completions one CQ returned carry timestamps
+//! that go forward per QP, each step less than half the clock's period (the most a wrapping
+//! counter can order), on the clock the CQ says they are on ([`crate::Cq::clock`]).
+//!
+//! A QP's completions on one CQ come out in the order its work completed, so their
+//! timestamps must not go back; completions of different QPs may interleave in any order
+//! and are not compared. Error completions carry no timestamp (an mlx5 error CQE holds its
+//! syndromes where a success holds the time) and are skipped.
+
+use crate::cq::CqClock;
+use crate::Completion;
+use std::collections::HashMap;
+
+/// Where the timestamps broke the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampViolation {
+    /// No successful completion carries a timestamp at all: the backend does not stamp
+    /// them, or the CQ was made without.
+    #[error("none of the {completions} successful completions carries a timestamp (all are 0)")]
+    Missing {
+        /// Successful completions looked at.
+        completions: usize,
+    },
+    /// A QP's completion is stamped before the one it followed.
+    #[error(
+        "completion {index} (qp {qpn:#x}) is stamped {current:#x}, before completion {previous_index} of the same \
+         QP ({previous:#x}) on {clock:?}"
+    )]
+    Backwards {
+        /// Its position in the completions checked.
+        index: usize,
+        /// The QP.
+        qpn: u32,
+        /// Its raw timestamp.
+        current: u64,
+        /// The position of the QP's completion before it.
+        previous_index: usize,
+        /// That one's raw timestamp.
+        previous: u64,
+        /// The clock they were read on.
+        clock: CqClock,
+    },
+}
+
+/// What a passing check looked at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimestampSummary {
+    /// Successful completions checked.
+    pub completions: usize,
+    /// QPs among them.
+    pub qps: usize,
+    /// Consecutive pairs of one QP compared.
+    pub pairs: usize,
+    /// Nanoseconds from the earliest to the latest stamp, where the clock converts.
+    pub span_ns: Option<u64>,
+}
+
+/// Checks the completions one CQ returned, in the order it returned them, on `clock` (the
+/// CQ's [`crate::Cq::clock`], taken after the polls): per QP, each successful completion's
+/// timestamp is at or after the one before ([`CqClock::forward`]).
+///
+/// # Errors
+///
+/// The first violation, naming both completions by position.
+///
+/// # Examples
+///
+/// ```
+/// use dvcq::conformance::timestamps_monotonic;
+/// use dvcq::cq::CqClock;
+/// use dvcq::Completion;
+///
+/// let at = |qp_num, timestamp| Completion { qp_num, timestamp, ..Completion::default() };
+/// let ok = [at(1, 100), at(2, 90), at(1, 130)];
+/// assert_eq!(timestamps_monotonic(&ok, &CqClock::Nanoseconds).unwrap().pairs, 1);
+/// let bad = [at(1, 100), at(1, 99)];
+/// assert!(timestamps_monotonic(&bad, &CqClock::Nanoseconds).is_err());
+/// ```
+pub fn timestamps_monotonic(
+    completions: &[Completion],
+    clock: &CqClock,
+) -> Result<TimestampSummary, TimestampViolation> {
+    let mut last: HashMap<u32, (usize, u64)> = HashMap::new();
+    let mut s = TimestampSummary::default();
+    let mut stamped = false;
+    let (mut lo, mut hi): (Option<u64>, Option<u64>) = (None, None);
+    for (index, c) in completions.iter().enumerate() {
+        if !c.is_ok() {
+            continue;
+        }
+        s.completions += 1;
+        stamped |= c.timestamp != 0;
+        if let Some(&(previous_index, previous)) = last.get(&c.qp_num) {
+            if !clock.forward(previous, c.timestamp) {
+                return Err(TimestampViolation::Backwards {
+                    index,
+                    qpn: c.qp_num,
+                    current: c.timestamp,
+                    previous_index,
+                    previous,
+                    clock: *clock,
+                });
+            }
+            s.pairs += 1;
+        }
+        last.insert(c.qp_num, (index, c.timestamp));
+        if let Some(ns) = clock.to_ns(c.timestamp) {
+            lo = Some(lo.map_or(ns, |l| l.min(ns)));
+            hi = Some(hi.map_or(ns, |h| h.max(ns)));
+        }
+    }
+    if s.completions > 0 && !stamped {
+        return Err(TimestampViolation::Missing { completions: s.completions });
+    }
+    s.qps = last.len();
+    s.span_ns = lo.zip(hi).map(|(l, h)| h - l);
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WcStatus;
+    use dvcq_mlx5_dv::clock::{ClockInfo, CoreClock};
+
+    fn at(qp_num: u32, timestamp: u64) -> Completion {
+        Completion { qp_num, timestamp, ..Completion::default() }
+    }
+
+    fn cycles() -> CqClock {
+        let c = CoreClock::from_khz(156_250);
+        CqClock::Cycles(ClockInfo {
+            nsec: 1 << 40,
+            last_cycles: c.mask - 5,
+            frac: 0,
+            mult: c.mult,
+            shift: c.shift,
+            mask: c.mask,
+        })
+    }
+
+    #[test]
+    fn each_qp_goes_forward_on_its_own() {
+        // QP 2 is stamped earlier than QP 1's first completion: other QPs are not compared.
+        let run = [at(1, 100), at(2, 50), at(1, 100), at(2, 60), at(1, 150)];
+        let s = timestamps_monotonic(&run, &CqClock::Nanoseconds).unwrap();
+        assert_eq!(s, TimestampSummary { completions: 5, qps: 2, pairs: 3, span_ns: Some(100) });
+        let back = [at(1, 100), at(2, 50), at(1, 99)];
+        assert_eq!(
+            timestamps_monotonic(&back, &CqClock::Nanoseconds).unwrap_err(),
+            TimestampViolation::Backwards {
+                index: 2,
+                qpn: 1,
+                current: 99,
+                previous_index: 0,
+                previous: 100,
+                clock: CqClock::Nanoseconds
+            }
+        );
+    }
+
+    #[test]
+    fn a_wrapping_counter_is_ordered_across_its_wrap_and_not_beyond_half_a_period() {
+        let c = cycles();
+        let mask = c.mask();
+        let run = [at(1, mask - 3), at(1, mask), at(1, 4), at(1, 1000)];
+        let s = timestamps_monotonic(&run, &c).unwrap();
+        assert_eq!(s.pairs, 3);
+        // 1004 cycles of 6.4 ns, each end converted (and rounded down) on its own:
+        // 1006 cycles after the snapshot (6438 ns) less 2 cycles (12 ns).
+        assert_eq!(s.span_ns, Some(6_426));
+        assert!(timestamps_monotonic(&[at(1, 4), at(1, mask - 3)], &c).is_err(), "back across the wrap");
+        assert!(timestamps_monotonic(&[at(1, 0), at(1, mask / 2 + 1)], &c).is_err(), "more than half a period");
+        let raw = CqClock::RawCycles { mask: 0xffff_ffff };
+        assert_eq!(timestamps_monotonic(&[at(1, 0xffff_fff0), at(1, 3)], &raw).unwrap().span_ns, None);
+    }
+
+    #[test]
+    fn errors_are_skipped_and_unstamped_runs_refused() {
+        let err = Completion { status: WcStatus::WrFlushErr, ..at(1, 0) };
+        let run = [at(1, 500), err, at(1, 600)];
+        assert_eq!(timestamps_monotonic(&run, &CqClock::Nanoseconds).unwrap().completions, 2);
+        assert_eq!(
+            timestamps_monotonic(&[at(1, 0), at(2, 0)], &CqClock::Nanoseconds).unwrap_err(),
+            TimestampViolation::Missing { completions: 2 }
+        );
+        assert_eq!(timestamps_monotonic(&[err], &CqClock::Nanoseconds).unwrap(), TimestampSummary::default());
+    }
+}
