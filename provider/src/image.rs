@@ -550,9 +550,11 @@ mod tests {
         assert_eq!(parse_image(&format!("ring cqe_size=64 entries=2 ci=0\n{mlx5}")).unwrap().entries, 2);
         let irdma = format!("{}\n", "00".repeat(32));
         let e = parse_image(&format!("ring cqe_size=32 entries=2 ci=0\n{}", irdma.repeat(2))).unwrap_err();
-        assert_eq!(e.to_string(), "line 1: entries=2: must be a power of two from 4 to 4194304");
+        assert_eq!(e.to_string(), "line 1: entries=2: an irdma ring has 4 to 4194304 slots");
         let e = parse_image(&format!("ring cqe_size=64 entries=2 ci=0 vendor=irdma\n{mlx5}")).unwrap_err();
-        assert_eq!(e.to_string(), "line 1: entries=2: must be a power of two from 4 to 4194304");
+        assert_eq!(e.to_string(), "line 1: entries=2: an irdma ring has 4 to 4194304 slots");
+        let e = parse_image(&format!("ring cqe_size=64 entries=1 ci=0\n{mlx5}")).unwrap_err();
+        assert_eq!(e.to_string(), "line 1: entries=1: must be a power of two from 2 to 4194304");
         assert_eq!(parse_image(&format!("ring cqe_size=32 entries=4 ci=0\n{}", irdma.repeat(4))).unwrap().entries, 4);
     }
 
