@@ -204,6 +204,11 @@ impl Recorder {
         self.problems.push(p.into());
     }
 
+    /// The completions recorded whole, their QP numbers named by role ([`ROLE_MARK`]).
+    pub fn raw(&self) -> &[Completion] {
+        &self.raw
+    }
+
     /// How many completions were recorded.
     pub fn len(&self) -> usize {
         self.records.len()

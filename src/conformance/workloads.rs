@@ -40,6 +40,7 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "mlx5_cqe_size_bad", run: super::mlx5_dv::mlx5_cqe_size_bad },
     Workload { name: "mlx5_compression", run: super::mlx5_dv::mlx5_compression },
     Workload { name: "mlx5_read_inline_128", run: super::mlx5_dv::mlx5_read_inline_128 },
+    Workload { name: "cq_timestamps", run: super::timestamps::cq_timestamps },
 ];
 
 /// Bytes of each memory region a workload uses.

@@ -56,6 +56,16 @@ pub enum CqClock {
 }
 
 impl CqClock {
+    /// A short name of the clock, for tables: `free-running cycles`, `real time`, ...
+    pub const fn name(&self) -> &'static str {
+        match self {
+            CqClock::Cycles(_) => "free-running cycles",
+            CqClock::RealTime => "real time",
+            CqClock::Nanoseconds => "nanoseconds",
+            CqClock::RawCycles { .. } => "raw device cycles",
+        }
+    }
+
     /// `raw` in nanoseconds, where the clock can say.
     pub const fn to_ns(&self, raw: u64) -> Option<u64> {
         match self {
