@@ -1,6 +1,6 @@
 //! The work queues of an mlx5 ring image: the `qp` line words for XRC SRQs, receive WQs,
 //! QP types and registered WQE buffers, and the `mr` and `wqe` lines, read, written, built
-//! into a registry, and exported from one (docs/ring-image-mlx5-extensions.md).
+//! into a registry, and exported from one (docs/ring-image.md, "mlx5: the words and lines for a full registry").
 //!
 //! Receive queues are replayed with identity wr_id tables, so what is posted is a count
 //! (`rq_posted=`, `srq_posted=`; inline data is copied only into a queue with a receive
