@@ -117,6 +117,64 @@ pub fn timestamps_monotonic(
     Ok(s)
 }
 
+/// The `cq_timestamps` check (after rdma-core's `test_mlx5_timestamp.py` and the extended
+/// CQ's completion timestamp in `test_cqex.py`): RDMA WRITEs from both QPs of a pair on a
+/// CQ made to report timestamps ([`crate::cq::Timestamps::Raw`]); each QP's successful
+/// completions carry timestamps that go forward within the clock's period. A device whose
+/// CQs carry none (rxe, an E810) skips, saying why.
+pub(super) fn cq_timestamps(
+    ctx: &crate::Context,
+    choice: crate::cq::BackendChoice,
+) -> Result<super::Outcome, crate::Error> {
+    use super::workloads::{caps, check_data, ok, outcome, pattern, rig};
+    use crate::cq::{CqOptions, Timestamps};
+    use crate::verbs::{QpType, SendOp, SendWr};
+    use crate::{Error, WcOpcode};
+    let skip_unsupported = |e: Error| match e {
+        Error::Unsupported { why, .. } => Ok(super::Outcome::skip(why)),
+        e => Err(e),
+    };
+    let mut cq = match ctx.create_cq(CqOptions::new(64).backend(choice).timestamps(Timestamps::Raw)) {
+        Ok(cq) => cq,
+        Err(e) => return skip_unsupported(e),
+    };
+    let clock = match cq.clock() {
+        Ok(c) => c,
+        Err(e) => return skip_unsupported(e),
+    };
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    let mut expected = Vec::new();
+    for i in 0..8u64 {
+        for (from, to) in [(0, 1), (1, 0)] {
+            r.mrs[from].write(i * 128, &pattern(40 + i, 64))?;
+            let sg = [r.mrs[from].slice(i * 128, 64)?];
+            let dest = r.mrs[to].remote().at(4096 + i * 128);
+            r.qps[from].post_send(&[SendWr::new(i, SendOp::Write(dest), &sg)])?;
+            expected.push(ok(from as u8, i, WcOpcode::RdmaWrite));
+        }
+    }
+    super::poll_n(&mut cq, &mut r.rec, expected.len());
+    for i in 0..8u64 {
+        check_data(&mut r.rec, "write", &r.mrs[1], 4096 + i * 128, &pattern(40 + i, 64));
+    }
+    let summary = match timestamps_monotonic(r.rec.raw(), &clock) {
+        Ok(s) => format!(
+            "{} completions of {} QPs stamped in order ({}){}",
+            s.completions,
+            s.qps,
+            clock.name(),
+            s.span_ns.map_or(String::new(), |ns| format!(", over {ns} ns"))
+        ),
+        Err(v) => {
+            r.rec.problem(v.to_string());
+            String::new()
+        }
+    };
+    let mut o = outcome(vec![(cq, 2 * 16)], r.rec, expected);
+    o.summary = (!summary.is_empty()).then_some(summary);
+    Ok(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,62 +244,4 @@ mod tests {
         );
         assert_eq!(timestamps_monotonic(&[err], &CqClock::Nanoseconds).unwrap(), TimestampSummary::default());
     }
-}
-
-/// The `cq_timestamps` check (after rdma-core's `test_mlx5_timestamp.py` and the extended
-/// CQ's completion timestamp in `test_cqex.py`): RDMA WRITEs from both QPs of a pair on a
-/// CQ made to report timestamps ([`crate::cq::Timestamps::Raw`]); each QP's successful
-/// completions carry timestamps that go forward within the clock's period. A device whose
-/// CQs carry none (rxe, an E810) skips, saying why.
-pub(super) fn cq_timestamps(
-    ctx: &crate::Context,
-    choice: crate::cq::BackendChoice,
-) -> Result<super::Outcome, crate::Error> {
-    use super::workloads::{caps, check_data, ok, outcome, pattern, rig};
-    use crate::cq::{CqOptions, Timestamps};
-    use crate::verbs::{QpType, SendOp, SendWr};
-    use crate::{Error, WcOpcode};
-    let skip_unsupported = |e: Error| match e {
-        Error::Unsupported { why, .. } => Ok(super::Outcome::skip(why)),
-        e => Err(e),
-    };
-    let mut cq = match ctx.create_cq(CqOptions::new(64).backend(choice).timestamps(Timestamps::Raw)) {
-        Ok(cq) => cq,
-        Err(e) => return skip_unsupported(e),
-    };
-    let clock = match cq.clock() {
-        Ok(c) => c,
-        Err(e) => return skip_unsupported(e),
-    };
-    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
-    let mut expected = Vec::new();
-    for i in 0..8u64 {
-        for (from, to) in [(0, 1), (1, 0)] {
-            r.mrs[from].write(i * 128, &pattern(40 + i, 64))?;
-            let sg = [r.mrs[from].slice(i * 128, 64)?];
-            let dest = r.mrs[to].remote().at(4096 + i * 128);
-            r.qps[from].post_send(&[SendWr::new(i, SendOp::Write(dest), &sg)])?;
-            expected.push(ok(from as u8, i, WcOpcode::RdmaWrite));
-        }
-    }
-    super::poll_n(&mut cq, &mut r.rec, expected.len());
-    for i in 0..8u64 {
-        check_data(&mut r.rec, "write", &r.mrs[1], 4096 + i * 128, &pattern(40 + i, 64));
-    }
-    let summary = match timestamps_monotonic(r.rec.raw(), &clock) {
-        Ok(s) => format!(
-            "{} completions of {} QPs stamped in order ({}){}",
-            s.completions,
-            s.qps,
-            clock.name(),
-            s.span_ns.map_or(String::new(), |ns| format!(", over {ns} ns"))
-        ),
-        Err(v) => {
-            r.rec.problem(v.to_string());
-            String::new()
-        }
-    };
-    let mut o = outcome(vec![(cq, 2 * 16)], r.rec, expected);
-    o.summary = (!summary.is_empty()).then_some(summary);
-    Ok(o)
 }

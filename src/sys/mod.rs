@@ -22,6 +22,8 @@ pub(crate) mod device;
 mod event;
 pub(crate) mod ffi;
 pub(crate) mod irdma;
+#[cfg(test)]
+mod lab;
 pub(crate) mod mlx5;
 mod ops;
 pub(crate) mod qp;

@@ -7,6 +7,7 @@
 
 use crate::context::QpInit;
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions, Poller};
+use crate::sys::lab::drain;
 use crate::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
 use core::ptr::NonNull;
@@ -14,22 +15,7 @@ use dvcq_provider::{Completion, WcOpcode, WcStatus};
 
 /// The first mlx5 device here, or `None` after printing why the case is skipped.
 fn mlx5_device(case: &str) -> Option<String> {
-    let found = crate::device::list().devices.into_iter().find(|d| d.provider == "mlx5").map(|d| d.name);
-    if found.is_none() {
-        eprintln!("skip {case}: no mlx5 (ConnectX) device on this machine");
-    }
-    found
-}
-
-fn drain(cq: &mut Cq, want: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let mut out = [Completion::default(); 16];
-    let start = std::time::Instant::now();
-    while got.len() < want && start.elapsed() < std::time::Duration::from_secs(5) {
-        let n = cq.poll(&mut out);
-        got.extend_from_slice(&out[..n]);
-    }
-    got
+    crate::sys::lab::device_of("mlx5", "mlx5 (ConnectX)", case)
 }
 
 #[test]
