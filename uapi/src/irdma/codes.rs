@@ -1,6 +1,8 @@
 //! Numeric codes in irdma CQEs: SQ WQE opcodes, received RoCE opcodes, major errors, flush
 //! (minor) codes and the asynchronous-event codes a GEN3 SRQ flush carries
-//! (shared/spec/irdma.md §4.7, §5).
+//! (rdma-core `providers/irdma/uverbs.c` `set_ib_wc_op_sq`, `set_ib_wc_op_rq`,
+//! `irdma_flush_err_to_ib_wc_status`; `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl` for the
+//! major and minor errors).
 
 /// SQ WQE opcodes (`IRDMA_OP_TYPE_*`/`IRDMAQP_OP_*`), echoed in an SQ CQE's `IRDMACQ_OP`.
 pub mod sq_op {
@@ -17,7 +19,8 @@ pub mod sq_op {
         SEND_SOL_INV = 0x06;
         /// Memory-window bind.
         BIND_MW = 0x08;
-        /// Fast register (no `ibv_wc` opcode: status becomes GENERAL_ERR, §4.7).
+        /// Fast register (no `ibv_wc` opcode: status becomes GENERAL_ERR in rdma-core's
+        /// `set_ib_wc_op_sq`).
         FAST_REG_NSMR = 0x09;
         /// Local invalidate.
         INV_STAG = 0x0a;
@@ -64,7 +67,7 @@ pub mod major {
     pub const CIE_NIBBLE: u16 = 0xe;
 }
 
-/// Flush (minor) codes, `enum irdma_flush_opcode` (§5.2).
+/// Flush (minor) codes, `enum irdma_flush_opcode` (rdma-core `providers/irdma/user.h`).
 pub mod flush {
     code_table! {
         u16, "FLUSH_",
@@ -84,8 +87,8 @@ pub mod flush {
     }
 }
 
-/// Asynchronous-event codes: those `irdma_ae_to_qp_err_code` translates (§5.4), and two
-/// others a decoder meets.
+/// Asynchronous-event codes: those `irdma_ae_to_qp_err_code` translates (rdma-core
+/// `providers/irdma/user.h`), and two others a decoder meets.
 pub mod ae {
     code_table! {
         u16, "IRDMA_AE_",
@@ -110,7 +113,8 @@ pub mod ae {
         UDA_XMIT_BAD_PD = 0x0133;
         UDA_XMIT_DGRAM_TOO_SHORT = 0x0134;
         UDA_L4LEN_INVALID = 0x0135;
-        /// Raised on CQ overflow (§8.7); not translated.
+        /// Raised on CQ overflow (kernel `hw.c` `irdma_process_aeq` turns it into
+        /// `IB_EVENT_CQ_ERR`); not translated.
         CQ_OPERATION_ERROR = 0x0203;
         IB_INVALID_REQUEST = 0x0208;
         WQE_UNEXPECTED_OPCODE = 0x020a;

@@ -1,10 +1,13 @@
 //! The irdma CQE: four little-endian qwords (`struct irdma_cqe`), and the four extension
-//! qwords (`struct irdma_extended_cqe` bytes 32-63) (shared/spec/irdma.md §1.1, §1.4, §1.5).
+//! qwords (`struct irdma_extended_cqe` bytes 32-63), as rdma-core declares them
+//! (`providers/irdma/user.h`), with the field masks of `providers/irdma/defs.h`
+//! (`IRDMA_CQ_*`, `IRDMACQ_*`) that `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl` reads.
 //!
-//! Every word is read as a whole little-endian u64 and fields are bit ranges of it (§1.3),
-//! so the structs hold [`Le64`] words and the accessors are `const fn` bit extractions. The
-//! free functions in [`q0`], [`q2`], [`q3`] and [`ext`] do the same on a host-order word,
-//! for pollers that read single words straight from ring memory.
+//! Every word is read as a whole little-endian u64 and fields are bit ranges of it (rdma-core
+//! reads words with `get_64bit_val`, `providers/irdma/defs.h`, and fields with `FIELD_GET`,
+//! `util/util.h`), so the structs hold [`Le64`] words and the accessors are `const fn` bit
+//! extractions. The free functions in [`q0`], [`q2`], [`q3`] and [`ext`] do the same on a
+//! host-order word, for pollers that read single words straight from ring memory.
 
 use crate::endian::Le64;
 use bytemuck::{Pod, Zeroable};
@@ -26,7 +29,7 @@ pub mod off {
     pub const QWORD2: usize = 16;
     /// qword3: the valid bit, SQ bit, opcode, error bits and WQE index.
     pub const QWORD3: usize = 24;
-    /// qword4..7 in a 64-byte slot: the extension starts here (§1.5).
+    /// qword4..7 in a 64-byte slot: the extension starts here (`irdma_uk_cq_poll_cmpl`).
     pub const EXT: usize = 32;
     /// In a 64-byte slot, qword5 (byte 40): the QP context of a GEN3 SRQ completion.
     pub const EXT_QWORD5: usize = 40;
@@ -34,7 +37,7 @@ pub mod off {
     pub const EXT_QWORD7: usize = 56;
 }
 
-/// Field masks and shifts of qword0 (§1.4).
+/// Field masks and shifts of qword0 (`providers/irdma/defs.h`).
 pub mod q0 {
     /// `IRDMACQ_PAYLDLEN`, bits 31:0.
     pub const PAYLDLEN_MASK: u64 = 0xffff_ffff;
@@ -58,7 +61,7 @@ pub mod q0 {
     }
 }
 
-/// Field masks and shifts of qword2 (§1.4).
+/// Field masks and shifts of qword2 (`providers/irdma/defs.h`).
 pub mod q2 {
     /// `IRDMACQ_UDSRCQPN` / `IRDMACQ_INVSTAG`, bits 31:0.
     pub const SRCQPN_INVSTAG_MASK: u64 = 0xffff_ffff;
@@ -84,7 +87,7 @@ pub mod q2 {
     }
 }
 
-/// Field masks and shifts of qword3 (§1.4).
+/// Field masks and shifts of qword3 (`providers/irdma/defs.h`).
 pub mod q3 {
     /// `IRDMA_CQ_MINERR`, bits 15:0.
     pub const MINERR_MASK: u64 = 0xffff;
@@ -144,7 +147,7 @@ pub mod q3 {
         w >> VALID_SHIFT != 0
     }
     /// Returns `w` with the minor error and WQE index replaced (what rdma-core's flush path
-    /// writes back into a parked CQE, §4.5).
+    /// `irdma_uk_cq_poll_cmpl` writes back into a parked flush CQE).
     #[inline(always)]
     pub const fn with_minor_and_wqe_idx(w: u64, minor: u16, wqe_idx: u16) -> u64 {
         let cleared = w & !(MINERR_MASK | (WQEIDX_MASK as u64) << WQEIDX_SHIFT);
@@ -204,7 +207,8 @@ pub mod q3 {
     }
 }
 
-/// Field masks of the extension words qword4..qword7 (§1.5).
+/// Field masks of the extension words qword4..qword7 (`IRDMA_CQ_IMMDATALOW32`,
+/// `IRDMA_CQ_UDSMAC`, `IRDMA_CQ_IMMVALID` and the rest in `providers/irdma/defs.h`).
 pub mod ext {
     /// `IRDMA_CQ_IMMDATALOW32`, qword4 bits 31:0.
     pub const IMMDATALOW32_MASK: u64 = 0xffff_ffff;
@@ -365,7 +369,7 @@ impl Cqe {
 }
 
 /// The extension part of an extended CQE (qword4..qword7): in 32-byte mode the next ring
-/// slot, in 64-byte mode bytes 32-63 of the same slot (§1.5).
+/// slot, in 64-byte mode bytes 32-63 of the same slot (`irdma_uk_cq_poll_cmpl`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct ExtCqe {
@@ -449,8 +453,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spec_example_encodings() {
-        // shared/spec/irdma.md §1.6.
+    fn worked_example_encodings() {
+        // qword3 values worked out by hand from the `providers/irdma/defs.h` masks
+        // (IRDMA_CQ_VALID, IRDMA_CQ_SQ, IRDMACQ_OP, IRDMA_CQ_WQEIDX, the error fields).
         let send = q3::make(true, 0x03, 5, 0, 0, q3::Flags { sq: true, ..Default::default() });
         assert_eq!(send, 0xC300_0005_0000_0000);
         let flush = q3::make(true, 0, 0, 1, 1, q3::Flags { sq: true, error: true, ..Default::default() });

@@ -1,5 +1,7 @@
-//! The 64-byte CQ shadow area and the doorbell-page offsets (shared/spec/irdma.md §2.3,
-//! §3.1, §3.2).
+//! The 64-byte CQ shadow area and the doorbell-page offsets (rdma-core
+//! `providers/irdma/defs.h` `IRDMA_CQ_DBSA_*`, `umain.h` `IRDMA_DB_SHADOW_AREA_SIZE` and
+//! `IRDMA_DB_CQ_OFFSET`; `uk.c` `irdma_uk_cq_poll_cmpl` writes the head,
+//! `irdma_uk_cq_request_notification` the arm word).
 
 use crate::endian::Le64;
 use bytemuck::{Pod, Zeroable};
@@ -14,7 +16,8 @@ pub const HEAD_OFFSET: usize = 0;
 pub const ARM_OFFSET: usize = 32;
 /// `IRDMA_CQ_DBSA_CQEIDX`, bits 19:0 of the head word.
 pub const CQEIDX_MASK: u64 = 0xf_ffff;
-/// `IRDMA_CQ_DBSA_SW_CQ_SELECT`, bits 13:0 of the arm word (resize bookkeeping, §6).
+/// `IRDMA_CQ_DBSA_SW_CQ_SELECT`, bits 13:0 of the arm word (resize bookkeeping:
+/// rdma-core `uk.c` `irdma_uk_cq_set_resized_cnt`).
 pub const SW_CQ_SELECT_MASK: u64 = 0x3fff;
 /// `IRDMA_CQ_DBSA_ARM_NEXT`, bit 14.
 pub const ARM_NEXT: u64 = 1 << 14;
@@ -35,7 +38,7 @@ pub const GEN2_DB_ADDR_OFFSET: usize = (8 << 20) - (64 << 10);
 /// Doorbell page offset in the GEN1 PF BAR, `I40IW_DB_ADDR_OFFSET` (4 MiB - 64 KiB).
 pub const GEN1_DB_ADDR_OFFSET: usize = (4 << 20) - (64 << 10);
 
-/// The CQ shadow area: software writes it, hardware reads it (§3.1). Words other than
+/// The CQ shadow area: software writes it, hardware reads it. Words other than
 /// the head and the arm word are never touched by the provider.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
@@ -68,7 +71,7 @@ pub mod arm {
     pub const fn sw_cq_select(w: u64) -> u16 {
         (w & SW_CQ_SELECT_MASK) as u16
     }
-    /// The word `irdma_uk_cq_request_notification` writes (§3.2): sequence + 1, the old
+    /// The word `irdma_uk_cq_request_notification` writes: sequence + 1, the old
     /// SW_CQ_SELECT kept, ARM_NEXT_SE always 1, ARM_NEXT only for "any completion".
     #[inline(always)]
     pub const fn request(old: u64, any_completion: bool) -> u64 {

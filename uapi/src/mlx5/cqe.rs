@@ -1,4 +1,6 @@
-//! `struct mlx5_cqe64` and the 128-byte CQE (shared/spec/mlx5.md §1, §2, §4).
+//! `struct mlx5_cqe64` (rdma-core `providers/mlx5/mlx5dv.h`; kernel
+//! `include/linux/mlx5/device.h`) and the 128-byte CQE, whose second half is the cqe64
+//! (rdma-core `providers/mlx5/cq.c` `get_sw_cqe`; kernel `struct mlx5_cqe128`).
 
 use crate::endian::{Be16, Be32, Be64};
 use bytemuck::{Pod, Zeroable};
@@ -295,7 +297,8 @@ impl Cqe64 {
     }
 }
 
-/// A 128-byte mlx5 CQE: 64 bytes of inline data or GRH, then the cqe64 (spec §4).
+/// A 128-byte mlx5 CQE: 64 bytes of inline data or GRH, then the cqe64 (rdma-core
+/// `cq.c` `get_sw_cqe`, `handle_responder`; kernel `struct mlx5_cqe128`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct Cqe128 {

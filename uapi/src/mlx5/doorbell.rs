@@ -1,4 +1,6 @@
-//! The CQ doorbell record and the UAR CQ doorbell (shared/spec/mlx5.md §5, §6).
+//! The CQ doorbell record and the UAR CQ doorbell (rdma-core `providers/mlx5/cq.c`
+//! `update_cons_index`, `mlx5_arm_cq`; `MLX5_CQ_SET_CI` and `MLX5_CQ_ARM_DB` in
+//! `providers/mlx5/mlx5.h`, `MLX5_CQ_DOORBELL` in `mlx5dv.h`).
 
 use crate::endian::Be32;
 use bytemuck::{Pod, Zeroable};

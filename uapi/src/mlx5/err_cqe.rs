@@ -1,7 +1,11 @@
-//! `struct mlx5_err_cqe` and the signature-error CQE (shared/spec/mlx5.md §1.1, §1.2).
+//! `struct mlx5_err_cqe` (rdma-core `providers/mlx5/mlx5dv.h`) and the signature-error CQE
+//! (`struct mlx5_sigerr_cqe`, `providers/mlx5/cq.c`, parsed in `mlx5_parse_cqe`).
 //!
 //! rdma-core declares the error CQE's fields as plain `uint32_t`/`uint16_t`, but they are
-//! big-endian on the wire like every other CQE field (spec Pitfall 20); the types here say so.
+//! big-endian in memory like every other CQE field: the same bytes are `struct mlx5_cqe64`'s
+//! `__be32 srqn_uidx`, `__be32 sop_drop_qpn` and `__be16 wqe_counter`, and
+//! `providers/mlx5/cq.c` `mlx5_parse_cqe` reads `srqn_uidx` of an error CQE with `be32toh`;
+//! the types here say so.
 
 use crate::endian::{Be16, Be32, Be64};
 use crate::mlx5::cqe::{op_own, Cqe64, QPN_MASK};

@@ -1,4 +1,5 @@
-//! The 8-byte mini-CQE of CQE compression (shared/spec/mlx5.md §9.2).
+//! The 8-byte mini-CQE of CQE compression (kernel `include/linux/mlx5/device.h`
+//! `struct mlx5_mini_cqe8`; DPDK `drivers/common/mlx5/mlx5_prm.h` `struct mlx5_mini_cqe8`).
 //!
 //! A mini-CQE's meaning depends on the CQ's mini-CQE format and on whether the session is
 //! requester or responder, so the bytes are kept whole and each format has its accessors.
@@ -22,10 +23,12 @@ pub type MiniCqeArray = [MiniCqe; 8];
 const_assert_eq!(size_of::<MiniCqeArray>(), 64);
 
 /// Most mini-CQEs in one enhanced-layout block: the block's opcode nibble holds the count
-/// minus one, and UCX asserts at most seven (shared/spec/mlx5.md §9.4).
+/// minus one (kernel `en_rx.c` `mlx5e_decompress_enhanced_cqe`), and UCX asserts at most
+/// seven (`src/uct/ib/mlx5/ib_mlx5.c`).
 pub const MAX_ENHANCED_MINIS: usize = 7;
 
-/// Mini-CQEs per basic-layout array slot (shared/spec/mlx5.md §9.3).
+/// Mini-CQEs per basic-layout array slot: 64 bytes of 8-byte mini-CQEs (kernel `en_rx.c`
+/// `mlx5e_decompress_cqes_start`; DPDK `drivers/net/mlx5/mlx5_rx.c` `mlx5_rx_poll_len`).
 pub const MINIS_PER_ARRAY: usize = 8;
 
 /// Hardware mini-CQE format codes (`mini_cqe_res_format`, DPDK `mlx5_prm.h`).
@@ -94,7 +97,8 @@ impl MiniCqe {
     pub const fn wqe_counter(&self) -> u16 {
         self.be16(0)
     }
-    /// Requester mini-CQE: byte 2, the WQE opcode (kernel/UCX placement, spec §9.2).
+    /// Requester mini-CQE: byte 2, the WQE opcode (the kernel's
+    /// `struct mlx5_mini_cqe8` and UCX's `ib_mlx5.h` place it there).
     #[inline(always)]
     pub const fn s_wqe_opcode(&self) -> u8 {
         self.bytes[2]
@@ -126,7 +130,7 @@ impl MiniCqe {
         Self::from_parts([hdr_type, 0], stride_idx.to_be_bytes(), byte_cnt.to_be_bytes())
     }
     /// A requester mini-CQE: WQE counter in bytes 0-1, the WQE opcode in byte 2 (kernel and
-    /// UCX placement; DPDK declares byte 3, spec §9.2), byte count in 4-7.
+    /// UCX placement; DPDK's `mlx5_prm.h` declares byte 3), byte count in 4-7.
     pub const fn requester(wqe_counter: u16, s_wqe_opcode: u8, byte_cnt: u32) -> Self {
         Self::from_parts(wqe_counter.to_be_bytes(), [s_wqe_opcode, 0], byte_cnt.to_be_bytes())
     }

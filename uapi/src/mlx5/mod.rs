@@ -1,6 +1,7 @@
 //! mlx5 (ConnectX) CQ layouts: CQEs, error CQEs, mini-CQEs, the doorbell record and the UAR
-//! CQ doorbell (shared/spec/mlx5.md §1, §2, §5, §6, §9.2), and rdma-core's private QP and
-//! SRQ structs per release (§13.2).
+//! CQ doorbell (rdma-core `providers/mlx5/mlx5dv.h`, `cq.c`, `mlx5.h`; the kernel's
+//! `include/linux/mlx5/device.h`), and rdma-core's private QP and SRQ structs per release
+//! (`providers/mlx5/mlx5.h`).
 
 pub mod cq_size;
 pub mod cqe;

@@ -1,6 +1,7 @@
 //! Numeric codes that appear in mlx5 CQEs: CQE opcodes (the high nibble of `op_own`), CQE
 //! formats, error syndromes, and the send-WQE opcodes a requester CQE echoes
-//! (shared/spec/mlx5.md §2, §7.1, §8).
+//! (rdma-core `providers/mlx5/mlx5dv.h` `enum MLX5_CQE_*` and `mlx5dv_get_cqe_*`;
+//! `providers/mlx5/cq.c` `handle_good_req`, `mlx5_handle_error_cqe`).
 
 /// CQE opcodes, `MLX5_CQE_*` (`op_own >> 4`).
 pub mod cqe_opcode {

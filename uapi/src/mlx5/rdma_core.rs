@@ -2,7 +2,8 @@
 //! SRQs reads (`providers/mlx5/mlx5.h`: `struct mlx5_cq`, `struct mlx5_qp`, `struct mlx5_wq`,
 //! `struct mlx5_srq`),
 //! as a table of byte offsets per release range, for x86_64 (LP64, glibc).
-//! shared/spec/mlx5.md §13.2 ("Important"): the `wr_id` tables and queue tails live here.
+//! The `wr_id` tables and queue tails live here: `struct mlx5dv_qp` (what `mlx5dv_init_obj`
+//! gives, `providers/mlx5/mlx5.c` `mlx5dv_get_qp`) has no `wrid`, `wqe_head` or `wr_data`.
 //!
 //! ```c
 //! struct mlx5_wq {                    /* the same in every release of the table */
