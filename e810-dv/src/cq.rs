@@ -1,5 +1,7 @@
-//! The irdma CQ poller (shared/spec/irdma.md §2, §4.9): polarity tracking, ring head,
-//! extended CQEs, the shadow-area head, batch poll, peek, and zero-copy views.
+//! The irdma CQ poller, after rdma-core's `providers/irdma/uk.c` (`irdma_uk_cq_init`,
+//! `irdma_uk_cq_poll_cmpl`) and `providers/irdma/uverbs.c` (`__irdma_upoll_cq`): polarity
+//! tracking, ring head, extended CQEs, the shadow-area head, batch poll, peek, and zero-copy
+//! views.
 
 use crate::arm::{ArmBook, ArmDoorbell, Decision};
 use crate::cqe::{Kind, Queue, Step, F_CLEAR_FIRST_SQ_WQ, F_KEEP_LAP, F_PUSH_DROPPED, F_SET_BYTES, F_ZERO_BYTES};
@@ -29,9 +31,11 @@ pub(crate) struct Engine {
     /// The fast path's tables for `compat`.
     pub fast: &'static FastTables,
     pub qps: QpRegistry,
-    /// `cur_cqe.bytes_xfered` as the last CQE left it (stale byte_len quirk, §4.3).
+    /// `cur_cqe.bytes_xfered` as the last CQE left it (stale byte_len quirk:
+    /// rdma-core reuses `irdma_ucq.cur_cqe` across `__irdma_upoll_cq` calls).
     pub last_bytes: u32,
-    /// The CQE at `ci` already produced flushed completions (§4.5; see [`crate::flush`]).
+    /// The CQE at `ci` already produced flushed completions (the parked flush CQE
+    /// of `irdma_uk_cq_poll_cmpl`; see [`crate::flush`]).
     pub parked: bool,
     /// One-entry lookup cache: last completion context and its QP index (ctx 0 = none; also
     /// 0 while a flush CQE is parked, which keeps the fast path off it).
@@ -128,7 +132,8 @@ impl Engine {
         }
     }
 
-    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (§4.9): runs of common-case CQEs
+    /// Fills `out` from `ring`, like `__irdma_upoll_cq` (rdma-core
+    /// `providers/irdma/uverbs.c`): runs of common-case CQEs
     /// inline ([`Engine::fast_run`]), everything else out of line, one CQE at a time.
     #[inline(always)]
     pub(crate) fn poll<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
@@ -383,7 +388,7 @@ pub struct IrdmaCq {
 
 impl IrdmaCq {
     /// Opens a CQ over `ring` whose consumer head goes to `shadow` (shadow-area byte 0,
-    /// §2.3 step 7), with the QPs in `qps`.
+    /// where `irdma_uk_cq_poll_cmpl` stores it after each CQE), with the QPs in `qps`.
     ///
     /// # Errors
     ///
@@ -566,7 +571,10 @@ impl IrdmaCq {
     }
 
     /// Writes the head to shadow word 0 (release: every CQE read happens before hardware may
-    /// reuse the slots; §2.3 step 7, Pitfall 2). There is no acknowledge doorbell (§2.4).
+    /// reuse the slots). rdma-core's `irdma_uk_cq_poll_cmpl` stores it after every CQE it
+    /// consumes, skipped ones included; a head that never moves looks like a full CQ to the
+    /// device. There is no acknowledge doorbell: `ucreate_cq` leaves `cq_ack_db` unset and no
+    /// poll path uses it.
     #[inline]
     fn publish(&mut self) {
         let head = self.head();
@@ -790,7 +798,8 @@ impl Drop for Views<'_> {
     }
 }
 
-/// A CQE in the ring, read field by field (§1.4, §1.5).
+/// A CQE in the ring, read field by field (the `IRDMA_CQ_*`/`IRDMACQ_*` masks of rdma-core's
+/// `providers/irdma/defs.h`, extension words included).
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a> {
     ring: SlotView<'a>,

@@ -1,6 +1,7 @@
 //! One CQE → one [`Completion`]: rdma-core's `irdma_uk_cq_poll_cmpl` + `irdma_process_cqe`
-//! (shared/spec/irdma.md §4, §5), written as a pure function of the CQE words and the QP
-//! state that returns the completion and the state changes to apply.
+//! (rdma-core `providers/irdma/uk.c`, `providers/irdma/uverbs.c`), written as a pure function
+//! of the CQE words and the QP state that returns the completion and the state changes to
+//! apply.
 
 use crate::cq::Engine;
 use crate::flush;
@@ -16,11 +17,12 @@ use dvcq_uapi::irdma::HwRev;
 pub(crate) enum Kind {
     /// A completion (or fault item) to return.
     Wc,
-    /// Consumed silently, continue (comp ctx 0: rdma-core's EFAULT, §4.2; iWARP connection
-    /// WQEs, §4.6).
+    /// Consumed silently, continue (comp ctx 0: rdma-core's EFAULT, left by
+    /// `irdma_uk_clean_cq`; iWARP connection WQEs, skipped in `irdma_uk_cq_poll_cmpl`).
     Skip,
     /// Consumed, and the poll call ends here (a flush CQE with an empty queue: rdma-core's
-    /// ENOENT, §4.6, Pitfall 11).
+    /// ENOENT from `irdma_uk_cq_poll_cmpl`, which still consumed it; `__irdma_upoll_cq` stops
+    /// at ENOENT but skips EFAULT and goes on).
     Stop,
 }
 
@@ -45,7 +47,8 @@ pub(crate) const F_KEEP_LAP: u8 = 16;
 pub(crate) struct Step {
     pub wc: Completion,
     pub kind: Kind,
-    /// Slots the head advances (0: the CQE stays parked, §4.5).
+    /// Slots the head advances (0: the CQE stays parked, as `irdma_uk_cq_poll_cmpl`
+    /// leaves a flush CQE while the queue has more WRs).
     pub slots: u32,
     pub qp: u32,
     pub queue: Queue,
@@ -67,9 +70,9 @@ impl Step {
 }
 
 impl Engine {
-    /// Translates the CQE at `pos` whose qword3 `w3` was found valid.
-    /// Returns `None` when its extension is not valid yet (try again later, nothing
-    /// consumed; §2.3 step 4). `parked` says whether this CQE already produced flushed
+    /// Translates the CQE at `pos` whose qword3 `w3` was found valid. Returns `None` when its
+    /// extension is not valid yet (try again later, nothing consumed; `irdma_uk_cq_poll_cmpl`
+    /// returns ENOENT then). `parked` says whether this CQE already produced flushed
     /// completions (the in-place minor rewrite of rdma-core, see [`crate::flush`]).
     // Completion has private fields, so it cannot be built with an initializer here.
     #[allow(clippy::field_reassign_with_default)]
@@ -87,7 +90,7 @@ impl Engine {
         let srq = w3 & q3::SRQ != 0 && self.compat.srq();
         let ctx = if srq {
             // GEN3 SRQ CQE: the QP context is qword5 (byte 40), qword1 holds the wr_id
-            // (§4.1). Only a 64-byte slot has a byte 40.
+            // (`irdma_uk_cq_poll_cmpl`). Only a 64-byte slot has a byte 40.
             match ring.srq_ctx(pos.slot()) {
                 Some(c) if self.hw_rev == HwRev::Gen3 => c,
                 _ => return Some(Step::fault(FaultKind::BadFormat, at, (w3 >> 32) as u32, slots)),
@@ -95,7 +98,8 @@ impl Engine {
         } else {
             w1
         };
-        // Comp ctx 0: a destroyed QP's CQE, consumed silently (EFAULT, §4.2).
+        // Comp ctx 0: a destroyed QP's CQE, consumed silently (EFAULT, as in
+        // `irdma_uk_cq_poll_cmpl`; `irdma_uk_clean_cq` zeroes it).
         if ctx == 0 {
             return Some(Step::consumed(Kind::Skip, slots));
         }
@@ -129,7 +133,7 @@ impl Engine {
         // `qp->qp_type == IRDMA_QP_TYPE_ROCE_UD`, and the userspace provider never sets the
         // type it initialises QPs with (`irdma_uk_qp_init` defaults it to IWARP), so in
         // userspace the rule never applies and such a CQE is an unknown error
-        // (`IBV_WC_GENERAL_ERR`) in every release. shared/spec/irdma.md §5.1 says otherwise.
+        // (`IBV_WC_GENERAL_ERR`) in every release (`irdma_ucreate_qp` never sets `info.type`).
 
         let mut wc = Completion::default();
         wc.qp_num = q2::qp_id(w2);
@@ -139,7 +143,7 @@ impl Engine {
             CompStatus::Unknown => WcStatus::GeneralErr,
         };
         if error {
-            // Not written on success (§4.8): a zeroed ibv_wc keeps 0.
+            // Not written on success (`irdma_process_cqe`): a zeroed ibv_wc keeps 0.
             wc.vendor_err = vendor_err(major_err, minor_err);
         }
         let mut flags = 0u8;
@@ -160,13 +164,14 @@ impl Engine {
                 }
             }
             // rdma-core stops push mode on any SQ CQE with a dropped push WQE, flushed or not
-            // (`irdma_uk_cq_poll_cmpl`, §4.3).
+            // (`irdma_uk_cq_poll_cmpl`).
             if w3 & q3::PSHDROP != 0 {
                 flags |= F_PUSH_DROPPED;
             }
             let op;
             if let CompStatus::Flushed(_) = comp {
-                // Flushed SQ WRs come from the SQ ring state, not from the CQE (§4.5).
+                // Flushed SQ WRs come from the SQ ring state, not from the CQE
+                // (`irdma_uk_cq_poll_cmpl` walks `sq_wrtrk_array` from the SQ tail).
                 let Some((idx, trk, new_tail)) = flush::next_sq(qp) else {
                     // rdma-core's ENOENT: the flag changes made so far still hold.
                     let mut s = Step::consumed(Kind::Stop, slots);
@@ -192,8 +197,9 @@ impl Engine {
                     wc.byte_len = trk.wr_len;
                     flags |= F_SET_BYTES;
                 } else {
-                    // Quirk (§4.3, Pitfall 6): on a non-flush SQ error rdma-core leaves
-                    // bytes_xfered as the previous completion on this CQ set it.
+                    // Quirk: on a non-flush SQ error rdma-core leaves bytes_xfered as the
+                    // previous completion on this CQ set it (`irdma_uk_cq_poll_cmpl` writes it
+                    // only on success, and `__irdma_upoll_cq` reuses `cur_cqe`).
                     wc.byte_len = self.last_bytes;
                 }
                 wc.wqe_index = idx as u16;
@@ -202,27 +208,30 @@ impl Engine {
             }
             match sq_opcode(op, self.compat) {
                 Some(o) => wc.opcode = o,
-                // Quirk (§4.7, Pitfall 7): an opcode rdma-core has no case for leaves the
-                // opcode untouched and turns the status into GENERAL_ERR, even on success.
+                // Quirk: an opcode rdma-core's `set_ib_wc_op_sq` has no case for leaves
+                // the opcode untouched and turns the status into GENERAL_ERR, even on success.
                 None => wc.status = WcStatus::GeneralErr,
             }
         } else {
             queue = Queue::Rq;
             let idx;
             if srq {
-                // GEN3 SRQ: wr_id straight from qword1 (§4.1); the SRQ ring is not tracked.
+                // GEN3 SRQ: wr_id straight from qword1 (`irdma_uk_cq_poll_cmpl`); the SRQ
+                // ring is not tracked.
                 wc.wr_id = w1;
                 idx = u32::from(q3::wqe_idx(w3));
                 tail = qp.rq.tail;
             } else {
                 if comp == CompStatus::Success {
-                    // Hardware reports the RQ index in quanta (§4.4).
+                    // Hardware reports the RQ index in quanta (`irdma_uk_cq_poll_cmpl` divides
+                    // by `rq_wqe_size_multiplier`).
                     idx = u32::from(q3::wqe_idx(w3)) >> qp.config().rq_shift;
                     if idx >= qp.rq.size() || qp.rq_wrid.is_empty() {
                         return Some(Step::fault(FaultKind::BadField, at, idx, slots));
                     }
                 } else {
-                    // Flushed or unknown error: the CQE's wqe_idx is ignored (§4.4, Pitfall 5).
+                    // Flushed or unknown error: the CQE's wqe_idx is ignored and the RQ ring
+                    // tail used instead (`irdma_uk_cq_poll_cmpl`).
                     let Some(t) = flush::next_rq(qp) else {
                         return Some(Step::consumed(Kind::Stop, slots));
                     };
@@ -242,22 +251,24 @@ impl Engine {
         }
         if let Some(e) = ext {
             if e.imm_valid() {
-                // The CQE holds the immediate as a number; ibv_wc gets htonl() of it (§4.8).
+                // The CQE holds the immediate as a number; ibv_wc gets htonl() of it
+                // (`irdma_process_cqe`).
                 wc.imm_data = e.imm_data().to_be();
                 wc.wc_flags |= WcFlags::WITH_IMM;
             }
         }
         if queue == Queue::Rq && !qp.ud && w3 & q3::STAG_IPV4 != 0 {
-            // Same union as imm_data; bit 53 means IPv4 on UD QPs (Pitfall 8).
+            // Same union as imm_data; bit 53 means IPv4 on UD QPs (`IRDMACQ_STAG` and
+            // `IRDMACQ_IPV4` are the same bit in `providers/irdma/defs.h`).
             wc.imm_data = q2::src_qpn_or_inv_stag(w2);
             wc.wc_flags |= WcFlags::WITH_INV;
         }
         if qp.ud {
             wc.src_qp = q2::src_qpn_or_inv_stag(w2);
-            // Quirk (§4.8, Pitfall 9): UD completions always carry IBV_WC_GRH.
+            // Quirk (`irdma_process_cqe`): UD completions always carry IBV_WC_GRH.
             wc.wc_flags |= WcFlags::GRH;
         } else {
-            // Quirk (§4.8, Pitfall 9): RC/UC src_qp is the local QP number.
+            // Quirk (`irdma_process_cqe`): RC/UC src_qp is the local QP number.
             wc.src_qp = wc.qp_num;
         }
         if self.hw_rev == HwRev::Gen3 {
@@ -267,12 +278,13 @@ impl Engine {
     }
 }
 
-/// A connection WQE's CQE (iWARP, GEN1 legacy; §4.6): an SQ CQE below `conn_wqes` while the
-/// user SQ is empty is consumed silently (with the `flags` set so far) and rdma-core zeroes
-/// its scratch completion. rdma-core moves the head one slot there, without the polarity
-/// flip, whatever the CQE takes (Pitfall 12): bugs dvcq copies only when asked (`bug`,
-/// [`crate::Compat::with_conn_wqe_bug`]); otherwise the CQE's `slots` are skipped by the
-/// normal rule.
+/// A connection WQE's CQE (iWARP, GEN1 legacy; `irdma_setup_connection_wqes` reserves them,
+/// `irdma_uk_cq_poll_cmpl` skips their CQEs): an SQ CQE below `conn_wqes` while the user SQ
+/// is empty is consumed silently (with the `flags` set so far) and rdma-core zeroes its
+/// scratch completion. rdma-core moves the head one slot there, without the polarity flip,
+/// whatever the CQE takes (`IRDMA_RING_MOVE_HEAD_NOCHECK` alone): bugs dvcq copies only when
+/// asked (`bug`, [`crate::Compat::with_conn_wqe_bug`]); otherwise the CQE's `slots` are
+/// skipped by the normal rule.
 #[cold]
 fn conn_wqe(qi: u32, slots: u32, flags: u8, bug: bool) -> Step {
     let (slots, keep_lap) = if bug { (1, F_KEEP_LAP) } else { (slots, 0) };

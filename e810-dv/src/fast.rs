@@ -252,13 +252,15 @@ impl Run<'_> {
                         wc.set_head(SQ_HEAD[UD as usize][op as usize]);
                         wc.wqe_index = idx as u16;
                     } else {
-                        // Hardware reports the RQ index in quanta (§4.4).
+                        // Hardware reports the RQ index in quanta (rdma-core
+                        // `irdma_uk_cq_poll_cmpl` divides by `rq_wqe_size_multiplier`).
                         let ri = idx >> qp.config().rq_shift;
                         let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
                             break 'run Stop::Other;
                         };
                         rq_last = ri;
-                        // On a non-UD QP this bit says the sender invalidated an STag (§4.8).
+                        // On a non-UD QP this bit says the sender invalidated an STag
+                        // (`irdma_process_cqe`).
                         let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
                         if inv {
                             wc.imm_data = q2::src_qpn_or_inv_stag(w2);
@@ -268,7 +270,7 @@ impl Run<'_> {
                         wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
                         wc.wqe_index = ri as u16;
                     }
-                    // Only the fields rdma-core's `irdma_process_cqe` writes for a success (§4.8),
+                    // Only the fields rdma-core's `irdma_process_cqe` writes for a success,
                     // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
                     // dlid_path_bits keep what the slot held, as `Completion` documents.
                     let qp_num = q2::qp_id(w2);

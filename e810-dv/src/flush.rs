@@ -1,4 +1,7 @@
-//! Software-generated flush completions on GEN1/GEN2 (shared/spec/irdma.md §4.5).
+//! Software-generated flush completions on GEN1/GEN2, as rdma-core's
+//! `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl` makes them from the flush CQE the device
+//! writes once the kernel flushes the QP (`drivers/infiniband/hw/irdma/hw.c`
+//! `irdma_flush_wqes`).
 //!
 //! Hardware writes one flush CQE per flushed queue. rdma-core then "parks" that slot: it
 //! does not advance the CQ head, synthesises one `IBV_WC_WR_FLUSH_ERR` completion per
@@ -19,8 +22,8 @@ use dvcq_uapi::irdma::codes::sq_op;
 
 /// The next flushed SQ WR: walks from the SQ tail, skipping NOP pads (each advances the
 /// tail by its quanta), and returns `(quanta index, tracking entry, new tail)`, or `None`
-/// when only NOPs or nothing remain (rdma-core's ENOENT, §4.5, Pitfall 4). Unsignaled WRs
-/// are reported too.
+/// when only NOPs or nothing remain (rdma-core's ENOENT). Unsignaled WRs are reported too:
+/// `irdma_uk_cq_poll_cmpl` takes each from `sq_wrtrk_array`, skipping `IRDMAQP_OP_NOP`.
 #[inline]
 pub(crate) fn next_sq(qp: &Qp) -> Option<(u32, WrTrk, u32)> {
     let mask = qp.sq.mask();
@@ -39,7 +42,8 @@ pub(crate) fn next_sq(qp: &Qp) -> Option<(u32, WrTrk, u32)> {
     None
 }
 
-/// The next flushed RQ WR: the RQ tail, or `None` when the RQ is empty (§4.4).
+/// The next flushed RQ WR: the RQ tail, or `None` when the RQ is empty (`irdma_uk_cq_poll_cmpl`
+/// ignores an RQ flush CQE's wqe_idx).
 #[inline]
 pub(crate) fn next_rq(qp: &Qp) -> Option<u32> {
     qp.rq.more_work().then_some(qp.rq.tail)

@@ -1,6 +1,6 @@
-//! irdma ring images (shared/ring-image.md): the plain-data description of an image, its
-//! text form, and decoding it into the canonical `wc ...` / `bad slot=...` / `end ...`
-//! lines with the same poll code the live poller runs.
+//! irdma ring images (the format is docs/ring-image.md): the plain-data description of an
+//! image, its text form, and decoding it into the canonical `wc ...` / `bad slot=...` /
+//! `end ...` lines with the same poll code the live poller runs.
 //!
 //! For an irdma image, CQE comp-ctx handle `h` (qword1) names the h-th `qp` line (1-based);
 //! 0 names no QP (a destroyed QP's CQE, skipped as rdma-core does). Work queues hold the
@@ -58,11 +58,11 @@ pub struct ImageQp {
     /// RQ tail (default 0).
     pub rq_tail: Option<u32>,
     /// An iWARP QP (`transport=iwarp`; the default is `roce`): immediate data, not the
-    /// opcode, makes a receive `IBV_WC_RECV_RDMA_WITH_IMM` (§4.7).
+    /// opcode, makes a receive `IBV_WC_RECV_RDMA_WITH_IMM` (rdma-core `set_ib_wc_op_rq`).
     pub iwarp: bool,
     /// Connection WQEs at the start of the SQ (`conn_wqes=<n>`, default 0; rdma-core uses 3
-    /// for iWARP QPs on GEN2 and GEN3, §4.6). An SQ CQE below it is consumed without a
-    /// completion while the SQ is empty (`sq_head` = `sq_tail`).
+    /// for iWARP QPs on GEN2 and GEN3, `irdma_setup_connection_wqes`). An SQ CQE below it is
+    /// consumed without a completion while the SQ is empty (`sq_head` = `sq_tail`).
     pub conn_wqes: u16,
 }
 
@@ -266,7 +266,7 @@ pub fn from_raw(raw: &RawImage) -> Result<IrdmaImage, ImageError> {
 }
 
 impl IrdmaImage {
-    /// The image as text (ring-image.md), parseable by [`parse_irdma_image`].
+    /// The image as text (docs/ring-image.md), parseable by [`parse_irdma_image`].
     pub fn to_text(&self) -> String {
         let h = &self.header;
         let mut s = format!(
@@ -336,7 +336,8 @@ impl IrdmaImage {
     }
 }
 
-/// Decodes an image: every completion in poll order, then the end state (ring-image.md).
+/// Decodes an image: every completion in poll order, then the end state
+/// (docs/ring-image.md).
 ///
 /// # Errors
 ///

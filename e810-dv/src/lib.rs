@@ -1,5 +1,6 @@
 //! dvcq's irdma (Intel E810 / X722 / GEN3) backend: the CQ poller and the irdma hardware
-//! model (shared/spec/irdma.md).
+//! model, after rdma-core's irdma provider (`providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl`,
+//! `providers/irdma/uverbs.c` `__irdma_upoll_cq`, `irdma_process_cqe`).
 //!
 //! FFI-free: the poller takes the ring ([`SlotRing`]), the shadow-area head word and a QP
 //! registry, and parses CQEs itself; given the CQ's [`ArmDoorbell`] (shadow-area arm word

@@ -1,13 +1,13 @@
 //! The QP registry: completion-context handle → the QP's SQ/RQ tracking state
-//! (shared/spec/irdma.md §4.1-§4.4).
+//! (rdma-core `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl`, `irdma_uk_qp_init`).
 //!
 //! An irdma CQE names its QP by the 64-bit completion context the provider passed at
-//! create-QP (qword1, §4.1); rdma-core dereferences it as `struct irdma_qp_uk *`. A direct
-//! poller cannot, so the application registers each QP here under the same handle and
-//! records its posts; the poller then reads the tables exactly as rdma-core reads
-//! `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue's entries are zero, as
-//! rdma-core allocates them (`calloc` in `irdma_ucreate_qp`): wr_id 0, length 0, 0 quanta,
-//! opcode 0 (RDMA WRITE, what a zeroed SQ WQE's header reads as).
+//! create-QP (qword1; `irdma_ucreate_qp` passes `&iwuqp->qp`); rdma-core dereferences it as
+//! `struct irdma_qp_uk *`. A direct poller cannot, so the application registers each QP here
+//! under the same handle and records its posts; the poller then reads the tables exactly as
+//! rdma-core reads `sq_wrtrk_array` and `rq_wrid_array`. Without posts a queue's entries are
+//! zero, as rdma-core allocates them (`calloc` in `irdma_ucreate_qp`): wr_id 0, length 0, 0
+//! quanta, opcode 0 (RDMA WRITE, what a zeroed SQ WQE's header reads as).
 //!
 //! A QP rdma-core posts to is registered the same way and then mirrors rdma-core's tables
 //! ([`mirror`]: [`Qp::adopt`], [`Qp::sync_posted`], [`Qp::hand_back`]).
@@ -19,7 +19,7 @@ pub use mirror::{AdoptError, ForeignQp};
 use dvcq_uapi::irdma::codes::sq_op;
 use dvcq_uapi::irdma::HwRev;
 
-/// Transport of a QP: decides the receive-opcode rule (§4.7).
+/// Transport of a QP: decides the receive-opcode rule (`set_ib_wc_op_rq`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// RoCEv2: the QP has the `IRDMA_SEND_WITH_IMM` capability.
@@ -55,12 +55,12 @@ pub struct QpConfig {
     /// RQ size in WQEs (a power of two; 0 = no RQ).
     pub rq_wqes: u32,
     /// log2 of the RQ WQE size in quanta (`rq_wqe_size_multiplier = 1 << rq_shift`, 0..=3;
-    /// GEN1 uses 2, §4.4).
+    /// GEN1 uses 2: rdma-core `irdma_uk_calc_depth_shift_rq`).
     pub rq_shift: u8,
-    /// Connection WQEs at the start of the SQ (`conn_wqes`, §4.6): 3 for iWARP QPs on
-    /// devices with `RTS_AE` (GEN2, GEN3), 1 for every QP in GEN1 legacy mode, 0 otherwise
-    /// (RoCE). Below `sq_quanta`. The SQ starts after them: the first WR posted is WQE
-    /// `conn_wqes`.
+    /// Connection WQEs at the start of the SQ (`conn_wqes`, set by rdma-core's
+    /// `irdma_setup_connection_wqes`): 3 for iWARP QPs on devices with `RTS_AE` (GEN2, GEN3),
+    /// 1 for every QP in GEN1 legacy mode, 0 otherwise (RoCE). Below `sq_quanta`. The SQ
+    /// starts after them: the first WR posted is WQE `conn_wqes`.
     pub conn_wqes: u16,
 }
 
@@ -109,7 +109,7 @@ pub enum RegistryError {
 pub struct QpId(pub u32);
 
 /// One SQ tracking entry, `struct irdma_sq_uk_wr_trk_info`, plus the WQE opcode rdma-core
-/// reads from the SQ WQE header on the flush path (§4.5).
+/// reads from the SQ WQE header on the flush path (`irdma_uk_cq_poll_cmpl`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WrTrk {
     /// `wrid`.
@@ -197,7 +197,8 @@ pub struct Qp {
     /// RQ ring in WQEs.
     pub rq: WqRing,
     pub(crate) first_sq_wq: bool,
-    /// Set when a CQE reported a dropped push-mode WQE (`push_dropped`, §4.3).
+    /// Set when a CQE reported a dropped push-mode WQE (`push_dropped`, as
+    /// `irdma_uk_cq_poll_cmpl` sets it).
     pub push_dropped: bool,
     pub(crate) send_with_imm: bool,
     pub(crate) ud: bool,
@@ -411,8 +412,8 @@ impl QpRegistry {
     /// Records a posted send WR of `quanta` quanta (1..=8) and returns its SQ quanta index
     /// (what the hardware's SQ CQE will carry as `wqe_idx`). Like rdma-core, a WR never
     /// straddles an SQ chunk boundary: the gap is filled with 1-quantum NOP WQEs first
-    /// (§4.3), and the post is refused unless the WR and its padding fit in
-    /// [`WqRing::sq_free`], which keeps rdma-core's [`SQ_RESERVE`]. Unsignaled WRs are
+    /// (`irdma_qp_get_next_send_wqe`), and the post is refused unless the WR and its padding
+    /// fit in [`WqRing::sq_free`], which keeps rdma-core's [`SQ_RESERVE`]. Unsignaled WRs are
     /// posted the same way; no CQE will name them.
     ///
     /// # Errors

@@ -3,12 +3,13 @@
 //! [`SlotSource`], so the same code decodes a NIC's ring, a model's and an image's.
 //!
 //! Ring sizes are whatever rdma-core asked the kernel for: `cqe + 1`, doubled on GEN2+,
-//! rounded to even, at least 4 (irdma.md §1.2; [`ring_slots`]), so rarely a power of two,
-//! and a place in the ring cannot be a masked running counter. It is a [`Pos`]: the slot
-//! and the lap's expected valid bit, rdma-core's head and polarity (irdma.md §2.1, §2.3).
+//! rounded to even, at least 4 (`providers/irdma/uverbs.c` `get_cq_size`; [`ring_slots`]), so
+//! rarely a power of two, and a place in the ring cannot be a masked running counter. It is a
+//! [`Pos`]: the slot and the lap's expected valid bit, rdma-core's head and polarity
+//! (`irdma_uk_cq_init` starts them at 0 and 1, `irdma_uk_cq_poll_cmpl` advances them).
 //! Written as one number ([`Pos::counter`]) it is a counter below twice the ring size: the
 //! slot, plus the ring size on laps whose valid bit is 0. For a power-of-two ring that is a
-//! running counter modulo twice the size, the rule ring-image.md states for `ci`
+//! running counter modulo twice the size, the rule docs/ring-image.md states for `ci`
 //! ([`Pos::at`]).
 
 use crate::status::Compat;
@@ -18,7 +19,7 @@ use dvcq_uapi::irdma::cqe::{ext, off, ExtCqe};
 use dvcq_uapi::irdma::HwRev;
 use dvcq_uapi::Le64;
 
-/// How rdma-core rounds a ring size (irdma.md §1.2).
+/// How rdma-core rounds a ring size (`providers/irdma/uverbs.c` `get_cq_size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rounding {
     /// rdma-core v64 and later: an odd size is rounded up to even on every generation.
@@ -38,9 +39,9 @@ impl From<Compat> for Rounding {
     }
 }
 
-/// The ring size, in slots, that rdma-core's irdma provider allocates for
-/// `ibv_create_cq(cqe = requested)` (irdma.md §1.2): `requested + 1`, doubled for 32-byte
-/// slots after GEN1 (room for two-slot extended CQEs), rounded as `rounding` says, at
+/// The ring size, in slots, that rdma-core's irdma provider allocates for `ibv_create_cq(cqe
+/// = requested)` (`get_cq_size`, called from `ucreate_cq`): `requested + 1`, doubled for
+/// 32-byte slots after GEN1 (room for two-slot extended CQEs), rounded as `rounding` says, at
 /// least 4. `ibv_cq.cqe` reports the requested count, not this, so attaching to a real CQ
 /// starts here. `None` if the size overflows.
 pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Rounding) -> Option<u32> {
@@ -55,7 +56,7 @@ pub fn ring_slots(requested: u32, hw_rev: HwRev, cqe_size: u32, rounding: Roundi
 }
 
 /// Whether rdma-core's irdma provider allocates rings of `entries` slots on generation
-/// `hw_rev`, for some `ibv_create_cq` in some release from v44 on (irdma.md §1.2,
+/// `hw_rev`, for some `ibv_create_cq` in some release from v44 on (`get_cq_size`,
 /// [`ring_slots`]): at least 4 (`IRDMA_U_MINCQ_SIZE`), and even on GEN2 and GEN3 (GEN2
 /// doubles `cqe + 1`; GEN3 came with v64, which rounds every size to even). GEN1 rings
 /// were `cqe + 1` before v64, so any size from 4. (The 64-byte CQE mode is GEN3's, and a
@@ -118,10 +119,11 @@ pub const fn valid_at(w3: u64, flip: u64) -> bool {
     ((w3 ^ flip) as i64) < 0
 }
 
-/// A consumer's place in the ring: the slot and its lap's valid-bit flip, which is rdma-core's
-/// head and polarity (§2.3). Poll loops step it slot by slot; [`Pos::counter`] is the same
-/// place as a position counter. `entries` arguments are ring sizes (1 to 2^24); another
-/// value gives some place in a ring of the nearest such size, never a panic.
+/// A consumer's place in the ring: the slot and its lap's valid-bit flip, which is
+/// rdma-core's head and polarity (`irdma_uk_cq_poll_cmpl`). Poll loops step it slot by slot;
+/// [`Pos::counter`] is the same place as a position counter. `entries` arguments are ring
+/// sizes (1 to 2^24); another value gives some place in a ring of the nearest such size,
+/// never a panic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pos {
     slot: u32,
@@ -272,7 +274,7 @@ pub trait SlotSource: sealed::Sealed {
     where
         Self: 's;
     /// Extra slots an extended CQE takes: 1 in 32-byte mode (the next slot), 0 in 64-byte
-    /// mode (same slot) (§1.5).
+    /// mode (same slot), as `irdma_uk_cq_poll_cmpl` finds it.
     fn ext_extra_slots(&self) -> u32;
     /// Slots in the ring.
     fn entries(&self) -> u32;
@@ -283,10 +285,11 @@ pub trait SlotSource: sealed::Sealed {
     /// tests one bound, and all its slots share one [`Pos::flip`].
     fn along<'o, T>(&self, slot: u32, out: &'o mut [T]) -> impl Iterator<Item = (Self::Slot<'_>, &'o mut T)>;
     /// The extension of the CQE at `pos` if its valid bit equals the expected polarity of
-    /// where it lives (the next place in 32-byte mode, `pos` in 64-byte mode; §2.3 step 4).
+    /// where it lives (the next place in 32-byte mode, `pos` in 64-byte mode;
+    /// `irdma_uk_cq_poll_cmpl`).
     fn ext(&self, pos: Pos) -> Option<ExtCqe>;
-    /// qword5 (byte 40) of a 64-byte slot: a GEN3 SRQ CQE's QP context (§4.1); `None` for
-    /// 32-byte slots, which have no byte 40.
+    /// qword5 (byte 40) of a 64-byte slot: a GEN3 SRQ CQE's QP context
+    /// (`irdma_uk_cq_poll_cmpl`); `None` for 32-byte slots, which have no byte 40.
     fn srq_ctx(&self, slot: u32) -> Option<u64>;
 }
 
@@ -341,7 +344,7 @@ where
         if S == 32 {
             // The extension is the next slot, written with that slot's pass phase: the same
             // polarity rule one place on covers rdma-core's "invert when it wrapped to 0"
-            // (§2.3).
+            // (`irdma_uk_cq_poll_cmpl`).
             let next = pos.step(1, RingView::entries(self));
             let expect = next.polarity();
             self.owned_u64_at(next.slot(), off::QWORD3, |w| ext::valid(u64::from_le(w)) == expect)?;
@@ -509,7 +512,7 @@ mod tests {
 
     #[test]
     fn ring_sizes_as_rdma_core_allocates_them() {
-        // The spec's worked example: GEN2, cqe = 100 -> 202 slots.
+        // GEN2, cqe = 100: (100 + 1) * 2 = 202 slots.
         assert_eq!(ring_slots(100, HwRev::Gen2, 32, Rounding::Even), Some(202));
         // GEN1 does not double; rdma-core since v64 rounds odd sizes to even, older ones do
         // not (and the compatibility modes for them size as they do).

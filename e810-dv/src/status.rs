@@ -1,11 +1,14 @@
 //! Major/minor error codes → `ibv_wc_status`, `vendor_err`, and the opcode tables
-//! (shared/spec/irdma.md §4.7, §5).
+//! (rdma-core `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl`; `providers/irdma/uverbs.c`
+//! `irdma_flush_err_to_ib_wc_status`, `irdma_process_cqe`, `set_ib_wc_op_sq`,
+//! `set_ib_wc_op_rq`, `set_ib_wc_op_rq_gen_3`).
 
 use dvcq_provider::{WcOpcode, WcStatus};
 use dvcq_uapi::irdma::codes::{ae, flush, major, rq_op, sq_op};
 
-/// The rdma-core releases whose irdma poll differs (§10): the irdma poll path changed in
-/// v52 and in v64 only; each variant covers the releases up to the next change.
+/// The rdma-core releases whose irdma poll differs: the irdma poll path changed in v52
+/// (commit 7f2d095ff) and in v64 (the GEN3 commits d986d0b2c, 32c9f6947, c2665c2e3 and
+/// 772db3ec1) only; each variant covers the releases up to the next change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Release {
     /// rdma-core v64 and later (checked against v65): minor 11 is
@@ -30,13 +33,13 @@ pub enum Release {
 ///
 /// # The connection-WQE skip
 ///
-/// rdma-core consumes the CQE of an iWARP connection WQE (§4.6) without a completion
-/// (`irdma_uk_cq_poll_cmpl`), by moving the ring head one slot, without the polarity flip
-/// the head takes everywhere else when it wraps to slot 0. Both are bugs: an extended CQE
-/// takes two slots in 32-byte mode, so rdma-core then reads the extension slot as a CQE of
-/// its own (its qword1 is the extension's qword5: 0 on GEN2, which makes it a skipped
-/// context-0 CQE, anything else a QP pointer it dereferences); and a skip into slot 0
-/// leaves the expected valid bit a lap behind, so every later CQE looks not yet written
+/// rdma-core consumes the CQE of an iWARP connection WQE (`irdma_setup_connection_wqes`)
+/// without a completion (`irdma_uk_cq_poll_cmpl`), by moving the ring head one slot, without
+/// the polarity flip the head takes everywhere else when it wraps to slot 0. Both are bugs:
+/// an extended CQE takes two slots in 32-byte mode, so rdma-core then reads the extension
+/// slot as a CQE of its own (its qword1 is the extension's qword5: 0 on GEN2, which makes it
+/// a skipped context-0 CQE, anything else a QP pointer it dereferences); and a skip into
+/// slot 0 leaves the expected valid bit a lap behind, so every later CQE looks not yet written
 /// until the device laps the ring again. Every release has them, from the provider's first
 /// (v37, commit 3bebdf5cb) to today's (checked at v44.0, v50.0, v60.0, v64.0 and v65).
 ///
@@ -163,7 +166,7 @@ impl Compat {
 }
 
 /// The completion status rdma-core derives from qword3's error fields, before the SQ
-/// unknown-opcode override (§5.1).
+/// unknown-opcode override (`irdma_uk_cq_poll_cmpl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompStatus {
     /// `IRDMA_COMPL_STATUS_SUCCESS`.
@@ -174,7 +177,8 @@ pub enum CompStatus {
     Unknown,
 }
 
-/// `irdma_flush_err_to_ib_wc_status` (§5.3): a flush (minor) code to a status.
+/// `irdma_flush_err_to_ib_wc_status` (`providers/irdma/uverbs.c`): a flush (minor) code to a
+/// status.
 #[inline]
 pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
     match minor {
@@ -187,13 +191,14 @@ pub const fn flush_code_status(minor: u16, compat: Compat) -> WcStatus {
         flush::RETRY_EXC_ERR => WcStatus::RetryExcErr,
         flush::MW_BIND_ERR => WcStatus::MwBindErr,
         flush::REM_INV_REQ_ERR => WcStatus::RemInvReqErr,
-        // Added in v64; older versions fall through to FATAL (§5.3, §10).
+        // Added in v64 (commit d986d0b2c); older versions fall through to FATAL.
         flush::RNR_RETRY_EXC_ERR if compat.rnr_retry_exc() => WcStatus::RnrRetryExcErr,
         _ => WcStatus::FatalErr,
     }
 }
 
-/// `irdma_ae_to_qp_err_code` (§5.4): an asynchronous-event code to a flush code.
+/// `irdma_ae_to_qp_err_code` (`providers/irdma/user.h`): an asynchronous-event code to a
+/// flush code.
 pub const fn ae_to_flush_code(code: u16) -> u16 {
     match code {
         ae::AMP_BOUNDS_VIOLATION
@@ -231,7 +236,7 @@ pub const fn ae_to_flush_code(code: u16) -> u16 {
     }
 }
 
-/// The status decision of `irdma_uk_cq_poll_cmpl` (§5.1) for an error CQE; returns the
+/// The status decision of `irdma_uk_cq_poll_cmpl` for an error CQE; returns the
 /// status class and the minor code as rdma-core keeps it (translated for major 0xFFFE).
 /// A non-fatal UD "CIE" error (major 0xEnnn) is unknown here, as in rdma-core's userspace
 /// provider (see `Engine::translate`).
@@ -247,15 +252,15 @@ pub const fn classify_error(major_err: u16, minor_err: u16, compat: Compat) -> (
     }
 }
 
-/// `vendor_err` of an error completion: `(major << 16) | minor` (§5.5).
+/// `vendor_err` of an error completion: `(major << 16) | minor` (`irdma_process_cqe`).
 #[inline(always)]
 pub const fn vendor_err(major_err: u16, minor_err: u16) -> u32 {
     (major_err as u32) << 16 | minor_err as u32
 }
 
-/// `set_ib_wc_op_sq` (§4.7): the `ibv_wc` opcode of an SQ WQE opcode, or `None` for the
-/// opcodes rdma-core has no case for (it then overwrites the status with GENERAL_ERR): on
-/// versions before v64 that includes the atomics.
+/// `set_ib_wc_op_sq` (`providers/irdma/uverbs.c`): the `ibv_wc` opcode of an SQ WQE opcode,
+/// or `None` for the opcodes rdma-core has no case for (it then overwrites the status with
+/// GENERAL_ERR): on versions before v64 that includes the atomics.
 #[inline(always)]
 pub const fn sq_opcode(op: u8, compat: Compat) -> Option<WcOpcode> {
     Some(match op {
@@ -271,7 +276,7 @@ pub const fn sq_opcode(op: u8, compat: Compat) -> Option<WcOpcode> {
     })
 }
 
-/// The receive opcode (§4.7): `set_ib_wc_op_rq` on GEN1/GEN2, `set_ib_wc_op_rq_gen_3` on
+/// The receive opcode: `set_ib_wc_op_rq` on GEN1/GEN2, `set_ib_wc_op_rq_gen_3` on
 /// GEN3. `send_with_imm_cap` is the QP's `IRDMA_SEND_WITH_IMM` capability (RoCE QPs).
 #[inline(always)]
 pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: bool, compat: Compat) -> WcOpcode {
@@ -283,7 +288,7 @@ pub const fn rq_opcode(op: u8, gen3: bool, send_with_imm_cap: bool, imm_valid: b
     } else if !compat.raw_rq_opcode() {
         // Quirk (before v52, `irdma_uk_cq_poll_cmpl`): the uk layer overwrote the RQ op with
         // 0x3e/0x3f, which the RoCE switch of `set_ib_wc_op_rq` never matches, so RoCE
-        // write-with-immediate receives are IBV_WC_RECV (§4.7, §10).
+        // write-with-immediate receives are IBV_WC_RECV (until commit 7f2d095ff).
         false
     } else {
         op == rq_op::ROCE_WRITE_ONLY_WITH_IMM || op == rq_op::ROCE_WRITE_LAST_WITH_IMM
@@ -364,7 +369,7 @@ mod tests {
         assert_eq!(flush_code_status(11, Compat::V44), WcStatus::FatalErr);
     }
 
-    /// `irdma_ae_to_qp_err_code` case by case, by number (§5.4): every listed code gives its
+    /// `irdma_ae_to_qp_err_code` case by case, by number: every listed code gives its
     /// flush code, and every other 16-bit value GENERAL_ERR.
     #[test]
     fn ae_table_is_rdma_core_s_whole_switch() {

@@ -1,6 +1,8 @@
 //! Conformance of the irdma poller on the irdma model: every opcode, UD, every error class,
 //! flushes on GEN2 and GEN3, extended CQEs, wrap over many laps, head masking, garbage and
-//! unknown handles (shared/spec/irdma.md).
+//! unknown handles, each checked against what rdma-core's irdma provider does
+//! (`providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl`, `providers/irdma/uverbs.c`
+//! `irdma_process_cqe`, `__irdma_upoll_cq`).
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpId, QpRegistry, QpType, Transport};
@@ -31,7 +33,7 @@ fn poll_all(cq: &mut IrdmaCq) -> Vec<Completion> {
     }
 }
 
-/// Every SQ opcode, as `set_ib_wc_op_sq` maps it (§4.7). The atomics came with rdma-core
+/// Every SQ opcode, as `set_ib_wc_op_sq` maps it. The atomics came with rdma-core
 /// v64 (commit c2665c2e3): v44 to v63 have no case for them, so their completions are
 /// `IBV_WC_GENERAL_ERR` with the opcode left untouched, like any unknown opcode's.
 #[test]
@@ -62,7 +64,7 @@ fn every_sq_opcode() {
         for (i, (wc, &(op, want, pre_v64))) in got.iter().zip(table.iter()).enumerate() {
             assert_eq!(wc.wr_id, 100 + i as u64);
             assert_eq!(wc.qp_num, QPN);
-            assert_eq!(wc.src_qp, QPN, "RC src_qp is the local QPN (§4.8)");
+            assert_eq!(wc.src_qp, QPN, "RC src_qp is the local QPN (irdma_process_cqe)");
             assert_eq!(wc.byte_len, 10 * i as u32, "SQ success byte_len = wr_len");
             assert_eq!(wc.vendor_err, 0);
             assert_eq!(wc.wqe_index, i as u16);
@@ -72,7 +74,7 @@ fn every_sq_opcode() {
                     assert_eq!(wc.opcode, o);
                 }
                 None => {
-                    assert_eq!(wc.status, WcStatus::GeneralErr, "op {op:#x} {compat:?}: unknown → GENERAL_ERR (§4.7)");
+                    assert_eq!(wc.status, WcStatus::GeneralErr, "op {op:#x} {compat:?}: unknown → GENERAL_ERR");
                     assert_eq!(wc.opcode, WcOpcode::Send, "opcode left untouched (zero)");
                     assert!(wc.fault().is_none());
                 }
@@ -107,7 +109,7 @@ fn fast_path_receives_shift_the_wqe_index_by_rq_shift() {
 
 /// Receives with immediate data and invalidation. RoCE writes with immediate are
 /// `IBV_WC_RECV_RDMA_WITH_IMM` since rdma-core v52 (commit 7f2d095ff); before, the uk
-/// layer overwrote the opcode and they were `IBV_WC_RECV` (§4.7).
+/// layer overwrote the opcode and they were `IBV_WC_RECV` (`set_ib_wc_op_rq`).
 #[test]
 fn receives_imm_inv_and_version_difference() {
     for compat in Compat::ALL {
@@ -166,7 +168,7 @@ fn ud_receives_carry_src_qp_grh_and_ipv4_is_not_invalidate() {
     assert_eq!(got[0].src_qp, 0x77);
     assert_eq!(got[0].wc_flags, WcFlags::GRH, "IPv4 bit is not WITH_INV on UD");
     assert_eq!(got[0].byte_len, 60);
-    assert_eq!(got[1].wc_flags, WcFlags::GRH, "UD always GRH (§4.8)");
+    assert_eq!(got[1].wc_flags, WcFlags::GRH, "UD always GRH (irdma_process_cqe)");
     assert_eq!(got[1].src_qp, 0, "UD SQ src_qp = qword2 low (0 here)");
     // The UD receive was extended: it took two slots.
     assert_eq!(cq.ci(), 3);
@@ -186,7 +188,7 @@ fn error_classes_and_vendor_err() {
     let got = poll_all(&mut cq);
     assert_eq!(got[1].status, WcStatus::GeneralErr);
     assert_eq!(got[1].vendor_err, 0x0005_0042);
-    assert_eq!(got[1].byte_len, 11, "stale byte_len quirk (§4.3)");
+    assert_eq!(got[1].byte_len, 11, "stale byte_len quirk (cur_cqe reused)");
     assert_eq!(got[1].wr_id, 2);
     assert_eq!(got[2].wr_id, 9, "unknown RQ error ignores wqe_idx");
     assert_eq!(got[2].wqe_index, 0);
@@ -218,7 +220,7 @@ fn error_classes_and_vendor_err() {
     }
 }
 
-/// Every flush code, as `irdma_flush_err_to_ib_wc_status` maps it (§5.3): code 11 is
+/// Every flush code, as `irdma_flush_err_to_ib_wc_status` maps it: code 11 is
 /// `IBV_WC_RNR_RETRY_EXC_ERR` since v64 (commit d986d0b2c), `IBV_WC_FATAL_ERR` before.
 #[test]
 fn every_flush_code_maps_as_rdma_core() {
@@ -251,8 +253,9 @@ fn every_flush_code_maps_as_rdma_core() {
     }
 }
 
-/// Major 0xFFFE is a flush whose minor is an AE code since v64 (commit 32c9f6947, §5.1);
-/// before, it is an unknown error: `IBV_WC_GENERAL_ERR` with the minor as it came.
+/// Major 0xFFFE is a flush whose minor is an AE code since v64 (commit 32c9f6947,
+/// `irdma_uk_cq_poll_cmpl`); before, it is an unknown error: `IBV_WC_GENERAL_ERR` with the
+/// minor as it came.
 #[test]
 fn gen3_srq_flush_major_translates_ae_code() {
     let (mut m, mut cq, id) = setup(HwRev::Gen3, 16, QpConfig::rc(QPN, 16, 16), Compat::Current);
@@ -260,7 +263,7 @@ fn gen3_srq_flush_major_translates_ae_code() {
     m.push(&ModelCqe::recv(CTX, QPN, 0, 0, 0, 0).with_error(0xfffe, 0x0108)).unwrap();
     let got = poll_all(&mut cq);
     assert_eq!((got[0].status, got[0].wr_id), (WcStatus::LocProtErr, 5));
-    assert_eq!(got[0].vendor_err, 0xfffe_0002, "minor after the translation (§4.8)");
+    assert_eq!(got[0].vendor_err, 0xfffe_0002, "minor after the translation (irdma_process_cqe)");
 }
 
 /// rdma-core's irdma provider handles GEN3 from v64 on, so a GEN3 CQ with an older
@@ -306,7 +309,7 @@ fn only_gen3_cqes_carry_a_timestamp() {
 /// rdma-core's uk layer turns them into successes for RoCE UD QPs since v64 (commit
 /// d986d0b2c), but its userspace QPs never get that type (`irdma_uk_qp_init` defaults it to
 /// IWARP and the provider does not set it), so userspace reports `IBV_WC_GENERAL_ERR` with
-/// the error in `vendor_err`, and the stale byte_len (§4.3).
+/// the error in `vendor_err`, and the stale byte_len (rdma-core reuses `cur_cqe`).
 #[test]
 fn ud_cie_send_errors_are_general_errors() {
     for compat in Compat::ALL {
@@ -390,7 +393,7 @@ fn flush_with_empty_queue_consumes_and_ends_the_poll() {
     m.push(&ModelCqe::flush_general(CTX, QPN, false, 0)).unwrap();
     m.push(&ModelCqe::send(CTX, QPN, 0, sq_op::SEND)).unwrap();
     let mut out = [Completion::default(); 8];
-    assert_eq!(cq.poll(&mut out), 0, "ENOENT ends the call (Pitfall 11)");
+    assert_eq!(cq.poll(&mut out), 0, "ENOENT ends the call (__irdma_upoll_cq)");
     assert_eq!(cq.ci(), 1, "but the flush CQE was consumed");
     assert_eq!(cq.poll(&mut out), 1);
 }
@@ -625,7 +628,7 @@ fn push_dropped_and_solicited_do_not_change_the_completion() {
 }
 
 /// rdma-core latches `push_dropped` (bit 51) for every SQ CQE before it splits flushes from
-/// the rest (`irdma_uk_cq_poll_cmpl`, §4.3): a flushed CQE sets it too, also when the SQ is
+/// the rest (`irdma_uk_cq_poll_cmpl`): a flushed CQE sets it too, also when the SQ is
 /// empty (ENOENT). A skipped connection-WQE CQE returns before that and does not.
 #[test]
 fn push_dropped_is_latched_by_flushed_sq_cqes_too() {
@@ -646,13 +649,14 @@ fn push_dropped_is_latched_by_flushed_sq_cqes_too() {
     assert!(!cq.qps().qp(id).unwrap().push_dropped, "a skipped connection WQE does not latch it");
 }
 
-/// An iWARP RC QP with `conn_wqes` connection WQEs (3 on GEN2, 1 in GEN1 legacy mode, §4.6).
+/// An iWARP RC QP with `conn_wqes` connection WQEs (3 on GEN2, 1 in GEN1 legacy mode,
+/// `irdma_setup_connection_wqes`).
 fn iwarp(conn_wqes: u16) -> QpConfig {
     QpConfig { transport: Transport::Iwarp, conn_wqes, ..QpConfig::rc(QPN, 16, 16) }
 }
 
 /// rdma-core's `irdma_setup_connection_wqes` moves the SQ head and tail past the connection
-/// WQEs when it creates the QP (§4.6), so the first user WR is WQE `conn_wqes`, and that is
+/// WQEs when it creates the QP, so the first user WR is WQE `conn_wqes`, and that is
 /// the index the hardware's CQE for it carries. Its completion retires exactly it, a flush
 /// reports exactly the WRs posted after it, and a flush with nothing outstanding reports
 /// nothing (ENOENT).
@@ -734,7 +738,7 @@ fn iwarp_connection_wqes_are_skipped_while_the_sq_is_empty() {
 }
 
 /// rdma-core looks for connection WQEs (`first_sq_wq`) before it looks at the error fields
-/// (`irdma_uk_cq_poll_cmpl`, §4.6): an SQ CQE below `conn_wqes` while the user SQ is empty
+/// (`irdma_uk_cq_poll_cmpl`): an SQ CQE below `conn_wqes` while the user SQ is empty
 /// is skipped even when it is a flush (consumed, and the poll call goes on), and the check
 /// ends with the first SQ CQE that names the last connection WQE or a later one. A parked
 /// flush CQE names the SQ tail by then (rdma-core rewrote its wqe_idx).
@@ -797,10 +801,11 @@ fn iwarp_flushed_connection_wqes_are_skipped_and_the_poll_goes_on() {
     assert_eq!((cq.poll(&mut out), out[0].wr_id), (1, 80));
 }
 
-/// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (before v64: not rounded), so
-/// almost never a power of two (irdma.md §1.2). On every size rdma-core can hand out, plain
-/// and extended CQEs (whose extension may land in slot 0 across the wrap) poll in order over
-/// many laps, in batches of every size, and the shadow area gets the true head.
+/// Real irdma rings are `cqe + 1`, doubled on GEN2, rounded to even (before v64: not
+/// rounded), so almost never a power of two (rdma-core `uverbs.c` `get_cq_size`). On every
+/// size rdma-core can hand out, plain and extended CQEs (whose extension may land in slot 0
+/// across the wrap) poll in order over many laps, in batches of every size, and the shadow
+/// area gets the true head.
 #[test]
 fn rings_sized_as_rdma_core_sizes_them() {
     let sizes = [

@@ -33,7 +33,8 @@ fn count() -> u64 {
 }
 
 fn cqe(gen: HwRev, k: u64) -> ModelCqe {
-    // GEN2 RoCE reports the IB opcode, GEN3 its own op types (§4.7).
+    // GEN2 RoCE reports the IB opcode, GEN3 its own op types (rdma-core `set_ib_wc_op_rq`,
+    // `set_ib_wc_op_rq_gen_3`).
     let wimm = if gen == HwRev::Gen3 { rq_op::GEN3_WRITE_IMM } else { rq_op::ROCE_WRITE_ONLY_WITH_IMM };
     let i = (k / 2) as u32;
     let idx = (i % WQ) as u16;

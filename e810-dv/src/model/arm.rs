@@ -5,9 +5,10 @@
 //! byte 32 and takes it as a new arm when its sequence number differs from the last one it
 //! took (the provider adds one on every request). `ARM_NEXT` arms for any completion;
 //! `ARM_NEXT_SE` alone for a solicited or error one. A doorbell of another CQ, or with the
-//! sequence number already taken, is not an arm. **[inferred]** the device reads the
-//! shadow area when the doorbell arrives; the sequence number it starts from is that of the
-//! zeroed shadow area, 0.
+//! sequence number already taken, is not an arm. Two points are inferred, not documented:
+//! the device reads the shadow area when the doorbell arrives (the doorbell carries only the
+//! CQ id, and the provider stores the arm word before it, behind a store barrier), and the
+//! sequence number it starts from is 0 (rdma-core allocates the shadow area zeroed).
 
 use super::IrdmaModel;
 use dvcq_uapi::irdma::shadow::{arm, ARM_NEXT, ARM_NEXT_SE, ARM_OFFSET, DB_CQ_OFFSET};

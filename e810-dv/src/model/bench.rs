@@ -1,5 +1,6 @@
 //! The benchmark ring: a GEN2 model with 32-byte CQEs, half SQ SEND and half RQ RECV
-//! completions on one RC QP, no errors (the irdma.md performance-target workload).
+//! completions on one RC QP, no errors (the default `send-recv` mix of
+//! `dvcq bench poll --vendor irdma`; docs/performance.md gives its figures and targets).
 
 use super::{IrdmaModel, ModelConfig, ModelCqe, ModelError};
 use crate::cq::IrdmaCq;

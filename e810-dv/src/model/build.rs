@@ -1,14 +1,17 @@
 //! What the model writes: one CQE described by its fields, with constructors for every CQE
-//! kind the hardware produces (shared/spec/irdma.md §1.4, §1.5, §8.4), and its encoding into
-//! qwords.
+//! kind the hardware produces, and its encoding into qwords. Each field means what rdma-core
+//! reads it as (`providers/irdma/defs.h` masks, `uk.c` `irdma_uk_cq_poll_cmpl`, `uverbs.c`
+//! `irdma_process_cqe`).
 
 use dvcq_uapi::irdma::codes::{flush, major};
 use dvcq_uapi::irdma::cqe::{ext, q0, q2, q3};
 
-/// The extension part of a CQE (§1.5).
+/// The extension part of a CQE (qword4..7: `IRDMA_CQ_IMMDATALOW32`, `IRDMA_CQ_UDSMAC`,
+/// `IRDMA_CQ_IMMVALID` and the rest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModelExt {
-    /// Immediate data as a host-order number (`ntohl` of the sender's `imm_data`, §4.8).
+    /// Immediate data as a host-order number (`ntohl` of the sender's `imm_data` in
+    /// rdma-core's `irdma_upost_send`; `irdma_process_cqe` applies `htonl`).
     pub imm: Option<u32>,
     /// GEN3 SRQ completions: the QP context (qword5).
     pub srq_qp_ctx: u64,
@@ -59,8 +62,9 @@ impl ModelCqe {
     }
 
     /// A successful receive of `len` bytes into RQ WQE `rq_idx` of a QP whose RQ WQEs are
-    /// `1 << rq_shift` quanta: hardware reports `rq_idx << rq_shift` (§4.4). `op` is the
-    /// received opcode (GEN2 RoCE: the IB opcode, `codes::rq_op`).
+    /// `1 << rq_shift` quanta: hardware reports `rq_idx << rq_shift` (rdma-core divides by
+    /// `rq_wqe_size_multiplier`). `op` is the received opcode (GEN2 RoCE: the IB opcode,
+    /// `codes::rq_op`).
     pub fn recv(ctx: u64, qp_num: u32, rq_idx: u16, rq_shift: u8, op: u8, len: u32) -> Self {
         Self { ctx, qp_num, op, wqe_idx: rq_idx << rq_shift, payload_len: len, ..Self::default() }
     }
@@ -112,8 +116,8 @@ impl ModelCqe {
         self
     }
 
-    /// A flush CQE for one queue (§8.5): error, major 1, `minor` (GENERAL unless the QP has
-    /// a specific flush code), payload length 0.
+    /// A flush CQE for one queue (what `irdma_uk_cq_poll_cmpl`'s flush path reads): error,
+    /// major 1, `minor` (GENERAL unless the QP has a specific flush code), payload length 0.
     pub fn flush(ctx: u64, qp_num: u32, sq: bool, wqe_idx: u16, minor: u16) -> Self {
         Self { ctx, qp_num, sq, wqe_idx, error: Some((major::FLUSH, minor)), ..Self::default() }
     }
@@ -123,7 +127,8 @@ impl ModelCqe {
         Self::flush(ctx, qp_num, sq, wqe_idx, flush::GENERAL_ERR)
     }
 
-    /// A GEN3 SRQ receive: qword1 carries `wr_id`, qword5 the QP context (§4.1).
+    /// A GEN3 SRQ receive: qword1 carries `wr_id`, qword5 the QP context
+    /// (`irdma_uk_cq_poll_cmpl`).
     pub fn srq_recv(qp_ctx: u64, qp_num: u32, wr_id: u64, len: u32, op: u8) -> Self {
         let mut c = Self { ctx: wr_id, qp_num, op, payload_len: len, srq: true, ..Self::default() };
         c.ext = Some(ModelExt { srq_qp_ctx: qp_ctx, ..ModelExt::default() });

@@ -1,11 +1,18 @@
-//! A software model of an irdma CQ (shared/spec/irdma.md §8): the ring and the shadow area
-//! in page-aligned memory, zeroed as rdma-core allocates them (§2.1); CQEs written body
-//! first and qword3 (with the valid bit) last with release ordering, the extension before
-//! the main qword3 (§8.2); the producer phase starts at 1 and flips on every wrap; the
-//! consumer head is read from shadow word 0 and one slot is always kept free (§8.6, §8.7);
-//! an overflow is recorded as a CQ error (`IRDMA_AE_CQ_OPERATION_ERROR`) and the CQE is
-//! dropped; extended CQEs take two slots on GEN1/GEN2; flushes follow GEN1/GEN2 (one CQE
-//! per queue) or GEN3 (one per WR) (§8.5).
+//! A software model of an irdma CQ. The device side is not public, so the model is inferred
+//! from what rdma-core's consumer (`providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl`) requires
+//! and what the kernel asks of the device (`drivers/infiniband/hw/irdma/verbs.c`
+//! `irdma_create_cq`, `hw.c` `irdma_flush_wqes`): the ring and the shadow area in
+//! page-aligned memory, zeroed as rdma-core allocates them (`uverbs.c` `ucreate_cq`); CQEs
+//! written body first and qword3 (with the valid bit) last with release ordering, the
+//! extension before the main qword3 (the consumer tests qword3's valid bit, then reads the
+//! rest behind `udma_from_device_barrier`); the producer phase starts at 1 (the polarity
+//! `irdma_uk_cq_init` expects) and flips on every wrap; the consumer head is read from
+//! shadow word 0, where the consumer stores it, and one slot is always kept free (inferred:
+//! that head has no wrap bit, so a full ring and an empty one would look the same); an
+//! overflow is recorded as a CQ error (`IRDMA_AE_CQ_OPERATION_ERROR`, which the kernel's
+//! `irdma_process_aeq` reports as `IB_EVENT_CQ_ERR` on CQs created with `check_overflow`)
+//! and the CQE is dropped; extended CQEs take two slots on GEN1/GEN2; flushes follow
+//! GEN1/GEN2 (one CQE per queue, the provider makes the rest) or GEN3 (one per WR).
 //!
 //! The model runs inline ([`IrdmaModel::push`]) or on its own thread
 //! ([`IrdmaModel::spawn_producer`]).
@@ -70,7 +77,7 @@ impl ModelConfig {
 /// Something the device reported asynchronously.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelEvent {
-    /// `IRDMA_AE_CQ_OPERATION_ERROR` → `IB_EVENT_CQ_ERR` (§8.7).
+    /// `IRDMA_AE_CQ_OPERATION_ERROR` → `IB_EVENT_CQ_ERR` (kernel `hw.c` `irdma_process_aeq`).
     CqError {
         /// CQ id.
         cq_id: u32,
@@ -92,7 +99,8 @@ pub enum ModelError {
     /// Bad model configuration.
     #[error("model: {0}")]
     Config(&'static str),
-    /// No free slot: the CQE was dropped and the CQ is now in error (§8.7).
+    /// No free slot: the CQE was dropped and the CQ is now in error (what happens to the CQE
+    /// on a device is not documented; the kernel only reports the overflow).
     #[error("cq {cq_id} overflow at producer position {prod}: the cqe takes {need} slot(s), shadow head {head} leaves {free} free")]
     Overflow {
         /// CQ id.
@@ -103,7 +111,7 @@ pub enum ModelError {
         head: u32,
         /// Slots the CQE takes (2 for an extended CQE in 32-byte slots).
         need: u32,
-        /// Slots free (the model keeps one slot free, §8).
+        /// Slots free (the model keeps one slot free).
         free: u32,
     },
     /// The CQ is in error after an overflow and accepts no more CQEs.
@@ -142,8 +150,9 @@ pub struct IrdmaModel {
 }
 
 impl IrdmaModel {
-    /// A zeroed ring and shadow area (§2.1). GEN1 places the shadow area right after the
-    /// CQE pages in the same buffer; GEN2/GEN3 allocate it separately (§1.2).
+    /// A zeroed ring and shadow area, as rdma-core's `ucreate_cq` allocates them. GEN1 places
+    /// the shadow area right after the CQE pages in the same buffer; GEN2/GEN3 allocate it
+    /// separately (`ucreate_cq`, by `IRDMA_FEATURE_CQ_RESIZE`).
     ///
     /// # Errors
     ///
@@ -274,7 +283,7 @@ impl IrdmaModel {
         (self.prod.slot() + n - self.shadow_head() % n) % n
     }
 
-    /// Free slots: the head has no wrap bit, so one slot stays free (§8.7).
+    /// Free slots: the head has no wrap bit, so one slot stays free (inferred, as above).
     pub fn free_slots(&self) -> u32 {
         let n = self.cfg.entries;
         let head = self.shadow_head();
@@ -297,7 +306,7 @@ impl IrdmaModel {
     }
 
     /// Writes one CQE if there is room. On no room, records a CQ error, drops the CQE and
-    /// refuses further CQEs (§8.7).
+    /// refuses further CQEs.
     ///
     /// # Errors
     ///
@@ -348,7 +357,9 @@ impl IrdmaModel {
     }
 
     /// Writes the CQE: body words, then (32-byte mode) the extension slot with its own phase,
-    /// then the main qword3 with the valid bit last (§8.2, §8.3).
+    /// then the main qword3 with the valid bit last (`irdma_uk_cq_poll_cmpl` reads the
+    /// extension only after the main qword3 is valid, and checks the extension's own valid
+    /// bit).
     fn write(&mut self, c: &ModelCqe) -> Result<(), ModelError> {
         let pos = self.prod;
         let n = self.cfg.entries;
@@ -402,10 +413,10 @@ impl IrdmaModel {
         Ok(())
     }
 
-    /// Flushes one work queue of a QP that went to error (§8.5): `outstanding` lists the
-    /// WQE indexes (quanta) of its outstanding WRs, oldest first. GEN1/GEN2 write one flush
-    /// CQE for the first (the provider synthesises the rest); GEN3 writes one per WR.
-    /// Returns the number of CQEs written.
+    /// Flushes one work queue of a QP that went to error (kernel `irdma_flush_wqes`):
+    /// `outstanding` lists the WQE indexes (quanta) of its outstanding WRs, oldest first.
+    /// GEN1/GEN2 write one flush CQE for the first (the provider synthesises the rest); GEN3
+    /// writes one per WR. Returns the number of CQEs written.
     ///
     /// # Errors
     ///
@@ -545,7 +556,7 @@ mod tests {
         m.push(&c).unwrap();
         let s = m.snapshot();
         let q3 = u64::from_le_bytes(s[24..32].try_into().unwrap());
-        assert_eq!(q3, 0xC300_0005_0000_0000, "spec §1.6 example");
+        assert_eq!(q3, 0xC300_0005_0000_0000, "SEND, wqe_idx 5, valid 1");
         assert_eq!(u64::from_le_bytes(s[8..16].try_into().unwrap()), 1);
     }
 
