@@ -1,5 +1,6 @@
 //! The mlx5 CQ poller: ownership test, consumer counter, batch poll, peek, and the
-//! consumer-index doorbell (shared/spec/mlx5.md §3, §5).
+//! consumer-index doorbell (rdma-core `providers/mlx5/cq.c` `get_sw_cqe`, `mlx5_poll_one`,
+//! `update_cons_index`).
 
 use crate::cqe::{self, Consume, CqeVersion, Parsed, Peek};
 use crate::doorbell::{ArmDoorbell, ArmRing, CiPublisher};
@@ -18,7 +19,9 @@ pub(crate) const FAST_REQ: u8 = 0;
 pub(crate) const FAST_RESP: u8 = 1;
 const SLOW: u8 = 2;
 
-/// When the poller writes the consumer index to the doorbell record (spec §5, Pitfall 18).
+/// When the poller writes the consumer index to the doorbell record. The device only learns
+/// of consumed slots from this word, so a CQ without overrun-ignore needs it written often
+/// enough (rdma-core's `mlx5_poll_cq` calls `update_cons_index` once per call).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CiUpdate {
     /// After every `poll` call (or view walk) that consumed CQEs. rdma-core's
@@ -42,9 +45,10 @@ pub struct CqConfig {
     pub ci_update: CiUpdate,
     /// The CQ was created with `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (`oi = 1`).
     pub overrun_ignore: bool,
-    /// CQE compression (spec §9): `None` unless the CQ was created with it. On a device
-    /// this comes from the CQ's creation attributes ([`CompressionConfig::from_dv_attr`]
-    /// for `mlx5dv_create_cq`), never from the CQEs.
+    /// CQE compression (`mlx5dv_create_cq` with `MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE`):
+    /// `None` unless the CQ was created with it. On a device this comes from the CQ's
+    /// creation attributes ([`CompressionConfig::from_dv_attr`] for `mlx5dv_create_cq`),
+    /// never from the CQEs.
     pub compression: Option<CompressionConfig>,
 }
 
@@ -140,7 +144,8 @@ pub type Mlx5Cq64 = Mlx5Cq<64>;
 pub type Mlx5Cq128 = Mlx5Cq<128>;
 
 /// The expected owner bit at running position `ci` of a ring with `entries` slots: bit
-/// log2(entries) of the unmasked counter (spec §3.1, Pitfall 1).
+/// log2(entries) of the unmasked counter, not of the slot index (rdma-core `cq.c`
+/// `get_sw_cqe`).
 #[inline(always)]
 pub const fn expected_owner(ci: u32, entries: u32) -> u8 {
     ((ci & entries) != 0) as u8
@@ -176,7 +181,8 @@ pub const fn sw_owned_by_lap(op_own_byte: u8, lap: u32) -> bool {
 
 impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     const STRIDE_OK: () = assert!(STRIDE == 64 || STRIDE == 128);
-    /// Offset of the cqe64 inside a slot: the second half of a 128-byte CQE (spec §4).
+    /// Offset of the cqe64 inside a slot: the second half of a 128-byte CQE (rdma-core
+    /// `cq.c` `get_sw_cqe`).
     pub(crate) const CQE_OFF: usize = STRIDE - 64;
     /// Offset of `op_own` inside a slot.
     pub(crate) const OWN_OFF: usize = STRIDE - 1;
@@ -259,7 +265,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     ///
     /// The device raises an event for the first qualifying CQE at or past `ci`, at once if
     /// one is already there, so the counter must be this poller's (rdma-core's own
-    /// `cons_index` is stale on a CQ polled here: Pitfall 6).
+    /// `cons_index`, which `mlx5_arm_cq` would use, never moves on a CQ polled here).
     ///
     /// # Errors
     ///
@@ -336,7 +342,10 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// Continues on the new ring after a RESIZE CQE: the device writes the next CQE at the
-    /// same running counter in the new ring (spec §10, kernel-style buffer swap).
+    /// same running counter in the new ring (inferred from rdma-core's
+    /// `mlx5_cq_resize_copy_cqes`, which copies old CQE `i` to new slot `i + 1` and steps past
+    /// the RESIZE CQE; the buffer swap is the kernel's `mlx5_poll_one` in
+    /// `drivers/infiniband/hw/mlx5/cq.c`).
     ///
     /// # Errors
     ///
@@ -534,7 +543,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// The first half of the 128-byte CQE at `idx` whose `op_own` is `own`, when its format
-    /// puts inline data there (format 2, spec §4).
+    /// puts inline data there (format 2: rdma-core `cq.c` `handle_responder` copies from
+    /// `cqe - 1`).
     #[inline]
     pub(crate) fn inline_half(ring: RingView<'_, STRIDE>, idx: u32, own: u8) -> Option<[u8; 64]> {
         if STRIDE == 128 && op_own::format(own) == cqe_format::INLINE_SCATTER_64 {
@@ -615,14 +625,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// is not on the poll path. A CQ without overrun-ignore never overruns unseen (the
     /// device raises a CQ error and writes nothing more), and this never fires there.
     ///
-    /// What the owner bits prove (spec §3.1): the slot before the consumer index holds a
-    /// CQE of the lap after the one the poller consumed it in (the device came round again
-    /// past it), while the slot at the index holds none of the poller's lap. The device
-    /// writes in order, so it wrote the index's slot once more, over the CQE the poller
-    /// was to take next. An overrun of two laps (or any even number) leaves the owner
-    /// bits as they were and cannot be seen this way; one whose next lap has not yet
-    /// reached the slot before the index is not seen yet. A CQ created with compression
-    /// rewrites its slots itself: `None` there.
+    /// What the owner bits prove (the lap-parity test of rdma-core's `get_sw_cqe`): the slot
+    /// before the consumer index holds a CQE of the lap after the one the poller consumed it
+    /// in (the device came round again past it), while the slot at the index holds none of
+    /// the poller's lap. The device writes in order, so it wrote the index's slot once more,
+    /// over the CQE the poller was to take next. An overrun of two laps (or any even number)
+    /// leaves the owner bits as they were and cannot be seen this way; one whose next lap has
+    /// not yet reached the slot before the index is not seen yet. A CQ created with
+    /// compression rewrites its slots itself: `None` there.
     ///
     /// The slot before the index must be one this poller consumed, or one the device wrote
     /// at the position before the index (as it is for a poller opened at a CQ's start, or
@@ -690,7 +700,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// Writes `ci & 0xffffff` to the doorbell record's set_ci word with release ordering
-    /// (spec §5): every CQE read before happens-before the device reusing its slot.
+    /// (rdma-core `update_cons_index` writes the same word): every CQE read before
+    /// happens-before the device reusing its slot.
     #[inline(always)]
     pub fn publish_ci(&mut self) {
         self.doorbell.publish_now(self.ci);

@@ -1,5 +1,6 @@
 //! Translating one mlx5 CQE into a [`Completion`], exactly as rdma-core's `mlx5_parse_cqe`
-//! would fill `struct ibv_wc` (shared/spec/mlx5.md §7, §8), quirks included.
+//! would fill `struct ibv_wc` (`providers/mlx5/cq.c`: `handle_good_req`, `handle_responder`,
+//! `mlx5_handle_error_cqe`), quirks included.
 //!
 //! The parser is generic over `Resources`, so the same code consumes (advancing the
 //! wr_id tables, like a poll) or peeks (leaving them untouched).
@@ -14,7 +15,8 @@ use dvcq_uapi::mlx5::cqe::{hds_ip_ext, l3_hdr_type, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::{ErrCqe, SigErrCqe};
 use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, syndrome, wqe_opcode};
 
-/// How CQEs name their resource (`mctx->cqe_version`, spec §7.5).
+/// How CQEs name their resource (`mctx->cqe_version`: rdma-core `cq.c` looks up the QP by
+/// QPN in version 0, by user index in version 1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CqeVersion {
     /// Version 0: QP by `sop_drop_qpn`, SRQ by `srqn_uidx`.
@@ -291,7 +293,7 @@ pub(crate) struct ReqMap {
 }
 
 /// rdma-core `handle_good_req` as a table indexed by the WQE opcode the device echoes in
-/// `sop_drop_qpn >> 24` (spec §7.1): one load instead of a branch tree. WQE opcodes rdma-core
+/// `sop_drop_qpn >> 24`: one load instead of a branch tree. WQE opcodes rdma-core
 /// does not list leave `opcode` unset; a zeroed ibv_wc shows 0 (IBV_WC_SEND), as here.
 pub(crate) const REQ_MAP: [ReqMap; 256] = {
     let unset = ReqMap { opcode: WcOpcode::Send, flags: WcFlags::empty(), len: ReqLen::Unset, from_wr_data: false };
@@ -350,7 +352,8 @@ pub(crate) fn parse_req<R: Resources, C: CqeFields>(
     Parsed::Wc
 }
 
-/// An SRQ receive: wr_id by the unmasked counter (Pitfall 9); `Err(counter)` when the
+/// An SRQ receive: wr_id by the unmasked counter (rdma-core `handle_responder` indexes
+/// `srq->wrid` with `wqe_counter` as it is); `Err(counter)` when the
 /// counter is beyond the SRQ.
 #[inline]
 fn srq_recv<R: Resources>(res: &mut R, srq: u32, wqe_counter: u16) -> Result<(u32, u64, bool), u32> {
@@ -397,9 +400,10 @@ pub(crate) enum RecvTarget {
     Srq(u32),
 }
 
-/// Resolves a responder CQE's receive queue (spec §7.5): version 0 looks up the SRQ when
-/// `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by user index and
-/// takes the SRQ it is attached to. Returns the target and the QP's RX-checksum capability.
+/// Resolves a responder CQE's receive queue (rdma-core `cq.c` `get_cur_rsc`): version 0 looks
+/// up the SRQ when `srqn_uidx` is non-zero, else the QP by QPN; version 1 looks up the QP by
+/// user index and takes the SRQ it is attached to. Returns the target and the QP's
+/// RX-checksum capability.
 #[inline(always)]
 pub(crate) fn recv_target<R: Resources, C: CqeFields>(
     res: &mut R,
@@ -449,7 +453,7 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
     pos: u32,
     out: &mut Completion,
 ) -> Parsed {
-    // The receive queue (spec §7.5): in version 0 a non-zero srqn names an SRQ; otherwise
+    // The receive queue: in version 0 a non-zero srqn names an SRQ; otherwise
     // the QP (by QPN or user index) tells whether it has an RQ or an SRQ.
     let srq = if !v1 && cqe.srqn_uidx() != 0 {
         let srqn = cqe.srqn_uidx();
@@ -487,14 +491,14 @@ pub(crate) fn parse_resp<R: Resources, C: CqeFields>(
     // The head tables the fast path uses (fast.rs): GRH, sl, imm_data.
     fast::resp_head(out, cqe.op_own(), flags_rqpn, imm_word);
     // IP_CSUM_OK only for QPs with the RX checksum capability, and only for IPv4 with both
-    // L3 and L4 OK (rdma-core `get_csum_ok`, Pitfall 12).
+    // L3 and L4 OK (rdma-core `get_csum_ok`).
     if rx_csum {
         let ok = eth_extras(cqe.hds_ip_ext(), cqe.l4_hdr_type_etc(), cqe.check_sum(), cqe.rss_hash_result(), out);
         out.wc_flags |= ok;
     }
     out.wqe_index = idx as u16;
     // rdma-core fills pkey_index from the low 16 bits even when the word holds immediate
-    // data or an rkey (Pitfall 11).
+    // data or an rkey (`handle_responder`).
     out.pkey_index = imm_word.get() as u16;
     out.src_qp = flags_rqpn & QPN_MASK;
     out.slid = cqe.slid();

@@ -1,5 +1,6 @@
 //! The CQ's doorbells: when and what the poller writes to the doorbell record's `set_ci`
-//! word (shared/spec/mlx5.md §5, Pitfall 18), and the arm doorbell, the record's `arm`
+//! word (rdma-core `providers/mlx5/cq.c` `update_cons_index`; the device learns of freed
+//! slots only from it, unless the CQ ignores overrun), and the arm doorbell, the record's `arm`
 //! word and the UAR's CQ doorbell (rdma-core `providers/mlx5/cq.c` `mlx5_arm_cq`).
 
 use crate::cq::CiUpdate;

@@ -62,7 +62,7 @@ pub(crate) enum Stop {
 /// The class of an `op_own` byte already XORed with the expected owner bit. A CQE with
 /// inline data (formats 1 and 2) takes the slow path, which copies it where its WQE says.
 const fn owned_class(b: u8, resp: bool) -> u8 {
-    // The owner bit now reads 0 when it matches the lap parity (spec §3.1).
+    // The owner bit now reads 0 when it matches the lap parity (rdma-core `get_sw_cqe`).
     if b & 1 != 0 || op_own::opcode(b) == cqe_opcode::INVALID {
         return STOP;
     }
@@ -167,7 +167,8 @@ pub(crate) fn req_special(wc: &mut Completion, wqe_opcode: u8, wr_data: u8, byte
 
 /// Writes a responder completion's head (opcode; flags with GRH; `sl`, which on RoCE is
 /// the packet type rdma-core reports as `sl` anyway) and its `imm_data`: immediate data in
-/// network order, the invalidated rkey byte-swapped, nothing for a plain SEND (Pitfall 11).
+/// network order, the invalidated rkey byte-swapped, nothing for a plain SEND
+/// (rdma-core `handle_responder`).
 #[inline(always)]
 pub(crate) fn resp_head(wc: &mut Completion, op_own: u8, flags_rqpn: u32, imm: Be32) {
     let m = RESP_FAST[resp_index(op_own, flags_rqpn)];
@@ -191,7 +192,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
     /// CQE is not one (left unconsumed at `self.ci`); returns the count and why it stopped.
     /// `ENH` picks the ownership test of the CQ's layout: the owner bit, or (enhanced CQE
-    /// compression, spec §9.4) the iteration count in byte 62. The regular CQEs of a
+    /// compression: the kernel's `mlx5_cqwq_get_cqe_enhanced_comp`, DPDK's
+    /// `check_cqe_iteration`) the iteration count in byte 62. The regular CQEs of a
     /// compressed CQ take this path too; a title or block (format 3) stops the run.
     #[inline(always)]
     pub(crate) fn fast_run_as<const V1: bool, const ENH: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
@@ -317,7 +319,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         hot.finish();
         self.ci = cur;
         if ENH && cur != ci {
-            // The run's last CQE is the title of a block right after it (spec §9.4): copied
+            // The run's last CQE is the title of a block right after it (the kernel's
+            // `mlx5e_read_enhanced_title_slot` takes the last regular CQE as title): copied
             // now, before the consumer index releases its slot, unless the run stopped
             // with `out` full before a CQE the fast path takes (that one, or a later one,
             // is then the title), checked only inside the run's lap.
@@ -543,12 +546,13 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                         self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
-                    // Version 0 names the SRQ itself (spec §7.5); any QP attached to the
+                    // Version 0 names the SRQ itself (`srqn_uidx`); any QP attached to the
                     // cached QP's SRQ is fine here, another SRQ is the slow path's.
                     return Err(Stop::Other);
                 }
-                // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9); a counter
-                // beyond the SRQ becomes a fault item on the slow path.
+                // SRQ wr_ids are indexed by the unmasked counter (rdma-core
+                // `handle_responder`); a counter beyond the SRQ becomes a fault item on the
+                // slow path.
                 let ctr = cqe.be16(offset_of!(Cqe64, wqe_counter)).get();
                 let &wr_id = self.srq.get(ctr as usize).ok_or(Stop::Other)?;
                 self.srq_done += 1;
@@ -561,7 +565,8 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                         self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
-                    // Version 0 names an SRQ here (spec §7.5): the slow path's business.
+                    // Version 0 names an SRQ here (`srqn_uidx` non-zero): the slow path's
+                    // business.
                     return Err(Stop::Other);
                 } else if sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
                     self.switch::<false>(sop.get() & QPN_MASK)?;
@@ -584,7 +589,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
             wc.qp_num = qp_num;
             wc.wqe_index = idx as u16;
             // rdma-core fills pkey_index from the low 16 bits even when the word holds
-            // immediate data or an rkey (Pitfall 11).
+            // immediate data or an rkey (`handle_responder`).
             wc.pkey_index = imm.get() as u16;
             wc.src_qp = fr & QPN_MASK;
             wc.slid = cqe.be16(offset_of!(Cqe64, slid)).get();

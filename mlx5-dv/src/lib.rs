@@ -1,8 +1,8 @@
 //! dvcq's mlx5 (ConnectX) backend: the CQ poller and the mlx5 hardware model.
 //!
 //! FFI-free: the poller takes a ring and doorbell record built by the facade from
-//! rdma-core's `mlx5dv_init_obj`, or by [`model`], and parses CQEs itself
-//! (shared/spec/mlx5.md).
+//! rdma-core's `mlx5dv_init_obj`, or by [`model`], and parses CQEs itself as rdma-core's
+//! `providers/mlx5/cq.c` does.
 //!
 //! - [`Mlx5Cq`]: batch [`Mlx5Cq::poll`] into [`dvcq_provider::Completion`]s, `peek`, and
 //!   zero-copy [`Mlx5Cq::views`].

@@ -1,5 +1,6 @@
 //! The resource registry: the QPs and SRQs a CQ's CQEs may name, with the wr_id tables the
-//! application fills when it posts (shared/spec/mlx5.md §7.1-§7.5, §13.2).
+//! application fills when it posts, read the way rdma-core's `providers/mlx5/cq.c`
+//! (`mlx5_parse_cqe`, `handle_good_req`, `handle_responder`) reads its own.
 //!
 //! rdma-core keeps `wrid`, `wqe_head` and `wr_data` private, so a direct-verbs poller cannot
 //! recover `wr_id`s for work posted through `ibv_post_send`. Here the application records
@@ -137,7 +138,8 @@ impl SendQueue {
     }
 
     /// The wr_id for a requester CQE's `wqe_counter` and retire everything up to it
-    /// (`sq.tail = wqe_head[idx] + 1`, Pitfall 8). Returns (masked index, wr_id, wr_data).
+    /// (`sq.tail = wqe_head[idx] + 1`, as `mlx5_parse_cqe` does: one CQE retires the older
+    /// unsignaled WQEs). Returns (masked index, wr_id, wr_data).
     #[inline(always)]
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as usize & self.table.mask();
@@ -253,7 +255,7 @@ impl RecvQueue {
 }
 
 /// Shared receive queue tracking: rdma-core's `srq.wrid`, indexed by the CQE's
-/// `wqe_counter` **without masking** (Pitfall 9).
+/// `wqe_counter` **without masking** (rdma-core `handle_responder`; an RQ index is masked).
 #[derive(Debug, Clone)]
 pub struct Srq {
     srqn: u32,

@@ -1,9 +1,11 @@
-//! Inline scatter (shared/spec/mlx5.md §4, §7.1, §7.2, Pitfall 13): data the device put in a
-//! CQE instead of the buffers the WQE names (format 1: up to 32 bytes at the start of the
-//! cqe64; format 2: up to 64 in the first half of a 128-byte CQE), copied where the WQE
-//! says, as rdma-core's poll does. rdma-core turns it on for the responder side of RC and
-//! DC QPs by default (small receives); a requester gets READ and atomic responses inline
-//! only on a QP created with `sq_sig_all` or `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
+//! Inline scatter (rdma-core `providers/mlx5/qp.c` `mlx5_copy_to_recv_wqe`,
+//! `mlx5_copy_to_send_wqe`, called from `cq.c`; turned on in `verbs.c` `create_qp` with
+//! `MLX5_QP_FLAG_SCATTER_CQE`): data the device put in a CQE instead of the buffers the WQE
+//! names (format 1: up to 32 bytes at the start of the cqe64; format 2: up to 64 in the first
+//! half of a 128-byte CQE), copied where the WQE says, as rdma-core's poll does. rdma-core
+//! turns it on for the responder side of RC and DC QPs by default (small receives); a
+//! requester gets READ and atomic responses inline only on a QP created with `sq_sig_all` or
+//! `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
 //!
 //! The copy reads the completed WQE's 16-byte data segments (`byte_count`, `lkey`, `addr`,
 //! big-endian) from the work queue's buffer, which the application registers

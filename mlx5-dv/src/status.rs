@@ -1,4 +1,4 @@
-//! Error syndrome → `ibv_wc_status` (rdma-core `mlx5_handle_error_cqe`, shared/spec/mlx5.md §8).
+//! Error syndrome → `ibv_wc_status` (rdma-core `providers/mlx5/cq.c` `mlx5_handle_error_cqe`).
 
 use dvcq_provider::WcStatus;
 use dvcq_uapi::mlx5::opcode::syndrome;

@@ -13,8 +13,8 @@ use dvcq_uapi::{Be16, Be32};
 
 /// Which `op_own ^ parity` bytes a view walk shows: owner bit clear (this lap) and an opcode
 /// that is neither INVALID nor RESIZE. A RESIZE CQE ends the walk unconsumed: only `poll`
-/// takes it, and so moves the CQ to its new ring (spec §10). One load and test, as the
-/// rotate-and-compare test it replaces.
+/// takes it, and so moves the CQ to its new ring ([`crate::Mlx5Cq::switch_ring`]). One load
+/// and test, as the rotate-and-compare test it replaces.
 const VIEW_OWNED: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
@@ -303,9 +303,9 @@ impl<const STRIDE: usize> CqeView<'_, STRIDE> {
         bytemuck::cast(self.cqe())
     }
     /// Inline-scattered receive data: format 1 gives up to 32 bytes from the cqe64 itself,
-    /// format 2 up to 64 bytes from the first half of a 128-byte CQE (spec §4). Copies
-    /// `min(byte_cnt, capacity, out.len())` bytes into `out` and returns the count; 0 for
-    /// CQEs without inline data.
+    /// format 2 up to 64 bytes from the first half of a 128-byte CQE (rdma-core
+    /// `handle_responder`). Copies `min(byte_cnt, capacity, out.len())` bytes into `out` and
+    /// returns the count; 0 for CQEs without inline data.
     pub fn inline_data(&self, out: &mut [u8]) -> usize {
         let (start, cap) = match self.format() {
             1 => (Self::BASE, 32),

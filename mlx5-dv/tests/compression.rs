@@ -1,7 +1,8 @@
-//! CQE compression (shared/spec/mlx5.md §9): the model forms mini-CQE sessions in the basic
-//! and enhanced layouts with every mini format, and the poller must return exactly the
-//! completions the same stream gives uncompressed, over many laps, across poll batches and
-//! the ring end, mixed with errors, SIG_ERR and RESIZE; garbage gives fault items.
+//! CQE compression (the basic and enhanced layouts of the kernel's mlx5e, DPDK and UCX): the
+//! model forms mini-CQE sessions in the basic and enhanced layouts with every mini format,
+//! and the poller must return exactly the completions the same stream gives uncompressed,
+//! over many laps, across poll batches and the ring end, mixed with errors, SIG_ERR and
+//! RESIZE; garbage gives fault items.
 
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::compress::{self, Compression, Policy};
@@ -586,7 +587,8 @@ fn recv(i: u16, bytes: u32) -> Entry {
 
 /// Receives whose WQE counters do not start at the RQ tail (a device consuming receive WQEs
 /// out of order, or a poller opened mid-stream): every completion of a session takes the
-/// wr_id of the WQE its counter names (`title + i`, spec §9.3-§9.4), as the same CQEs give
+/// wr_id of the WQE its counter names (`title + i`, as the kernel's
+/// `mlx5e_decompress_cqe` and DPDK's `mlx5_rx_poll_len` number them), as the same CQEs give
 /// uncompressed. Both layouts; the QP's own-RQ template path and the per-completion path
 /// (a raw Ethernet QP); batches of 1 (the one-completion path), 3 and 16.
 #[test]

@@ -1,7 +1,8 @@
 //! The mlx5 hardware model itself: the ring as software leaves it before the device writes
-//! (shared/spec/mlx5.md §3.3), the CQ error an overrun raises, and the model's own refusals
-//! (a resize to a size the device has no ring for, a skip over a buffered session, a
-//! producer thread whose consumer has gone away).
+//! (rdma-core `mlx5_alloc_cq_buf`; UCX and DPDK initialise their DevX CQs their own way), the
+//! CQ error an overrun raises, and the model's own refusals (a resize to a size the device
+//! has no ring for, a skip over a buffered session, a producer thread whose consumer has gone
+//! away).
 
 use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::compress::{Compression, Policy};
@@ -35,7 +36,7 @@ fn the_ring_starts_as_its_creator_initialises_it() {
                 let signature = if init == RingInit::Ucx || layout == Some(CompLayout::Enhanced) { 0xff } else { 0 };
                 let what = format!("{init:?} {cqe_size}-byte {layout:?}");
                 for (i, slot) in ring.chunks(cqe_size as usize).enumerate() {
-                    // In a 128-byte slot the CQE is the second half (spec §4).
+                    // In a 128-byte slot the CQE is the second half (rdma-core `get_sw_cqe`).
                     let (first, cqe) = slot.split_at(cqe_size as usize - 64);
                     assert!(first.iter().all(|&b| b == 0), "{what}: slot {i}'s first half");
                     assert!(cqe[..62].iter().all(|&b| b == 0), "{what}: slot {i}'s body");

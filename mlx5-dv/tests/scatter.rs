@@ -1,8 +1,9 @@
-//! Inline scatter (shared/spec/mlx5.md §4, §7, Pitfall 13): a CQE that carries its data
-//! (format 1 in the cqe64, format 2 in a 128-byte CQE's first half) has it copied where
-//! the completed WQE's data segments say, as rdma-core's poll copies it, with rdma-core's
-//! statuses when the copy fails. The WQEs are posted into model memory; the buffers they
-//! name are the test's own.
+//! Inline scatter (rdma-core `providers/mlx5/qp.c` `mlx5_copy_to_recv_wqe`,
+//! `mlx5_copy_to_send_wqe`; on by default for RC QPs, `verbs.c` `create_qp`): a CQE that
+//! carries its data (format 1 in the cqe64, format 2 in a 128-byte CQE's first half) has it
+//! copied where the completed WQE's data segments say, as rdma-core's poll copies it, with
+//! rdma-core's statuses when the copy fails. The WQEs are posted into model memory; the
+//! buffers they name are the test's own.
 
 use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::wqe::{self, DataSeg};

@@ -1,20 +1,27 @@
-//! CQE compression: mini-CQE sessions in the poller (shared/spec/mlx5.md §9, Pitfalls 15-16).
+//! CQE compression: mini-CQE sessions in the poller. The layouts are read from the consumers
+//! that decompress them: the kernel's mlx5e
+//! (`drivers/net/ethernet/mellanox/mlx5/core/en_rx.c`), DPDK (`drivers/net/mlx5/mlx5_rx.c`
+//! `mlx5_rx_poll_len`, `drivers/common/mlx5/mlx5_common.h` `check_cqe_iteration`) and UCX
+//! (`src/uct/ib/mlx5/ib_mlx5.c`).
 //!
 //! A ConnectX under PCIe back-pressure packs consecutive completions of the same kind into
-//! 8-byte mini-CQEs. rdma-core's own poll cannot read such a CQ; dvcq decompresses in the
-//! same poller, on the same ring as regular CQEs:
+//! 8-byte mini-CQEs. rdma-core's own poll cannot read such a CQ (`providers/mlx5/cq.c` has no
+//! case for format 3); dvcq decompresses in the same poller, on the same ring as regular
+//! CQEs:
 //!
-//! - **Basic layout** (§9.3, what `mlx5dv_create_cq` gives): a *title* CQE with format 3
+//! - **Basic layout** (what `mlx5dv_create_cq` gives; kernel `mlx5e_decompress_cqes_start`,
+//!   `mlx5e_cqes_update_owner`): a *title* CQE with format 3
 //!   whose `byte_cnt` is the number N of completions; the session occupies the N slots
 //!   `[t, t + N)`. Mini-CQE array 0 (minis 0..7) sits in slot `t + 1`, array k ≥ 1 in slot
 //!   `t + 8k`; the other slots are holes the device never writes. Only the title carries an
 //!   owner bit, so after consuming a session software re-invalidates `[t + 1, t + N)`.
-//! - **Enhanced layout** (§9.4, DevX CQs): every CQE's validity is the 8-bit iteration count
-//!   in byte 62. A *block* is one format-3 slot whose opcode nibble is n − 1 (n ≤ 7) with n
-//!   minis in bytes `0..8n`, standing for the n slots `[m, m + n)`; its title is the most
-//!   recent regular CQE, which was itself an ordinary completion. The device never writes
-//!   the slots after a block, so software sets their byte 62 back to the previous lap's
-//!   count once consumed: a count left from a lap 256 laps back would otherwise match.
+//! - **Enhanced layout** (DevX CQs; kernel `mlx5e_decompress_enhanced_cqe`): every CQE's
+//!   validity is the 8-bit iteration count in byte 62. A *block* is one format-3 slot whose
+//!   opcode nibble is n − 1 (n ≤ 7) with n minis in bytes `0..8n`, standing for the n slots
+//!   `[m, m + n)`; its title is the most recent regular CQE, which was itself an ordinary
+//!   completion. The device never writes the slots after a block, so software sets their byte
+//!   62 back to the previous lap's count once consumed: a count left from a lap 256 laps back
+//!   would otherwise match.
 //!
 //! Completion i of a session is exactly the completion an uncompressed CQE would give
 //! whose content is the title's with the mini-CQE's fields put in ([`expand`]). What a
@@ -44,19 +51,20 @@ use dvcq_uapi::mlx5::mini::{mini_format, MiniCqe};
 use dvcq_uapi::mlx5::opcode::cqe_opcode;
 use dvcq_uapi::{Be16, Be32};
 
-/// Where a compressed CQ puts its mini-CQEs (CQ context `cqe_comp_layout`, spec §9.1).
+/// Where a compressed CQ puts its mini-CQEs (CQ context `cqe_comp_layout`: the kernel's
+/// `MLX5_CQE_COMPRESS_LAYOUT_BASIC`/`_ENHANCED`, `include/linux/mlx5/device.h`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum CompLayout {
-    /// Title CQE + 8-mini arrays + holes (§9.3): `mlx5dv_create_cq` CQs.
+    /// Title CQE + 8-mini arrays + holes: `mlx5dv_create_cq` CQs.
     #[default]
     Basic,
-    /// Blocks of up to seven minis validated by the 8-bit iteration count (§9.4): DevX CQs
+    /// Blocks of up to seven minis validated by the 8-bit iteration count: DevX CQs
     /// created with `cqe_comp_layout = 1`.
     Enhanced,
 }
 
 impl CompLayout {
-    /// The ring-image word (`comp=basic|enhanced`, shared/ring-image.md).
+    /// The ring-image word (`comp=basic|enhanced`, docs/ring-image.md).
     pub const fn word(self) -> &'static str {
         match self {
             Self::Basic => "basic",
@@ -73,8 +81,9 @@ impl CompLayout {
     }
 }
 
-/// The responder mini-CQE format a CQ was created with (spec §9.2). Requester mini-CQEs
-/// have one layout whatever the CQ's format.
+/// The responder mini-CQE format a CQ was created with (`mini_cqe_res_format`; DPDK
+/// `drivers/common/mlx5/mlx5_prm.h`). Requester mini-CQEs have one layout whatever the CQ's
+/// format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum MiniFormat {
     /// RX hash result + byte count (`MLX5DV_CQE_RES_FORMAT_HASH`).
@@ -131,7 +140,7 @@ impl MiniFormat {
     }
     /// The format for `mlx5dv_cq_init_attr.cqe_comp_res_format` (one of
     /// `MLX5DV_CQE_RES_FORMAT_HASH (1 << 0)`, `_CSUM (1 << 1)`, `_CSUM_STRIDX (1 << 2)`,
-    /// spec §9.1).
+    /// rdma-core `providers/mlx5/mlx5dv.h`).
     pub const fn from_dv_res_format(bit: u8) -> Option<Self> {
         match bit {
             0x1 => Some(Self::Hash),
@@ -175,7 +184,8 @@ impl CompressionConfig {
 
     /// The setting a CQ made by `mlx5dv_create_cq` has: `None` without the compressed-CQE
     /// mask bit; the basic layout otherwise, since the kernel never sets `cqe_comp_layout`
-    /// (spec §9.1). `None` also for a format bit rdma-core rejects.
+    /// (`drivers/infiniband/hw/mlx5/cq.c` `create_cq_user`). `None` also for a format bit
+    /// rdma-core rejects.
     pub const fn from_dv_attr(comp_mask: u64, cqe_comp_res_format: u8) -> Option<Self> {
         if comp_mask & Self::DV_MASK_COMPRESSED_CQE == 0 {
             return None;
@@ -193,13 +203,13 @@ const fn session_opcode(opcode: u8) -> bool {
 }
 
 /// The uncompressed CQE that completion `i` of a session stands for: the title's content
-/// (format cleared) with the mini-CQE's fields put in (spec §9.3-§9.5, kernel
+/// (format cleared) with the mini-CQE's fields put in (kernel
 /// `mlx5e_decompress_cqe`, DPDK `rxq_cq_decompress_v`, UCX `uct_ib_mlx5_iface_cqe_unzip`):
 ///
 /// - every session: `byte_cnt` from the mini;
 /// - requester title (opcode REQ): `wqe_counter` and the WQE opcode (`sop_drop_qpn` bits
-///   31:24) from the mini, placed as kernel and UCX place them (bytes 0-1 and byte 2; DPDK
-///   declares byte 3, spec §9.2) since UCX is the one consumer that reads requester minis;
+///   31:24) from the mini, placed as kernel and UCX place them (bytes 0-1 and byte 2; DPDK's
+///   `mlx5_prm.h` declares byte 3) since UCX is the one consumer that reads requester minis;
 /// - responder title: `wqe_counter = title.wqe_counter + i` (a cyclic RQ; for the enhanced
 ///   layout `i` counts from the title, which is completion 0), and per format the RSS hash
 ///   (HASH), the L4 checksum (CSUM, CSUM_STRIDX), the flow tag in `sop_drop_qpn` bits 23:0

@@ -111,7 +111,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// or block (index 0: nothing to check), array 0 (basic index 1, read when the session
     /// opened), a later array (basic, a multiple of 8) or a hole, checked for a CQE the
     /// device wrote there. Every slot but a title or block is made hardware-owned again, as
-    /// the general walk does (spec §9.3, §9.4).
+    /// the general walk does.
     #[inline(always)]
     fn drain_req<const ENH: bool>(&mut self, out: &mut [Completion]) -> Option<usize> {
         let r = self.mini.req.filter(|_| ENH || self.mini.left > 0)?;

@@ -1,6 +1,7 @@
 //! Compressed sessions in the poller: opening a title or block, draining its mini-CQEs
 //! into completions, re-invalidating holes, and the regular-CQE loop of a compressed CQ
-//! (shared/spec/mlx5.md §9.3-§9.5).
+//! (kernel `en_rx.c` `mlx5e_decompress_cqes_start`, `mlx5e_decompress_enhanced_cqe`; DPDK
+//! `mlx5_rx.c` `mlx5_rx_poll_len`; UCX `ib_mlx5.c` `uct_ib_mlx5_iface_cqe_unzip`).
 
 use super::requester::ReqSession;
 use super::*;
@@ -57,7 +58,7 @@ fn fill_resp<R: Resources>(
     let (idx, wr_id) = match target {
         RecvTarget::Rq(q) => res.rq_complete(q, ctr),
         RecvTarget::Srq(s) => match res.srq_complete(s, ctr) {
-            // SRQ wr_ids are indexed by the unmasked counter (Pitfall 9).
+            // SRQ wr_ids are indexed by the unmasked counter (rdma-core `handle_responder`).
             Some(w) => (ctr as u32, w),
             None => {
                 cqe::fault(res, out, FaultKind::BadField, pos, ctr as u32);
@@ -372,7 +373,8 @@ pub(super) fn next_block<const STRIDE: usize>(
     (op_own::format(own) == cqe_format::COMPRESSED && next as usize <= MAX_ENHANCED_MINIS && fits).then_some(next)
 }
 
-/// The fault item for a session cut short: a hole the device wrote (spec §9.3).
+/// The fault item for a session cut short: a hole the device wrote (the device never
+/// writes holes, so this one is not a session's).
 #[cold]
 #[inline(never)]
 pub(super) fn truncated(stats: &mut CqStats, start: u32, count: u32) -> Completion {
@@ -407,7 +409,7 @@ pub(super) enum Open {
 }
 
 /// Checks a basic-layout title at a position with `free` slots the device could have
-/// written (spec §9.3). A count the ring cannot hold, or below two (array 0 sits in the
+/// written. A count the ring cannot hold, or below two (array 0 sits in the
 /// session's second slot), consumes only the title; a plausible count with an opcode no
 /// session carries consumes the whole session.
 pub(super) fn check_title(title: &Cqe64, free: u32) -> Open {
@@ -424,7 +426,7 @@ pub(super) fn check_title(title: &Cqe64, free: u32) -> Open {
     }
 }
 
-/// Checks an enhanced-layout block (`op_own` of the block) against its title (spec §9.4):
+/// Checks an enhanced-layout block (`op_own` of the block) against its title:
 /// at most seven minis; the title must be a successful completion; no title at all (the
 /// poller was opened inside a session) is a truncated session.
 pub(super) fn check_block(block_op_own: u8, title: Option<&Cqe64>, free: u32) -> Open {
@@ -530,7 +532,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Offset of the validity iteration count (byte 62 of the cqe64) in a slot.
     pub(super) const VIC_OFF: usize = Self::CQE_OFF + off::SIGNATURE;
 
-    /// The enhanced-layout ownership test at running position `pos` (spec §9.4): byte 62
+    /// The enhanced-layout ownership test at running position `pos` (DPDK
+    /// `check_cqe_iteration`, kernel `mlx5_cqwq_get_cqe_enhanced_comp`): byte 62
     /// equals the 8-bit lap count, then (after the acquire fence that test issues) the
     /// opcode is not INVALID. Returns `op_own`.
     ///
@@ -709,7 +712,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
 
     /// Slots the device could have filled from `pos` on: what the last consumer index it
     /// was shown leaves free (overrun-ignore: the whole ring). A session claiming more is
-    /// truncated garbage (spec §5, §15.5).
+    /// truncated garbage: without overrun-ignore the device does not write past that index
+    /// (inferred; overrun is a CQ error, `ibv_create_cq_ex(3)` on
+    /// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`).
     fn free_slots(&self, pos: u32) -> u32 {
         let entries = self.ring.entries();
         match self.device_seen() {
@@ -882,8 +887,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     st.arr = ring.read_at(t, Self::CQE_OFF).unwrap_or_default();
                 } else {
                     // Array 0 is the slot after the title; the device wrote every array
-                    // before the title's owner byte (spec §9.3), so the title's ownership
-                    // check covers it.
+                    // before the title's owner byte (inferred: DPDK's `mlx5_rx_poll_len`
+                    // reads the arrays with no ownership test of their own), so the title's
+                    // ownership check covers it.
                     st.title = head;
                     st.template = None;
                     st.next_ctr = head.wqe_counter.get();
@@ -909,7 +915,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         Some(ReqSession { slot: slot?, qpn, timestamp })
     }
 
-    /// Makes a consumed session slot hardware-owned again (basic layout, spec §9.3): the
+    /// Makes a consumed session slot hardware-owned again (basic layout; the kernel's
+    /// `mlx5e_cqes_update_owner` and DPDK's `mlx5_rx_poll_len` do the same): the
     /// device never writes holes, and arrays have no owner byte, so without this they could
     /// pass the ownership test a lap later. Enhanced slots instead get the previous lap's
     /// iteration count in byte 62 ([`Mlx5Cq::stale_vic`]), so a stale count cannot match

@@ -75,7 +75,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             let sq = qp.sq.table().by_value();
             let mask = sq.mask();
             ReqFill { sq, qpn: r.qpn, timestamp: r.timestamp }.fill(&mini, wc);
-            // Every older unsignaled WQE retires with this one (spec §7.4).
+            // Every older unsignaled WQE retires with this one (rdma-core `mlx5_parse_cqe` sets
+            // `sq.tail = wqe_head[idx] + 1`).
             qp.sq.retire_through((mini.wqe_counter() as usize & mask) as u32);
         } else if let Some(Some((_, tpl))) = &st.template {
             let tail = qp.rq.tail();

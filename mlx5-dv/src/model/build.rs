@@ -1,5 +1,7 @@
-//! Builders for the CQEs a ConnectX writes (shared/spec/mlx5.md §1, §7, §15.8): the model's
-//! producer API takes these values and writes them into the ring in hardware order.
+//! Builders for the CQEs a ConnectX writes, field by field as rdma-core reads them
+//! (`providers/mlx5/mlx5dv.h` `struct mlx5_cqe64`, `providers/mlx5/cq.c` `mlx5_parse_cqe`):
+//! the model's producer API takes these values and writes them into the ring in hardware
+//! order.
 
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
 use dvcq_uapi::mlx5::err_cqe::ErrCqe;
@@ -166,7 +168,8 @@ pub fn err(s: ErrSpec) -> Entry {
         op_own: op_own::make(
             if s.requester { cqe_opcode::REQ_ERR } else { cqe_opcode::RESP_ERR },
             cqe_format::NO_INLINE,
-            // Every real error dump has SE set (spec §2).
+            // Error CQEs dumped in public bug reports have SE set (`op_own` 0xd2 and 0xd3 in
+            // openucx/ucx#1569 and ofiwg/libfabric#4283).
             true,
             0,
         ),

@@ -1,4 +1,5 @@
-//! The model's clocks (spec §12): the free-running core-clock counter a ConnectX stamps
+//! The model's clocks (rdma-core `providers/mlx5/mlx5dv.h` `mlx5dv_ts_to_ns`,
+//! `struct mlx5dv_clock_info`): the free-running core-clock counter a ConnectX stamps
 //! CQEs with, the real-time clock of the real-time format, and the kernel's snapshot of the
 //! counter (`mlx5dv_get_clock_info`) that converts one into the other.
 //!

@@ -1,10 +1,11 @@
 //! CQE compression in the mlx5 model: forming mini-CQE sessions the way a ConnectX does
-//! under PCIe back-pressure (shared/spec/mlx5.md §9, §15.9).
+//! under PCIe back-pressure, in the layouts the kernel's mlx5e, DPDK and UCX decompress (see
+//! [`crate::mini`]).
 //!
 //! The device compresses consecutive completions *of the same kind*, and what a mini-CQE
 //! does not carry comes from the title for every completion of the session: a difference
 //! there is lost. Which differences end a session and which are lost is not public; the
-//! model follows what the consumers show **[INFERRED]**:
+//! model follows what the consumers show, so the table below is an inference from them:
 //!
 //! | mini format | the mini-CQE keeps | lost (the title's value) |
 //! |---|---|---|
@@ -34,10 +35,10 @@
 //! long sessions as allowed), or random run lengths from a seed. Errors, RESIZE and any
 //! CQE that is not a successful completion end a session and are written as they are.
 //!
-//! - Basic layout (§9.3): a session of N ≥ 2 completions is buffered, then written at
+//! - Basic layout: a session of N ≥ 2 completions is buffered, then written at
 //!   `[t, t + N)`: the mini-CQE arrays at `t + 1` and `t + 8k`, then the title (its
 //!   `byte_cnt` = N, format 3) with its owner byte last. Holes are never written.
-//! - Enhanced layout (§9.4): every CQE carries the 8-bit iteration count in byte 62, which
+//! - Enhanced layout: every CQE carries the 8-bit iteration count in byte 62, which
 //!   the model publishes last. A regular CQE is written at once and becomes the title;
 //!   following compressible completions are buffered into blocks of up to seven minis.
 //!
@@ -53,7 +54,7 @@ use dvcq_uapi::mlx5::opcode::{cqe_format, cqe_opcode, wqe_opcode};
 use dvcq_uapi::Be16;
 
 /// Longest basic-layout session the model writes. A device bounds it by
-/// `cqe_comp_caps.max_num` (`mlx5dv_query_device`); 64 is the model's choice (inferred, spec §15.9).
+/// `cqe_comp_caps.max_num` (`mlx5dv_query_device`); 64 is the model's choice.
 pub const BASIC_MAX_SESSION: u32 = 64;
 
 /// When the model compresses: a stand-in for PCIe back-pressure.
@@ -335,8 +336,9 @@ impl Mlx5Model {
         Ok(pos)
     }
 
-    /// Writes a basic-layout session of `s.len()` completions at `pi` (spec §9.3): arrays
-    /// first, the title last; one completion is written as a regular CQE.
+    /// Writes a basic-layout session of `s.len()` completions at `pi`: arrays first, the
+    /// title last (inferred: DPDK reads the arrays with no ownership test of their own); one
+    /// completion is written as a regular CQE.
     fn write_session(&mut self, s: &[Entry]) -> Result<(), ModelError> {
         let Some(first) = s.first() else {
             return Ok(());
@@ -374,7 +376,7 @@ impl Mlx5Model {
         Ok(())
     }
 
-    /// Writes an enhanced-layout block of `b.len()` (≤ 7) completions at `pi` (spec §9.4):
+    /// Writes an enhanced-layout block of `b.len()` (≤ 7) completions at `pi`:
     /// the minis, the first completion's WQE counter in bytes 60-61 (where DPDK reads it),
     /// opcode nibble = count − 1, format 3; the iteration count last.
     fn write_block(&mut self, b: &[Entry]) -> Result<(), ModelError> {

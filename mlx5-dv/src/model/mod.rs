@@ -1,4 +1,6 @@
-//! A faithful software model of a ConnectX CQ (shared/spec/mlx5.md §15): it owns the ring,
+//! A faithful software model of a ConnectX CQ. The device side is not public: the model does
+//! what rdma-core's consumer requires (`providers/mlx5/cq.c`) and the verbs man pages promise
+//! (`ibv_create_cq_ex(3)`, `ibv_req_notify_cq(3)`). It owns the ring,
 //! doorbell record and UAR page in page-aligned memory, initialises them as rdma-core does,
 //! and writes real CQEs in hardware order (body, then `op_own` with release ordering),
 //! flipping the owner bit every lap. It reads the consumer index from the doorbell record to
@@ -31,13 +33,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How software initialised the ring before the device wrote it (spec §3.3).
+/// How software initialised the ring before the device wrote it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RingInit {
-    /// rdma-core: zeroes, `op_own = 0xF0` (INVALID, owner 0).
+    /// rdma-core (`providers/mlx5/cq.c` `mlx5_alloc_cq_buf`): zeroes, `op_own = 0xF0` (INVALID,
+    /// owner 0).
     #[default]
     RdmaCore,
-    /// UCX/DPDK: `op_own = 0xF1`, signature 0xFF (wrong parity in lap 0).
+    /// UCX/DPDK (`src/uct/ib/mlx5/ib_mlx5.c`; `drivers/common/mlx5/mlx5_common_devx.c`):
+    /// `op_own = 0xF1`, signature 0xFF (wrong parity in lap 0).
     Ucx,
 }
 
@@ -54,7 +58,7 @@ pub struct ModelConfig {
     pub overrun_ignore: bool,
     /// Initial ring contents.
     pub init: RingInit,
-    /// CQE compression (spec §9): the CQ's creation attributes and the back-pressure
+    /// CQE compression ([`crate::mini`]): the CQ's creation attributes and the back-pressure
     /// policy; `None` for a CQ created without it.
     pub compression: Option<Compression>,
 }
@@ -230,7 +234,8 @@ impl Mlx5Model {
         if cfg.compression.is_some_and(|c| c.layout == CompLayout::Enhanced) {
             // Enhanced compression exists only on DevX CQs, whose creators (UCX, DPDK) set
             // the validity iteration count to 0xFF so that lap 0 never matches a slot the
-            // device has not written (spec §3.3, DPDK `MLX5_CQE_VIC_INIT`).
+            // device has not written (DPDK `MLX5_CQE_VIC_INIT`,
+            // `drivers/common/mlx5/mlx5_prm.h`).
             slot.signature = 0xff;
         }
         let bytes = bytemuck::bytes_of(&slot);
@@ -327,7 +332,8 @@ impl Mlx5Model {
         self.used().saturating_add(n) <= self.cfg.entries
     }
 
-    /// The overrun rule for a write of `n` slots (spec §15.5).
+    /// The overrun rule for a write of `n` slots: a CQ error unless the CQ ignores overrun
+    /// (`ibv_create_cq_ex(3)`; `ibv_poll_cq(3)` on `IBV_EVENT_CQ_ERR`).
     fn check_room(&mut self, n: u32) -> Result<(), ModelError> {
         if self.in_error {
             return Err(ModelError::CqInError { cqn: self.cfg.cqn });
@@ -394,8 +400,8 @@ impl Mlx5Model {
         let op = (e.cqe.op_own & !op_own::OWNER_MASK) | owner;
         if self.enhanced() {
             // Enhanced compression: validity is the 8-bit iteration count in byte 62
-            // (spec §9.4), so that byte is published last; the owner bit still follows the
-            // lap (§15.3).
+            // (DPDK `check_cqe_iteration`), so that byte is published last; the owner bit still
+            // follows the lap.
             let vic = (pi >> entries.trailing_zeros()) as u8;
             self.ring.publish(pi, off + 63, op)?;
             self.ring.publish(pi, off + 62, vic)?;
@@ -406,9 +412,10 @@ impl Mlx5Model {
         Ok(())
     }
 
-    /// Resizes the CQ (spec §10): writes a RESIZE CQE at `pi` in the old ring, then
-    /// continues at `pi + 1` in a new ring of `entries` slots (initialised like the first).
-    /// Returns the new ring for the poller's [`Mlx5Cq::switch_ring`].
+    /// Resizes the CQ (inferred from rdma-core's `mlx5_cq_resize_copy_cqes`): writes a RESIZE
+    /// CQE at `pi` in the old ring, then continues at `pi + 1` in a new ring of `entries`
+    /// slots (initialised like the first). Returns the new ring for the poller's
+    /// [`Mlx5Cq::switch_ring`].
     ///
     /// # Errors
     ///
@@ -524,9 +531,9 @@ impl Mlx5Model {
     /// consumer, in a test), so a consumer parked in a [`Backoff`] sees the CQE at once.
     ///
     /// On a CQ created with overrun-ignore the device does not look at the consumer index
-    /// (spec §15.5): the producer writes every entry at once, over CQEs not yet consumed
-    /// when the consumer is behind, as a device does ([`Mlx5Cq::overrun_detected`] is what
-    /// a poller can see of that).
+    /// ("CQE always will be written to next entry", `ibv_create_cq_ex(3)`): the producer
+    /// writes every entry at once, over CQEs not yet consumed when the consumer is behind, as
+    /// a device does ([`Mlx5Cq::overrun_detected`] is what a poller can see of that).
     pub fn spawn_producer<I>(mut self, entries: I, stall: Duration) -> std::thread::JoinHandle<Result<Self, ModelError>>
     where
         I: IntoIterator<Item = Entry> + Send + 'static,

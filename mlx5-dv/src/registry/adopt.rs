@@ -1,4 +1,5 @@
-//! Adopting rdma-core's posting (shared/spec/mlx5.md §13.2, "Important"): the application
+//! Adopting rdma-core's posting (its `wrid`, `wqe_head` and `wr_data` tables are private,
+//! `providers/mlx5/mlx5.h` `struct mlx5_wq`, and not in `struct mlx5dv_qp`): the application
 //! posts with `ibv_post_send` / `ibv_post_recv` / `ibv_wr_*`, rdma-core fills its private
 //! wr_id tables, and the registry mirrors them instead of recording posts itself.
 //!
@@ -234,7 +235,8 @@ mod tests {
         let w2 = f.post_send(102, 1);
         assert_eq!(sq.sync_posted(&f), 1);
         assert_eq!(sq.outstanding(), 2);
-        // One CQE for the newest WQE retires both outstanding ones (Pitfall 8).
+        // One CQE for the newest WQE retires both outstanding ones (`sq.tail =
+        // wqe_head[idx] + 1`).
         let (_, wr_id, _) = sq.complete(w2);
         assert_eq!(wr_id, 102);
         sq.hand_back_tail(&f);

@@ -14,7 +14,8 @@
 //! 1. Before the poll (after the caller has seen CQEs ready, so the posts they complete are
 //!    visible), [`Srq::sync_posted`] walks the links from the mirror's head to rdma-core's,
 //!    copying each WQE's wr_id.
-//! 2. The poll completes SRQ receives from the mirror (unmasked WQE counter, Pitfall 9) and
+//! 2. The poll completes SRQ receives from the mirror (unmasked WQE counter, as in
+//!    rdma-core's `handle_responder`) and
 //!    notes each completed WQE.
 //! 3. After the poll, [`Srq::hand_back_freed`] frees the noted WQEs through
 //!    [`ForeignSrq::free`], in completion order, the way the rdma-core release loaded

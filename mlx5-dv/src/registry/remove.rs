@@ -1,7 +1,8 @@
 //! Forgetting resources: a QP or SRQ destroyed while its CQ lives on (rdma-core's
 //! `ibv_destroy_qp` of a QP whose CQ dvcq polls). Its CQEs still in the ring then come back
 //! as unknown-resource fault items, as rdma-core's poll fails on a QPN it no longer knows
-//! (the CQ is DV-owned, so `__mlx5_cq_clean` left them there, Pitfall 6), and a new QP or
+//! (`mlx5dv_init_obj` marks the CQ `MLX5_CQ_FLAGS_DV_OWNED`, and `__mlx5_cq_clean` in
+//! `providers/mlx5/cq.c` returns at once for such a CQ, so they stay), and a new QP or
 //! SRQ may take the same number.
 
 use super::{KeyIndex, Registry};
