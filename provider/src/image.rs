@@ -1,6 +1,6 @@
-//! Ring images (shared/ring-image.md): the vendor-neutral text container — the `ring` line,
-//! `qp` lines and one hex line per slot — and the canonical completion lines a decode
-//! prints. Vendor crates interpret the words and the slot bytes.
+//! Ring images (the format is docs/ring-image.md): the vendor-neutral text container — the
+//! `ring` line, `qp` lines and one hex line per slot — and the canonical completion lines a
+//! decode prints. Vendor crates interpret the words and the slot bytes.
 
 use crate::completion::Completion;
 use crate::fault::FaultKind;
@@ -159,7 +159,7 @@ fn hex_nibble(c: u8) -> Option<u8> {
     }
 }
 
-/// Parses the ring line's common words and decides the vendor (ring-image.md: `vendor`
+/// Parses the ring line's common words and decides the vendor (docs/ring-image.md: `vendor`
 /// defaults to mlx5 for 64/128-byte CQEs; 32 implies irdma).
 fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32, ImageVendor), ImageError> {
     let get = |k: &str| words.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str());
@@ -418,7 +418,7 @@ pub struct EndState {
     pub dbrec_ci: Option<u32>,
 }
 
-/// The canonical `wc` line of a completion (ring-image.md).
+/// The canonical `wc` line of a completion (docs/ring-image.md).
 pub fn wc_line(wc: &Completion) -> String {
     format!(
         "wc wqe_idx={} status={} opcode={} vendor_err={:#x} byte_len={} imm={:#x} qp_num={:#x} src_qp={:#x} wc_flags={:#x} pkey_index={} slid={} sl={} dlid_path_bits={}",

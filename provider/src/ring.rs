@@ -15,10 +15,12 @@
 //! enhanced layout: byte 62, then `op_own`) fences after the first load.
 //!
 //! Reading the body before the fence could observe bytes of the previous lap (rdma-core
-//! `get_sw_cqe` + `udma_from_device_barrier`, shared/spec/mlx5.md §3.2; irdma §2.3). The
-//! producer side mirrors it: body with relaxed stores, then the ownership byte with a
-//! **release** store. [`CqRing::owned`] is the one place in dvcq that implements the consumer
-//! half, and [`CqRing::publish_u8`]/[`CqRing::publish_u64`] the producer half.
+//! `providers/mlx5/cq.c` `mlx5_get_next_cqe`: the ownership test, then
+//! `udma_from_device_barrier`; `providers/irdma/uk.c` `irdma_uk_cq_poll_cmpl` does the same
+//! after its valid-bit test). The producer side mirrors it: body with relaxed stores, then
+//! the ownership byte with a **release** store. [`CqRing::owned`] is the one place in dvcq
+//! that implements the consumer half, and [`CqRing::publish_u8`]/[`CqRing::publish_u64`] the
+//! producer half.
 //!
 //! No reference into ring memory is ever created: entries are copied out as values
 //! ([`CqRing::read`]) or read field by field, and every access is an aligned 8-byte atomic
@@ -33,8 +35,8 @@
 //! Every accessor takes a slot index and uses it modulo the ring's slot count, so no index
 //! leaves the ring. mlx5 rings are a power of two and the reduction is a mask (`POW2`, the
 //! default). irdma rings are not (rdma-core sizes an irdma CQ `cqe + 1`, doubled, rounded to
-//! even: shared/spec/irdma.md §1.2); `POW2 = false` rings accept any slot count: an index
-//! below the count costs one compare, a larger one a division out of line.
+//! even: `providers/irdma/uverbs.c` `get_cq_size`); `POW2 = false` rings accept any slot
+//! count: an index below the count costs one compare, a larger one a division out of line.
 
 use crate::error::Error;
 use crate::granule::{self, GRANULE};
@@ -742,7 +744,8 @@ const fn whole_in<const LEN: usize>(off: usize, size: usize, align: usize) -> bo
 
 /// The decision point of the ownership rule: if the producer's ownership mark says the
 /// entry is the consumer's, issue the acquire fence that orders every later body read after
-/// the producer's release store of the mark (mlx5.md §3.2, irdma.md §2.3).
+/// the producer's release store of the mark (rdma-core's `udma_from_device_barrier` after the
+/// ownership test in mlx5's `mlx5_get_next_cqe` and irdma's `irdma_uk_cq_poll_cmpl`).
 #[inline(always)]
 fn acquire_if<W: Copy>(mark: W, is_sw_owned: impl FnOnce(W) -> bool) -> Option<W> {
     if is_sw_owned(mark) {

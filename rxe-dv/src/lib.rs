@@ -1,6 +1,7 @@
 //! dvcq's rxe (soft-RoCE) backend: a poller that reads the CQ queue buffer the `rdma_rxe`
-//! kernel driver maps to userspace, and a model of the kernel producer
-//! (shared/spec/vm-rxe.md §5).
+//! kernel driver maps to userspace (rdma-core `providers/rxe/rxe.c` `rxe_create_cq` maps it at
+//! `resp.mi`; the kernel lays it out in `drivers/infiniband/sw/rxe/rxe_queue.c`
+//! `rxe_queue_init`), and a model of the kernel producer.
 //!
 //! FFI-free: the root crate's glue finds the queue through rdma-core's private
 //! `struct rxe_cq` ([`dvcq_uapi::rxe::RxeCqLayout`], read with [`RxeCqFields::read`]) and

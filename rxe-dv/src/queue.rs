@@ -327,7 +327,8 @@ mod tests {
     }
 
     /// The kernel's own shape passes: 32 slots of 128 bytes for a CQ of 31, in the two pages
-    /// it maps (shared/spec/vm-rxe.md §5: 8 KiB for a 16-entry CQ).
+    /// it maps (8 KiB for a 16-entry CQ in the capture
+    /// `tests/data/rxe-linux-6.1-rdma-core-44.txt`).
     #[test]
     fn the_kernels_shape_passes() {
         let g = check(header(7, 31), 8192, 31, Some(128)).unwrap();

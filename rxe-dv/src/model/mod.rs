@@ -7,7 +7,8 @@
 //!   inference: the kernel pads `sizeof(struct rxe_cqe)` (a union with its own
 //!   `struct ib_wc`, 72 bytes on x86_64 as we read it) to a power of two of at least a
 //!   cache line, and 128 is what makes the 8 KiB mapping measured for a 16-entry CQ
-//!   (shared/spec/vm-rxe.md §5): 384 + 32 × 128 bytes, rounded up to pages.
+//!   (the capture in `tests/data/rxe-linux-6.1-rdma-core-44.txt`: `mmap_size=8192`,
+//!   `log2_elem_size=7`): 384 + 32 × 128 bytes, rounded up to pages.
 //! - Full: `((prod + 1 - cons) & index_mask) == 0` with the consumer index loaded with
 //!   acquire ordering (`queue_full`, `queue_get_consumer`): `cqe` records fit. A post to a
 //!   full queue drops the record, raises `IB_EVENT_CQ_ERR` and fails (`-EBUSY`).

@@ -1,7 +1,7 @@
 /*
  * The program that captured rxe-linux-6.1-rdma-core-44.txt (see the comment at its top).
  * Built on the host against rdma-core 44 (gcc -O2 -o capture capture.c -libverbs) and run
- * in the soft-RoCE guest of shared/spec/vm-rxe.md §7.2 after `rdma link add rxe0`; its
+ * in a soft-RoCE qemu guest like the one tests/vm/run boots, after `rdma link add rxe0`; its
  * "rxe-" lines on the console, less rxe-map, are the capture. It reads rdma-core's private
  * struct rxe_cq at the offsets of dvcq's layout table (uapi/src/rxe/cq_layout.rs).
  */
