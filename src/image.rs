@@ -4,7 +4,7 @@ use crate::irdma::Compat;
 use crate::provider::image::{format_decode_as, parse_image, ImageError, ImageVendor, LineStyle, RawImage};
 
 /// Decodes a ring image's text (mlx5 or irdma) into the canonical lines of
-/// shared/ring-image.md; an irdma ring as current rdma-core polls it.
+/// docs/ring-image.md; an irdma ring as current rdma-core polls it.
 ///
 /// # Errors
 ///

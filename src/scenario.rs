@@ -250,7 +250,8 @@ pub fn irdma(scenario: Scenario, entries: u32, hw_rev: HwRev) -> Result<String, 
 }
 
 /// The receive opcode hardware writes for an RDMA write with immediate data: the IB
-/// protocol opcode on GEN1/GEN2, a software op type on GEN3 (§4.7).
+/// protocol opcode on GEN1/GEN2, a software op type on GEN3 (rdma-core `set_ib_wc_op_rq`,
+/// `set_ib_wc_op_rq_gen_3`).
 fn irdma_write_imm_op(hw_rev: HwRev) -> u8 {
     if hw_rev == HwRev::Gen3 {
         rq_op::GEN3_WRITE_IMM
@@ -322,9 +323,9 @@ fn irdma_plan(scenario: Scenario, entries: u32, hw_rev: HwRev) -> (Vec<ModelCqe>
 /// The iWARP scenario's CQEs and qp lines: QP_A is connected and works, QP_B is flushed.
 ///
 /// rdma-core reserves the first SQ quanta of an iWARP QP for the connection (one in GEN1
-/// legacy mode, three otherwise, §4.6); user WRs start after them. An image holds one SQ
-/// position per QP, so the connection CQE (skipped only while the SQ is empty) and the
-/// flushes (which walk outstanding WRs) are on different QPs.
+/// legacy mode, three otherwise: `irdma_setup_connection_wqes`); user WRs start after them.
+/// An image holds one SQ position per QP, so the connection CQE (skipped only while the SQ is
+/// empty) and the flushes (which walk outstanding WRs) are on different QPs.
 fn irdma_iwarp(hw_rev: HwRev) -> (Vec<ModelCqe>, Vec<IrdmaImageQp>) {
     let conn: u16 = if hw_rev == HwRev::Gen1 { 1 } else { 3 };
     // Receives: an iWARP QP has no send-with-immediate, so immediate data alone makes a

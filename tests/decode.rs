@@ -1,5 +1,6 @@
-//! `dvcq decode`: vectors built from the layout (shared/spec/mlx5.md §1.1, §8) for every
-//! syndrome and every printer format, bad input, and the CLI contract.
+//! `dvcq decode`: vectors built from the layout (rdma-core `providers/mlx5/mlx5dv.h`
+//! `struct mlx5_err_cqe`; statuses from `providers/mlx5/cq.c` `mlx5_handle_error_cqe`) for
+//! every syndrome and every printer format, bad input, and the CLI contract.
 
 mod support;
 
@@ -143,7 +144,7 @@ fn every_syndrome_in_every_format() {
 
 #[test]
 fn real_dump_with_log_prefixes_blank_lines_and_glued_text() {
-    // From a public blog post (ecosystem.md §c): an RNR retry error on a SEND.
+    // A dump published in a public write-up: an RNR retry error on a SEND.
     let text = "\
 2024-05-01T10:00:00.123 app[77]: mlx5: n136-096-142: got completion with error:
 2024-05-01T10:00:00.123 app[77]: 00000000 00000000 00000000 00000000

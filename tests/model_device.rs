@@ -123,7 +123,8 @@ fn every_rc_opcode_moves_the_bytes_and_completes_as_libibverbs_reports() {
         assert_eq!((resp[1].wc_flags, resp[1].imm_data), (WcFlags::WITH_IMM, 0x1122_3344u32.to_be()), "{v:?}");
         assert_eq!((resp[2].wc_flags, resp[2].imm_data), (WcFlags::WITH_IMM, 0xcafe_f00du32.to_be()), "{v:?}");
         if v == ModelVendor::Mlx5 {
-            // mlx5 reports the sender; irdma reports the local QP on RC (its pitfall 9).
+            // mlx5 reports the sender; irdma reports the local QP on RC
+            // (rdma-core `irdma_process_cqe`).
             assert!(resp.iter().all(|w| w.src_qp == qa));
         } else {
             assert!(resp.iter().all(|w| w.src_qp == qb));

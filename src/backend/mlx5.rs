@@ -1,6 +1,8 @@
 //! The mlx5 direct backend on a CQ rdma-core created: dvcq's mlx5 poller on the ring
-//! `mlx5dv_init_obj` reports (shared/spec/mlx5.md §13.1), and the QPs the application
-//! names adopted with their rdma-core posting (§13.2): the application keeps posting with
+//! `mlx5dv_init_obj` reports (`struct mlx5dv_cq`, rdma-core `providers/mlx5/mlx5.c`
+//! `mlx5dv_get_cq`), and the QPs the application names adopted with their rdma-core posting
+//! (`struct mlx5dv_qp` from `mlx5dv_get_qp` lacks the private `wrid`, `wqe_head` and
+//! `wr_data` of `providers/mlx5/mlx5.h` `struct mlx5_wq`): the application keeps posting with
 //! `ibv_post_send` / `ibv_post_recv` / `ibv_wr_*`, and the poller mirrors rdma-core's
 //! private wr_id tables (`dvcq_mlx5_dv::registry` adopt mode, read through
 //! `sys::mlx5::RdmaCoreWq`).
@@ -35,11 +37,13 @@
 //! record's arm word with dvcq's consumer counter, then the UAR page `mlx5dv_init_obj`
 //! reports, mapped as the MMIO register it is. rdma-core's `ibv_req_notify_cq` must not be
 //! called on an attached CQ: its `mlx5_arm_cq` sends rdma-core's `cons_index`, which dvcq's
-//! poll never advances, and the device would fire at once for CQEs consumed long ago
-//! (Pitfall 6). The sequence number comes from rdma-core's own `arm_sn`
-//! (`crate::sys::mlx5::RdmaCoreCq` says why): events are read with `ibv_get_cq_event`
-//! (dvcq's [`crate::CompletionChannel`] adopted with `CompletionChannel::from_raw` and
-//! [`crate::Cq::bind_channel`], or the application's own loop), which advances it.
+//! poll never advances (`providers/mlx5/cq.c` `mlx5_arm_cq` reads `cq->cons_index`), and the
+//! device would fire at once for CQEs consumed long ago (an inference: the arm word carries
+//! that index, and the device compares it with its own producer index). The sequence number
+//! comes from rdma-core's own `arm_sn` (`crate::sys::mlx5::RdmaCoreCq` says why): events are
+//! read with `ibv_get_cq_event` (dvcq's [`crate::CompletionChannel`] adopted with
+//! `CompletionChannel::from_raw` and [`crate::Cq::bind_channel`], or the application's own
+//! loop), which advances it.
 //!
 //! dvcq has no resize. rdma-core's `ibv_resize_cq` must not be called on an attached CQ
 //! either: `mlx5_resize_cq` copies the CQEs from rdma-core's stale `cons_index` on (so it
@@ -125,7 +129,9 @@ pub(crate) fn covered() -> String {
 }
 
 /// The poller settings for a CQ rdma-core created: the context's CQE version; no
-/// compression or overrun-ignore (§13.3: `ibv_create_cq` enables neither).
+/// compression or overrun-ignore (`ibv_create_cq` enables neither: rdma-core
+/// `providers/mlx5/verbs.c` `create_cq` sets them only from `mlx5dv_create_cq` attributes
+/// and `ibv_create_cq_ex` flags).
 pub(crate) fn cq_config(cqe_v1: bool) -> CqConfig {
     CqConfig {
         cqe_version: if cqe_v1 { CqeVersion::V1 } else { CqeVersion::V0 },
@@ -363,9 +369,10 @@ impl Mlx5Backend {
         if let Some(rq) = &qp.rq {
             entry.rq.adopt(rq).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
         }
-        // Inline scatter (§13.2, Pitfall 13): rdma-core's RC QPs have it on, so register
-        // the WQEs its data segments are read from. The sizes were checked against the
-        // queues: registering cannot be refused either.
+        // Inline scatter: rdma-core's RC QPs have it on (`providers/mlx5/verbs.c`
+        // `create_qp`, `MLX5_QP_FLAG_SCATTER_CQE`), so register the WQEs its data segments
+        // are read from. The sizes were checked against the queues: registering cannot be
+        // refused either.
         if let Some((buf, stride)) = qp.rq_wqes.clone() {
             registry.set_recv_wqes(qpn, buf, stride, false).map_err(|e| format!("qp {qpn:#x}: {e}"))?;
         }

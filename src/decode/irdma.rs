@@ -1,8 +1,10 @@
 //! Decoding one irdma (Intel E810 / X722) CQE given as 64-bit qwords
-//! (shared/spec/irdma.md §1.4, §1.5, §4.7, §5).
+//! (field masks of rdma-core `providers/irdma/defs.h`, read as `providers/irdma/uk.c`
+//! `irdma_uk_cq_poll_cmpl` reads them).
 //!
 //! Fields come from the `dvcq_uapi::irdma::cqe` accessors; the status mapping follows
-//! rdma-core's irdma provider (spec §5).
+//! rdma-core's irdma provider (`irdma_uk_cq_poll_cmpl`; `providers/irdma/uverbs.c`
+//! `irdma_flush_err_to_ib_wc_status`, `set_ib_wc_op_sq`, `set_ib_wc_op_rq`).
 
 use super::mlx5::{Meaning, StatusInfo};
 use crate::irdma::status::{classify_error, flush_code_status, sq_opcode, vendor_err, CompStatus, Compat};
@@ -216,8 +218,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spec_examples() {
-        // irdma.md §1.6: GEN2 SQ success SEND, wqe_idx 5, valid 1.
+    fn worked_examples() {
+        // GEN2 SQ success SEND, wqe_idx 5, valid 1, encoded by hand from the defs.h masks.
         let d = decode_irdma(&[0, 0, 0, 0xC300_0005_0000_0000]);
         assert_eq!(d.valid, 1);
         assert_eq!(d.queue, "SQ");
@@ -268,7 +270,7 @@ mod tests {
 
     #[test]
     fn every_flush_code_by_number() {
-        // rdma-core v64's `irdma_flush_err_to_ib_wc_status` (spec §5.3), by number.
+        // rdma-core v64's `irdma_flush_err_to_ib_wc_status`, by number.
         let status = [19, 5, 4, 10, 2, 11, 1, 19, 12, 6, 9, 13, 19, 19];
         for (minor, want) in (0u16..).zip(status) {
             let d = decode_irdma(&[0, 0, 0, q3(minor % 2 == 0, true, 1, minor, 0)]);
@@ -350,7 +352,7 @@ mod tests {
 
     #[test]
     fn every_sq_opcode_of_a_successful_cqe() {
-        // `set_ib_wc_op_sq` (spec §4.7) maps these; any other makes the status GENERAL_ERR.
+        // `set_ib_wc_op_sq` maps these; any other makes the status GENERAL_ERR.
         let mapped = [0x00, 0x0d, 0x01, 0x03, 0x04, 0x05, 0x06, 0x08, 0x11, 0x0f, 0x0a];
         for op in 0..64u8 {
             let d = decode_irdma(&[0, 0, 0, q3(true, false, 0, 0, op)]);

@@ -1,5 +1,6 @@
 //! Decoding one 64-byte mlx5 CQE into named fields and an explanation
-//! (shared/spec/mlx5.md §1, §1.1, §2, §8).
+//! (`struct mlx5_cqe64` and `struct mlx5_err_cqe` of rdma-core `providers/mlx5/mlx5dv.h`;
+//! syndromes as `providers/mlx5/cq.c` `mlx5_handle_error_cqe` maps them).
 
 use crate::mlx5::dump::cqe_from_bytes;
 use crate::mlx5::syndrome_status;

@@ -10,8 +10,8 @@
 //! an `AsyncCq` waits the same way from async code, on tokio's reactor.
 //!
 //! dvcq owns arming for the CQs it polls: `Cq::arm` goes to the backend that polls the CQ
-//! (shared/spec/mlx5.md Pitfall 6: rdma-core's own arm must not be mixed with direct
-//! polling).
+//! (rdma-core's own arm must not be mixed with direct polling: mlx5's `mlx5_arm_cq` sends
+//! rdma-core's private `cq->cons_index`, which a direct poller never advances).
 
 #[cfg(feature = "tokio")]
 mod async_cq;

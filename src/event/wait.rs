@@ -88,7 +88,8 @@ impl Cq {
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.verbs_cq().req_notify(solicited).map_err(verbs),
             // rdma-core's arm would use its own consumer index, which a direct poller never
-            // advances (mlx5 Pitfall 6), so only dvcq's own arm doorbell is used.
+            // advances (`mlx5_arm_cq` in `providers/mlx5/cq.c` reads `cq->cons_index`), so
+            // only dvcq's own arm doorbell is used.
             #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.arm(solicited).map(drop).map_err(|why| Error::Unsupported {
                 device,

@@ -1,6 +1,10 @@
 //! Completion events of a model device: the hardware's arm rules per CQ and the completion
-//! channels the events are delivered on, through an eventfd (shared/spec/mlx5.md §6, §11,
-//! §15.6-7; shared/spec/irdma.md §3).
+//! channels the events are delivered on, through an eventfd. The device side of arming is
+//! not public; the rules below are inferred from what software writes and expects: rdma-core
+//! `providers/mlx5/cq.c` `mlx5_arm_cq`, `mlx5_cq_event`; `providers/irdma/uk.c`
+//! `irdma_uk_cq_request_notification` and `providers/irdma/uverbs.c` `irdma_uarm_cq`,
+//! `irdma_cq_event`; `ibv_req_notify_cq(3)`; and for moderation `ibv_modify_cq(3)` and the
+//! kernel's `drivers/infiniband/hw/mlx5/cq.c` `mlx5_ib_modify_cq`.
 //!
 //! # How a CQ is armed
 //!
@@ -20,11 +24,11 @@
 //!   An arm is one-shot: it produces at most one event and leaves the CQ disarmed.
 //! - Armed for the next completion, any CQE written fires. Armed solicited-only, a CQE fires
 //!   when it carries the solicited-event bit or an error status (`ibv_req_notify_cq(3)`).
-//! - Arming while a qualifying CQE past the armed consumer index is already in the ring
-//!   fires at once (an inference from the consumer index the mlx5 arm carries; the irdma
-//!   hardware is taken to behave alike, which its provider's re-arm rule assumes). An arm made at a stale index
-//!   (rdma-core's own `cons_index` on a CQ polled directly, mlx5 Pitfall 6) therefore fires
-//!   at once too.
+//! - Arming while a qualifying CQE past the armed consumer index is already in the ring fires
+//!   at once (an inference from the consumer index the mlx5 arm carries; the irdma hardware
+//!   is taken to behave alike, which its provider's re-arm rule assumes). An arm made at a
+//!   stale index (rdma-core's own `cons_index`, which `mlx5_arm_cq` sends and a direct poll
+//!   never advances) therefore fires at once too.
 //! - mlx5: the device takes an arm only when its sequence number is the count of
 //!   completion events it raised for the CQ, modulo 4; an arm with another number is stale
 //!   (made before the software received the last event) and ignored. That is an inference
@@ -612,8 +616,9 @@ mod tests {
         assert_eq!((st.taken, st.stale, st.faults, st.events), (3, 1, 0, 2));
     }
 
-    /// Arming at rdma-core's stale `cons_index` (mlx5 Pitfall 6): the device sees CQEs
-    /// past that index and fires at once, though the poller consumed them all.
+    /// Arming at rdma-core's stale `cons_index` (what `mlx5_arm_cq` would send on a CQ dvcq
+    /// polls): the device sees CQEs past that index and fires at once, though the poller
+    /// consumed them all.
     #[test]
     fn an_mlx5_arm_at_a_stale_consumer_index_fires_at_once() {
         let (_dev, mut cq, ch) = device_cq(ModelVendor::Mlx5);

@@ -1,7 +1,8 @@
 //! `model-e810`: how rdma-core's irdma provider sizes a QP's queues and WQEs (v44
 //! `providers/irdma/uverbs.c` `irdma_ucreate_qp`, `uk.c` `irdma_get_wqe_shift`,
 //! `irdma_get_sqdepth`, `irdma_fragcnt_to_quanta_sq`, `irdma_inline_data_size_to_quanta`),
-//! and the CQEs an E810 (GEN2, RoCEv2) writes for executed work (shared/spec/irdma.md).
+//! and the CQEs an E810 (GEN2, RoCEv2) writes for executed work, as rdma-core's
+//! `irdma_uk_cq_poll_cmpl` and `irdma_process_cqe` read them.
 
 use super::DeviceError;
 use crate::verbs::{QpCaps, SendOp};
@@ -162,7 +163,9 @@ pub(crate) const fn flush_code(s: WcStatus) -> u16 {
 
 /// The received opcode an RQ CQE carries (GEN2 RoCE: the IB opcode of the message's last
 /// packet; a message beyond one MTU ends in a LAST packet). UD sends are single-packet;
-/// the 6-bit field holds the opcode without the transport bits **[inferred]**.
+/// the 6-bit field holds the opcode without the transport bits. That is inferred: UD's
+/// opcodes (0x64, 0x65) do not fit in 6 bits, and rdma-core's `set_ib_wc_op_rq` compares the
+/// field with the RC values (`IBV_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE` and the like).
 pub(crate) fn rq_opcode(op: SendOp, len: u64, mtu: u32) -> u8 {
     let multi = len > u64::from(mtu);
     match (op, multi) {

@@ -1,6 +1,6 @@
-//! The mlx5 attach's FFI and its looks into rdma-core's private memory
-//! (shared/spec/mlx5.md §13): `mlx5dv_init_obj` for the public facts of a CQ and a QP, and
-//! the private `struct mlx5_qp` around an `ibv_qp`, read at the offsets of the layout row
+//! The mlx5 attach's FFI and its looks into rdma-core's private memory: `mlx5dv_init_obj`
+//! (rdma-core `providers/mlx5/mlx5.c`) for the public facts of a CQ and a QP, and
+//! the private `struct mlx5_qp` (`providers/mlx5/mlx5.h`) around an `ibv_qp`, read at the offsets of the layout row
 //! for the rdma-core release loaded (`dvcq_uapi::mlx5::rdma_core`) and checked against
 //! those public facts before any of its pointers is trusted.
 //!
@@ -8,10 +8,10 @@
 //! [`RdmaCoreWq`] reads and writes them for the registry's mirror
 //! ([`dvcq_mlx5_dv::ForeignWq`]), once per poll call.
 //!
-//! Arming an attached CQ goes through dvcq's own doorbells (rdma-core's `mlx5_arm_cq`
-//! would send its stale `cons_index`, Pitfall 6): the record's arm word and the UAR page
-//! `mlx5dv_init_obj` reports (MMIO), with the sequence number read from the private
-//! `struct mlx5_cq`'s `arm_sn` ([`RdmaCoreCq`]).
+//! Arming an attached CQ goes through dvcq's own doorbells (rdma-core's `mlx5_arm_cq` would
+//! send its `cq->cons_index`, which dvcq's poll never advances): the record's arm word and
+//! the UAR page `mlx5dv_init_obj` reports (MMIO), with the sequence number read from the
+//! private `struct mlx5_cq`'s `arm_sn` ([`RdmaCoreCq`]).
 
 use super::cq::VerbsCq;
 use super::device::Context;
@@ -74,7 +74,8 @@ const_assert_eq!(IBV_QP_TYPE, 60);
 /// their resource by user index.
 const MLX5DV_CONTEXT_FLAGS_CQE_V1: u64 = 1 << 0;
 
-/// What `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` says about a CQ (`struct mlx5dv_cq`, §13.1).
+/// What `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` says about a CQ (`struct mlx5dv_cq`, filled by
+/// `mlx5dv_get_cq`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DvCq {
     /// The ring.
@@ -95,7 +96,8 @@ pub(crate) struct DvCq {
 /// dvcq asks no more than this alignment of the address it is given.
 const UAR_ALIGN: usize = 4096;
 
-/// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, §13.2).
+/// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, filled by
+/// `mlx5dv_get_qp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DvQp {
     /// The doorbell record (receive word, then send word).
@@ -115,7 +117,8 @@ pub(crate) struct DvQp {
 }
 
 /// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned,
-/// which turns off its cleaning of a destroyed QP's CQEs (Pitfall 6).
+/// (`MLX5_CQ_FLAGS_DV_OWNED`), which turns off its cleaning of a destroyed QP's CQEs
+/// (`__mlx5_cq_clean` returns at once).
 pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
     let mut out = ffi::mlx5dv_cq::default();
     let mut obj = ffi::mlx5dv_obj::default();
@@ -436,7 +439,7 @@ pub(crate) unsafe fn read_qp(
 /// would miss every event the application reads itself. So each of dvcq's arms reads
 /// `arm_sn` just before it (the poller's [`dvcq_mlx5_dv::Mlx5Cq::set_arm_sn`]); only the
 /// consumer index comes from dvcq's poller, as rdma-core's `cons_index` is stale once dvcq
-/// polls (Pitfall 6).
+/// polls (`mlx5_arm_cq` would send it).
 #[derive(Debug)]
 pub(crate) struct RdmaCoreCq {
     arm_sn: *mut u8,

@@ -189,8 +189,8 @@ impl Qp {
     /// peer). With `no_scatter_to_cqe` (a QP on a direct mlx5 CQ dvcq made) it is made by
     /// `mlx5dv_create_qp` with `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`: small receives
     /// and READ responses then land in their buffers, not inside the CQE, since dvcq's
-    /// memory regions are not the direct poll's to copy into (shared/spec/mlx5.md §4:
-    /// rdma-core turns scatter-to-CQE on for RC QPs by default).
+    /// memory regions are not the direct poll's to copy into (rdma-core turns scatter-to-CQE
+    /// on for RC QPs by default: `providers/mlx5/verbs.c` `create_qp`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         pd: &Arc<Pd>,

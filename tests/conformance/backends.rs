@@ -147,7 +147,8 @@ impl<const G: u8, const RDMA_CORE_SIZED: bool> Backend for Irdma<G, RDMA_CORE_SI
         self.model.push(&c).unwrap();
     }
     fn fail_send(&mut self, idx: u16) {
-        // irdma reports errors as flush CQEs whose minor code names the class (irdma.md §5.1).
+        // irdma reports errors as flush CQEs whose minor code names the class
+        // (rdma-core `irdma_uk_cq_poll_cmpl`).
         self.model.push(&ModelCqe::flush(CTX, QPN, true, idx, flush::REM_ACCESS_ERR)).unwrap();
     }
     fn unknown_qp(&mut self) {

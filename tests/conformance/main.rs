@@ -1,7 +1,7 @@
 //! The cross-backend conformance suite: each case is written once against [`Backend`] and
-//! stamped out for every backend (ARCHITECTURE.md "Tests run on every backend"). The
-//! hardware models always run; real devices (rxe in the VM, NICs) run through the hook in
-//! `real_device.rs`, and a machine without any says so in one line.
+//! stamped out for every backend (docs/testing.md). The hardware models always run; real
+//! devices (rxe in the VM, NICs) run through the hook in `real_device.rs`, and a machine
+//! without any says so in one line.
 
 mod backends;
 mod cases;

@@ -470,7 +470,7 @@ fn every_release_s_images_attach_and_posts_complete_with_their_wr_ids() {
             let got = poll_all(&mut b);
             let ids: Vec<(u64, WcStatus, WcOpcode, u32)> =
                 got.iter().map(|c| (c.wr_id, c.status, c.opcode, c.byte_len)).collect();
-            // iWARP: a receive with immediate data is RECV_RDMA_WITH_IMM (§4.7).
+            // iWARP: a receive with immediate data is RECV_RDMA_WITH_IMM (`set_ib_wc_op_rq`).
             let imm_op = if qp.iwarp { WcOpcode::RecvRdmaWithImm } else { WcOpcode::Recv };
             assert_eq!(
                 ids,
