@@ -17,6 +17,8 @@ fn refused(args: &[&str]) -> String {
     assert_eq!(o.status.code(), Some(2), "{args:?} was not refused");
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.stdout.is_empty(), "{args:?} printed {}", String::from_utf8_lossy(&o.stdout));
+    // The CLI's one error style: the subcommand named once.
+    assert!(!err.contains("bench traffic: bench traffic"), "{args:?}: {err}");
     err
 }
 

@@ -113,9 +113,9 @@ impl TrafficArgs {
 
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
-        let fail = |e: crate::Error| CliError(format!("bench traffic: {e}"));
+        let fail = |e: crate::Error| CliError(e.to_string());
         let p = self.params();
-        p.check().map_err(|e| CliError(format!("bench traffic: {e}")))?;
+        p.check().map_err(|e| CliError(e.to_string()))?;
         let ctx = crate::Context::open(&self.device).map_err(fail)?;
         let mut report = traffic::run(&ctx, &p).map_err(fail)?;
         let mut out = Output::stdout();
