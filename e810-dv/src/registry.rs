@@ -10,7 +10,7 @@
 //! quanta, opcode 0 (RDMA WRITE, what a zeroed SQ WQE's header reads as).
 //!
 //! A QP rdma-core posts to is registered the same way and then mirrors rdma-core's tables
-//! ([`mirror`]: [`Qp::adopt`], [`Qp::sync_posted`], [`Qp::hand_back`]).
+//! (the `mirror` module: [`Qp::adopt`], [`Qp::sync_posted`], [`Qp::hand_back`]).
 
 mod mirror;
 

@@ -9,7 +9,7 @@
 //!
 //! Everything else a poller's registry holds that changes what a CQE polls to has words of
 //! its own, beyond the format's first ones (docs/ring-image.md, "mlx5: the words and lines for a full registry", lists them):
-//! readers that predate them ignore the words, and refuse the two line kinds ([`queues`]).
+//! readers that predate them ignore the words, and refuse the two line kinds (the `queues` module).
 //!
 //! - ring line: `sig_mkeys=<hex>,...`, the signature mkeys SIG_ERR CQEs are recorded on;
 //!   `null_lkey=<hex>`, the null memory region's key;

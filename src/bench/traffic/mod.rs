@@ -10,7 +10,7 @@
 //!   `ibv_next_poll`, `ibv_wc_read_*`, `ibv_end_poll`) into the same `struct ibv_wc`s.
 //!
 //! A model has only its direct poller. Each poller gets its own PD, memory region, QPs and
-//! CQs; a repetition runs a throughput phase and a latency phase on each ([`lane`]).
+//! CQs; a repetition runs a throughput phase and a latency phase on each (the `lane` module).
 //!
 //! What a row reports:
 //!
