@@ -41,10 +41,6 @@ pub(crate) struct Engine {
     /// 0 while a flush CQE is parked, which keeps the fast path off it).
     pub last_ctx: u64,
     pub last_qp: u32,
-    /// The entry `last_ctx`/`last_qp` held before the last [`Engine::switch_qp`] (ctx 0 =
-    /// none): two QPs taking turns switch without a lookup.
-    pub prev_ctx: u64,
-    pub prev_qp: u32,
     /// Failed completions and fault items returned (see [`PollStats`]).
     pub stats: PollStats,
 }
@@ -75,8 +71,6 @@ impl Engine {
             parked: false,
             last_ctx: 0,
             last_qp: 0,
-            prev_ctx: 0,
-            prev_qp: 0,
             stats: PollStats::default(),
         }
     }
@@ -149,7 +143,7 @@ impl Engine {
             n += k;
             match stop {
                 Stop::Full => return n,
-                Stop::Lap => continue,
+                Stop::Lap | Stop::Switched => continue,
                 Stop::Other => {}
             }
             let Some(slot) = out.get_mut(n) else {
@@ -159,9 +153,6 @@ impl Engine {
             let Some(w3) = ring.slot(ci.slot()).valid_q3(ci.flip()) else {
                 return n;
             };
-            if self.swap_to_prev(w3, ring.slot(ci.slot()).qword(off::QWORD1)) {
-                continue;
-            }
             match self.slow(ring, ci, w3, slot) {
                 Some(Kind::Wc) => n += 1,
                 Some(Kind::Skip) => {
@@ -176,70 +167,27 @@ impl Engine {
         }
     }
 
-    /// [`Engine::switch_qp`] (with `LOOKUP`) or only [`Engine::swap_to_prev`] for a valid
-    /// CQE at the counter, then a fast run; 0 if the switch or the run took nothing.
-    #[inline(always)]
-    fn switch_and_run<R: SlotSource, const LOOKUP: bool>(&mut self, ring: &R, out: &mut [Completion]) -> usize {
-        let ci = self.ci;
-        let slot = ring.slot(ci.slot());
-        let Some(w3) = slot.valid_q3(ci.flip()) else {
-            return 0;
-        };
-        let switched = if LOOKUP { self.switch_qp(ring, w3) } else { self.swap_to_prev(w3, slot.qword(off::QWORD1)) };
-        if switched {
-            self.fast_run(ring, out).0
-        } else {
-            0
-        }
-    }
-
     /// Makes the QP that the valid CQE at the counter (qword3 `w3`) names the cached one;
     /// false for a CQE the fast path does not take (`SLOW` flags), context 0, an unknown
-    /// context, or the QP already cached. Only the lookup cache changes (the entry it
-    /// replaces becomes the second one); the fast run that follows tests the CQE in full.
+    /// context, or the QP already cached. Only the lookup cache changes; the fast run that
+    /// follows tests the CQE in full.
     #[inline(always)]
     fn switch_qp<R: SlotSource>(&mut self, ring: &R, w3: u64) -> bool {
         let ctx = ring.slot(self.ci.slot()).qword(off::QWORD1);
-        if self.swap_to_prev(w3, ctx) {
-            return true;
-        }
-        if !self.other_qps_fast_cqe(w3, ctx) {
+        if w3 & SLOW != 0 || ctx == 0 || ctx == self.last_ctx {
             return false;
         }
         let Some(qp) = self.qps.find(ctx) else {
             return false;
         };
-        (self.prev_ctx, self.prev_qp) = (self.last_ctx, self.last_qp);
         (self.last_ctx, self.last_qp) = (ctx, qp);
         true
     }
 
-    /// Whether a CQE (qword3 `w3`, context `ctx`) is one the fast path takes, of a QP
-    /// other than the cached one.
-    #[inline(always)]
-    fn other_qps_fast_cqe(&self, w3: u64, ctx: u64) -> bool {
-        w3 & SLOW == 0 && ctx != 0 && ctx != self.last_ctx
-    }
-
-    /// The cheap case of [`Engine::switch_qp`], tested inline: the CQE at the counter
-    /// (qword3 `w3`, context `ctx`) is a fast-path CQE of the QP cached before the current
-    /// one, and the two entries swap (two QPs taking turns). False otherwise, and for the
-    /// QP already cached, so a run that still cannot take the CQE goes to the general path.
-    #[inline(always)]
-    fn swap_to_prev(&mut self, w3: u64, ctx: u64) -> bool {
-        if ctx != self.prev_ctx || !self.other_qps_fast_cqe(w3, ctx) {
-            return false;
-        }
-        core::mem::swap(&mut self.prev_ctx, &mut self.last_ctx);
-        core::mem::swap(&mut self.prev_qp, &mut self.last_qp);
-        true
-    }
-
-    /// Forgets both lookup cache entries (registry indexes may change, or views consumed
-    /// CQEs behind the cache's back).
+    /// Forgets the cached QP (registry indexes may change, or views consumed CQEs behind
+    /// the cache's back).
     pub(crate) fn drop_qp_cache(&mut self) {
         self.last_ctx = 0;
-        self.prev_ctx = 0;
     }
 
     /// The general path for one CQE: translate, apply, and write the completion if any;
@@ -601,42 +549,19 @@ impl IrdmaCq {
         }
     }
 
-    /// One completion at the CQE whose valid qword3 `poll` read as `w3`.
+    /// One completion at the CQE whose valid qword3 `poll` read as `w3`: the fast run, which
+    /// moves to another registered QP by itself, or the general path.
     #[inline(never)]
     fn poll_single(&mut self, w3: u64, wc: &mut Completion) -> usize {
         let n = match &self.ring {
             SlotRing::Slots32(r) => self.eng.fast_one(&r.view(), w3, wc),
             SlotRing::Slots64(r) => self.eng.fast_one(&r.view(), w3, wc),
         };
-        let one = core::slice::from_mut(wc);
         if n == 0 {
-            // Two QPs taking turns: a CQE of the QP cached second swaps the entries here.
-            let m = match &self.ring {
-                SlotRing::Slots32(r) => self.eng.switch_and_run::<_, false>(&r.view(), one),
-                SlotRing::Slots64(r) => self.eng.switch_and_run::<_, false>(&r.view(), one),
-            };
-            if m == 0 {
-                return self.poll_single_other(one);
-            }
+            return self.poll_batch(core::slice::from_mut(wc));
         }
         self.publish();
         1
-    }
-
-    /// [`IrdmaCq::poll_single`] when neither the fast run nor the swap took anything: the
-    /// CQE may be another QP's (look it up, switch the cache to it and run again), or it
-    /// needs the general path.
-    #[inline(never)]
-    fn poll_single_other(&mut self, one: &mut [Completion]) -> usize {
-        let n = match &self.ring {
-            SlotRing::Slots32(r) => self.eng.switch_and_run::<_, true>(&r.view(), one),
-            SlotRing::Slots64(r) => self.eng.switch_and_run::<_, true>(&r.view(), one),
-        };
-        if n > 0 {
-            self.publish();
-            return n;
-        }
-        self.poll_batch(one)
     }
 
     #[inline(never)]

@@ -3,22 +3,19 @@
 //! CQE (the conformance and image tests compare both paths), writing straight into the
 //! caller's completions; anything else ends the run for the general path.
 //!
-//! Per run, not per CQE: the QP lookup, its queue tables and settings, and the write-back
-//! of the queue tails and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the
-//! context compare, one table load for the completion head, and the fields. A CQE of
-//! another QP of the same kind (UD or not) moves the run to that QP without leaving the
-//! call (a CQ shared by several QPs): the QP cached before needs no lookup, any other one a
-//! registry lookup.
+//! Per run, not per CQE: its set-up, and the write-back of the QP cache and rdma-core's
+//! `bytes_xfered` scratch. Per CQE: the valid bit, the context compare, one table load for
+//! the completion head, the queue's new tail (stored in the QP), and the fields. A CQE of
+//! another QP of the same [`RunKind`] moves the run to that QP in the loop (a CQ shared by
+//! several QPs): one lookup in the registry's context index, and the loop reads the other
+//! QP from there on; nothing is carried over, as the tails live in the QPs.
 
 use crate::cq::Engine;
-use crate::registry::QpRegistry;
+use crate::registry::{Qp, QpRegistry, RunKind};
 use crate::ring::{Pos, SlotSource, SlotWords};
 use crate::status::{rq_opcode, sq_opcode, Compat, Release};
 use dvcq_provider::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::irdma::cqe::{off, q0, q2, q3};
-
-/// A queue position no completion of a run has set (indexes are 15-bit).
-const NONE: u32 = u32::MAX;
 
 /// qword3 bits that send a CQE down the general path.
 pub(crate) const SLOW: u64 = q3::ERROR | q3::EXTCQE | q3::SRQ | q3::PSHDROP;
@@ -40,6 +37,9 @@ pub(crate) enum Stop {
     /// The run reached the ring's end with room left in `out`: the next run goes on from
     /// the next lap's first slot.
     Lap,
+    /// The CQE at the counter is a fast-path CQE of a registered QP of the other kind (UD
+    /// or not), now the cached QP: the next run starts there.
+    Switched,
 }
 
 /// What a fast run needs to know of the CQ's [`Compat`]: chosen once per CQ
@@ -126,52 +126,68 @@ const RQ_HEAD: [[[WcHeadWord; 2]; 2]; 2] = {
 };
 
 impl Engine {
-    /// Polls common-case CQEs of the cached QP into `out` until `out` is full, the next
-    /// CQE is not one (left unconsumed at `self.ci`), or the ring ends; returns the count
-    /// and why it stopped. A CQE of another registered QP moves the run to that QP in
-    /// place when both are UD or both are not.
+    /// Polls common-case CQEs into `out` until `out` is full, the next CQE is not one (left
+    /// unconsumed at `self.ci`), or the ring ends; returns the count and why it stopped. A
+    /// CQE of another registered QP moves the run to that QP in place when both are of the
+    /// same [`RunKind`].
     #[inline(always)]
     pub(crate) fn fast_run<R: SlotSource>(&mut self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
-        self.fast_run_as::<R, false>(ring, 0, out)
+        // `last_ctx` is 0 while invalid or while a flush CQE is parked.
+        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, .. } = self;
+        let Some(kind) = (*last_ctx != 0).then(|| qps.get(*last_qp)).flatten().map(Qp::kind) else {
+            return (0, Stop::Other);
+        };
+        let run = Run { entries: *entries, fast, ci, last_bytes, qps, last_ctx, last_qp, kind };
+        match (kind.ud, *gen3) {
+            (false, false) => run.go::<R, false, false>(ring, out),
+            (false, true) => run.go::<R, false, true>(ring, out),
+            (true, false) => run.go::<R, true, false>(ring, out),
+            (true, true) => run.go::<R, true, true>(ring, out),
+        }
     }
 
     /// A one-CQE [`Engine::fast_run`] at a CQE whose qword3 `w3` the caller found valid
-    /// (the acquire fence issued): it is not loaded or tested again. Returns 0 or 1.
+    /// (the acquire fence issued): it is not loaded or tested again. Returns 0 (the CQE is
+    /// left to the general path) or 1.
     #[inline(always)]
     pub(crate) fn fast_one<R: SlotSource>(&mut self, ring: &R, w3: u64, wc: &mut Completion) -> usize {
-        self.fast_run_as::<R, true>(ring, w3, core::slice::from_mut(wc)).0
-    }
-
-    /// [`Engine::fast_run`], with `KNOWN`: the first CQE's valid qword3 is `w3`.
-    #[inline(always)]
-    fn fast_run_as<R: SlotSource, const KNOWN: bool>(
-        &mut self,
-        ring: &R,
-        w3: u64,
-        out: &mut [Completion],
-    ) -> (usize, Stop) {
-        // `last_ctx` is 0 while invalid or while a flush CQE is parked.
-        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, prev_ctx, prev_qp, .. } = self;
-        let Some(ud) = (*last_ctx != 0).then(|| qps.get(*last_qp)).flatten().map(|qp| qp.ud) else {
-            return (0, Stop::Other);
-        };
-        let cache = QpCache { last_ctx, last_qp, prev_ctx, prev_qp };
-        let run = Run { entries: *entries, fast, ci, last_bytes, qps, cache };
-        match (ud, *gen3) {
-            (false, false) => run.go::<R, false, false, KNOWN>(ring, w3, out),
-            (false, true) => run.go::<R, false, true, KNOWN>(ring, w3, out),
-            (true, false) => run.go::<R, true, false, KNOWN>(ring, w3, out),
-            (true, true) => run.go::<R, true, true, KNOWN>(ring, w3, out),
+        // `last_ctx` is 0 while invalid or while a flush CQE is parked: the general path
+        // takes the CQE and sets it.
+        if hi(w3) & hi(SLOW) != 0 || self.last_ctx == 0 {
+            return 0;
         }
+        let slot = ring.slot(self.ci.slot());
+        let c = slot.qword(off::QWORD1);
+        let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, .. } = self;
+        let (slots, index) = qps.split();
+        let id = if c == *last_ctx {
+            *last_qp
+        } else {
+            let Some(found) = index.find(c) else {
+                return 0;
+            };
+            found.id
+        };
+        let Some(qp) = slots.get_mut(id as usize) else {
+            return 0;
+        };
+        let kind = qp.kind();
+        let write_imm = fast.rq_write_imm[*gen3 as usize][kind.send_with_imm as usize];
+        let sq_known = fast.sq_known;
+        let taken = match (kind.ud, *gen3) {
+            (false, false) => take::<_, false, false>(slot, w3, qp, sq_known, write_imm, wc),
+            (false, true) => take::<_, false, true>(slot, w3, qp, sq_known, write_imm, wc),
+            (true, false) => take::<_, true, false>(slot, w3, qp, sq_known, write_imm, wc),
+            (true, true) => take::<_, true, true>(slot, w3, qp, sq_known, write_imm, wc),
+        };
+        let Some(bytes) = taken else {
+            return 0;
+        };
+        (*last_ctx, *last_qp) = (c, id);
+        *last_bytes = bytes;
+        *ci = ci.step(1, *entries);
+        1
     }
-}
-
-/// The engine's two-entry QP lookup cache, as a fast run switches it.
-struct QpCache<'e> {
-    last_ctx: &'e mut u64,
-    last_qp: &'e mut u32,
-    prev_ctx: &'e mut u64,
-    prev_qp: &'e mut u32,
 }
 
 /// The engine state a fast run reads and advances.
@@ -181,139 +197,139 @@ struct Run<'e> {
     ci: &'e mut Pos,
     last_bytes: &'e mut u32,
     qps: &'e mut QpRegistry,
-    cache: QpCache<'e>,
+    /// The engine's cached QP: the run starts with it and leaves the last one it took.
+    last_ctx: &'e mut u64,
+    last_qp: &'e mut u32,
+    /// The kind of every QP of the run.
+    kind: RunKind,
+}
+
+/// Translates the successful, non-extended, non-SRQ CQE in `slot` (valid qword3 `w3`) of
+/// `qp` into `wc` and moves the queue's tail past it, as `irdma_uk_cq_poll_cmpl` does
+/// (the SQ tail past the WQE's quanta, the RQ tail past the receive). Returns its byte
+/// count, or `None`, with nothing written, for a CQE the general path must take: a WQE
+/// index past the queue, an SQ opcode not in `sq_known`, or an SQ CQE while the QP's
+/// connection WQEs are pending. `write_imm`: which RQ opcodes are writes with immediate.
+#[inline(always)]
+fn take<S: SlotWords, const UD: bool, const GEN3: bool>(
+    slot: S,
+    w3: u64,
+    qp: &mut Qp,
+    sq_known: u64,
+    write_imm: u64,
+    wc: &mut Completion,
+) -> Option<u32> {
+    let w2 = slot.qword(off::QWORD2);
+    let idx = u32::from(q3::wqe_idx(w3));
+    let op = q3::op(w3);
+    let bytes;
+    if hi(w3) & hi(q3::SQ) != 0 {
+        let &trk = qp.sq_trk.get(idx as usize)?;
+        // Until the first SQ completion after the connection WQEs, SQ CQEs need the
+        // general path.
+        if sq_known >> op & 1 == 0 || qp.first_sq_wq {
+            return None;
+        }
+        qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+        bytes = trk.wr_len;
+        wc.wr_id = trk.wr_id;
+        wc.set_head(SQ_HEAD[UD as usize][op as usize]);
+        wc.wqe_index = idx as u16;
+    } else {
+        // Hardware reports the RQ index in quanta (rdma-core `irdma_uk_cq_poll_cmpl`
+        // divides by `rq_wqe_size_multiplier`).
+        let ri = idx >> qp.config().rq_shift;
+        let &wr_id = qp.rq_wrid.get(ri as usize)?;
+        qp.rq.tail = (ri + 1) & qp.rq.mask();
+        // On a non-UD QP this bit says the sender invalidated an STag (`irdma_process_cqe`).
+        let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
+        if inv {
+            wc.imm_data = q2::src_qpn_or_inv_stag(w2);
+        }
+        bytes = q0::payload_len(slot.qword(off::QWORD0));
+        wc.wr_id = wr_id;
+        wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
+        wc.wqe_index = ri as u16;
+    }
+    // Only the fields rdma-core's `irdma_process_cqe` writes for a success, and `sl` (zero,
+    // part of the head): vendor_err, pkey_index, slid and dlid_path_bits keep what the slot
+    // held, as `Completion` documents.
+    let qp_num = q2::qp_id(w2);
+    wc.byte_len = bytes;
+    wc.qp_num = qp_num;
+    wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
+    if GEN3 {
+        wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(slot.qword(off::QWORD0)));
+    }
+    Some(bytes)
 }
 
 impl Run<'_> {
     /// [`Engine::fast_run`] for UD or other QPs on a GEN3 or older device: the tests those
-    /// make per CQE are constants here. With `KNOWN`, the first CQE's valid qword3 is
-    /// `known_w3` (a one-CQE poll).
+    /// make per CQE are constants here.
+    ///
+    /// A CQE of another QP is one context lookup and a change of the QP the loop reads, in
+    /// the loop: the queue tails live in the QPs, so nothing is carried over.
     #[inline(always)]
-    fn go<R: SlotSource, const UD: bool, const GEN3: bool, const KNOWN: bool>(
-        self,
-        ring: &R,
-        known_w3: u64,
-        out: &mut [Completion],
-    ) -> (usize, Stop) {
-        let Run { entries, fast, qps, cache, .. } = self;
-        let ci = *self.ci;
+    fn go<R: SlotSource, const UD: bool, const GEN3: bool>(self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
+        let Run { entries, fast, ci, last_bytes, qps, last_ctx, last_qp, kind } = self;
+        let pos = *ci;
         // One lap at most: its slots are consecutive in memory and share one valid-bit
         // flip; the ring's end (not a power of two) ends the run, and the poller starts
         // the next one.
-        let flip = ci.flip();
+        let flip = pos.flip();
+        let (slots, index) = qps.split();
+        let (mut ctx, mut id) = (*last_ctx, *last_qp);
+        let Some(mut qp) = slots.get_mut(id as usize) else {
+            return (0, Stop::Other);
+        };
+        let sq_known = fast.sq_known;
+        let write_imm = fast.rq_write_imm[GEN3 as usize][kind.send_with_imm as usize];
         let mut n = 0usize;
-        let stop = loop {
-            let ctx = *cache.last_ctx;
-            let Some(qp) = qps.get_mut(*cache.last_qp) else {
-                break Stop::Other;
-            };
-            // QP fields are read where they are used: the compiler keeps in registers what
-            // a long run reuses, and a one-CQE poll loads only what its CQE needs. Two
-            // derived values are worth computing once: until the first SQ completion after
-            // the connection WQEs, SQ CQEs need the general path (`first_sq_wq`); and
-            // which RQ opcodes are writes with immediate.
-            let sq_known = if qp.first_sq_wq { 0 } else { fast.sq_known };
-            let write_imm = fast.rq_write_imm[GEN3 as usize][qp.send_with_imm as usize];
-            // The queue tails this QP's part of the run leaves, written back when it ends
-            // ([`NONE`]: no completion of that queue): the SQ index past the last
-            // completed WQE, and the RQ index of the last completed receive.
-            let (mut sq_next, mut rq_last) = (NONE, NONE);
-            // The context of a CQE of another QP that ended this QP's part (0: none).
-            let mut other = 0;
-            let stop = 'run: {
-                let rest = out.get_mut(n..).unwrap_or_default();
-                for (slot, wc) in ring.along(ci.slot() + n as u32, rest) {
-                    let w3 = if KNOWN && n == 0 { Some(known_w3) } else { slot.valid_q3(flip) };
-                    let Some(w3) = w3 else {
+        let stop = 'run: {
+            for (slot, wc) in ring.along(pos.slot(), &mut *out) {
+                let Some(w3) = slot.valid_q3(flip) else {
+                    break 'run Stop::Other;
+                };
+                if hi(w3) & hi(SLOW) != 0 {
+                    break 'run Stop::Other;
+                }
+                let c = slot.qword(off::QWORD1);
+                if c != ctx {
+                    // Another QP's CQE (a CQ shared by several QPs), as rdma-core moves
+                    // `cur_qp`: one lookup, and the loop reads the other QP from here. An
+                    // unknown context goes to the general path, which reports it.
+                    let Some(found) = index.find(c) else {
                         break 'run Stop::Other;
                     };
-                    if hi(w3) & hi(SLOW) != 0 {
+                    (ctx, id) = (c, found.id);
+                    if found.kind != kind {
+                        // Another kind of run: the poller starts it at this CQE.
+                        break 'run Stop::Switched;
+                    }
+                    let Some(next) = slots.get_mut(found.id as usize) else {
                         break 'run Stop::Other;
-                    }
-                    let c = slot.qword(off::QWORD1);
-                    if c != ctx {
-                        other = c;
-                        break 'run Stop::Other;
-                    }
-                    let w2 = slot.qword(off::QWORD2);
-                    let idx = u32::from(q3::wqe_idx(w3));
-                    let op = q3::op(w3);
-                    let bytes;
-                    if hi(w3) & hi(q3::SQ) != 0 {
-                        let Some(&trk) = qp.sq_trk.get(idx as usize) else {
-                            break 'run Stop::Other;
-                        };
-                        if sq_known >> op & 1 == 0 {
-                            break 'run Stop::Other;
-                        }
-                        sq_next = idx + u32::from(trk.quanta);
-                        bytes = trk.wr_len;
-                        wc.wr_id = trk.wr_id;
-                        wc.set_head(SQ_HEAD[UD as usize][op as usize]);
-                        wc.wqe_index = idx as u16;
-                    } else {
-                        // Hardware reports the RQ index in quanta (rdma-core
-                        // `irdma_uk_cq_poll_cmpl` divides by `rq_wqe_size_multiplier`).
-                        let ri = idx >> qp.config().rq_shift;
-                        let Some(&wr_id) = qp.rq_wrid.get(ri as usize) else {
-                            break 'run Stop::Other;
-                        };
-                        rq_last = ri;
-                        // On a non-UD QP this bit says the sender invalidated an STag
-                        // (`irdma_process_cqe`).
-                        let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
-                        if inv {
-                            wc.imm_data = q2::src_qpn_or_inv_stag(w2);
-                        }
-                        bytes = q0::payload_len(slot.qword(off::QWORD0));
-                        wc.wr_id = wr_id;
-                        wc.set_head(RQ_HEAD[UD as usize][inv as usize][(write_imm >> op & 1) as usize]);
-                        wc.wqe_index = ri as u16;
-                    }
-                    // Only the fields rdma-core's `irdma_process_cqe` writes for a success,
-                    // and `sl` (zero, part of the head): vendor_err, pkey_index, slid and
-                    // dlid_path_bits keep what the slot held, as `Completion` documents.
-                    let qp_num = q2::qp_id(w2);
-                    wc.byte_len = bytes;
-                    wc.qp_num = qp_num;
-                    wc.src_qp = if UD { q2::src_qpn_or_inv_stag(w2) } else { qp_num };
-                    if GEN3 {
-                        wc.timestamp = u64::from(q0::tcp_seq_psn_rtt_ts(slot.qword(off::QWORD0)));
-                    }
-                    n += 1;
+                    };
+                    qp = next;
                 }
-                if n == out.len() {
-                    Stop::Full
-                } else {
-                    Stop::Lap
+                if take::<_, UD, GEN3>(slot, w3, qp, sq_known, write_imm, wc).is_none() {
+                    break 'run Stop::Other;
                 }
-            };
-            if sq_next != NONE {
-                qp.sq.tail = sq_next & qp.sq.mask();
+                n += 1;
             }
-            if rq_last != NONE {
-                qp.rq.tail = rq_last.wrapping_add(1) & qp.rq.mask();
+            if n == out.len() {
+                Stop::Full
+            } else {
+                Stop::Lap
             }
-            // Another QP's CQE (a CQ shared by several QPs): go on with that QP, in place,
-            // if it takes the same run (UD or not), as rdma-core moves `cur_qp`; else the
-            // poller takes the CQE from here.
-            if other == 0 || out.len() == 1 {
-                break stop;
-            }
-            // The QP cached before (two QPs taking turns) needs no lookup.
-            let next = if other == *cache.prev_ctx { Some(*cache.prev_qp) } else { qps.find_out_of_line(other) };
-            let Some(next) = next.filter(|&id| qps.get(id).is_some_and(|q| q.ud == UD)) else {
-                break stop;
-            };
-            (*cache.prev_ctx, *cache.prev_qp) = (ctx, *cache.last_qp);
-            (*cache.last_ctx, *cache.last_qp) = (other, next);
         };
+        (*last_ctx, *last_qp) = (ctx, id);
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
-            *self.last_bytes = last.byte_len;
+            *last_bytes = last.byte_len;
         }
         // A run ends at the ring's end at the latest.
-        *self.ci = ci.step(n as u32, entries);
+        *ci = pos.step(n as u32, entries);
         (n, stop)
     }
 }

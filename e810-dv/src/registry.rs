@@ -213,6 +213,11 @@ impl Qp {
     pub fn config(&self) -> &QpConfig {
         &self.cfg
     }
+    /// The kind of fast run that takes its CQEs.
+    #[inline(always)]
+    pub(crate) fn kind(&self) -> RunKind {
+        RunKind { ud: self.ud, send_with_imm: self.send_with_imm }
+    }
     /// The SQ tracking entry at quanta index `idx` (masked).
     pub fn sq_entry(&self, idx: u32) -> WrTrk {
         self.sq_trk.get((idx & self.sq.mask()) as usize).copied().unwrap_or_default()
@@ -227,11 +232,31 @@ impl Qp {
 #[derive(Clone, Debug, Default)]
 pub struct QpRegistry {
     qps: Vec<Qp>,
-    /// (ctx, qp index + 1); 0 = empty. Capacity a power of two, at most half full.
-    index: Vec<(u64, u32)>,
+    /// The index over `qps`: capacity a power of two, at most half full.
+    index: Vec<IndexEntry>,
     /// 64 - log2(index capacity): [`hash`] keeps the product's top bits.
     hash_shift: u32,
     chunk: u32,
+}
+
+/// One bucket of the context index.
+#[derive(Clone, Copy, Debug, Default)]
+struct IndexEntry {
+    ctx: u64,
+    /// QP index + 1; 0 = empty.
+    id: u32,
+    /// The QP's [`RunKind`]: a fast run tests it when it moves to another QP, without
+    /// reading the QP.
+    kind: RunKind,
+}
+
+/// What a fast run keeps constant over the QPs it moves between: whether they are UD (the
+/// completion fields differ) and whether they have RoCE's send-with-immediate capability
+/// (the receive opcodes differ: `set_ib_wc_op_rq`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RunKind {
+    pub ud: bool,
+    pub send_with_imm: bool,
 }
 
 /// Fibonacci hashing: the top bits of the context times 2^64 / phi, in `0..2^(64 - shift)`.
@@ -242,6 +267,65 @@ pub struct QpRegistry {
 #[inline(always)]
 fn hash(ctx: u64, shift: u32) -> usize {
     (ctx.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+}
+
+/// How far the index may grow past twice the QP count so that every context sits in its
+/// own bucket (a lookup is then one probe): the factor over the smallest capacity.
+const INDEX_SPREAD: usize = 16;
+
+/// A QP a context lookup found: its index and kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub id: u32,
+    pub kind: RunKind,
+}
+
+/// The context index on its own, borrowed apart from the QPs ([`QpRegistry::split`]): a
+/// fast run looks QPs up in it while it holds one QP mutably.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ContextIndex<'r> {
+    buckets: &'r [IndexEntry],
+    shift: u32,
+}
+
+impl ContextIndex<'_> {
+    /// The QP registered under `ctx`. The registry places every context in its own bucket
+    /// whenever the index can spread them so ([`INDEX_SPREAD`]): the first probe, inline, is
+    /// then the only one; the rest of a probe chain is walked out of line.
+    #[inline(always)]
+    pub(crate) fn find(self, ctx: u64) -> Option<Found> {
+        let h = hash(ctx, self.shift);
+        let e = self.buckets.get(h)?;
+        if e.ctx == ctx {
+            // An empty bucket holds context 0, which is never registered: its id 0 says
+            // "none".
+            return e.id.checked_sub(1).map(|id| Found { id, kind: e.kind });
+        }
+        if e.id == 0 {
+            return None;
+        }
+        self.probe(ctx, h)
+    }
+
+    /// Linear probing past the home bucket `h`.
+    #[cold]
+    #[inline(never)]
+    fn probe(self, ctx: u64, h: usize) -> Option<Found> {
+        let mask = self.buckets.len().wrapping_sub(1);
+        let mut h = h;
+        // At most half full: an empty bucket ends the walk; the count bounds it all the same.
+        for _ in 0..self.buckets.len() {
+            h = (h + 1) & mask;
+            let e = self.buckets.get(h)?;
+            if e.id == 0 {
+                return None;
+            }
+            if e.ctx == ctx {
+                return Some(Found { id: e.id - 1, kind: e.kind });
+            }
+        }
+        None
+    }
 }
 
 fn check_size(n: u32) -> Result<(), RegistryError> {
@@ -322,45 +406,57 @@ impl QpRegistry {
         }
     }
 
+    /// Builds the index anew: at the smallest capacity at least twice the QP count (8 at
+    /// least) where every context has its home bucket to itself, up to [`INDEX_SPREAD`]
+    /// times that; past it, at the smallest, with probe chains.
     fn rebuild_index(&mut self) {
-        let cap = (self.qps.len() * 2).next_power_of_two().max(8);
+        let least = (self.qps.len() * 2).next_power_of_two().max(8);
+        let mut cap = least;
+        while !self.place_all(cap, true) {
+            if cap >= least * INDEX_SPREAD {
+                cap = least;
+                self.place_all(cap, false);
+                break;
+            }
+            cap *= 2;
+        }
+    }
+
+    /// Fills an index of `cap` buckets; with `home_only`, gives up (false) at the first
+    /// context whose home bucket is taken.
+    fn place_all(&mut self, cap: usize, home_only: bool) -> bool {
         self.index.clear();
-        self.index.resize(cap, (0, 0));
+        self.index.resize(cap, IndexEntry::default());
         self.hash_shift = 64 - cap.trailing_zeros();
         for (i, qp) in self.qps.iter().enumerate() {
-            let mut h = hash(qp.ctx, self.hash_shift) & (cap - 1);
-            while self.index[h].1 != 0 {
+            let mut h = hash(qp.ctx, self.hash_shift);
+            while self.index[h].id != 0 {
+                if home_only {
+                    return false;
+                }
                 h = (h + 1) & (cap - 1);
             }
-            self.index[h] = (qp.ctx, i as u32 + 1);
+            self.index[h] = IndexEntry { ctx: qp.ctx, id: i as u32 + 1, kind: qp.kind() };
         }
+        true
+    }
+
+    /// The context index, for lookups.
+    #[inline(always)]
+    pub(crate) fn index(&self) -> ContextIndex<'_> {
+        ContextIndex { buckets: &self.index, shift: self.hash_shift }
+    }
+
+    /// The QPs, mutably, and the context index beside them.
+    #[inline(always)]
+    pub(crate) fn split(&mut self) -> (&mut [Qp], ContextIndex<'_>) {
+        (&mut self.qps, ContextIndex { buckets: &self.index, shift: self.hash_shift })
     }
 
     /// The QP index for completion context `ctx`.
     #[inline]
     pub fn find(&self, ctx: u64) -> Option<u32> {
-        if self.index.is_empty() {
-            return None;
-        }
-        let mask = self.index.len() - 1;
-        let mut h = hash(ctx, self.hash_shift) & mask;
-        loop {
-            let (c, i) = self.index[h];
-            if i == 0 {
-                return None;
-            }
-            if c == ctx {
-                return Some(i - 1);
-            }
-            h = (h + 1) & mask;
-        }
-    }
-
-    /// [`QpRegistry::find`], not inlined: for a poll loop that looks a QP up only when the
-    /// CQE stream changes QP.
-    #[inline(never)]
-    pub(crate) fn find_out_of_line(&self, ctx: u64) -> Option<u32> {
-        self.find(ctx)
+        self.index().find(ctx).map(|f| f.id)
     }
 
     /// Number of registered QPs.
@@ -471,10 +567,10 @@ impl QpRegistry {
 mod tests {
     use super::*;
 
-    /// Contexts a fixed stride apart (QP structures allocated one after another) spread
-    /// over the index: no lookup walks a long probe chain.
+    /// Contexts a fixed stride apart (QP structures allocated one after another) each get
+    /// a bucket of their own: every lookup is one probe.
     #[test]
-    fn strided_contexts_take_short_probe_chains() {
+    fn strided_contexts_each_get_their_own_bucket() {
         for stride in [0x40u64, 0x100, 0x1000, 0x1_0000] {
             let mut r = QpRegistry::new(HwRev::Gen2);
             for k in 0..64u64 {
@@ -486,7 +582,7 @@ mod tests {
                     let ctx = 0x7f00_dead_0000 + k * stride;
                     let mut h = hash(ctx, r.hash_shift) & mask;
                     let mut probes = 1;
-                    while r.index[h].0 != ctx {
+                    while r.index[h].ctx != ctx {
                         h = (h + 1) & mask;
                         probes += 1;
                     }
@@ -494,8 +590,30 @@ mod tests {
                     probes
                 })
                 .max();
-            assert!(longest <= Some(3), "stride {stride:#x}: a lookup takes {longest:?} probes");
+            assert_eq!(longest, Some(1), "stride {stride:#x}: a lookup takes {longest:?} probes");
         }
+    }
+
+    /// Contexts that share a home bucket at every capacity the index may take still find
+    /// their QPs, through the probe chain; unknown contexts find none.
+    #[test]
+    fn contexts_sharing_a_bucket_are_found_past_it() {
+        let a = 0x7f00_dead_0000u64;
+        // The largest index two QPs may get has 8 * INDEX_SPREAD buckets: a context with
+        // the same top bits there has the same home at every smaller capacity too.
+        let shift = 64 - (8 * INDEX_SPREAD).trailing_zeros();
+        let b = (1..).map(|k| a + k * 0x40).find(|&c| hash(c, shift) == hash(a, shift)).unwrap();
+        let mut r = QpRegistry::new(HwRev::Gen2);
+        r.register(a, QpConfig::rc(1, 8, 8)).unwrap();
+        r.register(b, QpConfig::ud(2, 8, 8)).unwrap();
+        assert_eq!(r.index.len(), 8, "no capacity separates them: the smallest is kept");
+        assert_eq!(r.index().find(a), Some(Found { id: 0, kind: RunKind { ud: false, send_with_imm: true } }));
+        assert_eq!(r.index().find(b), Some(Found { id: 1, kind: RunKind { ud: true, send_with_imm: true } }));
+        let c = (1..).map(|k| b + k * 0x40).find(|&c| hash(c, 61) == hash(a, 61)).unwrap();
+        assert_eq!(r.find(c), None);
+        assert_eq!(r.find(0), None);
+        assert!(r.unregister(a));
+        assert_eq!(r.find(b), Some(0));
     }
 
     #[test]

@@ -584,7 +584,8 @@ fn qp_cache_switches_between_two_qps_and_forgets_them_when_the_registry_changes(
     assert_eq!(b, QpId(0), "the second QP now has the first one's index");
     let wb = cq.qps_mut().post_send(b, 300, 1, 1, sq_op::SEND).unwrap();
     let wc = cq.qps_mut().post_send(c, 400, 1, 1, sq_op::SEND).unwrap();
-    // The new QP's CQE first: its context is the one the second cache entry held.
+    // The new QP's CQE first: its context is the one the cache held before the registry
+    // changed.
     m.push(&ModelCqe::send(CTX, QPN + 2, wc, sq_op::SEND)).unwrap();
     m.push(&ModelCqe::send(CTX_B, QPN_B, wb, sq_op::SEND)).unwrap();
     let got: Vec<_> = poll_all(&mut cq).iter().map(|c| (c.qp_num, c.wr_id)).collect();

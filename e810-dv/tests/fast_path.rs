@@ -1,19 +1,21 @@
 //! The irdma fast path (runs of one QP's common-case CQEs, the one-at-a-time poll) against
-//! the general translation: random streams over three RC QPs and a UD QP on GEN2 and GEN3
-//! (a run moves between RC QPs in place, through the second cache entry or a lookup), with unknown opcodes, invalidations,
-//! immediates, errors and unknown contexts mixed in, polled in random batch sizes, give
-//! exactly what `peek` (the general path) says, and leave the queues where it does.
+//! the general translation: random streams over three RoCE RC QPs, a UD QP and an iWARP RC
+//! QP with connection WQEs, on GEN2 and GEN3 (a run moves between QPs of its kind in place,
+//! through a lookup; a QP of another kind starts another run), with unknown opcodes,
+//! invalidations, immediates, errors and unknown contexts mixed in, polled in random batch
+//! sizes, give exactly what `peek` (the general path) says, and leave the queues where it
+//! does.
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
-use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpId, QpRegistry};
+use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpId, QpRegistry, Transport};
 use dvcq_provider::testing::{drain_in_batches, drain_one_by_one};
 use dvcq_provider::Completion;
 use dvcq_uapi::irdma::codes::sq_op;
 use dvcq_uapi::irdma::HwRev;
 use proptest::prelude::*;
 
-const CTX: [u64; 4] = [0x7f00_0000_1000, 0x7f00_0000_2000, 0x7f00_0000_3000, 0x7f00_0000_4000];
-const QPN: [u32; 4] = [0x11, 0x22, 0x33, 0x44];
+const CTX: [u64; 5] = [0x7f00_0000_1000, 0x7f00_0000_2000, 0x7f00_0000_3000, 0x7f00_0000_4000, 0x7f00_0000_5000];
+const QPN: [u32; 5] = [0x11, 0x22, 0x33, 0x44, 0x55];
 
 #[derive(Debug, Clone)]
 struct Pick {
@@ -56,6 +58,10 @@ fn setup(gen: HwRev, compat: Compat) -> (IrdmaModel, IrdmaCq) {
     qps.register(CTX[1], QpConfig::ud(QPN[1], 32, 16)).unwrap();
     qps.register(CTX[2], QpConfig::rc(QPN[2], 64, 16)).unwrap();
     qps.register(CTX[3], QpConfig::rc(QPN[3], 16, 64)).unwrap();
+    // iWARP: no send-with-immediate capability (other receive opcodes), and connection WQEs
+    // whose completion the general path must see first.
+    let iwarp = QpConfig { transport: Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(QPN[4], 32, 32) };
+    qps.register(CTX[4], iwarp).unwrap();
     let cq = model.poller(qps, compat).unwrap();
     (model, cq)
 }
