@@ -11,6 +11,7 @@
 //! byte count of a send) are left out.
 
 mod cq_create;
+mod cq_resize;
 mod events;
 mod mlx5_dv;
 mod timestamps;
