@@ -29,7 +29,7 @@ fn all_workloads_pass_on(device: &str, skips: &[&str]) {
 
 #[test]
 fn every_workload_passes_on_the_mlx5_model() {
-    all_workloads_pass_on("model-mlx5", &["rc_send_inv", "mlx5_read_inline_128"]);
+    all_workloads_pass_on("model-mlx5", &["rc_send_inv", "mlx5_read_inline_128", "cq_ex_fields", "xrc_traffic"]);
 }
 
 #[test]
@@ -38,6 +38,6 @@ fn every_workload_passes_on_the_e810_model() {
     // An E810 (irdma GEN2) stamps no completions.
     let mut skips = vec!["rc_srq", "rc_send_inv"];
     skips.extend(mlx5_only);
-    skips.push("cq_timestamps");
+    skips.extend(["cq_timestamps", "cq_ex_fields", "xrc_traffic"]);
     all_workloads_pass_on("model-e810", &skips);
 }

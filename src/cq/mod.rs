@@ -68,6 +68,11 @@ pub enum BackendChoice {
     Generic,
     /// A direct backend or an error (no silent fallback).
     Direct,
+    /// rdma-core's extended CQ (`ibv_create_cq_ex` with every standard field, and the
+    /// completion timestamp when [`CqOptions::timestamps`] asks), polled with
+    /// `ibv_start_poll` / `ibv_next_poll` / `ibv_wc_read_*`: what `dvcq validate` compares
+    /// with the other pollers. Not on a model, which has no rdma-core poll.
+    Extended,
 }
 
 /// How to make a CQ.
