@@ -98,3 +98,56 @@ pub(super) fn cq_ex_fields(ctx: &Context, choice: BackendChoice) -> Result<Outco
     }
     Ok(Outcome::checked(rec, summary))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WcOpcode;
+
+    /// The comparison keeps exactly what the extended CQ reports: a field verbs leave
+    /// undefined (an error's opcode, an immediate without WITH_IMM) or that it has no reader
+    /// for (pkey_index) cannot make two pollers differ; any field it reports can.
+    #[test]
+    fn only_the_fields_the_extended_cq_reports_are_compared() {
+        let ok = Completion {
+            wr_id: 7,
+            qp_num: 0x11,
+            opcode: WcOpcode::Recv,
+            byte_len: 64,
+            imm_data: 0xdead,
+            src_qp: 0x12,
+            slid: 3,
+            sl: 1,
+            dlid_path_bits: 2,
+            pkey_index: 5,
+            vendor_err: 0,
+            ..Completion::default()
+        };
+        let v = extended_fields(&ok);
+        assert_eq!(
+            (v.wr_id, v.qp_num, v.byte_len, v.src_qp, v.slid, v.sl, v.dlid_path_bits),
+            (7, 0x11, 64, 0x12, 3, 1, 2)
+        );
+        assert_eq!((v.imm_data, v.pkey_index), (0, 0), "no WITH_IMM/WITH_INV: no immediate; no pkey reader");
+        let with_imm = Completion { wc_flags: WcFlags::WITH_IMM, ..ok };
+        assert_eq!(extended_fields(&with_imm).imm_data, 0xdead);
+        let inv = Completion { wc_flags: WcFlags::WITH_INV, ..ok };
+        assert_eq!(extended_fields(&inv).imm_data, 0xdead, "the invalidated rkey");
+        for changed in [
+            Completion { opcode: WcOpcode::RecvRdmaWithImm, ..ok },
+            Completion { byte_len: 65, ..ok },
+            Completion { src_qp: 0x13, ..ok },
+            Completion { wc_flags: WcFlags::GRH, ..ok },
+            Completion { sl: 2, ..ok },
+            Completion { slid: 4, ..ok },
+            Completion { dlid_path_bits: 1, ..ok },
+            Completion { vendor_err: 1, ..ok },
+        ] {
+            assert_ne!(extended_fields(&changed), v, "{changed:?}");
+        }
+        let err = Completion { status: WcStatus::WrFlushErr, vendor_err: 0x249, ..ok };
+        let e = extended_fields(&err);
+        assert_eq!((e.wr_id, e.qp_num, e.vendor_err, e.status), (7, 0x11, 0x249, WcStatus::WrFlushErr));
+        assert_eq!(e, extended_fields(&Completion { opcode: WcOpcode::Send, byte_len: 0, src_qp: 0, ..err }));
+    }
+}
