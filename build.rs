@@ -78,6 +78,7 @@ const TYPES: &[&str] = &[
     "ibv_mtu",
     "ibv_node_type",
     "ibv_transport_type",
+    "ibv_device_cap_flags",
     "mlx5dv_obj_type",
     "mlx5dv_qp_ex",
     "mlx5dv_srq_comp_mask",

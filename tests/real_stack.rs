@@ -42,6 +42,54 @@ fn workloads_agree_on_a_real_device() {
     assert!(failures.is_empty(), "{} mismatches on {name}", failures.len());
 }
 
+/// On rxe the resize and extended-CQ checks run (and pass, by the test above); XRC does
+/// not exist there, and its check says so. A resized rxe CQ stays polled by dvcq's reader,
+/// which followed the queue to its new mapping.
+#[test]
+fn rxe_runs_resize_and_the_extended_cq_and_skips_xrc() {
+    use dvcq::conformance::run;
+    use dvcq::verbs::{Access, QpType, SendOp, SendWr};
+    use dvcq::{BackendChoice, BackendKind, Completion, CqOptions, QpInit};
+    let Some(ctx) = real_device("rxe_runs_resize_and_the_extended_cq_and_skips_xrc") else { return };
+    if ctx.info().unwrap().provider != "rxe" {
+        skip::skip_here("not an rxe device");
+        return;
+    }
+    let check = |name: &str| {
+        let w = WORKLOADS.iter().find(|w| w.name == name).unwrap();
+        run(&ctx, w, BackendChoice::Auto)
+    };
+    for name in ["cq_resize", "cq_ex_fields"] {
+        let r = check(name);
+        assert_eq!((r.skipped.as_deref(), r.problems.len()), (None, 0), "{name}: {:?}", r.problems);
+    }
+    let xrc = check("xrc_traffic");
+    assert!(xrc.skipped.as_deref().is_some_and(|w| w.contains("IBV_DEVICE_XRC")), "{:?}", xrc.skipped);
+
+    let mut cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+    assert_eq!(cq.backend().kind, BackendKind::Rxe);
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let sg = [mr.slice(0, 8).unwrap()];
+    for i in 0..6 {
+        qp.post_send(&[SendWr::new(i, SendOp::Write(mr.remote().at(64)), &sg)]).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(cq.resize(100).unwrap() >= 100);
+    assert_eq!(cq.backend().kind, BackendKind::Rxe, "{}", cq.backend().reason);
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut wcs = [Completion::default(); 8];
+    while got.len() < 6 && std::time::Instant::now() < deadline {
+        let n = cq.poll(&mut wcs);
+        got.extend(wcs[..n].iter().map(|c| c.wr_id));
+    }
+    assert_eq!(got, (0..6).collect::<Vec<_>>(), "every completion across the resize, in order, once");
+}
+
 /// The verbs lifetimes on the real device: objects dropped in any order, the rest working.
 #[test]
 fn objects_dropped_in_any_order_on_a_real_device() {

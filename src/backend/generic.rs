@@ -18,6 +18,8 @@ pub(crate) struct GenericCq {
     scratch: Box<[ffi::ibv_wc; CHUNK]>,
     /// The timestamps of an extended poll (a CQ made with a timestamp flag).
     stamps: Option<Box<[u64; CHUNK]>>,
+    /// Polled with the extended poll even without a timestamp ([`GenericCq::extended`]).
+    ex_poll: bool,
     /// Completions returned so far: the position a fault item names.
     polled: u32,
     last_error: Option<VerbsError>,
@@ -38,9 +40,17 @@ impl GenericCq {
             cq,
             scratch: Box::new([ffi::ibv_wc::default(); CHUNK]),
             stamps: timestamps.then(|| Box::new([0; CHUNK])),
+            ex_poll: false,
             polled: 0,
             last_error: None,
         }
+    }
+
+    /// Polls an extended CQ with the extended poll (`ibv_start_poll`, `ibv_next_poll`,
+    /// every `ibv_wc_read_*` its flags allow), timestamp or not.
+    pub(crate) fn extended(cq: Arc<VerbsCq>) -> Self {
+        let ex_poll = cq.ex_flags().is_some();
+        GenericCq { ex_poll, ..GenericCq::new(cq) }
     }
 
     /// The CQ it polls.
@@ -56,6 +66,10 @@ impl GenericCq {
         while done < out.len() {
             let want = (out.len() - done).min(CHUNK);
             let (n, failed) = match &mut self.stamps {
+                None if self.ex_poll => {
+                    let r = self.cq.poll_ex(&mut self.scratch[..want], None);
+                    (r.n.min(want), r.error)
+                }
                 None => match self.cq.poll_raw(&mut self.scratch[..want]) {
                     Ok(n) => (n.min(want), None),
                     Err(e) => (0, Some(e)),

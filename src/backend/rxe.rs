@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub(crate) struct RxeBackend {
     poller: RxeCq,
     cq: Arc<VerbsCq>,
+    /// The high-water mark and consumer stores of the pollers of queues a resize replaced.
+    before_resize: (u32, u64),
 }
 
 impl RxeBackend {
@@ -31,12 +33,12 @@ impl RxeBackend {
 
     /// The most completions one poll call found waiting (producer minus consumer index).
     pub(crate) fn high_water(&self) -> u32 {
-        self.poller.high_water()
+        self.poller.high_water().max(self.before_resize.0)
     }
 
     /// Stores of the consumer index so far.
     pub(crate) fn consumer_writes(&self) -> u64 {
-        self.poller.consumer_writes()
+        self.poller.consumer_writes() + self.before_resize.1
     }
 
     /// Up to `out.len()` completions from the ring, in order.
@@ -61,5 +63,35 @@ pub(crate) fn attach(device: &str, provider: &str, cq: &Arc<VerbsCq>) -> Result<
         return Err(Error::UnknownRelease { device: device.to_string(), backend: "rxe", release, covered: covered() });
     };
     let (poller, why) = crate::sys::rxe::attach(cq, provider, layout).map_err(refuse)?;
-    Ok((RxeBackend { poller, cq: Arc::clone(cq) }, why))
+    Ok((RxeBackend { poller, cq: Arc::clone(cq), before_resize: (0, 0) }, why))
+}
+
+impl RxeBackend {
+    /// `ibv_resize_cq` on an rxe CQ dvcq polls directly, and the reader moved to the new
+    /// queue. Returns the call's outcome (the depth after), and the attach's: what was
+    /// checked, or why the reader could not follow, in which case this backend must not
+    /// poll again (the caller hands the CQ to rdma-core's poll).
+    ///
+    /// rdma-core's `rxe_resize_cq` (providers/rxe/rxe.c) has the kernel make a new queue
+    /// (`rxe_queue_resize` in drivers/infiniband/sw/rxe/rxe_queue.c copies every record from
+    /// the consumer index the queue holds up to the producer index into it, and refuses a
+    /// size below that count), unmaps the old queue and maps the new one at a new address.
+    /// dvcq's reader stores its consumer index after every poll that took records, so the
+    /// kernel copies exactly the records not yet returned. The reader is then attached
+    /// again, to the queue `struct rxe_cq` names now, whatever the call returned: a failed
+    /// mapping leaves none, and the old one may be gone. The old reader is never used again
+    /// (dropping it touches no queue memory).
+    pub(crate) fn resize(&mut self, device: &str, depth: u32) -> (Result<u32, Error>, Result<String, String>) {
+        let got = self.cq.resize(depth).map_err(|source| Error::Verbs { device: device.to_string(), source });
+        let carried = (self.high_water(), self.consumer_writes());
+        let after = match attach(device, "rxe", &self.cq) {
+            Ok((b, why)) => {
+                self.poller = b.poller;
+                self.before_resize = carried;
+                Ok(why)
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        (got, after)
+    }
 }

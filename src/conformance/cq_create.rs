@@ -1,6 +1,6 @@
 //! Checks of making CQs, after rdma-core's `tests/test_cq.py` (`test_create_cq`,
-//! `test_create_cq_with_comp_channel`, `test_create_cq_bad_flow`, `test_resize_cq`): no
-//! traffic, each thing that goes wrong one problem line.
+//! `test_create_cq_with_comp_channel`, `test_create_cq_bad_flow`; `test_resize_cq` is
+//! `cq_resize`): no traffic, each thing that goes wrong one problem line.
 
 use super::{Outcome, Recorder};
 use crate::cq::{BackendChoice, CqOptions};
@@ -108,11 +108,4 @@ pub(super) fn cq_create_bad(ctx: &Context, choice: BackendChoice) -> Result<Outc
         vectors + 1
     );
     Ok(Outcome::checked(rec, summary))
-}
-
-/// `test_resize_cq`: dvcq has no way to ask for a resize yet.
-pub(super) fn cq_resize(_: &Context, _: BackendChoice) -> Result<Outcome, Error> {
-    Ok(Outcome::skip(
-        "dvcq has no CQ resize yet (the mlx5 poller follows a RESIZE CQE, but nothing asks a device for one)",
-    ))
 }

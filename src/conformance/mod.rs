@@ -11,11 +11,15 @@
 //! byte count of a send) are left out.
 
 mod cq_create;
+mod cq_ex;
+mod cq_resize;
 mod events;
 mod mlx5_dv;
 mod timestamps;
 mod workloads;
+mod xrc;
 
+pub use cq_ex::extended_fields;
 pub use timestamps::{timestamps_monotonic, TimestampSummary, TimestampViolation};
 pub use workloads::WORKLOADS;
 

@@ -28,7 +28,7 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "cq_create_sizes", run: super::cq_create::cq_create_sizes },
     Workload { name: "cq_create_channel", run: super::cq_create::cq_create_channel },
     Workload { name: "cq_create_bad", run: super::cq_create::cq_create_bad },
-    Workload { name: "cq_resize", run: super::cq_create::cq_resize },
+    Workload { name: "cq_resize", run: super::cq_resize::cq_resize },
     Workload { name: "cq_wrap_sizes", run: cq_wrap_sizes },
     Workload { name: "rc_many_qps", run: rc_many_qps },
     Workload { name: "ud_send_imm", run: ud_send_imm },
@@ -41,6 +41,8 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "mlx5_compression", run: super::mlx5_dv::mlx5_compression },
     Workload { name: "mlx5_read_inline_128", run: super::mlx5_dv::mlx5_read_inline_128 },
     Workload { name: "cq_timestamps", run: super::timestamps::cq_timestamps },
+    Workload { name: "cq_ex_fields", run: super::cq_ex::cq_ex_fields },
+    Workload { name: "xrc_traffic", run: super::xrc::xrc_traffic },
 ];
 
 /// Bytes of each memory region a workload uses.
@@ -311,10 +313,19 @@ fn ud_send_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     ud_sends(ctx, choice, true)
 }
 
-/// SEND_WITH_INV (rdma-core's traffic tests post it with memory windows): dvcq's verbs
-/// layer has neither yet.
-fn rc_send_inv(_: &Context, _: BackendChoice) -> Result<Outcome, Error> {
-    Ok(Outcome::skip("dvcq's verbs layer posts no SEND_WITH_INV (nor binds memory windows) yet"))
+/// SEND_WITH_INV: the receive completes with `IBV_WC_WITH_INV` and the rkey it invalidated.
+/// A receiver invalidates a memory window or a fast-registration MR, never a region
+/// `ibv_reg_mr` made, so the traffic needs a window bound to the receiver's region first
+/// (rdma-core's tests bind one). dvcq's verbs layer has none of that yet; the skip says so,
+/// with what the device reports of memory windows.
+fn rc_send_inv(ctx: &Context, _: BackendChoice) -> Result<Outcome, Error> {
+    let missing = "dvcq's verbs layer allocates no memory window and posts no bind or SEND_WITH_INV yet (a \
+                   receiver invalidates a memory window or a fast-registration MR, not an ibv_reg_mr region)";
+    Ok(Outcome::skip(match ctx.xrc_and_max_mw() {
+        None => format!("{} models no memory windows or SEND_WITH_INV; {missing}", ctx.name()),
+        Some((_, 0)) => format!("{} has no memory windows (max_mw 0); {missing}", ctx.name()),
+        Some((_, n)) => format!("{} has memory windows (max_mw {n}), but {missing}", ctx.name()),
+    }))
 }
 
 /// Eight RC pairs on one CQ, four SENDs each, posted round robin before anything is polled:

@@ -80,6 +80,18 @@ impl Context {
         &self.name
     }
 
+    /// What `ibv_query_device` says of XRC and memory windows: `IBV_DEVICE_XRC` in
+    /// `device_cap_flags`, and `max_mw`; `None` on a model.
+    pub(crate) fn xrc_and_max_mw(&self) -> Option<(bool, u32)> {
+        match &self.inner {
+            Inner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => Some(ctx.device_attr().map_or((false, 0), |a| {
+                (a.device_cap_flags & sys::ffi::IBV_DEVICE_XRC != 0, u32::try_from(a.max_mw).unwrap_or(0))
+            })),
+        }
+    }
+
     /// Whether it is a built-in model (`model-mlx5`, `model-e810`).
     pub fn is_model(&self) -> bool {
         matches!(self.inner, Inner::Model(_))
@@ -171,7 +183,7 @@ impl Context {
                 count: MODEL_COMP_VECTORS,
             });
         }
-        if opts.backend == crate::cq::BackendChoice::Generic {
+        if matches!(opts.backend, crate::cq::BackendChoice::Generic | crate::cq::BackendChoice::Extended) {
             return Err(Error::Mismatch {
                 device: self.name.clone(),
                 what: "a model has no rdma-core poll: its CQs are always polled by its vendor's dvcq poller".into(),
@@ -193,6 +205,9 @@ impl Context {
         opts: CqOptions,
         channel: Option<&Arc<sys::cq::CompChannel>>,
     ) -> Result<Cq, Error> {
+        if opts.backend == crate::cq::BackendChoice::Extended {
+            return self.extended_polled_cq(ctx, opts, channel);
+        }
         if opts.timestamps != crate::cq::Timestamps::Default {
             return self.timestamped_verbs_cq(ctx, opts, channel);
         }

@@ -84,8 +84,50 @@ impl Context {
         let ex = crate::sys::cq_ex::ExCq { wc_flags, end_poll_after_enoent: end_poll_after_enoent(&self.name, ctx)? };
         let vcq = crate::sys::cq::VerbsCq::create_ex(ctx, opts.depth, opts.comp_vector, channel, ex).map_err(verbs)?;
         let depth = vcq.depth();
-        let poller = Poller::Generic(crate::backend::generic::GenericCq::new(vcq));
-        Ok(Cq::new(poller, backend(BackendKind::Generic, why), self.name.clone(), depth))
+        let generic = if opts.backend == super::BackendChoice::Extended {
+            crate::backend::generic::GenericCq::extended(vcq)
+        } else {
+            crate::backend::generic::GenericCq::new(vcq)
+        };
+        Ok(Cq::new(Poller::Generic(generic), backend(BackendKind::Generic, why), self.name.clone(), depth))
+    }
+
+    /// A CQ for [`super::BackendChoice::Extended`]: an extended CQ with every standard field
+    /// (and the timestamp `opts.timestamps` asks for), polled with `ibv_start_poll` and the
+    /// `ibv_wc_read_*` readers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Context::create_cq`]; [`Error::Unsupported`] when the provider has no extended
+    /// CQ, or none reporting what was asked (`EOPNOTSUPP`), or for mlx5 creation attributes.
+    #[cfg(dvcq_rdma_core)]
+    pub(crate) fn extended_polled_cq(
+        &self,
+        ctx: &std::sync::Arc<crate::sys::device::Context>,
+        opts: CqOptions,
+        channel: Option<&std::sync::Arc<crate::sys::cq::CompChannel>>,
+    ) -> Result<Cq, Error> {
+        use crate::sys::ffi::{IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK};
+        let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "extended CQ", why };
+        if opts.has_mlx5_format() {
+            return Err(unsupported(
+                "mlx5 creation attributes are made by mlx5dv_create_cq, not ibv_create_cq_ex".into(),
+            ));
+        }
+        let stamp = match opts.timestamps {
+            super::Timestamps::Default => 0,
+            super::Timestamps::Raw => IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+            super::Timestamps::Wallclock => IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+        };
+        let flags = crate::sys::cq_ex::STANDARD_FLAGS | u64::from(stamp);
+        let why = "rdma-core's extended CQ (ibv_create_cq_ex), polled with ibv_start_poll and ibv_wc_read_*, as asked";
+        self.extended_verbs_cq(ctx, opts, flags, channel, why).map_err(|e| match e {
+            Error::Verbs { source, .. } if source.errno == libc::EOPNOTSUPP => {
+                let provider = crate::backend::provider_of(ctx).unwrap_or_else(|| "this".into());
+                unsupported(format!("rdma-core's {provider} provider refused ibv_create_cq_ex ({source})"))
+            }
+            e => e,
+        })
     }
 
     /// A CQ reporting `opts.timestamps` (not the default) on an rdma-core device: an

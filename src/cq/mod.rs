@@ -68,6 +68,11 @@ pub enum BackendChoice {
     Generic,
     /// A direct backend or an error (no silent fallback).
     Direct,
+    /// rdma-core's extended CQ (`ibv_create_cq_ex` with every standard field, and the
+    /// completion timestamp when [`CqOptions::timestamps`] asks), polled with
+    /// `ibv_start_poll` / `ibv_next_poll` / `ibv_wc_read_*`: what `dvcq validate` compares
+    /// with the other pollers. Not on a model, which has no rdma-core poll.
+    Extended,
 }
 
 /// How to make a CQ.
@@ -300,6 +305,94 @@ impl Cq {
     pub(crate) fn fall_back(&mut self, poller: Poller, backend: Backend) {
         self.poller = poller;
         self.backend = backend;
+    }
+
+    /// Resizes the CQ to hold at least `depth` completions (`ibv_resize_cq`); returns the
+    /// depth it has after ([`Cq::depth`]). Nothing is lost: completions waiting in the CQ
+    /// come out of later polls in order, before those that arrive after.
+    ///
+    /// - A model resizes as its vendor's provider and device do (model-mlx5: a RESIZE CQE in
+    ///   the old ring, the poller switches rings there; model-e810: a new ring, the old
+    ///   ring's completions returned first).
+    /// - rdma-core's poll (the generic backend): `ibv_resize_cq`, rdma-core's own business.
+    /// - rxe: `ibv_resize_cq`, then dvcq's reader follows the queue to its new mapping (see
+    ///   the rxe backend); should that fail, rdma-core's poll takes over, and
+    ///   [`Cq::backend`] says why.
+    /// - A CQ dvcq polls directly on mlx5 or irdma is refused ([`Error::Unsupported`]): the
+    ///   providers' resizes move the ring under the poller with rdma-core's own poll state.
+    ///   mlx5's `mlx5_resize_cq` copies the CQEs waiting from rdma-core's consumer index,
+    ///   which dvcq's poll never advances, and frees the ring dvcq reads; irdma's
+    ///   `irdma_uresize_cq` leaves the old ring on a list that only rdma-core's poll drains.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CqDepth`] for 0 or more than the device allows; the device's refusal
+    /// (a new size below the completions waiting, on rxe and model-mlx5); the refusal above.
+    pub fn resize(&mut self, depth: u32) -> Result<u32, Error> {
+        let device = self.device.clone();
+        let got = match &mut self.poller {
+            Poller::Model(m) => m.resize(depth).map_err(|e| match e {
+                crate::model_device::DeviceError::TooLarge { what: "cqe", max, .. } => {
+                    Error::CqDepth { device: device.clone(), asked: depth, max: u32::try_from(max).unwrap_or(u32::MAX) }
+                }
+                e => crate::context::model_error(&device, e),
+            })?,
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => {
+                let cq = g.verbs_cq();
+                let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
+                if depth == 0 || i64::from(depth) > i64::from(max) {
+                    return Err(Error::CqDepth { device, asked: depth, max: u32::try_from(max).unwrap_or(0) });
+                }
+                cq.resize(depth).map_err(|source| Error::Verbs { device, source })?
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => {
+                let cq = std::sync::Arc::clone(r.verbs_cq());
+                let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
+                if depth == 0 || i64::from(depth) > i64::from(max) {
+                    return Err(Error::CqDepth { device, asked: depth, max: u32::try_from(max).unwrap_or(0) });
+                }
+                let (got, attached) = r.resize(&device, depth);
+                match attached {
+                    Ok(why) => self.backend.reason = why,
+                    Err(why) => {
+                        self.poller = Poller::Generic(crate::backend::generic::GenericCq::new(cq));
+                        self.backend = Backend {
+                            kind: BackendKind::Generic,
+                            reason: format!(
+                                "rdma-core's ibv_poll_cq: after ibv_resize_cq dvcq's rxe reader could not follow the \
+                                 queue: {why}"
+                            ),
+                        };
+                    }
+                }
+                got?
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(_) => {
+                return Err(Error::Unsupported {
+                    device,
+                    what: "resize",
+                    why: "dvcq polls this mlx5 CQ directly, and rdma-core's mlx5_resize_cq copies the waiting CQEs \
+                          from its own consumer index, which dvcq's poll does not advance, then frees the ring dvcq \
+                          reads: make a new CQ, or one polled by rdma-core (BackendChoice::Generic)"
+                        .into(),
+                });
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(_) => {
+                return Err(Error::Unsupported {
+                    device,
+                    what: "resize",
+                    why: "dvcq polls this irdma CQ directly, and rdma-core's irdma_uresize_cq moves the device to a \
+                          new ring while leaving the old one on a list only rdma-core's poll drains: make a new CQ"
+                        .into(),
+                });
+            }
+        };
+        self.depth = got;
+        Ok(got)
     }
 
     /// The backend polling this CQ, and why.

@@ -4,13 +4,14 @@
 use super::clock::DeviceClock;
 use super::event::{ArmRequest, ArmState, CqEvents};
 use super::{DeviceError, Shared};
-use dvcq_e810_dv::model::{IrdmaModel, ModelCqe};
-use dvcq_e810_dv::IrdmaCq;
+use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaConfig, ModelCqe};
+use dvcq_e810_dv::ring::{ring_slots, Rounding};
+use dvcq_e810_dv::{Compat, IrdmaCq, QpRegistry};
 use dvcq_mlx5_dv::clock::TimestampFormat;
 use dvcq_mlx5_dv::model::build::Entry;
 use dvcq_mlx5_dv::model::Mlx5Model;
 use dvcq_mlx5_dv::{CqStats, Mlx5Cq128, Mlx5Cq64, Registry};
-use dvcq_provider::{Completion, StatusCounts};
+use dvcq_provider::{Completion, CqRing, StatusCounts};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -70,6 +71,24 @@ impl Mlx5Poller {
         }
     }
 
+    /// Whether the poller consumed a RESIZE CQE and waits for the next ring.
+    fn resize_pending(&self) -> bool {
+        match self {
+            Mlx5Poller::C64(p) => p.resize_pending(),
+            Mlx5Poller::C128(p) => p.resize_pending(),
+        }
+    }
+
+    /// Continues on the next ring of a resize, once the poller consumed the RESIZE CQE:
+    /// true when it did (a ring of the other stride is never made for it).
+    fn switch_ring(&mut self, ring: Mlx5Ring) -> bool {
+        match (self, ring) {
+            (Mlx5Poller::C64(p), Mlx5Ring::C64(r)) => p.switch_ring(r).is_ok(),
+            (Mlx5Poller::C128(p), Mlx5Ring::C128(r)) => p.switch_ring(r).is_ok(),
+            _ => false,
+        }
+    }
+
     fn ci(&self) -> u32 {
         match self {
             Mlx5Poller::C64(p) => p.ci(),
@@ -91,6 +110,13 @@ impl Mlx5Poller {
             Mlx5Poller::C128(p) => p.ring_image(p.ci().wrapping_sub(back)).to_text(),
         }
     }
+}
+
+/// The ring a resized mlx5 CQ continues on, by CQE size.
+#[derive(Debug)]
+pub(crate) enum Mlx5Ring {
+    C64(CqRing<64>),
+    C128(CqRing<128>),
 }
 
 /// The ring and the poller of one CQ, per vendor.
@@ -132,6 +158,12 @@ pub(crate) struct CqState {
     pub(crate) events: CqEvents,
     /// mlx5: the device clock and the format its successful CQEs are stamped in.
     pub(crate) stamps: Option<(DeviceClock, TimestampFormat)>,
+    /// mlx5: the rings of resizes whose RESIZE CQE the poller has not reached yet, oldest
+    /// first: it switches to the next at each RESIZE CQE.
+    next_rings: VecDeque<Mlx5Ring>,
+    /// irdma: completions taken from the ring a resize replaced, returned before the new
+    /// ring's (rdma-core's irdma provider polls its old buffers first, `__irdma_poll_cq`).
+    carried: VecDeque<Completion>,
 }
 
 impl CqState {
@@ -150,6 +182,8 @@ impl CqState {
             srq_tags: VecDeque::new(),
             events: CqEvents::default(),
             stamps: None,
+            next_rings: VecDeque::new(),
+            carried: VecDeque::new(),
         }
     }
 
@@ -287,6 +321,71 @@ impl CqState {
         });
     }
 
+    /// `ibv_resize_cq(cq, cqe)` as the vendor's provider and device do it; returns the
+    /// `ibv_cq.cqe` it reports after. A size that gives the ring it has changes nothing, as
+    /// in rdma-core. Nothing written before is lost: the poller returns it, in order,
+    /// before what the device writes after.
+    ///
+    /// - mlx5 (`mlx5_resize_cq`, shared/spec mlx5.md §10): the device writes a RESIZE CQE
+    ///   into the old ring and continues at the next position of the new ring; the poller
+    ///   switches rings at that CQE (as the kernel's `mlx5_poll_one` does). rdma-core copies
+    ///   the CQEs waiting into the new ring, so a new ring too small for them is refused
+    ///   (where rdma-core's copy would fail).
+    /// - irdma (`irdma_uresize_cq`, GEN2 and later have `IRDMA_FEATURE_CQ_RESIZE`): the
+    ///   device writes into the new ring from its start; the provider polls what the old
+    ///   ring still holds first. The model takes those completions out of the old ring now
+    ///   and returns them first, then polls the new ring with the same QPs.
+    pub(crate) fn resize(&mut self, cqe: u32) -> Result<u32, DeviceError> {
+        let waiting = self.slots.saturating_sub(self.consumed);
+        match &mut self.hw {
+            CqHw::Mlx5 { model, poller } => {
+                let entries = (cqe + 1).next_power_of_two();
+                if entries == model.config().entries {
+                    return Ok(self.cqe);
+                }
+                if u64::from(entries) <= waiting {
+                    return Err(DeviceError::BadSize {
+                        what: "cqe",
+                        value: cqe.into(),
+                        why: "the new ring cannot hold the completions waiting in the CQ (rdma-core's copy would fail)",
+                    });
+                }
+                let ring = match poller {
+                    Mlx5Poller::C64(_) => Mlx5Ring::C64(model.resize::<64>(entries)?),
+                    Mlx5Poller::C128(_) => Mlx5Ring::C128(model.resize::<128>(entries)?),
+                };
+                self.next_rings.push_back(ring);
+                // The RESIZE CQE takes a slot the poller consumes, and completes nothing.
+                self.slots += 1;
+                self.cqe = entries - 1;
+            }
+            CqHw::Irdma { model, poller } => {
+                let old = *model.config();
+                let entries = ring_slots(cqe, old.hw_rev, old.cqe_size, Rounding::Even)
+                    .ok_or(DeviceError::BadSize { what: "cqe", value: cqe.into(), why: "the ring size overflows" })?;
+                if entries != old.entries {
+                    let new_model = IrdmaModel::new(IrdmaConfig { entries, ..old })?;
+                    let mut scratch = [Completion::default(); 32];
+                    loop {
+                        let laps = 2 * old.entries;
+                        let before = poller.ci();
+                        let n = poller.poll(&mut scratch);
+                        self.consumed += u64::from((poller.ci() + laps - before) % laps);
+                        self.carried.extend(&scratch[..n]);
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    let qps = std::mem::replace(poller.qps_mut(), QpRegistry::new(old.hw_rev));
+                    **poller = new_model.poller(qps, Compat::Current)?;
+                    *model = new_model;
+                    self.cqe = cqe;
+                }
+            }
+        }
+        Ok(self.cqe)
+    }
+
     /// One poll call on the vendor's poller.
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
         // CQEs only accumulate between poll calls, so the count waiting at each call is how
@@ -302,10 +401,26 @@ impl CqState {
             // No room for the session: the CQ overran.
             self.refused(e.into());
         }
+        // Completions a resize carried over from the replaced ring come first.
+        let mut carried = 0;
+        while carried < out.len() {
+            let Some(c) = self.carried.pop_front() else { break };
+            out[carried] = c;
+            carried += 1;
+        }
+        let out = &mut out[carried..];
         let (n, cqes) = match &mut self.hw {
             CqHw::Mlx5 { poller, .. } => {
                 let before = poller.ci();
-                let n = poller.poll(out);
+                let mut n = poller.poll(out);
+                // At a RESIZE CQE the poll stops; the next CQE is the next ring's first.
+                while poller.resize_pending() {
+                    let Some(ring) = self.next_rings.pop_front() else { break };
+                    if !poller.switch_ring(ring) {
+                        break;
+                    }
+                    n += poller.poll(&mut out[n..]);
+                }
                 (n, poller.ci().wrapping_sub(before))
             }
             CqHw::Irdma { model, poller } => {
@@ -316,6 +431,7 @@ impl CqState {
                 (n, (poller.ci() + laps - before) % laps)
             }
         };
+        let n = n + carried;
         self.consumed += u64::from(cqes);
         self.completions += n as u64;
         n
@@ -375,6 +491,19 @@ impl ModelCq {
     /// number asked for).
     pub fn cqe(&self) -> u32 {
         self.shared.lock().cqs[self.id].cqe
+    }
+
+    /// `ibv_resize_cq(cq, cqe)`: a ring for at least `cqe` completions, sized as at create;
+    /// returns `ibv_cq.cqe` after. Completions waiting are returned before later ones, in
+    /// order (see the vendor rules in the model's notes).
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::TooLarge`] for 0 or more than [`super::DeviceAttrs::max_cqe`];
+    /// [`DeviceError::BadSize`] for an mlx5 ring too small for the completions waiting;
+    /// the vendor model's own errors (a full CQ with no room for the RESIZE CQE).
+    pub fn resize(&mut self, cqe: u32) -> Result<u32, DeviceError> {
+        self.shared.lock().resize_cq(self.id, cqe)
     }
 
     /// Ring slots, as the provider allocated them.

@@ -315,6 +315,14 @@ impl Fabric {
 
     /// One poll of CQ `cq`. On mlx5, the SRQ WQEs whose completions it returned go back
     /// to their SRQ's free list, as rdma-core's poll frees them.
+    /// Resizes CQ `cq` for at least `cqe` completions ([`CqState::resize`]).
+    pub(crate) fn resize_cq(&mut self, cq: usize, cqe: u32) -> Result<u32, DeviceError> {
+        if cqe == 0 || cqe > self.attrs.max_cqe {
+            return Err(self.too_large("cqe", cqe, self.attrs.max_cqe));
+        }
+        self.cqs[cq].resize(cqe)
+    }
+
     pub(crate) fn poll_cq(&mut self, cq: usize, out: &mut [Completion]) -> usize {
         let c = &mut self.cqs[cq];
         let n = c.poll(out);

@@ -285,6 +285,22 @@ impl VerbsCq {
         u32::try_from(unsafe { (*self.ptr).cqe }).unwrap_or(0)
     }
 
+    /// `ibv_resize_cq(cq, depth)`; the depth the provider gave after (`cq->cqe`).
+    ///
+    /// Takes `&self` with [`VerbsCq::poll_raw`]'s promise: the caller's `&mut` poller is the
+    /// one consumer, so no poll of this CQ runs meanwhile. A direct poller reading the old
+    /// ring must not be used after this call, whatever it returns (rxe's provider unmaps the
+    /// old queue before it maps the new one).
+    pub(crate) fn resize(&self, depth: u32) -> Result<u32, VerbsError> {
+        let cqe = i32::try_from(depth).map_err(|_| VerbsError { call: "ibv_resize_cq", errno: libc::EINVAL })?;
+        // SAFETY: a live CQ, polled by no one during the call (see above).
+        let rc = unsafe { ffi::ibv_resize_cq(self.ptr, cqe) };
+        if rc != 0 {
+            return Err(VerbsError::code("ibv_resize_cq", rc));
+        }
+        Ok(self.depth())
+    }
+
     /// `ibv_req_notify_cq`.
     pub(crate) fn req_notify(&self, solicited_only: bool) -> Result<(), VerbsError> {
         // SAFETY: a live CQ.

@@ -252,8 +252,9 @@ impl Readers {
     }
 
     /// The current completion into `wc`, as `ibv_poll_cq` would have written it: wr_id,
-    /// status and vendor_err always; the rest only for a success (verbs(7): the other
-    /// fields of an error completion are undefined) and only where `flags` asked for them.
+    /// status and vendor_err always, and qp_num where `flags` asked for it; the rest only for
+    /// a success (`ibv_poll_cq(3)`: of an error completion only wr_id, status, qp_num and
+    /// vendor_err are valid) and only where `flags` asked for them.
     ///
     /// # Safety
     ///
@@ -270,6 +271,9 @@ impl Readers {
             wc.wr_id = c.wr_id;
             wc.status = c.status;
             wc.vendor_err = self.vendor_err.map_or(0, |f| f(cq));
+            if has(ffi::IBV_WC_EX_WITH_QP_NUM) {
+                wc.qp_num = self.qp_num.map_or(0, |f| f(cq));
+            }
             if wc.status != ffi::IBV_WC_SUCCESS {
                 return;
             }
@@ -280,9 +284,6 @@ impl Readers {
             }
             if has(ffi::IBV_WC_EX_WITH_IMM) && wc.wc_flags & (ffi::IBV_WC_WITH_IMM | ffi::IBV_WC_WITH_INV) != 0 {
                 wc.__bindgen_anon_1.imm_data = self.imm_data.map_or(0, |f| f(cq));
-            }
-            if has(ffi::IBV_WC_EX_WITH_QP_NUM) {
-                wc.qp_num = self.qp_num.map_or(0, |f| f(cq));
             }
             if has(ffi::IBV_WC_EX_WITH_SRC_QP) {
                 wc.src_qp = self.src_qp.map_or(0, |f| f(cq));
