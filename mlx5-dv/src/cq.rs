@@ -120,8 +120,6 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) cfg: CqConfig,
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
     pub(crate) cache: (u32, u32),
-    /// The QP the fast path cached before it, so two QPs taking turns need no lookup.
-    pub(crate) prev_cache: (u32, u32),
     pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
     /// `compression.is_some() || resize_pending`: the one test `poll` makes before its
@@ -137,6 +135,9 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     /// rdma-core's `arm_sn`: completion events received since the CQ was made.
     arm_sn: u32,
 }
+
+/// [`Mlx5Cq::cache`] holding no QP: a key no CQE carries, a slot no registry has.
+pub(crate) const NO_CACHE: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// A poller for 64-byte CQEs.
 pub type Mlx5Cq64 = Mlx5Cq<64>;
@@ -232,8 +233,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             ci,
             cfg,
             // No QP cached yet: a key no CQE can carry; the first CQE takes the slow path.
-            cache: (u32::MAX, 0),
-            prev_cache: (u32::MAX, 0),
+            cache: NO_CACHE,
             doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
             detour: cfg.compression.is_some(),
@@ -297,8 +297,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Removes a destroyed QP from the registry ([`Registry::remove_qp`]) and forgets the
     /// lookups cached for the next poll. False if it was not registered.
     pub fn remove_qp(&mut self, qpn: u32) -> bool {
-        self.cache = (u32::MAX, 0);
-        self.prev_cache = (u32::MAX, 0);
+        self.cache = NO_CACHE;
         self.registry.remove_qp(qpn)
     }
 
@@ -399,8 +398,9 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             // Nothing to consume: the doorbell record already holds this index (every
             // poll, view walk or `publish_ci` that moved it wrote it, per the policy).
             (None, _) | (_, []) => return 0,
-            // The one-at-a-time poll (UCX style) skips the loop's set-up.
-            (Some(own), [wc]) => self.poll_single_owned(own, wc),
+            // The one-at-a-time poll (UCX style) skips the loop's set-up, and publishes
+            // the counter itself.
+            (Some(own), [wc]) => return self.poll_one_owned(own, wc),
             (Some(_), out) => self.poll_loop(out),
         };
         self.after_batch(n as u32);
@@ -434,6 +434,33 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         } else {
             self.poll_single_v::<false>(wc)
         }
+    }
+
+    /// One completion at a CQE whose ownership byte `own` `poll` already found
+    /// software-owned, with the consumer index published after it. The commonest case (a
+    /// CQE of a QP that receives on its own RQ, cached or found in the registry's table of
+    /// low key bits) calls nothing, so that this function needs no registers saved;
+    /// anything else goes on in [`Mlx5Cq::poll_single_owned_published`], a tail call.
+    #[inline(never)]
+    fn poll_one_owned(&mut self, own: u8, wc: &mut Completion) -> usize {
+        let done = if self.cfg.cqe_version == CqeVersion::V1 {
+            self.fast_one_rq::<true>(own, wc)
+        } else {
+            self.fast_one_rq::<false>(own, wc)
+        };
+        if !done {
+            return self.poll_single_owned_published(own, wc);
+        }
+        self.after_batch(1);
+        1
+    }
+
+    /// [`Mlx5Cq::poll_single_owned`], then the consumer index published.
+    #[inline(never)]
+    fn poll_single_owned_published(&mut self, own: u8, wc: &mut Completion) -> usize {
+        let n = self.poll_single_owned(own, wc);
+        self.after_batch(n as u32);
+        n
     }
 
     /// One completion at a CQE whose ownership byte `own` `poll` already found
@@ -516,16 +543,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// Makes the QP a CQE names (QPN or user index) the cached one; false for an unknown
-    /// QP. The QP cached before is a second entry, so two QPs taking turns need no lookup.
+    /// QP.
     #[inline(always)]
     pub(crate) fn switch_qp<const V1: bool>(&mut self, key: u32) -> bool {
-        if self.prev_cache.0 == key {
-            core::mem::swap(&mut self.cache, &mut self.prev_cache);
-            return true;
-        }
         match self.lookup_qp::<V1>(key) {
             Some(slot) => {
-                self.prev_cache = core::mem::replace(&mut self.cache, (key, slot));
+                self.cache = (key, slot);
                 true
             }
             None => false,
