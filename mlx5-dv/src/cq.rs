@@ -400,7 +400,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             (None, _) | (_, []) => return 0,
             // The one-at-a-time poll (UCX style) skips the loop's set-up, and publishes
             // the counter itself.
-            (Some(own), [wc]) => return self.poll_one_owned(own, wc),
+            (Some(own), [wc]) => return self.poll_one_owned(own.into(), wc),
             (Some(_), out) => self.poll_loop(out),
         };
         self.after_batch(n as u32);
@@ -437,12 +437,14 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// One completion at a CQE whose ownership byte `own` `poll` already found
-    /// software-owned, with the consumer index published after it. The commonest case (a
-    /// CQE of a QP that receives on its own RQ, cached or found in the registry's table of
-    /// low key bits) calls nothing, so that this function needs no registers saved;
-    /// anything else goes on in [`Mlx5Cq::poll_single_owned_published`], a tail call.
+    /// software-owned (handed over widened, which spares extending it here), with the
+    /// consumer index published after it. The commonest case (a CQE of a QP that receives
+    /// on its own RQ or an SRQ, cached or found in the registry's table of low key bits)
+    /// calls nothing; anything else goes on in [`Mlx5Cq::poll_single_owned_published`], a
+    /// tail call.
     #[inline(never)]
-    fn poll_one_owned(&mut self, own: u8, wc: &mut Completion) -> usize {
+    fn poll_one_owned(&mut self, own: usize, wc: &mut Completion) -> usize {
+        let own = own as u8;
         let done = if self.cfg.cqe_version == CqeVersion::V1 {
             self.fast_one_rq::<true>(own, wc)
         } else {

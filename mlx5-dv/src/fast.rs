@@ -271,7 +271,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         // The caller tested the owner bit: the class is the same whatever it is.
         let c = Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize];
         let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe::<LEAN>(c, own, ring.slot_ref(ci), wc) };
-        hot.finish();
         match done {
             Ok(()) => {
                 self.ci = ci.wrapping_add(1);
@@ -335,7 +334,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 cur = cur.wrapping_add(1);
             }
         }
-        hot.finish();
         self.ci = cur;
         if ENH && cur != ci {
             // The run's last CQE is the title of a block right after it (the kernel's
@@ -381,10 +379,10 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
     /// The current QP: its key, QPN, tables and queue positions are read through it, so
     /// that a switch changes one pointer.
     qp: &'q Qp,
-    /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
-    srq: &'q [u64],
-    srqn_wire: u32,
-    srq_done: u64,
+    /// The attached SRQ (one of no entries that no CQE names without one): its wr_id
+    /// table, number and completion count are read and moved through it, which leaves
+    /// registers free in the loop.
+    srq: &'q Srq,
     /// Off the per-CQE path: what a switch to another QP needs.
     reg: &'q Registry,
     /// The poller's cache entry, (key, registry slot) of the current QP, updated in place
@@ -412,15 +410,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     #[inline(always)]
     fn new(reg: &'q Registry, cache: &'q mut (u32, u32)) -> Option<Self> {
         let qp = reg.qp_at_ref(cache.1)?;
-        let srq = qp.srq_slot().and_then(|s| reg.srq_at_ref(s));
-        Some(Self {
-            qp,
-            srq: srq.map_or(&[], Srq::wrids),
-            srqn_wire: srq.map_or(0, |s| s.srqn().to_be()),
-            srq_done: 0,
-            reg,
-            cache,
-        })
+        Some(Self { qp, srq: reg.srq_of(qp), reg, cache })
     }
 
     /// `qp_num` as rdma-core reports it: the CQE's own QPN. In version 0 that is the key
@@ -432,16 +422,6 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             sop.get() & QPN_MASK
         } else {
             self.qp.config().qpn
-        }
-    }
-
-    /// Ends the run: counts the SRQ completions.
-    #[inline(always)]
-    fn finish(self) {
-        if self.srq_done != 0 {
-            if let Some(s) = self.qp.srq_slot().and_then(|s| self.reg.srq_at_ref(s)) {
-                s.add_completed(self.srq_done);
-            }
         }
     }
 
@@ -574,7 +554,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                     if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
                         self.switch::<false, LEAN>(srqn_uidx.get() & QPN_MASK)?;
                     }
-                } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
+                } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srq.srqn_wire() {
                     // Version 0 names the SRQ itself (`srqn_uidx`); any QP attached to the
                     // cached QP's SRQ is fine here, another SRQ is the slow path's.
                     return Err(Stop::Other);
@@ -583,8 +563,8 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 // `handle_responder`); a counter beyond the SRQ becomes a fault item on the
                 // slow path.
                 let ctr = cqe.be16(offset_of!(Cqe64, wqe_counter)).get();
-                let &wr_id = self.srq.get(ctr as usize).ok_or(Stop::Other)?;
-                self.srq_done += 1;
+                let &wr_id = self.srq.wrids().get(ctr as usize).ok_or(Stop::Other)?;
+                self.srq.add_completed(1);
                 // The CQE's own QPN: in version 0 it may be any QP on the SRQ.
                 (wr_id, ctr as usize, sop.get() & QPN_MASK)
             } else {

@@ -267,6 +267,8 @@ impl RecvQueue {
 #[derive(Debug, Clone)]
 pub struct Srq {
     srqn: u32,
+    /// The SRQ number as a CQE's `srqn_uidx` holds it (read as one native word).
+    srqn_wire: u32,
     wrid: Box<[u64]>,
     /// A cell for the same reason as [`SendQueue`]'s tail.
     completed: Cell<u64>,
@@ -337,6 +339,12 @@ impl Srq {
                 a.freed(wqe_counter);
             }
         }
+    }
+
+    /// The SRQ number as a CQE's `srqn_uidx` holds it, for the poll loop's SRQ check.
+    #[inline(always)]
+    pub(crate) fn srqn_wire(&self) -> u32 {
+        self.srqn_wire
     }
 
     /// The wr_id table, indexed by the unmasked WQE counter.
@@ -784,6 +792,23 @@ pub struct Registry {
     regions: MemoryRegions,
     /// Signature-enabled mkeys by index, with their error records.
     sig_mkeys: FxHashMap<u32, MkeySig>,
+    /// An SRQ of no entries that no CQE names (its number is no 24-bit value), for a poll
+    /// run on a QP without an SRQ to hold in place of one.
+    no_srq: Srq,
+}
+
+impl Default for Srq {
+    /// An SRQ of no entries, numbered with a value no CQE carries.
+    fn default() -> Self {
+        Self {
+            srqn: u32::MAX,
+            srqn_wire: u32::MAX,
+            wrid: Box::new([]),
+            completed: Cell::new(0),
+            posted: 0,
+            adoption: None,
+        }
+    }
 }
 
 impl Registry {
@@ -811,6 +836,7 @@ impl Registry {
         let slot = self.srqs.len() as u32;
         self.srqs.push(Srq {
             srqn,
+            srqn_wire: srqn.to_be(),
             wrid: (0..entries as u64).collect(),
             completed: Cell::new(0),
             posted: 0,
@@ -1291,6 +1317,12 @@ impl Registry {
     #[inline]
     pub(crate) fn srq_at_ref(&self, slot: u32) -> Option<&Srq> {
         self.srqs.get(slot as usize)
+    }
+
+    /// The SRQ QP `qp` receives from, or (none) an SRQ of no entries that no CQE names.
+    #[inline(always)]
+    pub(crate) fn srq_of(&self, qp: &Qp) -> &Srq {
+        qp.srq_slot().and_then(|s| self.srqs.get(s as usize)).unwrap_or(&self.no_srq)
     }
 }
 
