@@ -394,15 +394,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if self.detour {
             return self.poll_detour(out);
         }
-        let n = match (self.owned(self.ci), out) {
+        // Every way on is a tail call that publishes the counter itself, so the caller
+        // keeps nothing across a call, and an empty poll saves no registers.
+        match (self.owned(self.ci), out) {
             // Nothing to consume: the doorbell record already holds this index (every
             // poll, view walk or `publish_ci` that moved it wrote it, per the policy).
-            (None, _) | (_, []) => return 0,
-            // The one-at-a-time poll (UCX style) skips the loop's set-up, and publishes
-            // the counter itself.
-            (Some(own), [wc]) => return self.poll_one_owned(own.into(), wc),
-            (Some(_), out) => self.poll_loop(out),
-        };
+            (None, _) | (_, []) => 0,
+            // The one-at-a-time poll (UCX style) skips the loop's set-up.
+            (Some(own), [wc]) => self.poll_one_owned(own.into(), wc),
+            (Some(_), out) => self.poll_loop_published(out),
+        }
+    }
+
+    /// [`Mlx5Cq::poll_loop`], then the consumer index published.
+    #[inline(never)]
+    fn poll_loop_published(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.poll_loop(out);
         self.after_batch(n as u32);
         n
     }

@@ -9,17 +9,20 @@
 //! - **The QP is looked up when it changes, not per CQE.** The run holds the current QP; a
 //!   CQE only compares its QPN (or user index) with that QP's key, in wire byte order. A
 //!   CQE of another QP with the same receive path (a CQ shared by many QPs) moves the run
-//!   to that QP in place, as rdma-core moves `cur_rsc`: the current QP's queue positions
-//!   are written back and the other QP comes from the poller's second cache entry or the
-//!   registry's QPN table. Any other QP ends the run ([`Stop::Miss`]) and the poller
-//!   starts a new run for it.
+//!   to that QP in place, as rdma-core moves `cur_rsc`: one load from the registry's
+//!   table of low key bits, a check of the QP found there, and a pointer change. Each QP
+//!   keeps its own queue positions, so nothing is written back. Any other QP (or one whose
+//!   low bits another key took) ends the run ([`Stop::Miss`]) and the poller starts a new
+//!   run for it.
 //! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
 //!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
-//! - **The SQ retires once per QP in a run,** through its last completed WQE, when the run
-//!   ends or moves to another QP: what rdma-core's per-CQE updates amount to. A run counts
-//!   receives in the QP's own RQ tail (one memory increment, and a register free in the
-//!   loop); a one-CQE poll counts in a register.
-//! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
+//! - **Queue positions move with each CQE, in the QP and SRQ themselves,** as rdma-core's
+//!   do: the SQ retires through the WQE a requester CQE names, the RQ tail and the SRQ's
+//!   completion count go up by one (memory increments, which keep registers free in the
+//!   loop). A run keeps nothing to write back, so a change of QP costs no more than the
+//!   lookup.
+//! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away;
+//!   the commonest one (a QP on its own RQ or an SRQ) has a lean copy that calls nothing.
 //! - **Every CQE field is read from ring memory once** (atomic loads are never merged).
 //!
 //! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX

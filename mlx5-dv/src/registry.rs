@@ -29,8 +29,22 @@ const NO_WR_DATA: u8 = 0xff;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SqEntry {
     pub(crate) wr_id: u64,
-    wqe_head: u32,
+    /// `wqe_head[i] + 1`: the SQ's tail once this entry's work request retires, kept so
+    /// that a poll retires with one load and one store.
+    retired_tail: u32,
     pub(crate) wr_data: u8,
+}
+
+impl SqEntry {
+    /// An entry for the work request numbered `wqe_head` (rdma-core's `wqe_head[i]`).
+    pub(crate) fn new(wr_id: u64, wqe_head: u32, wr_data: u8) -> Self {
+        Self { wr_id, retired_tail: wqe_head.wrapping_add(1), wr_data }
+    }
+
+    /// rdma-core's `wqe_head[i]`.
+    fn wqe_head(&self) -> u32 {
+        self.retired_tail.wrapping_sub(1)
+    }
 }
 
 /// Send-queue tracking: rdma-core's `sq.wrid`, `sq.wqe_head`, `sq.wr_data`, head and tail.
@@ -52,11 +66,7 @@ impl SendQueue {
         Some(Self {
             // Identity: each WQE is its own work request with wr_id = its index, so a CQE
             // for index i retires it.
-            table: Pow2Table::from_fn(wqe_cnt as usize, |i| SqEntry {
-                wr_id: i as u64,
-                wqe_head: i as u32,
-                wr_data: NO_WR_DATA,
-            })?,
+            table: Pow2Table::from_fn(wqe_cnt as usize, |i| SqEntry::new(i as u64, i as u32, NO_WR_DATA))?,
             cur_post: 0,
             head: 0,
             tail: Cell::new(0),
@@ -76,7 +86,7 @@ impl SendQueue {
     /// SET_PSV, NOP, MMO: rdma-core's `wr_data`), or `Driver2` for raw WQEs.
     pub fn post_with_opcode(&mut self, wr_id: u64, wqebbs: u32, opcode: Option<WcOpcode>) -> u16 {
         *self.table.at_mut(self.cur_post as usize) =
-            SqEntry { wr_id, wqe_head: self.head, wr_data: opcode.map_or(NO_WR_DATA, |o| o as u8) };
+            SqEntry::new(wr_id, self.head, opcode.map_or(NO_WR_DATA, |o| o as u8));
         let wqe = self.cur_post as u16;
         self.head = self.head.wrapping_add(1);
         self.cur_post = self.cur_post.wrapping_add(wqebbs.max(1));
@@ -95,8 +105,7 @@ impl SendQueue {
         let mask = self.table.mask() as u32;
         for k in 0..count.min(mask + 1) {
             let bb = first.wrapping_add(k);
-            *self.table.at_mut((bb & mask) as usize) =
-                SqEntry { wr_id: u64::from(bb & mask), wqe_head: bb, wr_data: NO_WR_DATA };
+            *self.table.at_mut((bb & mask) as usize) = SqEntry::new(u64::from(bb & mask), bb, NO_WR_DATA);
         }
         self.head = first.wrapping_add(count);
         self.tail.set(first);
@@ -113,7 +122,7 @@ impl SendQueue {
         }
         let tail = self.tail.get();
         let mask = self.table.mask() as u32;
-        let first = (0..=mask).find(|&i| self.table.at(i as usize).wqe_head == tail);
+        let first = (0..=mask).find(|&i| self.table.at(i as usize).wqe_head() == tail);
         match first {
             Some(first) => {
                 let n = self.cur_post.wrapping_sub(first) & mask;
@@ -129,7 +138,7 @@ impl SendQueue {
         let e = self.table.at(wqe_counter as usize & self.table.mask());
         let outstanding = self.outstanding();
         // Garbage may have retired past the head: then nothing counts as posted.
-        outstanding <= self.wqe_cnt() && e.wqe_head.wrapping_sub(self.tail.get()) < outstanding
+        outstanding <= self.wqe_cnt() && e.wqe_head().wrapping_sub(self.tail.get()) < outstanding
     }
 
     /// Entries in the table (`wqe_cnt`).
@@ -144,7 +153,7 @@ impl SendQueue {
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as usize & self.table.mask();
         let e = self.table.at(idx);
-        self.tail.set(e.wqe_head.wrapping_add(1));
+        self.tail.set(e.retired_tail);
         (idx as u32, e.wr_id, e.wr_data)
     }
 
@@ -160,7 +169,7 @@ impl SendQueue {
     /// [`SendQueue::peek`] and retires once, after its last requester CQE.
     #[inline(always)]
     pub(crate) fn retire_through(&self, idx: u32) {
-        self.tail.set(self.table.at(idx as usize).wqe_head.wrapping_add(1));
+        self.tail.set(self.table.at(idx as usize).retired_tail);
     }
 
     /// Retires every work request up to and including the one whose table entry is `e`
@@ -168,7 +177,7 @@ impl SendQueue {
     /// [`SendQueue::complete`].
     #[inline(always)]
     pub(crate) fn retire(&self, e: &SqEntry) {
-        self.tail.set(e.wqe_head.wrapping_add(1));
+        self.tail.set(e.retired_tail);
     }
 
     /// Like [`SendQueue::complete`] without retiring anything.
