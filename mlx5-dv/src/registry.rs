@@ -801,22 +801,24 @@ pub struct Registry {
     regions: MemoryRegions,
     /// Signature-enabled mkeys by index, with their error records.
     sig_mkeys: FxHashMap<u32, MkeySig>,
-    /// An SRQ of no entries that no CQE names (its number is no 24-bit value), for a poll
-    /// run on a QP without an SRQ to hold in place of one.
-    no_srq: Srq,
+    /// For a poll run on a QP without an SRQ to hold in place of one.
+    no_srq: NoSrq,
 }
 
-impl Default for Srq {
-    /// An SRQ of no entries, numbered with a value no CQE carries.
+/// An SRQ of no entries that no CQE names (its number is no 24-bit value).
+#[derive(Debug, Clone)]
+struct NoSrq(Srq);
+
+impl Default for NoSrq {
     fn default() -> Self {
-        Self {
+        Self(Srq {
             srqn: u32::MAX,
             srqn_wire: u32::MAX,
             wrid: Box::new([]),
             completed: Cell::new(0),
             posted: 0,
             adoption: None,
-        }
+        })
     }
 }
 
@@ -1331,7 +1333,7 @@ impl Registry {
     /// The SRQ QP `qp` receives from, or (none) an SRQ of no entries that no CQE names.
     #[inline(always)]
     pub(crate) fn srq_of(&self, qp: &Qp) -> &Srq {
-        qp.srq_slot().and_then(|s| self.srqs.get(s as usize)).unwrap_or(&self.no_srq)
+        qp.srq_slot().and_then(|s| self.srqs.get(s as usize)).unwrap_or(&self.no_srq.0)
     }
 }
 
