@@ -120,8 +120,6 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     pub(crate) cfg: CqConfig,
     /// rdma-core's `cur_rsc`: (key, registry slot) of the last resource looked up.
     pub(crate) cache: (u32, u32),
-    /// The QP the fast path cached before it, so two QPs taking turns need no lookup.
-    pub(crate) prev_cache: (u32, u32),
     pub(crate) doorbell: CiPublisher,
     resize_pending: bool,
     /// `compression.is_some() || resize_pending`: the one test `poll` makes before its
@@ -137,6 +135,9 @@ pub struct Mlx5Cq<const STRIDE: usize> {
     /// rdma-core's `arm_sn`: completion events received since the CQ was made.
     arm_sn: u32,
 }
+
+/// [`Mlx5Cq::cache`] holding no QP: a key no CQE carries, a slot no registry has.
+pub(crate) const NO_CACHE: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// A poller for 64-byte CQEs.
 pub type Mlx5Cq64 = Mlx5Cq<64>;
@@ -232,8 +233,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             ci,
             cfg,
             // No QP cached yet: a key no CQE can carry; the first CQE takes the slow path.
-            cache: (u32::MAX, 0),
-            prev_cache: (u32::MAX, 0),
+            cache: NO_CACHE,
             doorbell: CiPublisher::new(dbrec, cfg.ci_update),
             resize_pending: false,
             detour: cfg.compression.is_some(),
@@ -297,8 +297,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// Removes a destroyed QP from the registry ([`Registry::remove_qp`]) and forgets the
     /// lookups cached for the next poll. False if it was not registered.
     pub fn remove_qp(&mut self, qpn: u32) -> bool {
-        self.cache = (u32::MAX, 0);
-        self.prev_cache = (u32::MAX, 0);
+        self.cache = NO_CACHE;
         self.registry.remove_qp(qpn)
     }
 
@@ -395,14 +394,22 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         if self.detour {
             return self.poll_detour(out);
         }
-        let n = match (self.owned(self.ci), out) {
+        // Every way on is a tail call that publishes the counter itself, so the caller
+        // keeps nothing across a call, and an empty poll saves no registers.
+        match (self.owned(self.ci), out) {
             // Nothing to consume: the doorbell record already holds this index (every
             // poll, view walk or `publish_ci` that moved it wrote it, per the policy).
-            (None, _) | (_, []) => return 0,
+            (None, _) | (_, []) => 0,
             // The one-at-a-time poll (UCX style) skips the loop's set-up.
-            (Some(own), [wc]) => self.poll_single_owned(own, wc),
-            (Some(_), out) => self.poll_loop(out),
-        };
+            (Some(own), [wc]) => self.poll_one_owned(own.into(), wc),
+            (Some(_), out) => self.poll_loop_published(out),
+        }
+    }
+
+    /// [`Mlx5Cq::poll_loop`], then the consumer index published.
+    #[inline(never)]
+    fn poll_loop_published(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.poll_loop(out);
         self.after_batch(n as u32);
         n
     }
@@ -434,6 +441,35 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         } else {
             self.poll_single_v::<false>(wc)
         }
+    }
+
+    /// One completion at a CQE whose ownership byte `own` `poll` already found
+    /// software-owned (handed over widened, which spares extending it here), with the
+    /// consumer index published after it. The commonest case (a CQE of a QP that receives
+    /// on its own RQ or an SRQ, cached or found in the registry's table of low key bits)
+    /// calls nothing; anything else goes on in [`Mlx5Cq::poll_single_owned_published`], a
+    /// tail call.
+    #[inline(never)]
+    fn poll_one_owned(&mut self, own: usize, wc: &mut Completion) -> usize {
+        let own = own as u8;
+        let done = if self.cfg.cqe_version == CqeVersion::V1 {
+            self.fast_one_rq::<true>(own, wc)
+        } else {
+            self.fast_one_rq::<false>(own, wc)
+        };
+        if !done {
+            return self.poll_single_owned_published(own, wc);
+        }
+        self.after_batch(1);
+        1
+    }
+
+    /// [`Mlx5Cq::poll_single_owned`], then the consumer index published.
+    #[inline(never)]
+    fn poll_single_owned_published(&mut self, own: u8, wc: &mut Completion) -> usize {
+        let n = self.poll_single_owned(own, wc);
+        self.after_batch(n as u32);
+        n
     }
 
     /// One completion at a CQE whose ownership byte `own` `poll` already found
@@ -516,16 +552,12 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 
     /// Makes the QP a CQE names (QPN or user index) the cached one; false for an unknown
-    /// QP. The QP cached before is a second entry, so two QPs taking turns need no lookup.
+    /// QP.
     #[inline(always)]
     pub(crate) fn switch_qp<const V1: bool>(&mut self, key: u32) -> bool {
-        if self.prev_cache.0 == key {
-            core::mem::swap(&mut self.cache, &mut self.prev_cache);
-            return true;
-        }
         match self.lookup_qp::<V1>(key) {
             Some(slot) => {
-                self.prev_cache = core::mem::replace(&mut self.cache, (key, slot));
+                self.cache = (key, slot);
                 true
             }
             None => false,

@@ -9,17 +9,20 @@
 //! - **The QP is looked up when it changes, not per CQE.** The run holds the current QP; a
 //!   CQE only compares its QPN (or user index) with that QP's key, in wire byte order. A
 //!   CQE of another QP with the same receive path (a CQ shared by many QPs) moves the run
-//!   to that QP in place, as rdma-core moves `cur_rsc`: the current QP's queue positions
-//!   are written back and the other QP comes from the poller's second cache entry or the
-//!   registry's QPN table. Any other QP ends the run ([`Stop::Miss`]) and the poller
-//!   starts a new run for it.
+//!   to that QP in place, as rdma-core moves `cur_rsc`: one load from the registry's
+//!   table of low key bits, a check of the QP found there, and a pointer change. Each QP
+//!   keeps its own queue positions, so nothing is written back. Any other QP (or one whose
+//!   low bits another key took) ends the run ([`Stop::Miss`]) and the poller starts a new
+//!   run for it.
 //! - **The completion head is one store.** `wc_flags` through `sl` come from per-opcode
 //!   tables as a [`WcHeadWord`]; the responder table has the GRH bit and `sl` folded in.
-//! - **The SQ retires once per QP in a run,** through its last completed WQE, when the run
-//!   ends or moves to another QP: what rdma-core's per-CQE updates amount to. A run counts
-//!   receives in the QP's own RQ tail (one memory increment, and a register free in the
-//!   loop); a one-CQE poll counts in a register.
-//! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away.
+//! - **Queue positions move with each CQE, in the QP and SRQ themselves,** as rdma-core's
+//!   do: the SQ retires through the WQE a requester CQE names, the RQ tail and the SRQ's
+//!   completion count go up by one (memory increments, which keep registers free in the
+//!   loop). A run keeps nothing to write back, so a change of QP costs no more than the
+//!   lookup.
+//! - **A one-at-a-time poll is a run over a one-element slice**, where the loop folds away;
+//!   the commonest one (a QP on its own RQ or an SRQ) has a lean copy that calls nothing.
 //! - **Every CQE field is read from ring memory once** (atomic loads are never merged).
 //!
 //! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX
@@ -30,7 +33,7 @@
 use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
 use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
-use crate::registry::{Qp, RecvKind, Registry, Srq, NO_SQ_PATH};
+use crate::registry::{Qp, RecvKind, Registry, Srq, NO_SQ_PATH, PLAIN_RQ_PATH};
 use core::mem::offset_of;
 use dvcq_provider::{Completion, SlotRef, WcFlags, WcHead, WcHeadWord, WcOpcode};
 use dvcq_uapi::mlx5::cqe::{flags_rqpn, op_own, Cqe64, QPN_MASK};
@@ -185,8 +188,8 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     /// until a lookup fills the cache (CQEs go through the slow path, which fills it).
     #[inline(always)]
     fn cached_recv_kind(&self) -> Option<RecvKind> {
-        let (key, slot) = self.cache;
-        (key <= QPN_MASK).then(|| self.registry.qp_at_ref(slot)).flatten().map(Qp::recv_kind)
+        let qp = self.registry.qp_at_ref(self.cache.1)?;
+        Some(if qp.recv_path() == PLAIN_RQ_PATH { RecvKind::Rq } else { qp.recorded_recv_kind() })
     }
 
     /// Polls successful CQEs of the cached QP into `out` until `out` is full or the next
@@ -234,24 +237,43 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return (0, Stop::Other);
         };
         match kind {
-            RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ>(own, wc),
-            RecvKind::Srq => self.fast_one_qp::<V1, RECV_SRQ>(own, wc),
-            RecvKind::RqEth => self.fast_one_qp::<V1, RECV_RQ_ETH>(own, wc),
-            RecvKind::Slow => self.fast_one_qp::<V1, RECV_SLOW>(own, wc),
+            RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ, false>(own, wc),
+            RecvKind::Srq => self.fast_one_qp::<V1, RECV_SRQ, false>(own, wc),
+            RecvKind::RqEth => self.fast_one_qp::<V1, RECV_RQ_ETH, false>(own, wc),
+            RecvKind::Slow => self.fast_one_qp::<V1, RECV_SLOW, false>(own, wc),
+        }
+    }
+
+    /// [`Mlx5Cq::fast_one`] when the cached QP receives on its own RQ without extras (the
+    /// commonest QP); true when it took the CQE.
+    #[inline(always)]
+    pub(crate) fn fast_one_rq<const V1: bool>(&mut self, own: u8, wc: &mut Completion) -> bool {
+        let Some(qp) = self.registry.qp_at_ref(self.cache.1) else {
+            return false;
+        };
+        if qp.recv_path() == PLAIN_RQ_PATH {
+            self.fast_one_qp::<V1, RECV_RQ, true>(own, wc).0 == 1
+        } else if qp.recorded_recv_kind() == RecvKind::Srq {
+            self.fast_one_qp::<V1, RECV_SRQ, true>(own, wc).0 == 1
+        } else {
+            false
         }
     }
 
     #[inline(always)]
-    fn fast_one_qp<const V1: bool, const RECV: u8>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
+    fn fast_one_qp<const V1: bool, const RECV: u8, const LEAN: bool>(
+        &mut self,
+        own: u8,
+        wc: &mut Completion,
+    ) -> (usize, Stop) {
         let ci = self.ci;
-        let Some(mut hot) = Hot::<STRIDE, V1, RECV, false>::new(&self.registry, &mut self.cache, &mut self.prev_cache)
-        else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache) else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
-        let c = Hot::<STRIDE, V1, RECV, false>::CLASS[(own ^ expected_owner(ci, ring.entries())) as usize];
-        let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe(c, own, ring.slot_ref(ci), wc) };
-        hot.finish();
+        // The caller tested the owner bit: the class is the same whatever it is.
+        let c = Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize];
+        let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe::<LEAN>(c, own, ring.slot_ref(ci), wc) };
         match done {
             Ok(()) => {
                 self.ci = ci.wrapping_add(1);
@@ -269,8 +291,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         out: &mut [Completion],
     ) -> (usize, Stop) {
         let ci = self.ci;
-        let Some(mut hot) = Hot::<STRIDE, V1, RECV, true>::new(&self.registry, &mut self.cache, &mut self.prev_cache)
-        else {
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache) else {
             return (0, Stop::Other);
         };
         let ring = self.ring.view();
@@ -296,7 +317,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             if out.len() > ring.slots_to_end(ci) as usize {
                 stop = Stop::Lap;
             }
-            let class = &Hot::<STRIDE, V1, RECV, true>::CLASS_IN_LAP[expected_owner(ci, ring.entries()) as usize];
+            let class = &Hot::<STRIDE, V1, RECV>::CLASS_IN_LAP[expected_owner(ci, ring.entries()) as usize];
             for (slot, wc) in ring.slots_along(ci, out) {
                 if let Err(s) = hot.cqe_in_lap(slot, class, wc) {
                     stop = s;
@@ -316,7 +337,6 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                 cur = cur.wrapping_add(1);
             }
         }
-        hot.finish();
         self.ci = cur;
         if ENH && cur != ci {
             // The run's last CQE is the title of a block right after it (the kernel's
@@ -332,7 +352,7 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                         let [.., vic, own] = w.to_ne_bytes();
                         (vic == lap).then_some(own)
                     })
-                    .is_some_and(|own| Hot::<STRIDE, V1, RECV, true>::CLASS_ANY_OWNER[own as usize] != STOP);
+                    .is_some_and(|own| Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize] != STOP);
             if regular_next {
                 // A regular CQE ends a requester session all the same.
                 self.end_requester_session();
@@ -353,36 +373,27 @@ const RECV_RQ_ETH: u8 = 2;
 /// [`Hot`]'s `RECV`: receives take the slow path.
 const RECV_SLOW: u8 = 3;
 
-/// [`Hot::sq_last`] when the run completed no send WQE of the current QP (a masked index
-/// never reaches it).
-pub(crate) const NO_SQ: usize = usize::MAX;
-
-/// The state of a fast run: the current QP's key and queues, the queue positions it will
-/// write back, and the registry, so that a CQE of another QP with the same receive path
-/// moves the run to that QP without leaving it (the poll loop hands each CQE's ring slot
-/// in).
-struct Hot<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> {
-    /// The current QP: its key, QPN and tables are read through it, so that a switch
-    /// changes one pointer.
+/// The state of a fast run: the current QP and the attached SRQ, and the registry, so that a
+/// CQE of another QP with the same receive path moves the run to that QP without leaving
+/// it (the poll loop hands each CQE's ring slot in). The queue positions live in the QP
+/// itself and move with each CQE, so a move is a lookup and a pointer change, with nothing
+/// to write back.
+struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
+    /// The current QP: its key, QPN, tables and queue positions are read through it, so
+    /// that a switch changes one pointer.
     qp: &'q Qp,
-    /// The current QP's RQ tail while a one-CQE poll takes it; a run (`RUN`) counts in the
-    /// QP's own tail, which leaves a register free in its loop.
-    rq_tail: u32,
-    /// The masked index of the current QP's last completed send WQE, or [`NO_SQ`].
-    sq_last: usize,
-    /// The attached SRQ's wr_id table (empty without one) and number, in wire order.
-    srq: &'q [u64],
-    srqn_wire: u32,
-    srq_done: u64,
+    /// The attached SRQ (one of no entries that no CQE names without one): its wr_id
+    /// table, number and completion count are read and moved through it, which leaves
+    /// registers free in the loop.
+    srq: &'q Srq,
     /// Off the per-CQE path: what a switch to another QP needs.
     reg: &'q Registry,
-    /// The poller's cache entries: (key, registry slot) of the current QP and of the one
-    /// before it, updated in place by a switch.
+    /// The poller's cache entry, (key, registry slot) of the current QP, updated in place
+    /// by a switch.
     cache: &'q mut (u32, u32),
-    prev_cache: &'q mut (u32, u32),
 }
 
-impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q, S, V1, RECV, RUN> {
+impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     const CLASS: [u8; 256] = owned_class_table(RECV != RECV_SLOW);
     /// [`Self::CLASS`] for any owner bit (the enhanced layout's test is byte 62).
     const CLASS_ANY_OWNER: [u8; 256] = {
@@ -400,20 +411,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
 
     /// A run on the QP in cache entry `cache`; `None` if that slot holds no QP.
     #[inline(always)]
-    fn new(reg: &'q Registry, cache: &'q mut (u32, u32), prev_cache: &'q mut (u32, u32)) -> Option<Self> {
+    fn new(reg: &'q Registry, cache: &'q mut (u32, u32)) -> Option<Self> {
         let qp = reg.qp_at_ref(cache.1)?;
-        let srq = qp.srq_slot().and_then(|s| reg.srq_at_ref(s));
-        Some(Self {
-            qp,
-            rq_tail: qp.rq.tail(),
-            sq_last: NO_SQ,
-            srq: srq.map_or(&[], Srq::wrids),
-            srqn_wire: srq.map_or(0, |s| s.srqn().to_be()),
-            srq_done: 0,
-            reg,
-            cache,
-            prev_cache,
-        })
+        Some(Self { qp, srq: reg.srq_of(qp), reg, cache })
     }
 
     /// `qp_num` as rdma-core reports it: the CQE's own QPN. In version 0 that is the key
@@ -428,46 +428,43 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         }
     }
 
-    /// Writes the current QP's queue positions back: the SQ retires through its last
-    /// completed WQE and the RQ tail moves, which is what rdma-core's per-CQE updates
-    /// amount to.
-    #[inline(always)]
-    fn write_back_qp(&self) {
-        if self.sq_last != NO_SQ {
-            self.qp.sq.retire_through(self.sq_last as u32);
-        }
-        if !RUN {
-            self.qp.rq.set_tail(self.rq_tail);
-        }
-    }
-
-    /// Ends the run: writes the queue positions back and counts the SRQ completions.
-    #[inline(always)]
-    fn finish(self) {
-        self.write_back_qp();
-        if self.srq_done != 0 {
-            if let Some(s) = self.qp.srq_slot().and_then(|s| self.reg.srq_at_ref(s)) {
-                s.add_completed(self.srq_done);
-            }
-        }
-    }
-
     /// Moves the run to the QP a CQE names by `key` (QPN or user index), as rdma-core
-    /// moves `cur_rsc`: the current QP's positions are written back first. A QP that is
-    /// not registered, or whose receives take another path (or another SRQ), is
-    /// [`Stop::Miss`]: the poller then ends the run and takes it from there. For a
+    /// moves `cur_rsc`: a lookup in the registry's table of low key bits (then, unless
+    /// `LEAN`, its hash map) and a pointer change (each QP keeps its own queue positions,
+    /// so nothing is written back). A QP that is not registered, or whose receives take
+    /// another path (or another SRQ), is [`Stop::Miss`]: the poller then ends the run and
+    /// takes it from there. For a
     /// requester CQE (`REQ`), so is an XRC SRQ or receive WQ (no send queue), which the
     /// slow path makes a fault item.
     #[inline(always)]
-    fn switch<const REQ: bool>(&mut self, key: u32) -> Result<(), Stop> {
-        let Some((slot, qp)) = joinable::<V1, REQ>(self.reg, key, *self.prev_cache, self.qp) else {
+    fn switch<const REQ: bool, const LEAN: bool>(&mut self, key: u32) -> Result<(), Stop> {
+        // The path of an entry without a send queue has `NO_SQ_PATH` set, which the masked
+        // path never has.
+        if let Some((slot, qp)) = self.reg.qp_by_low_bits::<V1>(key) {
+            return self.take::<REQ>(key, slot, qp);
+        }
+        if LEAN {
+            // Low bits another key took (or an unknown QP): the poller looks it up in full.
             return Err(Stop::Miss(key));
-        };
-        self.write_back_qp();
-        *self.prev_cache = core::mem::replace(self.cache, (key, slot));
+        }
+        match self.reg.qp_by_key_hashed::<V1>(key) {
+            Some((slot, qp)) => self.take::<REQ>(key, slot, qp),
+            None => Err(Stop::Miss(key)),
+        }
+    }
+
+    /// The rest of [`Hot::switch`] once the QP is found (in its registry slot `slot`):
+    /// the run goes on with it if its receives take the run's path.
+    #[inline(always)]
+    fn take<const REQ: bool>(&mut self, key: u32, slot: u32, qp: &'q Qp) -> Result<(), Stop> {
+        // The path of an entry without a send queue has `NO_SQ_PATH` set, which the masked
+        // path never has.
+        let want = if REQ { self.qp.recv_path() & !NO_SQ_PATH } else { self.qp.recv_path() };
+        if qp.recv_path() != want {
+            return Err(Stop::Miss(key));
+        }
+        *self.cache = (key, slot);
         self.qp = qp;
-        self.rq_tail = qp.rq.tail();
-        self.sq_last = NO_SQ;
         Ok(())
     }
 
@@ -482,7 +479,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                 (c != STOP).then_some((c, b))
             })
             .ok_or(Stop::Other)?;
-        self.owned_cqe(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc)
     }
 
     /// [`Hot::cqe_in_lap`] for one CQE, whose lap's owner bit is `owner` (`poll_single`:
@@ -496,7 +493,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                 (c != STOP).then_some((c, b))
             })
             .ok_or(Stop::Other)?;
-        self.owned_cqe(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc)
     }
 
     /// [`Hot::cqe_in_lap`] under the enhanced layout's test: byte 62 must hold the run's
@@ -511,30 +508,45 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         if !this_lap || c == STOP {
             return Err(Stop::Other);
         }
-        self.owned_cqe(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc)
     }
 
     /// [`Hot::cqe_in_lap`], [`Hot::cqe_at`] and [`Hot::cqe_enhanced`] past the ownership
     /// test: the CQE of class `c` (not [`STOP`]) with ownership byte `own`, the acquire
     /// fence already issued.
     #[inline(always)]
-    fn owned_cqe(&mut self, c: u8, own: u8, slot: SlotRef<'q, S>, wc: &mut Completion) -> Result<(), Stop> {
+    ///
+    /// `LEAN` (the one-CQE poll inlined in `poll`): a requester CQE whose head needs more
+    /// ([`req_special`]) is left to the general path as [`Stop::Other`], so that this code
+    /// calls nothing. What it did to the CQE's send queue by then (retiring through the
+    /// WQE) the general path does again, to the same effect.
+    fn owned_cqe<const LEAN: bool>(
+        &mut self,
+        c: u8,
+        own: u8,
+        slot: SlotRef<'q, S>,
+        wc: &mut Completion,
+    ) -> Result<(), Stop> {
         let cqe = RingCqe { slot, op_own: own };
         let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
         if c == REQ {
             let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
             if key_word.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                self.switch::<true>(key_word.get() & QPN_MASK)?;
+                self.switch::<true, LEAN>(key_word.get() & QPN_MASK)?;
             }
             let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.sq.table().mask();
             let e = self.qp.sq.table().at(idx);
-            self.sq_last = idx;
+            // One CQE retires every older WQE (rdma-core `mlx5_parse_cqe`).
+            self.qp.sq.retire(e);
             // Only the fields rdma-core's `handle_good_req` defines (see `Completion`).
             wc.wr_id = e.wr_id;
             wc.qp_num = self.qp_num(sop);
             wc.wqe_index = idx as u16;
             let wqe_opcode = sop.raw().to_ne_bytes()[0];
             if req_head(wc, wqe_opcode, e.wr_data) {
+                if LEAN {
+                    return Err(Stop::Other);
+                }
                 req_special(wc, wqe_opcode, e.wr_data, cqe.be32(offset_of!(Cqe64, byte_cnt)).get());
             }
         } else {
@@ -543,9 +555,9 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                 if V1 {
                     // Under the mask: an XRC SRQ's key has bits beyond it (`KEY_NO_SQ`).
                     if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
-                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
+                        self.switch::<false, LEAN>(srqn_uidx.get() & QPN_MASK)?;
                     }
-                } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srqn_wire {
+                } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srq.srqn_wire() {
                     // Version 0 names the SRQ itself (`srqn_uidx`); any QP attached to the
                     // cached QP's SRQ is fine here, another SRQ is the slow path's.
                     return Err(Stop::Other);
@@ -554,31 +566,27 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
                 // `handle_responder`); a counter beyond the SRQ becomes a fault item on the
                 // slow path.
                 let ctr = cqe.be16(offset_of!(Cqe64, wqe_counter)).get();
-                let &wr_id = self.srq.get(ctr as usize).ok_or(Stop::Other)?;
-                self.srq_done += 1;
+                let &wr_id = self.srq.wrids().get(ctr as usize).ok_or(Stop::Other)?;
+                self.srq.add_completed(1);
                 // The CQE's own QPN: in version 0 it may be any QP on the SRQ.
                 (wr_id, ctr as usize, sop.get() & QPN_MASK)
             } else {
                 if V1 {
                     // Under the mask: a receive WQ's key has bits beyond it (`KEY_NO_SQ`).
                     if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
-                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
+                        self.switch::<false, LEAN>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
                     // Version 0 names an SRQ here (`srqn_uidx` non-zero): the slow path's
                     // business.
                     return Err(Stop::Other);
                 } else if sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                    self.switch::<false>(sop.get() & QPN_MASK)?;
+                    self.switch::<false, LEAN>(sop.get() & QPN_MASK)?;
                 }
                 // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
                 // the tail only counts.
                 let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.rq.wrids().mask();
-                if RUN {
-                    self.qp.rq.set_tail(self.qp.rq.tail().wrapping_add(1));
-                } else {
-                    self.rq_tail = self.rq_tail.wrapping_add(1);
-                }
+                self.qp.rq.set_tail(self.qp.rq.tail().wrapping_add(1));
                 (*self.qp.rq.wrids().at(idx), idx, self.qp_num(sop))
             };
             let imm = cqe.be32(offset_of!(Cqe64, imm_inval_pkey));
@@ -609,21 +617,4 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8, const RUN: bool> Hot<'q
         wc.timestamp = cqe.be64(offset_of!(Cqe64, timestamp)).get();
         Ok(())
     }
-}
-
-/// The registry slot and QP of `key` (QPN or user index) if a run on QP `cur` can go on
-/// with it: a registered QP with the same receive path (and SRQ), and for a requester CQE
-/// (`REQ`) one with a send queue (the path of an entry without one has
-/// [`NO_SQ_PATH`] set, which the masked `cur` never has); the QP in the poller's second
-/// cache entry `prev` needs no lookup. Off the per-CQE path.
-#[inline(never)]
-fn joinable<'q, const V1: bool, const REQ: bool>(
-    reg: &'q Registry,
-    key: u32,
-    prev: (u32, u32),
-    cur: &Qp,
-) -> Option<(u32, &'q Qp)> {
-    let (slot, qp) = if key == prev.0 { (prev.1, reg.qp_at_ref(prev.1)?) } else { reg.qp_by_key::<V1>(key)? };
-    let want = if REQ { cur.recv_path() & !NO_SQ_PATH } else { cur.recv_path() };
-    (qp.recv_path() == want).then_some((slot, qp))
 }

@@ -29,8 +29,22 @@ const NO_WR_DATA: u8 = 0xff;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SqEntry {
     pub(crate) wr_id: u64,
-    wqe_head: u32,
+    /// `wqe_head[i] + 1`: the SQ's tail once this entry's work request retires, kept so
+    /// that a poll retires with one load and one store.
+    retired_tail: u32,
     pub(crate) wr_data: u8,
+}
+
+impl SqEntry {
+    /// An entry for the work request numbered `wqe_head` (rdma-core's `wqe_head[i]`).
+    pub(crate) fn new(wr_id: u64, wqe_head: u32, wr_data: u8) -> Self {
+        Self { wr_id, retired_tail: wqe_head.wrapping_add(1), wr_data }
+    }
+
+    /// rdma-core's `wqe_head[i]`.
+    fn wqe_head(&self) -> u32 {
+        self.retired_tail.wrapping_sub(1)
+    }
 }
 
 /// Send-queue tracking: rdma-core's `sq.wrid`, `sq.wqe_head`, `sq.wr_data`, head and tail.
@@ -52,11 +66,7 @@ impl SendQueue {
         Some(Self {
             // Identity: each WQE is its own work request with wr_id = its index, so a CQE
             // for index i retires it.
-            table: Pow2Table::from_fn(wqe_cnt as usize, |i| SqEntry {
-                wr_id: i as u64,
-                wqe_head: i as u32,
-                wr_data: NO_WR_DATA,
-            })?,
+            table: Pow2Table::from_fn(wqe_cnt as usize, |i| SqEntry::new(i as u64, i as u32, NO_WR_DATA))?,
             cur_post: 0,
             head: 0,
             tail: Cell::new(0),
@@ -76,7 +86,7 @@ impl SendQueue {
     /// SET_PSV, NOP, MMO: rdma-core's `wr_data`), or `Driver2` for raw WQEs.
     pub fn post_with_opcode(&mut self, wr_id: u64, wqebbs: u32, opcode: Option<WcOpcode>) -> u16 {
         *self.table.at_mut(self.cur_post as usize) =
-            SqEntry { wr_id, wqe_head: self.head, wr_data: opcode.map_or(NO_WR_DATA, |o| o as u8) };
+            SqEntry::new(wr_id, self.head, opcode.map_or(NO_WR_DATA, |o| o as u8));
         let wqe = self.cur_post as u16;
         self.head = self.head.wrapping_add(1);
         self.cur_post = self.cur_post.wrapping_add(wqebbs.max(1));
@@ -95,8 +105,7 @@ impl SendQueue {
         let mask = self.table.mask() as u32;
         for k in 0..count.min(mask + 1) {
             let bb = first.wrapping_add(k);
-            *self.table.at_mut((bb & mask) as usize) =
-                SqEntry { wr_id: u64::from(bb & mask), wqe_head: bb, wr_data: NO_WR_DATA };
+            *self.table.at_mut((bb & mask) as usize) = SqEntry::new(u64::from(bb & mask), bb, NO_WR_DATA);
         }
         self.head = first.wrapping_add(count);
         self.tail.set(first);
@@ -113,7 +122,7 @@ impl SendQueue {
         }
         let tail = self.tail.get();
         let mask = self.table.mask() as u32;
-        let first = (0..=mask).find(|&i| self.table.at(i as usize).wqe_head == tail);
+        let first = (0..=mask).find(|&i| self.table.at(i as usize).wqe_head() == tail);
         match first {
             Some(first) => {
                 let n = self.cur_post.wrapping_sub(first) & mask;
@@ -129,7 +138,7 @@ impl SendQueue {
         let e = self.table.at(wqe_counter as usize & self.table.mask());
         let outstanding = self.outstanding();
         // Garbage may have retired past the head: then nothing counts as posted.
-        outstanding <= self.wqe_cnt() && e.wqe_head.wrapping_sub(self.tail.get()) < outstanding
+        outstanding <= self.wqe_cnt() && e.wqe_head().wrapping_sub(self.tail.get()) < outstanding
     }
 
     /// Entries in the table (`wqe_cnt`).
@@ -144,7 +153,7 @@ impl SendQueue {
     pub(crate) fn complete(&mut self, wqe_counter: u16) -> (u32, u64, u8) {
         let idx = wqe_counter as usize & self.table.mask();
         let e = self.table.at(idx);
-        self.tail.set(e.wqe_head.wrapping_add(1));
+        self.tail.set(e.retired_tail);
         (idx as u32, e.wr_id, e.wr_data)
     }
 
@@ -160,7 +169,15 @@ impl SendQueue {
     /// [`SendQueue::peek`] and retires once, after its last requester CQE.
     #[inline(always)]
     pub(crate) fn retire_through(&self, idx: u32) {
-        self.tail.set(self.table.at(idx as usize).wqe_head.wrapping_add(1));
+        self.tail.set(self.table.at(idx as usize).retired_tail);
+    }
+
+    /// Retires every work request up to and including the one whose table entry is `e`
+    /// (read from [`SendQueue::table`]): the fast path's per-CQE form of
+    /// [`SendQueue::complete`].
+    #[inline(always)]
+    pub(crate) fn retire(&self, e: &SqEntry) {
+        self.tail.set(e.retired_tail);
     }
 
     /// Like [`SendQueue::complete`] without retiring anything.
@@ -259,6 +276,8 @@ impl RecvQueue {
 #[derive(Debug, Clone)]
 pub struct Srq {
     srqn: u32,
+    /// The SRQ number as a CQE's `srqn_uidx` holds it (read as one native word).
+    srqn_wire: u32,
     wrid: Box<[u64]>,
     /// A cell for the same reason as [`SendQueue`]'s tail.
     completed: Cell<u64>,
@@ -329,6 +348,12 @@ impl Srq {
                 a.freed(wqe_counter);
             }
         }
+    }
+
+    /// The SRQ number as a CQE's `srqn_uidx` holds it, for the poll loop's SRQ check.
+    #[inline(always)]
+    pub(crate) fn srqn_wire(&self) -> u32 {
+        self.srqn_wire
     }
 
     /// The wr_id table, indexed by the unmasked WQE counter.
@@ -472,6 +497,15 @@ pub(crate) const KEY_NO_SQ: u32 = !dvcq_uapi::mlx5::cqe::QPN_MASK.to_be();
 /// receive WQ).
 pub(crate) const NO_SQ_PATH: u32 = 1 << 31;
 
+/// Where [`Qp::recv_path`] keeps the [`RecvKind`] (two bits).
+const RECV_KIND_SHIFT: u32 = 25;
+/// Bit 24 of [`Qp::recv_path`]: no SRQ (SRQ slots are below 2^24, as SRQ numbers are 24-bit
+/// and unique).
+const NO_SRQ_PATH: u32 = 1 << 24;
+/// [`Qp::recv_path`] of a QP (not an XRC SRQ or receive WQ) whose receives complete from its
+/// own RQ without the raw Ethernet extras: the commonest path, tested with one compare.
+pub(crate) const PLAIN_RQ_PATH: u32 = (RecvKind::Rq as u32) << RECV_KIND_SHIFT | NO_SRQ_PATH;
+
 /// Where a QP's receive completions get their wr_id ([`Qp::recv_kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecvKind {
@@ -568,6 +602,18 @@ impl Qp {
     pub(crate) fn has_sq(&self) -> bool {
         self.kind == ResourceKind::Qp
     }
+    /// [`Qp::recv_kind`] as registration recorded it in [`Qp::recv_path`]: one load, and
+    /// for a QP receiving on its own RQ without extras (`recv_path() == PLAIN_RQ_PATH`) one
+    /// compare.
+    #[inline(always)]
+    pub(crate) fn recorded_recv_kind(&self) -> RecvKind {
+        match (self.recv_path >> RECV_KIND_SHIFT) & 3 {
+            0 => RecvKind::Rq,
+            1 => RecvKind::Srq,
+            2 => RecvKind::RqEth,
+            _ => RecvKind::Slow,
+        }
+    }
     /// Where the QP's receives complete, for the poll fast path: its own RQ (with or
     /// without raw Ethernet extras), an SRQ, or the slow path.
     #[inline(always)]
@@ -661,18 +707,32 @@ pub enum RegistryError {
     },
 }
 
-/// Registry slots by a 24-bit key (a QPN or a user index). A power-of-two table indexed by
-/// the key's low bits, at least twice as large as the key count, holds slot + 1 of the first
-/// key to take each index (0: free); a hash map of every key stands behind it. Devices hand
-/// out QPNs in sequence and rdma-core user indexes from 0 up, so their low bits rarely
-/// collide: a CQ shared by many QPs finds one in a few instructions, as rdma-core's QPN- and
-/// index-keyed tables do. The table holds no keys: a lookup checks the key of the QP it
-/// finds there, which the poll path reads anyway.
-#[derive(Debug, Clone, Default)]
+/// Entries of [`KeyIndex`]'s direct table: a power of two, as rdma-core's second-level QP and
+/// user-index tables (`MLX5_QP_TABLE_SIZE`, `MLX5_UIDX_TABLE_SIZE`).
+const LOW_ENTRIES: usize = 1 << 12;
+
+/// Registry slots by a 24-bit key (a QPN or a user index). A table of [`LOW_ENTRIES`] slots
+/// indexed by the key's low bits holds the slot of the first key to take each index
+/// ([`NO_SLOT`]: free); a hash map of every key stands behind it. Devices hand out QPNs in
+/// sequence and rdma-core user indexes from 0 up, so their low bits rarely collide: a CQ
+/// shared by many QPs finds one in a few instructions, as rdma-core's QPN- and
+/// index-keyed tables do. The table's size is fixed, so indexing it needs no bounds check.
+/// It holds no keys: a lookup checks the key of the QP it finds there, which the poll
+/// path reads anyway.
+#[derive(Debug, Clone)]
 struct KeyIndex {
-    low: Box<[u32]>,
+    low: Box<[u32; LOW_ENTRIES]>,
     /// Every key. Fx hashing: the keys are numbers the application registered.
     all: FxHashMap<u32, u32>,
+}
+
+/// A free entry of [`KeyIndex`]'s table: no registry has this slot.
+const NO_SLOT: u32 = u32::MAX;
+
+impl Default for KeyIndex {
+    fn default() -> Self {
+        Self { low: Box::new([NO_SLOT; LOW_ENTRIES]), all: FxHashMap::default() }
+    }
 }
 
 impl KeyIndex {
@@ -685,37 +745,21 @@ impl KeyIndex {
         self.all.get(&key).copied()
     }
 
-    /// Enters `key` for registry slot `slot` (slots are registered in increasing order).
+    /// Enters `key` for registry slot `slot`; the key registered first keeps a shared
+    /// index.
     fn insert(&mut self, key: u32, slot: u32) {
         self.all.insert(key, slot);
-        if self.low.len() < 2 * self.all.len() {
-            self.low = vec![0; (4 * self.all.len()).next_power_of_two()].into_boxed_slice();
-            // In slot order, so that the key registered first keeps a shared index.
-            let mut keys: Vec<(u32, u32)> = self.all.iter().map(|(&k, &s)| (k, s)).collect();
-            keys.sort_unstable_by_key(|&(_, s)| s);
-            for (k, s) in keys {
-                Self::place(&mut self.low, k, s);
-            }
-        } else {
-            Self::place(&mut self.low, key, slot);
+        let e = &mut self.low[key as usize % LOW_ENTRIES];
+        if *e == NO_SLOT {
+            *e = slot;
         }
     }
 
-    /// Enters `key` into a low-bits table unless its index is taken.
-    fn place(low: &mut [u32], key: u32, slot: u32) {
-        let mask = low.len().wrapping_sub(1);
-        if let Some(e @ 0) = low.get_mut(key as usize & mask) {
-            *e = slot + 1;
-        }
-    }
-
-    /// The slot the low-bits table holds at `key`'s index: `key`'s if `key` took the index
-    /// first, another key's, or (a free index) a slot no registry has; `None` before the
-    /// first key.
+    /// The slot the table holds at `key`'s index: `key`'s if `key` took the index first,
+    /// another key's, or (a free index) [`NO_SLOT`].
     #[inline(always)]
-    fn low_slot(&self, key: u32) -> Option<u32> {
-        let mask = self.low.len().wrapping_sub(1);
-        self.low.get(key as usize & mask).map(|s| s.wrapping_sub(1))
+    fn low_slot(&self, key: u32) -> u32 {
+        self.low[key as usize % LOW_ENTRIES]
     }
 }
 
@@ -757,6 +801,25 @@ pub struct Registry {
     regions: MemoryRegions,
     /// Signature-enabled mkeys by index, with their error records.
     sig_mkeys: FxHashMap<u32, MkeySig>,
+    /// For a poll run on a QP without an SRQ to hold in place of one.
+    no_srq: NoSrq,
+}
+
+/// An SRQ of no entries that no CQE names (its number is no 24-bit value).
+#[derive(Debug, Clone)]
+struct NoSrq(Srq);
+
+impl Default for NoSrq {
+    fn default() -> Self {
+        Self(Srq {
+            srqn: u32::MAX,
+            srqn_wire: u32::MAX,
+            wrid: Box::new([]),
+            completed: Cell::new(0),
+            posted: 0,
+            adoption: None,
+        })
+    }
 }
 
 impl Registry {
@@ -784,6 +847,7 @@ impl Registry {
         let slot = self.srqs.len() as u32;
         self.srqs.push(Srq {
             srqn,
+            srqn_wire: srqn.to_be(),
             wrid: (0..entries as u64).collect(),
             completed: Cell::new(0),
             posted: 0,
@@ -892,9 +956,8 @@ impl Registry {
         let cfg = QpConfig { uidx: Some(uidx), ..cfg };
         let srq_adopted = srq.and_then(|s| self.srqs.get(s as usize)).is_some_and(|s| s.adoption.is_some());
         let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind, srq_adopted };
-        // SRQ slots are below 2^24 (SRQ numbers are 24-bit and unique): bit 24 is "none".
         let no_sq = if kind == ResourceKind::Qp { 0 } else { NO_SQ_PATH };
-        qp.recv_path = no_sq | (qp.recv_kind() as u32) << 25 | srq.unwrap_or(1 << 24);
+        qp.recv_path = no_sq | (qp.recv_kind() as u32) << RECV_KIND_SHIFT | srq.unwrap_or(NO_SRQ_PATH);
         self.qps.push(qp);
         if kind == ResourceKind::Qp {
             self.by_qpn.insert(cfg.qpn, slot);
@@ -1214,21 +1277,24 @@ impl Registry {
     /// The slot and QP a CQE's key names: the QPN (version 0) or the user index (`V1`).
     #[inline(always)]
     pub(crate) fn qp_by_key<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
+        self.qp_by_low_bits::<V1>(key).or_else(|| self.qp_by_key_hashed::<V1>(key))
+    }
+
+    /// [`Registry::qp_by_key`] through the table of low key bits alone: `None` for a key
+    /// whose low bits another key took (or no key registered).
+    #[inline(always)]
+    pub(crate) fn qp_by_low_bits<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
         let index = if V1 { &self.by_uidx } else { &self.by_qpn };
-        if let Some(slot) = index.low_slot(key) {
-            // Version 1 compares the index in wire order, as the poll loop keeps it.
-            let is_key = |q: &&Qp| if V1 { q.keys_wire[1] & !KEY_NO_SQ == key.to_be() } else { q.cfg.qpn == key };
-            if let Some(q) = self.qps.get(slot as usize).filter(is_key) {
-                return Some((slot, q));
-            }
-        }
-        self.qp_by_key_hashed::<V1>(key)
+        let slot = index.low_slot(key);
+        // Version 1 compares the index in wire order, as the poll loop keeps it.
+        let is_key = |q: &&Qp| if V1 { q.keys_wire[1] & !KEY_NO_SQ == key.to_be() } else { q.cfg.qpn == key };
+        self.qps.get(slot as usize).filter(is_key).map(|q| (slot, q))
     }
 
     /// [`Registry::qp_by_key`] for a key whose low bits another QP's key took.
     #[cold]
     #[inline(never)]
-    fn qp_by_key_hashed<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
+    pub(crate) fn qp_by_key_hashed<const V1: bool>(&self, key: u32) -> Option<(u32, &Qp)> {
         let slot = if V1 { self.by_uidx.get(key) } else { self.by_qpn.get(key) }?;
         self.qps.get(slot as usize).map(|q| (slot, q))
     }
@@ -1262,6 +1328,12 @@ impl Registry {
     #[inline]
     pub(crate) fn srq_at_ref(&self, slot: u32) -> Option<&Srq> {
         self.srqs.get(slot as usize)
+    }
+
+    /// The SRQ QP `qp` receives from, or (none) an SRQ of no entries that no CQE names.
+    #[inline(always)]
+    pub(crate) fn srq_of(&self, qp: &Qp) -> &Srq {
+        qp.srq_slot().and_then(|s| self.srqs.get(s as usize)).unwrap_or(&self.no_srq.0)
     }
 }
 

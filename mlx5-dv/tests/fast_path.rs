@@ -12,11 +12,12 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use proptest::prelude::*;
 
 /// QPs by registration order (= user index): a plain RC QP, a second one, a QP on an SRQ,
-/// a raw Ethernet QP with the RX checksum capability, two more plain RC QPs, so that a
-/// run meets QPs that are in neither of the poller's cache entries, and a raw Ethernet QP
-/// on the SRQ (whose receives the fast path leaves to the general one). The low bits of
-/// 0x520 are those of 0x100, so its lookup takes the registry's fallback.
-const QPNS: [u32; 7] = [0x100, 0x2ab, 0x3cd, 0x4ef, 0x520, 0x6b1, 0x7c3];
+/// a raw Ethernet QP with the RX checksum capability, two more plain RC QPs, so that runs
+/// and one-CQE polls move among several QPs of one receive path, and a raw Ethernet QP on
+/// the SRQ (whose receives the fast path leaves to the general one). The low 12 bits of
+/// 0x1100 are those of 0x100, so its lookup takes the registry's hash map behind the table
+/// of low bits (and the lean one-CQE poll leaves it to the general one).
+const QPNS: [u32; 7] = [0x100, 0x2ab, 0x3cd, 0x4ef, 0x1100, 0x6b1, 0x7c3];
 /// The QPs on the SRQ.
 const ON_SRQ: [usize; 2] = [2, 6];
 const SRQN: u32 = 0x77;

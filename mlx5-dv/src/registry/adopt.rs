@@ -86,7 +86,7 @@ impl SendQueue {
             let idx = from.wrapping_add(i) & mask;
             // An opcode libibverbs does not define reads as none recorded.
             let wr_data = WcOpcode::from_u32(src.wr_data(idx)).map_or(NO_WR_DATA, |o| o as u8);
-            *self.table.at_mut(idx as usize) = SqEntry { wr_id: src.wr_id(idx), wqe_head: src.wqe_head(idx), wr_data };
+            *self.table.at_mut(idx as usize) = SqEntry::new(src.wr_id(idx), src.wqe_head(idx), wr_data);
         }
         self.cur_post = cur_post;
         self.head = src.head();
