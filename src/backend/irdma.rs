@@ -17,6 +17,9 @@
 //! rdma-core's post path reads them, and the CQ's head, tail and polarity where its
 //! `ibv_poll_cq` and `ibv_destroy_qp`'s CQ clean-up read them.
 //!
+//! On a CQ dvcq made (`Context::create_cq`) the same attach runs, and the QPs dvcq makes
+//! on it (`Pd::create_qp`) are adopted as an application's are ([`own`]).
+//!
 //! Known limits: QPs on SRQs are not adopted yet (GEN3); a CQE of a QP not adopted comes
 //! back as an `UnknownQp` fault item; a flush CQE the poll is synthesising from when the
 //! `Cq` is dropped is read again from the start by rdma-core's poll (dvcq does not rewrite
@@ -33,13 +36,17 @@ use crate::sys::irdma::{PrivateCq, PrivateQp, RdmaCoreCqState, RdmaCoreQp};
 use dvcq_e810_dv::{Compat, IrdmaCq, QpId, RegistryError};
 use dvcq_provider::{Completion, KeepAlive};
 use dvcq_uapi::irdma::rdma_core::{IrdmaLayout, IRDMA_LAYOUTS};
+use own::OwnQps;
 use std::sync::Arc;
 
-/// One adopted QP: its registry id, number and rdma-core's state.
+pub(crate) mod own;
+
+/// One adopted QP: its registry id, number, completion context and rdma-core's state.
 #[derive(Debug)]
 struct Adopted {
     id: QpId,
     qpn: u32,
+    handle: u64,
     qp: RdmaCoreQp,
 }
 
@@ -60,6 +67,10 @@ pub(crate) struct IrdmaBackend {
     start_ci: u32,
     fallback: bool,
     verbs_cq: Option<Arc<VerbsCq>>,
+    /// A CQ dvcq made: what the QPs dvcq makes on it share with it ([`own`]).
+    own: Option<Arc<OwnQps>>,
+    /// The first queued adoption that failed since [`IrdmaBackend::take_error`].
+    own_error: Option<String>,
 }
 
 /// Every release range the private-layout table covers, as `(from, to)`: `v44.0`, `v47.9`.
@@ -121,6 +132,15 @@ pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(
     Ok((IrdmaBackend::new(poller, private, state, layout, Some(Arc::clone(cq))), why))
 }
 
+/// Attaches the irdma poller to `cq`, a CQ dvcq made, through the same reads and checks as
+/// an application's CQ ([`attach`]); the QPs dvcq makes on it are adopted ([`own`]).
+pub(crate) fn attach_created(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(IrdmaBackend, String), Error> {
+    let (mut backend, why) = attach(device, ctx, cq)?;
+    backend.share_with_own_qps();
+    let why = why.replace("QPs named with Cq::attach_qp keep", "dvcq's own QPs (Pd::create_qp) are adopted with");
+    Ok((backend, why))
+}
+
 impl IrdmaBackend {
     /// The poller's failure counters and its shadow-area head writes.
     pub(crate) fn poller_stats(&self) -> (dvcq_e810_dv::PollStats, u64) {
@@ -137,7 +157,54 @@ impl IrdmaBackend {
     ) -> Self {
         let start_ci = poller.ci();
         let stored = (poller.head(), poller.polarity());
-        IrdmaBackend { poller, adopted: Vec::new(), cq, layout, state, stored, start_ci, fallback: false, verbs_cq }
+        IrdmaBackend {
+            poller,
+            adopted: Vec::new(),
+            cq,
+            layout,
+            state,
+            stored,
+            start_ci,
+            fallback: false,
+            verbs_cq,
+            own: None,
+            own_error: None,
+        }
+    }
+
+    /// Makes the backend take dvcq's own QPs (a CQ dvcq made): returns what they share
+    /// with it.
+    pub(crate) fn share_with_own_qps(&mut self) -> Arc<OwnQps> {
+        let own = OwnQps::new(self.cq, self.layout);
+        self.own = Some(Arc::clone(&own));
+        own
+    }
+
+    /// What dvcq's own QPs on this CQ share with it (a CQ dvcq made).
+    pub(crate) fn own(&self) -> Option<&Arc<OwnQps>> {
+        self.own.as_ref()
+    }
+
+    /// The first queued adoption that failed since the last call (see [`own`]).
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.own_error.take()
+    }
+
+    /// Stops mirroring QP `qpn` (being destroyed) and forgets it: its CQEs still in the
+    /// ring are cleared as `irdma_udestroy_qp` clears them, and the other QPs' registry
+    /// ids, which the removal shifts, are looked up again.
+    fn forget_qp(&mut self, qpn: u32) {
+        let Some(i) = self.adopted.iter().position(|a| a.qpn == qpn) else {
+            return;
+        };
+        let gone = self.adopted.remove(i);
+        self.poller.unregister(gone.handle);
+        let qps = self.poller.qps();
+        for a in &mut self.adopted {
+            if let Some(id) = qps.find(a.handle) {
+                a.id = QpId(id);
+            }
+        }
     }
 
     /// Lets a refused QP hand the CQ to the generic backend ([`IrdmaBackend::can_fall_back`]).
@@ -171,7 +238,7 @@ impl IrdmaBackend {
         })?;
         let adopted = self.poller.qp_mut(id).map(|q| q.adopt(&qp.qp));
         if let Some(Ok(())) = adopted {
-            self.adopted.push(Adopted { id, qpn, qp: qp.qp });
+            self.adopted.push(Adopted { id, qpn, handle: qp.handle, qp: qp.qp });
             return Ok(());
         }
         // The sizes were taken from the same struct, so this is not expected; undo.
@@ -188,9 +255,25 @@ impl IrdmaBackend {
         self.adopted.iter().map(|a| a.qpn).collect()
     }
 
-    /// Up to `out.len()` completions, in order.
+    /// Up to `out.len()` completions, in order. On a CQ dvcq made, under the lock its QPs'
+    /// posts take, after applying the adoptions and removals queued since the last call.
     #[inline]
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
+        let Some(own) = self.own.take() else {
+            return self.poll_adopted(out);
+        };
+        let mut changes = own.lock();
+        if !changes.is_empty() {
+            self.apply(&mut changes);
+        }
+        let n = self.poll_adopted(out);
+        drop(changes);
+        self.own = Some(own);
+        n
+    }
+
+    #[inline]
+    fn poll_adopted(&mut self, out: &mut [Completion]) -> usize {
         if out.is_empty() || !self.poller.is_ready() {
             return 0;
         }

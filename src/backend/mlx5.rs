@@ -17,6 +17,11 @@
 //! names with `Cq::attach_mr` (a receive into memory not named completes with
 //! `IBV_WC_LOC_PROT_ERR`, as the registry never writes outside a region).
 //!
+//! Receive WQs (`Cq::attach_wq`: `ibv_create_wq`, the queues an RSS QP spreads its receives
+//! over) are adopted as a QP's receive queue is: rdma-core's `struct mlx5_rwq` holds a
+//! `struct mlx5_wq` like a QP's (`sys::mlx5::read_rwq`), and CQEs name the WQ by its user
+//! index (CQE version 1), which the registry finds it under (`Registry::add_rwq`).
+//!
 //! SRQs (`Cq::attach_srq`, or a QP's own SRQ through `Cq::attach_qp`) are adopted the same
 //! way: their wr_id table is mirrored along the free list's links each poll call, and the
 //! WQEs completed are given back to rdma-core's free list after the poll as the release's
@@ -25,8 +30,8 @@
 //!
 //! Known limits: CQs rdma-core created are taken to be uncompressed and without
 //! overrun-ignore (it polls neither compressed CQs nor records the flag publicly; a
-//! compressed CQE comes back as a `BadFormat` fault item); XRC and tag-matching SRQs,
-//! receive WQs (`ibv_create_wq`) and the WQE signature option are not adopted; a CQE of a
+//! compressed CQE comes back as a `BadFormat` fault item); XRC and tag-matching SRQs and
+//! the WQE signature option are not adopted; a CQE of a
 //! QP not adopted comes back as an `UnknownQp` fault item; a CQE rdma-core swallows
 //! (SIG_ERR) inside a batch lets the poll read one CQE past those counted ready, whose
 //! post the mirror may not have seen yet.
@@ -57,7 +62,7 @@ use crate::device::{rdma_core_release, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
-use crate::sys::mlx5::{PrivateQp, PrivateSrq, RdmaCoreCq, RdmaCoreSrq};
+use crate::sys::mlx5::{PrivateQp, PrivateRwq, PrivateSrq, RdmaCoreCq, RdmaCoreSrq, RdmaCoreWq};
 use dvcq_mlx5_dv::{
     CiUpdate, CompLayout, CompressionConfig, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig,
 };
@@ -90,6 +95,14 @@ struct AdoptedSrq {
     srq: RdmaCoreSrq,
 }
 
+/// One adopted receive WQ: its `ibv_wq` (address), number, and rdma-core's queue.
+#[derive(Debug)]
+struct AdoptedRwq {
+    ptr: usize,
+    wqn: u32,
+    rq: RdmaCoreWq,
+}
+
 /// The mlx5 poller on an rdma-core CQ, with the QPs adopted so far. The poller is
 /// declared first, so it is dropped before the CQ handle that keeps the ring alive.
 #[derive(Debug)]
@@ -97,6 +110,7 @@ pub(crate) struct Mlx5Backend {
     poller: Ring,
     adopted: Vec<Adopted>,
     srqs: Vec<AdoptedSrq>,
+    rwqs: Vec<AdoptedRwq>,
     /// The `ibv_context` and `ibv_cq` a QP must belong to (addresses, for the checks).
     ctx: usize,
     cq: usize,
@@ -258,6 +272,7 @@ impl Mlx5Backend {
             poller,
             adopted: Vec::new(),
             srqs: Vec::new(),
+            rwqs: Vec::new(),
             ctx,
             cq,
             layout,
@@ -411,6 +426,31 @@ impl Mlx5Backend {
         Ok(srqn)
     }
 
+    /// Registers a receive WQ (at `ptr`, an `ibv_wq` address) whose private struct was
+    /// read and checked, under its number and user index, taking over rdma-core's wr_id
+    /// table, head and tail as they are; its tail is written back after each poll as
+    /// rdma-core's poll does. On error nothing is registered.
+    pub(crate) fn adopt_rwq(&mut self, ptr: usize, rwq: PrivateRwq) -> Result<(), String> {
+        let PrivateRwq { wqn, uidx, wqe_cnt, rq } = rwq;
+        if self.rwqs.iter().any(|r| r.ptr == ptr || r.wqn == wqn) {
+            return Err(format!("wq {wqn:#x} is attached to this CQ already"));
+        }
+        if !self.cqe_v1 {
+            return Err(format!("wq {wqn:#x}: the CQ's context has CQEs of version 0, which cannot name a WQ"));
+        }
+        let entry = self.registry_mut().add_rwq(wqn, uidx, wqe_cnt).map_err(|e| format!("wq {wqn:#x}: {e}"))?;
+        // The size was taken from the same queue: adopting cannot be refused.
+        entry.adopt(&rq).map_err(|e| format!("wq {wqn:#x}: {e}"))?;
+        self.rwqs.push(AdoptedRwq { ptr, wqn, rq });
+        Ok(())
+    }
+
+    /// The receive WQs adopted, by number.
+    #[allow(dead_code)] // tests and diagnostics
+    pub(crate) fn wqns(&self) -> Vec<u32> {
+        self.rwqs.iter().map(|r| r.wqn).collect()
+    }
+
     /// Adds memory inline scatter may copy into (an application's `ibv_mr`).
     pub(crate) fn add_region(&mut self, region: dvcq_provider::MemoryRegion) -> Result<(), String> {
         self.registry_mut().add_memory_region(region).map_err(|e| e.to_string())
@@ -443,8 +483,8 @@ impl Mlx5Backend {
     #[inline]
     fn poll_adopted(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
-            Ring::C64(c) => poll_adopted(c, &self.adopted, &self.srqs, out),
-            Ring::C128(c) => poll_adopted(c, &self.adopted, &self.srqs, out),
+            Ring::C64(c) => poll_adopted(c, &self.adopted, &self.srqs, &self.rwqs, out),
+            Ring::C128(c) => poll_adopted(c, &self.adopted, &self.srqs, &self.rwqs, out),
         }
     }
 
@@ -497,13 +537,14 @@ impl Mlx5Backend {
     }
 }
 
-/// One poll call on `cq` with the mirrors of `adopted` and `srqs` brought up to date
-/// around it.
+/// One poll call on `cq` with the mirrors of `adopted`, `srqs` and `rwqs` brought up to
+/// date around it.
 #[inline]
 fn poll_adopted<const S: usize>(
     cq: &mut Mlx5Cq<S>,
     adopted: &[Adopted],
     srqs: &[AdoptedSrq],
+    rwqs: &[AdoptedRwq],
     out: &mut [Completion],
 ) -> usize {
     let ready = cq.ready(out.len());
@@ -515,6 +556,11 @@ fn poll_adopted<const S: usize>(
     for s in srqs {
         if let Some(m) = registry.srq_mut(s.srqn) {
             m.sync_posted(&s.srq);
+        }
+    }
+    for r in rwqs {
+        if let Some(q) = registry.rwq_mut(r.wqn) {
+            q.sync_posted(&r.rq);
         }
     }
     for a in adopted {
@@ -536,6 +582,14 @@ fn poll_adopted<const S: usize>(
             }
             if let Some(rq) = &a.qp.rq {
                 q.rq.hand_back_tail(rq);
+            }
+        }
+    }
+    if !rwqs.is_empty() {
+        let registry = cq.registry_mut();
+        for r in rwqs {
+            if let Some(q) = registry.rwq_mut(r.wqn) {
+                q.hand_back_tail(&r.rq);
             }
         }
     }

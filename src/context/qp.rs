@@ -83,17 +83,25 @@ fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -
     }
 }
 
-/// The rdma-core CQ behind `cq`, and on a direct mlx5 CQ dvcq made, what a QP made on it
-/// shares with it to be adopted.
+/// The rdma-core CQ behind `cq`, and on a direct CQ dvcq made, what a QP made on it shares
+/// with it to be adopted.
 #[cfg(dvcq_rdma_core)]
-#[allow(clippy::type_complexity)]
 fn verbs_cq_of<'c>(
     cq: &'c Cq,
     device: &str,
-) -> Result<(&'c Arc<sys::cq::VerbsCq>, Option<Arc<crate::backend::mlx5::own::OwnQps>>), Error> {
+) -> Result<(&'c Arc<sys::cq::VerbsCq>, Option<crate::backend::OwnCq>), Error> {
+    use crate::backend::OwnCq;
     let mismatch = || Error::Mismatch {
         device: device.to_string(),
         what: format!("CQ of device {} cannot be used here", cq.device()),
+    };
+    // An application's CQ (Cq::attach) on a direct backend: its registry holds the QPs the
+    // application attached; dvcq's own would complete as unknown QPs.
+    let attached = || Error::Mismatch {
+        device: device.to_string(),
+        what: "a CQ attached with Cq::attach takes QPs the application created (Cq::attach_qp); make dvcq's own \
+               QPs on a CQ made with Context::create_cq"
+            .into(),
     };
     if cq.device() != device {
         return Err(mismatch());
@@ -102,24 +110,13 @@ fn verbs_cq_of<'c>(
         Poller::Generic(g) => Ok((g.verbs_cq(), None)),
         Poller::Rxe(r) => Ok((r.verbs_cq(), None)),
         Poller::Mlx5(m) => match (m.verbs_cq(), m.own()) {
-            (Some(v), Some(own)) => Ok((v, Some(Arc::clone(own)))),
-            // An application's CQ (Cq::attach): its registry holds the QPs the application
-            // attached; dvcq's own would complete as unknown QPs.
-            _ => Err(Error::Mismatch {
-                device: device.to_string(),
-                what: "a CQ attached with Cq::attach takes QPs the application created (Cq::attach_qp); make \
-                       dvcq's own QPs on a CQ made with Context::create_cq"
-                    .into(),
-            }),
+            (Some(v), Some(own)) => Ok((v, Some(OwnCq::Mlx5(Arc::clone(own))))),
+            _ => Err(attached()),
         },
-        // Its registry holds the QPs the application attached; dvcq's own would complete
-        // as unknown QPs.
-        Poller::Irdma(_) => Err(Error::Mismatch {
-            device: device.to_string(),
-            what: "a CQ on the irdma direct backend takes QPs the application created (Cq::attach_qp); \
-                   dvcq does not adopt its own yet"
-                .into(),
-        }),
+        Poller::Irdma(m) => match (m.verbs_cq(), m.own()) {
+            (Some(v), Some(own)) => Ok((v, Some(OwnCq::Irdma(Arc::clone(own))))),
+            _ => Err(attached()),
+        },
         Poller::Model(_) => Err(mismatch()),
     }
 }
@@ -179,7 +176,10 @@ impl Pd {
                         })
                     }
                 };
-                let direct = send_own.is_some() || recv_own.is_some();
+                // On mlx5 dvcq's direct CQs make their QPs without scatter-to-CQE.
+                let on_mlx5 = |o: &Option<crate::backend::OwnCq>| matches!(o, Some(crate::backend::OwnCq::Mlx5(_)));
+                let direct = on_mlx5(&send_own) || on_mlx5(&recv_own);
+                let backend = send_own.as_ref().or(recv_own.as_ref()).map_or("direct", |o| o.backend());
                 let mut qp = sys::qp::Qp::new(
                     pd,
                     init.qp_type,
@@ -193,11 +193,12 @@ impl Pd {
                     direct,
                 )
                 .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
-                // On a direct mlx5 CQ dvcq made, the QP (and its SRQ) is adopted as an
-                // application's is by Cq::attach_qp; refused, the QP is destroyed again.
+                // On a direct mlx5 or irdma CQ dvcq made, the QP (and on mlx5 its SRQ) is
+                // adopted as an application's is by Cq::attach_qp; refused, the QP is
+                // destroyed again.
                 qp.adopt_on(send_own, recv_own).map_err(|reason| Error::Attach {
                     device: self.device.clone(),
-                    backend: "mlx5",
+                    backend,
                     reason,
                 })?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Verbs(qp), device: self.device.clone(), qp_type: init.qp_type })

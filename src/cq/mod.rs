@@ -476,11 +476,17 @@ impl Cq {
                 self.stats.poll_failures += 1;
                 Some(Error::Verbs { device: self.device.clone(), source: e })
             }
-            // A QP or SRQ dvcq made on a direct mlx5 CQ that its poll could not adopt.
+            // A QP or SRQ dvcq made on a direct mlx5 or irdma CQ that its poll could not
+            // adopt.
             #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "mlx5", reason })
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => {
+                let reason = m.take_error()?;
+                Some(Error::Attach { device: self.device.clone(), backend: "irdma", reason })
             }
             #[allow(unreachable_patterns)]
             _ => None,

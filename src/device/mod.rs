@@ -217,20 +217,22 @@ pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> R
         },
         Err(e) => ("generic".to_string(), format!("could not make a CQ to check the direct backend: {e}")),
     };
-    // On mlx5 dvcq's own CQs are made another way (mlx5dv_create_cq) and adopt dvcq's own
-    // QPs: say which backend they get too, found the same way.
-    if provider == "mlx5" {
-        let created = crate::backend::mlx5::Created { cqe_size: 64, compression: None, ignore_overrun: false };
-        let attrs =
-            crate::sys::cq::Mlx5CqAttrs { cqe_size: 64, comp_res_format: None, pad: false, ignore_overrun: false };
-        let own = match crate::sys::cq::VerbsCq::create_mlx5(ctx, 1, 0, None, &attrs) {
-            Ok(cq) => {
-                let origin = Origin::Dvcq { created: Some(created) };
-                match crate::backend::choose_for(&name, ctx, cq, BackendChoice::Auto, origin) {
-                    Ok((_, b)) => format!("{}: {}", b.kind.name(), b.reason),
-                    Err(e) => format!("generic: {e}"),
-                }
-            }
+    // On mlx5 and irdma dvcq's own CQs adopt dvcq's own QPs (and on mlx5 are made another
+    // way, mlx5dv_create_cq): say which backend they get too, found the same way.
+    if provider == "mlx5" || provider == "irdma" {
+        let (made, origin) = if provider == "mlx5" {
+            let created = crate::backend::mlx5::Created { cqe_size: 64, compression: None, ignore_overrun: false };
+            let attrs =
+                crate::sys::cq::Mlx5CqAttrs { cqe_size: 64, comp_res_format: None, pad: false, ignore_overrun: false };
+            (crate::sys::cq::VerbsCq::create_mlx5(ctx, 1, 0, None, &attrs), Origin::Dvcq { created: Some(created) })
+        } else {
+            (crate::sys::cq::VerbsCq::create(ctx, 1, 0, None), Origin::Dvcq { created: None })
+        };
+        let own = match made {
+            Ok(cq) => match crate::backend::choose_for(&name, ctx, cq, BackendChoice::Auto, origin) {
+                Ok((_, b)) => format!("{}: {}", b.kind.name(), b.reason),
+                Err(e) => format!("generic: {e}"),
+            },
             Err(e) => format!("could not make one to check ({e})"),
         };
         reason = format!("attached CQs (Cq::attach): {reason}; dvcq's own CQs (Context::create_cq): {own}");

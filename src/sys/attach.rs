@@ -226,6 +226,72 @@ impl Cq {
         self.refused_or_fallback("mlx5", adopted, fallback)
     }
 
+    /// Names a receive work queue the application created with rdma-core (`struct ibv_wq
+    /// *`, `ibv_create_wq`: the queues an RSS QP spreads its receives over) that completes
+    /// on this CQ, so that its completions carry the `wr_id`s it posts with
+    /// `ibv_post_wq_recv`, which goes on working unchanged. Call it before the WQ's first
+    /// completion reaches this CQ.
+    ///
+    /// On the mlx5 direct backend the WQ's private rdma-core struct (`struct mlx5_rwq`) is
+    /// read with the layout of the release loaded and checked against `mlx5dv_init_obj`'s
+    /// public facts first; its wr_id table is then mirrored once per poll call and its tail
+    /// written back as rdma-core's own poll does, so posts see the room completions make.
+    /// CQEs name a WQ by its user index, so the context must have CQEs of version 1 (every
+    /// ConnectX rdma-core drives with WQs does). Nothing to do on the other backends beyond
+    /// the context check.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] for a WQ of another context, or on a model CQ;
+    /// [`Error::Attach`] naming the WQ and the failed check (its CQ is not this one, a
+    /// private field disagrees with `mlx5dv_rwq`, attached twice). On error nothing was
+    /// registered; a CQ attached with `BackendChoice::Auto` that has not consumed a
+    /// completion yet is taken over by rdma-core's `ibv_poll_cq` instead, as
+    /// [`Cq::attach_qp`] does.
+    ///
+    /// # Safety
+    ///
+    /// `wq` points to a live `struct ibv_wq` that the application destroys only after this
+    /// `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered with
+    /// its polls.
+    pub unsafe fn attach_wq(&mut self, wq: NonNull<c_void>) -> Result<(), Error> {
+        let wq = wq.as_ptr().cast::<ffi::ibv_wq>();
+        let device = self.device().to_string();
+        let ctx = match &self.poller {
+            Poller::Generic(g) => g.verbs_cq().context_ptr(),
+            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
+            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
+            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
+            Poller::Model(_) => {
+                return Err(Error::Mismatch { device, what: "a model CQ has no rdma-core WQs to attach".into() })
+            }
+        };
+        // SAFETY: the caller's live WQ; a read of its public `context` and `wq_num` fields.
+        let (wq_ctx, wqn) = unsafe { ((*wq).context, (*wq).wq_num) };
+        if wq_ctx != ctx {
+            return Err(Error::Mismatch {
+                device,
+                what: format!("wq {wqn:#x} belongs to another device context than the CQ"),
+            });
+        }
+        let Poller::Mlx5(m) = &mut self.poller else {
+            return Ok(());
+        };
+        let adopted = (|| {
+            // SAFETY: the caller's live WQ, of this CQ's context, which the mlx5 provider
+            // serves (the backend was chosen by the context's provider library).
+            let dv = unsafe { super::mlx5::init_rwq(wq) }.map_err(|e| format!("wq {wqn:#x}: {e}"))?;
+            let (ctx, cq, layout, cqe_v1) = m.expect();
+            // SAFETY: as above: an mlx5 WQ, so it sits in a `struct mlx5_rwq`, and `layout`
+            // is the row of the release loaded (picked at the CQ's attach). The caller keeps
+            // the WQ alive for the Cq's life, which bounds the pointers kept into it.
+            let private = unsafe { super::mlx5::read_rwq(wq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+            m.adopt_rwq(wq as usize, private)
+        })();
+        let fallback = m.verbs_cq().filter(|_| m.can_fall_back()).cloned();
+        self.refused_or_fallback("mlx5", adopted, fallback)
+    }
+
     /// After a refused adoption on a direct backend: with `BackendChoice::Auto` and nothing
     /// consumed yet (`fallback` is the CQ then), rdma-core's own poll takes the CQ over (its
     /// consumer state is still right); otherwise the error.

@@ -36,8 +36,12 @@ use std::sync::Arc;
 mod image_tests;
 #[cfg(test)]
 mod lab_tests;
+mod rwq;
 mod srq;
 
+#[cfg(test)]
+use rwq::DvRwq;
+pub(crate) use rwq::{init_rwq, read_rwq, PrivateRwq};
 #[cfg(test)]
 use srq::DvSrq;
 pub(crate) use srq::{init_srq, read_srq, PrivateSrq, RdmaCoreSrq};

@@ -5,7 +5,8 @@ use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
 use super::ops;
-use crate::backend::mlx5::own::{distinct, Change, OwnQps, SrqOwner};
+use crate::backend::mlx5::own::{Change, SrqOwner};
+use crate::backend::OwnCq;
 use crate::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use dvcq_provider::DmaBuffer;
@@ -174,10 +175,10 @@ pub(crate) struct Qp {
     _send_cq: Arc<VerbsCq>,
     _recv_cq: Arc<VerbsCq>,
     _srq: Option<Arc<Srq>>,
-    /// The direct mlx5 CQs dvcq made that adopted its send and receive queues
+    /// The direct CQs dvcq made that adopted its send and receive queues
     /// ([`Qp::adopt_on`]).
-    own_send: Option<Arc<OwnQps>>,
-    own_recv: Option<Arc<OwnQps>>,
+    own_send: Option<OwnCq>,
+    own_recv: Option<OwnCq>,
 }
 
 // SAFETY: QPs may be used from any thread; posting takes `&mut self`, so one thread posts
@@ -301,18 +302,59 @@ impl Qp {
         Ok(())
     }
 
-    /// Has the direct mlx5 CQs dvcq made (`send` and `recv`, for its send and receive
-    /// CQs) adopt the QP, and its SRQ where receives complete there: each reads and checks
-    /// rdma-core's private structs now, and all are queued for the CQs' next polls only if
-    /// every check passed. From then on posts take the CQs' poll locks, and dropping the QP
-    /// queues its removal first.
-    pub(crate) fn adopt_on(&mut self, send: Option<Arc<OwnQps>>, recv: Option<Arc<OwnQps>>) -> Result<(), String> {
+    /// Has the direct CQs dvcq made (`send` and `recv`, for its send and receive CQs)
+    /// adopt the QP, and on mlx5 its SRQ where receives complete there: each reads and
+    /// checks rdma-core's private structs now, and all are queued for the CQs' next polls
+    /// only if every check passed. From then on posts take the CQs' poll locks, and
+    /// dropping the QP queues its removal first.
+    pub(crate) fn adopt_on(&mut self, send: Option<OwnCq>, recv: Option<OwnCq>) -> Result<(), String> {
         let qpn = self.qpn();
         let what = |e: String| format!("qp {qpn:#x}: {e}");
         if let (Some(srq), None) = (&self._srq, &recv) {
             srq.owner.claim_for_rdma_core().map_err(|e| what(e.into()))?;
         }
-        let owners = distinct(&send, &recv);
+        let owners = OwnCq::distinct(&send, &recv);
+        if owners.iter().all(|o| matches!(o, OwnCq::Mlx5(_))) {
+            self.adopt_on_mlx5(owners)?;
+        } else {
+            self.adopt_on_irdma(owners)?;
+        }
+        (self.own_send, self.own_recv) = (send, recv);
+        Ok(())
+    }
+
+    /// [`Qp::adopt_on`] for direct irdma CQs (`owners`, distinct).
+    fn adopt_on_irdma(&self, owners: Vec<OwnCq>) -> Result<(), String> {
+        let qpn = self.qpn();
+        let mut reads = Vec::new();
+        for own in &owners {
+            let OwnCq::Irdma(own) = own else {
+                return Err(format!("qp {qpn:#x}: its CQs are polled by the mlx5 and the irdma direct backends"));
+            };
+            // SAFETY: a live QP of the context the CQ was attached on, which rdma-core's
+            // irdma provider serves (the CQ's backend was chosen by it), so it sits in a
+            // `struct irdma_uqp`; `own.layout` is the row of the release loaded, picked when
+            // the CQ was attached. The QP outlives what the CQ keeps of it: its drop queues
+            // the removal before destroying it, with the CQ's poll lock held.
+            reads.push((own, unsafe { super::irdma::read_qp(self.ptr, &own.cq, own.layout) }?));
+        }
+        for (own, private) in reads {
+            own.lock().push(crate::backend::irdma::own::Change::AddQp(Box::new(private)));
+        }
+        Ok(())
+    }
+
+    /// [`Qp::adopt_on`] for direct mlx5 CQs (`owners`, distinct).
+    fn adopt_on_mlx5(&self, owners: Vec<OwnCq>) -> Result<(), String> {
+        let qpn = self.qpn();
+        let what = |e: String| format!("qp {qpn:#x}: {e}");
+        let owners: Vec<_> = owners
+            .into_iter()
+            .filter_map(|o| match o {
+                OwnCq::Mlx5(o) => Some(o),
+                OwnCq::Irdma(_) => None,
+            })
+            .collect();
         if owners.is_empty() {
             return Ok(());
         }
@@ -356,7 +398,6 @@ impl Qp {
             }
             changes.push(Change::AddQp(private));
         }
-        (self.own_send, self.own_recv) = (send, recv);
         Ok(())
     }
 
@@ -524,13 +565,19 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // The direct CQs that adopted it stop reading it before rdma-core frees it.
-        for own in distinct(&self.own_send, &self.own_recv) {
-            own.forget_qp(self.qpn());
+        // The direct CQs that adopted it stop reading it before rdma-core frees it: their
+        // next poll calls forget it first, and none runs while rdma-core destroys it and
+        // cleans its CQEs out of their rings (the locks taken in one order).
+        let qpn = self.qpn();
+        let owners = OwnCq::distinct(&self.own_send, &self.own_recv);
+        let mut polls_wait: Vec<_> = owners.iter().map(OwnCq::lock).collect();
+        for w in &mut polls_wait {
+            w.forget_qp(qpn);
         }
         // SAFETY: the QP is destroyed once, before the CQs, SRQ and PD it holds (fields drop
         // after this), and its address handles after it.
         unsafe { ffi::ibv_destroy_qp(self.ptr) };
+        drop(polls_wait);
         for (_, ah) in self.ahs.drain(..) {
             // SAFETY: each AH was created once by this QP and no QP uses it any more.
             unsafe { ffi::ibv_destroy_ah(ah) };

@@ -896,3 +896,5 @@ proptest::proptest! {
         }
     }
 }
+
+mod own;

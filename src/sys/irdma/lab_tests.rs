@@ -106,3 +106,48 @@ fn lab_dvcq_devices_says_whether_an_irdma_device_attaches_directly_and_why() {
     }
     eprintln!("{name}: {} ({})", info.backend, info.reason);
 }
+
+#[test]
+fn lab_dvcq_s_own_irdma_cq_and_qps_poll_directly() {
+    let Some(name) = irdma_device("lab_dvcq_s_own_irdma_cq_and_qps_poll_directly") else {
+        return;
+    };
+    let ctx = Context::open(&name).expect("open the device");
+    // dvcq's own CQ and QPs: the CQ attached as an application's is, the QPs adopted as
+    // they are made, posts and polls ordered by dvcq.
+    let mut cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Direct)).expect("create_cq");
+    assert_eq!(cq.backend().kind, BackendKind::Irdma, "{}", cq.backend().reason);
+    eprintln!("{name}: {}", cq.backend().reason);
+    let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
+    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let init = QpInit { qp_type: QpType::Rc, send_cq: &cq, recv_cq: &cq, srq: None, caps, sq_sig_all: false };
+    let mut a = pd.create_qp(&init).expect("create_qp adopts the QP");
+    let mut b = pd.create_qp(&init).expect("create_qp adopts the QP");
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
+    a.connect(&eb).unwrap();
+    b.connect(&ea).unwrap();
+    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
+    for round in 0..64u64 {
+        for i in 0..8u64 {
+            let sg = [mr.slice(4096 + i * 256, 256).unwrap()];
+            b.post_recv(&[RecvWr { wr_id: 0x2000 + round * 16 + i, sg_list: &sg }]).expect("post_recv");
+        }
+        for i in 0..8u64 {
+            let sg = [mr.slice(i * 256, 200).unwrap()];
+            a.post_send(&[SendWr::new(0x1000 + round * 16 + i, SendOp::Send, &sg)]).expect("post_send");
+        }
+        let got = drain(&mut cq, 16);
+        assert_eq!(got.len(), 16, "round {round}: {got:?}");
+        assert!(got.iter().all(|c| c.status == WcStatus::Success), "round {round}: {got:?}");
+        let ids = |op: WcOpcode| {
+            let mut v: Vec<u64> = got.iter().filter(|c| c.opcode == op).map(|c| c.wr_id).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(ids(WcOpcode::Send), (0..8).map(|i| 0x1000 + round * 16 + i).collect::<Vec<_>>());
+        assert_eq!(ids(WcOpcode::Recv), (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>());
+    }
+    drop((a, b));
+    assert_eq!(cq.poll(&mut [dvcq_provider::Completion::default(); 4]), 0);
+    assert!(cq.take_error().is_none());
+}

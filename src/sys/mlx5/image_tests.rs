@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 mod own;
 mod srq;
+mod wq;
 
 const QPN: u32 = 0x1a2b;
 const UIDX: u32 = 0x77;

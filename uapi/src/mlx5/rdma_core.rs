@@ -1,6 +1,6 @@
-//! rdma-core's private mlx5 provider structs that an attach to rdma-core's own CQs, QPs and
-//! SRQs reads (`providers/mlx5/mlx5.h`: `struct mlx5_cq`, `struct mlx5_qp`, `struct mlx5_wq`,
-//! `struct mlx5_srq`),
+//! rdma-core's private mlx5 provider structs that an attach to rdma-core's own CQs, QPs,
+//! SRQs and receive WQs reads (`providers/mlx5/mlx5.h`: `struct mlx5_cq`, `struct mlx5_qp`,
+//! `struct mlx5_wq`, `struct mlx5_srq`, `struct mlx5_rwq`),
 //! as a table of byte offsets per release range, for x86_64 (LP64, glibc).
 //! The `wr_id` tables and queue tails live here: `struct mlx5dv_qp` (what `mlx5dv_init_obj`
 //! gives, `providers/mlx5/mlx5.c` `mlx5dv_get_qp`) has no `wrid`, `wqe_head` or `wr_data`.
@@ -24,6 +24,11 @@
 //!         __be32 *db;  [v64: struct ibv_buf *dbrec_ibv_buf;]  bool custom_db;
 //!         struct mlx5_wq rq;
 //!         ...
+//! };
+//! struct mlx5_rwq {                  /* the same text in every release of the table */
+//!         struct mlx5_resource rsc;  struct ibv_wq wq;
+//!         struct mlx5_buf buf;  int buf_size;  struct mlx5_wq rq;
+//!         __be32 *db;  bool custom_db;  void *pbuff;  __be32 *recv_db;  int wq_sig;
 //! };
 //! struct mlx5_cq {
 //!         struct verbs_cq verbs_cq;   /* union { ibv_cq; ibv_cq_ex; } */
@@ -55,7 +60,7 @@
 //!   pd, dmabuf fd) instead of address and length and drops `mparent_domain` (64 → 72
 //!   bytes), and `struct mlx5_qp` and `struct mlx5_cq` gain `dbrec_ibv_buf` after their
 //!   doorbell record pointer (`struct mlx5_srq` does not: it keeps `db`, `custom_db`,
-//!   `counter`). (`struct mlx5_cq` up to `arm_sn` is otherwise the same text in every release
+//!   `counter`; nor does `struct mlx5_rwq`, whose fields after `buf` move 8 bytes). (`struct mlx5_cq` up to `arm_sn` is otherwise the same text in every release
 //!   read, `ibv_cq_ex` too.)
 //!
 //! The offsets agree with a C `offsetof` probe that declares these structs as each
@@ -93,6 +98,10 @@ pub const MLX5_RSC_TYPE_QP: u32 = 0;
 pub const MLX5_RSC_TYPE_XSRQ: u32 = 1;
 /// `MLX5_RSC_TYPE_SRQ`: `rsc.type` of a basic SRQ.
 pub const MLX5_RSC_TYPE_SRQ: u32 = 2;
+/// `MLX5_RSC_TYPE_RWQ`: `rsc.type` of a receive work queue (`ibv_create_wq`).
+pub const MLX5_RSC_TYPE_RWQ: u32 = 3;
+/// `sizeof(struct ibv_wq)` on x86_64 glibc (`verbs.h`; the same text v44 to v65).
+pub const IBV_WQ_SIZE: usize = 152;
 /// `offsetof(struct mlx5_wqe_srq_next_seg, next_wqe_index)` (`mlx5dv.h`): where an SRQ
 /// WQE's big-endian free-list link is.
 pub const SRQ_NEXT_WQE_INDEX_OFFSET: usize = 2;
@@ -339,6 +348,46 @@ const_assert_eq!(offset_of!(SrqV64, appended) + offset_of!(SrqBitmap, free_wqe_b
 const_assert_eq!(offset_of!(SrqV64, appended) + offset_of!(SrqBitmap, nwqes), 376);
 const_assert_eq!(size_of::<SrqV64>(), 384);
 
+/// `struct mlx5_rwq`, with a buffer type `B`.
+#[repr(C)]
+struct Rwq<B> {
+    rsc_type: u32,
+    rsn: u32,
+    wq: [u64; IBV_WQ_SIZE / 8],
+    buf: B,
+    buf_size: i32,
+    rq: Wq,
+    db: u64,
+    custom_db: u8,
+    pbuff: u64,
+    recv_db: u64,
+    wq_sig: i32,
+}
+
+type RwqV44 = Rwq<BufV44>;
+type RwqV64 = Rwq<BufV64>;
+
+// What a C `offsetof` probe printed for each layout (`struct mlx5_rwq` declared as every
+// release's mlx5.h has it, with each `struct mlx5_buf`, over rdma-core 44's verbs.h).
+const_assert_eq!(offset_of!(RwqV44, wq), 8);
+const_assert_eq!(offset_of!(RwqV44, buf), 160);
+const_assert_eq!(offset_of!(RwqV44, buf_size), 224);
+const_assert_eq!(offset_of!(RwqV44, rq), 232);
+const_assert_eq!(offset_of!(RwqV44, db), 312);
+const_assert_eq!(offset_of!(RwqV44, custom_db), 320);
+const_assert_eq!(offset_of!(RwqV44, pbuff), 328);
+const_assert_eq!(offset_of!(RwqV44, recv_db), 336);
+const_assert_eq!(offset_of!(RwqV44, wq_sig), 344);
+const_assert_eq!(size_of::<RwqV44>(), 352);
+const_assert_eq!(offset_of!(RwqV64, buf), 160);
+const_assert_eq!(offset_of!(RwqV64, buf_size), 232);
+const_assert_eq!(offset_of!(RwqV64, rq), 240);
+const_assert_eq!(offset_of!(RwqV64, db), 320);
+const_assert_eq!(offset_of!(RwqV64, pbuff), 336);
+const_assert_eq!(offset_of!(RwqV64, recv_db), 344);
+const_assert_eq!(offset_of!(RwqV64, wq_sig), 352);
+const_assert_eq!(size_of::<RwqV64>(), 360);
+
 /// `struct mlx5_cq` up to `arm_sn`, for a buffer type `B` and `DB` words (0 or 1) of
 /// `dbrec_ibv_buf` after `dbrec`.
 #[repr(C)]
@@ -554,6 +603,46 @@ pub struct Mlx5SrqLayout {
     pub size: usize,
 }
 
+/// Where the fields of `struct mlx5_rwq` are (from the start of the struct; the public
+/// `struct ibv_wq` is at [`Mlx5RwqLayout::ibv_wq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mlx5RwqLayout {
+    /// `rsc.type` (`u32`, [`MLX5_RSC_TYPE_RWQ`]).
+    pub rsc_type: usize,
+    /// `rsc.rsn` (`u32`): the user index rdma-core gave the WQ (`mlx5_store_uidx`).
+    pub rsn: usize,
+    /// `wq`: the public `struct ibv_wq`.
+    pub ibv_wq: usize,
+    /// `buf`'s address word (`buf.buf`, or `buf.ibv_buf.addr` from v64).
+    pub buf: usize,
+    /// `rq` ([`Mlx5WqLayout`]): the wr_id table, head and tail.
+    pub rq: usize,
+    /// `db` (8-byte pointer): the doorbell record.
+    pub db: usize,
+    /// `pbuff` (8-byte pointer): the receive WQEs, `buf + rq.offset`.
+    pub pbuff: usize,
+    /// `recv_db` (8-byte pointer): the record's receive word (`&db[MLX5_RCV_DBR]`).
+    pub recv_db: usize,
+    /// Bytes from the start of the struct to the end of `recv_db`: what a reader may touch.
+    pub size: usize,
+}
+
+macro_rules! rwq_layout {
+    ($t:ty) => {
+        Mlx5RwqLayout {
+            rsc_type: offset_of!($t, rsc_type),
+            rsn: offset_of!($t, rsn),
+            ibv_wq: offset_of!($t, wq),
+            buf: offset_of!($t, buf),
+            rq: offset_of!($t, rq),
+            db: offset_of!($t, db),
+            pbuff: offset_of!($t, pbuff),
+            recv_db: offset_of!($t, recv_db),
+            size: offset_of!($t, recv_db) + 8,
+        }
+    };
+}
+
 /// One row of the table: the private mlx5 layouts of one range of rdma-core releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Mlx5Layout {
@@ -570,6 +659,8 @@ pub struct Mlx5Layout {
     pub srq: Mlx5SrqLayout,
     /// `struct mlx5_cq`.
     pub cq: Mlx5CqLayout,
+    /// `struct mlx5_rwq`.
+    pub rwq: Mlx5RwqLayout,
 }
 
 macro_rules! qp_layout {
@@ -639,6 +730,7 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 4] = [
         wq: MLX5_WQ,
         srq: SRQ_V44,
         cq: cq_layout!(CqV44),
+        rwq: rwq_layout!(RwqV44),
     },
     Mlx5Layout {
         first: (45, 0),
@@ -647,6 +739,7 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 4] = [
         wq: MLX5_WQ,
         srq: SRQ_V44,
         cq: cq_layout!(CqV44),
+        rwq: rwq_layout!(RwqV44),
     },
     Mlx5Layout {
         first: (48, 0),
@@ -655,6 +748,7 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 4] = [
         wq: MLX5_WQ,
         srq: SRQ_V48,
         cq: cq_layout!(CqV44),
+        rwq: rwq_layout!(RwqV44),
     },
     Mlx5Layout {
         first: (64, 0),
@@ -663,6 +757,7 @@ pub const MLX5_LAYOUTS: [Mlx5Layout; 4] = [
         wq: MLX5_WQ,
         srq: SRQ_V64,
         cq: cq_layout!(CqV64),
+        rwq: rwq_layout!(RwqV64),
     },
 ];
 
@@ -675,6 +770,10 @@ const_assert_eq!(MLX5_LAYOUTS[0].qp.ibv_qp, 8);
 const_assert_eq!(MLX5_LAYOUTS[0].srq.size, 312);
 const_assert_eq!(MLX5_LAYOUTS[2].srq.size, 372);
 const_assert_eq!(MLX5_LAYOUTS[3].srq.size, 380);
+const_assert_eq!(MLX5_LAYOUTS[0].rwq.size, 344);
+const_assert_eq!(MLX5_LAYOUTS[2].rwq.rq, 232);
+const_assert_eq!(MLX5_LAYOUTS[3].rwq.size, 352);
+const_assert_eq!(MLX5_LAYOUTS[3].rwq.rq, 240);
 
 impl Mlx5Layout {
     /// The row for rdma-core major release `major` on this target, or `None` for a release
@@ -754,6 +853,28 @@ impl Mlx5Layout {
     }
 }
 
+impl Mlx5Layout {
+    /// Every receive-WQ field this row names with the bytes it takes, queue fields at their
+    /// absolute offsets: what an image builder writes and a reader checks.
+    pub fn rwq_fields(&self) -> [(&'static str, usize, usize); 12] {
+        let (r, w) = (&self.rwq, &self.wq);
+        [
+            ("rsc.type", r.rsc_type, 4),
+            ("rsc.rsn", r.rsn, 4),
+            ("buf", r.buf, 8),
+            ("rq.wrid", r.rq + w.wrid, 8),
+            ("rq.wqe_cnt", r.rq + w.wqe_cnt, 4),
+            ("rq.head", r.rq + w.head, 4),
+            ("rq.tail", r.rq + w.tail, 4),
+            ("rq.wqe_shift", r.rq + w.wqe_shift, 4),
+            ("rq.offset", r.rq + w.offset, 4),
+            ("db", r.db, 8),
+            ("pbuff", r.pbuff, 8),
+            ("recv_db", r.recv_db, 8),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -779,6 +900,12 @@ mod tests {
                 assert_eq!(off % len, 0, "srq {name} at {off} misaligned");
                 assert!(off + len <= s.size, "srq {name} past the struct");
             }
+            let r = &row.rwq;
+            assert!(r.ibv_wq + IBV_WQ_SIZE <= r.buf && r.rq + row.wq.size <= r.db, "rwq fields overlap");
+            for (name, off, len) in row.rwq_fields() {
+                assert_eq!(off % len, 0, "rwq {name} at {off} misaligned");
+                assert!(off + len <= r.size, "rwq {name} past the struct");
+            }
             let c = &row.cq;
             assert!(IBV_CQ_EX_SIZE <= c.buf_a && c.buf_a < c.buf_b && c.buf_b < c.active_buf);
             assert!(c.active_buf % 8 == 0 && c.dbrec % 8 == 0 && c.cqn % 4 == 0 && c.arm_sn % 4 == 0);
@@ -790,6 +917,8 @@ mod tests {
         let frees = MLX5_LAYOUTS.map(|r| matches!(r.srq.free, SrqFree::Bitmap { .. }));
         assert_eq!(frees, [false, false, true, true]);
         assert_eq!(MLX5_LAYOUTS[3].srq.counter - MLX5_LAYOUTS[2].srq.counter, 8, "only mlx5_buf grew");
+        assert_eq!(MLX5_LAYOUTS[3].rwq.recv_db - MLX5_LAYOUTS[2].rwq.recv_db, 8, "only mlx5_buf grew");
+        assert!(MLX5_LAYOUTS[..3].iter().all(|r| r.rwq == MLX5_LAYOUTS[0].rwq), "one rwq layout before v64");
     }
 
     #[test]
