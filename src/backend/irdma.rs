@@ -24,9 +24,10 @@
 //! back as an `UnknownQp` fault item; a flush CQE the poll is synthesising from when the
 //! `Cq` is dropped is read again from the start by rdma-core's poll (dvcq does not rewrite
 //! the CQE in place as rdma-core does; the tails it handed back are right, only the first
-//! completion's specific status repeats). Arming and resizing go through dvcq only: never
-//! call `ibv_req_notify_cq` / `ibv_resize_cq` on an attached CQ (dvcq's own irdma arming is
-//! not wired to attached CQs yet).
+//! completion's specific status repeats). Arming goes through dvcq ([`crate::Cq::arm`] calls
+//! `ibv_req_notify_cq` for an attached irdma CQ, whose arm carries no consumer index), and
+//! a directly polled irdma CQ is never resized: [`crate::Cq::resize`] refuses it, and
+//! `ibv_resize_cq` would move the ring under the poller.
 
 use crate::device::{rdma_core_release, Release};
 use crate::error::Error;

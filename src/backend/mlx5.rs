@@ -50,8 +50,8 @@
 //! `CompletionChannel::from_raw` and [`crate::Cq::bind_channel`], or the application's own
 //! loop), which advances it.
 //!
-//! dvcq has no resize. rdma-core's `ibv_resize_cq` must not be called on an attached CQ
-//! either: `mlx5_resize_cq` copies the CQEs from rdma-core's stale `cons_index` on (so it
+//! [`crate::Cq::resize`] refuses a directly polled mlx5 CQ, and rdma-core's `ibv_resize_cq`
+//! must not be called on one either: `mlx5_resize_cq` copies the CQEs from rdma-core's stale `cons_index` on (so it
 //! copies consumed ones and may refuse with slots it thinks the device owns), and the ring
 //! dvcq polls (`mlx5dv_cq.buf`, `cqe_cnt`) is freed and replaced under it. A CQ that must
 //! grow is made anew.
