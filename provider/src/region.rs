@@ -177,6 +177,29 @@ impl MemoryRegion {
     #[inline]
     fn write_at(&self, rel: usize, data: &[u8]) {
         let first = self.start + rel;
+        if self.granular && first % GRANULE == 0 {
+            // The common case, a buffer that starts on a granule: whole granules, then
+            // the last one in part.
+            let mut words = data.chunks_exact(GRANULE);
+            let mut pos = first;
+            for word in &mut words {
+                let w = word.try_into().map_or(0, u64::from_ne_bytes);
+                // SAFETY: `pos + 8 <= start + rel + data.len() <= start + len`: a whole granule inside the region, of a buffer whose granules are live while `_keep` holds it and are accessed by the granule rule.
+                unsafe { granule::at(self.origin.as_ptr().add(pos)) }.store(w, Ordering::Relaxed);
+                pos += GRANULE;
+            }
+            let rest = words.remainder();
+            if !rest.is_empty() {
+                // SAFETY: `pos` is a granule's start (`first` is, and it moved by whole granules) and `pos < start + rel + data.len()`: inside the region, as above; the granule's bytes past `data` are rewritten with what they held, the rule's single-writer caveat.
+                let g = unsafe { granule::at(self.origin.as_ptr().add(pos)) };
+                let mut w = g.load(Ordering::Relaxed);
+                for (j, &b) in rest.iter().enumerate() {
+                    w = granule::insert(w, j, 1, u64::from(b));
+                }
+                g.store(w, Ordering::Relaxed);
+            }
+            return;
+        }
         let mut done = 0;
         while done < data.len() {
             let pos = first + done;
