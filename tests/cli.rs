@@ -170,6 +170,22 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
         (&["bench", "poll", "--mode", "view", "--batch", "4"], "--batch 4: a view walk has no batch"),
         (&["bench", "poll", "--laps", "10000", "--entries", "4194304"], "CQEs per repetition, at most 1073741824"),
         (&["bench", "poll", "--compression", "none", "--mini", "csum"], "--mini csum needs --compression basic or"),
+        // Inline receives: a payload the CQE cannot carry, or one without the mix.
+        (&["bench", "poll", "--mix", "recv", "--payload", "8"], "--payload 8 needs --mix recv-inline"),
+        (
+            &["bench", "poll", "--mix", "recv-inline", "--payload", "33"],
+            "--payload 33: a 64-byte CQE carries 1 to 32 bytes of inline data (--cqe-size 128: 64)",
+        ),
+        (
+            &["bench", "poll", "--mix", "recv-inline", "--payload", "65", "--cqe-size", "128"],
+            "--payload 65: a 128-byte CQE carries 1 to 64 bytes",
+        ),
+        (&["bench", "poll", "--mix", "recv-inline", "--payload", "0"], "--payload 0: a 64-byte CQE carries 1 to 32"),
+        (
+            &["bench", "poll", "--mix", "recv-inline", "--entries", "131072"],
+            "--entries 131072: --mix recv-inline posts one receive per entry, at most 65536",
+        ),
+        (&["bench", "poll", "--mix", "recv-inline", "--compression", "basic"], "--compression needs --mix send or"),
         // Options the vendor does not use were ignored.
         (
             &["ring", "export", "--vendor", "irdma", "--cqe-size", "128"],

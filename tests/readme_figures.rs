@@ -47,9 +47,15 @@ use support::dvcq;
 const PAGE: &str = include_str!("../docs/performance.md");
 
 /// The main table's rows: the performance page's label and the bench arguments that measure it.
-const BACKEND_ROWS: [(&str, &[&str]); 7] = [
+const BACKEND_ROWS: [(&str, &[&str]); 10] = [
     ("mlx5 model, 64 B or 128 B", &[]),
     ("mlx5, receives from an SRQ (`--mix send-srq`)", &["--mix", "send-srq"]),
+    ("mlx5, receives only (`--mix recv`)", &["--mix", "recv"]),
+    ("mlx5, 32-byte inline receives (`--mix recv-inline`)", &["--mix", "recv-inline"]),
+    (
+        "mlx5, 64-byte inline receives in 128-byte CQEs (`--mix recv-inline --payload 64 --cqe-size 128`)",
+        &["--mix", "recv-inline", "--payload", "64", "--cqe-size", "128"],
+    ),
     ("mlx5, two QPs taking turns (`--mix two-qps`)", &["--mix", "two-qps"]),
     ("mlx5, 16 QPs in a scrambled order (`--mix many-qps`)", &["--mix", "many-qps"]),
     ("irdma model, 32 B", &["--vendor", "irdma"]),

@@ -537,6 +537,19 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
                     }
                     // Unknown QP: the slow path turns the CQE into a fault item.
                 }
+                // A receive with inline data, say: an inline run takes it if it can
+                // (fast.rs), and the CQEs after it while it can.
+                Stop::Other if !ENH => {
+                    let (k, stop) = self.fast_run_inline::<V1>(out.get_mut(n..).unwrap_or_default());
+                    n += k;
+                    match stop {
+                        Stop::Full => return n,
+                        Stop::Lap => continue,
+                        _ if k > 0 => continue,
+                        Stop::Miss(key) if key != self.cache.0 && self.switch_qp::<V1>(key) => continue,
+                        _ => {}
+                    }
+                }
                 Stop::Other => {}
             }
             let Some(slot) = out.get_mut(n) else {

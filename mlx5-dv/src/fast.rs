@@ -27,11 +27,16 @@
 //!
 //! Receives complete from the QP's RQ (with the raw Ethernet extras for QPs with the RX
 //! checksum capability) or from the SRQ it is attached to. Anything else (errors, raw
-//! Ethernet QPs on an SRQ, inline data (copied into the WQE's buffers), RESIZE, garbage) stops the run at
-//! that CQE, unconsumed, for the slow path in `cq.rs`.
+//! Ethernet QPs on an SRQ, inline data, RESIZE, garbage) stops the run at that CQE,
+//! unconsumed. A receive on a QP's RQ whose data came inside the CQE (inline scatter,
+//! formats 1 and 2) then goes on in an *inline run* ([`Mlx5Cq::fast_run_inline`]), which
+//! copies the data in the run into the buffers its WQE names when the QP's WQEs are
+//! registered and the copy goes the common way; everything else goes to the slow path in
+//! `cq.rs`. The inline run is a loop of its own, so that the copy's call costs the plain
+//! run's loop no register.
 
 use crate::cq::{expected_owner, per_lap_parity, Mlx5Cq};
-use crate::cqe::{eth_extras, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
+use crate::cqe::{eth_extras, format_fits, req_opcode_from_wr_data, ReqLen, RespImm, REQ_MAP, RESP_MAP};
 use crate::fields::RingCqe;
 use crate::registry::{Qp, RecvKind, Registry, Srq, NO_SQ_PATH, PLAIN_RQ_PATH};
 use core::mem::offset_of;
@@ -47,6 +52,9 @@ const STOP: u8 = 0;
 const REQ: u8 = 1;
 /// A successful responder CQE (opcodes 1-4).
 const RESP: u8 = 2;
+/// A successful responder CQE (opcodes 1-4) with its data inside (inline scatter, format 1,
+/// or 2 in a 128-byte CQE): [`RESP`] plus the copy, in an inline run only.
+const RESP_INLINE: u8 = 3;
 
 /// Why a fast run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,28 +70,31 @@ pub(crate) enum Stop {
     Lap,
 }
 
-/// The class of an `op_own` byte already XORed with the expected owner bit. A CQE with
-/// inline data (formats 1 and 2) takes the slow path, which copies it where its WQE says.
-const fn owned_class(b: u8, resp: bool) -> u8 {
+/// The class of an `op_own` byte already XORed with the expected owner bit. With
+/// `inline` (an inline run's table), a responder CQE with inline data that a CQE of
+/// `cqe_size` bytes can carry is [`RESP_INLINE`]; any other CQE with inline data (a
+/// requester's READ or atomic response, a receive on an SRQ, any in a plain run) stops the
+/// run.
+const fn owned_class(b: u8, resp: bool, inline: bool, cqe_size: usize) -> u8 {
     // The owner bit now reads 0 when it matches the lap parity (rdma-core `get_sw_cqe`).
     if b & 1 != 0 || op_own::opcode(b) == cqe_opcode::INVALID {
         return STOP;
     }
-    if op_own::format(b) != cqe_format::NO_INLINE {
-        return STOP;
-    }
+    let format = op_own::format(b);
+    let plain = format == cqe_format::NO_INLINE;
     match op_own::opcode(b) {
-        cqe_opcode::REQ => REQ,
-        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if resp => RESP,
+        cqe_opcode::REQ if plain => REQ,
+        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if resp && plain => RESP,
+        cqe_opcode::RESP_WR_IMM..=cqe_opcode::RESP_SEND_INV if inline && format_fits(format, cqe_size) => RESP_INLINE,
         _ => STOP,
     }
 }
 
-const fn owned_class_table(resp: bool) -> [u8; 256] {
+const fn owned_class_table(resp: bool, inline: bool, cqe_size: usize) -> [u8; 256] {
     let mut t = [STOP; 256];
     let mut b = 0;
     while b < 256 {
-        t[b] = owned_class(b as u8, resp);
+        t[b] = owned_class(b as u8, resp, inline, cqe_size);
         b += 1;
     }
     t
@@ -364,6 +375,39 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
     }
 }
 
+impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
+    /// An inline run: [`Mlx5Cq::fast_run_as`] under the owner-bit test for a cached QP
+    /// whose receives come from its RQ, where a receive with inline data
+    /// ([`RESP_INLINE`]) is taken too, its data copied ([`Hot::resp_inline`]). The poll
+    /// loop starts one where a plain run stopped; `(0, Stop::Other)` for another QP.
+    #[inline(never)]
+    pub(crate) fn fast_run_inline<const V1: bool>(&mut self, out: &mut [Completion]) -> (usize, Stop) {
+        if self.cached_recv_kind() != Some(RecvKind::Rq) {
+            return (0, Stop::Other);
+        }
+        let ci = self.ci;
+        let Some(mut hot) = Hot::<STRIDE, V1, RECV_RQ>::new(&self.registry, &mut self.cache) else {
+            return (0, Stop::Other);
+        };
+        let ring = self.ring.view();
+        let mut cur = ci;
+        let mut stop = Stop::Full;
+        if out.len() > ring.slots_to_end(ci) as usize {
+            stop = Stop::Lap;
+        }
+        let class = &Hot::<STRIDE, V1, RECV_RQ>::CLASS_INLINE_IN_LAP[expected_owner(ci, ring.entries()) as usize];
+        for (slot, wc) in ring.slots_along(ci, out) {
+            if let Err(s) = hot.cqe_inline_in_lap(slot, class, wc) {
+                stop = s;
+                break;
+            }
+            cur = cur.wrapping_add(1);
+        }
+        self.ci = cur;
+        (cur.wrapping_sub(ci) as usize, stop)
+    }
+}
+
 /// [`Hot`]'s `RECV`: receives from the QP's RQ.
 const RECV_RQ: u8 = 0;
 /// [`Hot`]'s `RECV`: receives from the SRQ the QP is attached to.
@@ -394,7 +438,9 @@ struct Hot<'q, const S: usize, const V1: bool, const RECV: u8> {
 }
 
 impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
-    const CLASS: [u8; 256] = owned_class_table(RECV != RECV_SLOW);
+    const CLASS: [u8; 256] = owned_class_table(RECV != RECV_SLOW, false, S);
+    /// An inline run's [`Self::CLASS_IN_LAP`]: [`RESP_INLINE`] too.
+    const CLASS_INLINE_IN_LAP: [[u8; 256]; 2] = per_lap_parity(&owned_class_table(RECV != RECV_SLOW, true, S));
     /// [`Self::CLASS`] for any owner bit (the enhanced layout's test is byte 62).
     const CLASS_ANY_OWNER: [u8; 256] = {
         let mut t = [STOP; 256];
@@ -617,4 +663,102 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         wc.timestamp = cqe.be64(offset_of!(Cqe64, timestamp)).get();
         Ok(())
     }
+}
+
+impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
+    /// [`Hot::cqe_in_lap`] in an inline run, whose lap table `class` holds
+    /// [`RESP_INLINE`].
+    #[inline(always)]
+    fn cqe_inline_in_lap(&mut self, slot: SlotRef<'q, S>, class: &[u8; 256], wc: &mut Completion) -> Result<(), Stop> {
+        let (c, own) = slot
+            .owned_map_at(S - 1, |b| {
+                let c = class[b as usize];
+                (c != STOP).then_some((c, b))
+            })
+            .ok_or(Stop::Other)?;
+        if c == RESP_INLINE {
+            self.resp_inline(own, slot, wc)
+        } else {
+            self.owned_cqe::<false>(c, own, slot, wc)
+        }
+    }
+
+    /// The [`RESP_INLINE`] class: a receive on the current QP's RQ whose data came inside
+    /// the CQE. The data is copied first (while the receive is still outstanding, as the
+    /// slow path asks), then the CQE is translated as a [`RESP`] one. A CQE of another QP
+    /// is [`Stop::Miss`] (the poller moves to that QP and tries again); one that names an
+    /// SRQ in version 0, or whose copy does not go the common way, is [`Stop::Other`]: the
+    /// slow path takes it.
+    #[inline(always)]
+    fn resp_inline(&mut self, own: u8, slot: SlotRef<'q, S>, wc: &mut Completion) -> Result<(), Stop> {
+        let cqe = RingCqe { slot, op_own: own };
+        let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
+        if !V1 && srqn_uidx.raw() & Self::MASK_WIRE != 0 {
+            return Err(Stop::Other);
+        }
+        // The QP's key, compared as the RESP class compares it.
+        let key = if V1 { srqn_uidx } else { cqe.be32(offset_of!(Cqe64, sop_drop_qpn)) };
+        if (key.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
+            return Err(Stop::Miss(key.get() & QPN_MASK));
+        }
+        let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.rq.wrids().mask();
+        let tail = self.qp.rq.tail();
+        if !scatter_inline(self.reg, self.qp, self.cache.1, tail, cqe, idx) {
+            return Err(Stop::Other);
+        }
+        self.owned_cqe::<false>(RESP, own, slot, wc)
+    }
+}
+
+/// Copies the inline data of receive CQE `cqe` of QP `qp` (registry slot `slot`, its RQ's
+/// tail `tail`) into RQ WQE `idx`, as the slow path's `parse_inline` does, when the copy
+/// goes the common way; otherwise false, before the receive is counted, and the slow path
+/// takes the CQE whole, copy included (it writes the same bytes again where this copy
+/// wrote some).
+///
+/// The same checks as the slow path's, in its order: no more data than the format has room
+/// for (else a fault item there), a receive outstanding on the RQ and registered WQEs (else
+/// the data stays in the CQE, counted there), then the copy itself, which reads the WQE's
+/// data segments as untrusted bytes and writes only inside registered memory regions: the
+/// common case ([`crate::scatter::RecvWqes::scatter_whole`]), else the routine both paths
+/// share; a copy that fails (a length or protection error) is redone there for its status.
+#[inline(always)]
+fn scatter_inline<const S: usize>(
+    reg: &Registry,
+    qp: &Qp,
+    slot: u32,
+    tail: u32,
+    cqe: RingCqe<'_, S>,
+    idx: usize,
+) -> bool {
+    let len = cqe.be32(offset_of!(Cqe64, byte_cnt)).get() as usize;
+    // `(1..=wqe_cnt).contains(&outstanding)`, as `Registry::wqe_posted` asks.
+    let posted = qp.rq.head().wrapping_sub(tail).wrapping_sub(1) < qp.rq.wqe_cnt();
+    let wqes = reg.recv_wqes_at(slot);
+    // Format 1: up to 32 bytes at the start of the cqe64; format 2: up to 64 in the first
+    // half of a 128-byte CQE (the class table admits it only there).
+    let mut data = [0u8; 64];
+    let ok = if op_own::format(cqe.op_own) == cqe_format::INLINE_SCATTER_64 {
+        len <= 64 && load_words::<S, 8>(&cqe, 0, &mut data)
+    } else {
+        len <= 32 && load_words::<S, 4>(&cqe, S - 64, &mut data)
+    };
+    let (Some(w), Some(data), true) = (wqes, data.get(..len), ok && posted) else {
+        return false;
+    };
+    let to = reg.scatter_to(true);
+    w.scatter_whole(idx as u32, data, to) || w.scatter(false, idx as u32, data, to).is_ok()
+}
+
+/// Copies the `N` 8-byte words from slot offset `off` of `cqe`'s slot into `out`, in
+/// memory order; false if they are not in the slot.
+#[inline(always)]
+fn load_words<const S: usize, const N: usize>(cqe: &RingCqe<'_, S>, off: usize, out: &mut [u8; 64]) -> bool {
+    let mut ok = true;
+    for (i, chunk) in out.chunks_exact_mut(8).take(N).enumerate() {
+        let w = cqe.slot.load_word_at(off + 8 * i);
+        ok &= w.is_some();
+        chunk.copy_from_slice(&w.unwrap_or(0).to_ne_bytes());
+    }
+    ok
 }

@@ -258,6 +258,12 @@ impl RecvQueue {
         &self.wrid
     }
 
+    /// The running position of the next receive posted.
+    #[inline(always)]
+    pub(crate) fn head(&self) -> u32 {
+        self.head
+    }
+
     /// The running position of the next receive completion.
     #[inline(always)]
     pub(crate) fn tail(&self) -> u32 {
@@ -1206,6 +1212,7 @@ impl Registry {
     }
 
     /// The registered receive WQEs of the entry in `slot` (a QP's RQ).
+    #[inline(always)]
     pub(crate) fn recv_wqes_at(&self, slot: u32) -> Option<&RecvWqes> {
         self.qp_wqes.get(slot as usize).and_then(|w| w.rq.as_ref())
     }
@@ -1264,7 +1271,8 @@ impl Registry {
     }
 
     /// Where a copy may write (a peek with `write` false).
-    fn scatter_to(&self, write: bool) -> Scatter<'_> {
+    #[inline(always)]
+    pub(crate) fn scatter_to(&self, write: bool) -> Scatter<'_> {
         Scatter { regions: &self.regions, null_lkey: self.null_lkey, write }
     }
 

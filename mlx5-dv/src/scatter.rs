@@ -88,6 +88,29 @@ impl RecvWqes {
         let max = 1usize << (self.shift - 4);
         to_segments(&self.buf, start, max, data, to).map_err(Stop::status)
     }
+
+    /// The common case of [`RecvWqes::scatter`] for a QP's RQ, for the poll's fast path:
+    /// true when WQE `idx`'s first data segment takes all of `data` (its byte count at
+    /// least the data's length, a key other than the null key) and the write went inside
+    /// the memory region of its key, which is exactly when `scatter` would copy the same
+    /// bytes there and succeed; false, having written nothing, otherwise (a WQE with a
+    /// signature segment, several segments, the null key, a range outside its region, a
+    /// WQE outside the buffer), for `scatter` to decide.
+    #[inline(always)]
+    pub(crate) fn scatter_whole(&self, idx: u32, data: &[u8], to: Scatter<'_>) -> bool {
+        let start = (idx as usize) << self.shift;
+        let (Some(head), Some(addr), false) = (self.buf.bytes8(start), self.buf.bytes8(start + 8), self.signature)
+        else {
+            return false;
+        };
+        let [c0, c1, c2, c3, k0, k1, k2, k3] = head;
+        let byte_count = u32::from_be_bytes([c0, c1, c2, c3]) as usize;
+        let lkey = u32::from_be_bytes([k0, k1, k2, k3]);
+        byte_count >= data.len()
+            && to.null_lkey != Some(lkey)
+            && to.write
+            && to.regions.write(lkey, u64::from_be_bytes(addr), data)
+    }
 }
 
 /// A send queue's WQEs in memory (`mlx5dv_qp`'s `sq.buf`): 64-byte basic blocks, as many as

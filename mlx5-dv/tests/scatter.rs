@@ -9,7 +9,7 @@ use dvcq_mlx5_dv::model::build;
 use dvcq_mlx5_dv::model::wqe::{self, DataSeg};
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig};
 use dvcq_mlx5_dv::{CqConfig, Mlx5Cq, QpConfig, QpType, Registry, RegistryError};
-use dvcq_provider::testing::drain;
+use dvcq_provider::testing::{drain, drain_in_batches, drain_one_by_one};
 use dvcq_provider::{Completion, DmaBuffer, FaultKind, MemoryRegion, WcFlags, WcOpcode, WcStatus, WqBuffer};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use proptest::prelude::*;
@@ -545,5 +545,124 @@ proptest! {
         let mut all = [0u8; 256];
         mem.read_bytes(0, &mut all).unwrap();
         prop_assert!(all[..64].iter().chain(&all[192..]).all(|&b| b == 0xc5), "written outside the region: {all:?}");
+    }
+}
+
+/// A receive queue of 8 WQEs as abstract data segments: (offset into the test's buffer,
+/// byte count, key: 0 and 3 the region's, 1 another, 2 the null key).
+type Layout = Vec<Vec<(u64, u32, u8)>>;
+
+/// One CQE: (opcode pick, WQE counter, bytes of data, plain receive without inline data).
+type Cqes = Vec<(u8, u16, usize, bool)>;
+
+/// Polls `cqes` (with a send between some) on a QP whose 8 receive WQEs follow `layout`
+/// at `stride`, `posts` receives posted: on a plain CQ at `batch`, where each inline
+/// receive takes the fast path when it can; or, with `slow`, on a CQ created with enhanced
+/// compression (the model writing regular CQEs only), where every inline receive takes the
+/// slow path. Returns the completions, the test buffer's bytes and the uncopied count.
+fn inline_run<const S: usize>(
+    slow: bool,
+    batch: usize,
+    layout: &Layout,
+    stride: usize,
+    cqes: &Cqes,
+    posts: u32,
+) -> (Vec<Completion>, Vec<u8>, u64) {
+    const NULL: u32 = 0x99;
+    let mem = Arc::new(DmaBuffer::new(512).unwrap());
+    mem.write_bytes(0, &[0xc5; 512]).unwrap();
+    let mut reg = Registry::new();
+    reg.add_memory_region(mem.memory_region(64, 320, LKEY).unwrap()).unwrap();
+    reg.set_null_lkey(Some(NULL));
+    reg.add_qp(QpConfig::rc(QPN, 16, 8)).unwrap();
+    for i in 0..posts {
+        reg.qp_mut(QPN).unwrap().rq.post(0x700 + u64::from(i));
+    }
+    let keys = [LKEY, LKEY + 1, NULL, LKEY];
+    let wqes: Vec<(usize, Vec<u8>)> = layout
+        .iter()
+        .enumerate()
+        .map(|(i, segs)| {
+            let segs: Vec<DataSeg> = segs
+                .iter()
+                .map(|&(off, len, key)| DataSeg { addr: mem.as_ptr() as u64 + off, len, lkey: keys[key as usize] })
+                .collect();
+            (i * stride, wqe::recv_wqe(None, &segs[..segs.len().min(stride / 16)], stride))
+        })
+        .collect();
+    reg.set_recv_wqes(QPN, wq(8 * stride, &wqes), stride as u32, false).unwrap();
+    let mut mc = ModelConfig::new(64);
+    mc.cqe_size = S as u32;
+    if slow {
+        mc.compression = Some(dvcq_mlx5_dv::model::compress::Compression {
+            layout: dvcq_mlx5_dv::CompLayout::Enhanced,
+            format: dvcq_mlx5_dv::MiniFormat::Hash,
+            policy: dvcq_mlx5_dv::model::compress::Policy::Never,
+        });
+    }
+    let mut m = Mlx5Model::new(mc).unwrap();
+    let mut cq = m.poller::<S>(reg, CqConfig::default()).unwrap();
+    let cap = if S == 128 { 64 } else { 32 };
+    let opcodes =
+        [cqe_opcode::RESP_SEND, cqe_opcode::RESP_SEND_IMM, cqe_opcode::RESP_WR_IMM, cqe_opcode::RESP_SEND_INV];
+    let mut sends = 0;
+    for (i, &(op, counter, n, plain)) in cqes.iter().enumerate() {
+        let data: Vec<u8> = (0..n.min(cap)).map(|j| (i * 64 + j) as u8 | 1).collect();
+        let recv = build::resp(opcodes[op as usize % 4], QPN, counter, n as u32, 0x1234_5678);
+        let mut e = if plain { recv } else { recv.inline(&data) };
+        // More than the format has room for: garbage, a fault item on either path.
+        e.cqe.byte_cnt = dvcq_uapi::Be32::new(n as u32);
+        if op >= 4 {
+            cq.registry_mut().qp_mut(QPN).unwrap().sq.post(sends, 1);
+            m.push(&build::req(QPN, sends as u16, wqe_opcode::SEND, 0)).unwrap();
+            sends += 1;
+        }
+        m.push(&e).unwrap();
+    }
+    // Into zeroed completions: a requester's leaves fields it does not define as they were.
+    let got = match (slow, batch) {
+        (false, 1) => drain_one_by_one(&mut cq).unwrap_or_else(|e| panic!("{e}")),
+        (false, b) => drain_in_batches(&mut cq, &[b], 64),
+        (true, _) => drain_in_batches(&mut cq, &[16], 64),
+    };
+    let mut bytes = vec![0; 512];
+    mem.read_bytes(0, &mut bytes).unwrap();
+    (got, bytes, cq.stats().inline_not_copied)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 2 } else { 96 }, ..ProptestConfig::default() })]
+
+    /// The fast path's copy of inline receives is the slow path's: for any payload size
+    /// (up to past what the format holds), any data segment layout (one or several
+    /// segments, lengths short of the data or past it, addresses across and outside the
+    /// region, other and null keys), posted or not, in batches or one at a time, the
+    /// completions, the bytes written and the count left uncopied are those of a poll
+    /// where every such receive takes the slow path. One at a time, each completion is
+    /// also what a peek (the slow path's translation, copy checked but not made) said.
+    #[test]
+    fn the_fast_paths_inline_copy_is_the_slow_paths(
+        big in any::<bool>(),
+        batch in proptest::sample::select(vec![1usize, 3, 16]),
+        stride_log in 4u32..=6,
+        layout in proptest::collection::vec(
+            proptest::collection::vec((prop_oneof![4 => 64u64..320, 1 => 0u64..448], 0u32..80, prop_oneof![6 => Just(0u8), 1 => 1u8..4]), 1..4),
+            8,
+        ),
+        cqes in proptest::collection::vec((0u8..8, 0u16..8, prop_oneof![8 => 0usize..=64, 1 => 65usize..=70], proptest::bool::weighted(0.1)), 1..14),
+        posts in prop_oneof![4 => Just(8u32), 1 => 0u32..8],
+    ) {
+        let stride = 1usize << stride_log;
+        let (fast, slow) = if big {
+            (inline_run::<128>(false, batch, &layout, stride, &cqes, posts), inline_run::<128>(true, 16, &layout, stride, &cqes, posts))
+        } else {
+            (inline_run::<64>(false, batch, &layout, stride, &cqes, posts), inline_run::<64>(true, 16, &layout, stride, &cqes, posts))
+        };
+        prop_assert_eq!(fast.0.len(), slow.0.len());
+        for (i, (f, s)) in fast.0.iter().zip(&slow.0).enumerate() {
+            prop_assert_eq!(f, s, "completion {}", i);
+        }
+        prop_assert_eq!(&fast.1, &slow.1, "bytes written");
+        prop_assert_eq!(fast.2, slow.2, "left uncopied");
     }
 }

@@ -44,6 +44,10 @@ pub enum Mix {
     Send,
     /// Responder completions only (mlx5).
     Recv,
+    /// Responder completions whose data came inside the CQE (inline scatter, `--payload`
+    /// bytes), copied into the posted receive buffers: small receives on a default RC QP
+    /// (mlx5).
+    RecvInline,
     /// Send/receive with one flush error in every 16 completions (mlx5).
     Errors,
     /// Alternating send and receive completions, the receives from a shared receive queue

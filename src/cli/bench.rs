@@ -142,6 +142,9 @@ const MAX_LAPS: u32 = 10_000;
 const MAX_CQES_PER_REP: u64 = 1 << 30;
 /// The batch of `--mode full` and `empty` without `--batch`.
 const DEFAULT_BATCH: usize = 16;
+/// The inline data of each `--mix recv-inline` receive without `--payload`: what any CQE
+/// carries.
+const DEFAULT_PAYLOAD: u32 = 32;
 
 #[derive(Debug, Clone, clap::Args)]
 struct PollArgs {
@@ -164,6 +167,10 @@ struct PollArgs {
     /// Completion mix.
     #[arg(long, value_enum, default_value = "send-recv")]
     mix: Mix,
+    /// With --mix recv-inline: bytes of data each receive carries inside its CQE (1 to 32
+    /// in a 64-byte CQE, to 64 in a 128-byte one; default 32).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
+    payload: Option<u32>,
     /// Laps (ring fills) per repetition: 1 to 10000, and at most 2^30 CQEs per repetition.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=MAX_LAPS as i64))]
     laps: u32,
@@ -263,12 +270,19 @@ fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, 
         let bp = if bp == BackPressure::Never { "never" } else { "always" };
         return Err(CliError(format!("--back-pressure {bp} needs --compression basic or enhanced")));
     }
+    if let (Some(p), false) = (a.payload, a.mix == Mix::RecvInline) {
+        return Err(CliError(format!("--payload {p} needs --mix recv-inline")));
+    }
     // A comparison row may drop the compression or the back-pressure.
     let comp = comp.filter(|_| ring != Some(RingKind::Uncompressed));
     let bp = a.back_pressure() == BackPressure::Always && ring != Some(RingKind::Regular);
     let t: Box<dyn BenchTarget> = match (a.vendor, a.cqe_size()) {
-        (Vendor::Mlx5, 64) => Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
-        (Vendor::Mlx5, 128) => Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp, bp).map_err(CliError)?),
+        (Vendor::Mlx5, 64) => {
+            Box::new(bench::Mlx5Bench::<64>::new(a.entries, a.mix, comp, bp, a.payload()).map_err(CliError)?)
+        }
+        (Vendor::Mlx5, 128) => {
+            Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp, bp, a.payload()).map_err(CliError)?)
+        }
         (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
         (Vendor::Irdma, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
         (Vendor::Irdma, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
@@ -280,6 +294,11 @@ impl PollArgs {
     /// `--back-pressure`, always where not given.
     fn back_pressure(&self) -> BackPressure {
         self.back_pressure.unwrap_or(BackPressure::Always)
+    }
+
+    /// `--payload`, 32 where not given.
+    fn payload(&self) -> u32 {
+        self.payload.unwrap_or(DEFAULT_PAYLOAD)
     }
 
     fn cqe_size(&self) -> u32 {
@@ -386,7 +405,11 @@ impl PollArgs {
             out.line(&format!(" Device         : {device}"))?;
             out.line(&format!(" CQE size       : {}[B]", self.cqe_size()))?;
         }
-        out.line(&format!(" Ring entries   : {:<34} Completion mix : {}", self.entries, value_name(self.mix)))?;
+        let mix = match self.mix {
+            Mix::RecvInline => format!("recv-inline, {} B", self.payload()),
+            m => value_name(m),
+        };
+        out.line(&format!(" Ring entries   : {:<34} Completion mix : {mix}", self.entries))?;
         out.line(&format!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps))?;
         out.line(&line)?;
         let ring_col = if rings { "   #ring" } else { "" };
@@ -447,6 +470,9 @@ impl PollArgs {
         push("--vendor", &value_name(self.vendor));
         push("--mode", &value_name(row.mode));
         push("--mix", &value_name(self.mix));
+        if self.mix == Mix::RecvInline {
+            push("--payload", &self.payload().to_string());
+        }
         let comp = match row.ring {
             Some(RingKind::Uncompressed) => "none".to_owned(),
             _ => value_name(self.compression),
