@@ -3,12 +3,13 @@
 //! CQE (the conformance and image tests compare both paths), writing straight into the
 //! caller's completions; anything else ends the run for the general path.
 //!
-//! Per run, not per CQE: its set-up, and the write-back of the QP cache and rdma-core's
-//! `bytes_xfered` scratch. Per CQE: the valid bit, the context compare, one table load for
-//! the completion head, the queue's new tail (stored in the QP), and the fields. A CQE of
-//! another QP of the same [`RunKind`] moves the run to that QP in the loop (a CQ shared by
-//! several QPs): one lookup in the registry's context index, and the loop reads the other
-//! QP from there on; nothing is carried over, as the tails live in the QPs.
+//! Per run, not per CQE: its set-up, and the write-back of the queue tails, the QP cache
+//! and rdma-core's `bytes_xfered` scratch. Per CQE: the valid bit, the context compare, one
+//! table load for the completion head, the queue's new tail (in a register), and the
+//! fields. A run starts with the cached QP alone; the first CQE of another QP (a CQ shared
+//! by several QPs) writes the tails back and hands the rest of the run to a loop that moves
+//! between QPs of the same [`RunKind`] in place: one lookup in the registry's context
+//! index, and the loop reads the other QP from there on, storing each CQE's tail in its QP.
 
 use crate::cq::Engine;
 use crate::registry::{Qp, QpRegistry, RunKind};
@@ -160,14 +161,15 @@ impl Engine {
         let c = slot.qword(off::QWORD1);
         let Engine { ci, entries, gen3, fast, qps, last_bytes, last_ctx, last_qp, .. } = self;
         let (slots, index) = qps.split();
-        let id = if c == *last_ctx {
-            *last_qp
-        } else {
+        if c != *last_ctx {
+            // Another registered QP's CQE becomes the cached one, as
+            // [`Engine::switch_qp`] does, whether or not this path takes it.
             let Some(found) = index.find(c) else {
                 return 0;
             };
-            found.id
-        };
+            (*last_ctx, *last_qp) = (c, found.id);
+        }
+        let id = *last_qp;
         let Some(qp) = slots.get_mut(id as usize) else {
             return 0;
         };
@@ -175,15 +177,14 @@ impl Engine {
         let write_imm = fast.rq_write_imm[*gen3 as usize][kind.send_with_imm as usize];
         let sq_known = fast.sq_known;
         let taken = match (kind.ud, *gen3) {
-            (false, false) => take::<_, false, false>(slot, w3, qp, sq_known, write_imm, wc),
-            (false, true) => take::<_, false, true>(slot, w3, qp, sq_known, write_imm, wc),
-            (true, false) => take::<_, true, false>(slot, w3, qp, sq_known, write_imm, wc),
-            (true, true) => take::<_, true, true>(slot, w3, qp, sq_known, write_imm, wc),
+            (false, false) => take::<_, false, false, false>(slot, w3, qp, sq_known, write_imm, &mut [0; 2], wc),
+            (false, true) => take::<_, false, true, false>(slot, w3, qp, sq_known, write_imm, &mut [0; 2], wc),
+            (true, false) => take::<_, true, false, false>(slot, w3, qp, sq_known, write_imm, &mut [0; 2], wc),
+            (true, true) => take::<_, true, true, false>(slot, w3, qp, sq_known, write_imm, &mut [0; 2], wc),
         };
         let Some(bytes) = taken else {
             return 0;
         };
-        (*last_ctx, *last_qp) = (c, id);
         *last_bytes = bytes;
         *ci = ci.step(1, *entries);
         1
@@ -210,13 +211,18 @@ struct Run<'e> {
 /// count, or `None`, with nothing written, for a CQE the general path must take: a WQE
 /// index past the queue, an SQ opcode not in `sq_known`, or an SQ CQE while the QP's
 /// connection WQEs are pending. `write_imm`: which RQ opcodes are writes with immediate.
+///
+/// With `ONE` (a run of one QP), the tails go to `regs` instead, for the caller to write
+/// back: the SQ index past the WQE, and the RQ index of the receive, unmasked; and the
+/// caller has folded the pending connection WQEs into `sq_known` (none known).
 #[inline(always)]
-fn take<S: SlotWords, const UD: bool, const GEN3: bool>(
+fn take<S: SlotWords, const UD: bool, const GEN3: bool, const ONE: bool>(
     slot: S,
     w3: u64,
     qp: &mut Qp,
     sq_known: u64,
     write_imm: u64,
+    regs: &mut [u32; 2],
     wc: &mut Completion,
 ) -> Option<u32> {
     let w2 = slot.qword(off::QWORD2);
@@ -227,10 +233,14 @@ fn take<S: SlotWords, const UD: bool, const GEN3: bool>(
         let &trk = qp.sq_trk.get(idx as usize)?;
         // Until the first SQ completion after the connection WQEs, SQ CQEs need the
         // general path.
-        if sq_known >> op & 1 == 0 || qp.first_sq_wq {
+        if sq_known >> op & 1 == 0 || (!ONE && qp.first_sq_wq) {
             return None;
         }
-        qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+        if ONE {
+            regs[0] = idx + u32::from(trk.quanta);
+        } else {
+            qp.sq.tail = (idx + u32::from(trk.quanta)) & qp.sq.mask();
+        }
         bytes = trk.wr_len;
         wc.wr_id = trk.wr_id;
         wc.set_head(SQ_HEAD[UD as usize][op as usize]);
@@ -240,7 +250,11 @@ fn take<S: SlotWords, const UD: bool, const GEN3: bool>(
         // divides by `rq_wqe_size_multiplier`).
         let ri = idx >> qp.config().rq_shift;
         let &wr_id = qp.rq_wrid.get(ri as usize)?;
-        qp.rq.tail = (ri + 1) & qp.rq.mask();
+        if ONE {
+            regs[1] = ri;
+        } else {
+            qp.rq.tail = (ri + 1) & qp.rq.mask();
+        }
         // On a non-UD QP this bit says the sender invalidated an STag (`irdma_process_cqe`).
         let inv = !UD && hi(w3) & hi(q3::STAG_IPV4) != 0;
         if inv {
@@ -268,8 +282,9 @@ impl Run<'_> {
     /// [`Engine::fast_run`] for UD or other QPs on a GEN3 or older device: the tests those
     /// make per CQE are constants here.
     ///
-    /// A CQE of another QP is one context lookup and a change of the QP the loop reads, in
-    /// the loop: the queue tails live in the QPs, so nothing is carried over.
+    /// The cached QP's CQEs keep the queue tails in registers; a CQE of another QP hands
+    /// the rest of the run to [`shared`], once per call, which moves between QPs in its
+    /// loop with the tails stored in the QPs.
     #[inline(always)]
     fn go<R: SlotSource, const UD: bool, const GEN3: bool>(self, ring: &R, out: &mut [Completion]) -> (usize, Stop) {
         let Run { entries, fast, ci, last_bytes, qps, last_ctx, last_qp, kind } = self;
@@ -278,42 +293,32 @@ impl Run<'_> {
         // flip; the ring's end (not a power of two) ends the run, and the poller starts
         // the next one.
         let flip = pos.flip();
-        let (slots, index) = qps.split();
-        let (mut ctx, mut id) = (*last_ctx, *last_qp);
-        let Some(mut qp) = slots.get_mut(id as usize) else {
+        let (slots, _) = qps.split();
+        let (ctx, id) = (*last_ctx, *last_qp);
+        let Some(qp) = slots.get_mut(id as usize) else {
             return (0, Stop::Other);
         };
         let sq_known = fast.sq_known;
         let write_imm = fast.rq_write_imm[GEN3 as usize][kind.send_with_imm as usize];
         let mut n = 0usize;
-        let stop = 'run: {
+        // First the cached QP alone, its queue tails in registers, written back when its
+        // part of the run ends: a CQ with one QP never leaves this loop.
+        let mut regs = [qp.sq.tail, qp.rq.tail.wrapping_sub(1)];
+        let one_sq_known = if qp.first_sq_wq { 0 } else { sq_known };
+        let stop = 'one: {
             for (slot, wc) in ring.along(pos.slot(), &mut *out) {
                 let Some(w3) = slot.valid_q3(flip) else {
-                    break 'run Stop::Other;
+                    break 'one Stop::Other;
                 };
                 if hi(w3) & hi(SLOW) != 0 {
-                    break 'run Stop::Other;
+                    break 'one Stop::Other;
                 }
-                let c = slot.qword(off::QWORD1);
-                if c != ctx {
-                    // Another QP's CQE (a CQ shared by several QPs), as rdma-core moves
-                    // `cur_qp`: one lookup, and the loop reads the other QP from here. An
-                    // unknown context goes to the general path, which reports it.
-                    let Some(found) = index.find(c) else {
-                        break 'run Stop::Other;
-                    };
-                    (ctx, id) = (c, found.id);
-                    if found.kind != kind {
-                        // Another kind of run: the poller starts it at this CQE.
-                        break 'run Stop::Switched;
-                    }
-                    let Some(next) = slots.get_mut(found.id as usize) else {
-                        break 'run Stop::Other;
-                    };
-                    qp = next;
+                if slot.qword(off::QWORD1) != ctx {
+                    // Here `Switched` stands for a CQE of another QP, whatever its kind.
+                    break 'one Stop::Switched;
                 }
-                if take::<_, UD, GEN3>(slot, w3, qp, sq_known, write_imm, wc).is_none() {
-                    break 'run Stop::Other;
+                if take::<_, UD, GEN3, true>(slot, w3, qp, one_sq_known, write_imm, &mut regs, wc).is_none() {
+                    break 'one Stop::Other;
                 }
                 n += 1;
             }
@@ -323,7 +328,27 @@ impl Run<'_> {
                 Stop::Lap
             }
         };
-        (*last_ctx, *last_qp) = (ctx, id);
+        qp.sq.tail = regs[0] & qp.sq.mask();
+        qp.rq.tail = regs[1].wrapping_add(1) & qp.rq.mask();
+        // A CQE of another QP (a CQ shared by several QPs) hands the rest of the run to a
+        // loop that moves between QPs in place, their tails stored per CQE.
+        let stop = if stop != Stop::Switched {
+            stop
+        } else {
+            let (k, stop) = shared::<R, UD, GEN3>(
+                ring,
+                out,
+                n,
+                pos,
+                qps,
+                (&mut *last_ctx, &mut *last_qp),
+                kind,
+                sq_known,
+                write_imm,
+            );
+            n = k;
+            stop
+        };
         // rdma-core's `bytes_xfered` scratch: what the last completion of the run set.
         if let Some(last) = n.checked_sub(1).and_then(|i| out.get(i)) {
             *last_bytes = last.byte_len;
@@ -332,4 +357,68 @@ impl Run<'_> {
         *ci = pos.step(n as u32, entries);
         (n, stop)
     }
+}
+
+/// The rest of a fast run from the CQE at `n`, of another QP than `ctx`'s: a loop that
+/// moves between QPs in place, their tails stored per CQE. Out of line, so that a run of
+/// one QP keeps its registers; a call pays for it once. Returns the new count, and moves
+/// `ctx` and `id` to the QP it took last.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)] // the run's state, handed over once per call
+fn shared<R: SlotSource, const UD: bool, const GEN3: bool>(
+    ring: &R,
+    out: &mut [Completion],
+    mut n: usize,
+    pos: Pos,
+    qps: &mut QpRegistry,
+    (ctx, id): (&mut u64, &mut u32),
+    kind: RunKind,
+    sq_known: u64,
+    write_imm: u64,
+) -> (usize, Stop) {
+    let flip = pos.flip();
+    let (slots, index) = qps.split();
+    let Some(mut qp) = slots.get_mut(*id as usize) else {
+        return (n, Stop::Other);
+    };
+    let mut regs = [0; 2];
+    let stop = 'run: {
+        let rest = out.get_mut(n..).unwrap_or_default();
+        for (slot, wc) in ring.along(pos.slot() + n as u32, rest) {
+            let Some(w3) = slot.valid_q3(flip) else {
+                break 'run Stop::Other;
+            };
+            if hi(w3) & hi(SLOW) != 0 {
+                break 'run Stop::Other;
+            }
+            let c = slot.qword(off::QWORD1);
+            if c != *ctx {
+                // As rdma-core moves `cur_qp`: one lookup, and the loop reads the
+                // other QP from here. An unknown context goes to the general path,
+                // which reports it.
+                let Some(found) = index.find(c) else {
+                    break 'run Stop::Other;
+                };
+                (*ctx, *id) = (c, found.id);
+                if found.kind != kind {
+                    // Another kind of run: the poller starts it at this CQE.
+                    break 'run Stop::Switched;
+                }
+                let Some(next) = slots.get_mut(found.id as usize) else {
+                    break 'run Stop::Other;
+                };
+                qp = next;
+            }
+            if take::<_, UD, GEN3, false>(slot, w3, qp, sq_known, write_imm, &mut regs, wc).is_none() {
+                break 'run Stop::Other;
+            }
+            n += 1;
+        }
+        if n == out.len() {
+            Stop::Full
+        } else {
+            Stop::Lap
+        }
+    };
+    (n, stop)
 }
