@@ -31,6 +31,21 @@ impl Context {
 }
 
 impl Cq {
+    /// The rdma-core device context this CQ was made on, which a QP, SRQ or WQ (`what`)
+    /// attached to it must share; a model CQ has none.
+    fn rdma_core_context(&self, what: &str) -> Result<*mut ffi::ibv_context, Error> {
+        Ok(match &self.poller {
+            Poller::Generic(g) => g.verbs_cq().context_ptr(),
+            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
+            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
+            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
+            Poller::Model(_) => {
+                let what = format!("a model CQ has no rdma-core {what} to attach");
+                return Err(Error::Mismatch { device: self.device().to_string(), what });
+            }
+        })
+    }
+
     /// Adopts an `ibv_cq` the application created on `ctx` (`struct ibv_cq *`), polled by
     /// the backend `choice` allows, as [`Context::create_cq`] picks it. dvcq never destroys
     /// the CQ. On mlx5 the direct backend polls the ring `mlx5dv_init_obj` reports; on
@@ -119,13 +134,7 @@ impl Cq {
         let qp = qp.as_ptr().cast::<ffi::ibv_qp>();
         let device = self.device().to_string();
         let mismatch = |what: String| Error::Mismatch { device: device.clone(), what };
-        let ctx = match &self.poller {
-            Poller::Generic(g) => g.verbs_cq().context_ptr(),
-            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
-            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
-            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
-            Poller::Model(_) => return Err(mismatch("a model CQ has no rdma-core QPs to attach".into())),
-        };
+        let ctx = self.rdma_core_context("QPs")?;
         // SAFETY: the caller's live QP; a read of its public `context` field.
         let (qp_ctx, qpn) = unsafe { ((*qp).context, (*qp).qp_num) };
         if qp_ctx != ctx {
@@ -201,15 +210,7 @@ impl Cq {
     pub unsafe fn attach_srq(&mut self, srq: NonNull<c_void>) -> Result<(), Error> {
         let srq = srq.as_ptr().cast::<ffi::ibv_srq>();
         let device = self.device().to_string();
-        let ctx = match &self.poller {
-            Poller::Generic(g) => g.verbs_cq().context_ptr(),
-            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
-            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
-            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
-            Poller::Model(_) => {
-                return Err(Error::Mismatch { device, what: "a model CQ has no rdma-core SRQs to attach".into() })
-            }
-        };
+        let ctx = self.rdma_core_context("SRQs")?;
         // SAFETY: the caller's live SRQ; a read of its public `context` field.
         if unsafe { (*srq).context } != ctx {
             return Err(Error::Mismatch {
@@ -257,15 +258,7 @@ impl Cq {
     pub unsafe fn attach_wq(&mut self, wq: NonNull<c_void>) -> Result<(), Error> {
         let wq = wq.as_ptr().cast::<ffi::ibv_wq>();
         let device = self.device().to_string();
-        let ctx = match &self.poller {
-            Poller::Generic(g) => g.verbs_cq().context_ptr(),
-            Poller::Rxe(r) => r.verbs_cq().context_ptr(),
-            Poller::Mlx5(m) => m.expect().0 as *mut ffi::ibv_context,
-            Poller::Irdma(m) => m.expect().0.ctx as *mut ffi::ibv_context,
-            Poller::Model(_) => {
-                return Err(Error::Mismatch { device, what: "a model CQ has no rdma-core WQs to attach".into() })
-            }
-        };
+        let ctx = self.rdma_core_context("WQs")?;
         // SAFETY: the caller's live WQ; a read of its public `context` and `wq_num` fields.
         let (wq_ctx, wqn) = unsafe { ((*wq).context, (*wq).wq_num) };
         if wq_ctx != ctx {
