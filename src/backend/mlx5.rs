@@ -417,10 +417,10 @@ impl Mlx5Backend {
             return Err(format!("srq {srqn:#x} is attached to this CQ already"));
         }
         let registry = self.registry_mut();
-        let entry = registry.add_srq(srqn, max).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        registry.add_srq(srqn, max).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
         // The size was taken from the same struct: adopting cannot be refused, nor can
         // registering the WQEs checked against it (a stride of at least 32 bytes).
-        entry.adopt(&srq).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        registry.adopt_srq(srqn, &srq).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
         registry.set_srq_wqes(srqn, wqes, stride).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
         self.srqs.push(AdoptedSrq { ptr, srqn, srq });
         Ok(srqn)

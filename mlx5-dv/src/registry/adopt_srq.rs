@@ -24,7 +24,7 @@
 //! The registry never touches rdma-core's memory: a [`ForeignSrq`] (the facade's glue)
 //! reads and writes it.
 
-use super::{AdoptError, Srq};
+use super::{AdoptError, Registry, Srq, NO_SQ_PATH, RECV_KIND_SHIFT};
 
 /// One rdma-core SRQ (`struct mlx5_srq` and its WQE buffer) as the owner of its memory
 /// reads and writes it. Indexes passed in are below [`ForeignSrq::max`].
@@ -67,15 +67,34 @@ impl SrqAdoption {
     }
 }
 
-impl Srq {
-    /// Takes over rdma-core's SRQ as it is: every wr_id and the free list's head. From then
-    /// on the QPs registered on it take the slow receive path, which notes completed WQEs
-    /// for [`Srq::hand_back_freed`].
+impl Registry {
+    /// Takes over rdma-core's SRQ `srqn` as it is: every wr_id and the free list's head.
+    /// From then on every QP (or XRC SRQ) registered on it, before or after this call,
+    /// takes the slow receive path, which notes completed WQEs for
+    /// [`Srq::hand_back_freed`]; a fast-path receive would leave them off rdma-core's
+    /// free list, and rdma-core's posts would find the SRQ full.
     ///
     /// # Errors
     ///
-    /// [`AdoptError`] when rdma-core's SRQ has another WQE count than the registry's.
-    pub fn adopt(&mut self, src: &impl ForeignSrq) -> Result<(), AdoptError> {
+    /// [`AdoptError`] when rdma-core's SRQ has another WQE count than the registry's, or
+    /// when no SRQ `srqn` is registered (its `ours` is then 0).
+    pub fn adopt_srq(&mut self, srqn: u32, src: &impl ForeignSrq) -> Result<(), AdoptError> {
+        let slot = *self.by_srqn.get(&srqn).ok_or(AdoptError { what: "srq", theirs: src.max(), ours: 0 })?;
+        self.srqs[slot as usize].adopt(src)?;
+        for qp in self.qps.iter_mut().filter(|q| q.srq == Some(slot)) {
+            qp.srq_adopted = true;
+            let no_sq = qp.recv_path & NO_SQ_PATH;
+            qp.recv_path = no_sq | (qp.recv_kind() as u32) << RECV_KIND_SHIFT | slot;
+        }
+        Ok(())
+    }
+}
+
+impl Srq {
+    /// Takes over rdma-core's SRQ as it is: every wr_id and the free list's head
+    /// ([`Registry::adopt_srq`], which also moves the QPs already registered on it to the
+    /// slow receive path).
+    pub(crate) fn adopt(&mut self, src: &impl ForeignSrq) -> Result<(), AdoptError> {
         let ours = self.wrid.len() as u32;
         if src.max() != ours {
             return Err(AdoptError { what: "srq", theirs: src.max(), ours });
@@ -86,7 +105,7 @@ impl Srq {
         Ok(())
     }
 
-    /// Whether the SRQ is rdma-core's ([`Srq::adopt`]).
+    /// Whether the SRQ is rdma-core's ([`Registry::adopt_srq`]).
     pub fn is_adopted(&self) -> bool {
         self.adoption.is_some()
     }
@@ -202,9 +221,32 @@ mod tests {
 
     fn adopted(f: &Fake) -> Registry {
         let mut r = Registry::new();
-        r.add_srq(9, f.max()).unwrap().adopt(f).unwrap();
+        r.add_srq(9, f.max()).unwrap();
+        r.adopt_srq(9, f).unwrap();
         r.add_qp(QpConfig { srqn: Some(9), ..QpConfig::rc(1, 4, 0) }).unwrap();
         r
+    }
+
+    #[test]
+    fn resources_registered_before_the_adoption_move_to_the_slow_path_too() {
+        use crate::registry::RecvKind;
+        let f = Fake::new(4);
+        let mut r = Registry::new();
+        r.add_srq(9, f.max()).unwrap();
+        r.add_qp(QpConfig { srqn: Some(9), ..QpConfig::rc(1, 4, 0) }).unwrap();
+        r.add_xrc_srq(0x30, 7, f.max()).unwrap();
+        r.add_qp(QpConfig::rc(2, 4, 4)).unwrap();
+        let kinds = |r: &Registry| r.qps().iter().map(|q| (q.srq_adopted, q.recorded_recv_kind())).collect::<Vec<_>>();
+        assert_eq!(kinds(&r)[..2], [(false, RecvKind::Srq), (false, RecvKind::Srq)]);
+        r.adopt_srq(9, &f).unwrap();
+        r.adopt_srq(0x30, &f).unwrap();
+        // The QP on SRQ 9 and the XRC SRQ's own entry now note freed WQEs; the QP with its
+        // own receive queue is left alone.
+        assert_eq!(kinds(&r), [(true, RecvKind::Slow), (true, RecvKind::Slow), (false, RecvKind::Rq)]);
+        let path = |i: usize| r.qps()[i].recv_path;
+        assert_eq!(path(0) & !(3 << RECV_KIND_SHIFT), r.qps()[0].srq.unwrap(), "the SRQ slot is kept");
+        assert_ne!(path(1) & NO_SQ_PATH, 0, "an XRC SRQ still has no send queue");
+        assert!(r.adopt_srq(0x99, &f).is_err(), "an unknown SRQ is refused");
     }
 
     #[test]
