@@ -61,8 +61,8 @@ impl<const S: usize> Mlx5Bench<S> {
     /// With `back_pressure` every lap compresses fully (the model is under constant
     /// back-pressure); without it the compression-enabled CQ gets regular CQEs only.
     ///
-    /// `payload` is the inline data of each receive of the `recv-inline` mix (1 to
-    /// [`max_inline_payload`] bytes; ignored by other mixes).
+    /// `payload` is the inline data of each receive of the `recv-inline` mix (1 to 32 bytes in a
+    /// 64-byte CQE, 64 in a 128-byte one; ignored by other mixes).
     ///
     /// # Errors
     ///
