@@ -30,8 +30,8 @@
 //!
 //! Known limits: CQs rdma-core created are taken to be uncompressed and without
 //! overrun-ignore (it polls neither compressed CQs nor records the flag publicly; a
-//! compressed CQE comes back as a `BadFormat` fault item); XRC and tag-matching SRQs and
-//! the WQE signature option are not adopted; a CQE of a
+//! compressed CQE comes back as a `BadFormat` fault item); tag-matching SRQs, XRC SRQs on
+//! CQE-version-0 contexts and the WQE signature option are not adopted; a CQE of a
 //! QP not adopted comes back as an `UnknownQp` fault item; a CQE rdma-core swallows
 //! (SIG_ERR) inside a batch lets the poll read one CQE past those counted ready, whose
 //! post the mirror may not have seen yet.
@@ -412,12 +412,20 @@ impl Mlx5Backend {
     /// rdma-core's wr_id table and free-list head as they are; its completed WQEs go back
     /// to rdma-core's free list after each poll. On error nothing is registered.
     pub(crate) fn adopt_srq(&mut self, ptr: usize, srq: PrivateSrq) -> Result<u32, String> {
-        let PrivateSrq { srqn, max, stride, srq, wqes } = srq;
+        let PrivateSrq { srqn, max, stride, srq, wqes, xrc_uidx } = srq;
         if self.srq_adopted(ptr).is_some() {
             return Err(format!("srq {srqn:#x} is attached to this CQ already"));
         }
+        if xrc_uidx.is_some() && !self.cqe_v1 {
+            return Err(format!("srq {srqn:#x}: the CQ's context has CQEs of version 0, which cannot name an XRC SRQ"));
+        }
         let registry = self.registry_mut();
-        registry.add_srq(srqn, max).map_err(|e| format!("srq {srqn:#x}: {e}"))?;
+        // An XRC SRQ is found by the user index its CQEs carry, a basic one through its QPs.
+        match xrc_uidx {
+            Some(uidx) => registry.add_xrc_srq(srqn, uidx, max),
+            None => registry.add_srq(srqn, max),
+        }
+        .map_err(|e| format!("srq {srqn:#x}: {e}"))?;
         // The size was taken from the same struct: adopting cannot be refused, nor can
         // registering the WQEs checked against it (a stride of at least 32 bytes).
         registry.adopt_srq(srqn, &srq).map_err(|e| format!("srq {srqn:#x}: {e}"))?;

@@ -196,10 +196,16 @@ impl Cq {
     /// from v48), so posts find it again. Receives on an attached SRQ take the poller's
     /// slow path. Nothing to do on the generic and rxe backends beyond the context check.
     ///
+    /// An XRC SRQ (`ibv_create_srq_ex` with `IBV_SRQT_XRC`) is attached to the CQ it was
+    /// created with (`ibv_srq_init_attr_ex.cq`), on a context with CQEs of version 1: its
+    /// receives complete here by the user index rdma-core gave it, whichever XRC QP they
+    /// arrived on.
+    ///
     /// # Errors
     ///
-    /// As [`Cq::attach_qp`], for an SRQ: another context, an XRC or tag-matching SRQ, WQE
-    /// signatures, a private field that disagrees with `mlx5dv_srq`, attached twice.
+    /// As [`Cq::attach_qp`], for an SRQ: another context, a tag-matching SRQ, an XRC SRQ of
+    /// another CQ or on a CQE-version-0 context, WQE signatures, a private field that
+    /// disagrees with `mlx5dv_srq`, attached twice.
     ///
     /// # Safety
     ///
@@ -423,10 +429,10 @@ impl Cq {
 unsafe fn adopt_srq(m: &mut crate::backend::mlx5::Mlx5Backend, srq: *mut ffi::ibv_srq) -> Result<u32, String> {
     // SAFETY: the caller's live mlx5 SRQ.
     let dv = unsafe { super::mlx5::init_srq(srq) }?;
-    let (ctx, _, layout, _) = m.expect();
+    let (ctx, cq, layout, cqe_v1) = m.expect();
     // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `layout` is the row of the
     // release loaded; the caller keeps it alive while `m` holds pointers into it.
-    let private = unsafe { super::mlx5::read_srq(srq, &dv, layout, ctx as *mut _) }?;
+    let private = unsafe { super::mlx5::read_srq(srq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
     m.adopt_srq(srq as usize, private)
 }
 

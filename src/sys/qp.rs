@@ -378,7 +378,9 @@ impl Qp {
                     // its drop queues its removal before destroying it.
                     let dv = unsafe { super::mlx5::init_srq(srq.ptr) }.map_err(what)?;
                     // SAFETY: as above, read with the row of the release loaded.
-                    let s = unsafe { super::mlx5::read_srq(srq.ptr, &dv, own.layout, own.ctx as *mut _) };
+                    let s = unsafe {
+                        super::mlx5::read_srq(srq.ptr, &dv, own.layout, own.ctx as *mut _, own.cq as *mut _, own.cqe_v1)
+                    };
                     new_srq = Some((ptr, s.map_err(what)?, srq));
                 }
             }

@@ -14,6 +14,7 @@ use core::mem::offset_of;
 use core::sync::atomic::{AtomicI32, AtomicU16, AtomicU64, Ordering};
 use dvcq_mlx5_dv::registry::ForeignSrq;
 use dvcq_provider::WqBuffer;
+use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
 use dvcq_uapi::mlx5::rdma_core::{
     Mlx5Layout, Mlx5SrqLayout, SrqFree, IBV_SRQ_SIZE, MLX5_RSC_TYPE_SRQ, MLX5_RSC_TYPE_XSRQ, SRQ_NEXT_WQE_INDEX_OFFSET,
 };
@@ -24,6 +25,7 @@ pub(super) const IBV_SRQ_CONTEXT: usize = offset_of!(ffi::ibv_srq, context);
 const_assert_eq!(IBV_SRQ_CONTEXT, 0);
 /// `verbs_srq.srq_type`, right after the `ibv_srq` in the private struct.
 pub(super) const VERBS_SRQ_TYPE: usize = IBV_SRQ_SIZE;
+const_assert_eq!(MLX5_LAYOUTS[0].srq.srq_type, MLX5_LAYOUTS[0].srq.ibv_srq + VERBS_SRQ_TYPE);
 const_assert_eq!(offset_of!(ffi::mlx5_wqe_srq_next_seg, next_wqe_index), SRQ_NEXT_WQE_INDEX_OFFSET);
 
 /// What `mlx5dv_init_obj(MLX5DV_OBJ_SRQ)` says about an SRQ (`struct mlx5dv_srq`).
@@ -168,6 +170,8 @@ pub(crate) struct PrivateSrq {
     pub(crate) srq: RdmaCoreSrq,
     /// The WQE buffer, for inline scatter.
     pub(crate) wqes: WqBuffer,
+    /// An XRC SRQ's user index (`rsc.rsn`), which its CQEs carry; `None` for a basic SRQ.
+    pub(crate) xrc_uidx: Option<u32>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -179,13 +183,17 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 }
 
 /// Reads the `struct mlx5_srq` around `srq` with `layout` and checks it against `dv` (what
-/// `mlx5dv_init_obj` reported) and `ctx` (the context of the CQ its QPs complete on).
+/// `mlx5dv_init_obj` reported), `ctx` (the context of the CQ its QPs complete on), and for
+/// an XRC SRQ `cq` (the CQ being attached) and `cqe_v1` (the context's CQE version).
 ///
 /// Checks, in order: the SRQ's context (public `ibv_srq`), then the private struct:
-/// `rsc.type` (a basic SRQ, not an XRC one), the SRQ number in `rsc.rsn` and `srqn`, the
-/// buffer, doorbell record, stride, head and tail against `dv`, a tag-matching SRQ's
-/// command QP or type (refused), `max` (1 to 2^16, the head, tail and wait queue inside
-/// it), WQE signatures (refused), and the table and bitmap pointers (non-null, aligned).
+/// `rsc.type` (a basic or an XRC SRQ) against `vsrq.srq_type`, a tag-matching SRQ's
+/// command QP or type (refused); for a basic SRQ the SRQ number in `rsc.rsn` and `srqn`;
+/// for an XRC SRQ the CQE version (1: its CQEs name it by user index), the user index in
+/// `rsc.rsn` (24 bits), the SRQ number in `srqn` and `vsrq.srq_num`, and its CQ
+/// (`vsrq.cq`, the attached one); then the buffer, doorbell record, stride, head and tail
+/// against `dv`, `max` (1 to 2^16, the head, tail and wait queue inside it), WQE signatures
+/// (refused), and the table and bitmap pointers (non-null, aligned).
 ///
 /// # Safety
 ///
@@ -197,6 +205,8 @@ pub(crate) unsafe fn read_srq(
     dv: &DvSrq,
     layout: &Mlx5Layout,
     ctx: *mut ffi::ibv_context,
+    cq: *mut ffi::ibv_cq,
+    cqe_v1: bool,
 ) -> Result<PrivateSrq, String> {
     let l = &layout.srq;
     let base = (srq as *mut u8).wrapping_sub(l.ibv_srq);
@@ -212,19 +222,56 @@ pub(crate) unsafe fn read_srq(
     }
     let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
     let rsc_type = u32_at(&b, l.rsc_type);
-    if rsc_type == MLX5_RSC_TYPE_XSRQ {
-        return Err(what("an XRC SRQ; only basic SRQs (ibv_create_srq) are adopted".into()));
+    let xrc = match rsc_type {
+        MLX5_RSC_TYPE_SRQ => false,
+        MLX5_RSC_TYPE_XSRQ => true,
+        _ => {
+            return Err(what(format!(
+                "rsc.type is {rsc_type}, not MLX5_RSC_TYPE_SRQ ({MLX5_RSC_TYPE_SRQ}) or MLX5_RSC_TYPE_XSRQ \
+                 ({MLX5_RSC_TYPE_XSRQ}): not the struct mlx5_srq of {release}"
+            )))
+        }
+    };
+    let srq_type = u32_at(&b, l.srq_type);
+    if u64_at(&b, l.cmd_qp) != 0 || srq_type == ffi::IBV_SRQT_TM {
+        return Err(what("a tag-matching SRQ; only basic and XRC SRQs are adopted".into()));
     }
-    if rsc_type != MLX5_RSC_TYPE_SRQ {
+    let want_type = if xrc { ffi::IBV_SRQT_XRC } else { ffi::IBV_SRQT_BASIC };
+    if srq_type != want_type {
         return Err(what(format!(
-            "rsc.type is {rsc_type}, not MLX5_RSC_TYPE_SRQ ({MLX5_RSC_TYPE_SRQ}): not the struct mlx5_srq of {release}"
+            "rsc.type {rsc_type} and verbs_srq.srq_type {srq_type} disagree: not the struct mlx5_srq of {release}"
         )));
     }
-    for (name, v) in [("rsc.rsn", u32_at(&b, l.rsn)), ("srqn", u32_at(&b, l.srqn))] {
-        if v != srqn {
-            return Err(what(format!("the private {name} {v:#x} is not mlx5dv_srq's SRQ number")));
+    let rsn = u32_at(&b, l.rsn);
+    let xrc_uidx = if xrc {
+        if !cqe_v1 {
+            return Err(what(
+                "an XRC SRQ on a context with CQEs of version 0, which name it only through its XRC QP; dvcq finds \
+                 XRC SRQs by the user index version-1 CQEs carry"
+                    .into(),
+            ));
         }
-    }
+        if rsn > dvcq_uapi::mlx5::cqe::QPN_MASK {
+            return Err(what(format!("the user index rsc.rsn {rsn:#x} is wider than 24 bits")));
+        }
+        for (name, v) in [("srqn", u32_at(&b, l.srqn)), ("vsrq.srq_num", u32_at(&b, l.srq_num))] {
+            if v != srqn {
+                return Err(what(format!("the private {name} {v:#x} is not mlx5dv_srq's SRQ number")));
+            }
+        }
+        let srq_cq = u64_at(&b, l.cq);
+        if srq_cq != cq as u64 {
+            return Err(what(format!("its CQ ({srq_cq:#x}) is not the attached CQ ({:#x})", cq as u64)));
+        }
+        Some(rsn)
+    } else {
+        for (name, v) in [("rsc.rsn", rsn), ("srqn", u32_at(&b, l.srqn))] {
+            if v != srqn {
+                return Err(what(format!("the private {name} {v:#x} is not mlx5dv_srq's SRQ number")));
+            }
+        }
+        None
+    };
     let buf = u64_at(&b, l.buf);
     if buf != dv.buf as u64 {
         return Err(what(format!("the private buffer {buf:#x} is not mlx5dv_srq's ({:#x})", dv.buf)));
@@ -243,9 +290,6 @@ pub(crate) unsafe fn read_srq(
             "the private free list ({head}..{tail}) is not mlx5dv_srq's ({}..{})",
             dv.head, dv.tail
         )));
-    }
-    if u64_at(&b, l.cmd_qp) != 0 || u32_at(&b, l.ibv_srq + VERBS_SRQ_TYPE) != ffi::IBV_SRQT_BASIC {
-        return Err(what("a tag-matching SRQ; only basic SRQs (ibv_create_srq) are adopted".into()));
     }
     let max = u32_at(&b, l.max);
     if max == 0 || max > 1 << 16 || head >= max || tail >= max {
@@ -294,5 +338,5 @@ pub(crate) unsafe fn read_srq(
         bitmap: bitmap as usize as *mut u64,
         layout: *l,
     };
-    Ok(PrivateSrq { srqn, max, stride: dv.stride, srq: foreign, wqes })
+    Ok(PrivateSrq { srqn, max, stride: dv.stride, srq: foreign, wqes, xrc_uidx })
 }

@@ -94,7 +94,8 @@ pub const IBV_SRQ_SIZE: usize = 128;
 /// `MLX5_RSC_TYPE_QP`, the first value of `enum mlx5_rsc_type`: `rsc.type` of a QP.
 pub const MLX5_RSC_TYPE_QP: u32 = 0;
 /// `MLX5_RSC_TYPE_XSRQ`: `rsc.type` of an XRC SRQ (`enum mlx5_rsc_type` is QP, XSRQ, SRQ,
-/// RWQ, INVAL in every release of the table).
+/// RWQ, INVAL in every release of the table). An XRC SRQ is a `struct mlx5_srq` too
+/// (`mlx5_create_xrc_srq`), with its user index in `rsc.rsn` on a CQE-version-1 context.
 pub const MLX5_RSC_TYPE_XSRQ: u32 = 1;
 /// `MLX5_RSC_TYPE_SRQ`: `rsc.type` of a basic SRQ.
 pub const MLX5_RSC_TYPE_SRQ: u32 = 2;
@@ -272,6 +273,9 @@ struct VerbsSrq {
     srq_num: u32,
 }
 const_assert_eq!(size_of::<VerbsSrq>(), 160);
+const_assert_eq!(offset_of!(VerbsSrq, srq_type), 128);
+const_assert_eq!(offset_of!(VerbsSrq, cq), 144);
+const_assert_eq!(offset_of!(VerbsSrq, srq_num), 152);
 
 /// The fields v48.0 appends to `struct mlx5_srq`.
 #[repr(C)]
@@ -571,6 +575,13 @@ pub struct Mlx5SrqLayout {
     pub rsn: usize,
     /// `vsrq.srq`: the public `struct ibv_srq`.
     pub ibv_srq: usize,
+    /// `vsrq.srq_type` (`enum ibv_srq_type`: basic, XRC or tag matching).
+    pub srq_type: usize,
+    /// `vsrq.cq` (8-byte pointer): the CQ an XRC SRQ's receives complete on
+    /// (`ibv_srq_init_attr_ex.cq`, which libibverbs' `set_vsrq` records).
+    pub cq: usize,
+    /// `vsrq.srq_num` (`u32`): an XRC SRQ's number.
+    pub srq_num: usize,
     /// `buf`'s address word.
     pub buf: usize,
     /// `wrid` (8-byte pointer): the wr_id table, `max` entries indexed by WQE index.
@@ -688,6 +699,9 @@ macro_rules! srq_layout {
             rsc_type: offset_of!($t, rsc_type),
             rsn: offset_of!($t, rsn),
             ibv_srq: offset_of!($t, vsrq),
+            srq_type: offset_of!($t, vsrq) + offset_of!(VerbsSrq, srq_type),
+            cq: offset_of!($t, vsrq) + offset_of!(VerbsSrq, cq),
+            srq_num: offset_of!($t, vsrq) + offset_of!(VerbsSrq, srq_num),
             buf: offset_of!($t, buf),
             wrid: offset_of!($t, wrid),
             srqn: offset_of!($t, srqn),
@@ -831,6 +845,9 @@ impl Mlx5Layout {
         let base = [
             ("rsc.type", s.rsc_type, 4),
             ("rsc.rsn", s.rsn, 4),
+            ("vsrq.srq_type", s.srq_type, 4),
+            ("vsrq.cq", s.cq, 8),
+            ("vsrq.srq_num", s.srq_num, 4),
             ("buf", s.buf, 8),
             ("wrid", s.wrid, 8),
             ("srqn", s.srqn, 4),

@@ -175,7 +175,7 @@ impl SrqImage {
     fn read(&self, dv: &DvSrq, layout: &Mlx5Layout, ctx: &Block) -> Result<PrivateSrq, String> {
         // SAFETY: the image is a `struct mlx5_srq` of `self.layout.srq.size` bytes around
         // `ibv_srq()`; another row's layout is only passed when it is no larger.
-        unsafe { read_srq(self.ibv_srq(), dv, layout, ctx.ptr.cast()) }
+        unsafe { read_srq(self.ibv_srq(), dv, layout, ctx.ptr.cast(), core::ptr::null_mut(), false) }
     }
 }
 
@@ -312,9 +312,9 @@ fn corrupted_srq_images_are_refused_naming_the_srq_and_the_field() {
         let e = srq_refused(layout, |img, _| img.srq.put64(l.ibv_srq + crate::sys::mlx5::srq::IBV_SRQ_CONTEXT, 0x40));
         assert_eq!(e, "srq 0x55: it belongs to another device context");
         let e = srq_refused(layout, |img, _| img.srq.put32(l.rsc_type, MLX5_RSC_TYPE_XSRQ));
-        assert_eq!(e, "srq 0x55: an XRC SRQ; only basic SRQs (ibv_create_srq) are adopted");
+        assert!(e.starts_with("srq 0x55: rsc.type 1 and verbs_srq.srq_type 0 disagree: not the struct"), "{e}");
         let e = srq_refused(layout, |img, _| img.srq.put32(l.rsc_type, 0));
-        assert!(e.starts_with("srq 0x55: rsc.type is 0, not MLX5_RSC_TYPE_SRQ (2): not the struct mlx5_srq of"), "{e}");
+        assert!(e.starts_with("srq 0x55: rsc.type is 0, not MLX5_RSC_TYPE_SRQ (2) or MLX5_RSC_TYPE_XSRQ (1)"), "{e}");
         let e = srq_refused(layout, |img, _| img.srq.put32(l.rsn, 0x56));
         assert_eq!(e, "srq 0x55: the private rsc.rsn 0x56 is not mlx5dv_srq's SRQ number");
         let e = srq_refused(layout, |_, dv| dv.buf += 4096);
@@ -326,7 +326,7 @@ fn corrupted_srq_images_are_refused_naming_the_srq_and_the_field() {
         let e = srq_refused(layout, |_, dv| dv.head = 3);
         assert_eq!(e, "srq 0x55: the private free list (0..7) is not mlx5dv_srq's (3..7)");
         let e = srq_refused(layout, |img, _| img.srq.put64(l.cmd_qp, 0x1000));
-        assert_eq!(e, "srq 0x55: a tag-matching SRQ; only basic SRQs (ibv_create_srq) are adopted");
+        assert_eq!(e, "srq 0x55: a tag-matching SRQ; only basic and XRC SRQs are adopted");
         let e = srq_refused(layout, |img, _| img.srq.put32(l.max, 4));
         assert_eq!(e, "srq 0x55: max 4 is not 1 to 65536 WQEs holding the free list (0..7)");
         let e = srq_refused(layout, |img, _| img.srq.put32(l.waitq_tail, MAX));
@@ -376,4 +376,105 @@ fn an_srq_image_of_another_buffer_layout_is_refused() {
     let img = SrqImage::new(v64, &ctx);
     let e = img.read(&img.dv(), v48, &ctx).expect_err("a wrong release attaches");
     assert!(e.contains("not mlx5dv_srq's") || e.contains("not the struct mlx5_srq of rdma-core"), "{e}");
+}
+
+/// `IBV_SRQT_XRC`.
+const IBV_SRQT_XRC: u32 = 1;
+const XRC_UIDX: u32 = 0x66;
+/// The XRC target QP a receive arrived on: what its CQE names as the QPN.
+const XRC_TGT_QPN: u32 = 0x4f;
+
+/// Makes `srq` an XRC SRQ of the CQ at `cq`, as `mlx5_create_xrc_srq` and libibverbs'
+/// `set_vsrq` leave it on a CQE-version-1 context.
+fn make_xrc(srq: &SrqImage, cq: u64) {
+    let l = &srq.layout.srq;
+    srq.srq.put32(l.rsc_type, MLX5_RSC_TYPE_XSRQ);
+    srq.srq.put32(l.rsn, XRC_UIDX);
+    srq.srq.put32(l.srq_type, IBV_SRQT_XRC);
+    srq.srq.put64(l.cq, cq);
+    srq.srq.put32(l.srq_num, SRQN);
+}
+
+impl SrqImage {
+    /// The XRC attach's read, against the CQ at `cq` on a context of CQE version `v1`.
+    fn read_xrc(&self, dv: &DvSrq, ctx: &Block, cq: u64, v1: bool) -> Result<PrivateSrq, String> {
+        // SAFETY: as `read`.
+        unsafe { read_srq(self.ibv_srq(), dv, self.layout, ctx.ptr.cast(), cq as *mut _, v1) }
+    }
+}
+
+#[test]
+fn every_release_s_xrc_srq_attaches_by_user_index_and_its_wqes_are_posted_again() {
+    for layout in &MLX5_LAYOUTS {
+        let what = format!("v{}.{}", layout.first.0, layout.first.1);
+        let mut model = Mlx5Model::new(ModelConfig::new(64)).unwrap();
+        let qp = QpImage::new(layout, true);
+        let srq = SrqImage::new(layout, &qp.ctx);
+        make_xrc(&srq, qp.cq.addr(0));
+        let early = srq.post(0xe0).unwrap();
+        let mut b = backend(&model, &qp, true);
+        let private = srq.read_xrc(&srq.dv(), &qp.ctx, qp.cq.addr(0), true).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(private.xrc_uidx, Some(XRC_UIDX));
+        assert_eq!(b.adopt_srq(srq.ibv_srq() as usize, private), Ok(SRQN), "{what}");
+        let xrc_resp =
+            |wqe: u16, len: u32| build::resp(cqe_opcode::RESP_SEND, XRC_TGT_QPN, wqe, len, 0).srqn_uidx(XRC_UIDX);
+        model.push(&xrc_resp(early, 3)).unwrap();
+        let got = poll_all(&mut b);
+        assert_eq!(got.iter().map(|c| (c.wr_id, c.qp_num)).collect::<Vec<_>>(), [(0xe0, XRC_TGT_QPN)], "{what}");
+        // Rounds that fill the SRQ and complete it all: the post side finds every WQE again.
+        let mut full = None;
+        for round in 0..8u64 {
+            let base = 0x1000 * (round + 1);
+            let posted = srq.fill(base);
+            let n = *full.get_or_insert(posted.len());
+            assert!(n >= NWQES as usize - 1, "{what} round {round}: {posted:?}");
+            assert_eq!(posted.len(), n, "{what} round {round}: the freed WQEs were found again");
+            for (i, &w) in posted.iter().enumerate().rev() {
+                model.push(&xrc_resp(w, i as u32)).unwrap();
+            }
+            let got = poll_all(&mut b);
+            let want: Vec<u64> = (0..n as u64).rev().map(|i| base + i).collect();
+            assert_eq!(got.iter().map(|c| c.wr_id).collect::<Vec<_>>(), want, "{what} round {round}");
+            assert!(got.iter().all(|c| c.status == WcStatus::Success), "{what} round {round}");
+        }
+    }
+}
+
+#[test]
+fn xrc_srqs_of_another_cq_or_number_or_on_a_version_0_context_are_refused() {
+    for layout in &MLX5_LAYOUTS {
+        let l = &layout.srq;
+        let qp = QpImage::new(layout, true);
+        let cq = qp.cq.addr(0);
+        let refused = |spoil: &dyn Fn(&SrqImage), cq: u64, v1: bool| {
+            let srq = SrqImage::new(layout, &qp.ctx);
+            make_xrc(&srq, qp.cq.addr(0));
+            spoil(&srq);
+            srq.read_xrc(&srq.dv(), &qp.ctx, cq, v1).map(|_| ()).expect_err("a spoiled XRC SRQ is read")
+        };
+        let e = refused(&|_| {}, cq + 8, true);
+        assert_eq!(e, format!("srq 0x55: its CQ ({cq:#x}) is not the attached CQ ({:#x})", cq + 8));
+        let e = refused(&|_| {}, cq, false);
+        assert!(e.starts_with("srq 0x55: an XRC SRQ on a context with CQEs of version 0"), "{e}");
+        let e = refused(&|s| s.srq.put32(l.srq_num, 0x56), cq, true);
+        assert_eq!(e, "srq 0x55: the private vsrq.srq_num 0x56 is not mlx5dv_srq's SRQ number");
+        let e = refused(&|s| s.srq.put32(l.srqn, 0x57), cq, true);
+        assert_eq!(e, "srq 0x55: the private srqn 0x57 is not mlx5dv_srq's SRQ number");
+        let e = refused(&|s| s.srq.put32(l.rsn, 1 << 24), cq, true);
+        assert_eq!(e, "srq 0x55: the user index rsc.rsn 0x1000000 is wider than 24 bits");
+        let e = refused(&|s| s.srq.put32(l.srq_type, 0), cq, true);
+        assert!(e.starts_with("srq 0x55: rsc.type 1 and verbs_srq.srq_type 0 disagree"), "{e}");
+        let e = refused(&|s| s.srq.put32(l.srq_type, 2), cq, true);
+        assert_eq!(e, "srq 0x55: a tag-matching SRQ; only basic and XRC SRQs are adopted");
+    }
+    // A backend of a version-0 context refuses one read for version 1.
+    let layout = &MLX5_LAYOUTS[2];
+    let qp = QpImage::new(layout, false);
+    let srq = SrqImage::new(layout, &qp.ctx);
+    make_xrc(&srq, qp.cq.addr(0));
+    let model = Mlx5Model::new(ModelConfig::new(64)).unwrap();
+    let mut b = backend(&model, &qp, false);
+    let private = srq.read_xrc(&srq.dv(), &qp.ctx, qp.cq.addr(0), true).unwrap();
+    let e = b.adopt_srq(srq.ibv_srq() as usize, private).unwrap_err();
+    assert!(e.contains("CQEs of version 0"), "{e}");
 }
