@@ -148,12 +148,13 @@ impl Cq {
                     // library).
                     let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
                     let (ctx, cq, layout, cqe_v1) = m.expect();
-                    // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and
-                    // `layout` is the row of the release loaded (picked at the CQ's
-                    // attach). The caller keeps the QP alive for the Cq's life, which
-                    // bounds the pointers kept into it.
-                    let private =
-                        unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+                    let private = {
+                        // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and
+                        // `layout` is the row of the release loaded (picked at the CQ's
+                        // attach). The caller keeps the QP alive for the Cq's life, which
+                        // bounds the pointers kept into it.
+                        unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }
+                    }?;
                     if let Some(srq) = private.srq.filter(|&s| m.srq_adopted(s).is_none()) {
                         if m.has_qp(qpn) {
                             return Err(format!("qp {qpn:#x} is attached to this CQ already"));

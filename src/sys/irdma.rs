@@ -370,14 +370,16 @@ pub(crate) fn read_verbs_cq(
 pub(crate) fn poller_on(p: &PrivateCq, keep: Option<KeepAlive>, compat: Compat) -> Result<IrdmaCq, String> {
     let ring = p.ring as *mut u8;
     let e = |what: &str, err: dvcq_provider::Error| format!("{what}: {err}");
-    // SAFETY: `read_cq` checked the struct that named the ring (`cq_size` slots of
-    // `cqe_size` bytes, page aligned, of the buffer size the provider allocates) and the
-    // shadow area; rdma-core keeps both mapped for the CQ's life, which `keep` (or, in
-    // image tests, the test) extends to the poller's. The device writes the ring and reads
-    // the shadow area by DMA; in this process only dvcq's poller touches them while
-    // attached (`Cq::attach`'s contract: no rdma-core poll, arm or resize meanwhile).
-    let shadow =
-        unsafe { DoorbellWord::with_keepalive(p.shadow as *mut u8, keep.clone()) }.map_err(|x| e("shadow", x))?;
+    let shadow = {
+        // SAFETY: `read_cq` checked the struct that named the ring (`cq_size` slots of
+        // `cqe_size` bytes, page aligned, of the buffer size the provider allocates) and the
+        // shadow area; rdma-core keeps both mapped for the CQ's life, which `keep` (or, in
+        // image tests, the test) extends to the poller's. The device writes the ring and reads
+        // the shadow area by DMA; in this process only dvcq's poller touches them while
+        // attached (`Cq::attach`'s contract: no rdma-core poll, arm or resize meanwhile).
+        unsafe { DoorbellWord::with_keepalive(p.shadow as *mut u8, keep.clone()) }
+    }
+    .map_err(|x| e("shadow", x))?;
     // rdma-core writes its head to shadow word 0 after every CQE it consumes.
     let published = shadow.load_le64(Ordering::Acquire).map_err(|x| e("shadow", x))? & CQEIDX_MASK;
     if published != u64::from(p.head) {

@@ -532,14 +532,16 @@ pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Rin
         return Err(format!("mlx5dv_cq.cq_uar {:p} is not a page-aligned UAR mapping", dv.uar));
     }
     let e = |what: &str, err: ProviderError| format!("{what}: {err}");
-    // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of
-    // `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record;
-    // rdma-core maps both for the CQ's life, which `keep` (the CQ handle) extends to the
-    // poller's. The device writes the ring and reads the record by DMA; in this process
-    // only dvcq's poller touches them while it is attached (the Cq API has no path to
-    // rdma-core's poll, arm or resize of this CQ; `Cq::attach`'s contract).
-    let dbrec =
-        unsafe { DoorbellWord::with_keepalive(dv.dbrec, Some(Arc::clone(&keep))) }.map_err(|x| e("dbrec", x))?;
+    let dbrec = {
+        // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of
+        // `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record;
+        // rdma-core maps both for the CQ's life, which `keep` (the CQ handle) extends to the
+        // poller's. The device writes the ring and reads the record by DMA; in this process
+        // only dvcq's poller touches them while it is attached (the Cq API has no path to
+        // rdma-core's poll, arm or resize of this CQ; `Cq::attach`'s contract).
+        unsafe { DoorbellWord::with_keepalive(dv.dbrec, Some(Arc::clone(&keep))) }
+    }
+    .map_err(|x| e("dbrec", x))?;
     let ci = dbrec.load_be32(Ordering::Acquire) & 0x00ff_ffff;
     // SAFETY: as above: the record's second word (`MLX5_CQ_ARM_DB`), in the same granule as
     // set_ci, written only by this poller's thread (rdma-core's arm is never called on the CQ).
@@ -558,9 +560,9 @@ pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Rin
     let arm = ArmDoorbell::new(arm_db, uar);
     let registry = Registry::new();
     let ring = match dv.cqe_size {
-        // SAFETY: as above, for a ring of 64-byte slots.
         64 => Ring::C64(
             Mlx5Cq::new(
+                // SAFETY: as above, for a ring of 64-byte slots.
                 unsafe { CqRing::with_keepalive(dv.buf, dv.cqe_cnt, Some(keep)) }.map_err(|x| e("ring", x))?,
                 dbrec,
                 dv.cqn,
@@ -570,9 +572,9 @@ pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Rin
             )
             .map_err(|x| x.to_string())?,
         ),
-        // SAFETY: as above, for a ring of 128-byte slots.
         128 => Ring::C128(
             Mlx5Cq::new(
+                // SAFETY: as above, for a ring of 128-byte slots.
                 unsafe { CqRing::with_keepalive(dv.buf, dv.cqe_cnt, Some(keep)) }.map_err(|x| e("ring", x))?,
                 dbrec,
                 dv.cqn,
