@@ -129,3 +129,23 @@ fn batches_fill_across_the_rings_end() {
         }
     }
 }
+
+
+/// An iWARP QP's connection WQEs complete without a completion: a poll consumes their CQEs
+/// and returns none, in a one-CQE poll as in a batch, also when nothing follows them (the
+/// consumer index moves past them as rdma-core's poll moves it).
+#[test]
+fn trailing_connection_wqes_are_consumed_without_a_completion() {
+    for compat in Compat::ALL {
+        for batch in [1usize, 16] {
+            let (mut m, mut cq) = setup(HwRev::Gen2, compat);
+            for idx in 0..2 {
+                m.push(&ModelCqe::send(CTX[4], QPN[4], idx, 0)).unwrap();
+            }
+            let mut out = vec![Completion::default(); batch];
+            assert_eq!(cq.peek(), None, "{compat:?}: a connection WQE shows nothing");
+            assert_eq!(cq.poll(&mut out), 0, "{compat:?}, batch {batch}");
+            assert_eq!(cq.ci(), 2, "{compat:?}, batch {batch}: both CQEs consumed");
+        }
+    }
+}

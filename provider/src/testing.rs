@@ -60,8 +60,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
 }
 
 /// The reference drain: while `peek` (which never consumes) shows a completion, a
-/// one-completion poll must return exactly that one. Returns the completions, or where the
-/// two first differ.
+/// one-completion poll must return exactly that one. Once `peek` shows none, one more poll
+/// must return none too; it still consumes CQEs that give no completion (an iWARP QP's
+/// connection WQEs), as rdma-core's poll does, so the consumer index ends where a batch
+/// drain leaves it. Returns the completions, or where the two first differ.
 pub fn drain_one_by_one<D: CqDriver>(cq: &mut D) -> Result<Vec<Completion>, String> {
     let mut all = Vec::new();
     while let Some(want) = cq.peek() {
@@ -71,7 +73,11 @@ pub fn drain_one_by_one<D: CqDriver>(cq: &mut D) -> Result<Vec<Completion>, Stri
         }
         all.push(want);
     }
-    Ok(all)
+    let mut last = [Completion::default()];
+    match cq.poll(&mut last) {
+        0 => Ok(all),
+        _ => Err(format!("item {}: peek gave none, a one-completion poll {:?}", all.len(), last[0])),
+    }
 }
 
 /// Drains with polls of `batch` completions until one returns none.
