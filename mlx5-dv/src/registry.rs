@@ -289,8 +289,8 @@ pub struct Srq {
     completed: Cell<u64>,
     /// Receives recorded with [`Srq::post`], or copied from rdma-core's SRQ.
     posted: u64,
-    /// An SRQ rdma-core posts to ([`Srq::adopt`]): the mirror's position in rdma-core's free
-    /// list and the WQEs completed since the last hand-back.
+    /// An SRQ rdma-core posts to ([`Registry::adopt_srq`]): the mirror's position in
+    /// rdma-core's free list and the WQEs completed since the last hand-back.
     adoption: Option<Box<SrqAdoption>>,
 }
 
@@ -541,8 +541,8 @@ pub struct Qp {
     /// See [`Qp::recv_path`].
     recv_path: u32,
     kind: ResourceKind,
-    /// Its SRQ is rdma-core's ([`Srq::adopt`]): receives take the slow path, where each
-    /// completed SRQ WQE is noted for the free-list hand-back.
+    /// Its SRQ is rdma-core's ([`Registry::adopt_srq`]): receives take the slow path, where
+    /// each completed SRQ WQE is noted for the free-list hand-back.
     srq_adopted: bool,
 }
 
