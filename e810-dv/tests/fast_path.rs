@@ -130,7 +130,6 @@ fn batches_fill_across_the_rings_end() {
     }
 }
 
-
 /// An iWARP QP's connection WQEs complete without a completion: a poll consumes their CQEs
 /// and returns none, in a one-CQE poll as in a batch, also when nothing follows them (the
 /// consumer index moves past them as rdma-core's poll moves it).

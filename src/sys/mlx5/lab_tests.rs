@@ -6,12 +6,11 @@
 //! application's channel, armed with dvcq's doorbell.
 
 use crate::context::QpInit;
-use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions, Poller};
-use crate::sys::lab::drain;
-use crate::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use crate::cq::{BackendChoice, BackendKind, CqOptions};
+use crate::sys::lab::{attach_direct, drain, rc_pair, send_rounds};
+use crate::verbs::{QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
-use core::ptr::NonNull;
-use dvcq_provider::{Completion, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, WcStatus};
 
 /// The first mlx5 device here, or `None` after printing why the case is skipped.
 fn mlx5_device(case: &str) -> Option<String> {
@@ -29,84 +28,15 @@ fn lab_an_rdma_core_cq_and_qps_poll_directly_and_posts_keep_finding_room() {
     // never polled).
     let verbs_cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
     let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
-    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let init =
-        QpInit { qp_type: QpType::Rc, send_cq: &verbs_cq, recv_cq: &verbs_cq, srq: None, caps, sq_sig_all: false };
-    let mut a = pd.create_qp(&init).expect("ibv_create_qp");
-    let mut b = pd.create_qp(&init).expect("ibv_create_qp");
-    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
-    a.connect(&eb).unwrap();
-    b.connect(&ea).unwrap();
-    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
-    let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
-    let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
+    let (mut a, mut b, mr) = rc_pair(&pd, &verbs_cq, None);
     // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
-    // declared later), and nothing else polls the CQ.
-    let mut cq = unsafe { Cq::attach(&ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
+    // declared later), nothing else polls the CQ, and the test posts between polls.
+    let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
-    for qp in [&a, &b] {
-        // SAFETY: as above.
-        unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
-    }
-    // Five laps of the 8-deep queues: each post after the first lap works only if the
-    // tails the direct poll wrote back freed the slots.
-    for round in 0..5u64 {
-        for i in 0..8u64 {
-            let sg = [mr.slice(4096 + i * 256, 256).unwrap()];
-            b.post_recv(&[RecvWr { wr_id: 0x2000 + round * 16 + i, sg_list: &sg }]).expect("ibv_post_recv");
-        }
-        for i in 0..8u64 {
-            let sg = [mr.slice(i * 256, 200).unwrap()];
-            a.post_send(&[SendWr::new(0x1000 + round * 16 + i, SendOp::Send, &sg)]).expect("ibv_post_send");
-        }
-        let got = drain(&mut cq, 16);
-        assert_eq!(got.len(), 16, "round {round}: {got:?}");
-        let mut sends: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Send).map(|c| c.wr_id).collect();
-        let mut recvs: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Recv).map(|c| c.wr_id).collect();
-        assert!(got.iter().all(|c| c.status == WcStatus::Success), "round {round}: {got:?}");
-        sends.sort_unstable();
-        recvs.sort_unstable();
-        assert_eq!(sends, (0..8).map(|i| 0x1000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
-        assert_eq!(recvs, (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
-    }
-}
-
-/// Two RC QPs on `cq` (the second receiving from `srq` when given), connected to each
-/// other, and a memory region.
-fn pair(pd: &crate::Pd, cq: &Cq, srq: Option<&crate::Srq>) -> (crate::Qp, crate::Qp, crate::Mr) {
-    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let init = |srq| QpInit { qp_type: QpType::Rc, send_cq: cq, recv_cq: cq, srq, caps, sq_sig_all: false };
-    let mut a = pd.create_qp(&init(None)).expect("create_qp");
-    let mut b = pd.create_qp(&init(srq)).expect("create_qp on the SRQ");
-    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
-    a.connect(&eb).unwrap();
-    b.connect(&ea).unwrap();
-    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
-    (a, b, mr)
-}
-
-/// Sends eight from `a` to `b` per round, receives posted by `recv`, five rounds (each
-/// round after the first works only if the direct poll gave the queues' room back).
-fn rounds(cq: &mut Cq, a: &mut crate::Qp, mr: &crate::Mr, mut recv: impl FnMut(u64, &[crate::verbs::MrSlice])) {
-    for round in 0..5u64 {
-        for i in 0..8u64 {
-            let sg = [mr.slice(4096 + i * 256, 256).unwrap()];
-            recv(0x2000 + round * 16 + i, &sg);
-        }
-        for i in 0..8u64 {
-            let sg = [mr.slice(i * 256, 200).unwrap()];
-            a.post_send(&[SendWr::new(0x1000 + round * 16 + i, SendOp::Send, &sg)]).expect("post_send");
-        }
-        let got = drain(cq, 16);
-        assert_eq!(got.len(), 16, "round {round}: {got:?}");
-        assert!(got.iter().all(|c| c.status == WcStatus::Success), "round {round}: {got:?}");
-        let mut sends: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Send).map(|c| c.wr_id).collect();
-        let mut recvs: Vec<u64> = got.iter().filter(|c| c.opcode == WcOpcode::Recv).map(|c| c.wr_id).collect();
-        sends.sort_unstable();
-        recvs.sort_unstable();
-        assert_eq!(sends, (0..8).map(|i| 0x1000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
-        assert_eq!(recvs, (0..8).map(|i| 0x2000 + round * 16 + i).collect::<Vec<_>>(), "round {round}");
-    }
+    // Five laps of the 8-deep queues.
+    send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| {
+        b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("ibv_post_recv")
+    });
 }
 
 #[test]
@@ -120,8 +50,10 @@ fn lab_dvcq_s_own_cq_and_qps_poll_directly() {
             ctx.create_cq(CqOptions::new(32).cqe_size(size).backend(BackendChoice::Direct)).expect("create_cq");
         assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
         let pd = ctx.alloc_pd().unwrap();
-        let (mut a, mut b, mr) = pair(&pd, &cq, None);
-        rounds(&mut cq, &mut a, &mr, |wr_id, sg| b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv"));
+        let (mut a, mut b, mr) = rc_pair(&pd, &cq, None);
+        send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| {
+            b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv")
+        });
         // A 16-byte receive lands in its buffer: scatter-to-CQE is off for dvcq's QPs, so
         // the data is not left inside the CQE.
         let data: Vec<u8> = (1..=16).collect();
@@ -147,8 +79,10 @@ fn lab_dvcq_s_own_srq_gives_its_wqes_back() {
     let mut cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Direct)).expect("create_cq");
     let pd = ctx.alloc_pd().unwrap();
     let srq = pd.create_srq(8, 1).expect("create_srq");
-    let (mut a, _b, mr) = pair(&pd, &cq, Some(&srq));
-    rounds(&mut cq, &mut a, &mr, |wr_id, sg| srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full"));
+    let (mut a, _b, mr) = rc_pair(&pd, &cq, Some(&srq));
+    send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| {
+        srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full")
+    });
     assert!(cq.take_error().is_none());
 }
 
@@ -161,20 +95,16 @@ fn lab_an_application_s_srq_attaches_with_its_qp() {
     let verbs_cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("create_cq");
     let pd = ctx.alloc_pd().unwrap();
     let srq = pd.create_srq(8, 1).expect("create_srq");
-    let (mut a, b, mr) = pair(&pd, &verbs_cq, Some(&srq));
-    let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
-    let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
+    let (mut a, b, mr) = rc_pair(&pd, &verbs_cq, Some(&srq));
     // SAFETY: the CQ, QPs and SRQ live until the end of the test, after `cq` is dropped
     // (declared later); nothing else polls the CQ, and posts happen between polls.
-    let mut cq = unsafe { Cq::attach(&ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
-    for qp in [&a, &b] {
-        // SAFETY: as above.
-        unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
-    }
+    let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     // SAFETY: as above; attached once already through its QP: refused as a duplicate.
     let again = unsafe { cq.attach_srq(srq.verbs_ptr().unwrap()) };
     assert!(again.is_err(), "{again:?}");
-    rounds(&mut cq, &mut a, &mr, |wr_id, sg| srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full"));
+    send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| {
+        srq.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("SRQ full")
+    });
 }
 
 #[test]
@@ -193,8 +123,8 @@ fn lab_a_compressed_cq_is_made_and_polled_or_refused_with_the_reason() {
     };
     assert_eq!(cq.backend().kind, BackendKind::Mlx5, "a compressed CQ is direct or not made");
     let pd = ctx.alloc_pd().unwrap();
-    let (mut a, mut b, mr) = pair(&pd, &cq, None);
-    rounds(&mut cq, &mut a, &mr, |wr_id, sg| b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv"));
+    let (mut a, mut b, mr) = rc_pair(&pd, &cq, None);
+    send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv"));
 }
 
 #[test]
@@ -222,25 +152,11 @@ fn lab_an_attached_cq_on_the_application_s_channel_arms_with_dvcq_s_doorbell() {
     let ch = ctx.create_channel().expect("ibv_create_comp_channel");
     let verbs_cq = ctx.create_cq_on(&ch, CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
     let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
-    let caps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let init =
-        QpInit { qp_type: QpType::Rc, send_cq: &verbs_cq, recv_cq: &verbs_cq, srq: None, caps, sq_sig_all: false };
-    let mut a = pd.create_qp(&init).expect("ibv_create_qp");
-    let mut b = pd.create_qp(&init).expect("ibv_create_qp");
-    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
-    a.connect(&eb).unwrap();
-    b.connect(&ea).unwrap();
-    let mr = pd.reg_mr(1 << 16, Access::ALL).unwrap();
-    let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
-    let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
+    let (mut a, mut b, mr) = rc_pair(&pd, &verbs_cq, None);
     // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
-    // declared later), and nothing else polls or arms the CQ.
-    let mut cq = unsafe { Cq::attach(&ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
+    // declared later), nothing else polls or arms the CQ, and posts happen between polls.
+    let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
-    for qp in [&a, &b] {
-        // SAFETY: as above.
-        unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
-    }
     cq.bind_channel(&ch).expect("bind the attached CQ to its channel");
     // Three rounds: each arm must carry the sequence number the last event advanced
     // (rdma-core's arm_sn), or the device ignores it and no event comes.
