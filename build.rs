@@ -37,6 +37,8 @@ const FUNCTIONS: &[&str] = &[
     "ibv_resize_cq",
     "ibv_get_cq_event",
     "ibv_ack_cq_events",
+    "ibv_get_async_event",
+    "ibv_ack_async_event",
     "ibv_create_qp",
     "ibv_destroy_qp",
     "ibv_modify_qp",
@@ -57,6 +59,7 @@ const FUNCTIONS: &[&str] = &[
 /// (`IBV_WC_EX_WITH_*`) say what it reports, the mlx5 QP that rdma-core providers embed in
 /// their private structs, and the port attributes `query_port` fills.
 const TYPES: &[&str] = &[
+    "ibv_event_type",
     "verbs_context",
     "ibv_cq_ex",
     "ibv_port_attr",

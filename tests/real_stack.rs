@@ -46,11 +46,11 @@ fn workloads_agree_on_a_real_device() {
 /// not exist there, and its check says so. A resized rxe CQ stays polled by dvcq's reader,
 /// which followed the queue to its new mapping.
 #[test]
-fn rxe_runs_resize_and_the_extended_cq_and_skips_xrc() {
+fn rxe_runs_resize_overrun_and_the_extended_cq_and_skips_xrc() {
     use dvcq::conformance::run;
     use dvcq::verbs::{Access, QpType, SendOp, SendWr};
     use dvcq::{BackendChoice, BackendKind, Completion, CqOptions, QpInit};
-    let Some(ctx) = real_device("rxe_runs_resize_and_the_extended_cq_and_skips_xrc") else { return };
+    let Some(ctx) = real_device("rxe_runs_resize_overrun_and_the_extended_cq_and_skips_xrc") else { return };
     if ctx.info().unwrap().provider != "rxe" {
         skip::skip_here("not an rxe device");
         return;
@@ -59,7 +59,7 @@ fn rxe_runs_resize_and_the_extended_cq_and_skips_xrc() {
         let w = WORKLOADS.iter().find(|w| w.name == name).unwrap();
         run(&ctx, w, BackendChoice::Auto)
     };
-    for name in ["cq_resize", "cq_ex_fields"] {
+    for name in ["cq_resize", "cq_ex_fields", "cq_overrun"] {
         let r = check(name);
         assert_eq!((r.skipped.as_deref(), r.problems.len()), (None, 0), "{name}: {:?}", r.problems);
     }

@@ -100,6 +100,16 @@ impl AsFd for EventFd {
 ///
 /// The OS error of `poll` other than `EINTR`, or the fd reporting `POLLERR`/`POLLNVAL`.
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
+    wait_any_readable([fd], timeout)
+}
+
+/// [`wait_readable`] over several fds: sleeps until one of them is readable or `timeout`
+/// passes; true when one is.
+///
+/// # Errors
+///
+/// As [`wait_readable`], for any of the fds.
+pub fn wait_any_readable<const N: usize>(fds: [BorrowedFd<'_>; N], timeout: Option<Duration>) -> io::Result<bool> {
     let ms: libc::c_int = match timeout {
         None => -1,
         Some(t) => {
@@ -107,10 +117,10 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Resul
             libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
         }
     };
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd on our stack, and nfds says one; the fd is borrowed, so it
-    // stays open for the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    let mut pfds = fds.map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+    // SAFETY: N valid pollfds on our stack, and nfds says N; the fds are borrowed, so they
+    // stay open for the call.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), N as libc::nfds_t, ms) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -118,10 +128,10 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Resul
         }
         return Err(e);
     }
-    if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
-        return Err(io::Error::other(format!("fd {} reports poll revents {:#x}", pfd.fd, pfd.revents)));
+    if let Some(p) = pfds.iter().find(|p| p.revents & (libc::POLLERR | libc::POLLNVAL) != 0) {
+        return Err(io::Error::other(format!("fd {} reports poll revents {:#x}", p.fd, p.revents)));
     }
-    Ok(rc > 0 && pfd.revents & libc::POLLIN != 0)
+    Ok(rc > 0 && pfds.iter().any(|p| p.revents & libc::POLLIN != 0))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 mod cq_create;
 mod cq_ex;
+mod cq_overrun;
 mod cq_resize;
 mod events;
 mod mlx5_dv;

@@ -29,6 +29,7 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "cq_create_channel", run: super::cq_create::cq_create_channel },
     Workload { name: "cq_create_bad", run: super::cq_create::cq_create_bad },
     Workload { name: "cq_resize", run: super::cq_resize::cq_resize },
+    Workload { name: "cq_overrun", run: super::cq_overrun::cq_overrun },
     Workload { name: "cq_wrap_sizes", run: cq_wrap_sizes },
     Workload { name: "rc_many_qps", run: rc_many_qps },
     Workload { name: "ud_send_imm", run: ud_send_imm },

@@ -425,12 +425,15 @@ impl Cq {
 
     fn backend_counters(&self) -> BackendCounters {
         match &self.poller {
+            // On rdma-core devices an overrun is the CQ error event dvcq reads from the
+            // context's async fd (`sys::async_event`), on contexts it opened.
             #[cfg(dvcq_rdma_core)]
-            Poller::Generic(_) => BackendCounters::default(),
+            Poller::Generic(g) => BackendCounters { overruns: g.verbs_cq().overruns(), ..BackendCounters::default() },
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => BackendCounters {
                 high_water: Some(u64::from(r.high_water())),
                 doorbell_writes: Some(r.consumer_writes()),
+                overruns: r.verbs_cq().overruns(),
                 ..BackendCounters::default()
             },
             #[cfg(dvcq_rdma_core)]
@@ -440,6 +443,7 @@ impl Cq {
                     failures: Some((s.errors, s.faults)),
                     compression_sessions: Some(s.sessions),
                     doorbell_writes: Some(s.doorbell_writes),
+                    overruns: m.verbs_cq().and_then(|v| v.overruns()),
                     ..BackendCounters::default()
                 }
             }
@@ -449,6 +453,7 @@ impl Cq {
                 BackendCounters {
                     failures: Some((s.errors, s.faults)),
                     doorbell_writes: Some(head_writes),
+                    overruns: m.verbs_cq().and_then(|v| v.overruns()),
                     ..BackendCounters::default()
                 }
             }

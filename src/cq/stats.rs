@@ -73,9 +73,11 @@ pub struct CqStats {
     pub high_water: u64,
     /// How [`CqStats::high_water`] was observed.
     pub high_water_source: HighWaterSource,
-    /// Times the device found the CQ full (it then puts the CQ in error): known on the
-    /// models; `None` where the overflow is reported only as an asynchronous event of the
-    /// device (`IBV_EVENT_CQ_ERR`) or in the kernel's counters (`dvcq stat`).
+    /// Times the device found the CQ full (it then puts the CQ in error): on the models, and
+    /// on a device dvcq opened, the CQ error events (`IBV_EVENT_CQ_ERR`) it read from the
+    /// context's async fd; `None` on a CQ of the application's own context (`Cq::attach`),
+    /// whose async events are the application's to read (the kernel's counters, `dvcq
+    /// stat`, may still show the overflow).
     pub overruns: Option<u64>,
     /// CQE compression sessions the mlx5 poller opened (basic titles, enhanced blocks);
     /// `None` on backends without CQE compression.

@@ -14,6 +14,8 @@ use crate::error::Error;
 use crate::model_device::{ChannelEventKind, ModelChannel};
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
+#[cfg(dvcq_rdma_core)]
+use dvcq_provider::eventfd::wait_any_readable;
 use dvcq_provider::eventfd::wait_readable;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -25,8 +27,9 @@ use std::time::{Duration, Instant};
 pub enum CqEventKind {
     /// The armed CQ has a completion (or, armed solicited-only, a solicited or error one).
     Completion,
-    /// The CQ overran and is in error (`IBV_EVENT_CQ_ERR`). Models report it here; on
-    /// rdma-core devices it is an asynchronous event of the context, not of the channel.
+    /// The CQ overran and is in error (`IBV_EVENT_CQ_ERR`). On rdma-core devices it is an
+    /// asynchronous event of the context, which dvcq reads (on contexts it opened) and
+    /// reports here for a CQ made on the channel.
     CqError,
 }
 
@@ -125,10 +128,16 @@ impl CompletionChannel {
                 },
             })),
             #[cfg(dvcq_rdma_core)]
-            Source::Verbs(v) => match v.try_get_event() {
-                Ok(t) => Ok(t.map(|token| CqEvent { cq: CqId(token), kind: CqEventKind::Completion })),
-                Err(e) => Err(Error::Verbs { device: self.shared.device.clone(), source: e }),
-            },
+            Source::Verbs(v) => {
+                // A CQ error is an async event of the context (`sys::async_event`).
+                if let Some(token) = v.take_cq_error() {
+                    return Ok(Some(CqEvent { cq: CqId(token), kind: CqEventKind::CqError }));
+                }
+                match v.try_get_event() {
+                    Ok(t) => Ok(t.map(|token| CqEvent { cq: CqId(token), kind: CqEventKind::Completion })),
+                    Err(e) => Err(Error::Verbs { device: self.shared.device.clone(), source: e }),
+                }
+            }
         }
     }
 
@@ -164,8 +173,22 @@ impl CompletionChannel {
                 },
                 None => None,
             };
-            wait_readable(self.as_fd(), left).map_err(|e| self.error(format!("waiting on the channel fd: {e}")))?;
+            self.sleep(left)?;
         }
+    }
+
+    /// Sleeps until the channel's fd is readable or `left` passes; on a device, also until
+    /// the context's async fd is (a CQ error event).
+    fn sleep(&self, left: Option<Duration>) -> Result<(), Error> {
+        let woke = match &self.shared.source {
+            #[cfg(dvcq_rdma_core)]
+            Source::Verbs(v) => match v.async_fd() {
+                Some(fd) => wait_any_readable([self.as_fd(), fd], left),
+                None => wait_readable(self.as_fd(), left),
+            },
+            _ => wait_readable(self.as_fd(), left),
+        };
+        woke.map(drop).map_err(|e| self.error(format!("waiting on the channel fd: {e}")))
     }
 
     /// Sleeps until an event for `cq` has been read (by this thread or another waiter on
@@ -215,7 +238,7 @@ impl CompletionChannel {
             got.push(e);
         }
         if got.is_empty() {
-            wait_readable(self.as_fd(), left).map_err(|e| self.error(format!("waiting on the channel fd: {e}")))?;
+            self.sleep(left)?;
             while let Some(e) = self.read_one()? {
                 got.push(e);
             }

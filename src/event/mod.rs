@@ -9,6 +9,14 @@
 //! serves many CQs; events are routed to the CQ they belong to. With the `tokio` feature,
 //! an `AsyncCq` waits the same way from async code, on tokio's reactor.
 //!
+//! A CQ that overran (the device found it full) is in error and gets no more completions:
+//! its [`CqEventKind::CqError`] ends [`crate::Cq::wait`] with an error rather than a sleep
+//! that would never end. On a device dvcq opened, that error is an async event of the
+//! context (`IBV_EVENT_CQ_ERR`), which dvcq reads from the context's async fd: `Cq::wait`
+//! sleeps on both fds, and [`CompletionChannel::try_next_event`] reports the error before
+//! the channel's own events. An application that sleeps on the channel fd alone learns of
+//! it at its next wake-up.
+//!
 //! dvcq owns arming for the CQs it polls: `Cq::arm` goes to the backend that polls the CQ
 //! (rdma-core's own arm must not be mixed with direct polling: mlx5's `mlx5_arm_cq` sends
 //! rdma-core's private `cq->cons_index`, which a direct poller never advances).

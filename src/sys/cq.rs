@@ -139,14 +139,7 @@ impl VerbsCq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_cq"));
         }
-        Ok(Arc::new(VerbsCq {
-            ptr,
-            ctx: Arc::clone(ctx),
-            _channel: channel.cloned(),
-            adopted_channel: Default::default(),
-            owned: true,
-            ex: None,
-        }))
+        Ok(VerbsCq::owned(ctx, ptr, channel, None))
     }
 
     /// `mlx5dv_create_cq(ctx, {depth, channel, comp_vector, flags}, {cqe_size, compression,
@@ -190,14 +183,7 @@ impl VerbsCq {
         }
         // `ibv_cq_ex_to_cq`: an extended CQ begins with the fields of `struct ibv_cq`.
         let ptr = ex.cast::<ffi::ibv_cq>();
-        Ok(Arc::new(VerbsCq {
-            ptr,
-            ctx: Arc::clone(ctx),
-            _channel: channel.cloned(),
-            adopted_channel: Default::default(),
-            owned: true,
-            ex: None,
-        }))
+        Ok(VerbsCq::owned(ctx, ptr, channel, None))
     }
 
     /// Owns an extended CQ `ibv_create_cq_ex` made on `ctx` (`sys::cq_ex`).
@@ -207,14 +193,33 @@ impl VerbsCq {
         channel: Option<&Arc<CompChannel>>,
         ex: super::cq_ex::ExCq,
     ) -> Arc<VerbsCq> {
+        VerbsCq::owned(ctx, ptr, channel, Some(ex))
+    }
+
+    /// Owns a CQ dvcq made on `ctx`: destroyed on drop, its error events counted
+    /// (`sys::async_event`) until then.
+    fn owned(
+        ctx: &Arc<Context>,
+        ptr: *mut ffi::ibv_cq,
+        channel: Option<&Arc<CompChannel>>,
+        ex: Option<super::cq_ex::ExCq>,
+    ) -> Arc<VerbsCq> {
+        ctx.book_cq(ptr);
         Arc::new(VerbsCq {
             ptr,
             ctx: Arc::clone(ctx),
             _channel: channel.cloned(),
             adopted_channel: Default::default(),
             owned: true,
-            ex: Some(ex),
+            ex,
         })
+    }
+
+    /// The error events (`IBV_EVENT_CQ_ERR`: it overran) read for this CQ so far, after
+    /// reading what is queued; `None` where dvcq does not read the context's async events
+    /// (an application's context).
+    pub(crate) fn overruns(&self) -> Option<u64> {
+        self.ctx.cq_errors(self.ptr)
     }
 
     /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
@@ -332,6 +337,8 @@ impl Drop for VerbsCq {
             ch.release(self.ptr);
         }
         if self.owned {
+            // Every async event reported for it is acknowledged before the destroy.
+            self.ctx.unbook_cq(self.ptr);
             // SAFETY: the last handle: the poller and every QP using this CQ are gone.
             unsafe { ffi::ibv_destroy_cq(self.ptr) };
         }

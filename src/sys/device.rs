@@ -54,6 +54,9 @@ pub(crate) struct Context {
     name: String,
     /// Opened by dvcq (closed on drop), or the application's (left open).
     owned: bool,
+    /// The CQ error events read from its async fd (`sys::async_event`), on a context dvcq
+    /// opened.
+    pub(super) async_book: std::sync::Mutex<super::async_event::AsyncBook>,
 }
 
 // SAFETY: rdma-core contexts may be used from any thread (libibverbs serialises what needs
@@ -99,7 +102,9 @@ impl Context {
                 if ptr.is_null() {
                     Err(VerbsError::last("ibv_open_device").into())
                 } else {
-                    Ok(Arc::new(Context { ptr, name: name.to_string(), owned: true }))
+                    let ctx = Context { ptr, name: name.to_string(), owned: true, async_book: Default::default() };
+                    // Dropped on failure, which closes the device again.
+                    ctx.set_async_nonblocking().map(|()| Arc::new(ctx)).map_err(OpenError::from)
                 }
             }
         };
@@ -118,7 +123,12 @@ impl Context {
         // SAFETY: the caller promises a live context; its device's name is a NUL-terminated
         // string in the device struct.
         let name = unsafe { cstr_field(&(*(*ptr).device).name) };
-        Arc::new(Context { ptr, name, owned: false })
+        Arc::new(Context { ptr, name, owned: false, async_book: Default::default() })
+    }
+
+    /// Whether dvcq opened it (and closes it on drop).
+    pub(crate) fn is_owned(&self) -> bool {
+        self.owned
     }
 
     /// The raw context, for the glue's other verbs.

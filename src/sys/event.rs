@@ -23,12 +23,16 @@ const ACK_BATCH: u32 = 16;
 struct Booked {
     token: u64,
     unacked: u32,
+    /// Its error events (`sys::async_event`) already reported through the channel.
+    errors_reported: u64,
 }
 
 /// The CQs made on a channel, by `ibv_cq` address.
 #[derive(Debug, Default)]
 pub(crate) struct EventBook {
     cqs: HashMap<usize, Booked>,
+    /// The context's count of CQ error events when the channel last looked for its own.
+    errors_seen: u64,
 }
 
 impl CompChannel {
@@ -54,7 +58,37 @@ impl CompChannel {
 
     /// Records that `cq`, made on this channel, has id `token`.
     pub(crate) fn register(&self, cq: &VerbsCq, token: u64) {
-        self.book().cqs.insert(cq.as_ptr() as usize, Booked { token, unacked: 0 });
+        let errors_reported = cq.overruns().unwrap_or(0);
+        self.book().cqs.insert(cq.as_ptr() as usize, Booked { token, unacked: 0, errors_reported });
+    }
+
+    /// The token of a CQ made on this channel with a CQ error event (it overran) not
+    /// reported through the channel yet, after reading the context's async events; each
+    /// such event is reported once. Checked before the channel's completion events, so a
+    /// waiter learns of the error first.
+    pub(crate) fn take_cq_error(&self) -> Option<u64> {
+        let mut book = self.book();
+        let total = self._ctx.cq_errors_total();
+        if total == book.errors_seen {
+            return None;
+        }
+        for (&cq, b) in book.cqs.iter_mut() {
+            let Some(n) = self._ctx.counted_cq_errors(cq as *mut ffi::ibv_cq) else { continue };
+            if n > b.errors_reported {
+                b.errors_reported += 1;
+                return Some(b.token);
+            }
+        }
+        book.errors_seen = total;
+        None
+    }
+
+    /// The context's async event fd, where dvcq reads it: a waiter sleeps on it beside the
+    /// channel's, so a CQ error wakes it.
+    pub(crate) fn async_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        // SAFETY: the fd belongs to the context, which the channel holds an Arc of and
+        // which closes it only when the last handle goes, after every borrow of `self`.
+        self._ctx.reads_async_events().then(|| unsafe { std::os::fd::BorrowedFd::borrow_raw(self._ctx.async_fd()) })
     }
 
     /// `ibv_get_cq_event` without blocking: the token of the CQ the next event is for, or

@@ -14,6 +14,7 @@
 //! `deny(unsafe_code)`.
 #![allow(unsafe_code)]
 
+pub(crate) mod async_event;
 mod attach;
 pub(crate) mod clock;
 pub(crate) mod cq;
