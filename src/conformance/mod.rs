@@ -129,6 +129,9 @@ pub const ROLE_MARK: u32 = 0xff00_0000;
 pub struct Recorder {
     qpns: Vec<u32>,
     rkeys: Vec<u32>,
+    /// The `wc_flags` bit by which the device says a receive invalidated an rkey (empty:
+    /// `IBV_WC_WITH_INV`).
+    inv_flag: WcFlags,
     ud: Vec<bool>,
     records: Vec<Record>,
     raw: Vec<Completion>,
@@ -152,6 +155,13 @@ impl Recorder {
             self.rkeys.len() - 1
         });
         ROLE_MARK | i as u32
+    }
+
+    /// Takes `flag` as the bit by which this device marks a receive that invalidated an
+    /// rkey (the kernel's soft-RoCE driver writes its own `IB_WC_WITH_INVALIDATE`, 1 << 2,
+    /// into the queue it maps, which libibverbs reads as `IBV_WC_IP_CSUM_OK`).
+    pub fn inv_flag(&mut self, flag: WcFlags) {
+        self.inv_flag = flag;
     }
 
     /// The name of an rkey the workload named, or the rkey itself.
@@ -179,7 +189,8 @@ impl Recorder {
         // (A remote QP of the workload is named by its role too, marked in the top byte.)
         let src = self.role(c.src_qp).map_or(c.src_qp, |r| ROLE_MARK | u32::from(r));
         // An invalidated rkey (in imm_data's place) by the name the workload gave it.
-        let inv = c.status == WcStatus::Success && c.opcode.is_recv() && c.wc_flags.contains(WcFlags::WITH_INV);
+        let inv_flag = if self.inv_flag.is_empty() { WcFlags::WITH_INV } else { self.inv_flag };
+        let inv = c.status == WcStatus::Success && c.opcode.is_recv() && c.wc_flags.contains(inv_flag);
         let imm_data = if inv { self.rkey_name(c.imm_data) } else { c.imm_data };
         self.raw.push(Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, imm_data, ..*c });
         // Flags and immediate data are defined for receives only: on a requester completion
@@ -199,7 +210,7 @@ impl Recorder {
             status: c.status,
             opcode: ok.then_some(c.opcode),
             byte_len: (ok && (c.opcode.is_recv() || c.opcode == WcOpcode::RdmaRead)).then_some(c.byte_len),
-            imm: (received && c.wc_flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV)).then_some(imm_data),
+            imm: (received && (inv || c.wc_flags.contains(WcFlags::WITH_IMM))).then_some(imm_data),
             flags: if received { flags.bits() } else { 0 },
             src: (received && ud).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
         });
