@@ -755,6 +755,7 @@ fn a_ud_qp_refuses_binds_and_send_with_inv() {
         let dev = ModelDevice::new(v);
         let cq = dev.create_cq(16).unwrap();
         let ud = dev.create_qp(QpType::Ud, &cq, &cq, QpCaps::default(), None).unwrap();
+        ud.connect(&ud.endpoint()).unwrap();
         let mr = dev.reg_mr(64, Access::ALL.union(Access::MW_BIND)).unwrap();
         let mw = dev.alloc_mw();
         let dest = UdDest { qpn: ud.qpn(), qkey: dvcq::verbs::DEFAULT_QKEY, endpoint: ud.endpoint() };
