@@ -92,6 +92,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A memory-window bind refused before it was posted (a range outside the region, a
+    /// region without `Access::MW_BIND`, rights a window cannot carry, ...).
+    #[error("{device}: memory window bind refused: {why}")]
+    MwBind {
+        /// The device.
+        device: String,
+        /// Why, with the values.
+        why: String,
+    },
     /// A model device refused a request.
     #[error("{device}: {what}")]
     Model {

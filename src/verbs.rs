@@ -69,6 +69,9 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(1 << 1);
     /// `IBV_ACCESS_REMOTE_READ`.
     pub const REMOTE_READ: Access = Access(1 << 2);
+    /// `IBV_ACCESS_MW_BIND`: memory windows may be bound over the region (a region made
+    /// without it refuses every bind).
+    pub const MW_BIND: Access = Access(1 << 4);
     /// Every right dvcq's workloads use.
     pub const ALL: Access = Access(1 | (1 << 1) | (1 << 2));
 
@@ -142,6 +145,42 @@ pub enum SendOp {
     WriteWithImm(RemoteAddr, u32),
     /// `IBV_WR_RDMA_READ` from a remote buffer into the local scatter list.
     Read(RemoteAddr),
+    /// `IBV_WR_SEND_WITH_INV`: a SEND whose receiver invalidates the memory window (or
+    /// fast-registration region) with this rkey (`invalidate_rkey`) as it takes the message.
+    SendWithInv(u32),
+    /// `IBV_WR_BIND_MW` of a type-2 window, as the device executes it. Applications bind
+    /// with [`crate::Qp::bind_mw`], which checks the window and region first; this value is
+    /// what the models execute, unchecked, as hardware does.
+    BindMw(MwBind),
+}
+
+/// A type-2 memory window bind as the work request carries it to the device
+/// (`wr.bind_mw`: the window by its current rkey, the rkey it gets, and `bind_info`: the
+/// region by its lkey, the address range and the window's rights). The keys identify the
+/// window and region the way the kernel's soft-RoCE driver reads them from the WQE
+/// (`mw_rkey`, `mr_lkey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MwBind {
+    /// The window's rkey before the bind (`wr.bind_mw.mw->rkey`).
+    pub mw_rkey: u32,
+    /// The rkey it has once bound: only its low byte, the key tag, is taken
+    /// (`ibv_inc_rkey(mw->rkey)`).
+    pub new_rkey: u32,
+    /// The region's local key (`bind_info.mr->lkey`).
+    pub mr_lkey: u32,
+    /// The window's first byte (`bind_info.addr`, a virtual address inside the region).
+    pub addr: u64,
+    /// Its length (`bind_info.length`).
+    pub len: u64,
+    /// What a peer may do through it (`bind_info.mw_access_flags`: `REMOTE_READ`,
+    /// `REMOTE_WRITE`).
+    pub access: Access,
+}
+
+/// `ibv_inc_rkey(rkey)` (verbs.h): the same key index with the next key tag (the low
+/// byte, wrapping), the rkey a window gets at each bind.
+pub const fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
 }
 
 impl SendOp {
@@ -153,6 +192,8 @@ impl SendOp {
             SendOp::Send => 2,
             SendOp::SendWithImm(_) => 3,
             SendOp::Read(_) => 4,
+            SendOp::BindMw(_) => 8,
+            SendOp::SendWithInv(_) => 9,
         }
     }
 
@@ -162,6 +203,19 @@ impl SendOp {
             SendOp::SendWithImm(i) | SendOp::WriteWithImm(_, i) => Some(i),
             _ => None,
         }
+    }
+
+    /// The rkey a SEND_WITH_INV asks its receiver to invalidate.
+    pub const fn invalidate_rkey(self) -> Option<u32> {
+        match self {
+            SendOp::SendWithInv(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Whether it is a SEND of any kind (one that takes a receive at the peer).
+    pub const fn is_send(self) -> bool {
+        matches!(self, SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))
     }
 
     /// The remote buffer an RDMA op names.
@@ -272,6 +326,19 @@ mod tests {
         assert_eq!(SendOp::WriteWithImm(r, 9).imm(), Some(9));
         assert_eq!(SendOp::Read(r).remote(), Some(r));
         assert_eq!(SendOp::Send.remote(), None);
+        assert_eq!(SendOp::SendWithInv(0x1234).wr_opcode(), 9);
+        assert_eq!(SendOp::SendWithInv(0x1234).invalidate_rkey(), Some(0x1234));
+        assert_eq!(SendOp::SendWithInv(0x1234).imm(), None);
+        let b = MwBind { mw_rkey: 1, new_rkey: 2, mr_lkey: 3, addr: 0, len: 1, access: Access::REMOTE_WRITE };
+        assert_eq!(SendOp::BindMw(b).wr_opcode(), 8);
+        assert!(SendOp::SendWithInv(1).is_send() && !SendOp::BindMw(b).is_send());
+    }
+
+    #[test]
+    fn inc_rkey_steps_the_key_tag_only() {
+        assert_eq!(inc_rkey(0x0012_3400), 0x0012_3401);
+        assert_eq!(inc_rkey(0x0012_34ff), 0x0012_3400);
+        assert_eq!(inc_rkey(0xffff_ffff), 0xffff_ff00);
     }
 
     #[test]
@@ -279,6 +346,7 @@ mod tests {
         assert_eq!(Access::LOCAL_WRITE.bits(), 1);
         assert_eq!(Access::REMOTE_WRITE.bits(), 2);
         assert_eq!(Access::REMOTE_READ.bits(), 4);
+        assert_eq!(Access::MW_BIND.bits(), 16);
         assert!(Access::ALL.contains(Access::REMOTE_READ));
         assert!(!Access::LOCAL_WRITE.contains(Access::REMOTE_WRITE));
     }

@@ -29,14 +29,14 @@ fn all_workloads_pass_on(device: &str, skips: &[&str]) {
 
 #[test]
 fn every_workload_passes_on_the_mlx5_model() {
-    all_workloads_pass_on("model-mlx5", &["rc_send_inv", "mlx5_read_inline_128", "cq_ex_fields", "xrc_traffic"]);
+    all_workloads_pass_on("model-mlx5", &["mlx5_read_inline_128", "cq_ex_fields", "xrc_traffic"]);
 }
 
 #[test]
 fn every_workload_passes_on_the_e810_model() {
     let mlx5_only = ["mlx5_cqe_128", "mlx5_cqe_pad", "mlx5_cqe_size_bad", "mlx5_compression", "mlx5_read_inline_128"];
     // An E810 (irdma GEN2) stamps no completions.
-    let mut skips = vec!["rc_srq", "rc_send_inv"];
+    let mut skips = vec!["rc_srq"];
     skips.extend(mlx5_only);
     skips.extend(["cq_timestamps", "cq_ex_fields", "xrc_traffic"]);
     all_workloads_pass_on("model-e810", &skips);

@@ -12,3 +12,17 @@ fn objects_dropped_in_any_order_leave_the_rest_working() {
         }
     }
 }
+
+#[test]
+fn a_window_keeps_its_region_registered() {
+    for device in ["model-mlx5", "model-e810"] {
+        lifetimes::window_outlives_its_region(device);
+    }
+}
+
+#[test]
+fn binds_that_cannot_be_right_are_refused_before_posting() {
+    for device in ["model-mlx5", "model-e810"] {
+        lifetimes::bind_refusals(device);
+    }
+}

@@ -3,7 +3,7 @@
 //! CQEs the device wrote, against what libibverbs returns on that hardware.
 
 use dvcq::model_device::{DeviceError, ModelCq, ModelDevice, ModelMr, ModelQp, ModelVendor, PostErrorKind, QpState};
-use dvcq::verbs::{Access, QpCaps, QpType, RecvWr, RemoteAddr, SendOp, SendWr, UdDest};
+use dvcq::verbs::{inc_rkey, Access, MwBind, QpCaps, QpType, RecvWr, RemoteAddr, SendOp, SendWr, UdDest};
 use dvcq::{Completion, WcFlags, WcOpcode, WcStatus};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -562,6 +562,207 @@ fn separate_send_and_receive_cqs_get_their_own_completions() {
         a.to_error();
         assert_eq!(drain(&mut ra).iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), [(3, WcStatus::WrFlushErr)]);
         assert!(drain(&mut sa).is_empty(), "{v:?}: nothing left on the send queue to flush");
+    }
+}
+
+/// A bind of `mw` (by its current key) over `len` bytes at `off` in `mr`.
+fn bind(
+    dev: &ModelDevice,
+    mw: &dvcq::model_device::ModelMw,
+    mr: &ModelMr,
+    off: u64,
+    len: u64,
+    access: Access,
+) -> SendOp {
+    let key = dev.mw_rkey(mw).unwrap();
+    SendOp::BindMw(MwBind {
+        mw_rkey: key,
+        new_rkey: inc_rkey(key),
+        mr_lkey: mr.lkey(),
+        addr: mr.addr() + off,
+        len,
+        access,
+    })
+}
+
+const RW: Access = Access::REMOTE_READ.union(Access::REMOTE_WRITE);
+
+/// A type-2 window end to end on both models: B binds it over part of its region
+/// (`IBV_WC_BIND_MW` from the poller: mlx5 from wr_data behind a UMR CQE, irdma from its
+/// BIND_MW op), A writes and reads through it, A's SEND_WITH_INV frees it (B's receive:
+/// `IBV_WC_RECV` with `WITH_INV` and the rkey; A's: `IBV_WC_SEND`), and a write through the
+/// dead key fails as a bad rkey does.
+#[test]
+fn a_window_is_bound_used_invalidated_and_then_dead() {
+    for v in VENDORS {
+        let mut p = rc_pair(v);
+        let (qa, qb) = (p.a.qpn(), p.b.qpn());
+        let target = p.dev.reg_mr(8192, Access::ALL.union(Access::MW_BIND)).unwrap();
+        let mw = p.dev.alloc_mw();
+        let op = bind(&p.dev, &mw, &target, 4096, 512, RW);
+        p.b.post_send(&[SendWr::new(10, op, &[])]).unwrap();
+        let key = p.dev.mw_rkey(&mw).unwrap();
+        assert_eq!(key, inc_rkey(mw.rkey()), "{v:?}: the bind gives the next key tag");
+        let msg = pattern(200, 3);
+        p.ma.write(0, &msg).unwrap();
+        let sg = [p.ma.slice(0, 200).unwrap()];
+        let at = |off| RemoteAddr { addr: target.addr() + 4096 + off, rkey: key };
+        let rd = [p.ma.slice(1000, 64).unwrap()];
+        let inv_sg = [p.ma.slice(0, 16).unwrap()];
+        let rsg = [p.mb.slice(0, 64).unwrap()];
+        p.b.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsg }]).unwrap();
+        p.a.post_send(&[
+            SendWr::new(1, SendOp::Write(at(100)), &sg),
+            SendWr::new(2, SendOp::Read(at(100)), &rd),
+            SendWr::new(3, SendOp::SendWithInv(key), &inv_sg),
+        ])
+        .unwrap();
+        let wcs = drain(&mut p.cq);
+        let b: Vec<_> = of(&wcs, qb).iter().map(|w| (w.wr_id, w.status, w.opcode, w.wc_flags, w.imm_data)).collect();
+        assert_eq!(
+            b,
+            [
+                (10, WcStatus::Success, WcOpcode::BindMw, WcFlags::empty(), 0),
+                (20, WcStatus::Success, WcOpcode::Recv, WcFlags::WITH_INV, key),
+            ],
+            "{v:?}"
+        );
+        let a: Vec<_> = of(&wcs, qa).iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
+        assert_eq!(
+            a,
+            [
+                (1, WcStatus::Success, WcOpcode::RdmaWrite),
+                (2, WcStatus::Success, WcOpcode::RdmaRead),
+                (3, WcStatus::Success, WcOpcode::Send)
+            ],
+            "{v:?}"
+        );
+        assert_eq!(read(&target, 4196, 200), msg, "{v:?}: the write landed through the window");
+        assert_eq!(read(&p.ma, 1000, 64), msg[..64], "{v:?}: the read came back through it");
+        assert_eq!(read(&p.mb, 0, 16), msg[..16], "{v:?}");
+        // Invalidated: the rkey reaches nothing; the requester fails and flushes.
+        p.a.post_send(&[SendWr::new(4, SendOp::Write(at(0)), &sg), SendWr::new(5, SendOp::Send, &sg)]).unwrap();
+        let wcs = drain(&mut p.cq);
+        let a: Vec<_> = of(&wcs, qa).iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(a, [(4, WcStatus::RemAccessErr), (5, WcStatus::WrFlushErr)], "{v:?}");
+    }
+}
+
+/// What a window refuses: a range past the window's end, a request on another QP than the
+/// one that bound it, rights the bind did not give.
+#[test]
+fn a_window_answers_within_its_range_rights_and_qp() {
+    for v in VENDORS {
+        let dev = ModelDevice::new(v);
+        let mut cq = dev.create_cq(64).unwrap();
+        let qps: Vec<_> =
+            (0..4).map(|_| dev.create_qp(QpType::Rc, &cq, &cq, QpCaps::default(), None).unwrap()).collect();
+        for pair in qps.chunks(2) {
+            pair[0].connect(&pair[1].endpoint()).unwrap();
+            pair[1].connect(&pair[0].endpoint()).unwrap();
+        }
+        let target = dev.reg_mr(4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+        let src = dev.reg_mr(4096, Access::ALL).unwrap();
+        let mw = dev.alloc_mw();
+        // QP 1 binds it write-only over 256 bytes.
+        qps[1].post_send(&[SendWr::new(1, bind(&dev, &mw, &target, 0, 256, Access::REMOTE_WRITE), &[])]).unwrap();
+        let key = dev.mw_rkey(&mw).unwrap();
+        assert_eq!(drain(&mut cq).iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(), [(1, WcOpcode::BindMw)]);
+        let sg = [src.slice(0, 8).unwrap()];
+        let at = |off| RemoteAddr { addr: target.addr() + off, rkey: key };
+        // QP 2 writes to QP 3, which did not bind it: refused.
+        qps[2].post_send(&[SendWr::new(2, SendOp::Write(at(0)), &sg)]).unwrap();
+        // QP 0 writes to QP 1 past the end; another QP 0 (fresh pair) reads without the right.
+        qps[0].post_send(&[SendWr::new(3, SendOp::Write(at(250)), &sg)]).unwrap();
+        let wcs = drain(&mut cq);
+        for (qp, wr_id) in [(&qps[2], 2), (&qps[0], 3)] {
+            let got: Vec<_> = of(&wcs, qp.qpn()).iter().map(|w| (w.wr_id, w.status)).collect();
+            assert_eq!(got, [(wr_id, WcStatus::RemAccessErr)], "{v:?}");
+        }
+        let mut p = rc_pair(v);
+        let target = p.dev.reg_mr(4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+        let mw = p.dev.alloc_mw();
+        p.b.post_send(&[SendWr::new(1, bind(&p.dev, &mw, &target, 0, 256, Access::REMOTE_WRITE), &[])]).unwrap();
+        let key = p.dev.mw_rkey(&mw).unwrap();
+        let rd = [p.ma.slice(0, 8).unwrap()];
+        p.a.post_send(&[SendWr::new(2, SendOp::Read(RemoteAddr { addr: target.addr(), rkey: key }), &rd)]).unwrap();
+        let got: Vec<_> = of(&drain(&mut p.cq), p.a.qpn()).iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(got, [(2, WcStatus::RemAccessErr)], "{v:?}: no REMOTE_READ through it");
+    }
+}
+
+/// Binds the device refuses complete with `IBV_WC_MW_BIND_ERR` (mlx5: the MW_BIND_ERR
+/// syndrome; irdma: the MW_BIND_ERR flush code), and the QP goes to error: a range outside
+/// the region, a region without `MW_BIND`, a window already bound (type 2 must be free).
+#[test]
+fn bad_binds_complete_with_mw_bind_err() {
+    for v in VENDORS {
+        for case in ["outside", "no MW_BIND", "bound"] {
+            let mut p = rc_pair(v);
+            let good = p.dev.reg_mr(4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+            let mw = p.dev.alloc_mw();
+            let op = match case {
+                "outside" => bind(&p.dev, &mw, &good, 4000, 200, RW),
+                "no MW_BIND" => bind(&p.dev, &mw, &p.mb, 0, 64, RW),
+                _ => {
+                    p.b.post_send(&[SendWr::new(9, bind(&p.dev, &mw, &good, 0, 64, RW), &[])]).unwrap();
+                    bind(&p.dev, &mw, &good, 0, 64, RW)
+                }
+            };
+            let sg = [p.mb.slice(0, 8).unwrap()];
+            p.b.post_send(&[SendWr::new(1, op, &[]), SendWr::new(2, SendOp::Send, &sg)]).unwrap();
+            let got: Vec<_> =
+                of(&drain(&mut p.cq), p.b.qpn()).iter().map(|w| (w.wr_id, w.status, w.vendor_err)).collect();
+            let (first, flush) = match v {
+                ModelVendor::Mlx5 => (0x88, 0xf9),
+                ModelVendor::Irdma => (0x1_0009, 0x1_0001),
+            };
+            let mut want = vec![(1, WcStatus::MwBindErr, first), (2, WcStatus::WrFlushErr, flush)];
+            if case == "bound" {
+                want.insert(0, (9, WcStatus::Success, 0));
+            }
+            assert_eq!(got, want, "{v:?} {case}");
+            assert_eq!(p.b.state(), QpState::Error, "{v:?} {case}");
+        }
+    }
+}
+
+/// A SEND_WITH_INV naming a key that is no bound window (here a region's rkey, which a
+/// receiver never invalidates) is IB's class J error: the receive completes with
+/// `REM_INV_REQ_ERR` and the responder goes to error; the requester gets
+/// `REM_INV_REQ_ERR` too (inferred from the IB spec's NAK).
+#[test]
+fn invalidating_a_key_that_is_no_window_fails_both_sides() {
+    for v in VENDORS {
+        let mut p = rc_pair(v);
+        let rsg = [p.mb.slice(0, 64).unwrap()];
+        p.b.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsg }]).unwrap();
+        let sg = [p.ma.slice(0, 8).unwrap()];
+        p.a.post_send(&[SendWr::new(1, SendOp::SendWithInv(p.mb.rkey()), &sg)]).unwrap();
+        let wcs = drain(&mut p.cq);
+        let a: Vec<_> = of(&wcs, p.a.qpn()).iter().map(|w| (w.wr_id, w.status)).collect();
+        let b: Vec<_> = of(&wcs, p.b.qpn()).iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(a, [(1, WcStatus::RemInvReqErr)], "{v:?}");
+        assert_eq!(b, [(20, WcStatus::RemInvReqErr)], "{v:?}");
+        assert_eq!((p.a.state(), p.b.state()), (QpState::Error, QpState::Error), "{v:?}");
+    }
+}
+
+/// Binds and SEND_WITH_INV are RC work: a UD QP refuses them at post with EINVAL.
+#[test]
+fn a_ud_qp_refuses_binds_and_send_with_inv() {
+    for v in VENDORS {
+        let dev = ModelDevice::new(v);
+        let cq = dev.create_cq(16).unwrap();
+        let ud = dev.create_qp(QpType::Ud, &cq, &cq, QpCaps::default(), None).unwrap();
+        ud.connect(&ud.endpoint()).unwrap();
+        let mr = dev.reg_mr(64, Access::ALL.union(Access::MW_BIND)).unwrap();
+        let mw = dev.alloc_mw();
+        let dest = UdDest { qpn: ud.qpn(), qkey: dvcq::verbs::DEFAULT_QKEY, endpoint: ud.endpoint() };
+        for op in [bind(&dev, &mw, &mr, 0, 8, RW), SendOp::SendWithInv(mw.rkey())] {
+            let e = ud.post_send(&[SendWr::new(1, op, &[]).to(dest)]).unwrap_err();
+            assert_eq!((e.index, e.kind, e.errno), (0, PostErrorKind::BadOpcode, 22), "{v:?} {op:?}");
+        }
     }
 }
 

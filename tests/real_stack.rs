@@ -102,6 +102,18 @@ fn objects_dropped_in_any_order_on_a_real_device() {
     }
 }
 
+/// Memory windows on the real device: a bound window keeps its region registered, and the
+/// binds `Qp::bind_mw` refuses are refused before anything is posted.
+#[test]
+fn memory_windows_on_a_real_device() {
+    let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
+        skip::skip_here("DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM");
+        return;
+    };
+    lifetimes::bind_refusals(&name);
+    lifetimes::window_outlives_its_region(&name);
+}
+
 /// Zero-copy views on the real device where its backend has them (rxe): each entry a walk
 /// shows is the completion a poll would have returned, and the walk consumes them.
 #[test]

@@ -43,7 +43,8 @@ pub struct Record {
     pub opcode: Option<WcOpcode>,
     /// `byte_len`, for a successful receive or RDMA READ.
     pub byte_len: Option<u32>,
-    /// `imm_data`, for a successful receive with `WITH_IMM` set.
+    /// `imm_data`, for a successful receive with `WITH_IMM` set; with `WITH_INV`, the
+    /// invalidated rkey by the name the workload gave it ([`Recorder::name_rkey`]).
     pub imm: Option<u32>,
     /// `wc_flags` bits verbs define for a successful receive (GRH, WITH_IMM, WITH_INV).
     pub flags: u32,
@@ -128,6 +129,10 @@ pub const ROLE_MARK: u32 = 0xff00_0000;
 #[derive(Debug, Default)]
 pub struct Recorder {
     qpns: Vec<u32>,
+    rkeys: Vec<u32>,
+    /// The `wc_flags` bit by which the device says a receive invalidated an rkey (empty:
+    /// `IBV_WC_WITH_INV`).
+    inv_flag: WcFlags,
     ud: Vec<bool>,
     records: Vec<Record>,
     raw: Vec<Completion>,
@@ -140,6 +145,29 @@ impl Recorder {
         self.qpns.push(qp.qpn());
         self.ud.push(qp.qp_type() == crate::verbs::QpType::Ud);
         (self.qpns.len() - 1) as u8
+    }
+
+    /// Names `rkey` (a memory window's, say) for the records: an invalidated rkey a
+    /// completion reports becomes [`ROLE_MARK`] with the name's index in the low byte, so
+    /// runs whose windows got other keys compare. Returns the name.
+    pub fn name_rkey(&mut self, rkey: u32) -> u32 {
+        let i = self.rkeys.iter().position(|&k| k == rkey).unwrap_or_else(|| {
+            self.rkeys.push(rkey);
+            self.rkeys.len() - 1
+        });
+        ROLE_MARK | i as u32
+    }
+
+    /// Takes `flag` as the bit by which this device marks a receive that invalidated an
+    /// rkey (the kernel's soft-RoCE driver writes its own `IB_WC_WITH_INVALIDATE`, 1 << 2,
+    /// into the queue it maps, which libibverbs reads as `IBV_WC_IP_CSUM_OK`).
+    pub fn inv_flag(&mut self, flag: WcFlags) {
+        self.inv_flag = flag;
+    }
+
+    /// The name of an rkey the workload named, or the rkey itself.
+    fn rkey_name(&self, rkey: u32) -> u32 {
+        self.rkeys.iter().position(|&k| k == rkey).map_or(rkey, |i| ROLE_MARK | i as u32)
     }
 
     fn role(&self, qpn: u32) -> Option<u8> {
@@ -161,7 +189,11 @@ impl Recorder {
         // comparison of two pollers of one device (`diff_raw`).
         // (A remote QP of the workload is named by its role too, marked in the top byte.)
         let src = self.role(c.src_qp).map_or(c.src_qp, |r| ROLE_MARK | u32::from(r));
-        self.raw.push(Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, ..*c });
+        // An invalidated rkey (in imm_data's place) by the name the workload gave it.
+        let inv_flag = if self.inv_flag.is_empty() { WcFlags::WITH_INV } else { self.inv_flag };
+        let inv = c.status == WcStatus::Success && c.opcode.is_recv() && c.wc_flags.contains(inv_flag);
+        let imm_data = if inv { self.rkey_name(c.imm_data) } else { c.imm_data };
+        self.raw.push(Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, imm_data, ..*c });
         // Flags and immediate data are defined for receives only: on a requester completion
         // providers differ (mlx5 and rxe set WITH_IMM on a SEND_WITH_IMM's, irdma does not).
         // GRH and the source QP are defined for UD only (rxe sets GRH on RoCE RC receives).
@@ -179,7 +211,7 @@ impl Recorder {
             status: c.status,
             opcode: ok.then_some(c.opcode),
             byte_len: (ok && (c.opcode.is_recv() || c.opcode == WcOpcode::RdmaRead)).then_some(c.byte_len),
-            imm: (received && c.wc_flags.contains(WcFlags::WITH_IMM)).then_some(c.imm_data),
+            imm: (received && (inv || c.wc_flags.contains(WcFlags::WITH_IMM))).then_some(imm_data),
             flags: if received { flags.bits() } else { 0 },
             src: (received && ud).then(|| self.role(c.src_qp).unwrap_or(u8::MAX)),
         });
@@ -194,6 +226,7 @@ impl Recorder {
     /// problems, its QP roles shifted by `base` (this recorder's QP count before).
     pub fn absorb(&mut self, other: Recorder, base: u8) {
         self.qpns.extend(other.qpns);
+        self.rkeys.extend(other.rkeys);
         self.ud.extend(other.ud);
         let shift = |r: u8| if r == u8::MAX { r } else { r + base };
         self.records.extend(other.records.into_iter().map(|mut r| {

@@ -86,7 +86,7 @@ pub(super) struct Rig {
     pub(super) qps: Vec<Qp>,
     pub(super) mrs: Vec<Mr>,
     pub(super) rec: Recorder,
-    _pd: Pd,
+    pub(super) pd: Pd,
 }
 
 pub(super) fn caps(send: u32, recv: u32) -> QpCaps {
@@ -113,7 +113,7 @@ pub(super) fn rig(
         mrs.push(pd.reg_mr(MR_BYTES, Access::ALL)?);
     }
     connect_pairs(&mut qps)?;
-    Ok(Rig { qps, mrs, rec, _pd: pd })
+    Ok(Rig { qps, mrs, rec, pd })
 }
 
 /// Connects QP 2k with 2k+1 (RC; UD needs nothing).
@@ -314,19 +314,65 @@ fn ud_send_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     ud_sends(ctx, choice, true)
 }
 
-/// SEND_WITH_INV: the receive completes with `IBV_WC_WITH_INV` and the rkey it invalidated.
-/// A receiver invalidates a memory window or a fast-registration MR, never a region
-/// `ibv_reg_mr` made, so the traffic needs a window bound to the receiver's region first
-/// (rdma-core's tests bind one). dvcq's verbs layer has none of that yet; the skip says so,
-/// with what the device reports of memory windows.
-fn rc_send_inv(ctx: &Context, _: BackendChoice) -> Result<Outcome, Error> {
-    let missing = "dvcq's verbs layer allocates no memory window and posts no bind or SEND_WITH_INV yet (a \
-                   receiver invalidates a memory window or a fast-registration MR, not an ibv_reg_mr region)";
-    Ok(Outcome::skip(match ctx.xrc_and_max_mw() {
-        None => format!("{} models no memory windows or SEND_WITH_INV; {missing}", ctx.name()),
-        Some((_, 0)) => format!("{} has no memory windows (max_mw 0); {missing}", ctx.name()),
-        Some((_, n)) => format!("{} has memory windows (max_mw {n}), but {missing}", ctx.name()),
-    }))
+/// SEND_WITH_INV through a type-2 memory window, as rdma-core's tests do it (a receiver
+/// invalidates a window or a fast-registration region, never an `ibv_reg_mr` region):
+/// QP 1 binds a window over 1 KiB of its region (`IBV_WC_BIND_MW`); QP 0 writes through
+/// the window's rkey (the data lands); QP 0 sends SEND_WITH_INV naming it (the receive
+/// completes with `IBV_WC_WITH_INV` and that rkey, the send as a SEND); then QP 0 writes
+/// through the invalidated rkey: `REM_ACCESS_ERR`, its QP goes to error and a send posted
+/// after it is flushed, as in `rc_bad_rkey`.
+///
+/// On rxe the receive's flag is not `IBV_WC_WITH_INV` (1 << 3) but 1 << 2: the kernel's
+/// rdma_rxe writes its own `IB_WC_WITH_INVALIDATE` (1 << 2) into the completion queue it
+/// maps to userspace, and rdma-core's rxe provider copies the record unchanged, so
+/// libibverbs reports `IBV_WC_IP_CSUM_OK` with the rkey in `invalidated_rkey`. The check
+/// expects what the real stack reports.
+fn rc_send_inv(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    if let Err(why) = ctx.type2_windows() {
+        return Ok(Outcome::skip(format!("{why}: SEND_WITH_INV needs a type-2 memory window to invalidate")));
+    }
+    let rxe = ctx.info().is_ok_and(|i| i.provider == "rxe");
+    let mut cq = one_cq(ctx, choice, 64)?;
+    let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
+    if rxe {
+        r.rec.inv_flag(WcFlags::IP_CSUM_OK);
+    }
+    let target = r.pd.reg_mr(MR_BYTES, Access::ALL.union(Access::MW_BIND))?;
+    let mut mw = r.pd.alloc_mw()?;
+    const AT: u64 = 4096;
+    let rkey = r.qps[1].bind_mw(1, &mut mw, &target, AT, 1024, Access::REMOTE_READ.union(Access::REMOTE_WRITE))?;
+    let name = r.rec.name_rkey(rkey);
+    let mut expected = vec![ok(1, 1, WcOpcode::BindMw)];
+    poll_n(&mut cq, &mut r.rec, 1);
+    // Through the window: 100 bytes at 64 into it.
+    let data = pattern(60, 100);
+    r.mrs[0].write(0, &data)?;
+    let sg = [r.mrs[0].slice(0, 100)?];
+    let through = crate::verbs::RemoteAddr { addr: target.addr() + AT + 64, rkey };
+    r.qps[0].post_send(&[SendWr::new(2, SendOp::Write(through), &sg)])?;
+    expected.push(ok(0, 2, WcOpcode::RdmaWrite));
+    poll_n(&mut cq, &mut r.rec, 1);
+    check_data(&mut r.rec, "write through the window", &target, AT + 64, &data);
+    // The SEND that invalidates it.
+    post_recvs(&mut r.qps[1], &r.mrs[1], 100, 1, 256)?;
+    let msg = pattern(61, 32);
+    r.mrs[0].write(512, &msg)?;
+    let sg = [r.mrs[0].slice(512, 32)?];
+    r.qps[0].post_send(&[SendWr::new(3, SendOp::SendWithInv(rkey), &sg)])?;
+    expected.push(ok(0, 3, WcOpcode::Send));
+    let flags = if rxe { 0 } else { WcFlags::WITH_INV.bits() };
+    expected.push(Record { imm: Some(name), flags, ..recv(1, 100, 32) });
+    poll_n(&mut cq, &mut r.rec, 2);
+    check_data(&mut r.rec, "send with invalidate", &r.mrs[1], 0, &msg);
+    // The window is free now: its rkey reaches nothing.
+    let sg = [r.mrs[0].slice(0, 64)?];
+    r.qps[0].post_send(&[SendWr::new(4, SendOp::Write(through), &sg)])?;
+    poll_n(&mut cq, &mut r.rec, 1);
+    r.qps[0].post_send(&[SendWr::new(5, SendOp::Send, &sg)])?;
+    poll_n(&mut cq, &mut r.rec, 1);
+    expected.extend([failed(0, 4, WcStatus::RemAccessErr), failed(0, 5, WcStatus::WrFlushErr)]);
+    drain_extra(&mut cq, &mut r.rec, Duration::from_millis(20));
+    Ok(outcome(vec![(cq, both_ways(2, caps(16, 16)))], r.rec, expected))
 }
 
 /// Eight RC pairs on one CQ, four SENDs each, posted round robin before anything is polled:

@@ -7,9 +7,11 @@
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
 mod mr;
+mod mw;
 mod qp;
 
 pub use mr::Mr;
+pub use mw::Mw;
 pub use qp::{Qp, QpInit, Srq};
 
 use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
@@ -89,6 +91,31 @@ impl Context {
             Inner::Verbs { ctx, .. } => Some(ctx.device_attr().map_or((false, 0), |a| {
                 (a.device_cap_flags & sys::ffi::IBV_DEVICE_XRC != 0, u32::try_from(a.max_mw).unwrap_or(0))
             })),
+        }
+    }
+
+    /// Whether the device binds type-2 memory windows: `Ok` on a model (both model them);
+    /// on a real device, what `ibv_query_device` says (`max_mw` above 0 and
+    /// `IBV_DEVICE_MEM_WINDOW_TYPE_2A` or `_2B` in `device_cap_flags`), else why not.
+    pub(crate) fn type2_windows(&self) -> Result<(), String> {
+        match &self.inner {
+            Inner::Model(_) => Ok(()),
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => {
+                let a = ctx.device_attr().map_err(|e| format!("{}: {e}", self.name))?;
+                let type2 = sys::ffi::IBV_DEVICE_MEM_WINDOW_TYPE_2A | sys::ffi::IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                if a.max_mw <= 0 {
+                    Err(format!("{} has no memory windows (max_mw {})", self.name, a.max_mw))
+                } else if a.device_cap_flags & type2 == 0 {
+                    Err(format!(
+                        "{} has memory windows (max_mw {}) but no type-2 ones (device_cap_flags {:#x} has neither \
+                         MEM_WINDOW_TYPE_2A nor _2B)",
+                        self.name, a.max_mw, a.device_cap_flags
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
 

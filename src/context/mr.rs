@@ -13,7 +13,8 @@ use crate::verbs::{Access, MrSlice, RemoteRegion};
 /// parts of it with [`Mr::slice`].
 #[derive(Debug)]
 pub struct Mr {
-    inner: MrInner,
+    pub(super) inner: MrInner,
+    access: Access,
     addr: u64,
     len: u64,
     lkey: u32,
@@ -22,10 +23,12 @@ pub struct Mr {
 }
 
 #[derive(Debug)]
-enum MrInner {
+pub(super) enum MrInner {
     Model(crate::model_device::ModelMr),
+    /// Shared with the memory windows bound over it, which keep it registered (and its
+    /// memory mapped) while they may answer through it.
     #[cfg(dvcq_rdma_core)]
-    Verbs(sys::qp::Mr),
+    Verbs(std::sync::Arc<sys::qp::Mr>),
 }
 
 impl Pd {
@@ -39,14 +42,16 @@ impl Pd {
             PdInner::Model(m) => {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
                 let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
-                Ok(Mr { inner: MrInner::Model(mr), addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+                let inner = MrInner::Model(mr);
+                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone() })
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::new(pd, len, access)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
                 let (addr, _, lkey, rkey) = mr.keys();
-                Ok(Mr { inner: MrInner::Verbs(mr), addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+                let inner = MrInner::Verbs(std::sync::Arc::new(mr));
+                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone() })
             }
         }
     }
@@ -73,12 +78,27 @@ impl Mr {
         self.rkey
     }
 
+    /// The rights it was registered with.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The device it belongs to.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The virtual address of its first byte.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
     /// What a peer needs to read or write it.
     pub fn remote(&self) -> RemoteRegion {
         RemoteRegion { addr: self.addr, len: self.len, rkey: self.rkey }
     }
 
-    fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
+    pub(super) fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(Error::Mismatch {

@@ -37,14 +37,14 @@ impl<'a> QpInit<'a> {
 /// A queue pair.
 #[derive(Debug)]
 pub struct Qp {
-    inner: QpInner,
-    device: String,
-    qpn: u32,
-    qp_type: QpType,
+    pub(super) inner: QpInner,
+    pub(super) device: String,
+    pub(super) qpn: u32,
+    pub(super) qp_type: QpType,
 }
 
 #[derive(Debug)]
-enum QpInner {
+pub(super) enum QpInner {
     Model(crate::model_device::ModelQp),
     #[cfg(dvcq_rdma_core)]
     Verbs(sys::qp::Qp),
@@ -74,7 +74,7 @@ fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::
     }
 }
 
-fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
+pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
     Error::Post {
         device: device.to_string(),
         qpn,
@@ -228,7 +228,7 @@ impl Pd {
 }
 
 #[cfg(dvcq_rdma_core)]
-fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
+pub(super) fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
     Error::Post {
         device: device.to_string(),
         qpn,
@@ -291,7 +291,16 @@ impl Qp {
     /// # Errors
     ///
     /// [`Error::Post`] names the first request not posted (those before it were).
+    /// [`Error::MwBind`], with nothing posted, for a list holding a
+    /// [`SendOp::BindMw`](crate::verbs::SendOp::BindMw): windows are bound with
+    /// [`Qp::bind_mw`], which holds the window and region it names.
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
+        if wrs.iter().any(|w| matches!(w.op, crate::verbs::SendOp::BindMw(_))) {
+            return Err(Error::MwBind {
+                device: self.device.clone(),
+                why: "post binds with Qp::bind_mw, which names the window and the region themselves".into(),
+            });
+        }
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_send(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]

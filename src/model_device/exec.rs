@@ -153,6 +153,15 @@ impl Fabric {
     }
 
     pub(super) fn execute_rc(&mut self, q: usize, w: &Work<'_>) -> Step {
+        // A bind is local work: it needs no peer. Any check failing is a bind error
+        // (`IBV_WC_MW_BIND_ERR`: mlx5's MW_BIND_ERR syndrome, irdma's MW_BIND_ERR flush
+        // code; the IB spec's status for it, inferred for both devices).
+        if let SendOp::BindMw(b) = w.op {
+            return match self.mrs.bind(&b, q) {
+                Ok(_) => Step::Done(0),
+                Err(_) => Step::Fail(WcStatus::MwBindErr),
+            };
+        }
         let Some(p) = self.qps[q].peer else { return Step::Fail(WcStatus::RetryExcErr) };
         match (self.qps[p].state, self.qps[p].peer == Some(q)) {
             // The peer does not answer yet: the requester retries.
@@ -163,11 +172,23 @@ impl Fabric {
         }
         let src_qp = self.qps[q].qpn;
         match w.op {
-            SendOp::Send | SendOp::SendWithImm(_) => {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
                 if self.gather(w.data).is_err() {
                     return Step::Fail(WcStatus::LocProtErr);
                 }
                 let Some((recv, srq)) = self.take_recv(p) else { return Step::Wait };
+                // SEND_WITH_INV: the responder frees the window as it takes the message.
+                // A key it cannot invalidate (no bound window: a region's rkey, a stale
+                // tag) is IB's class J responder error: the receive completes in error
+                // and the requester sees an invalid request (the kernel's soft-RoCE
+                // responder completes the receive with REM_INV_REQ_ERR and goes to error;
+                // the requester's status is inferred from the IB spec's NAK).
+                if let Some(key) = w.op.invalidate_rkey() {
+                    if !self.mrs.invalidate(key) {
+                        self.reject_recv(p, recv, srq, WcStatus::RemInvReqErr);
+                        return Step::Fail(WcStatus::RemInvReqErr);
+                    }
+                }
                 let a =
                     Arrival { op: w.op, byte_len: self.data.len() as u32, src_qp, ud: false, solicited: w.solicited };
                 let data = std::mem::take(&mut self.data);
@@ -189,7 +210,7 @@ impl Fabric {
                 if imm && !self.has_recv(p) {
                     return Step::Wait;
                 }
-                if !self.mrs.write_remote(to, &self.data) {
+                if !self.mrs.write_remote(to, &self.data, p) {
                     self.remote_access_fault(p, q);
                     return Step::Fail(WcStatus::RemAccessErr);
                 }
@@ -203,13 +224,14 @@ impl Fabric {
                 }
                 Step::Done(n)
             }
+            SendOp::BindMw(_) => Step::Fail(WcStatus::LocQpOpErr),
             SendOp::Read(from) => {
                 let Data::Gather(list) = w.data else { return Step::Fail(WcStatus::LocQpOpErr) };
                 if self.mrs.check_writable(list).is_err() {
                     return Step::Fail(WcStatus::LocProtErr);
                 }
                 let mut data = std::mem::take(&mut self.data);
-                let ok = self.mrs.read_remote(from, w.len as usize, &mut data);
+                let ok = self.mrs.read_remote(from, w.len as usize, &mut data, p);
                 let step = if !ok {
                     self.remote_access_fault(p, q);
                     Step::Fail(WcStatus::RemAccessErr)
@@ -301,21 +323,37 @@ impl Fabric {
                 self.cqs[recv_cq].push_irdma(&c);
                 self.flush[p].rq_uncovered = self.flush[p].rq_uncovered.saturating_sub(1);
             }
-            (Err(f), hw) => {
+            (Err(f), _) => {
                 let status = match f {
                     LocalFault::Length => WcStatus::LocLenErr,
                     LocalFault::Protection => WcStatus::LocProtErr,
                 };
-                if let QpHw::Mlx5(_) = hw {
-                    self.cqs[recv_cq].push_mlx5(&mx::resp_err(qpn, recv.wqe, status, srqn), tag);
-                }
-                // irdma: no CQE for the receive itself; the responder's flush reports it first
-                // with this status (its RQ flush code).
-                self.deferred.push((p, status));
+                self.recv_fault(p, recv.wqe, srq, status);
             }
         }
         self.give_sg(recv.sg);
         placed
+    }
+
+    /// A receive taken and not placed (a request the responder refused): it completes in
+    /// error with `status` and the responder goes to error.
+    pub(super) fn reject_recv(&mut self, p: usize, recv: Recv, srq: Option<usize>, status: WcStatus) {
+        self.recv_fault(p, recv.wqe, srq, status);
+        self.give_sg(recv.sg);
+    }
+
+    /// The receive at `wqe` of QP `p` failed with `status`: mlx5 writes its error CQE;
+    /// irdma writes no CQE for the receive itself, the responder's flush reports it first
+    /// with this status (its RQ flush code). The responder goes to error once the
+    /// requester's completion is written.
+    fn recv_fault(&mut self, p: usize, wqe: u16, srq: Option<usize>, status: WcStatus) {
+        let (qpn, recv_cq, hw) = (self.qps[p].qpn, self.qps[p].recv_cq, self.qps[p].hw);
+        let srqn = srq.map(|s| self.srqs[s].srqn);
+        let tag = srq.map(|s| (s, wqe));
+        if let QpHw::Mlx5(_) = hw {
+            self.cqs[recv_cq].push_mlx5(&mx::resp_err(qpn, wqe, status, srqn), tag);
+        }
+        self.deferred.push((p, status));
     }
 
     /// The responder of a request with a bad rkey or range goes to error too (IB: a

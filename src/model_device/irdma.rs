@@ -27,6 +27,12 @@ pub(crate) const MAX_INLINE: u32 = 101;
 /// `_WITH_IMMEDIATE`, `infiniband/opcode.h`); GEN2 RoCE reports the received opcode.
 const ROCE_SEND_LAST: u8 = 0x02;
 const ROCE_SEND_LAST_WITH_IMM: u8 = 0x03;
+/// IB opcodes of a SEND with invalidate (`IBV_OPCODE_SEND_LAST_WITH_INVALIDATE`,
+/// `IBV_OPCODE_SEND_ONLY_WITH_INVALIDATE`): what GEN2 RoCE reports for one, inferred as
+/// for the other receives (rdma-core's `set_ib_wc_op_rq` maps every opcode but
+/// WRITE-with-immediate to `IBV_WC_RECV`, so the poll does not depend on it).
+const ROCE_SEND_LAST_WITH_INV: u8 = 0x16;
+const ROCE_SEND_ONLY_WITH_INV: u8 = 0x17;
 
 /// A QP's queues as rdma-core sized them, and where its posts are recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,8 +121,11 @@ pub(crate) fn layout(caps: &QpCaps) -> Result<(QpLayout, QpCaps), DeviceError> {
 }
 
 /// Quanta a send WQE takes: by fragment count (immediate data takes one fragment), or by
-/// inline length.
+/// inline length; a bind takes one (`irdma_uk_mw_bind`: `IRDMA_QP_WQE_MIN_QUANTA`).
 pub(crate) fn quanta(op: SendOp, num_sge: usize, inline_len: Option<u64>) -> u16 {
+    if let SendOp::BindMw(_) = op {
+        return 1;
+    }
     if let Some(n) = inline_len {
         return match n {
             0..=8 => 1,
@@ -143,6 +152,9 @@ pub(crate) const fn sq_opcode(op: SendOp, solicited: bool) -> u8 {
         (SendOp::Write(_) | SendOp::WriteWithImm(..), false) => sq_op::RDMA_WRITE,
         (SendOp::Write(_) | SendOp::WriteWithImm(..), true) => sq_op::RDMA_WRITE_SOL,
         (SendOp::Read(_), _) => sq_op::RDMA_READ,
+        (SendOp::SendWithInv(_), false) => sq_op::SEND_INV,
+        (SendOp::SendWithInv(_), true) => sq_op::SEND_SOL_INV,
+        (SendOp::BindMw(_), _) => sq_op::BIND_MW,
     }
 }
 
@@ -157,6 +169,7 @@ pub(crate) const fn flush_code(s: WcStatus) -> u16 {
         WcStatus::RemInvReqErr => flush::REM_INV_REQ_ERR,
         WcStatus::RetryExcErr => flush::RETRY_EXC_ERR,
         WcStatus::RnrRetryExcErr => flush::RNR_RETRY_EXC_ERR,
+        WcStatus::MwBindErr => flush::MW_BIND_ERR,
         _ => flush::GENERAL_ERR,
     }
 }
@@ -173,6 +186,8 @@ pub(crate) fn rq_opcode(op: SendOp, len: u64, mtu: u32) -> u8 {
         (SendOp::WriteWithImm(..), true) => rq_op::ROCE_WRITE_LAST_WITH_IMM,
         (SendOp::SendWithImm(_), false) => rq_op::ROCE_SEND_ONLY_WITH_IMM,
         (SendOp::SendWithImm(_), true) => ROCE_SEND_LAST_WITH_IMM,
+        (SendOp::SendWithInv(_), false) => ROCE_SEND_ONLY_WITH_INV,
+        (SendOp::SendWithInv(_), true) => ROCE_SEND_LAST_WITH_INV,
         (_, false) => rq_op::ROCE_SEND_ONLY,
         (_, true) => ROCE_SEND_LAST,
     }
@@ -205,6 +220,11 @@ pub(crate) fn recv_ok(
     let mut c = ModelCqe::recv(l.ctx, qpn, wqe, l.rq_shift, rq_opcode(op, len, mtu), byte_len);
     if let Some(imm) = op.imm() {
         c = c.with_imm(imm);
+    }
+    // RC receive of a SEND_WITH_INV: bit 53 and the invalidated STag in qword2
+    // (`IRDMACQ_STAG`, `IRDMACQ_INVSTAG`; `irdma_uk_cq_poll_cmpl` reads them).
+    if let (Some(stag), None) = (op.invalidate_rkey(), ud) {
+        c = c.with_inv(stag);
     }
     if solicited {
         c = c.solicited();

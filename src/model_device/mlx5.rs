@@ -135,8 +135,13 @@ pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
 
 /// The 64-byte blocks a send WQE takes (`_mlx5_post_send`: ctrl, the remote address for
 /// RDMA, the datagram segment for UD, then one data segment per non-empty entry or the
-/// inline data with its 4-byte header, in 16-byte units).
+/// inline data with its 4-byte header, in 16-byte units). A bind is a UMR WQE: ctrl, the
+/// UMR control segment, the mkey context and one KLM padded to 64 bytes (`set_bind_wr`),
+/// three blocks.
 pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+    if let SendOp::BindMw(_) = op {
+        return (CTRL + UMR_CTRL + MKEY_CTX + KLM).div_ceil(WQE_BB);
+    }
     let mut size = CTRL;
     if op.remote().is_some() {
         size += RADDR;
@@ -160,6 +165,8 @@ pub(crate) const fn wqe_op(op: SendOp) -> u8 {
         SendOp::Write(_) => wqe_opcode::RDMA_WRITE,
         SendOp::WriteWithImm(..) => wqe_opcode::RDMA_WRITE_IMM,
         SendOp::Read(_) => wqe_opcode::RDMA_READ,
+        SendOp::SendWithInv(_) => wqe_opcode::SEND_INVAL,
+        SendOp::BindMw(_) => wqe_opcode::UMR,
     }
 }
 
@@ -174,6 +181,7 @@ const fn syndrome_of(s: WcStatus) -> u8 {
         WcStatus::RemOpErr => syndrome::REMOTE_OP_ERR,
         WcStatus::RetryExcErr => syndrome::TRANSPORT_RETRY_EXC_ERR,
         WcStatus::RnrRetryExcErr => syndrome::RNR_RETRY_EXC_ERR,
+        WcStatus::MwBindErr => syndrome::MW_BIND_ERR,
         _ => syndrome::WR_FLUSH_ERR,
     }
 }
@@ -224,7 +232,9 @@ pub(crate) fn check_cq_attrs(attrs: &Mlx5CqAttrs) -> Result<Option<Compression>,
 }
 
 /// A signaled send's CQE. `byte_cnt` is the bytes read for READ (what rdma-core reports);
-/// 0 for the rest, whose `byte_len` verbs leave undefined.
+/// 0 for the rest, whose `byte_len` verbs leave undefined. A bind's CQE names the UMR
+/// opcode, which tells the poller nothing: its `IBV_WC_BIND_MW` comes from what the poster
+/// recorded (`wr_data`).
 pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
     let bytes = if matches!(op, SendOp::Read(_)) { len as u32 } else { 0 };
     build::req(qpn, wqe, wqe_op(op), bytes)
@@ -275,6 +285,9 @@ pub(crate) fn resp_ok(qpn: u32, wqe: u16, a: &Arrival, srqn: Option<u32>) -> Ent
     let (opcode, imm) = match a.op {
         SendOp::SendWithImm(i) => (cqe_opcode::RESP_SEND_IMM, i),
         SendOp::WriteWithImm(_, i) => (cqe_opcode::RESP_WR_IMM, i),
+        // The invalidated rkey in the immediate's place (`handle_responder` reports it as
+        // `invalidated_rkey`, byte-swapped to host order).
+        SendOp::SendWithInv(rkey) => (cqe_opcode::RESP_SEND_INV, rkey),
         _ => (cqe_opcode::RESP_SEND, 0),
     };
     let addr = RecvAddr { src_qp: a.src_qp, grh: a.ud, ..RecvAddr::default() };
@@ -344,5 +357,19 @@ mod tests {
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(44)), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(45)), 2);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[MrSlice { len: 0, ..s }], None), 1);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::SendWithInv(7), &[s], None), 1);
+        let b = crate::verbs::MwBind {
+            mw_rkey: 1,
+            new_rkey: 2,
+            mr_lkey: 3,
+            addr: 0,
+            len: 8,
+            access: crate::verbs::Access::REMOTE_WRITE,
+        };
+        assert_eq!(wqebbs(QpType::Rc, SendOp::BindMw(b), &[], None), 3);
+        assert_eq!(
+            (wqe_op(SendOp::BindMw(b)), wqe_op(SendOp::SendWithInv(7))),
+            (wqe_opcode::UMR, wqe_opcode::SEND_INVAL)
+        );
     }
 }

@@ -16,7 +16,12 @@
 //!
 //! # Execution rules
 //!
-//! - SEND and SEND_WITH_IMM take the peer's next receive (its RQ or SRQ); WRITE_WITH_IMM too.
+//! - SEND, SEND_WITH_IMM and SEND_WITH_INV take the peer's next receive (its RQ or SRQ);
+//!   WRITE_WITH_IMM too. SEND_WITH_INV frees the type-2 memory window it names as the
+//!   receive completes (`IBV_WC_WITH_INV` with that rkey).
+//! - A memory-window bind is local work on the QP that posts it: the window then answers
+//!   remote reads and writes arriving on that QP, within its range and rights, until it is
+//!   invalidated (or deallocated).
 //!   An RC message with no receive posted waits (receiver not ready, retried forever) until
 //!   one is; later work on the same QP waits behind it.
 //! - Remote operations check the rkey, the range and the rights; a local list checks the
@@ -82,7 +87,7 @@ pub use cq::{Mlx5CqAttrs, ModelCq, ModelCqStats};
 pub use event::{
     ArmState, ArmStats, ChannelEvent, ChannelEventKind, ModelChannel, Moderation, MAX_MODERATION_PERIOD_US,
 };
-pub use memory::ModelMr;
+pub use memory::{ModelMr, ModelMw};
 pub use qp::{ModelQp, ModelSrq, PostError, PostErrorKind, QpState};
 
 use crate::verbs::Endpoint;
@@ -392,6 +397,19 @@ impl ModelDevice {
         }
         let mut f = self.shared.lock();
         f.mrs.register(len, access)
+    }
+
+    /// Allocates a type-2 memory window (`ibv_alloc_mw(pd, IBV_MW_TYPE_2)`), free until a
+    /// bind ([`crate::verbs::SendOp::BindMw`]) executes on a QP. The model has one
+    /// protection domain, so any QP may bind it.
+    pub fn alloc_mw(&self) -> ModelMw {
+        self.shared.lock().mrs.alloc_mw()
+    }
+
+    /// The current rkey of `mw` (each bind gives it a new key tag), or `None` for a window
+    /// of another device.
+    pub fn mw_rkey(&self, mw: &ModelMw) -> Option<u32> {
+        self.shared.lock().mrs.mw_rkey(mw)
     }
 
     /// Creates a CQ for at least `cqe` completions (`ibv_create_cq`), its ring sized as

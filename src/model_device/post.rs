@@ -37,6 +37,11 @@ impl Fabric {
         if qp.qp_type == QpType::Ud && (wr.ud.is_none() || wr.op.remote().is_some()) {
             return Err(PostErrorKind::BadOpcode);
         }
+        // Binds and SEND_WITH_INV are RC work (irdma: EINVAL for a bind on another QP
+        // type; mlx5's UD path has no bind segment).
+        if qp.qp_type == QpType::Ud && matches!(wr.op, SendOp::BindMw(_) | SendOp::SendWithInv(_)) {
+            return Err(PostErrorKind::BadOpcode);
+        }
         let (max_sge, max_inline) = match &qp.hw {
             QpHw::Mlx5(l) => (l.max_send_sge, l.max_inline),
             QpHw::Irdma(l) => (l.max_send_sge, l.max_inline),
@@ -44,7 +49,7 @@ impl Fabric {
         if wr.sg_list.len() > max_sge as usize {
             return Err(PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max: max_sge });
         }
-        if wr.inline && matches!(wr.op, SendOp::Read(_)) {
+        if wr.inline && matches!(wr.op, SendOp::Read(_) | SendOp::BindMw(_)) {
             // Inline data is what a request sends; a READ sends none.
             return Err(PostErrorKind::BadOpcode);
         }
@@ -80,7 +85,11 @@ impl Fabric {
                 if sq.outstanding() >= l.max_post_send {
                     return Err(PostErrorKind::QueueFull);
                 }
-                Ok(sq.post(wr.wr_id, mx::wqebbs(qp_type, wr.op, wr.sg_list, inline_len)))
+                let bbs = mx::wqebbs(qp_type, wr.op, wr.sg_list, inline_len);
+                // A bind is a UMR WQE: rdma-core records its completion opcode in
+                // `wr_data[idx]` (`IBV_WC_BIND_MW`), since the CQE only says UMR.
+                let wr_data = matches!(wr.op, SendOp::BindMw(_)).then_some(dvcq_provider::WcOpcode::BindMw);
+                Ok(sq.post_with_opcode(wr.wr_id, bbs, wr_data))
             }
             QpHw::Irdma(l) => {
                 let quanta = ird::quanta(wr.op, wr.sg_list.len(), inline_len);

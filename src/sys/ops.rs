@@ -126,6 +126,40 @@ pub(crate) unsafe fn post_srq_recv(
     }
 }
 
+/// `ibv_alloc_mw(pd, type)` (verbs.h): `pd->context->ops.alloc_mw`. Returns the window,
+/// or the errno: `EOPNOTSUPP` when the provider has none (as verbs.h sets it), else the
+/// provider's.
+///
+/// # Safety
+///
+/// `pd` is a live protection domain.
+pub(crate) unsafe fn alloc_mw(pd: *mut ffi::ibv_pd, mw_type: ffi::ibv_mw_type) -> Result<*mut ffi::ibv_mw, c_int> {
+    // SAFETY: a live PD's context is live and its provider filled ops at open.
+    let Some(f) = (unsafe { (*(*pd).context).ops.alloc_mw }) else {
+        return Err(libc::EOPNOTSUPP);
+    };
+    // SAFETY: the provider's allocation, with the caller's PD.
+    let mw = unsafe { f(pd, mw_type) };
+    if mw.is_null() {
+        return Err(std::io::Error::last_os_error().raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO));
+    }
+    Ok(mw)
+}
+
+/// `ibv_dealloc_mw(mw)` (verbs.h): `mw->context->ops.dealloc_mw`; 0 or an errno.
+///
+/// # Safety
+///
+/// `mw` is a live window [`alloc_mw`] returned, deallocated once.
+pub(crate) unsafe fn dealloc_mw(mw: *mut ffi::ibv_mw) -> c_int {
+    // SAFETY: a live window's context is live and its ops filled.
+    match unsafe { (*(*mw).context).ops.dealloc_mw } {
+        // SAFETY: the provider's deallocation of a window it allocated.
+        Some(f) => unsafe { f(mw) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
 /// `ibv_query_port(ctx, port, attr)` as verbs.h's `___ibv_query_port` does it: the extended
 /// `query_port` with the size of the caller's struct, or the compat entry point (over a
 /// zeroed struct) for a provider without one.

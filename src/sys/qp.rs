@@ -9,8 +9,33 @@ use crate::backend::mlx5::own::{Change, SrqOwner};
 use crate::backend::OwnCq;
 use crate::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use core::mem::{offset_of, size_of};
 use dvcq_provider::DmaBuffer;
+use static_assertions::const_assert_eq;
 use std::sync::Arc;
+
+// The memory-window structs the glue fills and reads, as verbs.h lays them out on the
+// 64-bit ABIs rdma-core supports (`struct ibv_mw`, `struct ibv_mw_bind_info`, and the
+// `bind_mw` member of `struct ibv_send_wr`'s last union).
+const_assert_eq!(size_of::<ffi::ibv_mw>(), 32);
+const_assert_eq!(offset_of!(ffi::ibv_mw, context), 0);
+const_assert_eq!(offset_of!(ffi::ibv_mw, pd), 8);
+const_assert_eq!(offset_of!(ffi::ibv_mw, rkey), 16);
+const_assert_eq!(offset_of!(ffi::ibv_mw, handle), 20);
+const_assert_eq!(offset_of!(ffi::ibv_mw, type_), 24);
+const_assert_eq!(size_of::<ffi::ibv_mw_bind_info>(), 32);
+const_assert_eq!(offset_of!(ffi::ibv_mw_bind_info, mr), 0);
+const_assert_eq!(offset_of!(ffi::ibv_mw_bind_info, addr), 8);
+const_assert_eq!(offset_of!(ffi::ibv_mw_bind_info, length), 16);
+const_assert_eq!(offset_of!(ffi::ibv_mw_bind_info, mw_access_flags), 24);
+const_assert_eq!(size_of::<ffi::ibv_send_wr>(), 128);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr, __bindgen_anon_1), 36);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr, __bindgen_anon_2), 80);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4, bind_mw), 0);
+const_assert_eq!(size_of::<ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1>(), 48);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, mw), 0);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, rkey), 8);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, bind_info), 16);
 
 /// A protection domain (`ibv_alloc_pd`).
 #[derive(Debug)]
@@ -95,6 +120,63 @@ impl Drop for Mr {
         // SAFETY: registered once, deregistered once, before its memory is unmapped.
         unsafe { ffi::ibv_dereg_mr(self.ptr) };
     }
+}
+
+/// A type-2 memory window (`ibv_alloc_mw(pd, IBV_MW_TYPE_2)`), deallocated on drop
+/// (`ibv_dealloc_mw`) before the PD it holds.
+#[derive(Debug)]
+pub(crate) struct Mw {
+    ptr: *mut ffi::ibv_mw,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: a window is a kernel handle; libibverbs allows its use from any thread, and the
+// one field dvcq writes (`rkey`) is written through `&mut self` only.
+unsafe impl Send for Mw {}
+// SAFETY: as above; `&self` only reads.
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    /// Allocates a type-2 window in `pd`.
+    pub(crate) fn new(pd: &Arc<Pd>) -> Result<Mw, VerbsError> {
+        // SAFETY: a live PD (held by the window until it is deallocated).
+        let ptr = unsafe { ops::alloc_mw(pd.ptr, ffi::IBV_MW_TYPE_2) }
+            .map_err(|errno| VerbsError { call: "ibv_alloc_mw", errno })?;
+        Ok(Mw { ptr, _pd: Arc::clone(pd) })
+    }
+
+    /// `mw->rkey`: the key the window was allocated with, or the one its last bind posted.
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: a live window that rdma-core allocated; `rkey` is a plain field nobody
+        // writes concurrently (rdma-core writes it only inside calls on this window, which
+        // take `&mut self` here).
+        unsafe { (*self.ptr).rkey }
+    }
+
+    /// Records the rkey a posted bind gives the window, as `ibv_bind_mw` does
+    /// (`mw->rkey = wr.bind_mw.rkey` after a successful post).
+    fn set_rkey(&mut self, rkey: u32) {
+        // SAFETY: a live window; `&mut self` excludes every other access through dvcq.
+        unsafe { (*self.ptr).rkey = rkey };
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: allocated once, deallocated once, before the PD (a field, dropped after).
+        unsafe { ops::dealloc_mw(self.ptr) };
+    }
+}
+
+/// A bind of a type-2 window over a region, as [`Qp::post_bind`] posts it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bind {
+    pub(crate) wr_id: u64,
+    pub(crate) signaled: bool,
+    pub(crate) new_rkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+    pub(crate) access: Access,
 }
 
 /// A shared receive queue (`ibv_create_srq`).
@@ -530,6 +612,14 @@ impl Qp {
             if let Some(imm) = w.op.imm() {
                 c.__bindgen_anon_1.imm_data = imm.to_be();
             }
+            if let Some(rkey) = w.op.invalidate_rkey() {
+                c.__bindgen_anon_1.invalidate_rkey = rkey;
+            }
+            // A bind names the window and region by pointer: it is posted by `post_bind`,
+            // which holds them.
+            if let SendOp::BindMw(_) = w.op {
+                return Err(PostFailure { index: i, errno: libc::EINVAL });
+            }
             if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) = w.op {
                 c.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
             }
@@ -552,6 +642,46 @@ impl Qp {
         // SAFETY: a live QP; the list, its SGEs and the AHs live for the call.
         let rc = unsafe { ops::post_send(self.ptr, head, &mut bad) };
         failure(rc, bad, head)
+    }
+
+    /// Whether `mw`, `mr` and this QP were made in one PD (IB C10-72: a type-2 window is
+    /// bound by a QP of its own PD).
+    pub(crate) fn same_pd(&self, mw: &Mw, mr: &Mr) -> bool {
+        Arc::ptr_eq(&self.pd, &mw._pd) && Arc::ptr_eq(&self.pd, &mr._pd)
+    }
+
+    /// Posts a bind of `mw` over `mr` (`IBV_WR_BIND_MW`: `bind_mw.mw`, `bind_mw.rkey`,
+    /// `bind_info`), ordered with the polls of the direct CQ that adopted the send queue,
+    /// and on success records the window's new rkey in `mw->rkey`, as `ibv_bind_mw` does.
+    /// The caller checked the range and rights; the device checks them again.
+    pub(crate) fn post_bind(&mut self, mw: &mut Mw, mr: &Mr, b: &Bind) -> Result<(), PostFailure> {
+        let own = self.own_send.clone();
+        let _polls_wait = own.as_ref().map(|o| o.lock());
+        let mut c = ffi::ibv_send_wr {
+            wr_id: b.wr_id,
+            opcode: ffi::IBV_WR_BIND_MW,
+            send_flags: if b.signaled { ffi::IBV_SEND_SIGNALED } else { 0 },
+            ..Default::default()
+        };
+        c.__bindgen_anon_2.bind_mw = ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1 {
+            mw: mw.ptr,
+            rkey: b.new_rkey,
+            bind_info: ffi::ibv_mw_bind_info {
+                mr: mr.ptr,
+                addr: b.addr,
+                length: b.len,
+                mw_access_flags: b.access.bits(),
+            },
+        };
+        let head: *mut ffi::ibv_send_wr = &mut c;
+        let mut bad = core::ptr::null_mut();
+        // SAFETY: a live QP; the request lives for the call and names a live window and a
+        // live region (both borrowed for the call; the caller keeps the region alive while
+        // the window is bound over it); it has no scatter list.
+        let rc = unsafe { ops::post_send(self.ptr, head, &mut bad) };
+        failure(rc, bad, head)?;
+        mw.set_rkey(b.new_rkey);
+        Ok(())
     }
 
     /// Posts receive work requests (a QP without an SRQ), ordered with the polls of the

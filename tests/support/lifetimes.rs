@@ -40,3 +40,87 @@ pub fn one_write(device: &str, drop_first: &str) {
     drop(qp);
     drop(mr);
 }
+
+/// Polls `cq` for one completion (a real device completes asynchronously).
+fn one(cq: &mut dvcq::Cq) -> Completion {
+    let mut wcs = [Completion::default(); 1];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cq.poll(&mut wcs) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no completion within 10 s");
+    }
+    wcs[0]
+}
+
+/// A memory window bound over a region keeps the region registered: the application drops
+/// the `Mr` first, and a write through the window still lands in live memory (read back
+/// through the window); then the window goes, and the region with it.
+pub fn window_outlives_its_region(device: &str) {
+    let ctx = Context::open(device).unwrap();
+    let mut cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let local = pd.reg_mr(4096, Access::ALL).unwrap();
+    let target = pd.reg_mr(4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let mut mw = pd.alloc_mw().unwrap();
+    let rw = Access::REMOTE_READ.union(Access::REMOTE_WRITE);
+    let rkey = qp.bind_mw(1, &mut mw, &target, 1024, 256, rw).unwrap();
+    assert_eq!(rkey, mw.rkey());
+    let c = one(&mut cq);
+    assert_eq!((c.wr_id, c.status, c.opcode), (1, dvcq::WcStatus::Success, dvcq::WcOpcode::BindMw), "{device}");
+    let through = dvcq::verbs::RemoteAddr { addr: target.addr() + 1024, rkey };
+    drop(target);
+    local.write(0, b"window").unwrap();
+    let sg = [local.slice(0, 6).unwrap()];
+    qp.post_send(&[SendWr::new(2, SendOp::Write(through), &sg)]).unwrap();
+    assert!(one(&mut cq).is_ok(), "{device}: the write through the window");
+    let back = [local.slice(100, 6).unwrap()];
+    qp.post_send(&[SendWr::new(3, SendOp::Read(through), &back)]).unwrap();
+    assert!(one(&mut cq).is_ok(), "{device}: the read through the window");
+    let mut got = [0u8; 6];
+    local.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"window", "{device}");
+    drop(mw);
+    drop(qp);
+}
+
+/// The binds `Qp::bind_mw` refuses before posting, each with `Error::MwBind` saying why,
+/// and a raw `SendOp::BindMw` given to `post_send`.
+pub fn bind_refusals(device: &str) {
+    let ctx = Context::open(device).unwrap();
+    let cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let plain = pd.reg_mr(4096, Access::ALL).unwrap();
+    let bindable = pd.reg_mr(4096, Access::ALL.union(Access::MW_BIND)).unwrap();
+    let read_only = pd.reg_mr(4096, Access::MW_BIND.union(Access::REMOTE_READ)).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let mut ud = pd.create_qp(&QpInit::new(QpType::Ud, &cq)).unwrap();
+    let mut mw = pd.alloc_mw().unwrap();
+    let rkey = mw.rkey();
+    let rw = Access::REMOTE_READ.union(Access::REMOTE_WRITE);
+    let refused = |r: Result<u32, dvcq::Error>, says: &str| match r {
+        Err(e @ dvcq::Error::MwBind { .. }) => assert!(e.to_string().contains(says), "{device}: {e}"),
+        other => panic!("{device}: expected a refusal saying {says:?}, got {other:?}"),
+    };
+    refused(qp.bind_mw(1, &mut mw, &bindable, 4000, 200, rw), "outside the 4096-byte memory region");
+    refused(qp.bind_mw(1, &mut mw, &bindable, u64::MAX, 2, rw), "outside");
+    refused(qp.bind_mw(1, &mut mw, &bindable, 0, 0, rw), "0 bytes");
+    refused(qp.bind_mw(1, &mut mw, &plain, 0, 64, rw), "without Access::MW_BIND");
+    refused(qp.bind_mw(1, &mut mw, &bindable, 0, 64, Access::LOCAL_WRITE), "remote read and write");
+    refused(qp.bind_mw(1, &mut mw, &read_only, 0, 64, rw), "without Access::LOCAL_WRITE");
+    refused(ud.bind_mw(1, &mut mw, &bindable, 0, 64, rw), "RC");
+    assert_eq!(mw.rkey(), rkey, "{device}: nothing was posted");
+    let raw = dvcq::verbs::MwBind {
+        mw_rkey: rkey,
+        new_rkey: dvcq::verbs::inc_rkey(rkey),
+        mr_lkey: bindable.lkey(),
+        addr: bindable.addr(),
+        len: 64,
+        access: rw,
+    };
+    match qp.post_send(&[SendWr::new(1, SendOp::BindMw(raw), &[])]) {
+        Err(dvcq::Error::MwBind { why, .. }) => assert!(why.contains("Qp::bind_mw"), "{device}: {why}"),
+        other => panic!("{device}: {other:?}"),
+    }
+}
