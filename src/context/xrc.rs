@@ -60,8 +60,12 @@ impl Context {
             }
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, port, gid_index } => {
-                let xrcd = sys::qp::Xrcd::open(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
-                Ok(Xrcd { inner: XrcdInner::Verbs { xrcd, port: *port, gid_index: *gid_index }, device: self.name.clone() })
+                let xrcd =
+                    sys::qp::Xrcd::open(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
+                Ok(Xrcd {
+                    inner: XrcdInner::Verbs { xrcd, port: *port, gid_index: *gid_index },
+                    device: self.name.clone(),
+                })
             }
         }
     }
@@ -143,10 +147,7 @@ impl Pd {
                 Ok(Srq { inner: SrqInner::Verbs(srq), device: self.device.clone() })
             }
             #[allow(unreachable_patterns)]
-            _ => Err(Error::Mismatch {
-                device: self.device.clone(),
-                what: "an XRC domain of another device".into(),
-            }),
+            _ => Err(Error::Mismatch { device: self.device.clone(), what: "an XRC domain of another device".into() }),
         }
     }
 }

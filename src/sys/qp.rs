@@ -540,12 +540,8 @@ impl Qp {
     /// `qp_state_table`): the port, P_Key index, and the Q_Key (UD) or the access flags (RC,
     /// XRC; an initiator's are 0, as in rdma-core's tests: it is never a responder).
     fn to_init(&self) -> Result<(), VerbsError> {
-        let mut a = ffi::ibv_qp_attr {
-            qp_state: ffi::IBV_QPS_INIT,
-            pkey_index: 0,
-            port_num: self.port,
-            ..Default::default()
-        };
+        let mut a =
+            ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_INIT, pkey_index: 0, port_num: self.port, ..Default::default() };
         let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
         match self.qp_type {
             QpType::Rc | QpType::XrcRecv => {
