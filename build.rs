@@ -57,7 +57,8 @@ const FUNCTIONS: &[&str] = &[
 /// the `static inline` verbs calls go through (`ibv_create_cq_ex` among them), the extended
 /// CQ whose function pointers `ibv_start_poll` and `ibv_wc_read_*` call, and whose flags
 /// (`IBV_WC_EX_WITH_*`) say what it reports, the mlx5 QP that rdma-core providers embed in
-/// their private structs, and the port attributes `query_port` fills.
+/// their private structs, the port attributes `query_port` fills, and the masks of the XRC
+/// calls (`ibv_open_xrcd`, `ibv_create_srq_ex`), which are `static inline` too.
 const TYPES: &[&str] = &[
     "ibv_event_type",
     "verbs_context",
@@ -96,6 +97,8 @@ const TYPES: &[&str] = &[
     "ibv_qp_init_attr_mask",
     "mlx5dv_qp_init_attr_mask",
     "mlx5dv_qp_create_flags",
+    "ibv_xrcd_init_attr_mask",
+    "ibv_srq_init_attr_mask",
 ];
 
 /// Constants the glue checks dvcq's own copies against: the mlx5 CQ doorbell's offset in

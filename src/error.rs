@@ -101,6 +101,17 @@ pub enum Error {
         /// Why, with the values.
         why: String,
     },
+    /// XRC used the wrong way before anything reached the device: a send from an XRC
+    /// initiator naming no XRC SRQ, an SRQ number on a QP of another type, an XRC target
+    /// asked of a PD, an XRC SRQ or target of another device or domain, XRC on a device
+    /// without it.
+    #[error("{device}: XRC refused: {why}")]
+    Xrc {
+        /// The device.
+        device: String,
+        /// Why, with the values.
+        why: String,
+    },
     /// A model device refused a request.
     #[error("{device}: {what}")]
     Model {

@@ -34,7 +34,7 @@ pub use dvcq_mlx5_dv as mlx5;
 pub use dvcq_provider as provider;
 pub use dvcq_uapi as uapi;
 
-pub use context::{Context, Mr, Mw, Pd, Qp, QpInit, Srq};
+pub use context::{Context, Mr, Mw, Pd, Qp, QpInit, Srq, Xrcd};
 pub use cq::{
     Backend, BackendChoice, BackendKind, Cq, CqClock, CqOptions, CqStats, CqViews, CqeView, DepthAdvice,
     HighWaterSource, StatusCounts, Timestamps,

@@ -16,6 +16,13 @@ pub enum QpType {
     /// Unreliable datagram (`IBV_QPT_UD`): every receive buffer starts with the 40-byte GRH
     /// slot, as on every RDMA device.
     Ud,
+    /// XRC initiator (`IBV_QPT_XRC_SEND`): a send queue only, completing on its send CQ;
+    /// each send names the XRC SRQ it lands in at the peer ([`SendWr::to_srq`]).
+    XrcSend,
+    /// XRC target (`IBV_QPT_XRC_RECV`): made on an XRC domain (`Xrcd::create_target_qp`),
+    /// with no queues and no CQs; what arrives lands in the SRQ of that domain the sender
+    /// names, and completes on that SRQ's CQ.
+    XrcRecv,
 }
 
 impl QpType {
@@ -24,7 +31,19 @@ impl QpType {
         match self {
             QpType::Rc => "RC",
             QpType::Ud => "UD",
+            QpType::XrcSend => "XRC_SEND",
+            QpType::XrcRecv => "XRC_RECV",
         }
+    }
+
+    /// Whether it is one of the two XRC types.
+    pub const fn is_xrc(self) -> bool {
+        matches!(self, QpType::XrcSend | QpType::XrcRecv)
+    }
+
+    /// Whether it is a connected type whose sends need a connected peer (RC, XRC initiator).
+    pub const fn is_connected_sender(self) -> bool {
+        matches!(self, QpType::Rc | QpType::XrcSend)
     }
 }
 
@@ -255,12 +274,15 @@ pub struct SendWr<'a> {
     pub inline: bool,
     /// The destination of a UD send (ignored on RC).
     pub ud: Option<UdDest>,
+    /// The XRC SRQ number a send from an XRC initiator lands in at the peer
+    /// (`wr.qp_type.xrc.remote_srqn`); required on an XRC initiator, refused elsewhere.
+    pub xrc_srqn: Option<u32>,
 }
 
 impl<'a> SendWr<'a> {
     /// A signaled request of `op` over `sg_list`.
     pub const fn new(wr_id: u64, op: SendOp, sg_list: &'a [MrSlice]) -> Self {
-        SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: false, ud: None }
+        SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: false, ud: None, xrc_srqn: None }
     }
 
     /// The same request, signaled or not.
@@ -272,6 +294,13 @@ impl<'a> SendWr<'a> {
     /// The same request sent to a UD destination.
     pub const fn to(mut self, dest: UdDest) -> Self {
         self.ud = Some(dest);
+        self
+    }
+
+    /// The same request from an XRC initiator, landing in the peer's XRC SRQ `srqn`
+    /// (`wr.qp_type.xrc.remote_srqn`; the number `Srq::xrc_srqn` gives).
+    pub const fn to_srq(mut self, srqn: u32) -> Self {
+        self.xrc_srqn = Some(srqn);
         self
     }
 

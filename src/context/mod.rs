@@ -9,10 +9,12 @@
 mod mr;
 mod mw;
 mod qp;
+mod xrc;
 
 pub use mr::Mr;
 pub use mw::Mw;
 pub use qp::{Qp, QpInit, Srq};
+pub use xrc::Xrcd;
 
 use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};

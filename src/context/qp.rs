@@ -50,21 +50,22 @@ pub(super) enum QpInner {
     Verbs(sys::qp::Qp),
 }
 
-/// A shared receive queue.
+/// A shared receive queue: a basic one ([`Pd::create_srq`]) that QPs receive from, or an
+/// XRC SRQ ([`Pd::create_xrc_srq`]) that XRC target QPs of its domain deliver into.
 #[derive(Debug)]
 pub struct Srq {
-    inner: SrqInner,
-    device: String,
+    pub(super) inner: SrqInner,
+    pub(super) device: String,
 }
 
 #[derive(Debug)]
-enum SrqInner {
+pub(super) enum SrqInner {
     Model(crate::model_device::ModelSrq),
     #[cfg(dvcq_rdma_core)]
     Verbs(Arc<sys::qp::Srq>),
 }
 
-fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
+pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
     match &cq.poller {
         Poller::Model(m) if cq.device() == device => Ok(m),
         _ => Err(Error::Mismatch {
@@ -86,7 +87,7 @@ pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::P
 /// The rdma-core CQ behind `cq`, and on a direct CQ dvcq made, what a QP made on it shares
 /// with it to be adopted.
 #[cfg(dvcq_rdma_core)]
-fn verbs_cq_of<'c>(
+pub(super) fn verbs_cq_of<'c>(
     cq: &'c Cq,
     device: &str,
 ) -> Result<(&'c Arc<sys::cq::VerbsCq>, Option<crate::backend::OwnCq>), Error> {
@@ -128,7 +129,21 @@ impl Pd {
     /// # Errors
     ///
     /// A CQ or SRQ of another device ([`Error::Mismatch`]), or rdma-core refused the caps.
+    ///
+    /// An XRC initiator ([`QpType::XrcSend`]) is made here with a send CQ only (`recv_cq`
+    /// is not used) and no SRQ; an XRC target is made on its domain
+    /// ([`crate::Xrcd::create_target_qp`]) and refused here ([`Error::Xrc`]).
     pub fn create_qp(&self, init: &QpInit<'_>) -> Result<Qp, Error> {
+        let xrc = |why: &str| Error::Xrc { device: self.device.clone(), why: why.into() };
+        match init.qp_type {
+            QpType::XrcRecv => {
+                return Err(xrc("an XRC target QP has no PD and no CQs: make it with Xrcd::create_target_qp"))
+            }
+            QpType::XrcSend if init.srq.is_some() => {
+                return Err(xrc("an XRC initiator QP has no receive side: it takes no SRQ"))
+            }
+            _ => {}
+        }
         match &self.inner {
             PdInner::Model(m) => {
                 if init.sq_sig_all {
@@ -158,7 +173,12 @@ impl Pd {
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, port, gid_index } => {
                 let (send, send_own) = verbs_cq_of(init.send_cq, &self.device)?;
-                let (recv, recv_own) = verbs_cq_of(init.recv_cq, &self.device)?;
+                // An initiator has no receive CQ: its send CQ stands in, and adopts nothing more.
+                let (recv, recv_own) = if init.qp_type == QpType::XrcSend {
+                    (send, None)
+                } else {
+                    verbs_cq_of(init.recv_cq, &self.device)?
+                };
                 let srq = match init.srq.map(|s| &s.inner) {
                     None => None,
                     Some(SrqInner::Verbs(s)) => Some(s),
@@ -294,7 +314,12 @@ impl Qp {
     /// [`Error::MwBind`], with nothing posted, for a list holding a
     /// [`SendOp::BindMw`](crate::verbs::SendOp::BindMw): windows are bound with
     /// [`Qp::bind_mw`], which holds the window and region it names.
+    ///
+    /// [`Error::Xrc`], with nothing posted: a request of an XRC initiator naming no XRC SRQ
+    /// ([`SendWr::to_srq`]), one of another QP type naming one, any send on an XRC target
+    /// (it has no send queue).
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
+        self.check_xrc_sends(wrs)?;
         if wrs.iter().any(|w| matches!(w.op, crate::verbs::SendOp::BindMw(_))) {
             return Err(Error::MwBind {
                 device: self.device.clone(),
@@ -313,7 +338,20 @@ impl Qp {
     /// # Errors
     ///
     /// As [`Qp::post_send`].
+    ///
+    /// [`Error::Xrc`] on either XRC type: neither has a receive queue (receives go to the
+    /// XRC SRQs).
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
+        if self.qp_type.is_xrc() {
+            return Err(Error::Xrc {
+                device: self.device.clone(),
+                why: format!(
+                    "QP {:#x} is {}: it has no receive queue; post receives to an XRC SRQ",
+                    self.qpn,
+                    self.qp_type.name()
+                ),
+            });
+        }
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_recv(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]
@@ -341,7 +379,45 @@ impl Qp {
     }
 }
 
+impl Qp {
+    /// The XRC checks of [`Qp::post_send`], before anything is posted.
+    fn check_xrc_sends(&self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
+        let refuse = |why: String| Err(Error::Xrc { device: self.device.clone(), why });
+        let (qpn, ty) = (self.qpn, self.qp_type.name());
+        if self.qp_type == QpType::XrcRecv {
+            return refuse(format!("QP {qpn:#x} is an XRC target: it has no send queue"));
+        }
+        for (i, w) in wrs.iter().enumerate() {
+            match (self.qp_type, w.xrc_srqn) {
+                (QpType::XrcSend, None) => {
+                    return refuse(format!(
+                        "request {i} on XRC initiator {qpn:#x} names no XRC SRQ (SendWr::to_srq): the target would \
+                         have nowhere to deliver it"
+                    ))
+                }
+                (QpType::XrcSend, Some(_)) | (_, None) => {}
+                (_, Some(srqn)) => {
+                    return refuse(format!(
+                        "request {i} names XRC SRQ {srqn:#x}, but QP {qpn:#x} is {ty}, not an XRC initiator"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Srq {
+    /// The number an XRC initiator's send names to land in this XRC SRQ
+    /// (`ibv_get_srq_num`); `None` for a basic SRQ.
+    pub fn xrc_srqn(&self) -> Option<u32> {
+        match &self.inner {
+            SrqInner::Model(srq) => srq.is_xrc().then(|| srq.srqn()),
+            #[cfg(dvcq_rdma_core)]
+            SrqInner::Verbs(srq) => srq.xrc_srqn(),
+        }
+    }
+
     /// The `struct ibv_srq` behind an SRQ on a real device, for tests that attach it as an
     /// application's own (`Cq::attach_srq`).
     #[cfg(all(test, dvcq_rdma_core))]

@@ -29,6 +29,7 @@ pub(super) struct Work<'a> {
     pub(super) signaled: bool,
     pub(super) solicited: bool,
     pub(super) ud: Option<UdDest>,
+    pub(super) xrc_srqn: Option<u32>,
     pub(super) wqe: u16,
     pub(super) len: u64,
 }
@@ -51,6 +52,7 @@ impl Send {
             signaled: self.signaled,
             solicited: self.solicited,
             ud: self.ud,
+            xrc_srqn: self.xrc_srqn,
             wqe: self.wqe,
             len: self.len,
         }
@@ -147,11 +149,15 @@ impl Fabric {
 
     pub(super) fn execute(&mut self, q: usize, w: &Work<'_>) -> Step {
         match self.qps[q].qp_type {
-            QpType::Rc => self.execute_rc(q, w),
+            QpType::Rc | QpType::XrcSend => self.execute_rc(q, w),
             QpType::Ud => self.execute_ud(q, w),
+            // A target has no send queue: posting refused it already.
+            QpType::XrcRecv => Step::Fail(WcStatus::LocQpOpErr),
         }
     }
 
+    /// RC work, and an XRC initiator's: the same transport, with the XRC SRQ the request
+    /// names taking the receive at the target.
     pub(super) fn execute_rc(&mut self, q: usize, w: &Work<'_>) -> Step {
         // A bind is local work: it needs no peer. Any check failing is a bind error
         // (`IBV_WC_MW_BIND_ERR`: mlx5's MW_BIND_ERR syndrome, irdma's MW_BIND_ERR flush
@@ -166,17 +172,35 @@ impl Fabric {
         match (self.qps[p].state, self.qps[p].peer == Some(q)) {
             // The peer does not answer yet: the requester retries.
             (QpState::Init, _) => return Step::Wait,
-            (QpState::Rts, true) => {}
+            (QpState::Rts | QpState::Rtr, true) => {}
             // A peer in error, or connected elsewhere, never acknowledges.
             _ => return Step::Fail(WcStatus::RetryExcErr),
         }
         let src_qp = self.qps[q].qpn;
+        // XRC: every request carries the XRC SRQ number (XRCETH), and the target checks
+        // that an SRQ of that number belongs to its own domain before it executes anything.
+        // One that does not is an invalid request: the IB spec (XRC, the responder's XRCETH
+        // checks) has the target NAK it, so the initiator completes with REM_INV_REQ_ERR and
+        // goes to error; the target goes to error too (inferred: as a responder-detected
+        // class J error puts an RC responder in error; it has no CQ, so nothing completes
+        // there).
+        let xrc = if self.qps[q].qp_type == QpType::XrcSend {
+            match self.xrc_srq_of(p, w.xrc_srqn) {
+                Some(s) => Some(s),
+                None => {
+                    self.deferred.push((p, WcStatus::RemInvReqErr));
+                    return Step::Fail(WcStatus::RemInvReqErr);
+                }
+            }
+        } else {
+            None
+        };
         match w.op {
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => {
                 if self.gather(w.data).is_err() {
                     return Step::Fail(WcStatus::LocProtErr);
                 }
-                let Some((recv, srq)) = self.take_recv(p) else { return Step::Wait };
+                let Some((recv, srq)) = self.take_recv(p, xrc) else { return Step::Wait };
                 // SEND_WITH_INV: the responder frees the window as it takes the message.
                 // A key it cannot invalidate (no bound window: a region's rkey, a stale
                 // tag) is IB's class J responder error: the receive completes in error
@@ -207,7 +231,7 @@ impl Fabric {
                     return Step::Fail(WcStatus::LocProtErr);
                 }
                 let imm = matches!(w.op, SendOp::WriteWithImm(..));
-                if imm && !self.has_recv(p) {
+                if imm && !self.has_recv(p, xrc) {
                     return Step::Wait;
                 }
                 if !self.mrs.write_remote(to, &self.data, p) {
@@ -216,7 +240,7 @@ impl Fabric {
                 }
                 let n = self.data.len() as u64;
                 if imm {
-                    if let Some((recv, srq)) = self.take_recv(p) {
+                    if let Some((recv, srq)) = self.take_recv(p, xrc) {
                         let a = Arrival { op: w.op, byte_len: n as u32, src_qp, ud: false, solicited: w.solicited };
                         // The data went to the remote address; the receive's list is unused.
                         let _ = self.deliver(p, recv, srq, &a, None, None);
@@ -261,7 +285,7 @@ impl Fabric {
             d.qp_type == QpType::Ud && d.state == QpState::Rts && d.qkey == dest.qkey
         });
         if let Some(p) = target {
-            if let Some((recv, srq)) = self.take_recv(p) {
+            if let Some((recv, srq)) = self.take_recv(p, None) {
                 let g = grh(&self.gid, &self.gid, n);
                 let mut buf = std::mem::take(&mut self.ud_buf);
                 buf.clear();
@@ -281,19 +305,28 @@ impl Fabric {
         Step::Done(n as u64)
     }
 
-    pub(super) fn has_recv(&self, p: usize) -> bool {
-        match self.qps[p].srq {
+    /// Whether QP `p` has a receive for a message; `xrc`: the XRC SRQ an XRC request
+    /// named (`p` is then a target, which has no receive queue of its own).
+    pub(super) fn has_recv(&self, p: usize, xrc: Option<usize>) -> bool {
+        match xrc.or(self.qps[p].srq) {
             Some(s) => !self.srqs[s].posted.is_empty(),
             None => !self.qps[p].rq.is_empty(),
         }
     }
 
-    /// The next receive of QP `p` (its RQ's or its SRQ's), and the SRQ it came from.
-    pub(super) fn take_recv(&mut self, p: usize) -> Option<(Recv, Option<usize>)> {
-        match self.qps[p].srq {
+    /// The next receive of QP `p` (its RQ's, its SRQ's, or the XRC SRQ `xrc` an XRC
+    /// request named), and the SRQ it came from.
+    pub(super) fn take_recv(&mut self, p: usize, xrc: Option<usize>) -> Option<(Recv, Option<usize>)> {
+        match xrc.or(self.qps[p].srq) {
             Some(s) => self.srqs[s].posted.pop_front().map(|r| (r, Some(s))),
             None => self.qps[p].rq.pop_front().map(|r| (r, None)),
         }
+    }
+
+    /// The CQ a receive of QP `p` from SRQ `srq` completes on: an XRC SRQ's own CQ (an XRC
+    /// target has none), else the QP's receive CQ.
+    fn recv_cq_of(&self, p: usize, srq: Option<usize>) -> usize {
+        srq.and_then(|s| self.srqs[s].xrc).map_or(self.qps[p].recv_cq, |x| x.cq)
     }
 
     /// Places a message in receive `recv` of QP `p` and writes its CQE: `data` is what the
@@ -312,7 +345,9 @@ impl Fabric {
             Some(d) => self.mrs.scatter(&recv.sg, d),
             None => Ok(()),
         };
-        let (qpn, recv_cq, hw) = (self.qps[p].qpn, self.qps[p].recv_cq, self.qps[p].hw);
+        let (qpn, recv_cq, hw) = (self.qps[p].qpn, self.recv_cq_of(p, srq), self.qps[p].hw);
+        // An SRQ receive's CQE carries the SRQ's number (CQE version 0, the model's), an XRC
+        // SRQ's too, and the QP that took it (for XRC the target) in `sop_drop_qpn`.
         let srqn = srq.map(|s| self.srqs[s].srqn);
         let tag = srq.map(|s| (s, recv.wqe));
         match (placed, hw) {
@@ -347,7 +382,7 @@ impl Fabric {
     /// with this status (its RQ flush code). The responder goes to error once the
     /// requester's completion is written.
     fn recv_fault(&mut self, p: usize, wqe: u16, srq: Option<usize>, status: WcStatus) {
-        let (qpn, recv_cq, hw) = (self.qps[p].qpn, self.qps[p].recv_cq, self.qps[p].hw);
+        let (qpn, recv_cq, hw) = (self.qps[p].qpn, self.recv_cq_of(p, srq), self.qps[p].hw);
         let srqn = srq.map(|s| self.srqs[s].srqn);
         let tag = srq.map(|s| (s, wqe));
         if let QpHw::Mlx5(_) = hw {

@@ -18,7 +18,7 @@ use dvcq_provider::{Completion, WcStatus};
 use dvcq_uapi::irdma::HwRev;
 
 /// Model choices for the numbers a device hands out.
-const MLX5_FIRST_QPN: u32 = 0x108;
+pub(super) const MLX5_FIRST_QPN: u32 = 0x108;
 const MLX5_FIRST_CQN: u32 = 0x406;
 const MLX5_FIRST_SRQN: u32 = 0x20;
 const IRDMA_FIRST_QPN: u32 = 3;
@@ -69,6 +69,8 @@ pub(crate) struct Fabric {
     pub(super) waiting: usize,
     /// The device clock its mlx5 CQEs are stamped with.
     pub(super) clock: super::clock::DeviceClock,
+    /// XRC domains opened (a domain is its index).
+    pub(super) xrcds: usize,
 }
 
 impl Fabric {
@@ -88,6 +90,7 @@ impl Fabric {
             sg_pool: Vec::new(),
             waiting: 0,
             clock: super::clock::DeviceClock::new(),
+            xrcds: 0,
         }
     }
 
@@ -188,6 +191,29 @@ impl Fabric {
         if srq.is_some() && self.attrs.max_srq == 0 {
             return Err(DeviceError::Unsupported { what: "srq", device: self.vendor.device_name() });
         }
+        match qp_type {
+            QpType::XrcSend if self.vendor == ModelVendor::Irdma => {
+                return Err(DeviceError::Unsupported {
+                    what: "an XRC initiator QP (irdma has no XRC)",
+                    device: self.vendor.device_name(),
+                })
+            }
+            // An initiator has a send queue only (the kernel drops its receive side).
+            QpType::XrcSend if srq.is_some() => {
+                return Err(DeviceError::BadSize { what: "srq", value: 1, why: "an XRC initiator QP receives nothing" })
+            }
+            QpType::XrcRecv => {
+                return Err(DeviceError::BadSize {
+                    what: "qp_type",
+                    value: 10,
+                    why: "an XRC target QP is made on its XRC domain, without CQs",
+                })
+            }
+            _ => {}
+        }
+        // An initiator's receive side does not exist: its CQEs all go to the send CQ.
+        let recv_cq = if qp_type == QpType::XrcSend { send_cq } else { recv_cq };
+        let caps = if qp_type == QpType::XrcSend { QpCaps { max_recv_wr: 0, max_recv_sge: 0, ..caps } } else { caps };
         for (what, v) in [("max_send_wr", caps.max_send_wr), ("max_recv_wr", caps.max_recv_wr)] {
             if v > self.attrs.max_qp_wr {
                 return Err(self.too_large(what, v, self.attrs.max_qp_wr));
@@ -212,6 +238,8 @@ impl Fabric {
                     qp_type: match qp_type {
                         QpType::Rc => dvcq_mlx5_dv::QpType::Rc,
                         QpType::Ud => dvcq_mlx5_dv::QpType::Ud,
+                        QpType::XrcSend => dvcq_mlx5_dv::QpType::XrcSend,
+                        QpType::XrcRecv => dvcq_mlx5_dv::QpType::XrcRecv,
                     },
                     ..Mlx5QpConfig::rc(qpn, l.sq_wqe_cnt, l.rq_wqe_cnt)
                 };
@@ -260,6 +288,7 @@ impl Fabric {
             peer: None,
             endpoint: endpoint_of(qpn, self.gid),
             hw,
+            xrcd: None,
             rq: Default::default(),
             sq: Default::default(),
         });
@@ -289,9 +318,17 @@ impl Fabric {
         if qp.state != QpState::Init {
             return Err(DeviceError::BadState { qpn: qp.qpn, state: qp.state, what: "connect needs a QP in INIT" });
         }
-        if qp.qp_type == QpType::Rc {
+        // The peer type each connected type pairs with: RC with RC, an XRC initiator with
+        // an XRC target and back.
+        let pairs_with = match qp.qp_type {
+            QpType::Ud => None,
+            QpType::Rc => Some(QpType::Rc),
+            QpType::XrcSend => Some(QpType::XrcRecv),
+            QpType::XrcRecv => Some(QpType::XrcSend),
+        };
+        if let Some(want) = pairs_with {
             let p = self.find_qp(peer.qpn, &peer.gid).ok_or(DeviceError::NoSuchQp { qpn: peer.qpn, gid: peer.gid })?;
-            if self.qps[p].qp_type != QpType::Rc {
+            if self.qps[p].qp_type != want {
                 return Err(DeviceError::TypeMismatch {
                     qpn: qp.qpn,
                     ours: qp.qp_type.name(),
@@ -301,7 +338,9 @@ impl Fabric {
             }
             self.qps[q].peer = Some(p);
         }
-        self.qps[q].state = QpState::Rts;
+        // A target goes to RTR only: it never sends (rdma-core's tests move it no further
+        // than they must).
+        self.qps[q].state = if self.qps[q].qp_type == QpType::XrcRecv { QpState::Rtr } else { QpState::Rts };
         self.progress();
         Ok(())
     }

@@ -17,6 +17,8 @@ const RADDR: u32 = 16;
 const DATAGRAM: u32 = 48;
 const DATA_SEG: u32 = 16;
 const INLINE_HDR: u32 = 4;
+/// `struct mlx5_wqe_xrc_seg`: the remote XRC SRQ number an XRC initiator's WQE carries.
+const XRC_SEG: u32 = 16;
 const UMR_CTRL: u32 = 48;
 const MKEY_CTX: u32 = 64;
 /// `max(sizeof(struct mlx5_wqe_umr_klm_seg), 64)`.
@@ -66,6 +68,11 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
     let overhead = match qp_type {
         QpType::Rc => RC_OVERHEAD,
         QpType::Ud => UD_OVERHEAD,
+        // `sq_overhead`: the larger of ctrl + the bind WQE's segments and ctrl + XRC
+        // segment + remote address; the first, so the RC number.
+        QpType::XrcSend => RC_OVERHEAD.max(CTRL + XRC_SEG + RADDR),
+        // A target has no send queue (and no receive queue: caps of 0 ask for none).
+        QpType::XrcRecv => CTRL + XRC_SEG + RADDR,
     };
     let (mut sq_wqe_cnt, mut max_post_send, mut max_inline) = (0, 0, 0);
     if caps.max_send_wr > 0 {
@@ -137,12 +144,15 @@ pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
 /// RDMA, the datagram segment for UD, then one data segment per non-empty entry or the
 /// inline data with its 4-byte header, in 16-byte units). A bind is a UMR WQE: ctrl, the
 /// UMR control segment, the mkey context and one KLM padded to 64 bytes (`set_bind_wr`),
-/// three blocks.
+/// three blocks. An XRC initiator's WQE has the XRC segment after the ctrl segment.
 pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
     if let SendOp::BindMw(_) = op {
         return (CTRL + UMR_CTRL + MKEY_CTX + KLM).div_ceil(WQE_BB);
     }
     let mut size = CTRL;
+    if qp_type == QpType::XrcSend {
+        size += XRC_SEG;
+    }
     if op.remote().is_some() {
         size += RADDR;
     }
@@ -358,6 +368,10 @@ mod tests {
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(45)), 2);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[MrSlice { len: 0, ..s }], None), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::SendWithInv(7), &[s], None), 1);
+        // ctrl 16 + XRC 16 + raddr 16 + 2 data 32: 80 bytes, two blocks (RC: 64, one).
+        assert_eq!(wqebbs(QpType::XrcSend, SendOp::Write(r), &[s; 2], None), 2);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Write(r), &[s; 2], None), 1);
+        assert_eq!(wqebbs(QpType::XrcSend, SendOp::Send, &[s], None), 1);
         let b = crate::verbs::MwBind {
             mw_rkey: 1,
             new_rkey: 2,

@@ -82,6 +82,7 @@ mod memory;
 mod mlx5;
 mod post;
 mod qp;
+mod xrc;
 
 pub use cq::{Mlx5CqAttrs, ModelCq, ModelCqStats};
 pub use event::{
@@ -89,6 +90,7 @@ pub use event::{
 };
 pub use memory::{ModelMr, ModelMw};
 pub use qp::{ModelQp, ModelSrq, PostError, PostErrorKind, QpState};
+pub use xrc::ModelXrcd;
 
 use crate::verbs::Endpoint;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -31,8 +31,16 @@ impl Fabric {
     /// The post-side checks of one send (`ibv_post_send`'s refusals).
     pub(super) fn check_send(&self, q: usize, wr: &SendWr<'_>) -> Result<(), PostErrorKind> {
         let qp = &self.qps[q];
+        if qp.qp_type == QpType::XrcRecv {
+            return Err(PostErrorKind::NoQueue);
+        }
         if qp.state == QpState::Init {
             return Err(PostErrorKind::BadState(qp.state));
+        }
+        // rdma-core copies `remote_srqn` into the XRC segment unchecked; a request naming no
+        // SRQ is refused here, before the device would NAK it.
+        if qp.qp_type == QpType::XrcSend && wr.xrc_srqn.is_none() {
+            return Err(PostErrorKind::BadOpcode);
         }
         if qp.qp_type == QpType::Ud && (wr.ud.is_none() || wr.op.remote().is_some()) {
             return Err(PostErrorKind::BadOpcode);
@@ -61,7 +69,8 @@ impl Fabric {
 
     pub(super) fn send_errno(&self, kind: PostErrorKind) -> i32 {
         match (self.vendor, kind) {
-            (_, PostErrorKind::QueueFull) => ENOMEM,
+            // A queue of no entries is a full one to mlx5's post (`mlx5_wq_overflow`).
+            (_, PostErrorKind::QueueFull | PostErrorKind::NoQueue) => ENOMEM,
             (_, PostErrorKind::BadOpcode) => EINVAL,
             // mlx5 refuses oversized lists and inline data, and sends before RTS (through
             // `qp_state_max_gs`), with ENOMEM.
@@ -138,8 +147,16 @@ impl Fabric {
                 Some(b) => Data::Inline(b),
                 None => Data::Gather(wr.sg_list),
             };
-            let work =
-                Work { op: wr.op, data, signaled: wr.signaled, solicited: wr.solicited, ud: wr.ud, wqe, len: wr.len() };
+            let work = Work {
+                op: wr.op,
+                data,
+                signaled: wr.signaled,
+                solicited: wr.solicited,
+                ud: wr.ud,
+                xrc_srqn: wr.xrc_srqn,
+                wqe,
+                len: wr.len(),
+            };
             let step = if self.qps[q].sq.is_empty() { self.execute(q, &work) } else { Step::Wait };
             match step {
                 Step::Wait => {
@@ -153,6 +170,7 @@ impl Fabric {
                         signaled: wr.signaled,
                         solicited: wr.solicited,
                         ud: wr.ud,
+                        xrc_srqn: wr.xrc_srqn,
                         wqe,
                         len: wr.len(),
                     };
@@ -170,7 +188,7 @@ impl Fabric {
 
     pub(super) fn recv_errno(&self, kind: PostErrorKind) -> i32 {
         match kind {
-            PostErrorKind::QueueFull => ENOMEM,
+            PostErrorKind::QueueFull | PostErrorKind::NoQueue => ENOMEM,
             _ => EINVAL,
         }
     }
@@ -183,6 +201,11 @@ impl Fabric {
                 (qp.qpn, qp.recv_cq, qp.hw, qp.state, qp.srq)
             };
             let fail = |kind| post_err(i, kind, self.recv_errno(kind), "recv");
+            // Neither XRC type has a receive queue: receives go to the XRC SRQs.
+            if self.qps[q].qp_type.is_xrc() {
+                result = Err(fail(PostErrorKind::NoQueue));
+                break;
+            }
             if srq.is_some() {
                 result = Err(fail(PostErrorKind::QueueFull));
                 break;

@@ -11,6 +11,8 @@ use std::sync::Arc;
 pub enum QpState {
     /// Created (`IBV_QPS_INIT`): receives may be posted, sends not yet.
     Init,
+    /// Ready to receive (`IBV_QPS_RTR`): where an XRC target QP works (it never sends).
+    Rtr,
     /// Connected and sending (`IBV_QPS_RTS`).
     Rts,
     /// In error (`IBV_QPS_ERR`): posted work completes with `IBV_WC_WR_FLUSH_ERR`.
@@ -38,9 +40,12 @@ pub enum PostErrorKind {
     },
     /// The QP is not in a state that takes this work (sends before connect).
     BadState(QpState),
-    /// An operation the QP type does not carry (RDMA on UD), or a UD send without a
-    /// destination.
+    /// An operation the QP type does not carry (RDMA on UD), a UD send without a
+    /// destination, an XRC initiator's send naming no XRC SRQ.
     BadOpcode,
+    /// The QP has no such queue (an XRC target has none; an XRC initiator has no receive
+    /// queue).
+    NoQueue,
 }
 
 /// A refused post: which request of the list and why. The requests before it were posted
@@ -91,6 +96,8 @@ pub(crate) struct Send {
     pub(crate) signaled: bool,
     pub(crate) solicited: bool,
     pub(crate) ud: Option<UdDest>,
+    /// The XRC SRQ number an XRC initiator's send names.
+    pub(crate) xrc_srqn: Option<u32>,
     /// The WQE index its CQE names.
     pub(crate) wqe: u16,
     /// Bytes of the request (sum of its list).
@@ -120,6 +127,8 @@ pub(crate) struct Qp {
     pub(crate) peer: Option<usize>,
     pub(crate) endpoint: Endpoint,
     pub(crate) hw: QpHw,
+    /// The XRC domain of an XRC target QP.
+    pub(crate) xrcd: Option<usize>,
     /// Receives posted to its own RQ, oldest first.
     pub(crate) rq: VecDeque<Recv>,
     /// Sends posted and not yet executed, oldest first.
@@ -137,8 +146,19 @@ pub(crate) struct Srq {
     pub(crate) tail: u16,
     /// Receives posted and not consumed, in the order the device takes them.
     pub(crate) posted: VecDeque<Recv>,
-    /// The CQs whose registries know this SRQ (the receive CQs of the QPs on it).
+    /// The CQs whose registries know this SRQ (the receive CQs of the QPs on it; an XRC
+    /// SRQ's own CQ).
     pub(crate) cqs: Vec<usize>,
+    /// An XRC SRQ's domain and CQ.
+    pub(crate) xrc: Option<XrcSrq>,
+}
+
+/// What makes an SRQ an XRC SRQ: the domain whose target QPs deliver into it, and the CQ
+/// its receives complete on (`ibv_srq_init_attr_ex.xrcd`, `.cq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct XrcSrq {
+    pub(crate) xrcd: usize,
+    pub(crate) cq: usize,
 }
 
 impl Srq {
@@ -146,7 +166,16 @@ impl Srq {
     /// every WQE to the next, head 0, tail the last; one WQE always stays in the list.
     pub(crate) fn new(srqn: u32, max: u32, max_sge: u32) -> Self {
         let next = (0..max).map(|i| ((i + 1) % max) as u16).collect();
-        Srq { srqn, max_sge, next, head: 0, tail: (max - 1) as u16, posted: VecDeque::new(), cqs: Vec::new() }
+        Srq {
+            srqn,
+            max_sge,
+            next,
+            head: 0,
+            tail: (max - 1) as u16,
+            posted: VecDeque::new(),
+            cqs: Vec::new(),
+            xrc: None,
+        }
     }
 
     /// Takes a free WQE index (`None`: full, rdma-core's `srq->head == srq->tail`).
@@ -278,6 +307,11 @@ impl ModelSrq {
     /// The SRQ number.
     pub fn srqn(&self) -> u32 {
         self.shared.lock().srqs[self.id].srqn
+    }
+
+    /// Whether it is an XRC SRQ ([`super::ModelDevice::create_xrc_srq`]).
+    pub fn is_xrc(&self) -> bool {
+        self.shared.lock().srqs[self.id].xrc.is_some()
     }
 
     /// Posts receives (`ibv_post_srq_recv`); any QP on the SRQ may take them.

@@ -287,3 +287,129 @@ pub(crate) unsafe fn end_poll(cq: *mut ffi::ibv_cq_ex) {
         unsafe { f(cq) }
     }
 }
+
+/// The provider's `verbs_context` of `ctx` if it is long enough to hold the op at
+/// `op_offset` (verbs.h's `verbs_get_ctx_op`), else `None`.
+///
+/// # Safety
+///
+/// `ctx` is a live context; the reference lives no longer than it.
+unsafe fn ctx_op<'a>(ctx: *mut ffi::ibv_context, op_offset: usize) -> Option<&'a ffi::verbs_context> {
+    // SAFETY: the caller gives a live context.
+    let vctx = unsafe { verbs_get_ctx(ctx) }?;
+    // SAFETY: verbs_get_ctx found the provider's verbs_context, live as long as the context.
+    let vctx = unsafe { &*vctx };
+    has_op(vctx, op_offset).then_some(vctx)
+}
+
+/// The errno of a provider call that returned null (`EIO` when it set none).
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error().raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO)
+}
+
+/// `ibv_open_xrcd(ctx, attr)` (verbs.h): the extended `open_xrcd`. Returns the domain, or
+/// the errno (`EOPNOTSUPP` when the provider has no such op, as verbs.h sets it).
+///
+/// # Safety
+///
+/// `ctx` is a live context.
+pub(crate) unsafe fn open_xrcd(
+    ctx: *mut ffi::ibv_context,
+    attr: &mut ffi::ibv_xrcd_init_attr,
+) -> Result<*mut ffi::ibv_xrcd, c_int> {
+    // SAFETY: the caller gives a live context.
+    let f = unsafe { ctx_op(ctx, offset_of!(ffi::verbs_context, open_xrcd)) }
+        .and_then(|v| v.open_xrcd)
+        .ok_or(libc::EOPNOTSUPP)?;
+    // SAFETY: the provider's open, with the caller's context and a filled attribute.
+    let xrcd = unsafe { f(ctx, attr) };
+    if xrcd.is_null() {
+        return Err(last_errno());
+    }
+    Ok(xrcd)
+}
+
+/// `ibv_close_xrcd(xrcd)` (verbs.h): the extended `close_xrcd` of its context; 0 or an
+/// errno.
+///
+/// # Safety
+///
+/// `xrcd` is a live domain [`open_xrcd`] returned, closed once, with nothing made on it
+/// left.
+pub(crate) unsafe fn close_xrcd(xrcd: *mut ffi::ibv_xrcd) -> c_int {
+    // SAFETY: a live domain's context is live.
+    let ctx = unsafe { (*xrcd).context };
+    // SAFETY: as above.
+    match unsafe { ctx_op(ctx, offset_of!(ffi::verbs_context, close_xrcd)) }.and_then(|v| v.close_xrcd) {
+        // SAFETY: the provider's close of a domain it opened.
+        Some(f) => unsafe { f(xrcd) },
+        None => libc::EOPNOTSUPP,
+    }
+}
+
+/// `ibv_create_srq_ex(ctx, attr)` (verbs.h) for an SRQ verbs.h does not hand to
+/// `ibv_create_srq` (an XRC one): the extended `create_srq_ex`. Returns the SRQ or the
+/// errno.
+///
+/// # Safety
+///
+/// `ctx` is a live context, and the PD, domain and CQ `attr` names are live objects of it.
+pub(crate) unsafe fn create_srq_ex(
+    ctx: *mut ffi::ibv_context,
+    attr: &mut ffi::ibv_srq_init_attr_ex,
+) -> Result<*mut ffi::ibv_srq, c_int> {
+    // SAFETY: the caller gives a live context.
+    let f = unsafe { ctx_op(ctx, offset_of!(ffi::verbs_context, create_srq_ex)) }
+        .and_then(|v| v.create_srq_ex)
+        .ok_or(libc::EOPNOTSUPP)?;
+    // SAFETY: the provider's create, with the caller's context and filled attributes.
+    let srq = unsafe { f(ctx, attr) };
+    if srq.is_null() {
+        return Err(last_errno());
+    }
+    Ok(srq)
+}
+
+/// `ibv_get_srq_num(srq, &num)` (verbs.h): the extended `get_srq_num`; the number or the
+/// errno.
+///
+/// # Safety
+///
+/// `srq` is a live SRQ.
+pub(crate) unsafe fn get_srq_num(srq: *mut ffi::ibv_srq) -> Result<u32, c_int> {
+    // SAFETY: a live SRQ's context is live.
+    let ctx = unsafe { (*srq).context };
+    // SAFETY: as above.
+    let f = unsafe { ctx_op(ctx, offset_of!(ffi::verbs_context, get_srq_num)) }
+        .and_then(|v| v.get_srq_num)
+        .ok_or(libc::EOPNOTSUPP)?;
+    let mut num = 0u32;
+    // SAFETY: the provider's query of a live SRQ into a local.
+    match unsafe { f(srq, &mut num) } {
+        0 => Ok(num),
+        rc => Err(rc.abs()),
+    }
+}
+
+/// `ibv_create_qp_ex(ctx, attr)` (verbs.h) for a QP verbs.h does not hand to
+/// `ibv_create_qp` (any `comp_mask` but `IBV_QP_INIT_ATTR_PD` alone: an XRC target):
+/// the extended `create_qp_ex`. Returns the QP or the errno.
+///
+/// # Safety
+///
+/// `ctx` is a live context, and every object `attr` names is a live object of it.
+pub(crate) unsafe fn create_qp_ex(
+    ctx: *mut ffi::ibv_context,
+    attr: &mut ffi::ibv_qp_init_attr_ex,
+) -> Result<*mut ffi::ibv_qp, c_int> {
+    // SAFETY: the caller gives a live context.
+    let f = unsafe { ctx_op(ctx, offset_of!(ffi::verbs_context, create_qp_ex)) }
+        .and_then(|v| v.create_qp_ex)
+        .ok_or(libc::EOPNOTSUPP)?;
+    // SAFETY: the provider's create, with the caller's context and filled attributes.
+    let qp = unsafe { f(ctx, attr) };
+    if qp.is_null() {
+        return Err(last_errno());
+    }
+    Ok(qp)
+}

@@ -36,6 +36,25 @@ const_assert_eq!(size_of::<ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1>(), 48);
 const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, mw), 0);
 const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, rkey), 8);
 const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_4__bindgen_ty_1, bind_info), 16);
+// The XRC structs the glue fills (verbs.h: `struct ibv_xrcd_init_attr`, `struct
+// ibv_srq_init_attr_ex`, the XRC members of `struct ibv_qp_init_attr_ex`, and
+// `wr.qp_type.xrc.remote_srqn` in `struct ibv_send_wr`).
+const_assert_eq!(size_of::<ffi::ibv_xrcd_init_attr>(), 12);
+const_assert_eq!(offset_of!(ffi::ibv_xrcd_init_attr, comp_mask), 0);
+const_assert_eq!(offset_of!(ffi::ibv_xrcd_init_attr, fd), 4);
+const_assert_eq!(offset_of!(ffi::ibv_xrcd_init_attr, oflags), 8);
+const_assert_eq!(size_of::<ffi::ibv_srq_init_attr_ex>(), 64);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, attr), 8);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, comp_mask), 20);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, srq_type), 24);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, pd), 32);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, xrcd), 40);
+const_assert_eq!(offset_of!(ffi::ibv_srq_init_attr_ex, cq), 48);
+const_assert_eq!(offset_of!(ffi::ibv_qp_init_attr_ex, comp_mask), 60);
+const_assert_eq!(offset_of!(ffi::ibv_qp_init_attr_ex, pd), 64);
+const_assert_eq!(offset_of!(ffi::ibv_qp_init_attr_ex, xrcd), 72);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr, qp_type), 72);
+const_assert_eq!(offset_of!(ffi::ibv_send_wr__bindgen_ty_3__bindgen_ty_1, remote_srqn), 0);
 
 /// A protection domain (`ibv_alloc_pd`).
 #[derive(Debug)]
@@ -58,11 +77,6 @@ impl Pd {
             return Err(VerbsError::last("ibv_alloc_pd"));
         }
         Ok(Arc::new(Pd { ptr, ctx: Arc::clone(ctx) }))
-    }
-
-    /// The context it belongs to.
-    pub(crate) fn context(&self) -> &Arc<Context> {
-        &self.ctx
     }
 }
 
@@ -179,13 +193,54 @@ pub(crate) struct Bind {
     pub(crate) access: Access,
 }
 
-/// A shared receive queue (`ibv_create_srq`).
+/// An XRC domain (`ibv_open_xrcd` with no file: `fd` -1, `O_CREAT`), closed on drop
+/// (`ibv_close_xrcd`) once every XRC SRQ and target QP made on it, which hold it, is gone.
+#[derive(Debug)]
+pub(crate) struct Xrcd {
+    ptr: *mut ffi::ibv_xrcd,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: a domain is a kernel handle; libibverbs allows its use from any thread and dvcq
+// writes nothing in it.
+unsafe impl Send for Xrcd {}
+// SAFETY: as above.
+unsafe impl Sync for Xrcd {}
+
+impl Xrcd {
+    /// Opens a domain on `ctx` not shared through a file (rdma-core's tests open theirs on a
+    /// temporary file; a process-private one is `fd = -1` with `O_CREAT`).
+    pub(crate) fn open(ctx: &Arc<Context>) -> Result<Arc<Xrcd>, VerbsError> {
+        let mut attr = ffi::ibv_xrcd_init_attr {
+            comp_mask: ffi::IBV_XRCD_INIT_ATTR_FD | ffi::IBV_XRCD_INIT_ATTR_OFLAGS,
+            fd: -1,
+            oflags: libc::O_CREAT,
+        };
+        // SAFETY: a live context and a filled attribute struct.
+        let ptr = unsafe { ops::open_xrcd(ctx.as_ptr(), &mut attr) }
+            .map_err(|errno| VerbsError { call: "ibv_open_xrcd", errno })?;
+        Ok(Arc::new(Xrcd { ptr, ctx: Arc::clone(ctx) }))
+    }
+}
+
+impl Drop for Xrcd {
+    fn drop(&mut self) {
+        // SAFETY: the last handle: every XRC SRQ and target QP on it held an Arc and is
+        // gone; closed once, before the context (a field, dropped after).
+        unsafe { ops::close_xrcd(self.ptr) };
+    }
+}
+
+/// A shared receive queue (`ibv_create_srq`), or an XRC SRQ (`ibv_create_srq_ex` of type
+/// `IBV_SRQT_XRC`), which also holds its domain and the CQ its receives complete on.
 #[derive(Debug)]
 pub(crate) struct Srq {
     ptr: *mut ffi::ibv_srq,
     _pd: Arc<Pd>,
     /// The direct mlx5 CQ that adopted it (`backend::mlx5::own`), if one did.
     owner: SrqOwner,
+    /// An XRC SRQ's number (`ibv_get_srq_num`), domain and CQ.
+    xrc: Option<(u32, Arc<Xrcd>, Arc<VerbsCq>)>,
 }
 
 // SAFETY: SRQs may be posted from any thread (the provider locks).
@@ -205,7 +260,82 @@ impl Srq {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_srq"));
         }
-        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd), owner: SrqOwner::default() }))
+        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd), owner: SrqOwner::default(), xrc: None }))
+    }
+
+    /// Creates an XRC SRQ of `max_wr` receives with `max_sge` entries in `xrcd`, its
+    /// receives completing on `cq` (`IBV_SRQ_INIT_ATTR_TYPE | PD | XRCD | CQ`, as rdma-core's
+    /// tests make theirs), and reads its number.
+    pub(crate) fn new_xrc(
+        pd: &Arc<Pd>,
+        xrcd: &Arc<Xrcd>,
+        cq: &Arc<VerbsCq>,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<Arc<Srq>, VerbsError> {
+        let mut init = ffi::ibv_srq_init_attr_ex {
+            srq_context: core::ptr::null_mut(),
+            attr: ffi::ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
+            comp_mask: ffi::IBV_SRQ_INIT_ATTR_TYPE
+                | ffi::IBV_SRQ_INIT_ATTR_PD
+                | ffi::IBV_SRQ_INIT_ATTR_XRCD
+                | ffi::IBV_SRQ_INIT_ATTR_CQ,
+            srq_type: ffi::IBV_SRQT_XRC,
+            pd: pd.ptr,
+            xrcd: xrcd.ptr,
+            cq: cq.as_ptr(),
+            tm_cap: ffi::ibv_tm_cap::default(),
+        };
+        // SAFETY: a live context; the PD, domain and CQ are live objects of it, held by the
+        // SRQ until it is destroyed.
+        let ptr = unsafe { ops::create_srq_ex(pd.ctx.as_ptr(), &mut init) }
+            .map_err(|errno| VerbsError { call: "ibv_create_srq_ex", errno })?;
+        // SAFETY: the SRQ just made.
+        let srqn = match unsafe { ops::get_srq_num(ptr) } {
+            Ok(n) => n,
+            Err(errno) => {
+                // SAFETY: made above, used by nothing yet, destroyed once.
+                unsafe { ffi::ibv_destroy_srq(ptr) };
+                return Err(VerbsError { call: "ibv_get_srq_num", errno });
+            }
+        };
+        let xrc = Some((srqn, Arc::clone(xrcd), Arc::clone(cq)));
+        Ok(Arc::new(Srq { ptr, _pd: Arc::clone(pd), owner: SrqOwner::default(), xrc }))
+    }
+
+    /// An XRC SRQ's number (what an initiator's send names); `None` for a basic SRQ.
+    pub(crate) fn xrc_srqn(&self) -> Option<u32> {
+        self.xrc.as_ref().map(|x| x.0)
+    }
+
+    /// Has the direct mlx5 CQ `own`, which this XRC SRQ's receives complete on, adopt it
+    /// (its private `struct mlx5_srq` read and checked as `Cq::attach_srq` reads an
+    /// application's XRC SRQ), or on any other CQ notes that rdma-core's poll frees its
+    /// WQEs. Queued for the CQ's next poll only if every check passed.
+    pub(crate) fn adopt_xrc_on(&self, own: Option<&OwnCq>) -> Result<(), String> {
+        let Some(srqn) = self.xrc_srqn() else { return Ok(()) };
+        let what = |e: String| format!("xrc srq {srqn:#x}: {e}");
+        let own = match own {
+            None => return self.owner.claim_for_rdma_core().map_err(|e| what(e.into())),
+            Some(OwnCq::Irdma(_)) => return Err(what("irdma's direct backend has no XRC SRQs".into())),
+            Some(OwnCq::Mlx5(own)) => own,
+        };
+        if !self.owner.check_direct(own).map_err(|e| what(e.into()))? {
+            return Ok(());
+        }
+        // SAFETY: a live SRQ of the mlx5 context the CQ belongs to (the CQ's backend is
+        // mlx5's and the SRQ was made on that context).
+        let dv = unsafe { super::mlx5::init_srq(self.ptr) }.map_err(what)?;
+        // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `own.layout` is the row of
+        // the release loaded, picked when the CQ was made; the SRQ queues its removal before
+        // it is destroyed (its drop).
+        let private = unsafe {
+            super::mlx5::read_srq(self.ptr, &dv, own.layout, own.ctx as *mut _, own.cq as *mut _, own.cqe_v1)
+        }
+        .map_err(what)?;
+        self.owner.claim_direct(own).map_err(|e| what(e.into()))?;
+        own.lock().push(Change::AddSrq(self.ptr as usize, private));
+        Ok(())
     }
 
     /// The raw SRQ, for the direct attaches' tests.
@@ -231,7 +361,8 @@ impl Drop for Srq {
         if let Some(own) = self.owner.take() {
             own.forget_srq(self.ptr);
         }
-        // SAFETY: the last handle: every QP using it held an Arc and is gone.
+        // SAFETY: the last handle: every QP using it held an Arc and is gone; destroyed
+        // before its PD, domain and CQ (fields, dropped after).
         unsafe { ffi::ibv_destroy_srq(self.ptr) };
     }
 }
@@ -245,7 +376,9 @@ pub(crate) struct PostFailure {
     pub(crate) errno: i32,
 }
 
-/// A queue pair (`ibv_create_qp`) with the CQs, SRQ and PD it uses, which it keeps alive.
+/// A queue pair (`ibv_create_qp`) with the CQs, SRQ and PD it uses, which it keeps alive;
+/// an XRC target (`ibv_create_qp_ex` on a domain) keeps its domain instead (it has no PD
+/// and no CQs).
 #[derive(Debug)]
 pub(crate) struct Qp {
     ptr: *mut ffi::ibv_qp,
@@ -253,10 +386,12 @@ pub(crate) struct Qp {
     port: u8,
     gid_index: u8,
     ahs: Vec<(Endpoint, *mut ffi::ibv_ah)>,
-    pd: Arc<Pd>,
-    _send_cq: Arc<VerbsCq>,
-    _recv_cq: Arc<VerbsCq>,
+    ctx: Arc<Context>,
+    pd: Option<Arc<Pd>>,
+    _send_cq: Option<Arc<VerbsCq>>,
+    _recv_cq: Option<Arc<VerbsCq>>,
     _srq: Option<Arc<Srq>>,
+    _xrcd: Option<Arc<Xrcd>>,
     /// The direct CQs dvcq made that adopted its send and receive queues
     /// ([`Qp::adopt_on`]).
     own_send: Option<OwnCq>,
@@ -287,21 +422,28 @@ impl Qp {
         gid_index: u8,
         no_scatter_to_cqe: bool,
     ) -> Result<Qp, VerbsError> {
+        // An XRC initiator has no receive side: no receive CQ, SRQ or receive queue (the
+        // kernel drops them; rdma-core's tests pass none).
+        let initiator = qp_type == QpType::XrcSend;
+        let no_recv = initiator || srq.is_some();
         let mut init = ffi::ibv_qp_init_attr {
             qp_context: core::ptr::null_mut(),
             send_cq: send_cq.as_ptr(),
-            recv_cq: recv_cq.as_ptr(),
-            srq: srq.map_or(core::ptr::null_mut(), |s| s.ptr),
+            recv_cq: if initiator { core::ptr::null_mut() } else { recv_cq.as_ptr() },
+            srq: srq.filter(|_| !initiator).map_or(core::ptr::null_mut(), |s| s.ptr),
             cap: ffi::ibv_qp_cap {
                 max_send_wr: caps.max_send_wr,
-                max_recv_wr: if srq.is_some() { 0 } else { caps.max_recv_wr },
+                max_recv_wr: if no_recv { 0 } else { caps.max_recv_wr },
                 max_send_sge: caps.max_send_sge,
-                max_recv_sge: caps.max_recv_sge,
+                max_recv_sge: if initiator { 0 } else { caps.max_recv_sge },
                 max_inline_data: caps.max_inline_data,
             },
             qp_type: match qp_type {
                 QpType::Rc => ffi::IBV_QPT_RC,
                 QpType::Ud => ffi::IBV_QPT_UD,
+                QpType::XrcSend => ffi::IBV_QPT_XRC_SEND,
+                // Made on a domain by `Qp::new_xrc_target`.
+                QpType::XrcRecv => return Err(VerbsError { call: "ibv_create_qp", errno: libc::EINVAL }),
             },
             sq_sig_all: i32::from(sq_sig_all),
         };
@@ -344,27 +486,16 @@ impl Qp {
             port,
             gid_index,
             ahs: Vec::new(),
-            pd: Arc::clone(pd),
-            _send_cq: Arc::clone(send_cq),
-            _recv_cq: Arc::clone(recv_cq),
-            _srq: srq.cloned(),
+            ctx: Arc::clone(&pd.ctx),
+            pd: Some(Arc::clone(pd)),
+            _send_cq: Some(Arc::clone(send_cq)),
+            _recv_cq: (!initiator).then(|| Arc::clone(recv_cq)),
+            _srq: srq.filter(|_| !initiator).cloned(),
+            _xrcd: None,
             own_send: None,
             own_recv: None,
         };
-        let mut a =
-            ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_INIT, pkey_index: 0, port_num: port, ..Default::default() };
-        let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
-        match qp_type {
-            QpType::Rc => {
-                a.qp_access_flags = Access::ALL.bits();
-                mask |= ffi::IBV_QP_ACCESS_FLAGS;
-            }
-            QpType::Ud => {
-                a.qkey = crate::verbs::DEFAULT_QKEY;
-                mask |= ffi::IBV_QP_QKEY;
-            }
-        }
-        qp.modify(&mut a, mask)?;
+        qp.to_init()?;
         if qp_type == QpType::Ud {
             let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_RTR, ..Default::default() };
             qp.modify(&mut a, ffi::IBV_QP_STATE)?;
@@ -372,6 +503,58 @@ impl Qp {
             qp.modify(&mut a, ffi::IBV_QP_STATE | ffi::IBV_QP_SQ_PSN)?;
         }
         Ok(qp)
+    }
+
+    /// Creates an XRC target QP on `xrcd` (`ibv_create_qp_ex`: `IBV_QPT_XRC_RECV`,
+    /// `IBV_QP_INIT_ATTR_XRCD`; no CQs, no PD, no queues) and brings it to INIT.
+    pub(crate) fn new_xrc_target(xrcd: &Arc<Xrcd>, port: u8, gid_index: u8) -> Result<Qp, VerbsError> {
+        let mut ex = ffi::ibv_qp_init_attr_ex {
+            qp_type: ffi::IBV_QPT_XRC_RECV,
+            comp_mask: ffi::IBV_QP_INIT_ATTR_XRCD,
+            xrcd: xrcd.ptr,
+            ..Default::default()
+        };
+        // SAFETY: a live context and its live domain, held by the QP until it is destroyed.
+        let ptr = unsafe { ops::create_qp_ex(xrcd.ctx.as_ptr(), &mut ex) }
+            .map_err(|errno| VerbsError { call: "ibv_create_qp_ex", errno })?;
+        let qp = Qp {
+            ptr,
+            qp_type: QpType::XrcRecv,
+            port,
+            gid_index,
+            ahs: Vec::new(),
+            ctx: Arc::clone(&xrcd.ctx),
+            pd: None,
+            _send_cq: None,
+            _recv_cq: None,
+            _srq: None,
+            _xrcd: Some(Arc::clone(xrcd)),
+            own_send: None,
+            own_recv: None,
+        };
+        qp.to_init()?;
+        Ok(qp)
+    }
+
+    /// RESET → INIT with the attributes the kernel requires of the type (verbs.c
+    /// `qp_state_table`): the port, P_Key index, and the Q_Key (UD) or the access flags (RC,
+    /// XRC; an initiator's are 0, as in rdma-core's tests: it is never a responder).
+    fn to_init(&self) -> Result<(), VerbsError> {
+        let mut a =
+            ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_INIT, pkey_index: 0, port_num: self.port, ..Default::default() };
+        let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
+        match self.qp_type {
+            QpType::Rc | QpType::XrcRecv => {
+                a.qp_access_flags = Access::ALL.bits();
+                mask |= ffi::IBV_QP_ACCESS_FLAGS;
+            }
+            QpType::XrcSend => mask |= ffi::IBV_QP_ACCESS_FLAGS,
+            QpType::Ud => {
+                a.qkey = crate::verbs::DEFAULT_QKEY;
+                mask |= ffi::IBV_QP_QKEY;
+            }
+        }
+        self.modify(&mut a, mask)
     }
 
     fn modify(&self, attr: &mut ffi::ibv_qp_attr, mask: u32) -> Result<(), VerbsError> {
@@ -499,7 +682,7 @@ impl Qp {
 
     /// This QP's endpoint: its number, the port's LID and the GID it sends from.
     pub(crate) fn endpoint(&self) -> Result<Endpoint, VerbsError> {
-        let ctx = self.pd.context();
+        let ctx = &self.ctx;
         let lid = ctx.port_attr(self.port)?.lid;
         let gid = ctx.gid(self.port, i32::from(self.gid_index))?;
         Ok(Endpoint { qpn: self.qpn(), lid, gid, gid_index: self.gid_index, psn: 0 })
@@ -516,12 +699,16 @@ impl Qp {
         ah
     }
 
-    /// Connects an RC QP to `peer` (INIT → RTR → RTS), with the port's active MTU.
+    /// Connects an RC QP or an XRC initiator to `peer` (INIT → RTR → RTS), an XRC target
+    /// to its initiator (INIT → RTR: it never sends), with the port's active MTU and the
+    /// attributes the kernel requires of each type (verbs.c `qp_state_table`: an initiator
+    /// takes neither `MAX_DEST_RD_ATOMIC` nor `MIN_RNR_TIMER` at RTR, a target needs only
+    /// the RC set). UD: nothing to do.
     pub(crate) fn connect(&mut self, peer: &Endpoint) -> Result<(), VerbsError> {
-        if self.qp_type != QpType::Rc {
+        if self.qp_type == QpType::Ud {
             return Ok(());
         }
-        let mtu = self.pd.context().port_attr(self.port)?.active_mtu;
+        let mtu = self.ctx.port_attr(self.port)?.active_mtu;
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTR,
             path_mtu: mtu,
@@ -532,16 +719,15 @@ impl Qp {
             ah_attr: self.ah_attr(peer),
             ..Default::default()
         };
-        self.modify(
-            &mut a,
-            ffi::IBV_QP_STATE
-                | ffi::IBV_QP_AV
-                | ffi::IBV_QP_PATH_MTU
-                | ffi::IBV_QP_DEST_QPN
-                | ffi::IBV_QP_RQ_PSN
-                | ffi::IBV_QP_MAX_DEST_RD_ATOMIC
-                | ffi::IBV_QP_MIN_RNR_TIMER,
-        )?;
+        let mut mask =
+            ffi::IBV_QP_STATE | ffi::IBV_QP_AV | ffi::IBV_QP_PATH_MTU | ffi::IBV_QP_DEST_QPN | ffi::IBV_QP_RQ_PSN;
+        if self.qp_type != QpType::XrcSend {
+            mask |= ffi::IBV_QP_MAX_DEST_RD_ATOMIC | ffi::IBV_QP_MIN_RNR_TIMER;
+        }
+        self.modify(&mut a, mask)?;
+        if self.qp_type == QpType::XrcRecv {
+            return Ok(());
+        }
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTS,
             timeout: 14,
@@ -574,8 +760,10 @@ impl Qp {
             return Ok(*ah);
         }
         let mut attr = self.ah_attr(peer);
+        // Only a UD QP sends through address handles, and every UD QP has a PD.
+        let Some(pd) = &self.pd else { return Err(VerbsError { call: "ibv_create_ah", errno: libc::EINVAL }) };
         // SAFETY: a live PD and a filled attribute struct.
-        let ah = unsafe { ffi::ibv_create_ah(self.pd.ptr, &mut attr) };
+        let ah = unsafe { ffi::ibv_create_ah(pd.ptr, &mut attr) };
         if ah.is_null() {
             return Err(VerbsError::last("ibv_create_ah"));
         }
@@ -615,6 +803,9 @@ impl Qp {
             if let Some(rkey) = w.op.invalidate_rkey() {
                 c.__bindgen_anon_1.invalidate_rkey = rkey;
             }
+            if let Some(srqn) = w.xrc_srqn.filter(|_| self.qp_type == QpType::XrcSend) {
+                c.qp_type.xrc = ffi::ibv_send_wr__bindgen_ty_3__bindgen_ty_1 { remote_srqn: srqn };
+            }
             // A bind names the window and region by pointer: it is posted by `post_bind`,
             // which holds them.
             if let SendOp::BindMw(_) = w.op {
@@ -647,7 +838,7 @@ impl Qp {
     /// Whether `mw`, `mr` and this QP were made in one PD (IB C10-72: a type-2 window is
     /// bound by a QP of its own PD).
     pub(crate) fn same_pd(&self, mw: &Mw, mr: &Mr) -> bool {
-        Arc::ptr_eq(&self.pd, &mw._pd) && Arc::ptr_eq(&self.pd, &mr._pd)
+        self.pd.as_ref().is_some_and(|pd| Arc::ptr_eq(pd, &mw._pd) && Arc::ptr_eq(pd, &mr._pd))
     }
 
     /// Posts a bind of `mw` over `mr` (`IBV_WR_BIND_MW`: `bind_mw.mw`, `bind_mw.rkey`,
