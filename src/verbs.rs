@@ -8,8 +8,10 @@
 //! name a [`MrSlice`] (a memory region, an offset and a length) rather than a raw address, so
 //! a safe caller can only point a device at memory it registered.
 
-/// Queue pair transport types (`enum ibv_qp_type`, the ones dvcq drives).
+/// Queue pair transport types (`enum ibv_qp_type`, the ones dvcq drives). More may come, as
+/// XRC did: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QpType {
     /// Reliable connected (`IBV_QPT_RC`).
     Rc,

@@ -19,14 +19,13 @@ fn poll(cq: &mut Cq, n: usize) -> Vec<Completion> {
 const CAPS: QpCaps = QpCaps { max_send_wr: 16, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 0, max_inline_data: 0 };
 
 /// An initiator on `cq` connected to a target on `xrcd`.
-fn pair(ctx: &Context, pd: &dvcq::Pd, xrcd: &dvcq::Xrcd, cq: &Cq) -> (Qp, Qp) {
+fn pair(pd: &dvcq::Pd, xrcd: &dvcq::Xrcd, cq: &Cq) -> (Qp, Qp) {
     let init = QpInit { caps: CAPS, ..QpInit::new(QpType::XrcSend, cq) };
     let mut ini = pd.create_qp(&init).unwrap();
     let mut tgt = xrcd.create_target_qp().unwrap();
     assert_eq!((ini.qp_type(), tgt.qp_type()), (QpType::XrcSend, QpType::XrcRecv));
     ini.connect(&tgt.endpoint().unwrap()).unwrap();
     tgt.connect(&ini.endpoint().unwrap()).unwrap();
-    let _ = ctx;
     (ini, tgt)
 }
 
@@ -42,7 +41,7 @@ fn an_initiator_sends_into_each_xrc_srq_of_its_targets_domain() {
     let (na, nb) = (a.xrc_srqn().unwrap(), b.xrc_srqn().unwrap());
     assert_ne!(na, nb);
     assert_eq!(pd.create_srq(4, 1).unwrap().xrc_srqn(), None, "a basic SRQ has no XRC number");
-    let (mut ini, tgt) = pair(&ctx, &pd, &xrcd, &send_cq);
+    let (mut ini, tgt) = pair(&pd, &xrcd, &send_cq);
     let mr = pd.reg_mr(8192, Access::ALL).unwrap();
     mr.write(0, b"to srq a").unwrap();
     mr.write(64, b"to srq b").unwrap();
@@ -90,7 +89,7 @@ fn an_srq_number_outside_the_targets_domain_is_an_invalid_request() {
     let theirs = pd.create_xrc_srq(&other, &cq, 4, 1).unwrap();
     let mr = pd.reg_mr(4096, Access::ALL).unwrap();
     theirs.post_recv(&[RecvWr { wr_id: 9, sg_list: &[mr.slice(1024, 64).unwrap()] }]).unwrap();
-    let (mut ini, _tgt) = pair(&ctx, &pd, &mine, &cq);
+    let (mut ini, _tgt) = pair(&pd, &mine, &cq);
     let sg = [mr.slice(0, 8).unwrap()];
     // Another domain's SRQ, then a number no SRQ has.
     ini.post_send(&[SendWr::new(1, SendOp::Send, &sg).to_srq(theirs.xrc_srqn().unwrap())]).unwrap();
@@ -117,7 +116,7 @@ fn xrc_misuse_is_refused_with_a_reason() {
     xrc_err(pd.create_qp(&QpInit::new(QpType::XrcRecv, &cq)).unwrap_err(), "Xrcd::create_target_qp");
     let with_srq = QpInit { srq: Some(&srq), caps: CAPS, ..QpInit::new(QpType::XrcSend, &cq) };
     xrc_err(pd.create_qp(&with_srq).unwrap_err(), "no receive side");
-    let (mut ini, mut tgt) = pair(&ctx, &pd, &xrcd, &cq);
+    let (mut ini, mut tgt) = pair(&pd, &xrcd, &cq);
     let mr = pd.reg_mr(4096, Access::ALL).unwrap();
     let sg = [mr.slice(0, 8).unwrap()];
     xrc_err(ini.post_send(&[SendWr::new(1, SendOp::Send, &sg)]).unwrap_err(), "names no XRC SRQ");

@@ -6,8 +6,9 @@ use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, Ud
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// A QP's state (`enum ibv_qp_state`, the ones a model QP passes through).
+/// A QP's state (`enum ibv_qp_state`, the ones a model QP passes through); more may come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QpState {
     /// Created (`IBV_QPS_INIT`): receives may be posted, sends not yet.
     Init,
