@@ -10,9 +10,20 @@ use crate::error::Error;
 use crate::{Completion, Context, WcFlags, WcStatus};
 
 /// The workloads run both ways: every opcode with and without immediate data, UD, an SRQ,
-/// several QPs on one CQ, an error and flushes.
-const TRAFFIC: &[&str] =
-    &["rc_send_imm", "rc_write_imm", "rc_read", "ud_send_imm", "rc_srq", "rc_many_qps", "rc_bad_rkey", "rc_flush"];
+/// several QPs on one CQ, a memory window's bind and SEND_WITH_INV, XRC (where the device
+/// has it), an error and flushes.
+const TRAFFIC: &[&str] = &[
+    "rc_send_imm",
+    "rc_write_imm",
+    "rc_read",
+    "ud_send_imm",
+    "rc_srq",
+    "rc_many_qps",
+    "rc_send_inv",
+    "xrc_traffic",
+    "rc_bad_rkey",
+    "rc_flush",
+];
 
 /// What the extended CQ reports of `c`: wr_id, status, vendor_err and qp_num always; for a
 /// success the opcode, wc_flags, byte_len, the immediate or invalidated rkey (when wc_flags
