@@ -431,8 +431,9 @@ impl ModelDevice {
     /// (`mlx5dv_create_cq`): 128-byte CQEs, padding, CQE compression. The device writes
     /// compressed sessions in the basic layout whenever consecutive completions allow it
     /// (as under constant PCIe back-pressure), and writes a session out when the CQ is
-    /// polled. It writes no inline data into a CQE's first half, so a padded CQ looks like
-    /// a 128-byte-CQE one.
+    /// polled. The only data it puts in a CQE's first half is a READ response scattered to
+    /// the CQE (an RC QP made with `sq_sig_all`, [`ModelDevice::create_qp_ex`]); a padded CQ
+    /// looks like a 128-byte-CQE one.
     ///
     /// # Errors
     ///
