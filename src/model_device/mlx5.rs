@@ -205,7 +205,9 @@ impl SendWqe<'_> {
         let mut ctrl = [0u8; 16];
         ctrl[..4].copy_from_slice(&((u32::from(self.wqe) << 8) | u32::from(wqe_op(self.op))).to_be_bytes());
         ctrl[4..8].copy_from_slice(&((self.qpn << 8) | (ds & 0x3f)).to_be_bytes());
-        ctrl[11] = if self.signaled { CTRL_CQ_UPDATE } else { 0 } | if self.solicited { CTRL_SOLICITED } else { 0 };
+        let ce = if self.signaled { CTRL_CQ_UPDATE } else { 0 };
+        let se = if self.solicited { CTRL_SOLICITED } else { 0 };
+        ctrl[11] = ce | se;
         let imm = match self.op {
             SendOp::SendWithImm(i) | SendOp::WriteWithImm(_, i) => i,
             SendOp::SendWithInv(rkey) => rkey,
@@ -407,6 +409,59 @@ pub(crate) fn resp_ok(qpn: u32, wqe: u16, a: &Arrival, srqn: Option<u32>) -> Ent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A READ's WQE as rdma-core writes it: the control segment (index and opcode, QPN and
+    /// size in 16-byte units, CQ_UPDATE), the remote address, a data segment per non-empty
+    /// entry; one starting in the SQ's last block wraps to its start.
+    #[test]
+    fn a_send_wqe_has_rdma_cores_segments_and_wraps_the_queue() {
+        use crate::verbs::RemoteAddr;
+        let sg = [
+            MrSlice { addr: 0x1000, len: 8, lkey: 0x205 },
+            MrSlice { addr: 0x2000, len: 0, lkey: 0x205 },
+            MrSlice { addr: 0x3000, len: 4, lkey: 0x305 },
+            MrSlice { addr: 0x4000, len: 2, lkey: 0x305 },
+        ];
+        let w = SendWqe {
+            qpn: 0x108,
+            wqe: 0x1237,
+            op: SendOp::Read(RemoteAddr { addr: 0xaabb_ccdd_0011_2233, rkey: 0x4455 }),
+            sg: &sg,
+            inline_len: None,
+            signaled: true,
+            solicited: false,
+        };
+        let segs = w.segments();
+        assert_eq!(segs.len(), 5);
+        assert_eq!(&segs[0][..8], &[0, 0x12, 0x37, wqe_opcode::RDMA_READ, 0, 0x01, 0x08, 5]);
+        assert_eq!(segs[0][11], 0x08);
+        assert_eq!(&segs[1][..12], &[0xaa, 0xbb, 0xcc, 0xdd, 0, 0x11, 0x22, 0x33, 0, 0, 0x44, 0x55]);
+        assert_eq!(&segs[2][..8], &[0, 0, 0, 8, 0, 0, 2, 5]);
+        assert_eq!(&segs[4][8..], &0x4000u64.to_be_bytes());
+        // An SQ of 8 blocks: WQE 0x1237 fills block 7 with its first four segments, and
+        // its last one goes to the start of block 0.
+        let buf = dvcq_provider::DmaBuffer::new(8 * 64).unwrap();
+        w.write(&buf).unwrap();
+        let mut b = [0u8; 16];
+        for (i, off) in [(0, 7 * 64), (3, 7 * 64 + 48), (4, 0)] {
+            buf.read_bytes(off, &mut b).unwrap();
+            assert_eq!(b, segs[i], "segment {i}");
+        }
+    }
+
+    /// A READ response in the CQE: format 2 in a 128-byte CQE (the data in its first
+    /// half), format 1 in a 64-byte one (the data in the cqe64); `byte_cnt` its length.
+    #[test]
+    fn a_read_response_in_the_cqe_takes_the_format_of_the_cqe_size() {
+        use dvcq_uapi::mlx5::cqe::op_own;
+        let data = [7u8; 20];
+        let e = req_read_inline(0x108, 3, &data, 128);
+        assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (2, 20));
+        assert_eq!(&e.first_half[..20], &data);
+        let e = req_read_inline(0x108, 3, &data, 64);
+        assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (1, 20));
+        assert_eq!(&e.cqe.inline32()[..20], &data);
+    }
 
     /// rdma-core's numbers for the QPs dvcq's workloads create: an RC QP of 64 sends of one
     /// entry has 256-byte WQEs (the bind-MW overhead), 256 basic blocks, 60 inline bytes;
