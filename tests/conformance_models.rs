@@ -29,7 +29,7 @@ fn all_workloads_pass_on(device: &str, skips: &[&str]) {
 
 #[test]
 fn every_workload_passes_on_the_mlx5_model() {
-    all_workloads_pass_on("model-mlx5", &["mlx5_read_inline_128", "cq_ex_fields"]);
+    all_workloads_pass_on("model-mlx5", &["cq_ex_fields"]);
 }
 
 #[test]

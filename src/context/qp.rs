@@ -146,12 +146,6 @@ impl Pd {
         }
         match &self.inner {
             PdInner::Model(m) => {
-                if init.sq_sig_all {
-                    return Err(Error::Model {
-                        device: self.device.clone(),
-                        what: "sq_sig_all is not modelled: signal each send".into(),
-                    });
-                }
                 let send = model_cq_of(init.send_cq, &self.device)?;
                 let recv = model_cq_of(init.recv_cq, &self.device)?;
                 let srq = match init.srq.map(|s| &s.inner) {
@@ -166,7 +160,7 @@ impl Pd {
                     }
                 };
                 let qp = m
-                    .create_qp(init.qp_type, send, recv, init.caps, srq)
+                    .create_qp_ex(init.qp_type, send, recv, init.caps, srq, init.sq_sig_all)
                     .map_err(|e| super::model_error(&self.device, e))?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Model(qp), device: self.device.clone(), qp_type: init.qp_type })
             }

@@ -167,6 +167,14 @@ pub(crate) struct CqState {
 }
 
 impl CqState {
+    /// The mlx5 poller's registry (`None` on irdma).
+    pub(crate) fn mlx5_registry_mut(&mut self) -> Option<&mut Registry> {
+        match &mut self.hw {
+            CqHw::Mlx5 { poller, .. } => Some(poller.registry_mut()),
+            CqHw::Irdma { .. } => None,
+        }
+    }
+
     pub(crate) fn new(hw: CqHw, cqe: u32) -> Self {
         CqState {
             hw,

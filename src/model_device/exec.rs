@@ -259,6 +259,10 @@ impl Fabric {
                 let step = if !ok {
                     self.remote_access_fault(p, q);
                     Step::Fail(WcStatus::RemAccessErr)
+                } else if self.read_in_cqe(q, w) {
+                    // The response goes inside the CQE ([`Fabric::complete_send`] writes it
+                    // from `self.data`); the poll copies it into the list.
+                    Step::Done(w.len)
                 } else if self.mrs.scatter(list, &data).is_err() {
                     Step::Fail(WcStatus::LocProtErr)
                 } else {
@@ -408,13 +412,29 @@ impl Fabric {
         }
     }
 
-    /// Writes the CQE of a send that completed.
+    /// Whether QP `q`'s READ `w` completes with its response inside the CQE: a QP with
+    /// requester scatter-to-CQE, a signaled READ (every one, with `sq_sig_all`) of 1 byte
+    /// up to what the send CQ's CQEs carry. A longer response goes to the buffers, and so
+    /// does nothing for a READ of 0 bytes (inferred: there is nothing to scatter).
+    pub(super) fn read_in_cqe(&self, q: usize, w: &Work<'_>) -> bool {
+        let max = self.qps[q].req_scatter.as_ref().map_or(0, |r| r.max as u64);
+        matches!(w.op, SendOp::Read(_)) && w.signaled && (1..=max).contains(&w.len)
+    }
+
+    /// Writes the CQE of a send that completed. A READ whose response goes in the CQE
+    /// ([`Fabric::read_in_cqe`]) finds it in `self.data`, where executing it left it.
     pub(super) fn complete_send(&mut self, q: usize, w: &Work<'_>, n: u64) {
         if !w.signaled {
             return;
         }
         let (qpn, send_cq, hw) = (self.qps[q].qpn, self.qps[q].send_cq, self.qps[q].hw);
         match hw {
+            QpHw::Mlx5(_) if self.read_in_cqe(q, w) => {
+                let cqe_size = self.qps[q].req_scatter.as_ref().map_or(64, |r| r.cqe_size);
+                let data = self.data.get(..n as usize).unwrap_or(&self.data);
+                let e = mx::req_read_inline(qpn, w.wqe, data, cqe_size);
+                self.cqs[send_cq].push_mlx5(&e, None);
+            }
             QpHw::Mlx5(_) => self.cqs[send_cq].push_mlx5(&mx::req_ok(qpn, w.wqe, w.op, n), None),
             QpHw::Irdma(l) => {
                 let c = ModelCqe::send(l.ctx, qpn, w.wqe, ird::sq_opcode(w.op, w.solicited));

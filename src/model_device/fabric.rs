@@ -5,7 +5,7 @@ use super::cq::{CqHw, CqState, Mlx5CqAttrs, Mlx5Poller};
 use super::irdma as ird;
 use super::memory::MrTable;
 use super::mlx5 as mx;
-use super::qp::{Qp, QpHw, QpState, Srq};
+use super::qp::{Qp, QpHw, QpState, ReqScatter, Srq};
 use super::{endpoint_of, DeviceAttrs, DeviceError, ModelVendor, DEFAULT_QKEY};
 use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType};
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaConfig};
@@ -14,8 +14,9 @@ use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType as Irdm
 use dvcq_mlx5_dv::clock::TimestampFormat;
 use dvcq_mlx5_dv::model::{Mlx5Model, ModelConfig as Mlx5Config};
 use dvcq_mlx5_dv::{CqConfig, QpConfig as Mlx5QpConfig, Registry};
-use dvcq_provider::{Completion, WcStatus};
+use dvcq_provider::{Completion, DmaBuffer, WcStatus};
 use dvcq_uapi::irdma::HwRev;
+use std::sync::Arc;
 
 /// Model choices for the numbers a device hands out.
 pub(super) const MLX5_FIRST_QPN: u32 = 0x108;
@@ -187,6 +188,7 @@ impl Fabric {
         recv_cq: usize,
         caps: QpCaps,
         srq: Option<usize>,
+        sq_sig_all: bool,
     ) -> Result<usize, DeviceError> {
         if srq.is_some() && self.attrs.max_srq == 0 {
             return Err(DeviceError::Unsupported { what: "srq", device: self.vendor.device_name() });
@@ -225,6 +227,7 @@ impl Fabric {
             }
         }
         let index = self.qps.len() as u32;
+        let mut req_scatter = None;
         let (qpn, hw, mut granted) = match self.vendor {
             ModelVendor::Mlx5 => {
                 let qpn = MLX5_FIRST_QPN + index;
@@ -248,6 +251,9 @@ impl Fabric {
                     self.mlx5_registry(send_cq).ok_or(OTHER_VENDOR)?.add_qp(Mlx5QpConfig { srqn: None, ..cfg })?;
                 }
                 self.mlx5_registry(recv_cq).ok_or(OTHER_VENDOR)?.add_qp(cfg)?;
+                if qp_type == QpType::Rc && sq_sig_all && l.max_post_send > 0 {
+                    req_scatter = Some(self.req_scatter_of(send_cq, qpn, &l)?);
+                }
                 (qpn, QpHw::Mlx5(l), granted)
             }
             ModelVendor::Irdma => {
@@ -289,6 +295,8 @@ impl Fabric {
             endpoint: endpoint_of(qpn, self.gid),
             hw,
             xrcd: None,
+            sig_all: sq_sig_all,
+            req_scatter,
             rq: Default::default(),
             sq: Default::default(),
         });
@@ -296,13 +304,28 @@ impl Fabric {
         Ok(self.qps.len() - 1)
     }
 
+    /// Requester scatter-to-CQE for RC QP `qpn` of layout `l` on send CQ `send_cq`, as the
+    /// kernel configures it for an RC QP made with `sq_sig_all` (`configure_requester_scat_cqe`:
+    /// `cs_req` is DATA64 with a send CQ of 128-byte CQEs, DATA32 otherwise): the SQ buffer
+    /// the device writes the QP's WQEs into, registered with the send CQ's poller so that
+    /// its copy finds a READ's scatter list (as `Cq::attach_qp` registers `mlx5dv_qp`'s
+    /// `sq.buf` for an attached QP).
+    fn req_scatter_of(&mut self, send_cq: usize, qpn: u32, l: &mx::QpLayout) -> Result<ReqScatter, DeviceError> {
+        let cqe_size = match &self.cqs[send_cq].hw {
+            CqHw::Mlx5 { model, .. } => model.config().cqe_size,
+            CqHw::Irdma { .. } => return Err(OTHER_VENDOR),
+        };
+        let wqes = Arc::new(DmaBuffer::new(l.sq_wqe_cnt as usize * mx::WQE_BB as usize)?);
+        let buf = wqes.wq_buffer(0, wqes.len())?;
+        self.mlx5_registry(send_cq).ok_or(OTHER_VENDOR)?.set_send_wqes(qpn, buf)?;
+        let max = if cqe_size == 128 { 64 } else { 32 };
+        Ok(ReqScatter { wqes, max, cqe_size })
+    }
+
     /// CQ `cq`'s mlx5 registry (`None` never happens: a device creates CQs of its own
     /// vendor only).
     pub(super) fn mlx5_registry(&mut self, cq: usize) -> Option<&mut Registry> {
-        match &mut self.cqs.get_mut(cq)?.hw {
-            CqHw::Mlx5 { poller, .. } => Some(poller.registry_mut()),
-            CqHw::Irdma { .. } => None,
-        }
+        self.cqs.get_mut(cq)?.mlx5_registry_mut()
     }
 
     /// CQ `cq`'s irdma registry, as [`Fabric::mlx5_registry`].

@@ -4,7 +4,7 @@
 
 use super::DeviceError;
 use crate::verbs::{Access, MrSlice, MwBind, RemoteAddr, RemoteRegion};
-use dvcq_provider::DmaBuffer;
+use dvcq_provider::{DmaBuffer, MemoryRegion};
 use std::sync::{Arc, Weak};
 
 /// Where a region's keys start: index 2 up, so no key is rdma-core's mlx5
@@ -14,7 +14,9 @@ const FIRST_INDEX: u32 = 2;
 /// The memory and facts of one registered region.
 #[derive(Debug)]
 pub(crate) struct MrMem {
-    buf: DmaBuffer,
+    /// Shared with the memory regions an mlx5 poller's registry holds for inline scatter
+    /// ([`MrTable::region`]).
+    buf: Arc<DmaBuffer>,
     len: u64,
     addr: u64,
     key: u32,
@@ -196,7 +198,7 @@ pub(crate) struct MrTable {
 
 impl MrTable {
     pub(crate) fn register(&mut self, len: usize, access: Access) -> Result<ModelMr, DeviceError> {
-        let buf = DmaBuffer::new(len)?;
+        let buf = Arc::new(DmaBuffer::new(len)?);
         // Reuse the index of a dropped region, with a new tag byte, as devices reuse mkey
         // indexes with a new key byte.
         let index = match self.entries.iter().position(|(_, w)| w.strong_count() == 0) {
@@ -295,6 +297,21 @@ impl MrTable {
             return None;
         }
         w.upgrade()
+    }
+
+    /// The live region of `key` as a poller's registry takes it
+    /// (`Registry::add_memory_region`, what `Cq::attach_mr` gives an attached CQ): its
+    /// address, length and lkey over the same memory. `None` for a key that names no live
+    /// region.
+    pub(crate) fn region(&self, key: u32) -> Option<MemoryRegion> {
+        let mr = self.by_key(key)?;
+        mr.buf.memory_region(0, mr.len as usize, key).ok()
+    }
+
+    /// Whether `key` names a live region of `len` bytes at `addr` (a registry's copy of
+    /// it is current).
+    pub(crate) fn is_live(&self, key: u32, addr: u64, len: usize) -> bool {
+        self.by_key(key).is_some_and(|mr| mr.addr == addr && mr.len == len as u64)
     }
 
     /// The region and offset of `len` bytes at `addr` under `key` with `rights`.

@@ -24,7 +24,7 @@ const MKEY_CTX: u32 = 64;
 /// `max(sizeof(struct mlx5_wqe_umr_klm_seg), 64)`.
 const KLM: u32 = 64;
 /// A send WQE basic block.
-const WQE_BB: u32 = 64;
+pub(crate) const WQE_BB: u32 = 64;
 /// `max_sq_desc_sz` and `max_rq_desc_sz` (model choice: the 512 bytes the kernel reports
 /// device limits by).
 const MAX_DESC: u32 = 512;
@@ -146,8 +146,14 @@ pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
 /// UMR control segment, the mkey context and one KLM padded to 64 bytes (`set_bind_wr`),
 /// three blocks. An XRC initiator's WQE has the XRC segment after the ctrl segment.
 pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+    wqe_size(qp_type, op, sg, inline_len).div_ceil(WQE_BB)
+}
+
+/// The bytes of a send WQE's segments, as [`wqebbs`] counts them (a multiple of 16: the
+/// control segment's `ds` is this in 16-byte units).
+fn wqe_size(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
     if let SendOp::BindMw(_) = op {
-        return (CTRL + UMR_CTRL + MKEY_CTX + KLM).div_ceil(WQE_BB);
+        return CTRL + UMR_CTRL + MKEY_CTX + KLM;
     }
     let mut size = CTRL;
     if qp_type == QpType::XrcSend {
@@ -164,7 +170,77 @@ pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Op
         Some(n) => align(INLINE_HDR + n as u32, 16),
         None => DATA_SEG * sg.iter().filter(|s| s.len > 0).count() as u32,
     };
-    size.div_ceil(WQE_BB)
+    size
+}
+
+/// `MLX5_WQE_CTRL_CQ_UPDATE` in the control segment's `fm_ce_se`: the WQE completes with
+/// a CQE (every WQE of a QP made with `sq_sig_all`: rdma-core's `sq_signal_bits`).
+const CTRL_CQ_UPDATE: u8 = 0x08;
+/// `MLX5_WQE_CTRL_SOLICITED`.
+const CTRL_SOLICITED: u8 = 0x02;
+
+/// One send WQE of an RC QP as rdma-core's `_mlx5_post_send` writes it, in 16-byte
+/// segments from its first basic block: the control segment (`opmod_idx_opcode` with the
+/// WQE index and opcode, `qpn_ds` with the QP number and the size in 16-byte units,
+/// `fm_ce_se`, the immediate or invalidated rkey), the remote address segment for RDMA
+/// (`raddr`, `rkey`), then a data segment (`byte_count`, `lkey`, `addr`) per non-empty
+/// entry of the list. The device reads these when it executes the WQE; the poll reads a
+/// READ's data segments to copy a response that came in the CQE. An inline send's data
+/// and a bind's UMR segments are not written (nothing reads them back: the model took the
+/// data at post), only their size is counted in `ds`.
+pub(crate) struct SendWqe<'a> {
+    pub(crate) qpn: u32,
+    pub(crate) wqe: u16,
+    pub(crate) op: SendOp,
+    pub(crate) sg: &'a [MrSlice],
+    pub(crate) inline_len: Option<u64>,
+    pub(crate) signaled: bool,
+    pub(crate) solicited: bool,
+}
+
+impl SendWqe<'_> {
+    /// The WQE's segments, 16 bytes each, in order.
+    pub(crate) fn segments(&self) -> Vec<[u8; 16]> {
+        let ds = wqe_size(QpType::Rc, self.op, self.sg, self.inline_len) / 16;
+        let mut ctrl = [0u8; 16];
+        ctrl[..4].copy_from_slice(&((u32::from(self.wqe) << 8) | u32::from(wqe_op(self.op))).to_be_bytes());
+        ctrl[4..8].copy_from_slice(&((self.qpn << 8) | (ds & 0x3f)).to_be_bytes());
+        let ce = if self.signaled { CTRL_CQ_UPDATE } else { 0 };
+        let se = if self.solicited { CTRL_SOLICITED } else { 0 };
+        ctrl[11] = ce | se;
+        let imm = match self.op {
+            SendOp::SendWithImm(i) | SendOp::WriteWithImm(_, i) => i,
+            SendOp::SendWithInv(rkey) => rkey,
+            _ => 0,
+        };
+        ctrl[12..].copy_from_slice(&imm.to_be_bytes());
+        let mut segs = vec![ctrl];
+        if let Some(r) = self.op.remote() {
+            let mut raddr = [0u8; 16];
+            raddr[..8].copy_from_slice(&r.addr.to_be_bytes());
+            raddr[8..12].copy_from_slice(&r.rkey.to_be_bytes());
+            segs.push(raddr);
+        }
+        if self.inline_len.is_none() && !matches!(self.op, SendOp::BindMw(_)) {
+            for s in self.sg.iter().filter(|s| s.len > 0) {
+                let d = dvcq_mlx5_dv::model::wqe::DataSeg { addr: s.addr, len: s.len, lkey: s.lkey };
+                segs.push(d.bytes());
+            }
+        }
+        segs
+    }
+
+    /// Writes the WQE into an SQ of `buf.len() / 64` basic blocks at its index, wrapping
+    /// to the SQ's start where a segment would pass its end (as rdma-core's post moves to
+    /// `mlx5_get_send_wqe(qp, 0)` at `qend`).
+    pub(crate) fn write(&self, buf: &dvcq_provider::DmaBuffer) -> Result<(), dvcq_provider::Error> {
+        let bbs = buf.len() / WQE_BB as usize;
+        let start = (usize::from(self.wqe) & bbs.wrapping_sub(1)) * WQE_BB as usize;
+        for (i, seg) in self.segments().iter().enumerate() {
+            buf.write_bytes((start + 16 * i) % buf.len(), seg)?;
+        }
+        Ok(())
+    }
 }
 
 /// `MLX5_OPCODE_*` of a send WQE.
@@ -250,6 +326,28 @@ pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
     build::req(qpn, wqe, wqe_op(op), bytes)
 }
 
+/// A READ's CQE on a QP whose responses the device scatters to the CQE (requester
+/// scatter-to-CQE): `data`, the whole response (1 to 32 bytes, or to 64 with a send CQ of
+/// 128-byte CQEs), goes inside the CQE and not to the READ's buffers; `byte_cnt` is its
+/// length. A send CQ of 128-byte CQEs has `cs_req` = DATA64 and gets format 2 (the data at
+/// the start of the CQE's first half) for every size up to 64, 32 bytes or less included;
+/// one of 64-byte CQEs has DATA32, format 1 (the data at the start of the cqe64). That a
+/// DATA64 QP's short responses also take format 2 is inferred: the kernel sets one mode
+/// per QP from the send CQ's CQE size, and rdma-core's poll copies either format.
+pub(crate) fn req_read_inline(qpn: u32, wqe: u16, data: &[u8], cqe_size: u32) -> Entry {
+    use dvcq_uapi::mlx5::cqe::op_own;
+    use dvcq_uapi::mlx5::opcode::cqe_format;
+    let e = build::req(qpn, wqe, wqe_opcode::RDMA_READ, data.len() as u32);
+    if cqe_size != 128 {
+        return e.inline(data);
+    }
+    let mut e = e;
+    let n = data.len().min(64);
+    e.first_half[..n].copy_from_slice(&data[..n]);
+    e.cqe.op_own = (e.cqe.op_own & !op_own::FORMAT_MASK) | (cqe_format::INLINE_SCATTER_64 << op_own::FORMAT_SHIFT);
+    e
+}
+
 /// A send's error (or flush) CQE.
 pub(crate) fn req_err(qpn: u32, wqe: u16, op: SendOp, status: WcStatus) -> Entry {
     build::err(ErrSpec {
@@ -311,6 +409,59 @@ pub(crate) fn resp_ok(qpn: u32, wqe: u16, a: &Arrival, srqn: Option<u32>) -> Ent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A READ's WQE as rdma-core writes it: the control segment (index and opcode, QPN and
+    /// size in 16-byte units, CQ_UPDATE), the remote address, a data segment per non-empty
+    /// entry; one starting in the SQ's last block wraps to its start.
+    #[test]
+    fn a_send_wqe_has_rdma_cores_segments_and_wraps_the_queue() {
+        use crate::verbs::RemoteAddr;
+        let sg = [
+            MrSlice { addr: 0x1000, len: 8, lkey: 0x205 },
+            MrSlice { addr: 0x2000, len: 0, lkey: 0x205 },
+            MrSlice { addr: 0x3000, len: 4, lkey: 0x305 },
+            MrSlice { addr: 0x4000, len: 2, lkey: 0x305 },
+        ];
+        let w = SendWqe {
+            qpn: 0x108,
+            wqe: 0x1237,
+            op: SendOp::Read(RemoteAddr { addr: 0xaabb_ccdd_0011_2233, rkey: 0x4455 }),
+            sg: &sg,
+            inline_len: None,
+            signaled: true,
+            solicited: false,
+        };
+        let segs = w.segments();
+        assert_eq!(segs.len(), 5);
+        assert_eq!(&segs[0][..8], &[0, 0x12, 0x37, wqe_opcode::RDMA_READ, 0, 0x01, 0x08, 5]);
+        assert_eq!(segs[0][11], 0x08);
+        assert_eq!(&segs[1][..12], &[0xaa, 0xbb, 0xcc, 0xdd, 0, 0x11, 0x22, 0x33, 0, 0, 0x44, 0x55]);
+        assert_eq!(&segs[2][..8], &[0, 0, 0, 8, 0, 0, 2, 5]);
+        assert_eq!(&segs[4][8..], &0x4000u64.to_be_bytes());
+        // An SQ of 8 blocks: WQE 0x1237 fills block 7 with its first four segments, and
+        // its last one goes to the start of block 0.
+        let buf = dvcq_provider::DmaBuffer::new(8 * 64).unwrap();
+        w.write(&buf).unwrap();
+        let mut b = [0u8; 16];
+        for (i, off) in [(0, 7 * 64), (3, 7 * 64 + 48), (4, 0)] {
+            buf.read_bytes(off, &mut b).unwrap();
+            assert_eq!(b, segs[i], "segment {i}");
+        }
+    }
+
+    /// A READ response in the CQE: format 2 in a 128-byte CQE (the data in its first
+    /// half), format 1 in a 64-byte one (the data in the cqe64); `byte_cnt` its length.
+    #[test]
+    fn a_read_response_in_the_cqe_takes_the_format_of_the_cqe_size() {
+        use dvcq_uapi::mlx5::cqe::op_own;
+        let data = [7u8; 20];
+        let e = req_read_inline(0x108, 3, &data, 128);
+        assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (2, 20));
+        assert_eq!(&e.first_half[..20], &data);
+        let e = req_read_inline(0x108, 3, &data, 64);
+        assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (1, 20));
+        assert_eq!(&e.cqe.inline32()[..20], &data);
+    }
 
     /// rdma-core's numbers for the QPs dvcq's workloads create: an RC QP of 64 sends of one
     /// entry has 256-byte WQEs (the bind-MW overhead), 256 basic blocks, 60 inline bytes;

@@ -431,8 +431,9 @@ impl ModelDevice {
     /// (`mlx5dv_create_cq`): 128-byte CQEs, padding, CQE compression. The device writes
     /// compressed sessions in the basic layout whenever consecutive completions allow it
     /// (as under constant PCIe back-pressure), and writes a session out when the CQ is
-    /// polled. It writes no inline data into a CQE's first half, so a padded CQ looks like
-    /// a 128-byte-CQE one.
+    /// polled. The only data it puts in a CQE's first half is a READ response scattered to
+    /// the CQE (an RC QP made with `sq_sig_all`, [`ModelDevice::create_qp_ex`]); a padded CQ
+    /// looks like a 128-byte-CQE one.
     ///
     /// # Errors
     ///
@@ -475,12 +476,35 @@ impl ModelDevice {
         caps: crate::verbs::QpCaps,
         srq: Option<&ModelSrq>,
     ) -> Result<ModelQp, DeviceError> {
+        self.create_qp_ex(qp_type, send_cq, recv_cq, caps, srq, false)
+    }
+
+    /// Creates a QP as [`ModelDevice::create_qp`] does, with `sq_sig_all`
+    /// (`ibv_qp_init_attr.sq_sig_all`): every send completes with a CQE, whether the request
+    /// asked for one or not. On `model-mlx5` an RC QP made so gets small READ responses
+    /// inside its send CQE (requester scatter-to-CQE, as the kernel configures it for such a
+    /// QP): up to 64 bytes with a send CQ of 128-byte CQEs, up to 32 with 64-byte CQEs; the
+    /// poll copies them into the READ's scatter list.
+    ///
+    /// # Errors
+    ///
+    /// As [`ModelDevice::create_qp`].
+    pub fn create_qp_ex(
+        &self,
+        qp_type: crate::verbs::QpType,
+        send_cq: &ModelCq,
+        recv_cq: &ModelCq,
+        caps: crate::verbs::QpCaps,
+        srq: Option<&ModelSrq>,
+        sq_sig_all: bool,
+    ) -> Result<ModelQp, DeviceError> {
         self.same(send_cq.shared(), "send cq")?;
         self.same(recv_cq.shared(), "recv cq")?;
         if let Some(s) = srq {
             self.same(s.shared(), "srq")?;
         }
-        let id = self.shared.lock().create_qp(qp_type, send_cq.id(), recv_cq.id(), caps, srq.map(ModelSrq::id))?;
+        let srq = srq.map(ModelSrq::id);
+        let id = self.shared.lock().create_qp(qp_type, send_cq.id(), recv_cq.id(), caps, srq, sq_sig_all)?;
         Ok(ModelQp::new(self.shared.clone(), id))
     }
 }

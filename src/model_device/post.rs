@@ -117,6 +117,50 @@ impl Fabric {
         }
     }
 
+    /// Writes send `wr` at WQE `wqe` into the SQ buffer of QP `q`, which has requester
+    /// scatter-to-CQE, as rdma-core's post writes it; and makes sure the send CQ's poller
+    /// holds the memory regions of the list's keys, which its copy writes into only (the
+    /// model device registers them for the application, as `Cq::attach_mr` does on an
+    /// attached CQ). A region dropped since is taken out, one whose key came back with new
+    /// memory replaced.
+    fn write_send_wqe(&mut self, q: usize, wr: &SendWr<'_>, wqe: u16, signaled: bool) {
+        let (qpn, send_cq) = (self.qps[q].qpn, self.qps[q].send_cq);
+        let Some(rs) = self.qps[q].req_scatter.as_ref() else { return };
+        let w = mx::SendWqe {
+            qpn,
+            wqe,
+            op: wr.op,
+            sg: wr.sg_list,
+            inline_len: wr.inline.then(|| wr.len()),
+            signaled,
+            solicited: wr.solicited,
+        };
+        // The buffer is the model's own, sized for the SQ: the write cannot fail.
+        let _ = w.write(&rs.wqes);
+        if !matches!(wr.op, SendOp::Read(_)) {
+            return;
+        }
+        let Fabric { mrs, cqs, .. } = self;
+        let Some(reg) = cqs.get_mut(send_cq).and_then(|c| c.mlx5_registry_mut()) else { return };
+        let stale: Vec<u32> = reg
+            .memory_regions()
+            .iter()
+            .filter(|r| !mrs.is_live(r.lkey(), r.addr(), r.len()))
+            .map(|r| r.lkey())
+            .collect();
+        for lkey in stale {
+            reg.remove_memory_region(lkey);
+        }
+        for s in wr.sg_list.iter().filter(|s| s.len > 0) {
+            if reg.memory_regions().iter().any(|r| r.lkey() == s.lkey) {
+                continue;
+            }
+            if let Some(region) = mrs.region(s.lkey) {
+                let _ = reg.add_memory_region(region);
+            }
+        }
+    }
+
     pub(crate) fn post_send(&mut self, q: usize, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mut result = Ok(());
         for (i, wr) in wrs.iter().enumerate() {
@@ -132,6 +176,12 @@ impl Fabric {
                     break;
                 }
             };
+            // `sq_sig_all`: rdma-core sets `MLX5_WQE_CTRL_CQ_UPDATE` in every WQE (mlx5's
+            // `sq_signal_bits`), irdma's post signals every WR.
+            let signaled = wr.signaled || self.qps[q].sig_all;
+            if self.qps[q].req_scatter.is_some() {
+                self.write_send_wqe(q, wr, wqe, signaled);
+            }
             if self.qps[q].state == QpState::Error {
                 self.flush_posted_send(q, wqe, wr.op, used_before);
                 continue;
@@ -150,7 +200,7 @@ impl Fabric {
             let work = Work {
                 op: wr.op,
                 data,
-                signaled: wr.signaled,
+                signaled,
                 solicited: wr.solicited,
                 ud: wr.ud,
                 xrc_srqn: wr.xrc_srqn,
@@ -167,7 +217,7 @@ impl Fabric {
                     let s = Send {
                         op: wr.op,
                         payload,
-                        signaled: wr.signaled,
+                        signaled,
                         solicited: wr.solicited,
                         ud: wr.ud,
                         xrc_srqn: wr.xrc_srqn,

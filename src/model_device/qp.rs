@@ -3,6 +3,7 @@
 
 use super::{irdma, mlx5, DeviceError, Shared};
 use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest};
+use dvcq_provider::DmaBuffer;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -130,10 +131,32 @@ pub(crate) struct Qp {
     pub(crate) hw: QpHw,
     /// The XRC domain of an XRC target QP.
     pub(crate) xrcd: Option<usize>,
+    /// Made with `sq_sig_all`: every send completes with a CQE, signaled or not.
+    pub(crate) sig_all: bool,
+    /// mlx5 requester scatter-to-CQE: where the QP's send WQEs are written for the poller.
+    pub(crate) req_scatter: Option<ReqScatter>,
     /// Receives posted to its own RQ, oldest first.
     pub(crate) rq: VecDeque<Recv>,
     /// Sends posted and not yet executed, oldest first.
     pub(crate) sq: VecDeque<Send>,
+}
+
+/// A model-mlx5 QP whose READ responses the device places in the CQE (requester
+/// scatter-to-CQE, the QP context's `cs_req`): an RC QP made with `sq_sig_all` (the kernel's
+/// `configure_requester_scat_cqe`; rdma-core asks for scatter-to-CQE on every QP by
+/// default). The device writes its send WQEs into `wqes` as rdma-core's post does, since
+/// the poll reads a READ's scatter list from its WQE (`mlx5_copy_to_send_wqe`).
+#[derive(Debug, Clone)]
+pub(crate) struct ReqScatter {
+    /// The SQ: `sq_wqe_cnt` basic blocks of 64 bytes, registered with the send CQ's poller
+    /// (`Registry::set_send_wqes`).
+    pub(crate) wqes: Arc<DmaBuffer>,
+    /// The most bytes of a response a CQE carries: 64 with a send CQ of 128-byte CQEs
+    /// (`MLX5_REQ_SCAT_DATA64_CQE`, format 2), 32 with 64-byte CQEs
+    /// (`MLX5_REQ_SCAT_DATA32_CQE`, format 1).
+    pub(crate) max: usize,
+    /// The send CQ's CQE size.
+    pub(crate) cqe_size: u32,
 }
 
 /// One SRQ's state inside the device.

@@ -96,6 +96,8 @@ impl Fabric {
             endpoint: endpoint_of(qpn, self.gid),
             hw: QpHw::Mlx5(l),
             xrcd: Some(xrcd),
+            sig_all: false,
+            req_scatter: None,
             rq: Default::default(),
             sq: Default::default(),
         });

@@ -289,7 +289,7 @@ fn us(ns: f64) -> f64 {
 /// # Errors
 ///
 /// Settings [`TrafficParams::check`] refuses ([`Error::Mismatch`]), a device that refuses
-/// an object or setting (moderation on rxe, `sq_sig_all` on a model, ...), a completion
+/// an object or setting (moderation on rxe, a moderation period above 4095 µs on a model, ...), a completion
 /// with an error status, or a device that stops completing.
 pub fn run(ctx: &Context, p: &TrafficParams) -> Result<TrafficReport, Error> {
     p.check().map_err(|what| Error::Mismatch { device: ctx.name().to_string(), what })?;
