@@ -248,35 +248,52 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
             return (0, Stop::Other);
         };
         match kind {
-            RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ, false>(own, wc),
-            RecvKind::Srq => self.fast_one_qp::<V1, RECV_SRQ, false>(own, wc),
-            RecvKind::RqEth => self.fast_one_qp::<V1, RECV_RQ_ETH, false>(own, wc),
-            RecvKind::Slow => self.fast_one_qp::<V1, RECV_SLOW, false>(own, wc),
+            RecvKind::Rq => self.fast_one_qp::<V1, RECV_RQ>(own, wc),
+            RecvKind::Srq => self.fast_one_qp::<V1, RECV_SRQ>(own, wc),
+            RecvKind::RqEth => self.fast_one_qp::<V1, RECV_RQ_ETH>(own, wc),
+            RecvKind::Slow => self.fast_one_qp::<V1, RECV_SLOW>(own, wc),
         }
     }
 
-    /// [`Mlx5Cq::fast_one`] when the cached QP receives on its own RQ without extras (the
-    /// commonest QP); true when it took the CQE.
+    /// [`Mlx5Cq::fast_one`] for a CQE of a QP that receives on its own RQ without extras
+    /// (the commonest QP) or from an SRQ, found by the CQE's key ([`Registry::qp_for_one`]:
+    /// the QP the last such poll took, or the table of low key bits), not through the
+    /// poller's cache; true when it took the CQE. Any other CQE is left to the general
+    /// path.
     #[inline(always)]
     pub(crate) fn fast_one_rq<const V1: bool>(&mut self, own: u8, wc: &mut Completion) -> bool {
-        let Some(qp) = self.registry.qp_at_ref(self.cache.1) else {
+        // Both receive paths take the same classes.
+        let c = Hot::<STRIDE, V1, RECV_RQ>::CLASS_ANY_OWNER[own as usize];
+        if c == STOP {
+            return false;
+        }
+        let ci = self.ci;
+        let slot = self.ring.view().slot_ref(ci);
+        let cqe = RingCqe { slot, op_own: own };
+        let key = cqe.be32(if V1 { offset_of!(Cqe64, srqn_uidx) } else { offset_of!(Cqe64, sop_drop_qpn) });
+        let reg = &self.registry;
+        let Some(qp) = reg.qp_for_one::<V1>(key.raw() & QPN_MASK.to_be()) else {
             return false;
         };
-        if qp.recv_path() == PLAIN_RQ_PATH {
-            self.fast_one_qp::<V1, RECV_RQ, true>(own, wc).0 == 1
-        } else if qp.recorded_recv_kind() == RecvKind::Srq {
-            self.fast_one_qp::<V1, RECV_SRQ, true>(own, wc).0 == 1
+        let cache = &mut self.cache;
+        let done = if qp.recv_path() == PLAIN_RQ_PATH {
+            let srq = reg.no_srq();
+            Hot::<STRIDE, V1, RECV_RQ> { qp, srq, reg, cache }.owned_cqe::<true>(c, own, slot, wc, key)
+        } else if qp.recv_path() & NO_SQ_PATH == 0 && qp.recorded_recv_kind() == RecvKind::Srq {
+            let srq = reg.srq_of(qp);
+            Hot::<STRIDE, V1, RECV_SRQ> { qp, srq, reg, cache }.owned_cqe::<true>(c, own, slot, wc, key)
         } else {
-            false
+            return false;
+        };
+        if done.is_err() {
+            return false;
         }
+        self.ci = ci.wrapping_add(1);
+        true
     }
 
     #[inline(always)]
-    fn fast_one_qp<const V1: bool, const RECV: u8, const LEAN: bool>(
-        &mut self,
-        own: u8,
-        wc: &mut Completion,
-    ) -> (usize, Stop) {
+    fn fast_one_qp<const V1: bool, const RECV: u8>(&mut self, own: u8, wc: &mut Completion) -> (usize, Stop) {
         let ci = self.ci;
         let Some(mut hot) = Hot::<STRIDE, V1, RECV>::new(&self.registry, &mut self.cache) else {
             return (0, Stop::Other);
@@ -284,7 +301,11 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         let ring = self.ring.view();
         // The caller tested the owner bit: the class is the same whatever it is.
         let c = Hot::<STRIDE, V1, RECV>::CLASS_ANY_OWNER[own as usize];
-        let done = if c == STOP { Err(Stop::Other) } else { hot.owned_cqe::<LEAN>(c, own, ring.slot_ref(ci), wc) };
+        let done = if c == STOP {
+            Err(Stop::Other)
+        } else {
+            hot.owned_cqe::<false>(c, own, ring.slot_ref(ci), wc, Be32::default())
+        };
         match done {
             Ok(()) => {
                 self.ci = ci.wrapping_add(1);
@@ -475,23 +496,19 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     }
 
     /// Moves the run to the QP a CQE names by `key` (QPN or user index), as rdma-core
-    /// moves `cur_rsc`: a lookup in the registry's table of low key bits (then, unless
-    /// `LEAN`, its hash map) and a pointer change (each QP keeps its own queue positions,
+    /// moves `cur_rsc`: a lookup in the registry's table of low key bits (then its hash
+    /// map) and a pointer change (each QP keeps its own queue positions,
     /// so nothing is written back). A QP that is not registered, or whose receives take
     /// another path (or another SRQ), is [`Stop::Miss`]: the poller then ends the run and
     /// takes it from there. For a
     /// requester CQE (`REQ`), so is an XRC SRQ or receive WQ (no send queue), which the
     /// slow path makes a fault item.
     #[inline(always)]
-    fn switch<const REQ: bool, const LEAN: bool>(&mut self, key: u32) -> Result<(), Stop> {
+    fn switch<const REQ: bool>(&mut self, key: u32) -> Result<(), Stop> {
         // The path of an entry without a send queue has `NO_SQ_PATH` set, which the masked
         // path never has.
         if let Some((slot, qp)) = self.reg.qp_by_low_bits::<V1>(key) {
             return self.take::<REQ>(key, slot, qp);
-        }
-        if LEAN {
-            // Low bits another key took (or an unknown QP): the poller looks it up in full.
-            return Err(Stop::Miss(key));
         }
         match self.reg.qp_by_key_hashed::<V1>(key) {
             Some((slot, qp)) => self.take::<REQ>(key, slot, qp),
@@ -504,8 +521,16 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
     #[inline(always)]
     fn take<const REQ: bool>(&mut self, key: u32, slot: u32, qp: &'q Qp) -> Result<(), Stop> {
         // The path of an entry without a send queue has `NO_SQ_PATH` set, which the masked
-        // path never has.
-        let want = if REQ { self.qp.recv_path() & !NO_SQ_PATH } else { self.qp.recv_path() };
+        // path never has. A run on a QP's own RQ (without extras) takes only such QPs,
+        // which the path names as a constant: a receive WQ (its path also has
+        // `NO_SQ_PATH`) ends the run, and the poller starts a new one for it.
+        let want = if RECV == RECV_RQ {
+            PLAIN_RQ_PATH
+        } else if REQ {
+            self.qp.recv_path() & !NO_SQ_PATH
+        } else {
+            self.qp.recv_path()
+        };
         if qp.recv_path() != want {
             return Err(Stop::Miss(key));
         }
@@ -525,7 +550,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 (c != STOP).then_some((c, b))
             })
             .ok_or(Stop::Other)?;
-        self.owned_cqe::<false>(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc, Be32::default())
     }
 
     /// [`Hot::cqe_in_lap`] for one CQE, whose lap's owner bit is `owner` (`poll_single`:
@@ -539,7 +564,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 (c != STOP).then_some((c, b))
             })
             .ok_or(Stop::Other)?;
-        self.owned_cqe::<false>(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc, Be32::default())
     }
 
     /// [`Hot::cqe_in_lap`] under the enhanced layout's test: byte 62 must hold the run's
@@ -554,31 +579,34 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         if !this_lap || c == STOP {
             return Err(Stop::Other);
         }
-        self.owned_cqe::<false>(c, own, slot, wc)
+        self.owned_cqe::<false>(c, own, slot, wc, Be32::default())
     }
 
     /// [`Hot::cqe_in_lap`], [`Hot::cqe_at`] and [`Hot::cqe_enhanced`] past the ownership
     /// test: the CQE of class `c` (not [`STOP`]) with ownership byte `own`, the acquire
     /// fence already issued.
-    #[inline(always)]
     ///
-    /// `LEAN` (the one-CQE poll inlined in `poll`): a requester CQE whose head needs more
-    /// ([`req_special`]) is left to the general path as [`Stop::Other`], so that this code
-    /// calls nothing. What it did to the CQE's send queue by then (retiring through the
-    /// WQE) the general path does again, to the same effect.
+    /// `LEAN` (the one-CQE poll inlined in `poll`): the caller found the run's QP by the
+    /// CQE's key word `key` (`sop_drop_qpn`, or `srqn_uidx` in version 1), read from the
+    /// ring once, so the QP is not compared or switched here. A requester CQE whose head
+    /// needs more ([`req_special`]) is left to the general path as [`Stop::Other`], so that
+    /// this code calls nothing. What it did to the CQE's send queue by then (retiring
+    /// through the WQE) the general path does again, to the same effect.
+    #[inline(always)]
     fn owned_cqe<const LEAN: bool>(
         &mut self,
         c: u8,
         own: u8,
         slot: SlotRef<'q, S>,
         wc: &mut Completion,
+        key: Be32,
     ) -> Result<(), Stop> {
         let cqe = RingCqe { slot, op_own: own };
-        let sop = cqe.be32(offset_of!(Cqe64, sop_drop_qpn));
+        let sop = if LEAN && !V1 { key } else { cqe.be32(offset_of!(Cqe64, sop_drop_qpn)) };
         if c == REQ {
             let key_word = if V1 { cqe.be32(offset_of!(Cqe64, srqn_uidx)) } else { sop };
-            if key_word.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                self.switch::<true, LEAN>(key_word.get() & QPN_MASK)?;
+            if !LEAN && key_word.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                self.switch::<true>(key_word.get() & QPN_MASK)?;
             }
             let idx = cqe.be16(offset_of!(Cqe64, wqe_counter)).get() as usize & self.qp.sq.table().mask();
             let e = self.qp.sq.table().at(idx);
@@ -596,12 +624,12 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
                 req_special(wc, wqe_opcode, e.wr_data, cqe.be32(offset_of!(Cqe64, byte_cnt)).get());
             }
         } else {
-            let srqn_uidx = cqe.be32(offset_of!(Cqe64, srqn_uidx));
+            let srqn_uidx = if LEAN && V1 { key } else { cqe.be32(offset_of!(Cqe64, srqn_uidx)) };
             let (wr_id, idx, qp_num) = if RECV == RECV_SRQ {
                 if V1 {
                     // Under the mask: an XRC SRQ's key has bits beyond it (`KEY_NO_SQ`).
-                    if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
-                        self.switch::<false, LEAN>(srqn_uidx.get() & QPN_MASK)?;
+                    if !LEAN && (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
+                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != self.srq.srqn_wire() {
                     // Version 0 names the SRQ itself (`srqn_uidx`); any QP attached to the
@@ -619,15 +647,15 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
             } else {
                 if V1 {
                     // Under the mask: a receive WQ's key has bits beyond it (`KEY_NO_SQ`).
-                    if (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
-                        self.switch::<false, LEAN>(srqn_uidx.get() & QPN_MASK)?;
+                    if !LEAN && (srqn_uidx.raw() ^ self.qp.key_wire(V1)) & Self::MASK_WIRE != 0 {
+                        self.switch::<false>(srqn_uidx.get() & QPN_MASK)?;
                     }
                 } else if srqn_uidx.raw() & Self::MASK_WIRE != 0 {
                     // Version 0 names an SRQ here (`srqn_uidx` non-zero): the slow path's
                     // business.
                     return Err(Stop::Other);
-                } else if sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
-                    self.switch::<false, LEAN>(sop.get() & QPN_MASK)?;
+                } else if !LEAN && sop.raw() & Self::MASK_WIRE != self.qp.key_wire(V1) {
+                    self.switch::<false>(sop.get() & QPN_MASK)?;
                 }
                 // The RQ WQE the CQE's counter names (rdma-core v55+, `handle_responder`);
                 // the tail only counts.
@@ -679,7 +707,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         if c == RESP_INLINE {
             self.resp_inline(own, slot, wc)
         } else {
-            self.owned_cqe::<false>(c, own, slot, wc)
+            self.owned_cqe::<false>(c, own, slot, wc, Be32::default())
         }
     }
 
@@ -706,7 +734,7 @@ impl<'q, const S: usize, const V1: bool, const RECV: u8> Hot<'q, S, V1, RECV> {
         if !scatter_inline(self.reg, self.qp, self.cache.1, tail, cqe, idx) {
             return Err(Stop::Other);
         }
-        self.owned_cqe::<false>(RESP, own, slot, wc)
+        self.owned_cqe::<false>(RESP, own, slot, wc, Be32::default())
     }
 }
 

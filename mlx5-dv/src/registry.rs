@@ -503,6 +503,9 @@ pub(crate) const KEY_NO_SQ: u32 = !dvcq_uapi::mlx5::cqe::QPN_MASK.to_be();
 /// receive WQ).
 pub(crate) const NO_SQ_PATH: u32 = 1 << 31;
 
+/// [`Qp`]'s SRQ slot when it has no SRQ (SRQ slots are below 2^24).
+const NO_SRQ_SLOT: u32 = u32::MAX;
+
 /// Where [`Qp::recv_path`] keeps the [`RecvKind`] (two bits).
 const RECV_KIND_SHIFT: u32 = 25;
 /// Bit 24 of [`Qp::recv_path`]: no SRQ (SRQ slots are below 2^24, as SRQ numbers are 24-bit
@@ -533,7 +536,8 @@ pub struct Qp {
     pub sq: SendQueue,
     /// Receive queue tracking.
     pub rq: RecvQueue,
-    srq: Option<u32>,
+    /// The slot of the SRQ it receives from, or [`NO_SRQ_SLOT`].
+    srq: u32,
     /// The QPN and the user index as a CQE holds them (24-bit big-endian fields read as
     /// one native word), for the poll loop's QP check. The user index of an XRC SRQ or a
     /// receive WQ has bits set outside the 24-bit field ([`Qp::key_wire`]).
@@ -580,7 +584,7 @@ impl Qp {
         self.cfg.uidx.unwrap_or(0)
     }
     pub(crate) fn srq_slot(&self) -> Option<u32> {
-        self.srq
+        (self.srq != NO_SRQ_SLOT).then_some(self.srq)
     }
     /// [`Qp::recv_kind`] and the SRQ slot in one word, for the fast path's test whether a
     /// run can go on with this QP: equal words mean the same receive path. An XRC SRQ's or
@@ -809,6 +813,25 @@ pub struct Registry {
     sig_mkeys: FxHashMap<u32, MkeySig>,
     /// For a poll run on a QP without an SRQ to hold in place of one.
     no_srq: NoSrq,
+    /// The entry a one-CQE poll took last ([`Registry::qp_for_one`]).
+    one: OneMemo,
+}
+
+/// (masked key in wire order, slot) of the entry a one-CQE poll took last, so that its
+/// next CQE finds a QP with one compare, and a CQE of another QP goes straight to the
+/// table of low key bits, without first reading the QP it does not name. Slots stay valid
+/// while entries are only added; removing one forgets it.
+#[derive(Debug, Clone)]
+struct OneMemo(Cell<(u32, u32)>);
+
+/// [`OneMemo`]'s key when it holds no entry: bits outside the 24-bit key field, which no
+/// masked key has.
+const NO_ONE_KEY: u32 = KEY_NO_SQ;
+
+impl Default for OneMemo {
+    fn default() -> Self {
+        Self(Cell::new((NO_ONE_KEY, u32::MAX)))
+    }
 }
 
 /// An SRQ of no entries that no CQE names (its number is no 24-bit value).
@@ -961,7 +984,7 @@ impl Registry {
         let keys_wire = [cfg.qpn.to_be(), uidx.to_be() | no_sq];
         let cfg = QpConfig { uidx: Some(uidx), ..cfg };
         let srq_adopted = srq.and_then(|s| self.srqs.get(s as usize)).is_some_and(|s| s.adoption.is_some());
-        let mut qp = Qp { cfg, sq, rq, srq, keys_wire, recv_path: 0, kind, srq_adopted };
+        let mut qp = Qp { cfg, sq, rq, srq: srq.unwrap_or(NO_SRQ_SLOT), keys_wire, recv_path: 0, kind, srq_adopted };
         let no_sq = if kind == ResourceKind::Qp { 0 } else { NO_SQ_PATH };
         qp.recv_path = no_sq | (qp.recv_kind() as u32) << RECV_KIND_SHIFT | srq.unwrap_or(NO_SRQ_PATH);
         self.qps.push(qp);
@@ -1299,6 +1322,33 @@ impl Registry {
         self.qps.get(slot as usize).filter(is_key).map(|q| (slot, q))
     }
 
+    /// The entry a one-CQE poll takes for a CQE whose key field (the QPN in version 0, the
+    /// user index in `V1`), masked to 24 bits, reads `key_wire` as a native word: the entry
+    /// it took last when the key is the same, else the one the table of low key bits holds
+    /// for the key, which it then remembers. `None` for a key whose low bits another key
+    /// took, or one not registered: the general path looks those up.
+    #[inline(always)]
+    pub(crate) fn qp_for_one<const V1: bool>(&self, key_wire: u32) -> Option<&Qp> {
+        let (last, slot) = self.one.0.get();
+        if key_wire == last {
+            return self.qps.get(slot as usize);
+        }
+        let (slot, qp) = self.qp_by_low_bits::<V1>(u32::from_be(key_wire))?;
+        self.one.0.set((key_wire, slot));
+        Some(qp)
+    }
+
+    /// The SRQ a run on a QP without one holds in its place: no CQE names it.
+    #[inline(always)]
+    pub(crate) fn no_srq(&self) -> &Srq {
+        &self.no_srq.0
+    }
+
+    /// Forgets the entry a one-CQE poll took last: slots moved.
+    pub(crate) fn forget_one(&mut self) {
+        self.one = OneMemo::default();
+    }
+
     /// [`Registry::qp_by_key`] for a key whose low bits another QP's key took.
     #[cold]
     #[inline(never)]
@@ -1341,7 +1391,8 @@ impl Registry {
     /// The SRQ QP `qp` receives from, or (none) an SRQ of no entries that no CQE names.
     #[inline(always)]
     pub(crate) fn srq_of(&self, qp: &Qp) -> &Srq {
-        qp.srq_slot().and_then(|s| self.srqs.get(s as usize)).unwrap_or(&self.no_srq.0)
+        // `NO_SRQ_SLOT` is no slot.
+        self.srqs.get(qp.srq as usize).unwrap_or(&self.no_srq.0)
     }
 }
 

@@ -148,3 +148,37 @@ proptest! {
         }
     }
 }
+
+/// A one-CQE poll remembers the QP it took by registry slot. Removing a QP moves the QPs
+/// registered after it down one slot, so the next one-CQE poll must find the QP its CQE
+/// names again, not whatever took the remembered slot.
+#[test]
+fn one_cqe_polls_find_their_qp_after_a_removal() {
+    for v1 in [false, true] {
+        let (mut m, mut cq) = setup::<64>(v1, 256);
+        let req = |qp: usize, ctr: u16| {
+            let e = build::req(QPNS[qp], ctr, wqe_opcode::SEND, 0);
+            if v1 {
+                e.srqn_uidx(qp as u32)
+            } else {
+                e
+            }
+        };
+        let mut wc = [Completion::default()];
+        m.push(&req(1, 0)).unwrap();
+        assert_eq!(cq.poll(&mut wc), 1);
+        assert_eq!(wc[0].qp_num, QPNS[1]);
+        assert!(cq.remove_qp(QPNS[0]));
+        // QPNS[2] now holds the slot QPNS[1] had.
+        let other = cq.registry().qp(QPNS[2]).unwrap().sq.outstanding();
+        m.push(&req(1, 1)).unwrap();
+        assert_eq!(cq.poll(&mut wc), 1);
+        assert!(wc[0].is_ok(), "v1 {v1}: {:?}", wc[0]);
+        assert_eq!((wc[0].qp_num, wc[0].wqe_index), (QPNS[1], 1), "v1 {v1}");
+        assert_eq!(
+            cq.registry().qp(QPNS[2]).unwrap().sq.outstanding(),
+            other,
+            "v1 {v1}: another QP's send queue moved"
+        );
+    }
+}

@@ -81,7 +81,7 @@ impl Registry {
     pub fn adopt_srq(&mut self, srqn: u32, src: &impl ForeignSrq) -> Result<(), AdoptError> {
         let slot = *self.by_srqn.get(&srqn).ok_or(AdoptError { what: "srq", theirs: src.max(), ours: 0 })?;
         self.srqs[slot as usize].adopt(src)?;
-        for qp in self.qps.iter_mut().filter(|q| q.srq == Some(slot)) {
+        for qp in self.qps.iter_mut().filter(|q| q.srq_slot() == Some(slot)) {
             qp.srq_adopted = true;
             let no_sq = qp.recv_path & NO_SQ_PATH;
             qp.recv_path = no_sq | (qp.recv_kind() as u32) << RECV_KIND_SHIFT | slot;
@@ -244,7 +244,7 @@ mod tests {
         // own receive queue is left alone.
         assert_eq!(kinds(&r), [(true, RecvKind::Slow), (true, RecvKind::Slow), (false, RecvKind::Rq)]);
         let path = |i: usize| r.qps()[i].recv_path;
-        assert_eq!(path(0) & !(3 << RECV_KIND_SHIFT), r.qps()[0].srq.unwrap(), "the SRQ slot is kept");
+        assert_eq!(path(0) & !(3 << RECV_KIND_SHIFT), r.qps()[0].srq_slot().unwrap(), "the SRQ slot is kept");
         assert_ne!(path(1) & NO_SQ_PATH, 0, "an XRC SRQ still has no send queue");
         assert!(r.adopt_srq(0x99, &f).is_err(), "an unknown SRQ is refused");
     }

@@ -29,6 +29,7 @@ impl Registry {
         };
         let s = slot as usize;
         self.qps.remove(s);
+        self.forget_one();
         if s < self.qp_wqes.len() {
             self.qp_wqes.remove(s);
         }
@@ -49,7 +50,7 @@ impl Registry {
         let Some(&slot) = self.by_srqn.get(&srqn) else {
             return false;
         };
-        if self.qps.iter().any(|q| q.srq == Some(slot)) {
+        if self.qps.iter().any(|q| q.srq_slot() == Some(slot)) {
             return false;
         }
         self.by_srqn.remove(&srqn);
