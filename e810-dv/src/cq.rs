@@ -10,7 +10,7 @@ use crate::registry::QpRegistry;
 use crate::ring::{valid_at, Pos, SlotRing, SlotSource, SlotView, SlotWords};
 use crate::status::{classify_error, flush_code_status, CompStatus, Compat};
 use dvcq_provider::{
-    Completion, CqDriver, CqInfo, DoorbellWord, RingView, SlotRef, StatusCounts, StrideCursor, WcStatus,
+    Completion, CqDriver, CqInfo, DoorbellQword, DoorbellWord, RingView, SlotRef, StatusCounts, StrideCursor, WcStatus,
 };
 use dvcq_uapi::irdma::cqe::{ext, off, q0, q2, q3};
 use dvcq_uapi::irdma::HwRev;
@@ -285,10 +285,20 @@ pub enum CqError {
 }
 
 /// What the poller has written to shadow word 0: the last head and how many stores.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct HeadRecord {
-    last: Option<u32>,
+    /// The head, or [`NO_HEAD`] before the first store.
+    last: u32,
     writes: u64,
+}
+
+/// [`HeadRecord::last`] before the first store: no slot index.
+const NO_HEAD: u32 = u32::MAX;
+
+impl Default for HeadRecord {
+    fn default() -> Self {
+        Self { last: NO_HEAD, writes: 0 }
+    }
 }
 
 /// One step of rdma-core's `irdma_uk_clean_cq` at `pos`: `None` if the slot holds no CQE
@@ -309,10 +319,9 @@ fn clean_slot<const S: usize>(ring: &dvcq_provider::CqRing<S, false>, pos: Pos, 
 /// Writes `head` to shadow word 0 (release ordering). Every caller has moved the head (or
 /// was asked to publish), so the store is not skipped when the value is unchanged.
 #[inline]
-fn publish_head(shadow: &DoorbellWord, published: &mut HeadRecord, head: u32) {
-    // Alignment was checked in `IrdmaCq::new`, so the store cannot fail.
-    let _ = shadow.store_le64(u64::from(head), Ordering::Release);
-    published.last = Some(head);
+fn publish_head(shadow: &DoorbellQword, published: &mut HeadRecord, head: u32) {
+    shadow.store_le64(u64::from(head), Ordering::Release);
+    published.last = head;
     published.writes += 1;
 }
 
@@ -324,7 +333,7 @@ fn publish_head(shadow: &DoorbellWord, published: &mut HeadRecord, head: u32) {
 #[derive(Debug)]
 pub struct IrdmaCq {
     ring: SlotRing,
-    shadow: DoorbellWord,
+    shadow: DoorbellQword,
     eng: Engine,
     /// The head last written to shadow word 0, and the stores made.
     published: HeadRecord,
@@ -343,7 +352,7 @@ impl IrdmaCq {
     /// [`CqError::Shadow`] if the shadow word is not 8-byte aligned;
     /// [`CqError::Gen3BeforeV64`] for GEN3 with an older release's [`Compat`].
     pub fn new(ring: SlotRing, shadow: DoorbellWord, qps: QpRegistry, cfg: CqConfig) -> Result<Self, CqError> {
-        shadow.load_le64(Ordering::Relaxed).map_err(CqError::Shadow)?;
+        let shadow = DoorbellQword::new(shadow).map_err(CqError::Shadow)?;
         if cfg.hw_rev == HwRev::Gen3 && !cfg.compat.has_gen3() {
             return Err(CqError::Gen3BeforeV64(cfg.compat));
         }
@@ -504,7 +513,7 @@ impl IrdmaCq {
 
     /// The head last written to the shadow area, if any.
     pub fn published_head(&self) -> Option<u32> {
-        self.published.last
+        (self.published.last != NO_HEAD).then_some(self.published.last)
     }
 
     /// Failed completions and fault items returned so far.
@@ -633,7 +642,7 @@ pub struct Views<'a> {
     flip: u64,
     compat: Compat,
     eng: &'a mut Engine,
-    shadow: &'a DoorbellWord,
+    shadow: &'a DoorbellQword,
     published: &'a mut HeadRecord,
 }
 

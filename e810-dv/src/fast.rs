@@ -186,7 +186,7 @@ impl Engine {
             return 0;
         };
         *last_bytes = bytes;
-        *ci = ci.step(1, *entries);
+        ci.step_in_place(1, *entries);
         1
     }
 }

@@ -200,6 +200,18 @@ impl Pos {
         }
     }
 
+    /// [`Pos::step`] in place: the lap's valid-bit flip is written only when the slot
+    /// wraps, so a one-CQE poll stores one word.
+    #[inline(always)]
+    pub(crate) fn step_in_place(&mut self, slots: u32, entries: u32) {
+        let slot = self.slot.wrapping_add(slots);
+        if slot < entries {
+            self.slot = slot;
+        } else {
+            *self = self.wrap(slots, entries);
+        }
+    }
+
     /// The place of a [`SlotView::cursor`] with `left` slots to the ring's end, on the lap of
     /// `flip`: slot 0 of the next lap once it has passed the last slot.
     #[inline(always)]

@@ -146,6 +146,36 @@ impl DoorbellWord {
     }
 }
 
+/// A [`DoorbellWord`] checked once to be a whole 8-byte-aligned word, so that its 64-bit
+/// stores and loads cannot fail (irdma's shadow-area head, stored after every poll that
+/// moves it).
+#[derive(Debug)]
+pub struct DoorbellQword(DoorbellWord);
+
+impl DoorbellQword {
+    /// `word` as a 64-bit word.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Misaligned`] if the word is not 8-byte aligned.
+    pub fn new(word: DoorbellWord) -> Result<Self, Error> {
+        word.whole()?;
+        Ok(Self(word))
+    }
+
+    /// Stores `v` as a little-endian 64-bit word with `order`.
+    #[inline(always)]
+    pub fn store_le64(&self, v: u64, order: Ordering) {
+        self.0.word64().store(v.to_le(), order);
+    }
+
+    /// Loads a little-endian 64-bit word with `order`.
+    #[inline(always)]
+    pub fn load_le64(&self, order: Ordering) -> u64 {
+        u64::from_le(self.0.word64().load(order))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::DmaBuffer;
@@ -229,5 +259,21 @@ mod tests {
         assert!(matches!(e, crate::error::Error::Misaligned { addr, align: 8, .. } if addr == at), "{e}");
         buf.read_bytes(16, &mut bytes).unwrap();
         assert_eq!(bytes, [8, 7, 6, 5, 4, 3, 2, 1]);
+    }
+
+    /// A checked qword refuses a word that is not 8-aligned when it is made, and then
+    /// stores and loads the whole granule as the word's own 64-bit accessors do.
+    #[test]
+    fn a_checked_qword_is_refused_unless_aligned_and_then_stores_its_granule() {
+        let buf = Arc::new(DmaBuffer::new(64).unwrap());
+        let e = super::DoorbellQword::new(buf.doorbell(36).unwrap()).unwrap_err();
+        assert!(matches!(e, crate::error::Error::Misaligned { align: 8, .. }), "{e}");
+        let q = super::DoorbellQword::new(buf.doorbell(32).unwrap()).unwrap();
+        q.store_le64(0x1122_3344_5566_7788, Ordering::Release);
+        let mut bytes = [0u8; 8];
+        buf.read_bytes(32, &mut bytes).unwrap();
+        assert_eq!(bytes, [0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(q.load_le64(Ordering::Acquire), 0x1122_3344_5566_7788);
+        assert_eq!(buf.doorbell(32).unwrap().load_le64(Ordering::Acquire).unwrap(), 0x1122_3344_5566_7788);
     }
 }

@@ -48,7 +48,7 @@ mod wq;
 
 pub use completion::{Completion, WcFlags, WcHead, WcHeadWord, WcOpcode, WcStatus};
 pub use dma::DmaBuffer;
-pub use doorbell::DoorbellWord;
+pub use doorbell::{DoorbellQword, DoorbellWord};
 pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
 pub use fault::{CqeFault, FaultKind};
