@@ -11,8 +11,7 @@ use std::time::Duration;
 /// The OS error of `clock_gettime` (none is expected on Linux).
 pub fn thread_cpu_time() -> io::Result<Duration> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec on our stack; the clock id is a constant
-    // every Linux kernel since 2.6.12 knows. The call writes only `ts`.
+    // SAFETY: `ts` is a valid, writable timespec on our stack; the clock id is a constant every Linux kernel since 2.6.12 knows. The call writes only `ts`.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return Err(io::Error::last_os_error());

@@ -118,8 +118,7 @@ pub fn wait_any_readable<const N: usize>(fds: [BorrowedFd<'_>; N], timeout: Opti
         }
     };
     let mut pfds = fds.map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-    // SAFETY: N valid pollfds on our stack, and nfds says N; the fds are borrowed, so they
-    // stay open for the call.
+    // SAFETY: N valid pollfds on our stack, and nfds says N; the fds are borrowed, so they stay open for the call.
     let rc = unsafe { libc::poll(pfds.as_mut_ptr(), N as libc::nfds_t, ms) };
     if rc < 0 {
         let e = io::Error::last_os_error();

@@ -52,9 +52,7 @@ pub struct DoorbellRegister {
     _keep: Option<KeepAlive>,
 }
 
-// SAFETY: a register is an address in a process-wide mapping; nothing about it is tied to
-// the thread that made it. The MMIO target is only ever stored to (one volatile store per
-// ring, from the one `&self` owner's thread), the model target by aligned 8-byte atomics.
+// SAFETY: a register is an address in a process-wide mapping; nothing about it is tied to the thread that made it. The MMIO target is only ever stored to (one volatile store per ring, from the one `&self` owner's thread), the model target by aligned 8-byte atomics.
 unsafe impl Send for DoorbellRegister {}
 
 impl DoorbellRegister {
@@ -106,13 +104,9 @@ impl DoorbellRegister {
         write_barrier();
         match &self.target {
             Target::Mmio(p) => {
-                // SAFETY: `mmio`'s contract: an 8-aligned register of at least 8 bytes, mapped
-                // and writable while `self` lives, only ever written, and stored to by no
-                // other thread now. `WO<u64>` is a transparent volatile cell of a `u64`, so
-                // the reference names exactly those 8 bytes; it lives for this one store.
+                // SAFETY: `mmio`'s contract: an 8-aligned register of at least 8 bytes, mapped and writable while `self` lives, only ever written, and stored to by no other thread now. `WO<u64>` is a transparent volatile cell of a `u64`, so the reference names exactly those 8 bytes; it lives for this one store.
                 let reg = unsafe { &*p.as_ptr().cast::<WO<u64>>() };
-                // SAFETY: a write to the register is the device-side effect asked for; the
-                // value's native byte order puts `bytes` in memory order.
+                // SAFETY: a write to the register is the device-side effect asked for; the value's native byte order puts `bytes` in memory order.
                 unsafe { reg.write(u64::from_ne_bytes(bytes)) };
             }
             Target::Model(w) => {
@@ -132,8 +126,7 @@ impl DoorbellRegister {
         write_barrier();
         match &self.target {
             Target::Mmio(p) => {
-                // SAFETY: as in `ring64`, for the first 4 of the register's 8 bytes (4-aligned,
-                // since the register is 8-aligned).
+                // SAFETY: as in `ring64`, for the first 4 of the register's 8 bytes (4-aligned, since the register is 8-aligned).
                 let reg = unsafe { &*p.as_ptr().cast::<WO<u32>>() };
                 // SAFETY: as in `ring64`.
                 unsafe { reg.write(u32::from_ne_bytes(v.to_le_bytes())) };
@@ -154,9 +147,7 @@ impl DoorbellRegister {
 #[inline(always)]
 fn write_barrier() {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: `sfence` waits for earlier stores to become globally visible and drains the
-    // write-combining buffers; it reads and writes no memory or register (`nostack`,
-    // `preserves_flags`), and leaving out `nomem` makes it a compiler barrier too.
+    // SAFETY: `sfence` waits for earlier stores to become globally visible and drains the write-combining buffers; it reads and writes no memory or register (`nostack`, `preserves_flags`), and leaving out `nomem` makes it a compiler barrier too.
     unsafe {
         core::arch::asm!("sfence", options(nostack, preserves_flags))
     };
@@ -186,8 +177,7 @@ mod tests {
     fn mmio_rings_store_the_bytes_in_memory_order() {
         let mut page = Box::new(Page([0xee; 64]));
         let base = page.0.as_mut_ptr();
-        // SAFETY: the box outlives the register (dropped after it, below), is 64-aligned,
-        // and is read only after the rings, on this thread.
+        // SAFETY: the box outlives the register (dropped after it, below), is 64-aligned, and is read only after the rings, on this thread.
         let reg = unsafe { DoorbellRegister::mmio(base.wrapping_add(0x20), None) }.unwrap();
         assert!(reg.is_mmio());
         reg.ring64([0x10, 0, 0, 5, 0, 0, 4, 6]);

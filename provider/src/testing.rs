@@ -35,8 +35,7 @@ fn count() {
     let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
 }
 
-// SAFETY: every method forwards to the system allocator with the caller's arguments
-// unchanged; counting touches only a thread-local `Cell`, which never allocates.
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged; counting touches only a thread-local `Cell`, which never allocates.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();

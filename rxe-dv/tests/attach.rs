@@ -9,9 +9,7 @@ use dvcq_uapi::rxe::cq_layout::RXE_CQ_LAYOUTS;
 use dvcq_uapi::rxe::RxeCqLayout;
 
 fn attach(_owner: &RxeModel, desc: QueueDesc) -> Result<RxeCq, AttachError> {
-    // SAFETY: every descriptor here points into `_owner`'s queue buffer (or is refused
-    // before any access: null, misaligned or too small), which outlives the returned poller
-    // in each test, and only dvcq's primitives touch it.
+    // SAFETY: every descriptor here points into `_owner`'s queue buffer (or is refused before any access: null, misaligned or too small), which outlives the returned poller in each test, and only dvcq's primitives touch it.
     unsafe { RxeCq::attach(desc) }
 }
 

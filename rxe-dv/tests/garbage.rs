@@ -114,8 +114,7 @@ proptest! {
         m.write_producer_raw(prod);
         m.write_consumer_raw(cons);
         let desc = QueueDesc { map_size: map_cut.min(m.map_size()), cqe, wc_size, ..m.desc() };
-        // SAFETY: the descriptor points into `m`'s buffer with at most its size, and `m`
-        // outlives the poller.
+        // SAFETY: the descriptor points into `m`'s buffer with at most its size, and `m` outlives the poller.
         let attached = unsafe { RxeCq::attach(desc) };
         if let Ok(mut cq) = attached {
             let g = cq.geometry();

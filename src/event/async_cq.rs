@@ -41,12 +41,7 @@ pub struct AsyncCq {
 /// Registers the channel's fd with the current runtime's reactor, for reading.
 #[allow(unsafe_code)] // tokio's registration is `unsafe` only for the promise below.
 fn register(channel: CompletionChannel) -> Result<AsyncFd<CompletionChannel>, AsyncFdRegisterError<CompletionChannel>> {
-    // SAFETY: `register_with_interest` asks that the fd stay open, and refer to the same
-    // file, for as long as the AsyncFd lives, and that `as_raw_fd` always return it. The
-    // AsyncFd owns the `CompletionChannel` handle, which owns the fd (a model's eventfd, or
-    // rdma-core's channel, closed only when the last handle drops) and returns that one fd
-    // from every `as_raw_fd`. A runtime is current (checked by the caller), so it does not
-    // panic.
+    // SAFETY: `register_with_interest` asks that the fd stay open, and refer to the same file, for as long as the AsyncFd lives, and that `as_raw_fd` always return it. The AsyncFd owns the `CompletionChannel` handle, which owns the fd (a model's eventfd, or rdma-core's channel, closed only when the last handle drops) and returns that one fd from every `as_raw_fd`. A runtime is current (checked by the caller), so it does not panic.
     unsafe { AsyncFd::register_with_interest(channel, Interest::READABLE) }
 }
 

@@ -110,9 +110,7 @@ impl Context {
     fn read_async_events(&self, book: &mut AsyncBook) {
         loop {
             let mut ev = ffi::ibv_async_event::default();
-            // SAFETY: a live context whose async fd is non-blocking (set at open); `ev` is
-            // a writable event on our stack. The book's lock is held, so no booked CQ
-            // leaves the book (and is destroyed) while its event is looked at.
+            // SAFETY: a live context whose async fd is non-blocking (set at open); `ev` is a writable event on our stack. The book's lock is held, so no booked CQ leaves the book (and is destroyed) while its event is looked at.
             if unsafe { ffi::ibv_get_async_event(self.as_ptr(), &mut ev) } != 0 {
                 // EAGAIN: nothing queued. Another errno (the device is gone) ends the read
                 // the same way: what was counted stays counted.
@@ -126,8 +124,7 @@ impl Context {
                     book.total_cq_errors += 1;
                 }
             }
-            // SAFETY: the event was returned by ibv_get_async_event and is acknowledged
-            // once, here.
+            // SAFETY: the event was returned by ibv_get_async_event and is acknowledged once, here.
             unsafe { ffi::ibv_ack_async_event(&mut ev) };
         }
     }

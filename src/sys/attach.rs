@@ -143,24 +143,18 @@ impl Cq {
         let (backend, adopted, fallback) = match &mut self.poller {
             Poller::Mlx5(m) => {
                 let adopted = (|| {
-                    // SAFETY: the caller's live QP, of this CQ's context, which the mlx5
-                    // provider serves (the backend was chosen by the context's provider
-                    // library).
+                    // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider serves (the backend was chosen by the context's provider library).
                     let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
                     let (ctx, cq, layout, cqe_v1) = m.expect();
                     let private = {
-                        // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and
-                        // `layout` is the row of the release loaded (picked at the CQ's
-                        // attach). The caller keeps the QP alive for the Cq's life, which
-                        // bounds the pointers kept into it.
+                        // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
                         unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }
                     }?;
                     if let Some(srq) = private.srq.filter(|&s| m.srq_adopted(s).is_none()) {
                         if m.has_qp(qpn) {
                             return Err(format!("qp {qpn:#x} is attached to this CQ already"));
                         }
-                        // SAFETY: the QP's own SRQ (`ibv_qp.srq`), of the same mlx5 context;
-                        // the caller's promise about the QP covers the SRQ it receives from.
+                        // SAFETY: the QP's own SRQ (`ibv_qp.srq`), of the same mlx5 context; the caller's promise about the QP covers the SRQ it receives from.
                         unsafe { adopt_srq(m, srq as *mut ffi::ibv_srq) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
                     }
                     m.adopt(private)
@@ -169,11 +163,7 @@ impl Cq {
             }
             Poller::Irdma(m) => {
                 let (cq, layout) = m.expect();
-                // SAFETY: the caller's live QP, of this CQ's context, which the irdma
-                // provider serves (the backend was chosen by the context's provider
-                // library), so it sits in a `struct irdma_uqp`; `layout` is the row of the
-                // release loaded (picked at the CQ's attach). The caller keeps the QP alive
-                // for the Cq's life, which bounds the pointers kept into it.
+                // SAFETY: the caller's live QP, of this CQ's context, which the irdma provider serves (the backend was chosen by the context's provider library), so it sits in a `struct irdma_uqp`; `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
                 let adopted = unsafe { super::irdma::read_qp(qp, cq, layout) }.and_then(|p| m.adopt(p));
                 ("irdma", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
             }
@@ -278,13 +268,10 @@ impl Cq {
             return Ok(());
         };
         let adopted = (|| {
-            // SAFETY: the caller's live WQ, of this CQ's context, which the mlx5 provider
-            // serves (the backend was chosen by the context's provider library).
+            // SAFETY: the caller's live WQ, of this CQ's context, which the mlx5 provider serves (the backend was chosen by the context's provider library).
             let dv = unsafe { super::mlx5::init_rwq(wq) }.map_err(|e| format!("wq {wqn:#x}: {e}"))?;
             let (ctx, cq, layout, cqe_v1) = m.expect();
-            // SAFETY: as above: an mlx5 WQ, so it sits in a `struct mlx5_rwq`, and `layout`
-            // is the row of the release loaded (picked at the CQ's attach). The caller keeps
-            // the WQ alive for the Cq's life, which bounds the pointers kept into it.
+            // SAFETY: as above: an mlx5 WQ, so it sits in a `struct mlx5_rwq`, and `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the WQ alive for the Cq's life, which bounds the pointers kept into it.
             let private = unsafe { super::mlx5::read_rwq(wq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
             m.adopt_rwq(wq as usize, private)
         })();
@@ -381,8 +368,7 @@ impl CompletionChannel {
                 what: "the completion channel to adopt belongs to another device context".into(),
             });
         }
-        // SAFETY: the caller's promise: a live channel of this context, destroyed only after
-        // every handle (each holds the Arc) is gone.
+        // SAFETY: the caller's promise: a live channel of this context, destroyed only after every handle (each holds the Arc) is gone.
         let ch = unsafe { CompChannel::borrowed(vctx, ptr) }
             .map_err(|source| Error::Verbs { device: ctx.name().to_string(), source })?;
         Ok(CompletionChannel::new(Source::Verbs(ch), ctx.name()))
@@ -431,8 +417,7 @@ unsafe fn adopt_srq(m: &mut crate::backend::mlx5::Mlx5Backend, srq: *mut ffi::ib
     // SAFETY: the caller's live mlx5 SRQ.
     let dv = unsafe { super::mlx5::init_srq(srq) }?;
     let (ctx, cq, layout, cqe_v1) = m.expect();
-    // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `layout` is the row of the
-    // release loaded; the caller keeps it alive while `m` holds pointers into it.
+    // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `layout` is the row of the release loaded; the caller keeps it alive while `m` holds pointers into it.
     let private = unsafe { super::mlx5::read_srq(srq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
     m.adopt_srq(srq as usize, private)
 }
@@ -558,8 +543,7 @@ mod channel_tests {
         }
 
         fn context(&mut self) -> Context {
-            // SAFETY: a context struct naming a device whose name is all NULs; it outlives
-            // the handle (the test drops the handles first).
+            // SAFETY: a context struct naming a device whose name is all NULs; it outlives the handle (the test drops the handles first).
             let ctx = unsafe { VerbsContext::borrowed(&mut *self.ctx) };
             Context { inner: Inner::Verbs { ctx, port: 1, gid_index: 0 }, name: "fake0".into() }
         }
@@ -569,8 +553,7 @@ mod channel_tests {
             cq.context = &mut *self.ctx;
             cq.channel = channel;
             let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else { unreachable!() };
-            // SAFETY: a CQ struct that outlives the handle; dvcq never destroys a borrowed
-            // CQ, and the test never polls it.
+            // SAFETY: a CQ struct that outlives the handle; dvcq never destroys a borrowed CQ, and the test never polls it.
             let verbs = unsafe { VerbsCq::borrowed(vctx, cq) };
             let backend = Backend { kind: BackendKind::Generic, reason: "test".into() };
             Cq::new(Poller::Generic(crate::backend::generic::GenericCq::new(verbs)), backend, "fake0".into(), 1)

@@ -19,8 +19,7 @@ pub(crate) struct CompChannel {
     owned: bool,
 }
 
-// SAFETY: a channel is an fd and a context pointer; libibverbs allows its use from any
-// thread, and dvcq reads events through it from one thread at a time (`&mut`).
+// SAFETY: a channel is an fd and a context pointer; libibverbs allows its use from any thread, and dvcq reads events through it from one thread at a time (`&mut`).
 unsafe impl Send for CompChannel {}
 // SAFETY: shared use only reads the fd number.
 unsafe impl Sync for CompChannel {}
@@ -114,11 +113,9 @@ pub(crate) struct VerbsCq {
     pub(super) ex: Option<super::cq_ex::ExCq>,
 }
 
-// SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut`
-// owner at a time.
+// SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut` owner at a time.
 unsafe impl Send for VerbsCq {}
-// SAFETY: shared handles (the QPs') only pass the pointer to rdma-core's thread-safe
-// create/destroy calls.
+// SAFETY: shared handles (the QPs') only pass the pointer to rdma-core's thread-safe create/destroy calls.
 unsafe impl Sync for VerbsCq {}
 
 impl VerbsCq {
@@ -133,8 +130,7 @@ impl VerbsCq {
         let vector =
             i32::try_from(comp_vector).map_err(|_| VerbsError { call: "ibv_create_cq", errno: libc::EINVAL })?;
         let ch = channel.map_or(core::ptr::null_mut(), |c| c.ptr);
-        // SAFETY: a live context; the channel, when given, belongs to it and outlives the
-        // CQ (the CQ holds its Arc).
+        // SAFETY: a live context; the channel, when given, belongs to it and outlives the CQ (the CQ holds its Arc).
         let ptr = unsafe { ffi::ibv_create_cq(ctx.as_ptr(), cqe, core::ptr::null_mut(), ch, vector) };
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_cq"));
@@ -175,8 +171,7 @@ impl VerbsCq {
             dv.comp_mask |= u64::from(ffi::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS);
             dv.flags |= ffi::MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;
         }
-        // SAFETY: a live context; the attribute structs live across the call; the channel,
-        // when given, belongs to the context and outlives the CQ (the CQ holds its Arc).
+        // SAFETY: a live context; the attribute structs live across the call; the channel, when given, belongs to the context and outlives the CQ (the CQ holds its Arc).
         let ex = unsafe { ffi::mlx5dv_create_cq(ctx.as_ptr(), &mut attr, &mut dv) };
         if ex.is_null() {
             return Err(VerbsError::last("mlx5dv_create_cq"));

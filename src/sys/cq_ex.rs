@@ -89,8 +89,7 @@ impl VerbsCq {
             wc_flags,
             ..Default::default()
         };
-        // SAFETY: a live context; the channel, when given, belongs to it (the caller
-        // checked) and outlives the CQ (the CQ holds its Arc).
+        // SAFETY: a live context; the channel, when given, belongs to it (the caller checked) and outlives the CQ (the CQ holds its Arc).
         let cq_ex = unsafe { ops::create_cq_ex(ctx.as_ptr(), &mut attr) }
             .map_err(|errno| VerbsError { call: "ibv_create_cq_ex", errno })?;
         // verbs.h's ibv_cq_ex_to_cq: the same pointer (the asserts above).
@@ -162,8 +161,7 @@ impl VerbsCq {
             }
         }
         if end {
-            // SAFETY: ends the poll start_poll began (after next_poll, whatever it
-            // returned, except the ENOENT of a provider that ended the poll itself).
+            // SAFETY: ends the poll start_poll began (after next_poll, whatever it returned, except the ENOENT of a provider that ended the poll itself).
             unsafe { ops::end_poll(cq) };
         }
         ExPoll { n, error }
@@ -262,10 +260,7 @@ impl Readers {
     #[inline]
     unsafe fn read(&self, cq: *mut ffi::ibv_cq_ex, flags: u64, wc: &mut ffi::ibv_wc) {
         let has = |f: u32| flags & u64::from(f) != 0;
-        // SAFETY: the caller's promise: `cq` is live with a current completion, whose wr_id
-        // and status are plain fields the provider set; every reader called (inside the
-        // closures too) is the provider's for that completion, and `missing` checked at
-        // create that each one the CQ's flags allow is there.
+        // SAFETY: the caller's promise: `cq` is live with a current completion, whose wr_id and status are plain fields the provider set; every reader called (inside the closures too) is the provider's for that completion, and `missing` checked at create that each one the CQ's flags allow is there.
         unsafe {
             let c = &*cq;
             wc.wr_id = c.wr_id;

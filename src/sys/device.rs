@@ -16,8 +16,7 @@ use std::sync::Arc;
 /// error; a missing `/sys/class/infiniband` gives `ENOSYS`).
 pub(crate) fn device_names() -> Result<Vec<String>, VerbsError> {
     let mut n = 0;
-    // SAFETY: ibv_get_device_list takes an optional count pointer and returns a
-    // NULL-terminated array (or NULL with errno set).
+    // SAFETY: ibv_get_device_list takes an optional count pointer and returns a NULL-terminated array (or NULL with errno set).
     let list = unsafe { ffi::ibv_get_device_list(&mut n) };
     if list.is_null() {
         return Err(VerbsError::last("ibv_get_device_list"));
@@ -32,8 +31,7 @@ pub(crate) fn device_names() -> Result<Vec<String>, VerbsError> {
         // SAFETY: a listed device's name is a NUL-terminated string in its struct.
         names.push(unsafe { cstr_field(&(*dev).name) });
     }
-    // SAFETY: the list came from ibv_get_device_list and is freed once; no device pointer
-    // from it is kept.
+    // SAFETY: the list came from ibv_get_device_list and is freed once; no device pointer from it is kept.
     unsafe { ffi::ibv_free_device_list(list) };
     Ok(names)
 }
@@ -59,8 +57,7 @@ pub(crate) struct Context {
     pub(super) async_book: std::sync::Mutex<super::async_event::AsyncBook>,
 }
 
-// SAFETY: rdma-core contexts may be used from any thread (libibverbs serialises what needs
-// it with the context's own mutex); dvcq never hands out the raw pointer mutably.
+// SAFETY: rdma-core contexts may be used from any thread (libibverbs serialises what needs it with the context's own mutex); dvcq never hands out the raw pointer mutably.
 unsafe impl Send for Context {}
 // SAFETY: as above: every verb dvcq calls on a shared context is thread-safe in libibverbs.
 unsafe impl Sync for Context {}
@@ -96,8 +93,7 @@ impl Context {
         let result = match found {
             None => Err(OpenError::Unknown { name: name.to_string() }),
             Some(dev) => {
-                // SAFETY: dev is a listed device and the list is still alive; the context
-                // that ibv_open_device returns does not depend on the list afterwards.
+                // SAFETY: dev is a listed device and the list is still alive; the context that ibv_open_device returns does not depend on the list afterwards.
                 let ptr = unsafe { ffi::ibv_open_device(dev) };
                 if ptr.is_null() {
                     Err(VerbsError::last("ibv_open_device").into())
@@ -120,8 +116,7 @@ impl Context {
     /// `ptr` is a live `ibv_context` that stays open as long as any dvcq object made from it
     /// (this handle, its CQs, PDs and QPs) exists.
     pub(crate) unsafe fn borrowed(ptr: *mut ffi::ibv_context) -> Arc<Context> {
-        // SAFETY: the caller promises a live context; its device's name is a NUL-terminated
-        // string in the device struct.
+        // SAFETY: the caller promises a live context; its device's name is a NUL-terminated string in the device struct.
         let name = unsafe { cstr_field(&(*(*ptr).device).name) };
         Arc::new(Context { ptr, name, owned: false, async_book: Default::default() })
     }

@@ -86,8 +86,7 @@ impl CompChannel {
     /// The context's async event fd, where dvcq reads it: a waiter sleeps on it beside the
     /// channel's, so a CQ error wakes it.
     pub(crate) fn async_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        // SAFETY: the fd belongs to the context, which the channel holds an Arc of and
-        // which closes it only when the last handle goes, after every borrow of `self`.
+        // SAFETY: the fd belongs to the context, which the channel holds an Arc of and which closes it only when the last handle goes, after every borrow of `self`.
         self._ctx.reads_async_events().then(|| unsafe { std::os::fd::BorrowedFd::borrow_raw(self._ctx.async_fd()) })
     }
 
@@ -97,8 +96,7 @@ impl CompChannel {
         let mut book = self.book();
         let mut cq: *mut ffi::ibv_cq = core::ptr::null_mut();
         let mut cq_ctx: *mut core::ffi::c_void = core::ptr::null_mut();
-        // SAFETY: a live channel whose fd is non-blocking; both out pointers are valid for
-        // writes. The book's lock is held, so no CQ of this channel is destroyed meanwhile.
+        // SAFETY: a live channel whose fd is non-blocking; both out pointers are valid for writes. The book's lock is held, so no CQ of this channel is destroyed meanwhile.
         let rc = unsafe { ffi::ibv_get_cq_event(self.as_ptr(), &mut cq, &mut cq_ctx) };
         if rc != 0 {
             let e = VerbsError::last("ibv_get_cq_event");
@@ -116,8 +114,7 @@ impl CompChannel {
         };
         b.unacked += 1;
         if b.unacked >= ACK_BATCH {
-            // SAFETY: the CQ is live: it is in the book, and leaves it (under this lock)
-            // before it is destroyed.
+            // SAFETY: the CQ is live: it is in the book, and leaves it (under this lock) before it is destroyed.
             unsafe { ffi::ibv_ack_cq_events(cq, b.unacked) };
             b.unacked = 0;
         }
@@ -162,8 +159,7 @@ impl VerbsCq {
 impl CompChannel {
     /// The channel's fd, borrowed for as long as the channel lives.
     pub(crate) fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        // SAFETY: the fd belongs to the channel, which closes it only in
-        // `ibv_destroy_comp_channel` (its drop), after every borrow of `self` ended.
+        // SAFETY: the fd belongs to the channel, which closes it only in `ibv_destroy_comp_channel` (its drop), after every borrow of `self` ended.
         unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd()) }
     }
 }

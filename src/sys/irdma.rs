@@ -151,16 +151,12 @@ pub(crate) struct RdmaCoreCqState {
     polarity: usize,
 }
 
-// SAFETY: the pointer is into rdma-core's CQ, which any thread may use; the state is written
-// only by its Cq's poll (one `&mut` owner at a time).
+// SAFETY: the pointer is into rdma-core's CQ, which any thread may use; the state is written only by its Cq's poll (one `&mut` owner at a time).
 unsafe impl Send for RdmaCoreCqState {}
 
 impl RdmaCoreCqState {
     fn word(&self, off: usize) -> &AtomicU32 {
-        // SAFETY: `ucq` is a live `struct irdma_ucq` of the row's layout (checked at attach;
-        // the CQ outlives the Cq by `Cq::attach`'s contract) and `off` one of the 4-aligned
-        // `u32`s of its `cq_ring`. Only the polling thread touches it while the CQ is
-        // attached; an atomic view of the word is how Rust writes such shared memory.
+        // SAFETY: `ucq` is a live `struct irdma_ucq` of the row's layout (checked at attach; the CQ outlives the Cq by `Cq::attach`'s contract) and `off` one of the 4-aligned `u32`s of its `cq_ring`. Only the polling thread touches it while the CQ is attached; an atomic view of the word is how Rust writes such shared memory.
         unsafe { AtomicU32::from_ptr(self.ucq.add(off).cast::<u32>()) }
     }
 
@@ -169,8 +165,7 @@ impl RdmaCoreCqState {
     pub(crate) fn store(&self, head: u32, polarity: bool) {
         self.word(self.ring).store(head, Ordering::Relaxed);
         self.word(self.ring + 4).store(head, Ordering::Relaxed);
-        // SAFETY: as `word`, for the `u8` `polarity` byte (the bitfield byte after it is
-        // not touched).
+        // SAFETY: as `word`, for the `u8` `polarity` byte (the bitfield byte after it is not touched).
         let pol = unsafe { AtomicU8::from_ptr(self.ucq.add(self.polarity)) };
         pol.store(u8::from(polarity), Ordering::Relaxed);
     }
@@ -357,10 +352,7 @@ pub(crate) fn read_verbs_cq(
     if cq.context_ptr() != ctx.as_ptr() {
         return Err("the CQ belongs to another device context".into());
     }
-    // SAFETY: a live CQ (the handle keeps it) of `ctx`, whose provider is rdma-core's
-    // irdma, so the CQ sits at the start of a `struct irdma_ucq` and the context at the end
-    // of the `verbs_context` in an `irdma_uvcontext`; `layout` is the row of the release
-    // loaded (the caller's `layout_for`), whose spans are inside those allocations.
+    // SAFETY: a live CQ (the handle keeps it) of `ctx`, whose provider is rdma-core's irdma, so the CQ sits at the start of a `struct irdma_ucq` and the context at the end of the `verbs_context` in an `irdma_uvcontext`; `layout` is the row of the release loaded (the caller's `layout_for`), whose spans are inside those allocations.
     unsafe { read_cq(cq.as_ptr(), ctx.as_ptr(), layout, compat) }
 }
 
@@ -371,12 +363,7 @@ pub(crate) fn poller_on(p: &PrivateCq, keep: Option<KeepAlive>, compat: Compat) 
     let ring = p.ring as *mut u8;
     let e = |what: &str, err: dvcq_provider::Error| format!("{what}: {err}");
     let shadow = {
-        // SAFETY: `read_cq` checked the struct that named the ring (`cq_size` slots of
-        // `cqe_size` bytes, page aligned, of the buffer size the provider allocates) and the
-        // shadow area; rdma-core keeps both mapped for the CQ's life, which `keep` (or, in
-        // image tests, the test) extends to the poller's. The device writes the ring and reads
-        // the shadow area by DMA; in this process only dvcq's poller touches them while
-        // attached (`Cq::attach`'s contract: no rdma-core poll, arm or resize meanwhile).
+        // SAFETY: `read_cq` checked the struct that named the ring (`cq_size` slots of `cqe_size` bytes, page aligned, of the buffer size the provider allocates) and the shadow area; rdma-core keeps both mapped for the CQ's life, which `keep` (or, in image tests, the test) extends to the poller's. The device writes the ring and reads the shadow area by DMA; in this process only dvcq's poller touches them while attached (`Cq::attach`'s contract: no rdma-core poll, arm or resize meanwhile).
         unsafe { DoorbellWord::with_keepalive(p.shadow as *mut u8, keep.clone()) }
     }
     .map_err(|x| e("shadow", x))?;

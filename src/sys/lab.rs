@@ -57,12 +57,10 @@ pub(super) fn rc_pair(pd: &Pd, cq: &Cq, srq: Option<&Srq>) -> (Qp, Qp, Mr) {
 pub(super) unsafe fn attach_direct(ctx: &Context, verbs_cq: &Cq, qps: &[&Qp]) -> Cq {
     let Poller::Generic(g) = &verbs_cq.poller else { panic!("asked for the generic backend") };
     let cq_ptr = NonNull::new(g.verbs_cq().as_ptr().cast()).unwrap();
-    // SAFETY: the caller keeps the CQ alive past the returned handle, and nothing else
-    // polls it.
+    // SAFETY: the caller keeps the CQ alive past the returned handle, and nothing else polls it.
     let mut cq = unsafe { Cq::attach(ctx, cq_ptr, BackendChoice::Direct) }.expect("direct attach");
     for qp in qps {
-        // SAFETY: the caller keeps the QP alive past the returned handle and posts only
-        // between polls on this thread.
+        // SAFETY: the caller keeps the QP alive past the returned handle and posts only between polls on this thread.
         unsafe { cq.attach_qp(qp.verbs_ptr().unwrap()) }.expect("attach_qp");
     }
     cq

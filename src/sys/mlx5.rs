@@ -173,8 +173,7 @@ pub(crate) unsafe fn init_qp(qp: *mut ffi::ibv_qp) -> Result<DvQp, String> {
 /// `MLX5DV_CONTEXT_FLAGS_CQE_V1`).
 pub(crate) fn cqe_version_1(ctx: &Context) -> Result<bool, String> {
     let mut attr = ffi::mlx5dv_context::default();
-    // SAFETY: a live context and an output struct that lives across the call
-    // (`comp_mask` 0: only the basic fields are asked for).
+    // SAFETY: a live context and an output struct that lives across the call (`comp_mask` 0: only the basic fields are asked for).
     let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };
     if rc != 0 {
         return Err(format!("mlx5dv_query_device failed ({})", std::io::Error::from_raw_os_error(rc.abs())));
@@ -196,16 +195,12 @@ pub(crate) struct RdmaCoreWq {
     layout: Mlx5WqLayout,
 }
 
-// SAFETY: the pointers are into rdma-core's QP, which any thread may use; a queue is read
-// and written only by its Cq's poll (one `&mut` owner at a time).
+// SAFETY: the pointers are into rdma-core's QP, which any thread may use; a queue is read and written only by its Cq's poll (one `&mut` owner at a time).
 unsafe impl Send for RdmaCoreWq {}
 
 impl RdmaCoreWq {
     fn word(&self, off: usize) -> &AtomicU32 {
-        // SAFETY: `wq` is a live `struct mlx5_wq` of the row's layout (checked at attach;
-        // the QP outlives the Cq by `Cq::attach_qp`'s contract), `off` one of its 4-byte,
-        // 4-aligned `unsigned` fields. Other threads (a poster) touch it only with plain
-        // word accesses; an atomic view of the word is how Rust reads such shared memory.
+        // SAFETY: `wq` is a live `struct mlx5_wq` of the row's layout (checked at attach; the QP outlives the Cq by `Cq::attach_qp`'s contract), `off` one of its 4-byte, 4-aligned `unsigned` fields. Other threads (a poster) touch it only with plain word accesses; an atomic view of the word is how Rust reads such shared memory.
         unsafe { AtomicU32::from_ptr(self.wq.add(off).cast::<u32>()) }
     }
 }
@@ -226,10 +221,7 @@ impl ForeignWq for RdmaCoreWq {
     }
     fn wr_id(&self, idx: u32) -> u64 {
         debug_assert!(idx < self.wqe_cnt);
-        // SAFETY: `wrid` is the queue's table of `wqe_cnt` entries (non-null and aligned,
-        // checked at attach), `idx < wqe_cnt` (the trait's contract); a poster writes an
-        // entry only for a slot that is free, which the mirror does not use until the
-        // entry's post is visible (read after `head`/`cur_post` with acquire).
+        // SAFETY: `wrid` is the queue's table of `wqe_cnt` entries (non-null and aligned, checked at attach), `idx < wqe_cnt` (the trait's contract); a poster writes an entry only for a slot that is free, which the mirror does not use until the entry's post is visible (read after `head`/`cur_post` with acquire).
         unsafe { self.wrid.add(idx as usize).read_volatile() }
     }
     fn wqe_head(&self, idx: u32) -> u32 {
@@ -313,9 +305,7 @@ pub(crate) unsafe fn read_qp(
     let (l, w) = (&layout.qp, &layout.wq);
     let base = (qp as *mut u8).wrapping_sub(l.ibv_qp);
     let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct
-    // mlx5_qp` of this QP. A plain byte copy; the fields read from it are checked before
-    // any pointer in it is used.
+    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_qp` of this QP. A plain byte copy; the fields read from it are checked before any pointer in it is used.
     unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let pub_field = |off: usize| l.ibv_qp + off;
     let qpn = u32_at(&b, pub_field(IBV_QP_QP_NUM_OFFSET));
@@ -410,11 +400,7 @@ pub(crate) unsafe fn read_qp(
     let srq = (srq != 0 && recv_cq == cq as u64).then_some(srq);
     let (sq, rq) = (sq.filter(|_| send_cq == cq as u64), rq.filter(|_| recv_cq == cq as u64));
     let wqes = |buf: usize, len: usize| {
-        // SAFETY: `mlx5dv_qp` reported `buf` as the queue's WQEs, `len` bytes (`wqe_cnt`
-        // times the stride, both checked against the private struct), mapped while the QP
-        // lives, which the caller keeps for the poller's life. rdma-core's posts write
-        // them only on the polling thread or ordered with its polls (`Cq::attach_qp`'s
-        // contract); the poll never trusts their bytes.
+        // SAFETY: `mlx5dv_qp` reported `buf` as the queue's WQEs, `len` bytes (`wqe_cnt` times the stride, both checked against the private struct), mapped while the QP lives, which the caller keeps for the poller's life. rdma-core's posts write them only on the polling thread or ordered with its polls (`Cq::attach_qp`'s contract); the poll never trusts their bytes.
         unsafe { WqBuffer::new(buf as *mut u8, len) }.map_err(|e| what(format!("WQE buffer: {e}")))
     };
     let sq_wqes = match &sq {
@@ -449,19 +435,13 @@ pub(crate) struct RdmaCoreCq {
     arm_sn: *mut u8,
 }
 
-// SAFETY: a pointer into rdma-core's CQ, which any thread may use; it is only read, by the
-// Cq's one `&mut` owner.
+// SAFETY: a pointer into rdma-core's CQ, which any thread may use; it is only read, by the Cq's one `&mut` owner.
 unsafe impl Send for RdmaCoreCq {}
 
 impl RdmaCoreCq {
     /// `arm_sn` now.
     pub(crate) fn arm_sn(&self) -> u32 {
-        // SAFETY: `arm_sn` is the 4-byte, 4-aligned `int` of a live `struct mlx5_cq` of the
-        // row's layout (checked at attach; the CQ outlives the Cq by `Cq::attach`'s
-        // contract). rdma-core writes it with a plain store in `ibv_get_cq_event`, on the
-        // thread that reads the channel, which `Cq::wait` orders before its next arm (the
-        // channel's router lock) as an application's own loop orders them; an atomic view of
-        // the word is how Rust reads such shared memory.
+        // SAFETY: `arm_sn` is the 4-byte, 4-aligned `int` of a live `struct mlx5_cq` of the row's layout (checked at attach; the CQ outlives the Cq by `Cq::attach`'s contract). rdma-core writes it with a plain store in `ibv_get_cq_event`, on the thread that reads the channel, which `Cq::wait` orders before its next arm (the channel's router lock) as an application's own loop orders them; an atomic view of the word is how Rust reads such shared memory.
         unsafe { AtomicU32::from_ptr(self.arm_sn.cast::<u32>()) }.load(Ordering::Acquire)
     }
 }
@@ -480,8 +460,7 @@ pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layou
     let l = &layout.cq;
     let base = cq.cast::<u8>();
     let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_cq`.
-    // A plain byte copy; the fields read from it are checked before its pointer is kept.
+    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_cq`. A plain byte copy; the fields read from it are checked before its pointer is kept.
     unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
     let what = |s: String| format!("cq {:#x}: {s}: not the struct mlx5_cq of {release}", dv.cqn);
@@ -507,11 +486,7 @@ pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layou
 
 /// [`read_cq`] on a CQ [`init_cq`] took: the mlx5 attach's read of the private CQ.
 pub(crate) fn private_cq(cq: &VerbsCq, dv: &DvCq, layout: &Mlx5Layout) -> Result<RdmaCoreCq, String> {
-    // SAFETY: a live CQ (the handle) that the mlx5 provider made: the attach runs only for
-    // a context the mlx5 provider serves, and mlx5dv_init_obj took the CQ as its own, so it
-    // starts a `struct mlx5_cq`. `layout` is the row of the release loaded. The pointer kept
-    // stays valid while the CQ does, which the Cq holding the handle guarantees
-    // (`Cq::attach`'s contract for a CQ the application made).
+    // SAFETY: a live CQ (the handle) that the mlx5 provider made: the attach runs only for a context the mlx5 provider serves, and mlx5dv_init_obj took the CQ as its own, so it starts a `struct mlx5_cq`. `layout` is the row of the release loaded. The pointer kept stays valid while the CQ does, which the Cq holding the handle guarantees (`Cq::attach`'s contract for a CQ the application made).
     unsafe { read_cq(cq.as_ptr(), dv, layout) }
 }
 
@@ -533,28 +508,15 @@ pub(crate) fn poller_on(dv: &DvCq, keep: KeepAlive, cfg: CqConfig) -> Result<Rin
     }
     let e = |what: &str, err: ProviderError| format!("{what}: {err}");
     let dbrec = {
-        // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of
-        // `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record;
-        // rdma-core maps both for the CQ's life, which `keep` (the CQ handle) extends to the
-        // poller's. The device writes the ring and reads the record by DMA; in this process
-        // only dvcq's poller touches them while it is attached (the Cq API has no path to
-        // rdma-core's poll, arm or resize of this CQ; `Cq::attach`'s contract).
+        // SAFETY: mlx5dv_init_obj reported `buf` as the CQ's ring (`cqe_cnt` slots of `cqe_size` bytes, page aligned, checked above) and `dbrec` as its doorbell record; rdma-core maps both for the CQ's life, which `keep` (the CQ handle) extends to the poller's. The device writes the ring and reads the record by DMA; in this process only dvcq's poller touches them while it is attached (the Cq API has no path to rdma-core's poll, arm or resize of this CQ; `Cq::attach`'s contract).
         unsafe { DoorbellWord::with_keepalive(dv.dbrec, Some(Arc::clone(&keep))) }
     }
     .map_err(|x| e("dbrec", x))?;
     let ci = dbrec.load_be32(Ordering::Acquire) & 0x00ff_ffff;
-    // SAFETY: as above: the record's second word (`MLX5_CQ_ARM_DB`), in the same granule as
-    // set_ci, written only by this poller's thread (rdma-core's arm is never called on the CQ).
+    // SAFETY: as above: the record's second word (`MLX5_CQ_ARM_DB`), in the same granule as set_ci, written only by this poller's thread (rdma-core's arm is never called on the CQ).
     let arm_db = unsafe { DoorbellWord::with_keepalive(dv.dbrec.wrapping_add(ARM_DB * 4), Some(Arc::clone(&keep))) }
         .map_err(|x| e("dbrec arm word", x))?;
-    // SAFETY: mlx5dv_init_obj reported `cq_uar` as the UAR page the context's CQ doorbells
-    // are rung on (rdma-core's `cq_uar_reg`: one page of the device's BAR, mmap'ed from the
-    // uverbs fd, non-null and page-aligned as checked above); MLX5_CQ_DOORBELL (0x20,
-    // asserted against mlx5dv.h) is the CQ doorbell in it, 8 bytes, 8-aligned. The page
-    // stays mapped while the context lives, which `keep` (the CQ handle, holding the
-    // context) extends to the register's life. Only dvcq stores to it for this CQ, and only
-    // from the thread that arms it; other CQs of the context ring the same register, as
-    // rdma-core's arms do: each 8-byte store reaches the device whole.
+    // SAFETY: mlx5dv_init_obj reported `cq_uar` as the UAR page the context's CQ doorbells are rung on (rdma-core's `cq_uar_reg`: one page of the device's BAR, mmap'ed from the uverbs fd, non-null and page-aligned as checked above); MLX5_CQ_DOORBELL (0x20, asserted against mlx5dv.h) is the CQ doorbell in it, 8 bytes, 8-aligned. The page stays mapped while the context lives, which `keep` (the CQ handle, holding the context) extends to the register's life. Only dvcq stores to it for this CQ, and only from the thread that arms it; other CQs of the context ring the same register, as rdma-core's arms do: each 8-byte store reaches the device whole.
     let uar = unsafe { DoorbellRegister::mmio(dv.uar.wrapping_add(UAR_CQ_DOORBELL), Some(Arc::clone(&keep))) }
         .map_err(|x| e("uar cq doorbell", x))?;
     let arm = ArmDoorbell::new(arm_db, uar);

@@ -18,15 +18,12 @@ const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
 ///
 /// `ctx` points to a live `ibv_context` that rdma-core opened.
 unsafe fn verbs_get_ctx(ctx: *mut ffi::ibv_context) -> Option<*mut ffi::verbs_context> {
-    // SAFETY: the caller gives a live context; reading its abi_compat word is what
-    // verbs.h's verbs_get_ctx does.
+    // SAFETY: the caller gives a live context; reading its abi_compat word is what verbs.h's verbs_get_ctx does.
     let compat = unsafe { (*ctx).abi_compat } as usize;
     if compat != VERBS_ABI_IS_EXTENDED {
         return None;
     }
-    // SAFETY: an extended context is the last field of the `verbs_context` rdma-core
-    // allocated (verbs.h: "Must be last field in the struct"), so stepping back by that
-    // field's offset stays inside the same allocation.
+    // SAFETY: an extended context is the last field of the `verbs_context` rdma-core allocated (verbs.h: "Must be last field in the struct"), so stepping back by that field's offset stays inside the same allocation.
     Some(unsafe { ctx.cast::<u8>().sub(offset_of!(ffi::verbs_context, context)) }.cast())
 }
 
@@ -170,8 +167,7 @@ pub(crate) unsafe fn dealloc_mw(mw: *mut ffi::ibv_mw) -> c_int {
 pub(crate) unsafe fn query_port(ctx: *mut ffi::ibv_context, port: u8, attr: &mut ffi::ibv_port_attr) -> c_int {
     // SAFETY: the caller gives a live context.
     if let Some(vctx) = unsafe { verbs_get_ctx(ctx) } {
-        // SAFETY: verbs_get_ctx found the provider's verbs_context, which is live as long
-        // as the context is.
+        // SAFETY: verbs_get_ctx found the provider's verbs_context, which is live as long as the context is.
         let vctx = unsafe { &*vctx };
         if has_op(vctx, offset_of!(ffi::verbs_context, query_port)) {
             if let Some(f) = vctx.query_port {
@@ -181,8 +177,7 @@ pub(crate) unsafe fn query_port(ctx: *mut ffi::ibv_context, port: u8, attr: &mut
         }
     }
     *attr = ffi::ibv_port_attr::default();
-    // SAFETY: the exported compat query fills a prefix of `ibv_port_attr`
-    // (`_compat_ibv_port_attr` is its leading part, which is why verbs.h casts it).
+    // SAFETY: the exported compat query fills a prefix of `ibv_port_attr` (`_compat_ibv_port_attr` is its leading part, which is why verbs.h casts it).
     unsafe { ffi::ibv_query_port(ctx, port, (attr as *mut ffi::ibv_port_attr).cast()) }
 }
 
@@ -231,8 +226,7 @@ pub(crate) unsafe fn create_cq_ex(
     let Some(f) = vctx.create_cq_ex else {
         return Err(libc::EOPNOTSUPP);
     };
-    // SAFETY: the provider's create, with the caller's context and an initialised
-    // attribute struct.
+    // SAFETY: the provider's create, with the caller's context and an initialised attribute struct.
     let cq = unsafe { f(ctx, attr) };
     if cq.is_null() {
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));

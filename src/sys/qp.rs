@@ -96,8 +96,7 @@ pub(crate) struct Mr {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's
-// accessors); both are usable from any thread.
+// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's accessors); both are usable from any thread.
 unsafe impl Send for Mr {}
 // SAFETY: as above.
 unsafe impl Sync for Mr {}
@@ -107,8 +106,7 @@ impl Mr {
     pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access) -> Result<Mr, VerbsError> {
         let mem = Arc::new(DmaBuffer::new(len.max(1)).map_err(|_| VerbsError { call: "mmap", errno: libc::ENOMEM })?);
         let flags = i32::try_from(access.bits()).unwrap_or(0);
-        // SAFETY: the buffer is live for the MR's lifetime (the MR holds its Arc and
-        // deregisters before the buffer is dropped: fields drop after `drop`).
+        // SAFETY: the buffer is live for the MR's lifetime (the MR holds its Arc and deregisters before the buffer is dropped: fields drop after `drop`).
         let ptr = unsafe { ffi::ibv_reg_mr(pd.ptr, mem.as_ptr().cast(), len.max(1), flags) };
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_reg_mr"));
@@ -144,8 +142,7 @@ pub(crate) struct Mw {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: a window is a kernel handle; libibverbs allows its use from any thread, and the
-// one field dvcq writes (`rkey`) is written through `&mut self` only.
+// SAFETY: a window is a kernel handle; libibverbs allows its use from any thread, and the one field dvcq writes (`rkey`) is written through `&mut self` only.
 unsafe impl Send for Mw {}
 // SAFETY: as above; `&self` only reads.
 unsafe impl Sync for Mw {}
@@ -161,9 +158,7 @@ impl Mw {
 
     /// `mw->rkey`: the key the window was allocated with, or the one its last bind posted.
     pub(crate) fn rkey(&self) -> u32 {
-        // SAFETY: a live window that rdma-core allocated; `rkey` is a plain field nobody
-        // writes concurrently (rdma-core writes it only inside calls on this window, which
-        // take `&mut self` here).
+        // SAFETY: a live window that rdma-core allocated; `rkey` is a plain field nobody writes concurrently (rdma-core writes it only inside calls on this window, which take `&mut self` here).
         unsafe { (*self.ptr).rkey }
     }
 
@@ -201,8 +196,7 @@ pub(crate) struct Xrcd {
     ctx: Arc<Context>,
 }
 
-// SAFETY: a domain is a kernel handle; libibverbs allows its use from any thread and dvcq
-// writes nothing in it.
+// SAFETY: a domain is a kernel handle; libibverbs allows its use from any thread and dvcq writes nothing in it.
 unsafe impl Send for Xrcd {}
 // SAFETY: as above.
 unsafe impl Sync for Xrcd {}
@@ -225,8 +219,7 @@ impl Xrcd {
 
 impl Drop for Xrcd {
     fn drop(&mut self) {
-        // SAFETY: the last handle: every XRC SRQ and target QP on it held an Arc and is
-        // gone; closed once, before the context (a field, dropped after).
+        // SAFETY: the last handle: every XRC SRQ and target QP on it held an Arc and is gone; closed once, before the context (a field, dropped after).
         unsafe { ops::close_xrcd(self.ptr) };
     }
 }
@@ -286,8 +279,7 @@ impl Srq {
             cq: cq.as_ptr(),
             tm_cap: ffi::ibv_tm_cap::default(),
         };
-        // SAFETY: a live context; the PD, domain and CQ are live objects of it, held by the
-        // SRQ until it is destroyed.
+        // SAFETY: a live context; the PD, domain and CQ are live objects of it, held by the SRQ until it is destroyed.
         let ptr = unsafe { ops::create_srq_ex(pd.ctx.as_ptr(), &mut init) }
             .map_err(|errno| VerbsError { call: "ibv_create_srq_ex", errno })?;
         // SAFETY: the SRQ just made.
@@ -323,12 +315,9 @@ impl Srq {
         if !self.owner.check_direct(own).map_err(|e| what(e.into()))? {
             return Ok(());
         }
-        // SAFETY: a live SRQ of the mlx5 context the CQ belongs to (the CQ's backend is
-        // mlx5's and the SRQ was made on that context).
+        // SAFETY: a live SRQ of the mlx5 context the CQ belongs to (the CQ's backend is mlx5's and the SRQ was made on that context).
         let dv = unsafe { super::mlx5::init_srq(self.ptr) }.map_err(what)?;
-        // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `own.layout` is the row of
-        // the release loaded, picked when the CQ was made; the SRQ queues its removal before
-        // it is destroyed (its drop).
+        // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `own.layout` is the row of the release loaded, picked when the CQ was made; the SRQ queues its removal before it is destroyed (its drop).
         let private = unsafe {
             super::mlx5::read_srq(self.ptr, &dv, own.layout, own.ctx as *mut _, own.cq as *mut _, own.cqe_v1)
         }
@@ -361,8 +350,7 @@ impl Drop for Srq {
         if let Some(own) = self.owner.take() {
             own.forget_srq(self.ptr);
         }
-        // SAFETY: the last handle: every QP using it held an Arc and is gone; destroyed
-        // before its PD, domain and CQ (fields, dropped after).
+        // SAFETY: the last handle: every QP using it held an Arc and is gone; destroyed before its PD, domain and CQ (fields, dropped after).
         unsafe { ffi::ibv_destroy_srq(self.ptr) };
     }
 }
@@ -398,8 +386,7 @@ pub(crate) struct Qp {
     own_recv: Option<OwnCq>,
 }
 
-// SAFETY: QPs may be used from any thread; posting takes `&mut self`, so one thread posts
-// at a time, and the address-handle cache is only touched there.
+// SAFETY: QPs may be used from any thread; posting takes `&mut self`, so one thread posts at a time, and the address-handle cache is only touched there.
 unsafe impl Send for Qp {}
 
 impl Qp {
@@ -464,16 +451,14 @@ impl Qp {
                 create_flags: ffi::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
                 ..Default::default()
             };
-            // SAFETY: a live PD of a live context; the CQs and SRQ are live and held by
-            // the QP until it is destroyed; the attribute structs live across the call.
+            // SAFETY: a live PD of a live context; the CQs and SRQ are live and held by the QP until it is destroyed; the attribute structs live across the call.
             let ptr = unsafe { ffi::mlx5dv_create_qp(pd.ctx.as_ptr(), &mut ex, &mut dv) };
             if ptr.is_null() {
                 return Err(VerbsError::last("mlx5dv_create_qp"));
             }
             ptr
         } else {
-            // SAFETY: a live PD; the CQs and SRQ are live and held by the QP until it is
-            // destroyed.
+            // SAFETY: a live PD; the CQs and SRQ are live and held by the QP until it is destroyed.
             let ptr = unsafe { ffi::ibv_create_qp(pd.ptr, &mut init) };
             if ptr.is_null() {
                 return Err(VerbsError::last("ibv_create_qp"));
@@ -596,11 +581,7 @@ impl Qp {
             let OwnCq::Irdma(own) = own else {
                 return Err(format!("qp {qpn:#x}: its CQs are polled by the mlx5 and the irdma direct backends"));
             };
-            // SAFETY: a live QP of the context the CQ was attached on, which rdma-core's
-            // irdma provider serves (the CQ's backend was chosen by it), so it sits in a
-            // `struct irdma_uqp`; `own.layout` is the row of the release loaded, picked when
-            // the CQ was attached. The QP outlives what the CQ keeps of it: its drop queues
-            // the removal before destroying it, with the CQ's poll lock held.
+            // SAFETY: a live QP of the context the CQ was attached on, which rdma-core's irdma provider serves (the CQ's backend was chosen by it), so it sits in a `struct irdma_uqp`; `own.layout` is the row of the release loaded, picked when the CQ was attached. The QP outlives what the CQ keeps of it: its drop queues the removal before destroying it, with the CQ's poll lock held.
             reads.push((own, unsafe { super::irdma::read_qp(self.ptr, &own.cq, own.layout) }?));
         }
         for (own, private) in reads {
@@ -627,9 +608,7 @@ impl Qp {
         let dv = unsafe { super::mlx5::init_qp(self.ptr) }.map_err(what)?;
         let mut reads = Vec::new();
         for own in owners {
-            // SAFETY: an mlx5 QP, so it sits in a `struct mlx5_qp`; `own.layout` is the row
-            // of the release loaded, picked when the CQ was attached. The QP outlives what
-            // the CQ keeps of it: its drop queues the removal before destroying it.
+            // SAFETY: an mlx5 QP, so it sits in a `struct mlx5_qp`; `own.layout` is the row of the release loaded, picked when the CQ was attached. The QP outlives what the CQ keeps of it: its drop queues the removal before destroying it.
             let private = unsafe {
                 super::mlx5::read_qp(self.ptr, &dv, own.layout, own.ctx as *mut _, own.cq as *mut _, own.cqe_v1)
             }?;
@@ -639,8 +618,7 @@ impl Qp {
                     return Err(what(format!("ibv_qp.srq {ptr:#x} is not the SRQ it was made with")));
                 }
                 if srq.owner.check_direct(&own).map_err(|e| what(e.into()))? {
-                    // SAFETY: the QP's live SRQ (held by the QP), of the same mlx5 context;
-                    // its drop queues its removal before destroying it.
+                    // SAFETY: the QP's live SRQ (held by the QP), of the same mlx5 context; its drop queues its removal before destroying it.
                     let dv = unsafe { super::mlx5::init_srq(srq.ptr) }.map_err(what)?;
                     // SAFETY: as above, read with the row of the release loaded.
                     let s = unsafe {
@@ -866,9 +844,7 @@ impl Qp {
         };
         let head: *mut ffi::ibv_send_wr = &mut c;
         let mut bad = core::ptr::null_mut();
-        // SAFETY: a live QP; the request lives for the call and names a live window and a
-        // live region (both borrowed for the call; the caller keeps the region alive while
-        // the window is bound over it); it has no scatter list.
+        // SAFETY: a live QP; the request lives for the call and names a live window and a live region (both borrowed for the call; the caller keeps the region alive while the window is bound over it); it has no scatter list.
         let rc = unsafe { ops::post_send(self.ptr, head, &mut bad) };
         failure(rc, bad, head)?;
         mw.set_rkey(b.new_rkey);
@@ -897,8 +873,7 @@ impl Drop for Qp {
         for w in &mut polls_wait {
             w.forget_qp(qpn);
         }
-        // SAFETY: the QP is destroyed once, before the CQs, SRQ and PD it holds (fields drop
-        // after this), and its address handles after it.
+        // SAFETY: the QP is destroyed once, before the CQs, SRQ and PD it holds (fields drop after this), and its address handles after it.
         unsafe { ffi::ibv_destroy_qp(self.ptr) };
         drop(polls_wait);
         for (_, ah) in self.ahs.drain(..) {

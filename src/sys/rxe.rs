@@ -44,11 +44,7 @@ pub(crate) fn attach(cq: &VerbsCq, provider: &str, layout: &RxeCqLayout) -> Resu
         return Err(format!("the CQ's provider is {provider}, not rxe"));
     }
     let mut bytes = vec![0u8; layout.size];
-    // SAFETY: the CQ was made by the rxe provider (its context's poll_cq is rxe's, checked by
-    // the caller), which allocates every CQ as a `struct rxe_cq` whose first member is the
-    // `ibv_cq`; `layout` is the table row for the loaded release, so `layout.size` bytes from
-    // the `ibv_cq` pointer are that allocation. The CQ is live (we hold its handle). The
-    // copy is a plain byte read; the fields read from it are checked before any is used.
+    // SAFETY: the CQ was made by the rxe provider (its context's poll_cq is rxe's, checked by the caller), which allocates every CQ as a `struct rxe_cq` whose first member is the `ibv_cq`; `layout` is the table row for the loaded release, so `layout.size` bytes from the `ibv_cq` pointer are that allocation. The CQ is live (we hold its handle). The copy is a plain byte read; the fields read from it are checked before any is used.
     unsafe { core::ptr::copy_nonoverlapping(cq.as_ptr().cast::<u8>(), bytes.as_mut_ptr(), layout.size) };
     let fields = RxeCqFields::read(layout, &bytes).map_err(|e| e.to_string())?;
     // SAFETY: a live CQ.
@@ -62,11 +58,7 @@ pub(crate) fn attach(cq: &VerbsCq, provider: &str, layout: &RxeCqLayout) -> Resu
     let map_size = u64::from(fields.mmap_info.size);
     maps::covered_by_file(&maps::current()?, fields.queue, map_size, UVERBS_FILE)
         .map_err(|e| format!("rxe_cq.queue: {e}"))?;
-    // SAFETY: the queue pointer starts a shared mapping of the uverbs file covering
-    // `mmap_info.size` bytes (just checked in /proc/self/maps); it is the kernel's queue for
-    // this CQ, mapped until the CQ is destroyed, and the caller keeps the CQ alive for the
-    // poller's life. dvcq's Cq is the one consumer: rdma-core never polls a CQ dvcq attached
-    // (the Cq API has no path to ibv_poll_cq for it) and it is not resized meanwhile.
+    // SAFETY: the queue pointer starts a shared mapping of the uverbs file covering `mmap_info.size` bytes (just checked in /proc/self/maps); it is the kernel's queue for this CQ, mapped until the CQ is destroyed, and the caller keeps the CQ alive for the poller's life. dvcq's Cq is the one consumer: rdma-core never polls a CQ dvcq attached (the Cq API has no path to ibv_poll_cq for it) and it is not resized meanwhile.
     let poller = unsafe { RxeCq::attach(fields.queue_desc()) }.map_err(|e| e.to_string())?;
     let g = poller.geometry();
     let why = format!(

@@ -63,8 +63,7 @@ impl Block {
         self.ptr.wrapping_add(off) as u64
     }
     fn put8(&self, off: usize, v: u8) {
-        // SAFETY: a test-owned block, `off` inside it (the layout's fields fit the structs,
-        // checked in uapi); nothing else uses the block concurrently.
+        // SAFETY: a test-owned block, `off` inside it (the layout's fields fit the structs, checked in uapi); nothing else uses the block concurrently.
         unsafe { self.ptr.add(off).write_volatile(v) }
     }
     fn put16(&self, off: usize, v: u16) {
@@ -220,8 +219,7 @@ impl World {
     /// The attach's first step, as on hardware, with another layout row or release if
     /// asked.
     fn read_with(&self, layout: &'static IrdmaLayout, compat: Compat) -> Result<(PrivateCq, RdmaCoreCqState), String> {
-        // SAFETY: the images are a `struct irdma_ucq` of `cq.size` bytes (the same in every
-        // row) and a context block of `CTX_BYTES`, more than any row's `ctx_span()`.
+        // SAFETY: the images are a `struct irdma_ucq` of `cq.size` bytes (the same in every row) and a context block of `CTX_BYTES`, more than any row's `ctx_span()`.
         unsafe { read_cq(self.cq_ptr(), self.ctx.ptr.cast(), layout, compat) }
     }
 

@@ -25,8 +25,7 @@ fn lab_an_rdma_core_irdma_cq_and_qps_poll_directly_and_posts_keep_finding_room()
     let verbs_cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
     let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
     let (mut a, mut b, mr) = rc_pair(&pd, &verbs_cq, None);
-    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
-    // declared later), nothing else polls the CQ, and the test posts between polls.
+    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is declared later), nothing else polls the CQ, and the test posts between polls.
     let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     assert_eq!(cq.backend().kind, BackendKind::Irdma, "{}", cq.backend().reason);
     eprintln!("{name}: {}", cq.backend().reason);

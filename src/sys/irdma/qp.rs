@@ -37,16 +37,12 @@ pub(crate) struct RdmaCoreQp {
     rq_here: bool,
 }
 
-// SAFETY: the pointers are into rdma-core's QP, which any thread may use; a QP's state is
-// read and written only by its Cq's poll (one `&mut` owner at a time).
+// SAFETY: the pointers are into rdma-core's QP, which any thread may use; a QP's state is read and written only by its Cq's poll (one `&mut` owner at a time).
 unsafe impl Send for RdmaCoreQp {}
 
 impl RdmaCoreQp {
     fn word(&self, off: usize) -> &AtomicU32 {
-        // SAFETY: `qp_uk` is a live `struct irdma_qp_uk` of the row's layout (checked at
-        // attach; the QP outlives the Cq by `Cq::attach_qp`'s contract) and `off` one of
-        // the 4-aligned `u32`s of its rings. A poster touches them only with plain word
-        // accesses, ordered with the polls; an atomic view is how Rust reads such memory.
+        // SAFETY: `qp_uk` is a live `struct irdma_qp_uk` of the row's layout (checked at attach; the QP outlives the Cq by `Cq::attach_qp`'s contract) and `off` one of the 4-aligned `u32`s of its rings. A poster touches them only with plain word accesses, ordered with the polls; an atomic view is how Rust reads such memory.
         unsafe { AtomicU32::from_ptr(self.qp_uk.add(off).cast::<u32>()) }
     }
 
@@ -80,10 +76,7 @@ impl ForeignQp for RdmaCoreQp {
     fn sq_entry(&self, idx: u32) -> WrTrk {
         debug_assert!(idx < self.sq_size);
         let e = self.sq_wrtrk.wrapping_add(idx as usize * SQ_WRTRK_SIZE);
-        // SAFETY: `sq_wrtrk` is the QP's `sq_wrtrk_array` of `sq_size` 16-byte entries
-        // (non-null, 8-aligned, checked at attach) and `idx < sq_size` (the trait's
-        // contract); a poster writes an entry only for a free slot, which the mirror does
-        // not use until the post is visible (read after `head` with acquire).
+        // SAFETY: `sq_wrtrk` is the QP's `sq_wrtrk_array` of `sq_size` 16-byte entries (non-null, 8-aligned, checked at attach) and `idx < sq_size` (the trait's contract); a poster writes an entry only for a free slot, which the mirror does not use until the post is visible (read after `head` with acquire).
         let (wr_id, wr_len, quanta) = unsafe {
             (
                 e.cast::<u64>().read_volatile(),
@@ -91,9 +84,7 @@ impl ForeignQp for RdmaCoreQp {
                 e.add(SQ_WRTRK_QUANTA).cast::<u16>().read_volatile(),
             )
         };
-        // SAFETY: `sq_base` is the QP's SQ of `sq_size` 32-byte quanta (page aligned, with
-        // the RQ no nearer than that, checked at attach); the header qword of quantum
-        // `idx` is 8-aligned inside it. rdma-core writes it before moving `head`.
+        // SAFETY: `sq_base` is the QP's SQ of `sq_size` 32-byte quanta (page aligned, with the RQ no nearer than that, checked at attach); the header qword of quantum `idx` is 8-aligned inside it. rdma-core writes it before moving `head`.
         let hdr = unsafe { self.sq_base.add(idx as usize * QUANTUM_SIZE + HDR_OFFSET).cast::<u64>().read_volatile() };
         WrTrk { wr_id, wr_len, quanta, opcode: hdr_opcode(u64::from_le(hdr)) }
     }

@@ -49,8 +49,7 @@ impl Block {
         self.ptr.wrapping_add(off) as u64
     }
     fn put32(&self, off: usize, v: u32) {
-        // SAFETY: a test-owned block, `off` inside it (the layout's fields fit the struct,
-        // checked in uapi), 4-aligned; nothing else uses the block concurrently.
+        // SAFETY: a test-owned block, `off` inside it (the layout's fields fit the struct, checked in uapi), 4-aligned; nothing else uses the block concurrently.
         unsafe { self.ptr.add(off).cast::<u32>().write_volatile(v) }
     }
     fn put64(&self, off: usize, v: u64) {
@@ -194,9 +193,7 @@ impl QpImage {
 
     /// The attach as on hardware after `mlx5dv_init_obj`.
     fn read(&self, dv: &DvQp, layout: &Mlx5Layout, cqe_v1: bool) -> Result<PrivateQp, String> {
-        // SAFETY: the image is a `struct mlx5_qp` of `self.layout.qp.size` bytes around
-        // `ibv_qp()`; a `layout` of another row reads at most its own size, which the test
-        // only passes for rows no larger than the image (see `another_release_s_image`).
+        // SAFETY: the image is a `struct mlx5_qp` of `self.layout.qp.size` bytes around `ibv_qp()`; a `layout` of another row reads at most its own size, which the test only passes for rows no larger than the image (see `another_release_s_image`).
         unsafe { read_qp(self.ibv_qp(), dv, layout, self.ctx.ptr.cast(), self.cq.ptr.cast(), cqe_v1) }
     }
 }
@@ -468,8 +465,7 @@ fn inline_scattered_receives_land_in_the_attached_regions_only() {
     let got = poll_all(&mut b);
     assert_eq!((got[0].wr_id, got[0].status), (0x51, WcStatus::LocProtErr));
     assert_eq!(buf.get32(0), 0, "nothing written outside a region");
-    // SAFETY: the test's block outlives the backend (declared before it), and the test
-    // reads it only between polls, on the polling thread.
+    // SAFETY: the test's block outlives the backend (declared before it), and the test reads it only between polls, on the polling thread.
     let region = unsafe { dvcq_provider::MemoryRegion::new(buf.ptr, 256, LKEY) }.unwrap();
     b.add_region(region).unwrap();
     let w = post(0x52, 64);
@@ -588,8 +584,7 @@ impl CqImage {
     }
 
     fn read(&self, dv: &DvCq) -> Result<RdmaCoreCq, String> {
-        // SAFETY: the image is a `struct mlx5_cq` of `layout.cq.size` bytes at `ibv_cq()`,
-        // which outlives every use of what is returned (the tests drop it last).
+        // SAFETY: the image is a `struct mlx5_cq` of `layout.cq.size` bytes at `ibv_cq()`, which outlives every use of what is returned (the tests drop it last).
         unsafe { read_cq(self.ibv_cq(), dv, self.layout) }
     }
 }

@@ -29,8 +29,7 @@ fn lab_an_rdma_core_cq_and_qps_poll_directly_and_posts_keep_finding_room() {
     let verbs_cq = ctx.create_cq(CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
     let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
     let (mut a, mut b, mr) = rc_pair(&pd, &verbs_cq, None);
-    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
-    // declared later), nothing else polls the CQ, and the test posts between polls.
+    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is declared later), nothing else polls the CQ, and the test posts between polls.
     let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
     // Five laps of the 8-deep queues.
@@ -96,8 +95,7 @@ fn lab_an_application_s_srq_attaches_with_its_qp() {
     let pd = ctx.alloc_pd().unwrap();
     let srq = pd.create_srq(8, 1).expect("create_srq");
     let (mut a, b, mr) = rc_pair(&pd, &verbs_cq, Some(&srq));
-    // SAFETY: the CQ, QPs and SRQ live until the end of the test, after `cq` is dropped
-    // (declared later); nothing else polls the CQ, and posts happen between polls.
+    // SAFETY: the CQ, QPs and SRQ live until the end of the test, after `cq` is dropped (declared later); nothing else polls the CQ, and posts happen between polls.
     let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     // SAFETY: as above; attached once already through its QP: refused as a duplicate.
     let again = unsafe { cq.attach_srq(srq.verbs_ptr().unwrap()) };
@@ -153,8 +151,7 @@ fn lab_an_attached_cq_on_the_application_s_channel_arms_with_dvcq_s_doorbell() {
     let verbs_cq = ctx.create_cq_on(&ch, CqOptions::new(32).backend(BackendChoice::Generic)).expect("ibv_create_cq");
     let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
     let (mut a, mut b, mr) = rc_pair(&pd, &verbs_cq, None);
-    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is
-    // declared later), nothing else polls or arms the CQ, and posts happen between polls.
+    // SAFETY: the CQ and QPs live until the end of the test, after `cq` is dropped (it is declared later), nothing else polls or arms the CQ, and posts happen between polls.
     let mut cq = unsafe { attach_direct(&ctx, &verbs_cq, &[&a, &b]) };
     assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
     cq.bind_channel(&ch).expect("bind the attached CQ to its channel");

@@ -91,25 +91,18 @@ pub(crate) struct RdmaCoreSrq {
     layout: Mlx5SrqLayout,
 }
 
-// SAFETY: the pointers are into rdma-core's SRQ, which any thread may use; it is read and
-// written only by the poll of the Cq it was adopted on (one `&mut` owner at a time).
+// SAFETY: the pointers are into rdma-core's SRQ, which any thread may use; it is read and written only by the poll of the Cq it was adopted on (one `&mut` owner at a time).
 unsafe impl Send for RdmaCoreSrq {}
 
 impl RdmaCoreSrq {
     fn int(&self, off: usize) -> &AtomicI32 {
-        // SAFETY: `srq` is a live `struct mlx5_srq` of the row's layout (checked at attach;
-        // the SRQ outlives the Cq by the attach's contract), `off` one of its 4-byte,
-        // 4-aligned `int` fields. A poster touches it with plain word accesses ordered
-        // with the polls; an atomic view is how Rust reads such shared memory.
+        // SAFETY: `srq` is a live `struct mlx5_srq` of the row's layout (checked at attach; the SRQ outlives the Cq by the attach's contract), `off` one of its 4-byte, 4-aligned `int` fields. A poster touches it with plain word accesses ordered with the polls; an atomic view is how Rust reads such shared memory.
         unsafe { AtomicI32::from_ptr(self.srq.add(off).cast::<i32>()) }
     }
 
     fn link(&self, idx: u32) -> &AtomicU16 {
         debug_assert!(idx < self.max);
-        // SAFETY: `wqes` is the SRQ's buffer of `max` WQEs of `1 << wqe_shift` bytes
-        // (mlx5dv_srq's buffer and stride, checked against the private struct), `idx <
-        // max`, and the link is a 2-aligned big-endian u16 at byte 2 of the WQE's next
-        // segment. The device reads it; rdma-core's posts and this poll write it, ordered.
+        // SAFETY: `wqes` is the SRQ's buffer of `max` WQEs of `1 << wqe_shift` bytes (mlx5dv_srq's buffer and stride, checked against the private struct), `idx < max`, and the link is a 2-aligned big-endian u16 at byte 2 of the WQE's next segment. The device reads it; rdma-core's posts and this poll write it, ordered.
         unsafe {
             AtomicU16::from_ptr(self.wqes.add(((idx as usize) << self.wqe_shift) + SRQ_NEXT_WQE_INDEX_OFFSET).cast())
         }
@@ -129,9 +122,7 @@ impl ForeignSrq for RdmaCoreSrq {
     }
     fn wr_id(&self, idx: u32) -> u64 {
         debug_assert!(idx < self.max);
-        // SAFETY: `wrid` is the SRQ's table of `max` entries (non-null and aligned, checked
-        // at attach), `idx < max` (the trait's contract); a post writes an entry only for a
-        // free WQE, which no completion names until its post is visible.
+        // SAFETY: `wrid` is the SRQ's table of `max` entries (non-null and aligned, checked at attach), `idx < max` (the trait's contract); a post writes an entry only for a free WQE, which no completion names until its post is visible.
         unsafe { self.wrid.add(idx as usize).read_volatile() }
     }
     fn free(&self, idx: u32) {
@@ -148,8 +139,7 @@ impl ForeignSrq for RdmaCoreSrq {
             }
             // v48 on: set the WQE's bit; the post path links it in.
             SrqFree::Bitmap { .. } => {
-                // SAFETY: `bitmap` holds `max` bits in `unsigned long` words (non-null and
-                // aligned, checked at attach; `bitmap_alloc0(srq->max)`), `idx < max`.
+                // SAFETY: `bitmap` holds `max` bits in `unsigned long` words (non-null and aligned, checked at attach; `bitmap_alloc0(srq->max)`), `idx < max`.
                 let word = unsafe { AtomicU64::from_ptr(self.bitmap.add(idx as usize / 64)) };
                 word.fetch_or(1 << (idx % 64), Ordering::Release);
             }
@@ -211,9 +201,7 @@ pub(crate) unsafe fn read_srq(
     let l = &layout.srq;
     let base = (srq as *mut u8).wrapping_sub(l.ibv_srq);
     let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct
-    // mlx5_srq` of this SRQ. A plain byte copy; the fields read from it are checked before
-    // any pointer in it is used.
+    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_srq` of this SRQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
     unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let srqn = dv.srqn;
     let what = |s: String| format!("srq {srqn:#x}: {s}");
@@ -324,10 +312,7 @@ pub(crate) unsafe fn read_srq(
         }
     };
     let len = max as usize * dv.stride as usize;
-    // SAFETY: `mlx5dv_srq` reported `buf` as the SRQ's WQEs, `max` times the stride (both
-    // checked against the private struct), mapped while the SRQ lives, which the caller
-    // keeps for the poller's life. rdma-core's posts write them only ordered with the polls
-    // (`Cq::attach_srq`'s contract); the poll never trusts their bytes.
+    // SAFETY: `mlx5dv_srq` reported `buf` as the SRQ's WQEs, `max` times the stride (both checked against the private struct), mapped while the SRQ lives, which the caller keeps for the poller's life. rdma-core's posts write them only ordered with the polls (`Cq::attach_srq`'s contract); the poll never trusts their bytes.
     let wqes = unsafe { WqBuffer::new(dv.buf as *mut u8, len) }.map_err(|e| what(format!("WQE buffer: {e}")))?;
     let foreign = RdmaCoreSrq {
         srq: base,

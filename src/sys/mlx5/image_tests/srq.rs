@@ -173,8 +173,7 @@ impl SrqImage {
     }
 
     fn read(&self, dv: &DvSrq, layout: &Mlx5Layout, ctx: &Block) -> Result<PrivateSrq, String> {
-        // SAFETY: the image is a `struct mlx5_srq` of `self.layout.srq.size` bytes around
-        // `ibv_srq()`; another row's layout is only passed when it is no larger.
+        // SAFETY: the image is a `struct mlx5_srq` of `self.layout.srq.size` bytes around `ibv_srq()`; another row's layout is only passed when it is no larger.
         unsafe { read_srq(self.ibv_srq(), dv, layout, ctx.ptr.cast(), core::ptr::null_mut(), false) }
     }
 }

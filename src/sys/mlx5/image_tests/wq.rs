@@ -101,8 +101,7 @@ impl RwqImage {
 
     /// The attach as on hardware after `mlx5dv_init_obj`, against the CQ at `cq`.
     fn read(&self, dv: &DvRwq, layout: &Mlx5Layout, ctx: u64, cq: u64, cqe_v1: bool) -> Result<PrivateRwq, String> {
-        // SAFETY: the image is a `struct mlx5_rwq` of `RWQ_BYTES` bytes around `ibv_wq()`,
-        // more than any row's `rwq.size`, the most `read_rwq` copies.
+        // SAFETY: the image is a `struct mlx5_rwq` of `RWQ_BYTES` bytes around `ibv_wq()`, more than any row's `rwq.size`, the most `read_rwq` copies.
         unsafe { read_rwq(self.ibv_wq(), dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }
     }
 
