@@ -4,7 +4,7 @@
 //! into the READ's list, read from the WQE the device wrote
 //! (`test_dv_cq_rdma_read_small_msg_128_cqe`). The CQEs are read back from the ring image.
 
-use dvcq::model_device::{Mlx5CqAttrs, ModelCq, ModelDevice, ModelMr, ModelQp, ModelVendor};
+use dvcq::model_device::{Mlx5CqAttrs, ModelCq, ModelDevice, ModelMr, ModelQp, ModelQpInit, ModelVendor};
 use dvcq::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use dvcq::{Completion, WcOpcode, WcStatus};
 
@@ -63,8 +63,9 @@ fn pair(vendor: ModelVendor, cqe_size: u32, sig_all: bool, caps: QpCaps) -> Pair
         ModelVendor::Mlx5 => dev.create_cq_mlx5(64, Mlx5CqAttrs { cqe_size, ..Mlx5CqAttrs::default() }).unwrap(),
         _ => dev.create_cq(64).unwrap(),
     };
-    let a = dev.create_qp_ex(QpType::Rc, &cq, &cq, caps, None, sig_all).unwrap();
-    let b = dev.create_qp_ex(QpType::Rc, &cq, &cq, caps, None, sig_all).unwrap();
+    let init = ModelQpInit { qp_type: QpType::Rc, send_cq: &cq, recv_cq: &cq, caps, srq: None, sq_sig_all: sig_all };
+    let a = dev.create_qp_ex(&init).unwrap();
+    let b = dev.create_qp_ex(&init).unwrap();
     a.connect(&b.endpoint()).unwrap();
     b.connect(&a.endpoint()).unwrap();
     let ma = dev.reg_mr(8192, Access::ALL).unwrap();

@@ -9,7 +9,7 @@ use super::{Outcome, Recorder};
 use crate::cq::{BackendChoice, Cq, CqOptions};
 use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr};
-use crate::{Context, WcOpcode};
+use crate::{Context, QpInit, WcOpcode};
 use dvcq_mlx5_dv::MiniFormat;
 
 /// The responder mini-CQE formats `mlx5dv_create_cq` takes, by their `MLX5DV_CQE_RES_FORMAT_*`
@@ -200,7 +200,8 @@ pub(super) fn mlx5_read_inline_128(ctx: &Context, choice: BackendChoice) -> Resu
         Err(why) => return Ok(Outcome::skip(why)),
     };
     let n = READ_SIZES.len() as u32;
-    let mut r = super::workloads::rig_with(ctx, QpType::Rc, &cq, &cq, caps(2 * n, 1), 2, true)?;
+    let init = QpInit { caps: caps(2 * n, 1), sq_sig_all: true, ..QpInit::new(QpType::Rc, &cq) };
+    let mut r = super::workloads::rig_of(ctx, &init, 2)?;
     let remote = r.mrs[1].remote();
     let mut expected = Vec::new();
     let mut reads = Vec::new();

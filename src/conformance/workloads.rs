@@ -101,26 +101,17 @@ pub(super) fn rig(
     caps: QpCaps,
     n: usize,
 ) -> Result<Rig, Error> {
-    rig_with(ctx, qp_type, send_cq, recv_cq, caps, n, false)
+    rig_of(ctx, &QpInit { qp_type, send_cq, recv_cq, srq: None, caps, sq_sig_all: false }, n)
 }
 
-/// [`rig`], the QPs made with `sq_sig_all` or not.
-pub(super) fn rig_with(
-    ctx: &Context,
-    qp_type: QpType,
-    send_cq: &Cq,
-    recv_cq: &Cq,
-    caps: QpCaps,
-    n: usize,
-    sq_sig_all: bool,
-) -> Result<Rig, Error> {
+/// [`rig`] with `n` QPs made as `init` says (`sq_sig_all`, say).
+pub(super) fn rig_of(ctx: &Context, init: &QpInit<'_>, n: usize) -> Result<Rig, Error> {
     let pd = ctx.alloc_pd()?;
     let mut qps = Vec::new();
     let mut mrs = Vec::new();
     let mut rec = Recorder::default();
     for _ in 0..n {
-        let init = QpInit { qp_type, send_cq, recv_cq, srq: None, caps, sq_sig_all };
-        let qp = pd.create_qp(&init)?;
+        let qp = pd.create_qp(init)?;
         rec.add_qp(&qp);
         qps.push(qp);
         mrs.push(pd.reg_mr(MR_BYTES, Access::ALL)?);

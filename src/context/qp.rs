@@ -159,9 +159,15 @@ impl Pd {
                         })
                     }
                 };
-                let qp = m
-                    .create_qp_ex(init.qp_type, send, recv, init.caps, srq, init.sq_sig_all)
-                    .map_err(|e| super::model_error(&self.device, e))?;
+                let model_init = crate::model_device::ModelQpInit {
+                    qp_type: init.qp_type,
+                    send_cq: send,
+                    recv_cq: recv,
+                    caps: init.caps,
+                    srq,
+                    sq_sig_all: init.sq_sig_all,
+                };
+                let qp = m.create_qp_ex(&model_init).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(Qp { qpn: qp.qpn(), inner: QpInner::Model(qp), device: self.device.clone(), qp_type: init.qp_type })
             }
             #[cfg(dvcq_rdma_core)]

@@ -476,12 +476,12 @@ impl ModelDevice {
         caps: crate::verbs::QpCaps,
         srq: Option<&ModelSrq>,
     ) -> Result<ModelQp, DeviceError> {
-        self.create_qp_ex(qp_type, send_cq, recv_cq, caps, srq, false)
+        self.create_qp_ex(&ModelQpInit { qp_type, send_cq, recv_cq, caps, srq, sq_sig_all: false })
     }
 
-    /// Creates a QP as [`ModelDevice::create_qp`] does, with `sq_sig_all`
-    /// (`ibv_qp_init_attr.sq_sig_all`): every send completes with a CQE, whether the request
-    /// asked for one or not. On `model-mlx5` an RC QP made so gets small READ responses
+    /// Creates a QP as [`ModelDevice::create_qp`] does, from all of `init` (rdma-core's
+    /// `ibv_qp_init_attr`). With `sq_sig_all` every send completes with a CQE, whether the
+    /// request asked for one or not. On `model-mlx5` an RC QP made so gets small READ responses
     /// inside its send CQE (requester scatter-to-CQE, as the kernel configures it for such a
     /// QP): up to 64 bytes with a send CQ of 128-byte CQEs, up to 32 with 64-byte CQEs; the
     /// poll copies them into the READ's scatter list.
@@ -489,15 +489,8 @@ impl ModelDevice {
     /// # Errors
     ///
     /// As [`ModelDevice::create_qp`].
-    pub fn create_qp_ex(
-        &self,
-        qp_type: crate::verbs::QpType,
-        send_cq: &ModelCq,
-        recv_cq: &ModelCq,
-        caps: crate::verbs::QpCaps,
-        srq: Option<&ModelSrq>,
-        sq_sig_all: bool,
-    ) -> Result<ModelQp, DeviceError> {
+    pub fn create_qp_ex(&self, init: &ModelQpInit<'_>) -> Result<ModelQp, DeviceError> {
+        let ModelQpInit { qp_type, send_cq, recv_cq, caps, srq, sq_sig_all } = *init;
         self.same(send_cq.shared(), "send cq")?;
         self.same(recv_cq.shared(), "recv cq")?;
         if let Some(s) = srq {
@@ -507,6 +500,23 @@ impl ModelDevice {
         let id = self.shared.lock().create_qp(qp_type, send_cq.id(), recv_cq.id(), caps, srq, sq_sig_all)?;
         Ok(ModelQp::new(self.shared.clone(), id))
     }
+}
+
+/// What [`ModelDevice::create_qp_ex`] makes: rdma-core's `ibv_qp_init_attr` for a model QP.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelQpInit<'a> {
+    /// RC, UD, or an XRC initiator.
+    pub qp_type: crate::verbs::QpType,
+    /// Where its send completions go.
+    pub send_cq: &'a ModelCq,
+    /// Where its receive completions go (the same CQ or another).
+    pub recv_cq: &'a ModelCq,
+    /// Queue sizes.
+    pub caps: crate::verbs::QpCaps,
+    /// Receives come from this SRQ instead of the QP's own receive queue.
+    pub srq: Option<&'a ModelSrq>,
+    /// Every send completes with a CQE, signaled or not.
+    pub sq_sig_all: bool,
 }
 
 /// The Q_Key a UD QP accepts until told otherwise (the value `ibv_ud_pingpong` uses).
