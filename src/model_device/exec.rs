@@ -5,7 +5,7 @@ use super::fabric::Fabric;
 use super::irdma::{self as ird, UdSource};
 use super::memory::LocalFault;
 use super::mlx5::{self as mx, Arrival};
-use super::qp::{Payload, QpHw, QpState, Recv, Send};
+use super::qp::{Payload, QpHw, QpState, Recv, ReqScatter, Send};
 use crate::verbs::{MrSlice, QpType, SendOp, UdDest, UD_GRH_BYTES};
 use dvcq_e810_dv::model::ModelCqe;
 use dvcq_provider::WcStatus;
@@ -417,7 +417,7 @@ impl Fabric {
     /// up to what the send CQ's CQEs carry. A longer response goes to the buffers, and so
     /// does nothing for a READ of 0 bytes (inferred: there is nothing to scatter).
     pub(super) fn read_in_cqe(&self, q: usize, w: &Work<'_>) -> bool {
-        let max = self.qps[q].req_scatter.as_ref().map_or(0, |r| r.max as u64);
+        let max = self.qps[q].req_scatter.as_ref().map_or(0, ReqScatter::max);
         matches!(w.op, SendOp::Read(_)) && w.signaled && (1..=max).contains(&w.len)
     }
 

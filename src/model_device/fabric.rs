@@ -318,8 +318,7 @@ impl Fabric {
         let wqes = Arc::new(DmaBuffer::new(l.sq_wqe_cnt as usize * mx::WQE_BB as usize)?);
         let buf = wqes.wq_buffer(0, wqes.len())?;
         self.mlx5_registry(send_cq).ok_or(OTHER_VENDOR)?.set_send_wqes(qpn, buf)?;
-        let max = if cqe_size == 128 { 64 } else { 32 };
-        Ok(ReqScatter { wqes, max, cqe_size })
+        Ok(ReqScatter { wqes, cqe_size })
     }
 
     /// CQ `cq`'s mlx5 registry (`None` never happens: a device creates CQs of its own

@@ -179,9 +179,7 @@ impl Fabric {
             // `sq_sig_all`: rdma-core sets `MLX5_WQE_CTRL_CQ_UPDATE` in every WQE (mlx5's
             // `sq_signal_bits`), irdma's post signals every WR.
             let signaled = wr.signaled || self.qps[q].sig_all;
-            if self.qps[q].req_scatter.is_some() {
-                self.write_send_wqe(q, wr, wqe, signaled);
-            }
+            self.write_send_wqe(q, wr, wqe, signaled);
             if self.qps[q].state == QpState::Error {
                 self.flush_posted_send(q, wqe, wr.op, used_before);
                 continue;

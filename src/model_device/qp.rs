@@ -151,12 +151,21 @@ pub(crate) struct ReqScatter {
     /// The SQ: `sq_wqe_cnt` basic blocks of 64 bytes, registered with the send CQ's poller
     /// (`Registry::set_send_wqes`).
     pub(crate) wqes: Arc<DmaBuffer>,
+    /// The send CQ's CQE size.
+    pub(crate) cqe_size: u32,
+}
+
+impl ReqScatter {
     /// The most bytes of a response a CQE carries: 64 with a send CQ of 128-byte CQEs
     /// (`MLX5_REQ_SCAT_DATA64_CQE`, format 2), 32 with 64-byte CQEs
     /// (`MLX5_REQ_SCAT_DATA32_CQE`, format 1).
-    pub(crate) max: usize,
-    /// The send CQ's CQE size.
-    pub(crate) cqe_size: u32,
+    pub(crate) fn max(&self) -> u64 {
+        if self.cqe_size == 128 {
+            64
+        } else {
+            32
+        }
+    }
 }
 
 /// One SRQ's state inside the device.
