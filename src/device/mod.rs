@@ -28,6 +28,16 @@ pub struct DeviceList {
     pub unreadable: Vec<String>,
 }
 
+/// What `dvcq --version` prints after the name: the version, and whether this build has
+/// the glue to real devices (`built with rdma-core`) or is model-only (build.rs found no
+/// rdma-core, or `DVCQ_NO_RDMA_CORE=1`). Tools that need real devices check it.
+#[cfg(dvcq_rdma_core)]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (built with rdma-core)");
+/// What `dvcq --version` prints after the name: the version, and that this build is
+/// model-only (build.rs found no rdma-core, or `DVCQ_NO_RDMA_CORE=1`).
+#[cfg(not(dvcq_rdma_core))]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (model-only: built without rdma-core)");
+
 /// The built-in model devices' names.
 pub const MODEL_NAMES: [&str; 2] = ["model-mlx5", "model-e810"];
 
