@@ -5,8 +5,12 @@
 //! libibverbs and libmlx5, and sets `cfg(dvcq_rdma_core)`, which turns the glue on. Without
 //! them, or with `DVCQ_NO_RDMA_CORE=1`, the crate builds in model-only mode: the models,
 //! ring images and tools work, and opening a real device says why it cannot. Either way the
-//! build succeeds; a model-only build prints one cargo warning saying how to get hardware
-//! support.
+//! build succeeds; a model-only build prints one cargo warning saying why and how to get
+//! hardware support. Installing or removing rdma-core or libclang reruns this script
+//! (`build/rdma_core.rs` names what the answer depends on).
+
+#[path = "build/rdma_core.rs"]
+mod rdma_core;
 
 use std::env;
 use std::path::PathBuf;
@@ -109,25 +113,19 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(dvcq_rdma_core)");
     println!("cargo::rerun-if-env-changed=DVCQ_NO_RDMA_CORE");
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=build/rdma_core.rs");
 
     if env::var_os("DVCQ_NO_RDMA_CORE").is_some_and(|v| v == "1") {
         model_only("DVCQ_NO_RDMA_CORE=1 is set");
         return;
     }
-    let verbs = match pkg_config::Config::new().atleast_version("1.8").probe("libibverbs") {
-        Ok(lib) => lib,
-        Err(e) => {
-            model_only(&format!("rdma-core's libibverbs was not found by pkg-config ({})", first_line(&e.to_string())));
+    let found = match rdma_core::find() {
+        Ok(found) => found,
+        Err(why) => {
+            model_only(&why);
             return;
         }
     };
-    // libmlx5 ships with libibverbs-dev on every distribution that packages rdma-core; its
-    // absence means mlx5dv cannot be used, not that the build must fail.
-    let mlx5 = pkg_config::Config::new().probe("libmlx5").ok();
-    if mlx5.is_none() {
-        model_only("rdma-core's libmlx5 (mlx5dv) was not found by pkg-config");
-        return;
-    }
 
     let mut builder = bindgen::Builder::default()
         .header_contents("dvcq_rdma.h", "#include <infiniband/verbs.h>\n#include <infiniband/mlx5dv.h>\n")
@@ -147,7 +145,7 @@ fn main() {
     for v in VARS {
         builder = builder.allowlist_var(v);
     }
-    for inc in verbs.include_paths.iter().chain(mlx5.iter().flat_map(|l| l.include_paths.iter())) {
+    for inc in &found.include_paths {
         builder = builder.clang_arg(format!("-I{}", inc.display()));
     }
     let bindings = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.generate())) {
@@ -174,6 +172,7 @@ fn model_only(reason: &str) {
     );
 }
 
+/// The first line of an error's text that says something.
 fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s).trim()
+    s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no reason given")
 }

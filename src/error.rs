@@ -162,4 +162,17 @@ pub enum Error {
         /// The ranges the table covers.
         covered: String,
     },
+    /// A value the device (or rdma-core for it) reported that cannot be used as it stands:
+    /// a `max_cqe` of 0, a CQ far deeper than asked for, a clock shift of 64 bits or more.
+    #[error("{device}: the device reports {what} = {value}, {why}")]
+    DeviceReport {
+        /// The device.
+        device: String,
+        /// The attribute, as rdma-core names it (`max_cqe`, `ibv_cq.cqe`, ...).
+        what: &'static str,
+        /// The value reported.
+        value: String,
+        /// Why it cannot be used, and what it was needed for.
+        why: String,
+    },
 }

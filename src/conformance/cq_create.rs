@@ -2,6 +2,7 @@
 //! `test_create_cq_with_comp_channel`, `test_create_cq_bad_flow`; `test_resize_cq` is
 //! `cq_resize`): no traffic, each thing that goes wrong one problem line.
 
+use super::limits::max_cqe;
 use super::{Outcome, Recorder};
 use crate::cq::{BackendChoice, CqOptions};
 use crate::error::Error;
@@ -31,7 +32,7 @@ fn check_new(rec: &mut Recorder, made: Result<crate::Cq, Error>, depth: u32, wha
 /// CQs of 1, max/2 and max entries on the first two completion vectors, and one on the last
 /// vector (`test_create_cq`). Each is dropped before the next is made.
 pub(super) fn cq_create_sizes(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
-    let max = ctx.info()?.max_cqe;
+    let max = max_cqe(ctx)?;
     let vectors = ctx.comp_vectors();
     let mut rec = Recorder::default();
     for depth in sizes(max) {
@@ -40,7 +41,8 @@ pub(super) fn cq_create_sizes(ctx: &Context, choice: BackendChoice) -> Result<Ou
             check_new(&mut rec, made, depth, &format!("a CQ of {depth} on vector {v}"));
         }
     }
-    let last = vectors - 1;
+    // `comp_vectors` is at least 1, and `max` too.
+    let last = vectors.saturating_sub(1);
     let depth = vectors.clamp(1, max);
     let made = ctx.create_cq(CqOptions::new(depth).comp_vector(last).backend(choice));
     check_new(&mut rec, made, depth, &format!("a CQ of {depth} on the last vector ({last})"));
@@ -52,7 +54,7 @@ pub(super) fn cq_create_sizes(ctx: &Context, choice: BackendChoice) -> Result<Ou
 /// CQs of 1, max/2 and max entries whose events go to a completion channel
 /// (`test_create_cq_with_comp_channel`).
 pub(super) fn cq_create_channel(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
-    let max = ctx.info()?.max_cqe;
+    let max = max_cqe(ctx)?;
     let channel = ctx.create_channel()?;
     let mut rec = Recorder::default();
     for depth in sizes(max) {
@@ -69,14 +71,14 @@ pub(super) fn cq_create_channel(ctx: &Context, choice: BackendChoice) -> Result<
 /// on a real device rdma-core's (the provider's and the kernel's) own refusal is checked as
 /// well, by calling `ibv_create_cq` with the same values.
 pub(super) fn cq_create_bad(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
-    let max = ctx.info()?.max_cqe;
+    let max = max_cqe(ctx)?;
     let vectors = ctx.comp_vectors();
     let mut rec = Recorder::default();
     let cases = [
         ("0 entries", CqOptions::new(0), false),
         ("max_cqe + 1 entries", CqOptions::new(max.saturating_add(1)), true),
         ("vector num_comp_vectors", CqOptions::new(100.min(max)).comp_vector(vectors), false),
-        ("vector num_comp_vectors + 1", CqOptions::new(100.min(max)).comp_vector(vectors + 1), true),
+        ("vector num_comp_vectors + 1", CqOptions::new(100.min(max)).comp_vector(vectors.saturating_add(1)), true),
     ];
     for (what, opts, ask_rdma_core) in cases {
         let right = match ctx.create_cq(opts.backend(choice)) {
@@ -105,7 +107,7 @@ pub(super) fn cq_create_bad(ctx: &Context, choice: BackendChoice) -> Result<Outc
     let summary = format!(
         "CQs of 0 and {} entries and on vectors {vectors} and {} refused by {by}",
         max.saturating_add(1),
-        vectors + 1
+        vectors.saturating_add(1)
     );
     Ok(Outcome::checked(rec, summary))
 }

@@ -18,6 +18,9 @@ const DEPTH: u32 = 8;
 /// Completions posted past four times the depth: past what any ring holds (irdma's ring
 /// of a CQ of `n` has `2n + 2` slots on GEN2, one kept free; mlx5's one more than `n`).
 const EXTRA: u64 = 8;
+/// The deepest CQ made for [`DEPTH`] entries the check fills (providers round up: mlx5 to
+/// a power of two less one, irdma to twice and two more).
+const MOST: u32 = 1024;
 /// How long the device gets, once it has reported the overrun, to finish the rest of the
 /// posted work (rxe's kernel threads in an emulated VM are the slowest).
 const SETTLE: Duration = Duration::from_millis(100);
@@ -30,7 +33,9 @@ const SETTLE: Duration = Duration::from_millis(100);
 pub(super) fn cq_overrun(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     let channel = ctx.create_channel()?;
     let mut cq = ctx.create_cq_on(&channel, CqOptions::new(DEPTH).backend(choice))?;
-    let depth = u64::from(cq.depth());
+    // The check posts four times what the CQ holds: a depth far past the one asked for
+    // (what rdma-core read back from the device) is refused, not posted.
+    let depth = u64::from(super::limits::cq_depth(ctx, &cq, DEPTH, MOST)?);
     let posted = 4 * depth + EXTRA;
     let c = caps(posted as u32, 1);
     let mut r = rig(ctx, QpType::Rc, &cq, &cq, c, 2)?;

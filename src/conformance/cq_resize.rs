@@ -108,7 +108,7 @@ pub(super) fn cq_resize(ctx: &Context, choice: BackendChoice) -> Result<Outcome,
     if cq.depth() != same {
         r.rec.problem(format!("a resize to the depth the CQ has ({same}) changed it to {}", cq.depth()));
     }
-    for bad in [0, ctx.info()?.max_cqe.saturating_add(1)] {
+    for bad in [0, super::limits::max_cqe(ctx)?.saturating_add(1)] {
         if !matches!(cq.resize(bad), Err(Error::CqDepth { .. })) {
             r.rec.problem(format!("a resize to {bad} entries was not refused as a bad depth"));
         }

@@ -15,6 +15,7 @@ mod cq_ex;
 mod cq_overrun;
 mod cq_resize;
 mod events;
+mod limits;
 mod mlx5_dv;
 mod timestamps;
 mod workloads;

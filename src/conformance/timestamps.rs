@@ -117,6 +117,20 @@ pub fn timestamps_monotonic(
     Ok(s)
 }
 
+/// Refuses a clock the device reported that converts nothing: rdma-core's clock snapshot
+/// comes from the device, and a shift of 64 bits or more overflows the conversion.
+fn usable_clock(ctx: &crate::Context, clock: &CqClock) -> Result<(), crate::Error> {
+    match clock {
+        CqClock::Cycles(ci) if ci.shift >= 64 => Err(super::limits::reported(
+            ctx,
+            "mlx5dv_clock_info.shift",
+            ci.shift,
+            "a cycle-to-nanosecond shift of 64 bits or more: no timestamp converts",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The `cq_timestamps` check (after rdma-core's `test_mlx5_timestamp.py` and the extended
 /// CQ's completion timestamp in `test_cqex.py`): RDMA WRITEs from both QPs of a pair on a
 /// CQ made to report timestamps ([`crate::cq::Timestamps::Raw`]); each QP's successful
@@ -142,6 +156,7 @@ pub(super) fn cq_timestamps(
         Ok(c) => c,
         Err(e) => return skip_unsupported(e),
     };
+    usable_clock(ctx, &clock)?;
     let mut r = rig(ctx, QpType::Rc, &cq, &cq, caps(16, 16), 2)?;
     let mut expected = Vec::new();
     for i in 0..8u64 {
@@ -243,5 +258,15 @@ mod tests {
             TimestampViolation::Missing { completions: 2 }
         );
         assert_eq!(timestamps_monotonic(&[err], &CqClock::Nanoseconds).unwrap(), TimestampSummary::default());
+    }
+
+    #[test]
+    fn a_clock_whose_shift_converts_nothing_is_refused_naming_it() {
+        let ctx = crate::Context::open("model-mlx5").unwrap();
+        assert!(usable_clock(&ctx, &cycles()).is_ok());
+        let CqClock::Cycles(ci) = cycles() else { unreachable!() };
+        let bad = CqClock::Cycles(ClockInfo { shift: 64, ..ci });
+        let e = usable_clock(&ctx, &bad).unwrap_err().to_string();
+        assert!(e.starts_with("model-mlx5:") && e.contains("mlx5dv_clock_info.shift = 64"), "{e}");
     }
 }

@@ -522,7 +522,7 @@ enum Depth {
 fn cq_depth(ctx: &Context, choice: BackendChoice, depth: Depth) -> Result<Outcome, Error> {
     let depth = match depth {
         Depth::Fixed(d) => d,
-        Depth::DeviceMax => ctx.info()?.max_cqe,
+        Depth::DeviceMax => super::limits::max_cqe(ctx)?,
     };
     let mut scq = one_cq(ctx, choice, depth)?;
     let mut rcq = one_cq(ctx, choice, depth)?;

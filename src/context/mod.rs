@@ -60,6 +60,13 @@ impl Context {
         Ok(Context { inner: Inner::Model(ModelDevice::new(vendor)), name: name.to_string() })
     }
 
+    /// A context on a model device made by the caller (one whose attributes were set with
+    /// [`ModelDevice::with_attrs`], say), named as the model is.
+    pub fn from_model(model: ModelDevice) -> Context {
+        let name = model.name().to_string();
+        Context { inner: Inner::Model(model), name }
+    }
+
     #[cfg(dvcq_rdma_core)]
     fn open_verbs(name: &str) -> Result<Context, Error> {
         let ctx = sys::device::Context::open(name).map_err(|e| match e {
@@ -152,7 +159,7 @@ impl Context {
     /// rdma-core failed a query.
     pub fn info(&self) -> Result<DeviceInfo, Error> {
         match &self.inner {
-            Inner::Model(m) => Ok(device::model_info(m.vendor())),
+            Inner::Model(m) => Ok(device::model_info(m)),
             #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => device::verbs_info(ctx),
         }

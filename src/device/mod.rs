@@ -28,6 +28,16 @@ pub struct DeviceList {
     pub unreadable: Vec<String>,
 }
 
+/// What `dvcq --version` prints after the name: the version, and whether this build has
+/// the glue to real devices (`built with rdma-core`) or is model-only (build.rs found no
+/// rdma-core, or `DVCQ_NO_RDMA_CORE=1`). Tools that need real devices check it.
+#[cfg(dvcq_rdma_core)]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (built with rdma-core)");
+/// What `dvcq --version` prints after the name: the version, and that this build is
+/// model-only (build.rs found no rdma-core, or `DVCQ_NO_RDMA_CORE=1`).
+#[cfg(not(dvcq_rdma_core))]
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (model-only: built without rdma-core)");
+
 /// The built-in model devices' names.
 pub const MODEL_NAMES: [&str; 2] = ["model-mlx5", "model-e810"];
 
@@ -89,15 +99,19 @@ pub fn rdma_core_release() -> Option<Release> {
 
 /// The models, as `dvcq devices` lists them.
 pub fn model_infos() -> Vec<DeviceInfo> {
+    use crate::model_device::ModelDevice;
     use crate::model_device::ModelVendor;
-    [ModelVendor::Mlx5, ModelVendor::Irdma].into_iter().map(model_info).collect()
+    [ModelVendor::Mlx5, ModelVendor::Irdma].into_iter().map(|v| model_info(&ModelDevice::new(v))).collect()
 }
 
-/// What `dvcq devices` says about a model.
-pub(crate) fn model_info(vendor: crate::model_device::ModelVendor) -> DeviceInfo {
-    use crate::model_device::{DeviceAttrs, ModelDevice, ModelVendor};
-    let a = DeviceAttrs::of(vendor);
-    let gid = ModelDevice::new(vendor).gid();
+/// What `dvcq devices` says about a model: what it reports ([`ModelDevice::attrs`]).
+///
+/// [`ModelDevice::attrs`]: crate::model_device::ModelDevice::attrs
+pub(crate) fn model_info(model: &crate::model_device::ModelDevice) -> DeviceInfo {
+    use crate::model_device::ModelVendor;
+    let vendor = model.vendor();
+    let a = model.attrs();
+    let gid = model.gid();
     let (vendor_id, part, what) = match vendor {
         // PCI ids of the parts the models play: ConnectX-6 (0x15b3:0x101b), E810-C (0x8086:0x1592).
         ModelVendor::Mlx5 => {
@@ -158,11 +172,23 @@ pub(crate) fn default_port_and_gid(ctx: &crate::sys::device::Context) -> (u8, u8
     (port, u8::try_from(pick).unwrap_or(0))
 }
 
+/// The most GID table entries read of a port: a GID index travels in 8 bits
+/// (`ibv_global_route.sgid_index`), so entries past 255 cannot be used.
+const MAX_GIDS: i32 = 256;
+
+/// The GID indices to read of a port whose `gid_tbl_len` is `len`, whatever the device
+/// reported: none for a negative length, at most [`MAX_GIDS`] (an absurd length would
+/// otherwise mean billions of `ibv_query_gid` calls).
+#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
+fn gid_indices(len: i32) -> std::ops::Range<i32> {
+    0..len.clamp(0, MAX_GIDS)
+}
+
 /// The valid GIDs of a port, with their kinds from sysfs.
 #[cfg(dvcq_rdma_core)]
 fn gids(ctx: &crate::sys::device::Context, port: u8, len: i32) -> Vec<GidInfo> {
     let base = ctx.ibdev_path().join("ports").join(port.to_string()).join("gid_attrs").join("types");
-    (0..len.max(0))
+    gid_indices(len)
         .filter_map(|i| {
             let gid = ctx.gid(port, i).ok()?;
             if gid == [0; 16] {
@@ -262,4 +288,17 @@ pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> R
         backend,
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gid_table_read_is_bounded_whatever_its_reported_length() {
+        assert_eq!(gid_indices(-1), 0..0);
+        assert_eq!(gid_indices(0), 0..0);
+        assert_eq!(gid_indices(16), 0..16);
+        assert_eq!(gid_indices(i32::MAX), 0..MAX_GIDS);
+    }
 }

@@ -320,6 +320,15 @@ pub struct ModelDevice {
 impl ModelDevice {
     /// A new device of `vendor`, with nothing created on it yet.
     pub fn new(vendor: ModelVendor) -> Self {
+        Self::with_attrs(vendor, DeviceAttrs::of(vendor))
+    }
+
+    /// A new device of `vendor` that reports `attrs` ([`ModelDevice::attrs`],
+    /// [`crate::Context::info`]) instead of its own, as a faulty or emulated device might (a
+    /// kernel that answers `ibv_query_device` with zeros, say): for showing that what a
+    /// device reports is checked where it is used. What the model itself accepts stays its
+    /// own, as a device's limits do not change with what its driver answers.
+    pub fn with_attrs(vendor: ModelVendor, attrs: DeviceAttrs) -> Self {
         use std::sync::atomic::{AtomicU8, Ordering};
         static NEXT: AtomicU8 = AtomicU8::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -327,8 +336,7 @@ impl ModelDevice {
         gid[10] = 0xff;
         gid[11] = 0xff;
         gid[12..].copy_from_slice(&[192, 0, 2, n]);
-        let attrs = DeviceAttrs::of(vendor);
-        let fabric = Mutex::new(fabric::Fabric::new(vendor, attrs, gid));
+        let fabric = Mutex::new(fabric::Fabric::new(vendor, DeviceAttrs::of(vendor), gid));
         ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric, timer: Mutex::new(false) }) }
     }
 
@@ -342,7 +350,8 @@ impl ModelDevice {
         self.shared.vendor.device_name()
     }
 
-    /// What the device reports.
+    /// What the device reports ([`DeviceAttrs::of`] its vendor, unless made
+    /// [`ModelDevice::with_attrs`]).
     pub fn attrs(&self) -> DeviceAttrs {
         self.shared.attrs
     }
