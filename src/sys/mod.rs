@@ -16,6 +16,7 @@
 
 pub(crate) mod async_event;
 mod attach;
+mod claim;
 pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;
