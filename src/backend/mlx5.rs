@@ -58,7 +58,7 @@
 
 pub(crate) mod own;
 
-use crate::device::{ChosenRelease, Release};
+use crate::device::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
@@ -213,7 +213,7 @@ fn attach_as(
     created: Option<Created>,
 ) -> Result<(Mlx5Backend, String), Error> {
     let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "mlx5", reason };
-    let chosen = chosen_release(ctx).map_err(refuse)?;
+    let chosen = super::chosen_release(ctx).map_err(refuse)?;
     let layout = layout_for(device, Some(chosen.release))?;
     let cqe_v1 = crate::sys::mlx5::cqe_version_1(ctx).map_err(refuse)?;
     let opened = crate::sys::mlx5::attach_verbs_cq(cq, layout, cqe_v1, created);
@@ -237,14 +237,6 @@ fn attach_as(
         Mlx5Backend::new(poller, ctx.as_ptr() as usize, cq.as_ptr() as usize, layout, cqe_v1, Some(Arc::clone(cq)));
     backend.set_rdma_core_cq(private);
     Ok((backend, why))
-}
-
-/// The rdma-core release whose layout row the attach reads with: the mlx5 provider
-/// library's, which must be libibverbs' ([`ChosenRelease::pick`]).
-pub(crate) fn chosen_release(ctx: &Context) -> Result<ChosenRelease, String> {
-    let verbs_file = crate::sys::device::libibverbs_file();
-    let verbs = verbs_file.as_deref().and_then(|f| Release::from_libibverbs_file(f).map(|r| (r, f)));
-    ChosenRelease::pick(verbs, ctx.provider_library().as_deref())
 }
 
 impl Mlx5Backend {

@@ -586,6 +586,29 @@ mod channel_tests {
     }
 
     #[test]
+    fn a_cq_attached_twice_is_refused_until_the_first_cq_is_gone() {
+        let mut f = Fakes::new();
+        let ctx = f.context();
+        let mut raw = Box::new(ffi::ibv_cq::default());
+        raw.context = &mut *f.ctx;
+        raw.cqe = 15;
+        let ptr = NonNull::new((&mut *raw as *mut ffi::ibv_cq).cast::<c_void>()).unwrap();
+        // The fake context names no provider library: rdma-core's poll, as Auto allows.
+        // SAFETY: a CQ struct of `ctx` that outlives every handle (dropped last); nothing polls it.
+        let first = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Auto) }.unwrap();
+        assert_eq!(first.backend().kind, BackendKind::Generic);
+        // SAFETY: as above.
+        let e = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Generic) }.unwrap_err();
+        assert!(matches!(e, Error::Mismatch { .. }), "{e}");
+        assert!(e.to_string().contains("is attached already"), "{e}");
+        drop(first);
+        // SAFETY: as above.
+        let again = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Generic) }.expect("free once the first is gone");
+        drop(again);
+        drop(raw);
+    }
+
+    #[test]
     fn an_attached_cq_binds_only_to_the_channel_it_was_created_on() {
         let mut f = Fakes::new();
         let ctx = f.context();

@@ -896,3 +896,26 @@ proptest::proptest! {
 }
 
 mod own;
+
+/// The QP's table readers stay inside rdma-core's tables whatever index they are handed:
+/// an index past the ring reads the slot `idx & (size - 1)` names.
+#[test]
+fn the_qp_table_readers_stay_inside_their_tables() {
+    use dvcq_e810_dv::ForeignQp;
+    let s = setups().remove(0);
+    let w = World::new(s);
+    let qp = QpImage::new(&w, w.ucq.addr(0), w.ucq.addr(0));
+    let recvs: Vec<u16> = (0..3).map(|i| qp.post_recv(0x400 + i).unwrap()).collect();
+    let send = qp.post_send(0x500, 1, sq_op::SEND, 10).unwrap();
+    let (cq, _) = w.read().unwrap();
+    let p = qp.read(&cq).unwrap();
+    let (sq_size, rq_size) = (p.qp.sq_size(), p.qp.rq_size());
+    for (k, r) in recvs.iter().enumerate() {
+        for lap in [1, 3] {
+            assert_eq!(p.qp.rq_wr_id(u32::from(*r) + lap * rq_size), 0x400 + k as u64);
+        }
+    }
+    let e = p.qp.sq_entry(u32::from(send) + sq_size);
+    assert_eq!((e.wr_id, e.wr_len, e.quanta), (0x500, 10, 1));
+    assert_eq!(p.qp.sq_entry(u32::MAX).wr_id, p.qp.sq_entry(u32::MAX & (sq_size - 1)).wr_id);
+}

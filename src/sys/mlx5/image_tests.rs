@@ -842,3 +842,28 @@ fn a_fallback_to_rdma_core_s_poll_gives_the_dv_owned_flag_back() {
     drop(c);
     drop((vctx_handle, vctx, dev));
 }
+
+/// The table readers stay inside rdma-core's tables whatever index they are handed: an
+/// index past `wqe_cnt` reads the slot rdma-core's own `idx & (wqe_cnt - 1)` names.
+#[test]
+fn the_wq_table_readers_stay_inside_their_tables() {
+    let layout = &MLX5_LAYOUTS[0];
+    let img = QpImage::new(layout, false);
+    (0..SQ).for_each(|i| {
+        img.post_send(0x100 + u64::from(i), 1);
+    });
+    (0..RQ).for_each(|i| {
+        img.post_recv(0x200 + u64::from(i));
+    });
+    let p = img.read(&img.dv(), layout, false).unwrap();
+    let (sq, rq) = (p.sq.as_ref().unwrap(), p.rq.as_ref().unwrap());
+    for i in [SQ, SQ + 5, u32::MAX] {
+        let slot = i & (SQ - 1);
+        assert_eq!(sq.wr_id(i), 0x100 + u64::from(slot), "{i}");
+        assert_eq!(sq.wqe_head(i), slot, "{i}");
+        assert_eq!(sq.wr_data(i), sq.wr_data(slot), "{i}");
+    }
+    for i in [RQ, RQ + 3, u32::MAX] {
+        assert_eq!(rq.wr_id(i), 0x200 + u64::from(i & (RQ - 1)), "{i}");
+    }
+}
