@@ -917,5 +917,5 @@ fn the_qp_table_readers_stay_inside_their_tables() {
     }
     let e = p.qp.sq_entry(u32::from(send) + sq_size);
     assert_eq!((e.wr_id, e.wr_len, e.quanta), (0x500, 10, 1));
-    assert_eq!(p.qp.sq_entry(u32::MAX).wr_id, p.qp.sq_entry(u32::MAX & (sq_size - 1)).wr_id);
+    assert_eq!(p.qp.sq_entry(u32::MAX).wr_id, p.qp.sq_entry(sq_size - 1).wr_id, "u32::MAX masks to the last slot");
 }

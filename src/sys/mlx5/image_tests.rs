@@ -758,7 +758,8 @@ fn a_refused_cq_attach_leaves_the_cq_s_flags_as_they_were() {
             assert_eq!(cq.flags(), BEFORE | MLX5_CQ_FLAGS_DV_OWNED, "{what}: {why}: the application's flag stays");
         }
         // Refusals before it: mlx5dv_init_obj is never called.
-        let spoils: [(&str, &dyn Fn(&CqImage)); 4] = [
+        type Spoil<'a> = (&'a str, &'a dyn Fn(&CqImage));
+        let spoils: [Spoil; 4] = [
             ("is neither its buf_a nor its buf_b", &|c| c.cq.put64(layout.cq.active_buf, 0x2000)),
             ("is not a page-aligned ring", &|c| c.cq.put64(layout.cq.buf_b, 0x3008)),
             ("cqe_sz (after arm_sn) is 0", &|c| c.cq.put32(layout.cq.cqe_sz, 0)),
