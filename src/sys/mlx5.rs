@@ -13,6 +13,7 @@
 //! the UAR page `mlx5dv_init_obj` reports (MMIO), with the sequence number read from the
 //! private `struct mlx5_cq`'s `arm_sn` ([`RdmaCoreCq`]).
 
+use super::allocation::allocation_holds;
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
@@ -495,27 +496,6 @@ impl RdmaCoreCq {
         flags.fetch_and(!MLX5_CQ_FLAGS_DV_OWNED, Ordering::AcqRel);
         true
     }
-}
-
-/// Checks that the allocation `base` starts holds at least `size` bytes, before any of
-/// them is read: rdma-core's mlx5 provider allocates its CQ, QP, SRQ and WQ structs with
-/// `calloc` (`providers/mlx5/verbs.c`), so the C allocator's `malloc_usable_size` bounds
-/// them, and a layout row larger than the struct the release loaded has (a later row on
-/// an earlier library) is refused here rather than read past the allocation.
-///
-/// # Safety
-///
-/// `base` is the start of a live block from the process's C allocator (`malloc`,
-/// `calloc`).
-pub(crate) unsafe fn allocation_holds(base: *const u8, size: usize, what: &str) -> Result<(), String> {
-    // SAFETY: the caller's promise: a live block of the C allocator, which `malloc_usable_size` only inspects.
-    let usable = unsafe { libc::malloc_usable_size(base.cast_mut().cast()) };
-    if usable < size {
-        return Err(format!(
-            "the allocation holding it has {usable} usable bytes, fewer than the {size} of the {what} layout row"
-        ));
-    }
-    Ok(())
 }
 
 /// The CQE sizes rdma-core's mlx5 provider makes.

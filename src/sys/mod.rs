@@ -14,6 +14,7 @@
 //! `deny(unsafe_code)`.
 #![allow(unsafe_code)]
 
+pub(crate) mod allocation;
 pub(crate) mod async_event;
 mod attach;
 mod claim;

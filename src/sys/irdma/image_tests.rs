@@ -919,3 +919,17 @@ fn the_qp_table_readers_stay_inside_their_tables() {
     assert_eq!((e.wr_id, e.wr_len, e.quanta), (0x500, 10, 1));
     assert_eq!(p.qp.sq_entry(u32::MAX).wr_id, p.qp.sq_entry(sq_size - 1).wr_id, "u32::MAX masks to the last slot");
 }
+
+/// A CQ row larger than the block that holds the `struct irdma_ucq` is refused before a
+/// byte of it is read (the irdma rows share one CQ struct, so the larger row is made up).
+#[test]
+fn a_cq_row_larger_than_the_allocation_is_refused_before_reading() {
+    let s = setups().remove(0);
+    let compat = s.compat();
+    let mut big = *s.layout;
+    big.cq.size += 64;
+    let big: &'static IrdmaLayout = Box::leak(Box::new(big));
+    let w = World::new(s);
+    let e = w.read_with(big, compat).map(|_| ()).unwrap_err();
+    assert!(e.contains("usable bytes, fewer than the") && e.contains("not the struct irdma_ucq"), "{e}");
+}

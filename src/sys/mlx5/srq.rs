@@ -212,7 +212,7 @@ pub(crate) unsafe fn read_srq(
         return Err(format!("srq {:#x}: it belongs to another device context", dv.srqn));
     }
     // SAFETY: the caller's promise: `base` starts the `calloc`ed `struct mlx5_srq` of this SRQ.
-    unsafe { super::allocation_holds(base, l.size, "struct mlx5_srq") }
+    unsafe { super::super::allocation::allocation_holds(base, l.size, "struct mlx5_srq") }
         .map_err(|e| format!("srq {:#x}: {e}", dv.srqn))?;
     let mut b = vec![0u8; l.size];
     // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_srq` of this SRQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
