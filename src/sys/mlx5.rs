@@ -122,9 +122,10 @@ pub(crate) struct DvQp {
     pub(crate) rq_stride: u32,
 }
 
-/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned,
+/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned
 /// (`MLX5_CQ_FLAGS_DV_OWNED`), which turns off its cleaning of a destroyed QP's CQEs
-/// (`__mlx5_cq_clean` returns at once).
+/// (`__mlx5_cq_clean` returns at once): call it only through [`adopt_cq`], which checks
+/// first and puts the flag back on refusal.
 pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
     let mut out = ffi::mlx5dv_cq::default();
     let mut obj = ffi::mlx5dv_obj::default();
@@ -318,8 +319,8 @@ pub(crate) unsafe fn read_qp(
     // The public fields first, read where the application reads them, before any private
     // byte is touched.
     // SAFETY: the caller's live QP; reads of its public fields.
-    let (qpn, qp_ctx, send_cq, recv_cq) =
-        unsafe { ((*qp).qp_num, (*qp).context as u64, (*qp).send_cq as u64, (*qp).recv_cq as u64) };
+    let public = unsafe { ((*qp).qp_num, (*qp).context, (*qp).send_cq, (*qp).recv_cq) };
+    let (qpn, qp_ctx, send_cq, recv_cq) = (public.0, public.1 as u64, public.2 as u64, public.3 as u64);
     let what = |s: String| format!("qp {qpn:#x}: {s}");
     if qp_ctx != ctx as u64 {
         return Err(what("it belongs to another device context".into()));

@@ -43,7 +43,10 @@ const ROCE_CAPS: u32 = 7;
 const IWARP_CAPS: u32 = 1;
 
 /// Memory rdma-core would own, zeroed, reached only through the one pointer taken from it
-/// (so the attach's raw reads and the test's raw writes never alias a reference).
+/// (so the attach's raw reads and the test's raw writes never alias a reference). An
+/// 8-aligned block's pointer is the start of a block of the C allocator (Rust's default
+/// allocator takes a zeroed `Vec<u64>` from `calloc`), as the CQ read's
+/// `malloc_usable_size` check asks.
 struct Block {
     _mem: Vec<u64>,
     ptr: *mut u8,

@@ -33,7 +33,9 @@ const IBV_QPT_RC: u32 = 2;
 
 /// Memory rdma-core would own, zeroed, 8-aligned, reached only through the one pointer
 /// taken from it (so the attach's raw reads and the test's raw writes never alias a
-/// reference).
+/// reference). The pointer is the start of a block of the C allocator, as rdma-core's
+/// `calloc` gives (Rust's default allocator takes an 8-aligned zeroed `Vec` from
+/// `calloc`), which the attach's `malloc_usable_size` check asks of it.
 struct Block {
     _mem: Vec<u64>,
     ptr: *mut u8,
