@@ -439,6 +439,8 @@ const_assert_eq!(offset_of!(CqV44, cons_index), 456);
 const_assert_eq!(offset_of!(CqV44, dbrec), 464);
 const_assert_eq!(offset_of!(CqV44, custom_db), 472);
 const_assert_eq!(offset_of!(CqV44, arm_sn), 476);
+// `cqe_sz` and `flags` also against `offsetof` over the v44.0 and v64.0 trees' own
+// `providers/mlx5/mlx5.h` (v44.0: 480 and 536; v64.0: 504 and 560).
 const_assert_eq!(offset_of!(CqV44, cqe_sz), 480);
 const_assert_eq!(offset_of!(CqV44, flags), 536);
 const_assert_eq!(offset_of!(CqV64, buf_a), 288);
