@@ -5,8 +5,9 @@
 //!
 //! On a device the register is MMIO: a page of the NIC's BAR that rdma-core mapped
 //! uncached or write-combining. It is written with one volatile store of its full width
-//! (volatile-register's write-only register type), never read, and the store is never
-//! split: an 8-byte doorbell goes out as one 8-byte store, as rdma-core's `mmio_write64_be`
+//! through a raw pointer (never a reference: a `&` to device memory would let the
+//! compiler insert reads of it, which a register may answer with side effects), never
+//! read, and the store is never split: an 8-byte doorbell goes out as one 8-byte store, as rdma-core's `mmio_write64_be`
 //! does on 64-bit hosts (on 32-bit ones rdma-core's `util/mmio.c` takes a lock to keep
 //! the two halves of the mlx5 CQ doorbell together: the device must see them as one write).
 //!
@@ -31,7 +32,6 @@ use crate::error::Error;
 use crate::ring::KeepAlive;
 use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
-use volatile_register::WO;
 
 /// Where a [`DoorbellRegister`] writes.
 #[derive(Debug)]
@@ -104,10 +104,9 @@ impl DoorbellRegister {
         write_barrier();
         match &self.target {
             Target::Mmio(p) => {
-                // SAFETY: `mmio`'s contract: an 8-aligned register of at least 8 bytes, mapped and writable while `self` lives, only ever written, and stored to by no other thread now. `WO<u64>` is a transparent volatile cell of a `u64`, so the reference names exactly those 8 bytes; it lives for this one store.
-                let reg = unsafe { &*p.as_ptr().cast::<WO<u64>>() };
-                // SAFETY: a write to the register is the device-side effect asked for; the value's native byte order puts `bytes` in memory order.
-                unsafe { reg.write(u64::from_ne_bytes(bytes)) };
+                let reg = p.as_ptr().cast::<u64>();
+                // SAFETY: `mmio`'s contract: an 8-aligned register of at least 8 bytes, mapped and writable while `self` lives, only ever written, and a store to it touches nothing else in this process. A raw-pointer volatile store is one 8-byte store and nothing more: no reference to device memory is made, so the compiler may not insert a read of it (which a `&` to MMIO would allow). The value's native byte order puts `bytes` in memory order.
+                unsafe { reg.write_volatile(u64::from_ne_bytes(bytes)) };
             }
             Target::Model(w) => {
                 // The word was checked 8-aligned when the register was made.
@@ -126,10 +125,9 @@ impl DoorbellRegister {
         write_barrier();
         match &self.target {
             Target::Mmio(p) => {
-                // SAFETY: as in `ring64`, for the first 4 of the register's 8 bytes (4-aligned, since the register is 8-aligned).
-                let reg = unsafe { &*p.as_ptr().cast::<WO<u32>>() };
-                // SAFETY: as in `ring64`.
-                unsafe { reg.write(u32::from_ne_bytes(v.to_le_bytes())) };
+                let reg = p.as_ptr().cast::<u32>();
+                // SAFETY: as in `ring64`, one 4-byte volatile store through a raw pointer to the first 4 of the register's 8 bytes (4-aligned, since the register is 8-aligned).
+                unsafe { reg.write_volatile(u32::from_ne_bytes(v.to_le_bytes())) };
             }
             Target::Model(w) => w.store_le32(v, Ordering::Release),
         }

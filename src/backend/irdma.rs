@@ -6,11 +6,13 @@
 //! `sq_wrtrk_array` / `rq_wrid_array` (`dvcq_e810_dv::ForeignQp`, read through
 //! `sys::irdma::RdmaCoreQp`).
 //!
-//! Which layout: the rdma-core release of the libibverbs this process loaded
-//! ([`crate::device::rdma_core_release`], from the library's real file name). The irdma
-//! provider (`libirdma-rdmav*.so`, whose name carries no release) is built from the same
-//! rdma-core source package and installed with it, so that release is the provider's too.
-//! A release outside the table is refused.
+//! Which layout: the rdma-core release of the libibverbs this process loaded, from the
+//! library's real file name ([`crate::device::ChosenRelease`]). The irdma provider
+//! (`libirdma-rdmav*.so`, whose name carries no release) is built from the same rdma-core
+//! source package and installed with it, so that release is the provider's too (a
+//! provider file that does carry a release must carry libibverbs'). A release outside the
+//! table is refused. The backend's reason (`dvcq devices`) names the row, the release and
+//! the file it was read from.
 //!
 //! Per poll call, never per CQE: if the CQE at the head is valid, copy the posts made since
 //! the last call, poll, then store the QPs' tails (and a dropped push WQE) back where
@@ -29,7 +31,7 @@
 //! a directly polled irdma CQ is never resized: [`crate::Cq::resize`] refuses it, and
 //! `ibv_resize_cq` would move the ring under the poller.
 
-use crate::device::{rdma_core_release, Release};
+use crate::device::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
@@ -111,24 +113,25 @@ pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<(&'st
 /// was checked.
 pub(crate) fn attach(device: &str, ctx: &Context, cq: &Arc<VerbsCq>) -> Result<(IrdmaBackend, String), Error> {
     let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "irdma", reason };
-    let release = rdma_core_release();
-    let (layout, compat) = layout_for(device, release)?;
+    let chosen = super::chosen_release(ctx).map_err(refuse)?;
+    let (layout, compat) = layout_for(device, Some(chosen.release))?;
     let (private, state) = crate::sys::irdma::read_verbs_cq(ctx, cq, layout, compat).map_err(refuse)?;
     let keep: KeepAlive = cq.clone();
     let poller = crate::sys::irdma::poller_on(&private, Some(keep), compat).map_err(refuse)?;
     let why = format!(
         "dvcq parses the ring rdma-core's irdma provider allocated ({} CQEs of {} bytes, cq_id {:#x}, {:?}); QPs \
-         named with Cq::attach_qp keep rdma-core's posting (rdma-core {} loaded: the struct irdma_ucq/irdma_uqp \
-         layout of v{}.{}-v{}.{})",
+         named with Cq::attach_qp keep rdma-core's posting (layout row rdma-core v{}.{}-v{}.{} of struct \
+         irdma_ucq/irdma_uqp, for rdma-core {} read from {})",
         private.entries,
         private.cqe_size,
         private.cq_id,
         private.hw_rev,
-        release.map_or_else(|| "?".into(), |r| r.to_string()),
         layout.first.0,
         layout.first.1,
         layout.last.0,
         layout.last.1,
+        chosen.release,
+        chosen.from,
     );
     Ok((IrdmaBackend::new(poller, private, state, layout, Some(Arc::clone(cq))), why))
 }

@@ -58,14 +58,12 @@
 
 pub(crate) mod own;
 
-use crate::device::{rdma_core_release, Release};
+use crate::device::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
 use crate::sys::mlx5::{PrivateQp, PrivateRwq, PrivateSrq, RdmaCoreCq, RdmaCoreSrq, RdmaCoreWq};
-use dvcq_mlx5_dv::{
-    CiUpdate, CompLayout, CompressionConfig, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig,
-};
+use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
 use own::OwnQps;
@@ -215,29 +213,15 @@ fn attach_as(
     created: Option<Created>,
 ) -> Result<(Mlx5Backend, String), Error> {
     let refuse = |reason: String| Error::Attach { device: device.to_string(), backend: "mlx5", reason };
-    let layout = layout_for(device, rdma_core_release())?;
+    let chosen = super::chosen_release(ctx).map_err(refuse)?;
+    let layout = layout_for(device, Some(chosen.release))?;
     let cqe_v1 = crate::sys::mlx5::cqe_version_1(ctx).map_err(refuse)?;
-    let dv = crate::sys::mlx5::init_cq(cq).map_err(refuse)?;
-    let depth = cq.depth();
-    if dv.cqe_cnt != depth + 1 {
-        return Err(refuse(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt)));
-    }
-    let private = crate::sys::mlx5::private_cq(cq, &dv, layout).map_err(refuse)?;
-    let mut cfg = cq_config(cqe_v1);
-    if let Some(c) = created {
-        if dv.cqe_size != u32::from(c.cqe_size) {
-            return Err(refuse(format!(
-                "mlx5dv_cq.cqe_size {} is not the {} bytes mlx5dv_create_cq was asked for",
-                dv.cqe_size, c.cqe_size
-            )));
-        }
-        cfg.compression = c.compression.map(|format| CompressionConfig { layout: CompLayout::Basic, format });
-        cfg.overrun_ignore = c.ignore_overrun;
-    }
-    let poller = crate::sys::mlx5::poller_on(&dv, Arc::clone(cq) as _, cfg).map_err(refuse)?;
+    let opened = crate::sys::mlx5::attach_verbs_cq(cq, layout, cqe_v1, created);
+    let (poller, private, dv) = opened.map_err(refuse)?;
     let why = format!(
         "dvcq parses the ring mlx5dv_init_obj reports ({} CQEs of {} bytes, cqn {:#x}, CQE version {}); QPs named with \
-         Cq::attach_qp keep rdma-core's posting (rdma-core v{}.{}-v{}.{} struct mlx5_qp layout)",
+         Cq::attach_qp keep rdma-core's posting (layout row rdma-core v{}.{}-v{}.{} of struct mlx5_qp and mlx5_cq, for \
+         rdma-core {} read from {})",
         dv.cqe_cnt,
         dv.cqe_size,
         dv.cqn,
@@ -245,7 +229,9 @@ fn attach_as(
         layout.first.0,
         layout.first.1,
         layout.last.0,
-        layout.last.1
+        layout.last.1,
+        chosen.release,
+        chosen.from,
     );
     let mut backend =
         Mlx5Backend::new(poller, ctx.as_ptr() as usize, cq.as_ptr() as usize, layout, cqe_v1, Some(Arc::clone(cq)));
@@ -290,6 +276,14 @@ impl Mlx5Backend {
     /// `arm_sn` each arm then reads.
     pub(crate) fn set_rdma_core_cq(&mut self, cq: RdmaCoreCq) {
         self.rdma_core_cq = Some(cq);
+    }
+
+    /// Before rdma-core's `ibv_poll_cq` takes the CQ over (a refused adoption with
+    /// [`Mlx5Backend::can_fall_back`]): clears `MLX5_CQ_FLAGS_DV_OWNED` again if the attach
+    /// set it, so rdma-core cleans the CQEs of destroyed QPs as before. Returns whether it
+    /// did.
+    pub(crate) fn give_cq_back(&mut self) -> bool {
+        self.rdma_core_cq.as_mut().is_some_and(RdmaCoreCq::give_back)
     }
 
     /// Lets a refused QP hand the CQ to the generic backend ([`Mlx5Backend::can_fall_back`]).

@@ -10,7 +10,7 @@ pub(crate) mod rxe;
 
 use crate::context::backend;
 use crate::cq::{Backend, BackendChoice, BackendKind, Poller};
-use crate::device::provider_name;
+use crate::device::{provider_name, ChosenRelease, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
@@ -21,6 +21,15 @@ use std::sync::Arc;
 /// in.
 pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
     ctx.provider_library().as_deref().and_then(provider_name)
+}
+
+/// The rdma-core release whose private layouts a direct backend reads, and the file it
+/// was read from: the provider library's own release, which must be libibverbs'
+/// ([`ChosenRelease::pick`]).
+pub(crate) fn chosen_release(ctx: &Context) -> Result<ChosenRelease, String> {
+    let verbs_file = crate::sys::device::libibverbs_file();
+    let verbs = verbs_file.as_deref().and_then(|f| Release::from_libibverbs_file(f).map(|r| (r, f)));
+    ChosenRelease::pick(verbs, ctx.provider_library().as_deref())
 }
 
 /// Who made a CQ and will make the QPs on it.

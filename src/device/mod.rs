@@ -7,7 +7,7 @@ mod info;
 mod release;
 
 pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
-pub use release::{provider_name, Release};
+pub use release::{provider_name, ChosenRelease, Release};
 
 use serde::Serialize;
 

@@ -26,12 +26,67 @@ impl Release {
     /// (`libibverbs.so.1.14.44.0` → v44.0). `None` for a name without them (an unversioned
     /// symlink, or a library that is not libibverbs).
     pub fn from_libibverbs_file(path: &Path) -> Option<Release> {
+        Release::from_library_file(path, "libibverbs")
+    }
+
+    /// The release a provider library's real file name carries, as libibverbs' does
+    /// (`libmlx5.so.1.24.44.0` → v44.0). `None` for a name without it: rdma-core installs
+    /// most providers as plain `lib<name>-rdmav<abi>.so` files, whose release is
+    /// libibverbs' (they are built and shipped together); mlx5, mlx4, efa and mana, which
+    /// have public direct-verbs libraries, are links to a versioned file.
+    pub fn from_provider_file(path: &Path) -> Option<Release> {
         let name = path.file_name()?.to_str()?;
-        let rest = name.strip_prefix("libibverbs.so.")?;
+        let stem = &name[..name.find(".so.")?];
+        Release::from_library_file(path, stem)
+    }
+
+    /// `<stem>.so.<soname>.<abi>.<major>.<minor>`.
+    fn from_library_file(path: &Path, stem: &str) -> Option<Release> {
+        let name = path.file_name()?.to_str()?;
+        let rest = name.strip_prefix(stem)?.strip_prefix(".so.")?;
         let parts: Vec<u32> = rest.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
         match parts.as_slice() {
             [_so, _abi, major, minor] => Some(Release { major: *major, minor: *minor }),
             _ => None,
+        }
+    }
+}
+
+/// The release whose private layouts a direct backend reads: the provider library's own
+/// when its file name carries one (the structs are the provider's, built with its
+/// release's headers), else libibverbs'. A provider of another release than libibverbs is
+/// refused: rdma-core ships them together, so it is a mixed install whose layouts were
+/// never read together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChosenRelease {
+    /// The release the layout row is picked for.
+    pub release: Release,
+    /// Where it was read: the file name that carried it.
+    pub from: String,
+}
+
+impl ChosenRelease {
+    /// Picks the release from libibverbs' (`verbs`, with its file) and the provider's
+    /// library file; `Err` says why there is none.
+    pub fn pick(verbs: Option<(Release, &Path)>, provider: Option<&Path>) -> Result<ChosenRelease, String> {
+        let file = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
+        let Some((verbs, verbs_file)) = verbs else {
+            return Err("the rdma-core release could not be read from the loaded libibverbs' file name".into());
+        };
+        match provider.and_then(|p| Release::from_provider_file(p).map(|r| (r, file(p)))) {
+            Some((r, f)) if r != verbs => Err(format!(
+                "the provider library {f} is rdma-core {r} but libibverbs ({}) is {verbs}: a mixed install",
+                file(verbs_file)
+            )),
+            Some((r, f)) => Ok(ChosenRelease { release: r, from: format!("{f}, as libibverbs") }),
+            None => Ok(ChosenRelease {
+                release: verbs,
+                from: format!(
+                    "{} (the provider library {} carries no release)",
+                    file(verbs_file),
+                    provider.map_or_else(|| "not found".to_string(), file)
+                ),
+            }),
         }
     }
 }
@@ -59,6 +114,27 @@ mod tests {
         assert_eq!(Release::from_libibverbs_file(Path::new("libibverbs.so.1")), None);
         assert_eq!(Release::from_libibverbs_file(Path::new("libibverbs.so.1.x.44.0")), None);
         assert_eq!(Release::from_libibverbs_file(Path::new("libmlx5.so.1.24.44.0")), None);
+    }
+
+    #[test]
+    fn the_layout_release_is_the_provider_s_and_must_be_libibverbs_own() {
+        let verbs = Path::new("/usr/lib/libibverbs.so.1.14.44.0");
+        let v44 = Release { major: 44, minor: 0 };
+        assert_eq!(Release::from_provider_file(Path::new("/usr/lib/libmlx5.so.1.24.44.0")), Some(v44));
+        assert_eq!(Release::from_provider_file(Path::new("/x/libirdma-rdmav34.so")), None);
+        let c = ChosenRelease::pick(Some((v44, verbs)), Some(Path::new("/usr/lib/libmlx5.so.1.24.44.0"))).unwrap();
+        assert_eq!(c.release, v44);
+        assert_eq!(c.from, "libmlx5.so.1.24.44.0, as libibverbs");
+        let e = ChosenRelease::pick(Some((v44, verbs)), Some(Path::new("/opt/libmlx5.so.1.25.56.0"))).unwrap_err();
+        assert_eq!(
+            e,
+            "the provider library libmlx5.so.1.25.56.0 is rdma-core v56.0 but libibverbs (libibverbs.so.1.14.44.0) \
+             is v44.0: a mixed install"
+        );
+        let c = ChosenRelease::pick(Some((v44, verbs)), Some(Path::new("/x/libirdma-rdmav34.so"))).unwrap();
+        assert_eq!(c.release, v44);
+        assert!(c.from.contains("libibverbs.so.1.14.44.0 (the provider library libirdma-rdmav34.so"), "{}", c.from);
+        assert!(ChosenRelease::pick(None, None).unwrap_err().contains("could not be read"));
     }
 
     #[test]

@@ -57,9 +57,27 @@ impl Cq {
     ///
     /// # Errors
     ///
-    /// [`Error::Mismatch`] for a CQ of another context or a model context;
+    /// [`Error::Mismatch`] for a CQ of another context or a model context, or one that a
+    /// live `Cq` of this process has attached already (two pollers would each replay every
+    /// completion; it can be attached again once that `Cq` and its QPs are gone);
     /// [`Error::Attach`] when `BackendChoice::Direct` was asked and no direct backend could
     /// attach.
+    ///
+    /// # What the attach does to the application's CQ
+    ///
+    /// On mlx5 the direct backend calls `mlx5dv_init_obj`, which marks the CQ as owned by
+    /// direct verbs (`MLX5_CQ_FLAGS_DV_OWNED`): rdma-core then no longer removes the CQEs of a
+    /// QP the application destroys (or moves to RESET) from the ring, and dvcq's poll
+    /// returns any such CQE as an `UnknownQp` fault item once the QP's handle is gone. Every
+    /// check that can refuse without it runs first (the layout row of the provider's release,
+    /// the allocation holding it, the private struct against itself and the public
+    /// `ibv_cq`); when a check after it refuses, or a refused [`Cq::attach_qp`],
+    /// [`Cq::attach_srq`] or [`Cq::attach_wq`] hands the CQ to rdma-core's `ibv_poll_cq`,
+    /// the flag is cleared again if the attach set it, so rdma-core polls and cleans the CQ
+    /// as before. A CQ the direct backend attached stays marked for its life (the flag
+    /// is also how an application's own direct-verbs code would find it). The irdma and
+    /// rxe backends only read the provider's memory at attach; their polls write what
+    /// rdma-core's own poll writes (consumer state, queue tails).
     ///
     /// Event mode: [`Cq::arm`] and [`Cq::wait`] work on an attached CQ. A CQ the
     /// application created on a completion channel is bound to it with
@@ -92,6 +110,9 @@ impl Cq {
                 what: "the CQ to attach belongs to another device context".into(),
             });
         }
+        let claim = super::claim::Claim::take(cq.as_ptr() as usize)
+            .map_err(|what| Error::Mismatch { device: ctx.name().to_string(), what })?;
+        verbs.hold(claim);
         let depth = verbs.depth();
         let origin = crate::backend::Origin::Application;
         let (poller, backend) = crate::backend::choose_for(ctx.name(), vctx, verbs, choice, origin)?;
@@ -282,7 +303,7 @@ impl Cq {
     /// After a refused adoption on a direct backend: with `BackendChoice::Auto` and nothing
     /// consumed yet (`fallback` is the CQ then), rdma-core's own poll takes the CQ over (its
     /// consumer state is still right); otherwise the error.
-    fn refused_or_fallback(
+    pub(super) fn refused_or_fallback(
         &mut self,
         backend: &'static str,
         adopted: Result<(), String>,
@@ -294,6 +315,10 @@ impl Cq {
         let device = self.device().to_string();
         match fallback {
             Some(verbs) => {
+                // rdma-core polls the CQ again: undo what the attach's mlx5dv_init_obj did.
+                if let Poller::Mlx5(m) = &mut self.poller {
+                    m.give_cq_back();
+                }
                 let why = format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}");
                 let generic = Poller::Generic(crate::backend::generic::GenericCq::new(verbs));
                 self.fall_back(generic, crate::context::backend(BackendKind::Generic, why));
@@ -558,6 +583,29 @@ mod channel_tests {
             let backend = Backend { kind: BackendKind::Generic, reason: "test".into() };
             Cq::new(Poller::Generic(crate::backend::generic::GenericCq::new(verbs)), backend, "fake0".into(), 1)
         }
+    }
+
+    #[test]
+    fn a_cq_attached_twice_is_refused_until_the_first_cq_is_gone() {
+        let mut f = Fakes::new();
+        let ctx = f.context();
+        let mut raw = Box::new(ffi::ibv_cq::default());
+        raw.context = &mut *f.ctx;
+        raw.cqe = 15;
+        let ptr = NonNull::new((&mut *raw as *mut ffi::ibv_cq).cast::<c_void>()).unwrap();
+        // The fake context names no provider library: rdma-core's poll, as Auto allows.
+        // SAFETY: a CQ struct of `ctx` that outlives every handle (dropped last); nothing polls it.
+        let first = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Auto) }.unwrap();
+        assert_eq!(first.backend().kind, BackendKind::Generic);
+        // SAFETY: as above.
+        let e = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Generic) }.unwrap_err();
+        assert!(matches!(e, Error::Mismatch { .. }), "{e}");
+        assert!(e.to_string().contains("is attached already"), "{e}");
+        drop(first);
+        // SAFETY: as above.
+        let again = unsafe { Cq::attach(&ctx, ptr, BackendChoice::Generic) }.expect("free once the first is gone");
+        drop(again);
+        drop(raw);
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub(crate) struct VerbsCq {
     /// How an extended CQ (`sys::cq_ex`) was made and must be polled; `None` for one made
     /// by `ibv_create_cq` or adopted.
     pub(super) ex: Option<super::cq_ex::ExCq>,
+    /// An attached CQ's claim ([`super::claim`]): held while any handle on it lives.
+    pub(super) claim: std::sync::OnceLock<super::claim::Claim>,
 }
 
 // SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut` owner at a time.
@@ -207,6 +209,7 @@ impl VerbsCq {
             adopted_channel: Default::default(),
             owned: true,
             ex,
+            claim: Default::default(),
         })
     }
 
@@ -231,7 +234,15 @@ impl VerbsCq {
             adopted_channel: Default::default(),
             owned: false,
             ex: None,
+            claim: Default::default(),
         })
+    }
+
+    /// Holds the attached CQ's process-wide claim for as long as this handle lives.
+    pub(crate) fn hold(&self, claim: super::claim::Claim) {
+        // A handle is claimed once, right after `borrowed`; a second claim (never made)
+        // would be dropped here and released at once.
+        let _ = self.claim.set(claim);
     }
 
     /// The completion channel the CQ was created on (`ibv_cq.channel`; null for none).

@@ -188,10 +188,11 @@ impl RdmaCoreCqState {
 ///
 /// # Safety
 ///
-/// `cq` is a live `ibv_cq` made by rdma-core's irdma provider on `ctx` (so it sits at the
-/// start of a `struct irdma_ucq`, and `ctx` at the end of a `verbs_context` in an
-/// `irdma_uvcontext`), and `layout` is the row of the rdma-core release loaded, so the
-/// bytes read are inside those allocations.
+/// `cq` is a live `ibv_cq` made by rdma-core's irdma provider on `ctx` (so it starts a
+/// `calloc`ed `struct irdma_ucq`, whose usable size is checked to hold the row before it
+/// is read, and `ctx` at the end of a `verbs_context` in an `irdma_uvcontext`), and
+/// `layout` is the row of the rdma-core release loaded, so the bytes read are inside
+/// those allocations.
 pub(crate) unsafe fn read_cq(
     cq: *mut ffi::ibv_cq,
     ctx: *mut ffi::ibv_context,
@@ -199,7 +200,10 @@ pub(crate) unsafe fn read_cq(
     compat: Compat,
 ) -> Result<(PrivateCq, RdmaCoreCqState), String> {
     let l = &layout.cq;
-    // SAFETY: the caller's promise: `l.size` bytes from `cq` are its `struct irdma_ucq`.
+    // SAFETY: the caller's promise: `cq` starts the `calloc`ed `struct irdma_ucq`.
+    unsafe { super::allocation::allocation_holds(cq.cast(), l.size, &release(layout)) }
+        .map_err(|e| format!("cq {cq:p}: {e}: not the struct irdma_ucq"))?;
+    // SAFETY: the caller's promise, and the allocation holds `l.size` bytes from `cq` (checked above): its `struct irdma_ucq`.
     let b = unsafe { copy(cq.cast(), l.size) };
     // SAFETY: the caller's promise: the context's `irdma_uvcontext` goes on past `db`.
     let c = unsafe { copy(ctx.cast(), layout.ctx_span()) };

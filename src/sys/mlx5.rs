@@ -13,21 +13,22 @@
 //! the UAR page `mlx5dv_init_obj` reports (MMIO), with the sequence number read from the
 //! private `struct mlx5_cq`'s `arm_sn` ([`RdmaCoreCq`]).
 
+use super::allocation::allocation_holds;
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
-use crate::backend::mlx5::Ring;
+use crate::backend::mlx5::{cq_config, Created, Ring};
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 use dvcq_mlx5_dv::ArmDoorbell;
-use dvcq_mlx5_dv::{CqConfig, ForeignWq, Mlx5Cq, Registry};
+use dvcq_mlx5_dv::{CompLayout, CompressionConfig, CqConfig, ForeignWq, Mlx5Cq, Registry};
 use dvcq_provider::{
     CqRing, DoorbellRegister, DoorbellWord, Error as ProviderError, KeepAlive, MemoryRegion, WqBuffer,
 };
 use dvcq_uapi::mlx5::doorbell::{ARM_DB, CMD_REQ_NOT, CMD_REQ_NOT_SOL, UAR_CQ_DOORBELL};
 use dvcq_uapi::mlx5::rdma_core::{
     Mlx5Layout, Mlx5WqLayout, IBV_CQ_CHANNEL_OFFSET, IBV_CQ_EX_SIZE, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, IBV_SRQ_SIZE,
-    MLX5DV_QP_EX_SIZE, MLX5_RSC_TYPE_QP,
+    MLX5DV_QP_EX_SIZE, MLX5_CQ_FLAGS_DV_OWNED, MLX5_RSC_TYPE_QP,
 };
 use static_assertions::const_assert_eq;
 use std::sync::Arc;
@@ -67,6 +68,7 @@ const_assert_eq!(CMD_REQ_NOT_SOL as u64, ffi::MLX5_CQ_DB_REQ_NOT_SOL as u64);
 const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
 const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
 const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
+#[cfg(test)]
 const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
 const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
 const_assert_eq!(IBV_QP_SEND_CQ, 24);
@@ -120,9 +122,10 @@ pub(crate) struct DvQp {
     pub(crate) rq_stride: u32,
 }
 
-/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned,
+/// `mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ)` on `cq`. rdma-core marks the CQ DV-owned
 /// (`MLX5_CQ_FLAGS_DV_OWNED`), which turns off its cleaning of a destroyed QP's CQEs
-/// (`__mlx5_cq_clean` returns at once).
+/// (`__mlx5_cq_clean` returns at once): call it only through [`adopt_cq`], which checks
+/// first and puts the flag back on refusal.
 pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
     let mut out = ffi::mlx5dv_cq::default();
     let mut obj = ffi::mlx5dv_obj::default();
@@ -199,6 +202,15 @@ pub(crate) struct RdmaCoreWq {
 unsafe impl Send for RdmaCoreWq {}
 
 impl RdmaCoreWq {
+    /// `idx` as a table slot, below `wqe_cnt` whatever the caller passes: `wqe_cnt` is a
+    /// power of two (checked at attach), so the mask is rdma-core's own indexing and costs
+    /// one `and` per table read (the reads happen once per posted work request, in the
+    /// mirror's sync before a poll, not per CQE).
+    #[inline(always)]
+    fn slot(&self, idx: u32) -> usize {
+        (idx & (self.wqe_cnt - 1)) as usize
+    }
+
     fn word(&self, off: usize) -> &AtomicU32 {
         // SAFETY: `wq` is a live `struct mlx5_wq` of the row's layout (checked at attach; the QP outlives the Cq by `Cq::attach_qp`'s contract), `off` one of its 4-byte, 4-aligned `unsigned` fields. Other threads (a poster) touch it only with plain word accesses; an atomic view of the word is how Rust reads such shared memory.
         unsafe { AtomicU32::from_ptr(self.wq.add(off).cast::<u32>()) }
@@ -220,26 +232,26 @@ impl ForeignWq for RdmaCoreWq {
         self.word(self.layout.tail).load(Ordering::Relaxed)
     }
     fn wr_id(&self, idx: u32) -> u64 {
-        debug_assert!(idx < self.wqe_cnt);
-        // SAFETY: `wrid` is the queue's table of `wqe_cnt` entries (non-null and aligned, checked at attach), `idx < wqe_cnt` (the trait's contract); a poster writes an entry only for a slot that is free, which the mirror does not use until the entry's post is visible (read after `head`/`cur_post` with acquire).
-        unsafe { self.wrid.add(idx as usize).read_volatile() }
+        let idx = self.slot(idx);
+        // SAFETY: `wrid` is the queue's table of `wqe_cnt` entries (non-null and aligned, checked at attach) and `slot` keeps `idx < wqe_cnt`; a poster writes an entry only for a slot that is free, which the mirror does not use until the entry's post is visible (read after `head`/`cur_post` with acquire).
+        unsafe { self.wrid.add(idx).read_volatile() }
     }
     fn wqe_head(&self, idx: u32) -> u32 {
-        debug_assert!(idx < self.wqe_cnt);
+        let idx = self.slot(idx);
         if self.wqe_head.is_null() {
             // A receive queue has no such table (the registry never asks for it).
             return 0;
         }
         // SAFETY: as `wr_id`, for the send queue's `wqe_head` table of `wqe_cnt` entries.
-        unsafe { self.wqe_head.add(idx as usize).read_volatile() }
+        unsafe { self.wqe_head.add(idx).read_volatile() }
     }
     fn wr_data(&self, idx: u32) -> u32 {
-        debug_assert!(idx < self.wqe_cnt);
+        let idx = self.slot(idx);
         if self.wr_data.is_null() {
             return 0;
         }
         // SAFETY: as `wr_id`, for the send queue's `wr_data` table of `wqe_cnt` entries.
-        unsafe { self.wr_data.add(idx as usize).read_volatile() }
+        unsafe { self.wr_data.add(idx).read_volatile() }
     }
     fn set_tail(&self, tail: u32) {
         // Release: the table entries read for the completions happen-before a post reuses
@@ -292,8 +304,9 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 /// # Safety
 ///
 /// `qp` is a live `ibv_qp` made by rdma-core's mlx5 provider (so it sits inside a
-/// `struct mlx5_qp`), and `layout` is the row of the rdma-core release loaded, so the
-/// `layout.qp.size` bytes from `qp - layout.qp.ibv_qp` are that allocation.
+/// `struct mlx5_qp`, `calloc`ed, at `layout.qp.ibv_qp`), and `layout` is the row of the
+/// rdma-core release loaded (the allocation's usable size is checked to hold the row
+/// before it is read).
 pub(crate) unsafe fn read_qp(
     qp: *mut ffi::ibv_qp,
     dv: &DvQp,
@@ -303,25 +316,30 @@ pub(crate) unsafe fn read_qp(
     cqe_v1: bool,
 ) -> Result<PrivateQp, String> {
     let (l, w) = (&layout.qp, &layout.wq);
-    let base = (qp as *mut u8).wrapping_sub(l.ibv_qp);
-    let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_qp` of this QP. A plain byte copy; the fields read from it are checked before any pointer in it is used.
-    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
-    let pub_field = |off: usize| l.ibv_qp + off;
-    let qpn = u32_at(&b, pub_field(IBV_QP_QP_NUM_OFFSET));
+    // The public fields first, read where the application reads them, before any private
+    // byte is touched.
+    // SAFETY: the caller's live QP; reads of its public fields.
+    let public = unsafe { ((*qp).qp_num, (*qp).context, (*qp).send_cq, (*qp).recv_cq) };
+    let (qpn, qp_ctx, send_cq, recv_cq) = (public.0, public.1 as u64, public.2 as u64, public.3 as u64);
     let what = |s: String| format!("qp {qpn:#x}: {s}");
-    if u64_at(&b, pub_field(IBV_QP_CONTEXT)) != ctx as u64 {
+    if qp_ctx != ctx as u64 {
         return Err(what("it belongs to another device context".into()));
     }
-    let (send_cq, recv_cq) = (u64_at(&b, pub_field(IBV_QP_SEND_CQ)), u64_at(&b, pub_field(IBV_QP_RECV_CQ)));
     if send_cq != cq as u64 && recv_cq != cq as u64 {
         return Err(what(format!(
             "neither its send CQ ({send_cq:#x}) nor its receive CQ ({recv_cq:#x}) is the attached CQ ({:#x})",
             cq as u64
         )));
     }
-    let srq = u64_at(&b, pub_field(IBV_QP_SRQ)) as usize;
     let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
+    let base = (qp as *mut u8).wrapping_sub(l.ibv_qp);
+    // SAFETY: the caller's promise: `base` starts the `calloc`ed `struct mlx5_qp` of this QP.
+    unsafe { allocation_holds(base, l.size, &release) }.map_err(|e| what(format!("{e}: not the struct mlx5_qp")))?;
+    let mut b = vec![0u8; l.size];
+    // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_qp` of this QP. A plain byte copy; the fields read from it are checked before any pointer in it is used.
+    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
+    let pub_field = |off: usize| l.ibv_qp + off;
+    let srq = u64_at(&b, pub_field(IBV_QP_SRQ)) as usize;
     let back = u64_at(&b, l.ibv_qp_ptr);
     if back != qp as u64 {
         return Err(what(format!(
@@ -414,7 +432,7 @@ pub(crate) unsafe fn read_qp(
     Ok(PrivateQp { qpn, rsn, qp_type, sq, rq, wqe_cnt: (sq_cnt, rq_cnt), sq_wqes, rq_wqes, srq })
 }
 
-/// rdma-core's `struct mlx5_cq` around an attached CQ: where its `arm_sn` is.
+/// rdma-core's `struct mlx5_cq` around an attached CQ: where its `arm_sn` and `flags` are.
 ///
 /// # Why dvcq reads rdma-core's `arm_sn` rather than count events itself
 ///
@@ -430,12 +448,27 @@ pub(crate) unsafe fn read_qp(
 /// `arm_sn` just before it (the poller's [`dvcq_mlx5_dv::Mlx5Cq::set_arm_sn`]); only the
 /// consumer index comes from dvcq's poller, as rdma-core's `cons_index` is stale once dvcq
 /// polls (`mlx5_arm_cq` would send it).
+///
+/// No public value tells `arm_sn` itself (it is any count of events), so its offset is
+/// checked through its neighbour: `cqe_sz`, the `int` right after it in every release
+/// read, is what `mlx5dv_init_obj` reports as `mlx5dv_cq.cqe_size` ([`read_cq`]).
+///
+/// # `MLX5_CQ_FLAGS_DV_OWNED`
+///
+/// `mlx5dv_init_obj` sets it in `flags`, and rdma-core then leaves the CQEs of a destroyed
+/// QP in the ring. [`adopt_cq`] notes whether the attach set it (it was clear before and
+/// the word at the row's `flags` offset gained exactly that bit across the call), and
+/// [`RdmaCoreCq::give_back`] clears it again when the attach refuses or hands the CQ to
+/// rdma-core's `ibv_poll_cq`.
 #[derive(Debug)]
 pub(crate) struct RdmaCoreCq {
     arm_sn: *mut u8,
+    flags: *mut u8,
+    /// The attach set `MLX5_CQ_FLAGS_DV_OWNED` (and located `flags` by seeing it change).
+    set_dv_owned: bool,
 }
 
-// SAFETY: a pointer into rdma-core's CQ, which any thread may use; it is only read, by the Cq's one `&mut` owner.
+// SAFETY: pointers into rdma-core's CQ, which any thread may use; they are only read (and `flags` cleared once, when no poll runs), by the Cq's one `&mut` owner.
 unsafe impl Send for RdmaCoreCq {}
 
 impl RdmaCoreCq {
@@ -444,26 +477,149 @@ impl RdmaCoreCq {
         // SAFETY: `arm_sn` is the 4-byte, 4-aligned `int` of a live `struct mlx5_cq` of the row's layout (checked at attach; the CQ outlives the Cq by `Cq::attach`'s contract). rdma-core writes it with a plain store in `ibv_get_cq_event`, on the thread that reads the channel, which `Cq::wait` orders before its next arm (the channel's router lock) as an application's own loop orders them; an atomic view of the word is how Rust reads such shared memory.
         unsafe { AtomicU32::from_ptr(self.arm_sn.cast::<u32>()) }.load(Ordering::Acquire)
     }
+
+    /// Whether the attach set `MLX5_CQ_FLAGS_DV_OWNED` on the CQ (still set: not given back).
+    #[cfg(test)]
+    pub(crate) fn set_dv_owned(&self) -> bool {
+        self.set_dv_owned
+    }
+
+    /// Clears `MLX5_CQ_FLAGS_DV_OWNED` again if the attach set it, so that rdma-core's
+    /// `ibv_poll_cq`, taking the CQ over, cleans the CQEs of destroyed QPs as before the
+    /// attach. Returns whether it cleared the bit. Call it only while no poll of the CQ
+    /// runs (a refused attach, or the hand-over to the generic backend).
+    pub(crate) fn give_back(&mut self) -> bool {
+        if !std::mem::take(&mut self.set_dv_owned) {
+            return false;
+        }
+        // SAFETY: `flags` is the 4-aligned `uint32_t` of the live `struct mlx5_cq`, located by seeing `mlx5dv_init_obj` set exactly this bit in it (`adopt_cq`). rdma-core writes the word only inside its poll, create and `mlx5dv_init_obj`, none of which runs on this CQ now (`Cq::attach`'s contract); an atomic view of the word is how Rust writes such shared memory.
+        let flags = unsafe { AtomicU32::from_ptr(self.flags.cast::<u32>()) };
+        flags.fetch_and(!MLX5_CQ_FLAGS_DV_OWNED, Ordering::AcqRel);
+        true
+    }
+}
+
+/// The CQE sizes rdma-core's mlx5 provider makes.
+fn cqe_size_known(sz: u32) -> bool {
+    matches!(sz, 64 | 128)
+}
+
+/// What [`check_cq_before`] saw: the `flags` word before `mlx5dv_init_obj`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CqBefore {
+    /// `flags` as the application's CQ had it.
+    pub(crate) flags: u32,
+}
+
+/// Reads the `struct mlx5_cq` at `cq` with `layout` before anything changes it, and checks
+/// it against itself and the public `ibv_cq`: the allocation holds the row, the public
+/// `cqe` gives a ring size, `active_buf` points at its own `buf_a` or `buf_b`, whose
+/// address is a page-aligned ring, `cqe_sz` is 64 or 128 and the doorbell record is set.
+/// Every check that can refuse without `mlx5dv_init_obj` is here, so a refusal leaves the
+/// CQ untouched.
+///
+/// # Safety
+///
+/// As [`read_cq`].
+pub(crate) unsafe fn check_cq_before(cq: *mut ffi::ibv_cq, layout: &Mlx5Layout) -> Result<CqBefore, String> {
+    let l = &layout.cq;
+    let base = cq.cast::<u8>();
+    let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
+    let what = |s: String| format!("cq {:p}: {s}: not the struct mlx5_cq of {release}", cq);
+    // SAFETY: the caller's live CQ; a read of its public `cqe` field.
+    let cqe = unsafe { (*cq).cqe };
+    let ring_size = u32::try_from(cqe).ok().and_then(|c| c.checked_add(1));
+    if !ring_size.is_some_and(crate::uapi::mlx5::cq_size::is_ring_size) {
+        return Err(format!("cq {cq:p}: ibv_cq.cqe {cqe} + 1 is not a ring size of rdma-core's mlx5 provider"));
+    }
+    // SAFETY: the caller's promise: `cq` starts a `struct mlx5_cq` that rdma-core's mlx5 provider `calloc`ed.
+    unsafe { allocation_holds(base, l.size, &release) }.map_err(what)?;
+    let mut b = vec![0u8; l.size];
+    // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_cq`. A plain byte copy; nothing in it is trusted before the checks below.
+    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
+    let active = u64_at(&b, l.active_buf);
+    let Some(at) = [l.buf_a, l.buf_b].into_iter().find(|&off| active == base.wrapping_add(off) as u64) else {
+        return Err(what(format!("active_buf {active:#x} is neither its buf_a nor its buf_b")));
+    };
+    let ring = u64_at(&b, at);
+    if ring == 0 || ring % 4096 != 0 {
+        return Err(what(format!("the active buffer's address {ring:#x} is not a page-aligned ring")));
+    }
+    let cqe_sz = u32_at(&b, l.cqe_sz);
+    if !cqe_size_known(cqe_sz) {
+        return Err(what(format!("cqe_sz (after arm_sn) is {cqe_sz}, neither 64 nor 128")));
+    }
+    if u64_at(&b, l.dbrec) == 0 {
+        return Err(what("the doorbell record pointer is null".into()));
+    }
+    Ok(CqBefore { flags: u32_at(&b, l.flags) })
+}
+
+/// The attach's look into the application's mlx5 CQ, in the order that leaves it as it was
+/// when a check refuses: [`check_cq_before`], then `init` (`mlx5dv_init_obj`, which sets
+/// `MLX5_CQ_FLAGS_DV_OWNED`), then the word at the row's `flags` offset must have gained
+/// exactly that bit (which locates it), then [`read_cq`]'s checks against what `init`
+/// reported. A refusal after `init` clears the bit again if the attach set it.
+///
+/// # Safety
+///
+/// As [`read_cq`]; `init` is `mlx5dv_init_obj` on `cq` (or, in tests, its effect on an
+/// image).
+pub(crate) unsafe fn adopt_cq(
+    cq: *mut ffi::ibv_cq,
+    layout: &Mlx5Layout,
+    init: impl FnOnce() -> Result<DvCq, String>,
+) -> Result<(DvCq, RdmaCoreCq), String> {
+    // SAFETY: the caller's promise, passed on.
+    let before = unsafe { check_cq_before(cq, layout) }?;
+    let dv = init()?;
+    let flags_at = cq.cast::<u8>().wrapping_add(layout.cq.flags);
+    // SAFETY: inside the allocation (`check_cq_before` checked it holds the row), 4-aligned; nothing writes the CQ now.
+    let now = unsafe { AtomicU32::from_ptr(flags_at.cast::<u32>()) }.load(Ordering::Acquire);
+    if now != before.flags | MLX5_CQ_FLAGS_DV_OWNED {
+        return Err(format!(
+            "cq {:#x}: the private flags word went from {:#x} to {now:#x} across mlx5dv_init_obj, not gaining \
+             MLX5_CQ_FLAGS_DV_OWNED alone: not the struct mlx5_cq of rdma-core v{}.{}-v{}.{}",
+            dv.cqn, before.flags, layout.first.0, layout.first.1, layout.last.0, layout.last.1
+        ));
+    }
+    // SAFETY: the caller's promise, passed on.
+    let mut private = unsafe { read_cq(cq, &dv, layout) };
+    match &mut private {
+        Ok(p) => p.set_dv_owned = before.flags & MLX5_CQ_FLAGS_DV_OWNED == 0,
+        Err(_) => {
+            let mut located = RdmaCoreCq {
+                arm_sn: core::ptr::null_mut(),
+                flags: flags_at,
+                set_dv_owned: before.flags & MLX5_CQ_FLAGS_DV_OWNED == 0,
+            };
+            located.give_back();
+        }
+    }
+    private.map(|p| (dv, p))
 }
 
 /// Reads the `struct mlx5_cq` around `cq` with `layout` and checks it against `dv` (what
-/// `mlx5dv_init_obj` reported): its `cqn`, its doorbell record pointer, and its active
-/// buffer (`active_buf` is `&buf_a` or `&buf_b`, whose address is `mlx5dv_cq.buf`). Returns
-/// where `arm_sn` is, or the first check that failed.
+/// `mlx5dv_init_obj` reported): its `cqn`, its doorbell record pointer, its active
+/// buffer (`active_buf` is `&buf_a` or `&buf_b`, whose address is `mlx5dv_cq.buf`) and
+/// `cqe_sz` (after `arm_sn`, `mlx5dv_cq.cqe_size`). Returns where `arm_sn` and `flags`
+/// are, or the first check that failed.
 ///
 /// # Safety
 ///
 /// `cq` is a live `ibv_cq` made by rdma-core's mlx5 provider (so it starts a `struct
-/// mlx5_cq`), and `layout` is the row of the rdma-core release loaded, so the
-/// `layout.cq.size` bytes from `cq` are that allocation.
+/// mlx5_cq`, allocated with `calloc`), and `layout` is the row of the rdma-core release
+/// loaded.
 pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layout) -> Result<RdmaCoreCq, String> {
     let l = &layout.cq;
     let base = cq.cast::<u8>();
-    let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_cq`. A plain byte copy; the fields read from it are checked before its pointer is kept.
-    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let release = format!("rdma-core v{}.{}-v{}.{}", layout.first.0, layout.first.1, layout.last.0, layout.last.1);
     let what = |s: String| format!("cq {:#x}: {s}: not the struct mlx5_cq of {release}", dv.cqn);
+    // SAFETY: the caller's promise: `cq` starts a `calloc`ed `struct mlx5_cq`.
+    unsafe { allocation_holds(base, l.size, &release) }.map_err(what)?;
+    let mut b = vec![0u8; l.size];
+    // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_cq`. A plain byte copy; the fields read from it are checked before its pointers are kept.
+    unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let cqn = u32_at(&b, l.cqn);
     if cqn != dv.cqn {
         return Err(what(format!("the private cqn is {cqn:#x}, not mlx5dv_cq's")));
@@ -481,13 +637,74 @@ pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layou
     if ring != dv.buf as u64 {
         return Err(what(format!("the active buffer's address {ring:#x} is not mlx5dv_cq.buf ({:p})", dv.buf)));
     }
-    Ok(RdmaCoreCq { arm_sn: base.wrapping_add(l.arm_sn) })
+    let cqe_sz = u32_at(&b, l.cqe_sz);
+    if cqe_sz != dv.cqe_size {
+        return Err(what(format!(
+            "cqe_sz (after arm_sn) is {cqe_sz}, not mlx5dv_cq.cqe_size ({}): arm_sn is not where the row says",
+            dv.cqe_size
+        )));
+    }
+    Ok(RdmaCoreCq { arm_sn: base.wrapping_add(l.arm_sn), flags: base.wrapping_add(l.flags), set_dv_owned: false })
 }
 
-/// [`read_cq`] on a CQ [`init_cq`] took: the mlx5 attach's read of the private CQ.
-pub(crate) fn private_cq(cq: &VerbsCq, dv: &DvCq, layout: &Mlx5Layout) -> Result<RdmaCoreCq, String> {
-    // SAFETY: a live CQ (the handle) that the mlx5 provider made: the attach runs only for a context the mlx5 provider serves, and mlx5dv_init_obj took the CQ as its own, so it starts a `struct mlx5_cq`. `layout` is the row of the release loaded. The pointer kept stays valid while the CQ does, which the Cq holding the handle guarantees (`Cq::attach`'s contract for a CQ the application made).
-    unsafe { read_cq(cq.as_ptr(), dv, layout) }
+/// The CQ side of the attach, in the order that leaves the application's CQ as it was on
+/// refusal: [`adopt_cq`] (every check that can refuse before `init`,
+/// `mlx5dv_init_obj`, runs first), then the checks against what `init` reported and the
+/// poller opened on it; a refusal after `init` clears `MLX5_CQ_FLAGS_DV_OWNED` again if
+/// the attach set it. Returns the poller, rdma-core's CQ struct and `init`'s facts.
+///
+/// # Safety
+///
+/// `cq` is a live `ibv_cq` of the mlx5 provider (a `calloc`ed `struct mlx5_cq`) of depth
+/// `depth`, `layout` the row of the provider's release, `init` `mlx5dv_init_obj` on it,
+/// and `keep` keeps the CQ and its context alive.
+pub(crate) unsafe fn attach_ring(
+    cq: *mut ffi::ibv_cq,
+    depth: u32,
+    layout: &'static Mlx5Layout,
+    cqe_v1: bool,
+    created: Option<Created>,
+    init: impl FnOnce() -> Result<DvCq, String>,
+    keep: dvcq_provider::KeepAlive,
+) -> Result<(Ring, RdmaCoreCq, DvCq), String> {
+    // SAFETY: the caller's promise, passed on.
+    let (dv, mut private) = unsafe { adopt_cq(cq, layout, init) }?;
+    let opened = (|| {
+        if dv.cqe_cnt != depth + 1 {
+            return Err(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt));
+        }
+        let mut cfg = cq_config(cqe_v1);
+        if let Some(c) = created {
+            if dv.cqe_size != u32::from(c.cqe_size) {
+                return Err(format!(
+                    "mlx5dv_cq.cqe_size {} is not the {} bytes mlx5dv_create_cq was asked for",
+                    dv.cqe_size, c.cqe_size
+                ));
+            }
+            cfg.compression = c.compression.map(|format| CompressionConfig { layout: CompLayout::Basic, format });
+            cfg.overrun_ignore = c.ignore_overrun;
+        }
+        poller_on(&dv, keep, cfg)
+    })();
+    match opened {
+        Ok(poller) => Ok((poller, private, dv)),
+        Err(e) => {
+            private.give_back();
+            Err(e)
+        }
+    }
+}
+
+/// [`attach_ring`] on a CQ the mlx5 provider made: the attach's look into it and the
+/// poller on its ring.
+pub(crate) fn attach_verbs_cq(
+    cq: &Arc<VerbsCq>,
+    layout: &'static Mlx5Layout,
+    cqe_v1: bool,
+    created: Option<Created>,
+) -> Result<(Ring, RdmaCoreCq, DvCq), String> {
+    // SAFETY: a live CQ (the handle) of a context the mlx5 provider serves (the backend is chosen by the provider library), so it starts a `calloc`ed `struct mlx5_cq`; `layout` is the row of the provider's release. `init` is mlx5dv_init_obj on it. `keep` (the handle) keeps the CQ, its context and so the pointers the backend keeps into them alive.
+    unsafe { attach_ring(cq.as_ptr(), cq.depth(), layout, cqe_v1, created, || init_cq(cq), Arc::clone(cq) as _) }
 }
 
 /// Opens dvcq's mlx5 poller on the ring `dv` describes (from [`init_cq`]), at the consumer

@@ -14,8 +14,10 @@
 //! `deny(unsafe_code)`.
 #![allow(unsafe_code)]
 
+pub(crate) mod allocation;
 pub(crate) mod async_event;
 mod attach;
+mod claim;
 pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;

@@ -43,7 +43,10 @@ const ROCE_CAPS: u32 = 7;
 const IWARP_CAPS: u32 = 1;
 
 /// Memory rdma-core would own, zeroed, reached only through the one pointer taken from it
-/// (so the attach's raw reads and the test's raw writes never alias a reference).
+/// (so the attach's raw reads and the test's raw writes never alias a reference). An
+/// 8-aligned block's pointer is the start of a block of the C allocator (Rust's default
+/// allocator takes a zeroed `Vec<u64>` from `calloc`), as the CQ read's
+/// `malloc_usable_size` check asks.
 struct Block {
     _mem: Vec<u64>,
     ptr: *mut u8,
@@ -896,3 +899,40 @@ proptest::proptest! {
 }
 
 mod own;
+
+/// The QP's table readers stay inside rdma-core's tables whatever index they are handed:
+/// an index past the ring reads the slot `idx & (size - 1)` names.
+#[test]
+fn the_qp_table_readers_stay_inside_their_tables() {
+    use dvcq_e810_dv::ForeignQp;
+    let s = setups().remove(0);
+    let w = World::new(s);
+    let qp = QpImage::new(&w, w.ucq.addr(0), w.ucq.addr(0));
+    let recvs: Vec<u16> = (0..3).map(|i| qp.post_recv(0x400 + i).unwrap()).collect();
+    let send = qp.post_send(0x500, 1, sq_op::SEND, 10).unwrap();
+    let (cq, _) = w.read().unwrap();
+    let p = qp.read(&cq).unwrap();
+    let (sq_size, rq_size) = (p.qp.sq_size(), p.qp.rq_size());
+    for (k, r) in recvs.iter().enumerate() {
+        for lap in [1, 3] {
+            assert_eq!(p.qp.rq_wr_id(u32::from(*r) + lap * rq_size), 0x400 + k as u64);
+        }
+    }
+    let e = p.qp.sq_entry(u32::from(send) + sq_size);
+    assert_eq!((e.wr_id, e.wr_len, e.quanta), (0x500, 10, 1));
+    assert_eq!(p.qp.sq_entry(u32::MAX).wr_id, p.qp.sq_entry(sq_size - 1).wr_id, "u32::MAX masks to the last slot");
+}
+
+/// A CQ row larger than the block that holds the `struct irdma_ucq` is refused before a
+/// byte of it is read (the irdma rows share one CQ struct, so the larger row is made up).
+#[test]
+fn a_cq_row_larger_than_the_allocation_is_refused_before_reading() {
+    let s = setups().remove(0);
+    let compat = s.compat();
+    let mut big = *s.layout;
+    big.cq.size += 64;
+    let big: &'static IrdmaLayout = Box::leak(Box::new(big));
+    let w = World::new(s);
+    let e = w.read_with(big, compat).map(|_| ()).unwrap_err();
+    assert!(e.contains("usable bytes, fewer than the") && e.contains("not the struct irdma_ucq"), "{e}");
+}

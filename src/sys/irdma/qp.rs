@@ -74,9 +74,11 @@ impl ForeignQp for RdmaCoreQp {
         self.word(self.layout.rq_ring + 4).load(Ordering::Relaxed)
     }
     fn sq_entry(&self, idx: u32) -> WrTrk {
-        debug_assert!(idx < self.sq_size);
+        // `sq_size` is a power of two (checked at attach): the mask keeps the slot in the
+        // tables whatever the caller passes, for one `and` per entry read.
+        let idx = idx & (self.sq_size - 1);
         let e = self.sq_wrtrk.wrapping_add(idx as usize * SQ_WRTRK_SIZE);
-        // SAFETY: `sq_wrtrk` is the QP's `sq_wrtrk_array` of `sq_size` 16-byte entries (non-null, 8-aligned, checked at attach) and `idx < sq_size` (the trait's contract); a poster writes an entry only for a free slot, which the mirror does not use until the post is visible (read after `head` with acquire).
+        // SAFETY: `sq_wrtrk` is the QP's `sq_wrtrk_array` of `sq_size` 16-byte entries (non-null, 8-aligned, checked at attach) and the mask keeps `idx < sq_size`; a poster writes an entry only for a free slot, which the mirror does not use until the post is visible (read after `head` with acquire).
         let (wr_id, wr_len, quanta) = unsafe {
             (
                 e.cast::<u64>().read_volatile(),
@@ -89,7 +91,8 @@ impl ForeignQp for RdmaCoreQp {
         WrTrk { wr_id, wr_len, quanta, opcode: hdr_opcode(u64::from_le(hdr)) }
     }
     fn rq_wr_id(&self, idx: u32) -> u64 {
-        debug_assert!(idx < self.rq_size);
+        // A power of two too: as in `sq_entry`.
+        let idx = idx & (self.rq_size - 1);
         // SAFETY: as `sq_entry`, for the `rq_wrid_array` of `rq_size` `u64`s.
         unsafe { self.rq_wrid.add(idx as usize).read_volatile() }
     }

@@ -33,7 +33,9 @@ const IBV_QPT_RC: u32 = 2;
 
 /// Memory rdma-core would own, zeroed, 8-aligned, reached only through the one pointer
 /// taken from it (so the attach's raw reads and the test's raw writes never alias a
-/// reference).
+/// reference). The pointer is the start of a block of the C allocator, as rdma-core's
+/// `calloc` gives (Rust's default allocator takes an 8-aligned zeroed `Vec` from
+/// `calloc`), which the attach's `malloc_usable_size` check asks of it.
 struct Block {
     _mem: Vec<u64>,
     ptr: *mut u8,
@@ -570,7 +572,35 @@ impl CqImage {
         cq.put64(l.buf_b, model.ring_mem().as_ptr() as u64);
         cq.put64(l.active_buf, cq.addr(l.buf_b));
         cq.put32(l.arm_sn, arm_sn);
+        cq.put32(l.cqe_sz, model.config().cqe_size);
+        // The public ibv_cq.cqe: the ring's slots less one.
+        cq.put32(offset_of!(ffi::ibv_cq, cqe), model.config().entries - 1);
         CqImage { layout, cq }
+    }
+
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` on the image as rdma-core's `mlx5dv_get_cq` runs
+    /// it: `flags |= MLX5_CQ_FLAGS_DV_OWNED`, then the public facts (here `dv`).
+    fn init_obj(&self, dv: DvCq) -> Result<DvCq, String> {
+        let at = self.layout.cq.flags;
+        self.cq.put32(at, self.cq.get32(at) | MLX5_CQ_FLAGS_DV_OWNED);
+        Ok(dv)
+    }
+
+    fn flags(&self) -> u32 {
+        self.cq.get32(self.layout.cq.flags)
+    }
+
+    /// The attach's CQ side over the image, with `init` for `mlx5dv_init_obj`.
+    fn attach(
+        &self,
+        model: &Mlx5Model,
+        depth: u32,
+        created: Option<crate::backend::mlx5::Created>,
+        init: impl FnOnce() -> Result<DvCq, String>,
+    ) -> Result<(Ring, RdmaCoreCq, DvCq), String> {
+        let keep: KeepAlive = Arc::new((model.ring_mem().clone(), model.dbrec().clone(), model.uar().clone()));
+        // SAFETY: the image is a `struct mlx5_cq` of `layout.cq.size` bytes in a block of the C allocator at `ibv_cq()`, over the model's ring, record and UAR, which `keep` holds; the image outlives what is returned (the tests drop it last).
+        unsafe { attach_ring(self.ibv_cq(), depth, self.layout, false, created, init, keep) }
     }
 
     fn ibv_cq(&self) -> *mut ffi::ibv_cq {
@@ -686,4 +716,157 @@ fn a_cq_image_that_disagrees_with_mlx5dv_cq_is_refused() {
     let keep: KeepAlive = model.ring_mem().clone();
     let e = poller_on(&dv, keep, cq_config(false)).expect_err("a misaligned UAR is used");
     assert!(e.contains("is not a page-aligned UAR mapping"), "{e}");
+}
+
+/// A refused attach leaves the application's CQ as it was: checks that need no
+/// `mlx5dv_init_obj` refuse before it runs, and one that refuses after it clears
+/// `MLX5_CQ_FLAGS_DV_OWNED` again, unless the application had it set itself.
+#[test]
+fn a_refused_cq_attach_leaves_the_cq_s_flags_as_they_were() {
+    // MLX5_CQ_FLAGS_SINGLE_THREADED, as an application's ibv_create_cq_ex may leave it.
+    const BEFORE: u32 = 1 << 4;
+    for layout in &MLX5_LAYOUTS {
+        let what = format!("v{}.{}", layout.first.0, layout.first.1);
+        let model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+        let depth = model.config().entries - 1;
+        let image = |flags: u32| {
+            let cq = CqImage::new(layout, &model, 0, 0);
+            cq.cq.put32(layout.cq.flags, flags);
+            cq
+        };
+        // Refusals after mlx5dv_init_obj: each puts the flag back.
+        let mut misaligned_uar = dv_cq(&model);
+        misaligned_uar.uar = misaligned_uar.uar.wrapping_add(8);
+        let mut other_cqn = dv_cq(&model);
+        other_cqn.cqn += 1;
+        let mut other_size = dv_cq(&model);
+        other_size.cqe_size = 128;
+        let created = crate::backend::mlx5::Created { cqe_size: 128, compression: None, ignore_overrun: false };
+        let cases: [(&str, DvCq, u32, Option<crate::backend::mlx5::Created>); 5] = [
+            ("not a page-aligned UAR mapping", misaligned_uar, depth, None),
+            ("the private cqn is", other_cqn, depth, None),
+            ("cqe_sz (after arm_sn) is 64, not mlx5dv_cq.cqe_size (128)", other_size, depth, None),
+            ("is not the CQ's depth", dv_cq(&model), depth + 2, None),
+            ("is not the 128 bytes mlx5dv_create_cq was asked for", dv_cq(&model), depth, Some(created)),
+        ];
+        for (why, dv, depth, created) in cases {
+            let cq = image(BEFORE);
+            let e = cq.attach(&model, depth, created, || cq.init_obj(dv)).expect_err(why);
+            assert!(e.contains(why), "{what}: {e}");
+            assert_eq!(cq.flags(), BEFORE, "{what}: {why}: DV_OWNED put back, nothing else touched");
+            // An application that made the CQ DV-owned itself keeps it so.
+            let cq = image(BEFORE | MLX5_CQ_FLAGS_DV_OWNED);
+            cq.attach(&model, depth, created, || cq.init_obj(dv)).expect_err(why);
+            assert_eq!(cq.flags(), BEFORE | MLX5_CQ_FLAGS_DV_OWNED, "{what}: {why}: the application's flag stays");
+        }
+        // Refusals before it: mlx5dv_init_obj is never called.
+        type Spoil<'a> = (&'a str, &'a dyn Fn(&CqImage));
+        let spoils: [Spoil; 4] = [
+            ("is neither its buf_a nor its buf_b", &|c| c.cq.put64(layout.cq.active_buf, 0x2000)),
+            ("is not a page-aligned ring", &|c| c.cq.put64(layout.cq.buf_b, 0x3008)),
+            ("cqe_sz (after arm_sn) is 0", &|c| c.cq.put32(layout.cq.cqe_sz, 0)),
+            ("is not a ring size", &|c| c.cq.put32(offset_of!(ffi::ibv_cq, cqe), 14)),
+        ];
+        for (why, spoil) in spoils {
+            let cq = image(BEFORE);
+            spoil(&cq);
+            let called = std::cell::Cell::new(false);
+            let e = cq
+                .attach(&model, depth, None, || {
+                    called.set(true);
+                    cq.init_obj(dv_cq(&model))
+                })
+                .expect_err(why);
+            assert!(e.contains(why), "{what}: {e}");
+            assert!(!called.get(), "{what}: {why}: refused before mlx5dv_init_obj");
+            assert_eq!(cq.flags(), BEFORE, "{what}: {why}");
+        }
+        // A flags word that does not gain DV_OWNED alone is not rdma-core's: refused.
+        let cq = image(BEFORE);
+        let e = cq.attach(&model, depth, None, || Ok(dv_cq(&model))).expect_err("flags not located");
+        assert!(e.contains("not gaining MLX5_CQ_FLAGS_DV_OWNED alone"), "{what}: {e}");
+        // Attached: the CQ is DV-owned, until a fallback to rdma-core's poll gives it back.
+        let cq = image(BEFORE);
+        let (ring, mut private, _) = cq.attach(&model, depth, None, || cq.init_obj(dv_cq(&model))).unwrap();
+        assert!(private.set_dv_owned());
+        assert_eq!(cq.flags(), BEFORE | MLX5_CQ_FLAGS_DV_OWNED, "{what}: attached");
+        assert!(private.give_back());
+        assert_eq!(cq.flags(), BEFORE, "{what}: given back");
+        assert!(!private.give_back(), "{what}: once");
+        drop(ring);
+    }
+}
+
+/// The layout row must fit the allocation before a byte of it is read: a row larger than
+/// the struct the loaded release allocates is refused, not read past the block.
+#[test]
+fn a_layout_row_larger_than_the_allocation_is_refused_before_reading() {
+    let model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+    let (small, large) = (&MLX5_LAYOUTS[0], &MLX5_LAYOUTS[3]);
+    assert!(large.cq.size > small.cq.size + 16, "v64's struct mlx5_cq is the larger");
+    let cq = CqImage::new(small, &model, 0, 0);
+    let dv = dv_cq(&model);
+    // SAFETY: refused by the allocation check before any byte past the image is read.
+    let e = unsafe { read_cq(cq.ibv_cq(), &dv, large) }.unwrap_err();
+    assert!(e.contains("usable bytes, fewer than the"), "{e}");
+    // SAFETY: as above.
+    let e = unsafe { check_cq_before(cq.ibv_cq(), large) }.unwrap_err();
+    assert!(e.contains("usable bytes, fewer than the"), "{e}");
+}
+
+/// The refused adoption that hands an attached CQ to rdma-core's `ibv_poll_cq` gives the
+/// CQ back as it was before the attach.
+#[test]
+fn a_fallback_to_rdma_core_s_poll_gives_the_dv_owned_flag_back() {
+    use crate::cq::{Backend, BackendKind, Cq, Poller};
+    let layout = &MLX5_LAYOUTS[0];
+    let model = Mlx5Model::new(ModelConfig::new(16)).unwrap();
+    let img = QpImage::new(layout, false);
+    let cq = CqImage::new(layout, &model, 0, 0);
+    let (ring, private, _) =
+        cq.attach(&model, model.config().entries - 1, None, || cq.init_obj(dv_cq(&model))).unwrap();
+    assert_eq!(cq.flags(), MLX5_CQ_FLAGS_DV_OWNED);
+    // A device and context struct for the CQ handle the fallback polls through.
+    let mut dev = Box::new(ffi::ibv_device::default());
+    let mut vctx = Box::new(ffi::ibv_context::default());
+    vctx.device = &mut *dev;
+    // SAFETY: a context struct naming a device whose name is all NULs; it outlives every handle (dropped last). No verb is called on it.
+    let vctx_handle = unsafe { super::super::device::Context::borrowed(&mut *vctx) };
+    // SAFETY: the image's ibv_cq, outliving the handle; dvcq never destroys a borrowed CQ, and the test never polls it through rdma-core.
+    let verbs = unsafe { VerbsCq::borrowed(&vctx_handle, cq.ibv_cq()) };
+    let mut b = Mlx5Backend::new(ring, img.ctx.addr(0) as usize, cq.ibv_cq() as usize, layout, false, None);
+    b.set_rdma_core_cq(private);
+    b.allow_fallback(true);
+    let backend = Backend { kind: BackendKind::Mlx5, reason: "test".into() };
+    let mut c = Cq::new(Poller::Mlx5(Box::new(b)), backend, "fake0".into(), 15);
+    c.refused_or_fallback("mlx5", Err("qp 0x1: refused".into()), Some(verbs)).unwrap();
+    assert_eq!(c.backend().kind, BackendKind::Generic);
+    assert_eq!(cq.flags(), 0, "rdma-core cleans the CQ's destroyed QPs again");
+    drop(c);
+    drop((vctx_handle, vctx, dev));
+}
+
+/// The table readers stay inside rdma-core's tables whatever index they are handed: an
+/// index past `wqe_cnt` reads the slot rdma-core's own `idx & (wqe_cnt - 1)` names.
+#[test]
+fn the_wq_table_readers_stay_inside_their_tables() {
+    let layout = &MLX5_LAYOUTS[0];
+    let img = QpImage::new(layout, false);
+    (0..SQ).for_each(|i| {
+        img.post_send(0x100 + u64::from(i), 1);
+    });
+    (0..RQ).for_each(|i| {
+        img.post_recv(0x200 + u64::from(i));
+    });
+    let p = img.read(&img.dv(), layout, false).unwrap();
+    let (sq, rq) = (p.sq.as_ref().unwrap(), p.rq.as_ref().unwrap());
+    for i in [SQ, SQ + 5, u32::MAX] {
+        let slot = i & (SQ - 1);
+        assert_eq!(sq.wr_id(i), 0x100 + u64::from(slot), "{i}");
+        assert_eq!(sq.wqe_head(i), slot, "{i}");
+        assert_eq!(sq.wr_data(i), sq.wr_data(slot), "{i}");
+    }
+    for i in [RQ, RQ + 3, u32::MAX] {
+        assert_eq!(rq.wr_id(i), 0x200 + u64::from(i & (RQ - 1)), "{i}");
+    }
 }

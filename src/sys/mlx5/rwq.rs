@@ -101,8 +101,11 @@ pub(crate) unsafe fn read_rwq(
 ) -> Result<PrivateRwq, String> {
     let (l, w) = (&layout.rwq, &layout.wq);
     let base = (wq as *mut u8).wrapping_sub(l.ibv_wq);
+    // SAFETY: the caller's promise: `base` starts the `calloc`ed `struct mlx5_rwq` of this WQ.
+    unsafe { super::super::allocation::allocation_holds(base, l.size, "struct mlx5_rwq") }
+        .map_err(|e| format!("wq {wq:p}: {e}"))?;
     let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_rwq` of this WQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
+    // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_rwq` of this WQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
     unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let pub_field = |off: usize| l.ibv_wq + off;
     let wqn = u32_at(&b, pub_field(IBV_WQ_NUM));

@@ -100,12 +100,18 @@ impl RdmaCoreSrq {
         unsafe { AtomicI32::from_ptr(self.srq.add(off).cast::<i32>()) }
     }
 
+    /// `idx` as a WQE index below `max` whatever the caller passes (`max` is at least 1,
+    /// checked at attach; it need not be a power of two, so a clamp, one compare and
+    /// conditional move per read).
+    #[inline(always)]
+    fn slot(&self, idx: u32) -> usize {
+        idx.min(self.max - 1) as usize
+    }
+
     fn link(&self, idx: u32) -> &AtomicU16 {
-        debug_assert!(idx < self.max);
-        // SAFETY: `wqes` is the SRQ's buffer of `max` WQEs of `1 << wqe_shift` bytes (mlx5dv_srq's buffer and stride, checked against the private struct), `idx < max`, and the link is a 2-aligned big-endian u16 at byte 2 of the WQE's next segment. The device reads it; rdma-core's posts and this poll write it, ordered.
-        unsafe {
-            AtomicU16::from_ptr(self.wqes.add(((idx as usize) << self.wqe_shift) + SRQ_NEXT_WQE_INDEX_OFFSET).cast())
-        }
+        let idx = self.slot(idx);
+        // SAFETY: `wqes` is the SRQ's buffer of `max` WQEs of `1 << wqe_shift` bytes (mlx5dv_srq's buffer and stride, checked against the private struct), `slot` keeps `idx < max`, and the link is a 2-aligned big-endian u16 at byte 2 of the WQE's next segment. The device reads it; rdma-core's posts and this poll write it, ordered.
+        unsafe { AtomicU16::from_ptr(self.wqes.add((idx << self.wqe_shift) + SRQ_NEXT_WQE_INDEX_OFFSET).cast()) }
     }
 }
 
@@ -121,11 +127,12 @@ impl ForeignSrq for RdmaCoreSrq {
         u32::from(u16::from_be(self.link(idx).load(Ordering::Relaxed)))
     }
     fn wr_id(&self, idx: u32) -> u64 {
-        debug_assert!(idx < self.max);
-        // SAFETY: `wrid` is the SRQ's table of `max` entries (non-null and aligned, checked at attach), `idx < max` (the trait's contract); a post writes an entry only for a free WQE, which no completion names until its post is visible.
-        unsafe { self.wrid.add(idx as usize).read_volatile() }
+        let idx = self.slot(idx);
+        // SAFETY: `wrid` is the SRQ's table of `max` entries (non-null and aligned, checked at attach), `slot` keeps `idx < max`; a post writes an entry only for a free WQE, which no completion names until its post is visible.
+        unsafe { self.wrid.add(idx).read_volatile() }
     }
     fn free(&self, idx: u32) {
+        let idx = self.slot(idx) as u32;
         match self.layout.free {
             // v44-v47 `mlx5_free_srq_wqe`: link the WQE behind the tail.
             SrqFree::LinkTail => {
@@ -139,7 +146,7 @@ impl ForeignSrq for RdmaCoreSrq {
             }
             // v48 on: set the WQE's bit; the post path links it in.
             SrqFree::Bitmap { .. } => {
-                // SAFETY: `bitmap` holds `max` bits in `unsigned long` words (non-null and aligned, checked at attach; `bitmap_alloc0(srq->max)`), `idx < max`.
+                // SAFETY: `bitmap` holds `max` bits in `unsigned long` words (non-null and aligned, checked at attach; `bitmap_alloc0(srq->max)`), and `slot` keeps `idx < max`.
                 let word = unsafe { AtomicU64::from_ptr(self.bitmap.add(idx as usize / 64)) };
                 word.fetch_or(1 << (idx % 64), Ordering::Release);
             }
@@ -200,8 +207,15 @@ pub(crate) unsafe fn read_srq(
 ) -> Result<PrivateSrq, String> {
     let l = &layout.srq;
     let base = (srq as *mut u8).wrapping_sub(l.ibv_srq);
+    // SAFETY: the caller's live SRQ; a read of its public `context` field, before any private byte.
+    if unsafe { (*srq).context } != ctx {
+        return Err(format!("srq {:#x}: it belongs to another device context", dv.srqn));
+    }
+    // SAFETY: the caller's promise: `base` starts the `calloc`ed `struct mlx5_srq` of this SRQ.
+    unsafe { super::super::allocation::allocation_holds(base, l.size, "struct mlx5_srq") }
+        .map_err(|e| format!("srq {:#x}: {e}", dv.srqn))?;
     let mut b = vec![0u8; l.size];
-    // SAFETY: the caller's promise: `l.size` bytes from `base` are the live `struct mlx5_srq` of this SRQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
+    // SAFETY: the allocation holds `l.size` bytes from `base` (checked above), the live `struct mlx5_srq` of this SRQ. A plain byte copy; the fields read from it are checked before any pointer in it is used.
     unsafe { core::ptr::copy_nonoverlapping(base, b.as_mut_ptr(), l.size) };
     let srqn = dv.srqn;
     let what = |s: String| format!("srq {srqn:#x}: {s}");

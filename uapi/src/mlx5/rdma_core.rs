@@ -392,8 +392,11 @@ const_assert_eq!(offset_of!(RwqV64, recv_db), 344);
 const_assert_eq!(offset_of!(RwqV64, wq_sig), 352);
 const_assert_eq!(size_of::<RwqV64>(), 360);
 
-/// `struct mlx5_cq` up to `arm_sn`, for a buffer type `B` and `DB` words (0 or 1) of
-/// `dbrec_ibv_buf` after `dbrec`.
+/// `struct mlx5_cq` up to `flags`, for a buffer type `B` and `DB` words (0 or 1) of
+/// `dbrec_ibv_buf` after `dbrec`. After `arm_sn` the text is, in every release read:
+/// `int cqe_sz, resize_cqe_sz, stall_next_poll, stall_enable; uint64_t stall_last_count;
+/// int stall_adaptive_enable, stall_cycles; struct mlx5_resource *cur_rsc; struct
+/// mlx5_srq *cur_srq; struct mlx5_cqe64 *cqe64; uint32_t flags;`.
 #[repr(C)]
 struct Cq<B, const DB: usize> {
     verbs_cq: [u64; IBV_CQ_EX_SIZE / 8],
@@ -410,6 +413,17 @@ struct Cq<B, const DB: usize> {
     dbrec_ibv_buf: [u64; DB],
     custom_db: u8,
     arm_sn: i32,
+    cqe_sz: i32,
+    resize_cqe_sz: i32,
+    stall_next_poll: i32,
+    stall_enable: i32,
+    stall_last_count: u64,
+    stall_adaptive_enable: i32,
+    stall_cycles: i32,
+    cur_rsc: u64,
+    cur_srq: u64,
+    cqe64: u64,
+    flags: u32,
 }
 
 type CqV44 = Cq<BufV44, 0>;
@@ -425,6 +439,10 @@ const_assert_eq!(offset_of!(CqV44, cons_index), 456);
 const_assert_eq!(offset_of!(CqV44, dbrec), 464);
 const_assert_eq!(offset_of!(CqV44, custom_db), 472);
 const_assert_eq!(offset_of!(CqV44, arm_sn), 476);
+// `cqe_sz` and `flags` also against `offsetof` over the v44.0 and v64.0 trees' own
+// `providers/mlx5/mlx5.h` (v44.0: 480 and 536; v64.0: 504 and 560).
+const_assert_eq!(offset_of!(CqV44, cqe_sz), 480);
+const_assert_eq!(offset_of!(CqV44, flags), 536);
 const_assert_eq!(offset_of!(CqV64, buf_a), 288);
 const_assert_eq!(offset_of!(CqV64, buf_b), 360);
 const_assert_eq!(offset_of!(CqV64, active_buf), 432);
@@ -434,6 +452,8 @@ const_assert_eq!(offset_of!(CqV64, dbrec), 480);
 const_assert_eq!(offset_of!(CqV64, dbrec_ibv_buf), 488);
 const_assert_eq!(offset_of!(CqV64, custom_db), 496);
 const_assert_eq!(offset_of!(CqV64, arm_sn), 500);
+const_assert_eq!(offset_of!(CqV64, cqe_sz), 504);
+const_assert_eq!(offset_of!(CqV64, flags), 560);
 
 /// Where the fields of `struct mlx5_cq` are (byte offsets from the start of the struct,
 /// where its public `struct ibv_cq` is too).
@@ -453,9 +473,20 @@ pub struct Mlx5CqLayout {
     pub dbrec: usize,
     /// `arm_sn` (`int`): completion events read for the CQ (`mlx5_cq_event`).
     pub arm_sn: usize,
-    /// Bytes from the start of the struct to the end of `arm_sn`: what a reader may touch.
+    /// `cqe_sz` (`int`), right after `arm_sn`: the CQE size `mlx5dv_init_obj` reports
+    /// (`mlx5dv_cq.cqe_size` is read from it), the public fact that pins `arm_sn`'s offset.
+    pub cqe_sz: usize,
+    /// `flags` (`uint32_t`): `MLX5_CQ_FLAGS_*`, where `mlx5dv_init_obj` sets
+    /// [`MLX5_CQ_FLAGS_DV_OWNED`].
+    pub flags: usize,
+    /// Bytes from the start of the struct to the end of `flags`: what a reader may touch.
     pub size: usize,
 }
+
+/// `MLX5_CQ_FLAGS_DV_OWNED` (`providers/mlx5/mlx5.h`, `1 << 5` in every release read):
+/// set by `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` (`mlx5dv_get_cq`); while it is set rdma-core's
+/// `__mlx5_cq_clean` leaves the CQEs of a destroyed QP (or one moved to RESET) in the ring.
+pub const MLX5_CQ_FLAGS_DV_OWNED: u32 = 1 << 5;
 
 macro_rules! cq_layout {
     ($t:ty) => {
@@ -467,7 +498,9 @@ macro_rules! cq_layout {
             cons_index: offset_of!($t, cons_index),
             dbrec: offset_of!($t, dbrec),
             arm_sn: offset_of!($t, arm_sn),
-            size: offset_of!($t, arm_sn) + 4,
+            cqe_sz: offset_of!($t, cqe_sz),
+            flags: offset_of!($t, flags),
+            size: offset_of!($t, flags) + 4,
         }
     };
 }
@@ -927,8 +960,9 @@ mod tests {
             assert!(IBV_CQ_EX_SIZE <= c.buf_a && c.buf_a < c.buf_b && c.buf_b < c.active_buf);
             assert!(c.active_buf % 8 == 0 && c.dbrec % 8 == 0 && c.cqn % 4 == 0 && c.arm_sn % 4 == 0);
             assert!(
-                c.cqn + 4 == c.cons_index && c.cons_index < c.dbrec && c.dbrec < c.arm_sn && c.arm_sn + 4 == c.size
+                c.cqn + 4 == c.cons_index && c.cons_index < c.dbrec && c.dbrec < c.arm_sn && c.arm_sn + 4 == c.cqe_sz
             );
+            assert!(c.cqe_sz < c.flags && c.flags % 4 == 0 && c.flags + 4 == c.size);
         }
         // The SRQ's free list changed hands at v48, its buffer struct at v64.
         let frees = MLX5_LAYOUTS.map(|r| matches!(r.srq.free, SrqFree::Bitmap { .. }));

@@ -477,3 +477,23 @@ fn xrc_srqs_of_another_cq_or_number_or_on_a_version_0_context_are_refused() {
     let e = b.adopt_srq(srq.ibv_srq() as usize, private).unwrap_err();
     assert!(e.contains("CQEs of version 0"), "{e}");
 }
+
+/// The SRQ's readers stay inside its tables whatever index they are handed (`max` need
+/// not be a power of two: an index past it reads the last WQE's entry).
+#[test]
+fn the_srq_table_readers_stay_inside_their_tables() {
+    use dvcq_mlx5_dv::registry::ForeignSrq;
+    for layout in &MLX5_LAYOUTS {
+        let ctx = Block::new(8);
+        let img = SrqImage::new(layout, &ctx);
+        let posted = img.fill(0x300);
+        assert!(!posted.is_empty());
+        let p = img.read(&img.dv(), layout, &ctx).unwrap();
+        let max = p.max;
+        let last = p.srq.wr_id(max - 1);
+        for i in [max, max + 7, u32::MAX] {
+            assert_eq!(p.srq.wr_id(i), last, "{i}");
+            assert_eq!(p.srq.next(i), p.srq.next(max - 1), "{i}");
+        }
+    }
+}
