@@ -526,6 +526,50 @@ mod tests {
         assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::Completion));
     }
 
+    /// An async waiter reads the channel while no thread does, filing the others' events;
+    /// while a thread reads, it leaves the fd to it and is woken when its event is filed.
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn an_async_waiter_reads_only_while_no_thread_does_and_is_woken_for_its_events() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (ch, m) = channel();
+        let (a, b) = (CqId(1), CqId(2));
+        let _bound = [Binding::new(&ch, a), Binding::new(&ch, b)];
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        deliver(&m, b, ChannelEventKind::Completion);
+        deliver(&m, a, ChannelEventKind::Completion);
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!((ch.filed(b), m.pending()), (Some((1, 0)), 0), "b's event is filed for b's waiter");
+        assert_eq!(ch.wait_for(b, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), None, "nothing for a: its task sleeps");
+        // A thread waits for b and sleeps on the fd: a's event, read by it, wakes a's task.
+        let reader = {
+            let ch = ch.clone();
+            thread::spawn(move || ch.wait_for(b, soon(30_000)).unwrap())
+        };
+        thread::sleep(Duration::from_millis(50));
+        assert!(ch.router().reading);
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), None);
+        let woken = count.0.load(Ordering::SeqCst);
+        deliver(&m, a, ChannelEventKind::Completion);
+        let t = Instant::now();
+        while count.0.load(Ordering::SeqCst) == woken {
+            assert!(t.elapsed() < Duration::from_secs(5), "the reader filed a's event and woke its task");
+            thread::yield_now();
+        }
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), Some(CqEventKind::Completion));
+        deliver(&m, b, ChannelEventKind::Completion);
+        assert_eq!(reader.join().unwrap(), Some(CqEventKind::Completion));
+    }
+
     #[test]
     fn a_dropped_binding_forgets_its_cq() {
         let (ch, m) = channel();
