@@ -202,13 +202,18 @@ fn shared_channel(device: &str, async_busy: bool) {
             let mut next = 0;
             while !stop.load(Ordering::Acquire) {
                 let t = Instant::now();
-                let n = b.wait(&mut wcs, Some(if async_busy { Duration::from_millis(20) } else { Duration::from_secs(3) }));
+                let n =
+                    b.wait(&mut wcs, Some(if async_busy { Duration::from_millis(20) } else { Duration::from_secs(3) }));
                 let n = n.unwrap();
                 if async_busy {
                     assert_eq!(n, 0, "{what}: the thread's CQ got nothing");
                     continue;
                 }
-                assert!(n > 0 && t.elapsed() < Duration::from_secs(1), "{what}: the thread slept {:?} with completion {next} due", t.elapsed());
+                assert!(
+                    n > 0 && t.elapsed() < Duration::from_secs(1),
+                    "{what}: the thread slept {:?} with completion {next} due",
+                    t.elapsed()
+                );
                 for wc in &wcs[..n] {
                     assert_eq!(wc.wr_id, next, "{what}");
                     next += 1;
@@ -235,7 +240,11 @@ fn shared_channel(device: &str, async_busy: bool) {
                 }
                 continue;
             }
-            assert!(n > 0 && t.elapsed() < Duration::from_secs(1), "{what}: the task slept {:?} with completion {next} due", t.elapsed());
+            assert!(
+                n > 0 && t.elapsed() < Duration::from_secs(1),
+                "{what}: the task slept {:?} with completion {next} due",
+                t.elapsed()
+            );
             for wc in &wcs[..n] {
                 assert_eq!(wc.wr_id, next, "{what}");
                 next += 1;
@@ -322,7 +331,10 @@ fn an_overrun_wakes_the_async_wait_and_is_its_error() {
             let t = Instant::now();
             let n = cq.wait_timeout(&mut wcs, Duration::from_secs(5)).await.unwrap();
             let took = t.elapsed();
-            assert!(n > 0 && took < Duration::from_secs(2), "{d}: {n} completions after {took:?}: the overrun did not wake the wait");
+            assert!(
+                n > 0 && took < Duration::from_secs(2),
+                "{d}: {n} completions after {took:?}: the overrun did not wake the wait"
+            );
             let _ = writer.join().unwrap();
             let t = Instant::now();
             let e = loop {
@@ -358,7 +370,11 @@ fn a_completion_landing_between_the_empty_poll_and_the_arm_is_found_at_once() {
             let t = Instant::now();
             let n = cq.wait_timeout(&mut wcs, Duration::from_secs(5)).await.unwrap();
             assert_eq!((n, wcs[0].wr_id), (1, 7), "{d}");
-            assert!(t.elapsed() < Duration::from_secs(2), "{d}: slept {:?} through a completion in its CQ", t.elapsed());
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{d}: slept {:?} through a completion in its CQ",
+                t.elapsed()
+            );
             let stats = cq.cq().model().unwrap().arm_stats();
             assert_eq!((stats.taken, stats.events), (1, 0), "{d}: the arm was taken and raised no event");
         });

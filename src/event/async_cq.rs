@@ -184,7 +184,6 @@ impl AsyncCq {
         })
         .await
     }
-
 }
 
 fn fd_error(channel: &CompletionChannel, e: io::Error) -> Error {
