@@ -481,7 +481,13 @@ impl super::ModelCq {
             let c = &mut dev.cqs[self.id()];
             c.events.unseen = c.slots_written().saturating_sub(before);
         }
-        self.shared().lock().cqs[self.id()].arm(solicited)
+        let mut dev = self.shared().lock();
+        let c = &mut dev.cqs[self.id()];
+        let armed = c.arm(solicited);
+        // Taken by the arm the device saw, or by none (an irdma provider already armed
+        // rings nothing): no later arm skips them.
+        c.events.unseen = 0;
+        armed
     }
 
     /// Makes the race that a waiter's poll after its arm closes happen, once: when the
