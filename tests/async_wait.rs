@@ -157,13 +157,17 @@ fn refusals_are_clear() {
 
 /// How many times each direction of the shared-channel test makes the race.
 const SHARED_ROUNDS: u64 = 200;
+/// Longer than any wait for a completion already written takes on a loaded machine.
+const LATE: Duration = Duration::from_secs(2);
+/// The busy waiter's timeout: a wait that reaches it lost its wakeup.
+const LOST: Duration = Duration::from_secs(5);
 
 /// One waiter on each of two CQs of one channel, an AsyncCq (made while it was the
 /// channel's only CQ) and a thread in `Cq::wait` (its CQ made on the channel after). A
 /// producer completes one at a time on `busy`'s QP (the AsyncCq's, or the thread's), each
 /// once both waiters sleep; the other waiter's CQ gets nothing, so its waiter wakes only to
 /// read the channel and routes each event it reads to `busy`'s waiter. Every completion is
-/// taken within a second: an event read by the wrong waiter and dropped or misfiled would
+/// taken within [`LATE`]: an event read by the wrong waiter and dropped or misfiled would
 /// leave it to the wait's timeout.
 fn shared_channel(device: &str, async_busy: bool) {
     let ctx = Context::open(device).unwrap();
@@ -202,15 +206,14 @@ fn shared_channel(device: &str, async_busy: bool) {
             let mut next = 0;
             while !stop.load(Ordering::Acquire) {
                 let t = Instant::now();
-                let n =
-                    b.wait(&mut wcs, Some(if async_busy { Duration::from_millis(20) } else { Duration::from_secs(3) }));
+                let n = b.wait(&mut wcs, Some(if async_busy { Duration::from_millis(20) } else { LOST }));
                 let n = n.unwrap();
                 if async_busy {
                     assert_eq!(n, 0, "{what}: the thread's CQ got nothing");
                     continue;
                 }
                 assert!(
-                    n > 0 && t.elapsed() < Duration::from_secs(1),
+                    n > 0 && t.elapsed() < LATE,
                     "{what}: the thread slept {:?} with completion {next} due",
                     t.elapsed()
                 );
@@ -232,7 +235,7 @@ fn shared_channel(device: &str, async_busy: bool) {
         let mut next = 0;
         while next < SHARED_ROUNDS {
             let t = Instant::now();
-            let n = acq.wait_timeout(&mut wcs, Duration::from_secs(if async_busy { 3 } else { 1 })).await.unwrap();
+            let n = acq.wait_timeout(&mut wcs, if async_busy { LOST } else { Duration::from_secs(1) }).await.unwrap();
             if !async_busy {
                 assert_eq!(n, 0, "{what}: the AsyncCq's CQ got nothing");
                 if done.load(Ordering::Acquire) || thread_waiter.is_finished() {
@@ -240,11 +243,7 @@ fn shared_channel(device: &str, async_busy: bool) {
                 }
                 continue;
             }
-            assert!(
-                n > 0 && t.elapsed() < Duration::from_secs(1),
-                "{what}: the task slept {:?} with completion {next} due",
-                t.elapsed()
-            );
+            assert!(n > 0 && t.elapsed() < LATE, "{what}: the task slept {:?} with completion {next} due", t.elapsed());
             for wc in &wcs[..n] {
                 assert_eq!(wc.wr_id, next, "{what}");
                 next += 1;
