@@ -513,10 +513,21 @@ fn overrun_raises_a_cq_error_event_and_wait_returns_what_was_written_first() {
             posted += 1;
         }
         assert!(posted < 64, "{d}: the overrun raised an event");
+        let model = cq.model().unwrap().stats();
+        assert!(model.cqes_written > 0 && model.cqes_dropped > 0, "{d}: {model:?}");
         let mut wcs = [Completion::default(); 64];
-        // The event was taken above; wait drains the CQEs written before the overrun.
-        let n = cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap();
-        assert!(n > 0, "{d}: what was written before the overrun is polled");
+        // The event was taken above; waits drain the CQEs written before the overrun: the
+        // first writes, in order, each once, every one the device wrote.
+        let mut landed = Vec::new();
+        loop {
+            match cq.wait(&mut wcs, Some(Duration::from_millis(10))) {
+                Ok(0) => break,
+                Ok(n) => landed.extend(wcs[..n].iter().map(|w| (w.wr_id, w.status))),
+                Err(e) => panic!("{d}: the error event was taken by the test, yet: {e}"),
+            }
+        }
+        let first: Vec<_> = (0..model.cqes_written).map(|i| (i, WcStatus::Success)).collect();
+        assert_eq!(landed, first, "{d}: what was written before the overrun is polled");
     }
     // And when nothing is left, the error event is the answer.
     for d in MODELS {
@@ -554,4 +565,105 @@ fn wait_refuses_a_cq_without_a_channel_and_times_out_quietly() {
     let other = Context::open("model-e810").unwrap();
     let e = other.create_cq_on(&ch, CqOptions::new(8)).unwrap_err();
     assert!(e.to_string().contains("made on model-mlx5"), "{e}");
+}
+
+/// The race that the wait's poll after its arm closes, made to happen (the model's
+/// `before_next_arm`): a completion lands after the wait's empty poll and before the device
+/// sees the arm, and raises no event. The wait finds it by that poll, at once; a wait that
+/// slept right after arming would sleep to its timeout.
+#[test]
+fn a_completion_landing_between_the_empty_poll_and_the_arm_is_found_at_once() {
+    for d in MODELS {
+        for opts in [WaitOptions::events(), WaitOptions::hybrid(Duration::from_micros(50))] {
+            let ctx = Context::open(d).unwrap();
+            let ch = ctx.create_channel().unwrap();
+            let mut cq = ctx.create_cq_on(&ch, CqOptions::new(64)).unwrap();
+            let qp = Arc::new(std::sync::Mutex::new(loopback(&ctx, &cq)));
+            let q = qp.clone();
+            cq.model().expect("a model CQ").before_next_arm(move || {
+                let (qp, mr) = &mut *q.lock().unwrap();
+                write(qp, mr, 7).unwrap();
+            });
+            let mut wcs = [Completion::default(); 4];
+            let t = Instant::now();
+            let n = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), opts).unwrap();
+            let took = t.elapsed();
+            assert_eq!((n, wcs[0].wr_id), (1, 7), "{d}: the completion that landed before the arm");
+            assert!(took < Duration::from_secs(2), "{d}: the wait slept {took:?} through a completion in its CQ");
+            let stats = cq.model().unwrap().arm_stats();
+            assert_eq!((stats.taken, stats.events), (1, 0), "{d}: the arm was taken and raised no event");
+            assert!(events(&ch).is_empty(), "{d}: no event on the channel: only the poll after the arm saw it");
+        }
+    }
+}
+
+/// A timeout too long for an `Instant` to hold (`Duration::MAX`) is no deadline: the waits
+/// take what is there without panicking, and sleep until a completion comes.
+#[test]
+fn an_endless_timeout_is_no_deadline() {
+    for d in MODELS {
+        let ctx = Context::open(d).unwrap();
+        let ch = ctx.create_channel().unwrap();
+        let mut cq = ctx.create_cq_on(&ch, CqOptions::new(64)).unwrap();
+        let (mut qp, mr) = loopback(&ctx, &cq);
+        let mut wcs = [Completion::default(); 4];
+        write(&mut qp, &mr, 1).unwrap();
+        assert_eq!(cq.wait(&mut wcs, Some(Duration::MAX)).unwrap(), 1, "{d}");
+        write(&mut qp, &mr, 2).unwrap();
+        assert_eq!(cq.wait_with(&mut wcs, None, WaitOptions::hybrid(Duration::MAX)).unwrap(), 1, "{d}");
+        write(&mut qp, &mr, 3).unwrap();
+        let both = WaitOptions::hybrid(Duration::MAX);
+        assert_eq!(cq.wait_with(&mut wcs, Some(Duration::MAX), both).unwrap(), 1, "{d}");
+        cq.arm(ArmMode::Next).unwrap();
+        write(&mut qp, &mr, 4).unwrap();
+        let e = ch.next_event(Some(Duration::MAX)).unwrap();
+        assert_eq!(e.map(|e| (e.cq, e.kind)), Some((cq.id(), CqEventKind::Completion)), "{d}");
+        assert_eq!(drain(&mut cq).len(), 1);
+        // Nothing there: the wait sleeps (no deadline passed at once) until a completion.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            write(&mut qp, &mr, 5).unwrap();
+            (qp, mr)
+        });
+        let t = Instant::now();
+        assert_eq!(cq.wait(&mut wcs, Some(Duration::MAX)).unwrap(), 1, "{d}");
+        assert_eq!(wcs[0].wr_id, 5);
+        assert!(t.elapsed() >= Duration::from_millis(40), "{d}: it slept until the completion came");
+        writer.join().unwrap();
+    }
+}
+
+/// A CQ that overruns while its waiter sleeps (armed for solicited completions, which plain
+/// writes are not) reports on the context's async fd, as a device does, not on the
+/// channel's: the wait wakes and returns what was written before, then the error.
+#[test]
+fn an_overrun_while_the_wait_sleeps_wakes_it() {
+    for d in MODELS {
+        let ctx = Context::open(d).unwrap();
+        let ch = ctx.create_channel().unwrap();
+        let mut cq = ctx.create_cq_on(&ch, CqOptions::new(1)).unwrap();
+        let (mut qp, mr) = loopback(&ctx, &cq);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            for i in 0..8 {
+                let _ = write(&mut qp, &mr, i);
+            }
+            (qp, mr)
+        });
+        let mut wcs = [Completion::default(); 16];
+        let solicited = WaitOptions { arm: ArmMode::Solicited, ..WaitOptions::events() };
+        let t = Instant::now();
+        let n = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), solicited).unwrap();
+        let took = t.elapsed();
+        assert!(n > 0 && took < Duration::from_secs(2), "{d}: {n} after {took:?}: the overrun did not wake the wait");
+        let _ = writer.join().unwrap();
+        let e = loop {
+            match cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), solicited) {
+                Ok(n) => assert!(n > 0, "{d}: slept through the overrun error"),
+                Err(e) => break e,
+            }
+        };
+        assert!(e.to_string().contains("overran"), "{d}: {e}");
+        assert!(events(&ch).is_empty(), "{d}: the error was reported once");
+    }
 }

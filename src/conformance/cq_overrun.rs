@@ -1,7 +1,7 @@
 //! `cq_overrun`: a CQ given more completions than it holds, as an application that stops
 //! polling does. The device reports the overrun (rdma-core devices with `IBV_EVENT_CQ_ERR`
-//! on the context's async fd, one event per completion lost on rxe; the models on the
-//! channel), [`crate::Cq::stats`] counts it, [`crate::Cq::wait`] returns the error rather
+//! on the context's async fd, one event per completion lost on rxe; the models once, on an
+//! async fd they emulate), [`crate::Cq::stats`] counts it, [`crate::Cq::wait`] returns the error rather
 //! than sleeping on a CQ that no longer gets completions, and the completions that landed
 //! before it come back once, in order.
 

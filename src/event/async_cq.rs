@@ -1,14 +1,17 @@
 //! Waiting for completions in async code (feature `tokio`): an [`AsyncCq`] sleeps on its
-//! completion channel's fd through tokio's reactor ([`tokio::io::unix::AsyncFd`]) instead of
-//! blocking a thread, with the same race-free order as [`Cq::wait`]: poll, arm, poll again,
-//! sleep until this CQ's event, poll.
+//! completion channel's fd, and on the context's async fd where a CQ error (overrun) is
+//! reported, through tokio's reactor ([`tokio::io::unix::AsyncFd`]) instead of blocking a
+//! thread, with the same race-free order as [`Cq::wait`]: poll, arm, poll again, sleep
+//! until this CQ's event, poll.
 //!
-//! # One channel per `AsyncCq`
+//! # Sharing a channel
 //!
-//! The fd is registered with the reactor once, for this CQ: make the CQ on a channel of its
-//! own ([`AsyncCq::new`] refuses a channel other CQs were made on). Several CQs sharing one
-//! channel are served by [`Cq::wait`] on threads, or by an application that reads
-//! [`super::CompletionChannel::try_next_event`] from its own reactor and routes the events.
+//! The channel may serve other CQs, made on it before or after the `AsyncCq`, waited on by
+//! other `AsyncCq`s or by [`Cq::wait`] on threads: the channel files each event it reads
+//! under its CQ, whoever reads it, and wakes that CQ's waiter (see the channel's routing).
+//! Each `AsyncCq` registers duplicates of the fds of its own with the reactor. Only an
+//! application that reads the channel itself ([`super::CompletionChannel::try_next_event`])
+//! takes events from under the waiters: use one or the other per channel.
 //!
 //! # Cancellation
 //!
@@ -17,13 +20,15 @@
 //! a timeout) loses none. An arm left behind fires a stale event that the next wait takes
 //! and polls past.
 
-use super::{ArmMode, CompletionChannel, CqEventKind, CqId};
+use super::{ArmMode, CompletionChannel, CqEventKind};
 use crate::cq::Cq;
 use crate::error::Error;
 use dvcq_provider::Completion;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::task::Poll;
 use std::time::Duration;
-use tokio::io::unix::{AsyncFd, AsyncFdRegisterError};
+use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 /// A [`Cq`] made on a completion channel, waited on from async code.
@@ -34,15 +39,22 @@ use tokio::io::Interest;
 #[derive(Debug)]
 pub struct AsyncCq {
     cq: Cq,
-    fd: AsyncFd<CompletionChannel>,
+    channel: CompletionChannel,
+    /// A duplicate of the channel's fd, registered for this CQ.
+    events_fd: AsyncFd<OwnedFd>,
+    /// A duplicate of the context's async fd, where the device reports a CQ error, when
+    /// dvcq reads it.
+    errors_fd: Option<AsyncFd<OwnedFd>>,
     arm: ArmMode,
 }
 
-/// Registers the channel's fd with the current runtime's reactor, for reading.
+/// Registers a duplicate of `fd` with the current runtime's reactor, for reading (a
+/// duplicate: an epoll set takes one fd once, and other waiters may have registered it).
 #[allow(unsafe_code)] // tokio's registration is `unsafe` only for the promise below.
-fn register(channel: CompletionChannel) -> Result<AsyncFd<CompletionChannel>, AsyncFdRegisterError<CompletionChannel>> {
-    // SAFETY: `register_with_interest` asks that the fd stay open, and refer to the same file, for as long as the AsyncFd lives, and that `as_raw_fd` always return it. The AsyncFd owns the `CompletionChannel` handle, which owns the fd (a model's eventfd, or rdma-core's channel, closed only when the last handle drops) and returns that one fd from every `as_raw_fd`. A runtime is current (checked by the caller), so it does not panic.
-    unsafe { AsyncFd::register_with_interest(channel, Interest::READABLE) }
+fn register(fd: BorrowedFd<'_>) -> io::Result<AsyncFd<OwnedFd>> {
+    let dup = fd.try_clone_to_owned()?;
+    // SAFETY: `register_with_interest` asks that the fd stay open, and refer to the same file, for as long as the AsyncFd lives, and that `as_raw_fd` always return it. The AsyncFd owns the `OwnedFd`, a duplicate made for it alone and closed only when the AsyncFd drops, and `OwnedFd::as_raw_fd` returns that one fd. A runtime is current (checked by the caller), so it does not panic.
+    unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }.map_err(io::Error::from)
 }
 
 impl AsyncCq {
@@ -51,26 +63,24 @@ impl AsyncCq {
     ///
     /// # Errors
     ///
-    /// [`Error::Event`] when the CQ was made without a channel, the channel serves other CQs
-    /// too, or the fd cannot be registered (no runtime, or one without IO).
+    /// [`Error::Event`] when the CQ was made without a channel, or the fds cannot be
+    /// registered (no runtime, or one without IO).
     pub fn new(cq: Cq) -> Result<AsyncCq, Error> {
         let event = |what: String| Error::Event { device: cq.device().to_string(), what };
         let Some(channel) = cq.channel().cloned() else {
             return Err(event(format!("{} was made without a completion channel: make it with create_cq_on", cq.id())));
         };
-        let others = channel.bound_cqs().saturating_sub(1);
-        if others > 0 {
-            return Err(event(format!(
-                "the channel of {} serves {others} other CQ(s); an AsyncCq needs a channel of its own",
-                cq.id()
-            )));
-        }
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(event("the channel's fd could not join the tokio reactor: no runtime is running".into()));
         }
-        let fd =
-            register(channel).map_err(|e| event(format!("the channel's fd could not join the tokio reactor: {e}")))?;
-        Ok(AsyncCq { cq, fd, arm: ArmMode::Next })
+        let events_fd = register(channel.as_fd())
+            .map_err(|e| event(format!("the channel's fd could not join the tokio reactor: {e}")))?;
+        let errors_fd = channel
+            .async_fd()
+            .map(register)
+            .transpose()
+            .map_err(|e| event(format!("the context's async fd could not join the tokio reactor: {e}")))?;
+        Ok(AsyncCq { cq, channel, events_fd, errors_fd, arm: ArmMode::Next })
     }
 
     /// What its arms wait for: the next completion, or the next solicited or error one.
@@ -143,29 +153,39 @@ impl AsyncCq {
         Ok(one[0])
     }
 
-    /// Sleeps until an event of this CQ has been read from the channel; its kind.
+    /// Sleeps until an event of this CQ has been read from the channel (by this task or
+    /// another waiter on the channel); its kind, errors first.
     async fn event(&mut self) -> Result<CqEventKind, Error> {
-        let id: CqId = self.cq.id();
-        loop {
-            let mut ready = self.fd.readable().await.map_err(|e| self.fd_error(e))?;
-            let read = ready.try_io(|fd| match fd.get_ref().try_next_event() {
-                Ok(Some(e)) => Ok(Ok(e)),
-                Ok(None) => Err(io::ErrorKind::WouldBlock.into()),
-                Err(e) => Ok(Err(e)),
-            });
-            match read {
-                // Nothing queued: the readiness was stale and is cleared; sleep again.
-                Err(_would_block) => continue,
-                Ok(Err(e)) => return Err(self.fd_error(e)),
-                Ok(Ok(Err(e))) => return Err(e),
-                Ok(Ok(Ok(e))) if e.cq == id => return Ok(e.kind),
-                // Not this CQ's (the channel was shared after all): dropped.
-                Ok(Ok(Ok(_))) => continue,
+        let id = self.cq.id();
+        // The parts the future holds: shared by the waiters, so `Sync`, unlike the CQ.
+        let (channel, events_fd, errors_fd) = (&self.channel, &self.events_fd, &self.errors_fd);
+        let fds = || std::iter::once(events_fd).chain(errors_fd.as_ref());
+        std::future::poll_fn(|cx| loop {
+            if let Some(kind) = channel.poll_for(id, cx.waker())? {
+                return Poll::Ready(Ok(kind));
             }
-        }
+            // Nothing for this CQ: sleep until an fd turns readable (then read again) or
+            // another waiter files an event for it. Readiness is cleared only before that
+            // read, so an event arriving meanwhile is read by it.
+            let mut ready = false;
+            for fd in fds() {
+                match fd.poll_read_ready(cx) {
+                    Poll::Ready(Ok(mut guard)) => {
+                        guard.clear_ready();
+                        ready = true;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(fd_error(channel, e))),
+                    Poll::Pending => {}
+                }
+            }
+            if !ready {
+                return Poll::Pending;
+            }
+        })
+        .await
     }
+}
 
-    fn fd_error(&self, e: io::Error) -> Error {
-        Error::Event { device: self.cq.device().to_string(), what: format!("waiting on the channel fd: {e}") }
-    }
+fn fd_error(channel: &CompletionChannel, e: io::Error) -> Error {
+    Error::Event { device: channel.device().to_string(), what: format!("waiting on the channel fd: {e}") }
 }

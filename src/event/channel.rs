@@ -3,23 +3,26 @@
 //!
 //! # Routing
 //!
-//! Several CQs, each waited on by its own thread, may share one channel. The first waiter
-//! that finds nobody reading the fd becomes the reader: it sleeps on the fd, reads every
-//! event queued, files each under its CQ, and wakes the other waiters, who find their
-//! events filed. So no event is read by a thread that then drops it, and no waiter sleeps
-//! on an fd another thread has just drained.
+//! Several CQs, each waited on by its own thread or task, may share one channel. The first
+//! thread ([`crate::Cq::wait`]) that finds nobody reading the fd becomes the reader: it
+//! sleeps on the fd, reads every event queued, files each under its CQ, and wakes the other
+//! waiters, who find their events filed. An async waiter ([`super::AsyncCq`]) never blocks:
+//! it takes its CQ's filed events, and reads the fd (without sleeping, under the router's
+//! lock) only while no thread is the reader; it files what it reads for the others and
+//! wakes them. A thread's reading turn ends by waking every async waiter, which may then read
+//! in its place. So no event is read by a waiter that then drops it, and no waiter sleeps on
+//! an fd another has just drained.
 
 use super::CqId;
 use crate::error::Error;
 use crate::model_device::{ChannelEventKind, ModelChannel};
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
-#[cfg(dvcq_rdma_core)]
-use dvcq_provider::eventfd::wait_any_readable;
-use dvcq_provider::eventfd::wait_readable;
+use dvcq_provider::eventfd::{wait_any_readable, wait_readable};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// What an event says about its CQ.
@@ -50,10 +53,28 @@ pub(crate) enum Source {
 }
 
 /// Events read and not yet taken by their CQ's waiter.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Filed {
     completions: u32,
     errors: u32,
+    /// The task of an async waiter of the CQ: woken when an event is filed for it and when
+    /// a thread's reading turn ends.
+    waker: Option<Waker>,
+}
+
+impl Filed {
+    /// The oldest kind filed, errors first.
+    fn take(&mut self) -> Option<CqEventKind> {
+        if self.errors > 0 {
+            self.errors -= 1;
+            return Some(CqEventKind::CqError);
+        }
+        if self.completions > 0 {
+            self.completions -= 1;
+            return Some(CqEventKind::Completion);
+        }
+        None
+    }
 }
 
 #[derive(Debug, Default)]
@@ -61,8 +82,32 @@ struct Router {
     /// Per CQ bound to the channel (and only those: an event of a CQ that is gone, or of
     /// one dvcq did not make, is dropped when read).
     filed: HashMap<CqId, Filed>,
-    /// A waiter is sleeping on the fd (and will wake the others).
+    /// A thread is sleeping on the fd (and will wake the others).
     reading: bool,
+}
+
+impl Router {
+    /// Files `e` under its CQ and wakes that CQ's async waiter; false for a CQ not bound.
+    fn file(&mut self, e: CqEvent) -> bool {
+        let Some(f) = self.filed.get_mut(&e.cq) else { return false };
+        match e.kind {
+            CqEventKind::Completion => f.completions = f.completions.saturating_add(1),
+            CqEventKind::CqError => f.errors = f.errors.saturating_add(1),
+        }
+        if let Some(w) = f.waker.take() {
+            w.wake();
+        }
+        true
+    }
+
+    /// Wakes every async waiter (a reading turn ended: one of them may read now).
+    fn wake_async_waiters(&mut self) {
+        for f in self.filed.values_mut() {
+            if let Some(w) = f.waker.take() {
+                w.wake();
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -161,7 +206,7 @@ impl CompletionChannel {
     ///
     /// As [`CompletionChannel::try_next_event`], or the fd failing.
     pub fn next_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>, Error> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = super::deadline_after(Instant::now(), timeout);
         loop {
             if let Some(e) = self.read_one()? {
                 return Ok(Some(e));
@@ -177,16 +222,22 @@ impl CompletionChannel {
         }
     }
 
-    /// Sleeps until the channel's fd is readable or `left` passes; on a device, also until
-    /// the context's async fd is (a CQ error event).
-    fn sleep(&self, left: Option<Duration>) -> Result<(), Error> {
-        let woke = match &self.shared.source {
+    /// The context's async fd, where a CQ error is reported (`IBV_EVENT_CQ_ERR`), when
+    /// dvcq reads it: a waiter sleeps on it beside the channel's fd. Every model has one.
+    pub(crate) fn async_fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.shared.source {
+            Source::Model(m) => Some(m.async_fd()),
             #[cfg(dvcq_rdma_core)]
-            Source::Verbs(v) => match v.async_fd() {
-                Some(fd) => wait_any_readable([self.as_fd(), fd], left),
-                None => wait_readable(self.as_fd(), left),
-            },
-            _ => wait_readable(self.as_fd(), left),
+            Source::Verbs(v) => v.async_fd(),
+        }
+    }
+
+    /// Sleeps until the channel's fd or the context's async fd (a CQ error event) is
+    /// readable, or `left` passes.
+    fn sleep(&self, left: Option<Duration>) -> Result<(), Error> {
+        let woke = match self.async_fd() {
+            Some(fd) => wait_any_readable([self.as_fd(), fd], left),
+            None => wait_readable(self.as_fd(), left),
         };
         woke.map(drop).map_err(|e| self.error(format!("waiting on the channel fd: {e}")))
     }
@@ -197,15 +248,8 @@ impl CompletionChannel {
     pub(crate) fn wait_for(&self, cq: CqId, deadline: Option<Instant>) -> Result<Option<CqEventKind>, Error> {
         let mut r = self.router();
         loop {
-            if let Some(f) = r.filed.get_mut(&cq) {
-                if f.errors > 0 {
-                    f.errors -= 1;
-                    return Ok(Some(CqEventKind::CqError));
-                }
-                if f.completions > 0 {
-                    f.completions -= 1;
-                    return Ok(Some(CqEventKind::Completion));
-                }
+            if let Some(kind) = r.filed.get_mut(&cq).and_then(Filed::take) {
+                return Ok(Some(kind));
             }
             let left = match deadline {
                 Some(d) => match d.checked_duration_since(Instant::now()) {
@@ -227,8 +271,42 @@ impl CompletionChannel {
             r = self.router();
             r.reading = false;
             self.shared.filed_cv.notify_all();
+            r.wake_async_waiters();
             read?;
         }
+    }
+
+    /// An async waiter's turn, which never blocks: an event filed for `cq`, errors first;
+    /// else, unless a thread is the reader, reads every event queued, files the other CQs'
+    /// (waking their waiters) and returns `cq`'s first. `None`: nothing for `cq` yet; its
+    /// task (`waker`) is woken when an event is filed for it or a thread's reading turn
+    /// ends, and sleeps meanwhile on the channel's and the async fd.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_for(&self, cq: CqId, waker: &Waker) -> Result<Option<CqEventKind>, Error> {
+        let mut r = self.router();
+        let not_bound = || self.error(format!("{cq} is not bound to this channel"));
+        let f = r.filed.get_mut(&cq).ok_or_else(not_bound)?;
+        f.waker = None;
+        if let Some(kind) = f.take() {
+            return Ok(Some(kind));
+        }
+        if !r.reading {
+            // Under the router's lock no thread takes the reader's turn: nobody else reads.
+            let mut others = false;
+            while let Some(e) = self.read_one()? {
+                let filed = r.file(e);
+                others |= filed && e.cq != cq;
+            }
+            if others {
+                self.shared.filed_cv.notify_all();
+            }
+        }
+        let f = r.filed.get_mut(&cq).ok_or_else(not_bound)?;
+        let kind = f.take();
+        if kind.is_none() {
+            f.waker = Some(waker.clone());
+        }
+        Ok(kind)
     }
 
     /// The reader's turn: sleep on the fd up to `left`, then file every queued event.
@@ -248,19 +326,9 @@ impl CompletionChannel {
         }
         let mut r = self.router();
         for e in got {
-            let Some(f) = r.filed.get_mut(&e.cq) else { continue };
-            match e.kind {
-                CqEventKind::Completion => f.completions = f.completions.saturating_add(1),
-                CqEventKind::CqError => f.errors = f.errors.saturating_add(1),
-            }
+            r.file(e);
         }
         Ok(())
-    }
-
-    /// How many CQs are bound to the channel now.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn bound_cqs(&self) -> usize {
-        self.router().filed.len()
     }
 
     /// Starts filing the events of `cq`.
@@ -456,6 +524,50 @@ mod tests {
         assert_eq!(ch.filed(a), Some((1, 0)));
         assert_eq!(ch.filed(CqId(u64::MAX)), None, "a foreign CQ's event is not filed");
         assert_eq!(ch.wait_for(a, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+    }
+
+    /// An async waiter reads the channel while no thread does, filing the others' events;
+    /// while a thread reads, it leaves the fd to it and is woken when its event is filed.
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn an_async_waiter_reads_only_while_no_thread_does_and_is_woken_for_its_events() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (ch, m) = channel();
+        let (a, b) = (CqId(1), CqId(2));
+        let _bound = [Binding::new(&ch, a), Binding::new(&ch, b)];
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        deliver(&m, b, ChannelEventKind::Completion);
+        deliver(&m, a, ChannelEventKind::Completion);
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!((ch.filed(b), m.pending()), (Some((1, 0)), 0), "b's event is filed for b's waiter");
+        assert_eq!(ch.wait_for(b, soon(5000)).unwrap(), Some(CqEventKind::Completion));
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), None, "nothing for a: its task sleeps");
+        // A thread waits for b and sleeps on the fd: a's event, read by it, wakes a's task.
+        let reader = {
+            let ch = ch.clone();
+            thread::spawn(move || ch.wait_for(b, soon(30_000)).unwrap())
+        };
+        thread::sleep(Duration::from_millis(50));
+        assert!(ch.router().reading);
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), None);
+        let woken = count.0.load(Ordering::SeqCst);
+        deliver(&m, a, ChannelEventKind::Completion);
+        let t = Instant::now();
+        while count.0.load(Ordering::SeqCst) == woken {
+            assert!(t.elapsed() < Duration::from_secs(5), "the reader filed a's event and woke its task");
+            thread::yield_now();
+        }
+        assert_eq!(ch.poll_for(a, &waker).unwrap(), Some(CqEventKind::Completion));
+        deliver(&m, b, ChannelEventKind::Completion);
+        assert_eq!(reader.join().unwrap(), Some(CqEventKind::Completion));
     }
 
     #[test]

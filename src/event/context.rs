@@ -5,7 +5,6 @@ use super::CompletionChannel;
 use crate::context::{Context, Inner};
 use crate::cq::{Cq, CqOptions, Poller};
 use crate::error::Error;
-use crate::model_device::ModelChannel;
 
 impl Context {
     /// Makes a completion channel (`ibv_create_comp_channel`; an eventfd on a model). Its fd
@@ -17,8 +16,8 @@ impl Context {
     /// [`Error::Event`] when a model's eventfd cannot be made.
     pub fn create_channel(&self) -> Result<CompletionChannel, Error> {
         match &self.inner {
-            Inner::Model(_) => {
-                let ch = ModelChannel::new().map_err(|e| Error::Event {
+            Inner::Model(m) => {
+                let ch = m.create_channel().map_err(|e| Error::Event {
                     device: self.name.clone(),
                     what: format!("the channel's eventfd could not be made: {e}"),
                 })?;

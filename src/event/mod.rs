@@ -6,14 +6,15 @@
 //! [`CqId`]. An application either sleeps in [`crate::Cq::wait`] (poll, arm, poll again,
 //! sleep, drain: written once, in [`crate::Cq::wait_with`]) or puts the channel's non-blocking fd in its own
 //! epoll set and reads events with [`CompletionChannel::try_next_event`]. One channel
-//! serves many CQs; events are routed to the CQ they belong to. With the `tokio` feature,
-//! an `AsyncCq` waits the same way from async code, on tokio's reactor.
+//! serves many CQs; events are routed to the CQ they belong to, whichever waiter read them.
+//! With the `tokio` feature, an `AsyncCq` waits the same way from async code, on tokio's
+//! reactor, on a channel of its own or one it shares with other waiters, sync or async.
 //!
 //! A CQ that overran (the device found it full) is in error and gets no more completions:
 //! its [`CqEventKind::CqError`] ends [`crate::Cq::wait`] with an error rather than a sleep
 //! that would never end. On a device dvcq opened, that error is an async event of the
-//! context (`IBV_EVENT_CQ_ERR`), which dvcq reads from the context's async fd: `Cq::wait`
-//! sleeps on both fds, and [`CompletionChannel::try_next_event`] reports the error before
+//! context (`IBV_EVENT_CQ_ERR`), which dvcq reads from the context's async fd (the models
+//! emulate it): `Cq::wait` and `AsyncCq` sleep on both fds, and [`CompletionChannel::try_next_event`] reports the error before
 //! the channel's own events. An application that sleeps on the channel fd alone learns of
 //! it at its next wake-up.
 //!
@@ -35,6 +36,13 @@ pub use vectors::spread_comp_vectors;
 pub use wait::{ArmMode, WaitOptions};
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The instant `timeout` after `start`; `None` (no deadline) for no timeout, and for one so
+/// long that the instant cannot be represented (`Duration::MAX`): it never comes.
+pub(crate) fn deadline_after(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| start.checked_add(t))
+}
 
 /// A CQ's identity in this process: what its events on a channel carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,5 +64,18 @@ impl CqId {
 impl std::fmt::Display for CqId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "cq#{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_beyond_what_an_instant_holds_is_none() {
+        let now = Instant::now();
+        assert_eq!(deadline_after(now, None), None);
+        assert_eq!(deadline_after(now, Some(Duration::MAX)), None);
+        assert_eq!(deadline_after(now, Some(Duration::from_secs(1))), Some(now + Duration::from_secs(1)));
     }
 }

@@ -60,6 +60,16 @@ impl Cq {
         self.binding.as_ref().map(|b| &b.channel)
     }
 
+    /// The model device's CQ under it (`None` on a device), for tests that drive the
+    /// model's event emulation (say [`crate::model_device::ModelCq::before_next_arm`]).
+    pub fn model(&self) -> Option<&crate::model_device::ModelCq> {
+        match &self.poller {
+            Poller::Model(m) => Some(m),
+            #[cfg(dvcq_rdma_core)]
+            _ => None,
+        }
+    }
+
     pub(crate) fn bind(&mut self, channel: &CompletionChannel) {
         self.binding = Some(Binding::new(channel, self.id));
     }
@@ -180,7 +190,7 @@ impl Cq {
         opts: WaitOptions,
     ) -> Result<usize, Error> {
         let start = Instant::now();
-        let deadline = timeout.map(|t| start + t);
+        let deadline = super::deadline_after(start, timeout);
         let Some(channel) = self.channel().cloned() else {
             return Err(Error::Event {
                 device: self.device().to_string(),
@@ -188,13 +198,17 @@ impl Cq {
             });
         };
         if !opts.spin.is_zero() {
-            let spin_end = deadline.map_or(start + opts.spin, |d| d.min(start + opts.spin));
+            // `None`: a spin too long to end (it ends with a completion).
+            let spin_end = match (deadline, super::deadline_after(start, Some(opts.spin))) {
+                (Some(d), Some(s)) => Some(d.min(s)),
+                (d, s) => d.or(s),
+            };
             loop {
                 let n = self.poll(out);
                 if n > 0 {
                     return Ok(n);
                 }
-                if Instant::now() >= spin_end {
+                if spin_end.is_some_and(|end| Instant::now() >= end) {
                     break;
                 }
                 std::hint::spin_loop();

@@ -285,6 +285,11 @@ impl CqState {
         Ok(())
     }
 
+    /// Ring slots the device has written so far.
+    pub(crate) fn slots_written(&self) -> u64 {
+        self.slots
+    }
+
     /// `ibv_get_cq_event` returned an event of this CQ: the poller hears of it (`cq_event`),
     /// and an irdma poller may arm again.
     pub(crate) fn event_received(&mut self) {
@@ -319,6 +324,9 @@ impl CqState {
                 Err(_) => return self.events.doorbell_fault(),
             },
         };
+        // CQEs that landed before the arm reached the device, unseen by it
+        // (`ModelCq::before_next_arm`).
+        let past = past.saturating_sub(u32::try_from(std::mem::take(&mut self.events.unseen)).unwrap_or(u32::MAX));
         // The armed index as a slot position: `past` slots before the next one written.
         let armed_at = self.slots.saturating_sub(u64::from(past));
         self.events.arm(ArmRequest {

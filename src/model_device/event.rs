@@ -46,7 +46,12 @@
 //!   CQEs once that long passed since the first of them, from a timer
 //!   ([`ModelChannel`]'s thread). Solicited-only arms are not moderated (model choice: the
 //!   mlx5 `scqe_break_moderation` behaviour).
-//! - An overrun raises a CQ error event on the CQ's channel, armed or not, once.
+//! - An overrun raises a CQ error event, armed or not, once. As on a device, it is an
+//!   async event of the context (`IBV_EVENT_CQ_ERR`, on the context's async fd), not a
+//!   channel event: a waiter that sleeps on the channel's fd alone sleeps through it. The
+//!   model keeps one async fd per device ([`ModelChannel::async_fd`]); reading a channel
+//!   reads the device's async events (draining that fd, as dvcq reads a context's) and
+//!   reports the errors of the channel's CQs first, as dvcq does for a device's.
 //!
 //! Events carry the token the CQ was bound with, so one channel serves many CQs and each
 //! event says whose it is.
@@ -56,6 +61,7 @@ use dvcq_provider::eventfd::EventFd;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -117,10 +123,47 @@ struct Queued {
     origin: Option<Origin>,
 }
 
+/// A model device's async events (the context's async fd): CQ errors raised, and the
+/// eventfd readable from a raise until someone reads them.
+#[derive(Debug)]
+pub(crate) struct AsyncEvents {
+    efd: EventFd,
+    raised: AtomicU64,
+    read: AtomicU64,
+}
+
+impl AsyncEvents {
+    pub(crate) fn new() -> io::Result<Arc<AsyncEvents>> {
+        Ok(Arc::new(AsyncEvents { efd: EventFd::new()?, raised: AtomicU64::new(0), read: AtomicU64::new(0) }))
+    }
+
+    fn raise(&self) {
+        self.raised.fetch_add(1, Ordering::AcqRel);
+        // A signal can fail only for a closed fd, which this still owns.
+        let _ = self.efd.signal();
+    }
+
+    /// Reads every async event raised (`ibv_get_async_event` until none is left): the fd
+    /// is not readable after, until the next raise. Costs a syscall only when one came.
+    fn read_all(&self) {
+        let raised = self.raised.load(Ordering::Acquire);
+        if raised != self.read.load(Ordering::Acquire) {
+            // A raise after the load is drained too, and read again next time (the count
+            // it left differs): nothing is missed, an fd is at worst drained twice.
+            let _ = self.efd.drain();
+            self.read.store(raised, Ordering::Release);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ChannelInner {
     efd: EventFd,
     queue: Mutex<VecDeque<Queued>>,
+    /// The tokens of this channel's CQs that overran, not reported yet.
+    errors: Mutex<VecDeque<u64>>,
+    /// The device's async events, where those errors are raised.
+    async_events: Arc<AsyncEvents>,
 }
 
 /// A completion channel of a model device: events queued behind a non-blocking eventfd,
@@ -131,13 +174,38 @@ pub struct ModelChannel {
 }
 
 impl ModelChannel {
-    /// A channel with no events.
+    /// A channel with no events, of a device of its own: its CQ errors are raised on an
+    /// async fd of its own ([`super::ModelDevice::create_channel`] makes one of a device).
     ///
     /// # Errors
     ///
-    /// The eventfd could not be made.
+    /// An eventfd could not be made.
     pub fn new() -> io::Result<ModelChannel> {
-        Ok(ModelChannel { inner: Arc::new(ChannelInner { efd: EventFd::new()?, queue: Mutex::new(VecDeque::new()) }) })
+        ModelChannel::with_async_events(AsyncEvents::new()?)
+    }
+
+    pub(crate) fn with_async_events(async_events: Arc<AsyncEvents>) -> io::Result<ModelChannel> {
+        Ok(ModelChannel {
+            inner: Arc::new(ChannelInner {
+                efd: EventFd::new()?,
+                queue: Mutex::new(VecDeque::new()),
+                errors: Mutex::new(VecDeque::new()),
+                async_events,
+            }),
+        })
+    }
+
+    /// The device's async fd (the context's, `ibv_context.async_fd`): readable once one of
+    /// its CQs overran, until a channel reads the async events. A waiter sleeps on it beside
+    /// the channel's fd.
+    pub fn async_fd(&self) -> BorrowedFd<'_> {
+        self.inner.async_events.efd.as_fd()
+    }
+
+    /// The next CQ error of this channel's CQs, after reading the device's async events.
+    fn take_error(&self) -> Option<u64> {
+        self.inner.async_events.read_all();
+        self.inner.errors.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
     }
 
     fn queue(&self) -> MutexGuard<'_, VecDeque<Queued>> {
@@ -148,6 +216,10 @@ impl ModelChannel {
     /// non-blocking channel): a completion event is reported to its CQ's poller before it
     /// is returned, as libibverbs calls the provider's `cq_event`.
     pub fn try_next(&self) -> Option<ChannelEvent> {
+        // A CQ error first (an async event of the device), as dvcq reads a device's.
+        if let Some(token) = self.take_error() {
+            return Some(ChannelEvent { token, kind: ChannelEventKind::CqError });
+        }
         let mut q = self.queue();
         let item = q.pop_front();
         if q.is_empty() {
@@ -167,15 +239,25 @@ impl ModelChannel {
         Some(item.ev)
     }
 
-    /// Events queued now.
+    /// Completion events queued now (CQ errors are async events: not counted).
     pub fn pending(&self) -> usize {
         self.queue().len()
     }
 
-    /// Queues an event of no CQ of this device (the channel tests' foreign events).
+    /// Queues an event of no CQ of this device (the channel tests' foreign events); a CQ
+    /// error goes to the async events, as a device's does.
     #[cfg(test)]
     pub(crate) fn deliver_foreign(&self, ev: ChannelEvent) {
-        self.deliver(ev, None);
+        match ev.kind {
+            ChannelEventKind::Completion => self.deliver(ev, None),
+            ChannelEventKind::CqError => self.deliver_error(ev.token),
+        }
+    }
+
+    /// A CQ of this channel overran: an async event of the device.
+    fn deliver_error(&self, token: u64) {
+        self.inner.errors.lock().unwrap_or_else(|e| e.into_inner()).push_back(token);
+        self.inner.async_events.raise();
     }
 
     fn deliver(&self, ev: ChannelEvent, origin: Option<Origin>) {
@@ -233,6 +315,16 @@ pub struct ArmStats {
     pub events: u64,
 }
 
+/// What a test asked the device to run between a poller's last poll and its next arm
+/// ([`super::ModelCq::before_next_arm`]).
+pub(crate) struct ArmHook(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for ArmHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArmHook")
+    }
+}
+
 /// One CQ's event state inside the device.
 #[derive(Debug, Default)]
 pub(crate) struct CqEvents {
@@ -249,6 +341,11 @@ pub(crate) struct CqEvents {
     pub(crate) delivered: u64,
     pub(crate) stats: ArmStats,
     error_reported: bool,
+    /// Run before the device sees the next arm.
+    before_arm: Option<ArmHook>,
+    /// Ring slots written by that hook: they landed before the arm doorbell reached the
+    /// device, and its check for CQEs past the armed index does not see them.
+    pub(crate) unseen: u64,
 }
 
 impl CqEvents {
@@ -259,7 +356,12 @@ impl CqEvents {
 
     fn fire(&mut self, kind: ChannelEventKind) {
         if let Some(ch) = &self.channel {
-            ch.deliver(ChannelEvent { token: self.token, kind }, self.origin.clone());
+            match kind {
+                ChannelEventKind::Completion => {
+                    ch.deliver(ChannelEvent { token: self.token, kind }, self.origin.clone())
+                }
+                ChannelEventKind::CqError => ch.deliver_error(self.token),
+            }
             self.delivered += 1;
         }
         if kind == ChannelEventKind::Completion {
@@ -371,7 +473,34 @@ impl super::ModelCq {
     ///
     /// The poller's, if it has no arm doorbell (never the case on a model device).
     pub fn arm(&self, solicited: bool) -> Result<(), DeviceError> {
-        self.shared().lock().cqs[self.id()].arm(solicited)
+        let hook = self.shared().lock().cqs[self.id()].events.before_arm.take();
+        if let Some(ArmHook(f)) = hook {
+            let before = self.shared().lock().cqs[self.id()].slots_written();
+            f();
+            let mut dev = self.shared().lock();
+            let c = &mut dev.cqs[self.id()];
+            c.events.unseen = c.slots_written().saturating_sub(before);
+        }
+        let mut dev = self.shared().lock();
+        let c = &mut dev.cqs[self.id()];
+        let armed = c.arm(solicited);
+        // Taken by the arm the device saw, or by none (an irdma provider already armed
+        // rings nothing): no later arm skips them.
+        c.events.unseen = 0;
+        armed
+    }
+
+    /// Makes the race that a waiter's poll after its arm closes happen, once: when the
+    /// poller next arms the CQ, `f` runs after the poller's last poll and before the device
+    /// sees the arm doorbell, and the CQEs it makes (posting to a QP of this CQ, say) land in
+    /// that window. They raise no event for that arm, as on a device whose arm doorbell
+    /// arrives after them and that raises events only for CQEs written after an arm (the
+    /// model's check for CQEs already past the armed index skips them). A waiter that sleeps
+    /// after arming without polling again sleeps through them.
+    ///
+    /// `f` runs without the device's lock held, on the arming thread.
+    pub fn before_next_arm(&self, f: impl FnOnce() + Send + 'static) {
+        self.shared().lock().cqs[self.id()].events.before_arm = Some(ArmHook(Box::new(f)));
     }
 
     /// The arm state the device latched.
@@ -405,6 +534,25 @@ impl super::ModelCq {
         }
         self.shared().moderate_cq(self.id(), m);
         Ok(())
+    }
+}
+
+impl super::ModelDevice {
+    /// A completion channel of this device: the CQ errors of its CQs are raised on the
+    /// device's async fd, which every channel of the device shares.
+    ///
+    /// # Errors
+    ///
+    /// An eventfd could not be made.
+    pub fn create_channel(&self) -> io::Result<ModelChannel> {
+        let async_events = {
+            let mut slot = self.shared.async_events.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(a) => a.clone(),
+                None => slot.insert(AsyncEvents::new()?).clone(),
+            }
+        };
+        ModelChannel::with_async_events(async_events)
     }
 }
 
@@ -666,12 +814,18 @@ mod tests {
         assert_eq!(cq.arm_stats(), ArmStats { taken: 3, stale: 0, faults: 0, events: 3 });
     }
 
+    /// An overrun is an async event of the device: its async fd becomes readable, not the
+    /// channel's; reading the channel reports it, once, and drains that fd.
     #[test]
     fn overrun_reports_once_even_disarmed() {
+        use dvcq_provider::eventfd::wait_readable;
         let (mut e, ch) = bound();
         e.on_overrun();
         e.on_overrun();
+        assert!(!wait_readable(ch.as_fd(), Some(Duration::ZERO)).unwrap(), "not on the channel's fd");
+        assert!(wait_readable(ch.async_fd(), Some(Duration::ZERO)).unwrap(), "on the async fd");
         assert_eq!(ch.try_next(), Some(ChannelEvent { token: 7, kind: ChannelEventKind::CqError }));
+        assert!(!wait_readable(ch.async_fd(), Some(Duration::ZERO)).unwrap(), "read: drained");
         assert_eq!(ch.try_next(), None);
         assert_eq!(e.stats.events, 0, "an error event is no completion event");
     }

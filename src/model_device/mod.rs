@@ -301,6 +301,8 @@ pub(crate) struct Shared {
     pub(crate) fabric: Mutex<fabric::Fabric>,
     /// Whether the moderation timer thread runs (started by the first CQ given a period).
     pub(crate) timer: Mutex<bool>,
+    /// The async events (the context's async fd), made with the first channel.
+    pub(crate) async_events: Mutex<Option<Arc<event::AsyncEvents>>>,
 }
 
 impl Shared {
@@ -337,7 +339,16 @@ impl ModelDevice {
         gid[11] = 0xff;
         gid[12..].copy_from_slice(&[192, 0, 2, n]);
         let fabric = Mutex::new(fabric::Fabric::new(vendor, DeviceAttrs::of(vendor), gid));
-        ModelDevice { shared: Arc::new(Shared { vendor, attrs, gid, fabric, timer: Mutex::new(false) }) }
+        ModelDevice {
+            shared: Arc::new(Shared {
+                vendor,
+                attrs,
+                gid,
+                fabric,
+                timer: Mutex::new(false),
+                async_events: Mutex::new(None),
+            }),
+        }
     }
 
     /// The vendor it plays.
