@@ -1,6 +1,8 @@
 //! `dvcq bench traffic` on the models (rxe runs it in the VM test, with all three pollers):
 //! its tables and JSON, what each option changes, and its refusals.
 
+#[path = "support/skip.rs"]
+mod skip;
 mod support;
 
 use serde_json::Value;
@@ -200,11 +202,11 @@ fn settings_a_device_or_the_traffic_cannot_have_are_one_line_each() {
 }
 
 /// Instructions per completion of the poll calls alone (`--toggle-collect`), under
-/// valgrind. Skips with one line where valgrind is not installed.
+/// valgrind. Skips where valgrind is not installed (in CI, a failure).
 #[test]
 fn callgrind_counts_the_poll_calls_of_the_run() {
     if std::process::Command::new("valgrind").arg("--version").output().is_err() {
-        eprintln!("skip: valgrind is not installed; --callgrind not tested");
+        skip::skip_check("valgrind is not installed; --callgrind not tested");
         return;
     }
     let v = run_json(&["--callgrind", "-n", "64", "-d", "model-e810"]);

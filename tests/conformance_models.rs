@@ -41,3 +41,34 @@ fn every_workload_passes_on_the_e810_model() {
     skips.extend(["cq_timestamps", "cq_ex_fields", "xrc_traffic"]);
     all_workloads_pass_on("model-e810", &skips);
 }
+
+/// Two runs of each workload on a fresh `device` agree on every field verbs define for their
+/// completions (`conformance::cross`, as the direct run and the `ibv_poll_cq` run of a device
+/// are compared): QP roles, named rkeys and the fields left out make runs with other QP
+/// numbers, rkeys and timestamps compare, and nothing a run may vary is compared.
+fn two_runs_agree_on(device: &str) {
+    let mut differences = Vec::new();
+    let mut compared = 0;
+    for w in WORKLOADS {
+        let first = run(&Context::open(device).unwrap(), w, BackendChoice::Auto);
+        if first.raw.is_empty() {
+            continue;
+        }
+        let second = run(&Context::open(device).unwrap(), w, BackendChoice::Auto);
+        assert_eq!(first.defined.len(), first.raw.len(), "{}: a defined view of each completion", w.name);
+        compared += first.defined.len();
+        differences.extend(dvcq::conformance::cross(w.name, &first, &second));
+    }
+    assert!(compared > 4000, "{device}: {compared} completions compared");
+    assert!(differences.is_empty(), "{device}:\n{}", differences.join("\n"));
+}
+
+#[test]
+fn two_runs_agree_on_every_defined_field_on_the_mlx5_model() {
+    two_runs_agree_on("model-mlx5");
+}
+
+#[test]
+fn two_runs_agree_on_every_defined_field_on_the_e810_model() {
+    two_runs_agree_on("model-e810");
+}

@@ -64,13 +64,30 @@ const BACKEND_ROWS: [(&str, &[&str]); 10] = [
 ];
 
 /// The cells of the performance page table row whose first cell is `label`, after the label (`None`
-/// for an empty cell).
+/// for an empty cell). A cell that is neither empty nor a number fails the test, naming it.
 fn readme_row(label: &str) -> Vec<Option<f64>> {
-    let line = PAGE
+    row_cells(PAGE, label).unwrap_or_else(|e| panic!("docs/performance.md: {e}"))
+}
+
+/// [`readme_row`] of the table rows in `page`: the cells, or what is wrong with the row.
+fn row_cells(page: &str, label: &str) -> Result<Vec<Option<f64>>, String> {
+    let line = page
         .lines()
         .find(|l| l.strip_prefix("| ").is_some_and(|r| r.starts_with(&format!("{label} |"))))
-        .unwrap_or_else(|| panic!("docs/performance.md has no table row `{label}`"));
-    line.trim().trim_matches('|').split('|').skip(1).map(|c| c.trim().parse().ok()).collect()
+        .ok_or_else(|| format!("no table row `{label}`"))?;
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .skip(1)
+        .enumerate()
+        .map(|(i, c)| match c.trim() {
+            "" => Ok(None),
+            text => text
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("row `{label}`, cell {} after the label: {text:?} is not a number", i + 1)),
+        })
+        .collect()
 }
 
 /// The rustc the performance page's figures were measured with ("... with rustc 1.95.0.").
@@ -245,9 +262,13 @@ fn compare_row(
 ) {
     let cells = readme_row(label);
     for m in measured {
-        if let Some(Some(readme)) = column(&m.mode, m.batch, &m.ring).and_then(|c| cells.get(c)) {
-            let what = format!("{label} {args:?}: {} batch {} {}", m.mode, m.batch, m.ring);
-            wrong.extend(compare(what.trim_end(), *readme, m.instr));
+        let Some(c) = column(&m.mode, m.batch, &m.ring) else { continue };
+        let what = format!("{label} {args:?}: {} batch {} {}", m.mode, m.batch, m.ring);
+        match cells.get(c) {
+            Some(Some(readme)) => wrong.extend(compare(what.trim_end(), *readme, m.instr)),
+            // An empty cell: the page gives no figure there.
+            Some(None) => {}
+            None => wrong.push(format!("{}: the page's row has no column {}", what.trim_end(), c + 1)),
         }
     }
 }
@@ -327,6 +348,12 @@ fn figures_compare_within_the_tolerance_and_rows_parse() {
     let srq = readme_row(BACKEND_ROWS[1].0);
     assert_eq!((srq.len(), srq[2], srq[3]), (4, None, None));
     assert_eq!(readme_row("sends").len(), 5);
+    // A cell that does not parse is an error that names it, not a figure left unchecked.
+    let page = "| a | 1 | 2.5 | |\n| b | 1 | 7O | 3 |\n| c | 1 | ~4 |\n";
+    assert_eq!(row_cells(page, "a"), Ok(vec![Some(1.0), Some(2.5), None]));
+    assert_eq!(row_cells(page, "b"), Err("row `b`, cell 2 after the label: \"7O\" is not a number".into()));
+    assert_eq!(row_cells(page, "c"), Err("row `c`, cell 2 after the label: \"~4\" is not a number".into()));
+    assert_eq!(row_cells(page, "d"), Err("no table row `d`".into()));
     assert!(readme_rustc().split('.').count() == 3, "{}", readme_rustc());
 }
 

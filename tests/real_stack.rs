@@ -2,7 +2,7 @@
 //! this on `rxe0`): each workload polled by the direct backend and by rdma-core's
 //! `ibv_poll_cq`, each checked against what the workload expects and the two against each
 //! other, field by field ([`dvcq::conformance::run_on_device`]). Prints the VM test's
-//! `vm-plan` / `vm-row` lines.
+//! `vm-plan` / `vm-row` / `vm-check` / `vm-skip` lines.
 //!
 //! Without `DVCQ_DEVICE` it skips with one line (a host has no RDMA device; the VM test is
 //! where it runs).
@@ -22,18 +22,21 @@ fn workloads_agree_on_a_real_device() {
         return;
     };
     let ctx = Context::open(&name).unwrap_or_else(|e| panic!("{e}"));
+    // One line per run (tests/vm/report.py): a row of the completions it compared, a check
+    // that polls none saying what it checked, or a skip saying why. A skip or check with
+    // problems is printed as a row, which the report fails.
     println!("vm-plan {}", WORKLOADS.len() * 2);
     let mut failures = Vec::new();
     for r in run_on_device(&ctx) {
         for (run, extra) in [(&r.direct, &r.cross), (&r.generic, &Vec::new())] {
             let bad = run.problems.len() + extra.len();
-            let name = run.backend.name();
-            let note = match &run.skipped {
-                Some(why) => format!("skipped: {why}"),
-                None => run.reason.clone(),
-            };
-            println!("vm-row {} {name} {} {bad} {note}", run.workload, run.records.len());
-            failures.extend(run.problems.iter().chain(extra.iter()).map(|p| format!("{} [{name}]: {p}", run.workload)));
+            let (w, name) = (run.workload, run.backend.name());
+            match (&run.skipped, &run.summary) {
+                (Some(why), _) if bad == 0 => println!("vm-skip {w} {name} {why}"),
+                (None, Some(what)) if bad == 0 && run.records.is_empty() => println!("vm-check {w} {name} 0 {what}"),
+                _ => println!("vm-row {w} {name} {} {bad} {}", run.records.len(), run.reason),
+            }
+            failures.extend(run.problems.iter().chain(extra.iter()).map(|p| format!("{w} [{name}]: {p}")));
         }
     }
     for f in &failures {

@@ -4,7 +4,8 @@
 //! through a lookup; a QP of another kind starts another run), with unknown opcodes,
 //! invalidations, immediates, errors and unknown contexts mixed in, polled in random batch
 //! sizes, give exactly what `peek` (the general path) says, and leave the queues where it
-//! does.
+//! does. Every SQ and RQ slot holds a wr_id of its own, so a wr_id read from the wrong slot
+//! shows.
 
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
 use dvcq_e810_dv::{Compat, IrdmaCq, QpConfig, QpId, QpRegistry, Transport};
@@ -62,8 +63,40 @@ fn setup(gen: HwRev, compat: Compat) -> (IrdmaModel, IrdmaCq) {
     // whose completion the general path must see first.
     let iwarp = QpConfig { transport: Transport::Iwarp, conn_wqes: 3, ..QpConfig::rc(QPN[4], 32, 32) };
     qps.register(CTX[4], iwarp).unwrap();
+    for q in 0..CTX.len() {
+        distinct_wr_ids(&mut qps, QpId(q as u32));
+    }
     let cq = model.poller(qps, compat).unwrap();
     (model, cq)
+}
+
+/// Posts work requests until every SQ and RQ slot of QP `id` holds a wr_id of its own (the
+/// QP in the high half, unique in the low), then puts the queue positions back: a poller that
+/// reads the wrong slot (or the wrong QP's) returns a wr_id the general path does not.
+fn distinct_wr_ids(qps: &mut QpRegistry, id: QpId) {
+    let mut next = (u64::from(id.0) + 1) << 32;
+    let mut wr_id = || {
+        next += 1;
+        next
+    };
+    // Two rounds, the second from where the first stopped: the slot a full ring keeps free
+    // in the first is written in the second.
+    for _ in 0..2 {
+        while qps.post_send(id, wr_id(), 1, 1, sq_op::SEND).is_ok() {}
+        while qps.post_recv(id, wr_id()).is_ok() {}
+        let qp = qps.qp_mut(id).unwrap();
+        let (sq, rq) = (qp.sq.head, qp.rq.head);
+        qp.sq.set(sq, sq);
+        qp.rq.set(rq, rq);
+    }
+    let qp = qps.qp_mut(id).unwrap();
+    qp.sq.set(0, 0);
+    qp.rq.set(0, 0);
+    let (sq, rq) = (qp.sq.size(), qp.rq.size());
+    let mut seen: Vec<u64> = (0..sq).map(|i| qp.sq_entry(i).wr_id).chain((0..rq).map(|i| qp.rq_entry(i))).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), (sq + rq) as usize, "QP {}: every slot has a wr_id of its own", id.0);
 }
 
 proptest! {

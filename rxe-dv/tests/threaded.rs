@@ -1,15 +1,25 @@
 //! A producer thread posts records, with the kernel's ordering, while the poller drains
 //! them; every completion is checked against the sequence. Both sides wait in bounded
 //! time (spin, then sleep), so a lost record fails the test within seconds rather than
-//! hanging it. The count can be scaled with `DVCQ_RXE_THREADED_RECORDS`.
+//! hanging it. The count can be scaled with `DVCQ_RXE_THREADED_RECORDS`, to no fewer than
+//! [`FLOOR`].
 
+use dvcq_provider::testing::threaded::threaded_count;
 use dvcq_provider::{Completion, CqDriver, WcFlags, WcOpcode};
 use dvcq_rxe_dv::model::{record, ModelConfig, RxeModel};
 use std::time::{Duration, Instant};
 
+/// The fewest records a run may be set to: the kernel-sized queue (256 slots) still laps
+/// twenty times, and the smallest (two slots, a twentieth of the count) takes 256 records.
+const FLOOR: u64 = 5_120;
+
+/// The records of the kernel-sized race: `DVCQ_RXE_THREADED_RECORDS` (refused below
+/// [`FLOOR`] or above `u32::MAX`, saying so), or the default (fewer under Miri, which sets no
+/// variable).
 fn count() -> u32 {
     let default = if cfg!(miri) { 60 } else { 200_000 };
-    std::env::var("DVCQ_RXE_THREADED_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    let n = threaded_count("DVCQ_RXE_THREADED_RECORDS", default, FLOOR);
+    u32::try_from(n).unwrap_or_else(|_| panic!("DVCQ_RXE_THREADED_RECORDS={n} is above {}", u32::MAX))
 }
 
 fn wc(k: u32) -> Completion {

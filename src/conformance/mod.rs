@@ -8,8 +8,10 @@
 //! different backends (and QP numbers) compare field by field: QPs are named by their role
 //! in the workload, completions are kept in order per QP (the order across QPs on one CQ is
 //! the device's to choose), and fields verbs leave undefined (the opcode of an error, the
-//! byte count of a send) are left out.
+//! byte count of a send) are left out. Two pollers of one device are compared on every field
+//! verbs define ([`cross`], [`defined_fields`]).
 
+mod compare;
 mod cq_create;
 mod cq_ex;
 mod cq_overrun;
@@ -21,6 +23,7 @@ mod timestamps;
 mod workloads;
 mod xrc;
 
+pub use compare::{completion_differences, cross, defined_fields, diff, diff_raw, provider_exceptions};
 pub use cq_ex::extended_fields;
 pub use timestamps::{timestamps_monotonic, TimestampSummary, TimestampViolation};
 pub use workloads::WORKLOADS;
@@ -111,6 +114,10 @@ pub struct Run {
     /// The completions seen whole, in the order polled, QP numbers named by role
     /// ([`ROLE_MARK`]): for [`diff_raw`] between two pollers of one device.
     pub raw: Vec<Completion>,
+    /// The same completions reduced to the fields verbs define for each
+    /// ([`defined_fields`]), less those the device's provider never writes
+    /// ([`provider_exceptions`]): what two pollers of one device must agree on ([`cross`]).
+    pub defined: Vec<Completion>,
     /// Differences from what the workload expects, one line each.
     pub problems: Vec<String>,
     /// Why the workload did not run on this device (a feature it lacks), if it did not.
@@ -137,6 +144,7 @@ pub struct Recorder {
     ud: Vec<bool>,
     records: Vec<Record>,
     raw: Vec<Completion>,
+    defined: Vec<Completion>,
     problems: Vec<String>,
 }
 
@@ -194,7 +202,9 @@ impl Recorder {
         let inv_flag = if self.inv_flag.is_empty() { WcFlags::WITH_INV } else { self.inv_flag };
         let inv = c.status == WcStatus::Success && c.opcode.is_recv() && c.wc_flags.contains(inv_flag);
         let imm_data = if inv { self.rkey_name(c.imm_data) } else { c.imm_data };
-        self.raw.push(Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, imm_data, ..*c });
+        let raw = Completion { qp_num: ROLE_MARK | u32::from(qp), src_qp: src, imm_data, ..*c };
+        self.raw.push(raw);
+        self.defined.push(defined_fields(&raw, self.ud[qp as usize], inv));
         // Flags and immediate data are defined for receives only: on a requester completion
         // providers differ (mlx5 and rxe set WITH_IMM on a SEND_WITH_IMM's, irdma does not).
         // GRH and the source QP are defined for UD only (rxe sets GRH on RoCE RC receives).
@@ -223,9 +233,14 @@ impl Recorder {
         self.qpns.len()
     }
 
-    /// Takes in what `other` recorded (a workload that runs in parts): its QPs, records and
-    /// problems, its QP roles shifted by `base` (this recorder's QP count before).
+    /// Takes in what `other` recorded (a workload that runs in parts): its QPs, records,
+    /// whole completions and problems, its QP roles shifted by `base` (this recorder's QP
+    /// count before). Names of rkeys are not renumbered: at most one of the two may have
+    /// named any.
     pub fn absorb(&mut self, other: Recorder, base: u8) {
+        if !self.rkeys.is_empty() && !other.rkeys.is_empty() {
+            self.problems.push("two recorders that both named rkeys were merged: their names collide".into());
+        }
         self.qpns.extend(other.qpns);
         self.rkeys.extend(other.rkeys);
         self.ud.extend(other.ud);
@@ -235,6 +250,12 @@ impl Recorder {
             r.src = r.src.map(shift);
             r
         }));
+        // A role in a whole completion is the low byte under ROLE_MARK.
+        let shift_role =
+            |n: u32| if n & ROLE_MARK == ROLE_MARK { ROLE_MARK | ((n & 0xff) + u32::from(base)) } else { n };
+        let shifted = |c: Completion| Completion { qp_num: shift_role(c.qp_num), src_qp: shift_role(c.src_qp), ..c };
+        self.raw.extend(other.raw.into_iter().map(shifted));
+        self.defined.extend(other.defined.into_iter().map(shifted));
         self.problems.extend(other.problems);
     }
 
@@ -313,75 +334,6 @@ pub fn drain_extra(cq: &mut Cq, rec: &mut Recorder, quiet: Duration) {
     }
 }
 
-/// Sorts records into per-QP order, keeping each QP's own order.
-fn per_qp(records: &[Record]) -> Vec<Record> {
-    let mut v = records.to_vec();
-    v.sort_by_key(|r| r.qp);
-    v
-}
-
-/// The differences between two record lists (per QP, in order), one line each.
-pub fn diff(what: &str, want: &[Record], got: &[Record]) -> Vec<String> {
-    let (want, got) = (per_qp(want), per_qp(got));
-    let mut out = Vec::new();
-    for i in 0..want.len().max(got.len()) {
-        match (want.get(i), got.get(i)) {
-            (Some(w), Some(g)) if w == g => {}
-            (Some(w), Some(g)) => out.push(format!("{what} #{i}: expected {w}, got {g}")),
-            (Some(w), None) => out.push(format!("{what} #{i}: expected {w}, got nothing")),
-            (None, Some(g)) => out.push(format!("{what} #{i}: unexpected {g}")),
-            (None, None) => {}
-        }
-    }
-    out
-}
-
-/// The differences between two pollers' whole completions of the same workload on the same
-/// device, field by field, per QP in the order each polled them (the order across QPs on one
-/// CQ is the device's). For two pollers that read the same records (rxe's direct reader and
-/// `ibv_poll_cq` both copy the kernel's `ib_uverbs_wc`), where no field is left undefined.
-pub fn diff_raw(what: &str, want: &[Completion], got: &[Completion]) -> Vec<String> {
-    let show = |c: &Completion| {
-        format!(
-            "wr_id={} {} {} byte_len={} imm={:#x} flags={:#x} src_qp={:#x} vendor_err={:#x} \
-             pkey={} slid={} sl={} path_bits={} wqe_index={} fault={:?}",
-            c.wr_id,
-            c.status.name(),
-            c.opcode.name(),
-            c.byte_len,
-            c.imm_data,
-            c.wc_flags.bits(),
-            c.src_qp,
-            c.vendor_err,
-            c.pkey_index,
-            c.slid,
-            c.sl,
-            c.dlid_path_bits,
-            c.wqe_index,
-            c.fault(),
-        )
-    };
-    let mut qps: Vec<u32> = want.iter().chain(got).map(|c| c.qp_num).collect();
-    qps.sort_unstable();
-    qps.dedup();
-    let mut out = Vec::new();
-    for qp in qps {
-        let of = |v: &[Completion]| v.iter().filter(|c| c.qp_num == qp).copied().collect::<Vec<_>>();
-        let (w, g) = (of(want), of(got));
-        let name = if qp & ROLE_MARK == ROLE_MARK { format!("qp{}", qp & !ROLE_MARK) } else { format!("qp {qp:#x}") };
-        for i in 0..w.len().max(g.len()) {
-            match (w.get(i), g.get(i)) {
-                (Some(a), Some(b)) if a == b => {}
-                (Some(a), Some(b)) => out.push(format!("{what} {name} #{i}: expected {}, got {}", show(a), show(b))),
-                (Some(a), None) => out.push(format!("{what} {name} #{i}: expected {}, got nothing", show(a))),
-                (None, Some(b)) => out.push(format!("{what} {name} #{i}: unexpected {}", show(b))),
-                (None, None) => {}
-            }
-        }
-    }
-    out
-}
-
 /// A workload: its name and the function that runs it on a context with a backend choice.
 #[derive(Clone, Copy)]
 pub struct Workload {
@@ -448,12 +400,18 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             }
             let mut problems = o.recorder.problems;
             problems.extend(diff(w.name, &o.expected, &o.recorder.records));
+            let provider = ctx.info().map(|i| i.provider).unwrap_or_default();
+            let mut defined = o.recorder.defined;
+            for c in &mut defined {
+                provider_exceptions(&provider, c);
+            }
             Run {
                 workload: w.name,
                 backend: o.backend.kind,
                 reason: o.backend.reason,
                 records: o.recorder.records,
                 raw: o.recorder.raw,
+                defined,
                 problems,
                 skipped: o.skipped,
                 cqs: o.cqs,
@@ -466,6 +424,7 @@ pub fn run(ctx: &crate::Context, w: &Workload, choice: BackendChoice) -> Run {
             reason: String::new(),
             records: Vec::new(),
             raw: Vec::new(),
+            defined: Vec::new(),
             problems: vec![format!("could not run: {e}")],
             skipped: None,
             cqs: Vec::new(),
@@ -487,8 +446,9 @@ pub struct DeviceRun {
     pub direct: Run,
     /// The run through `ibv_poll_cq` (`BackendChoice::Generic`).
     pub generic: Run,
-    /// Where the direct run differs from the `ibv_poll_cq` run: the normalised records, and
-    /// where both pollers read the same kernel records (rxe), the whole completions.
+    /// Where the direct run differs from the `ibv_poll_cq` run ([`cross`]): the normalised
+    /// records, and the completions on every field verbs define (on rxe, where both pollers
+    /// read the same kernel records, on every field).
     pub cross: Vec<String>,
 }
 
@@ -503,19 +463,16 @@ pub fn run_on_device(ctx: &crate::Context) -> Vec<DeviceRun> {
             let generic = run(ctx, w, BackendChoice::Generic);
             let direct = run(ctx, w, BackendChoice::Auto);
             let what = format!("{} direct vs ibv_poll_cq", w.name);
-            let mut cross = diff(&what, &generic.records, &direct.records);
-            if direct.backend == BackendKind::Rxe && generic.backend == BackendKind::Generic {
-                cross.extend(diff_raw(&what, &generic.raw, &direct.raw));
-            }
+            let mut differences = cross(&what, &generic, &direct);
             if rxe && direct.skipped.is_none() && direct.backend != BackendKind::Rxe {
-                cross.push(format!(
+                differences.push(format!(
                     "{}: an rxe device was polled by {} ({}), not by dvcq's rxe reader",
                     w.name,
                     direct.backend.name(),
                     direct.reason
                 ));
             }
-            DeviceRun { direct, generic, cross }
+            DeviceRun { direct, generic, cross: differences }
         })
         .collect()
 }
@@ -568,6 +525,45 @@ mod tests {
             diff_raw("w", &a, &short),
             ["w qp0 #1: expected wr_id=3 IBV_WC_SUCCESS IBV_WC_RECV byte_len=0 imm=0x0 flags=0x0 src_qp=0xff000001 \
               vendor_err=0x0 pkey=0 slid=0 sl=0 path_bits=0 wqe_index=0 fault=None, got nothing"]
+        );
+    }
+
+    /// Each recorded completion gets its defined view with its QP's type and the device's
+    /// invalidation bit: a UD receive keeps src_qp, an RC one does not; a receive flagged
+    /// with the device's own invalidation bit keeps its (named) rkey. Absorbing another
+    /// recorder shifts the roles of its whole completions as of its records.
+    #[test]
+    fn defined_views_follow_the_qp_type_and_absorb_shifts_roles() {
+        let ctx = Context::open("model-mlx5").unwrap();
+        let cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let rc = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+        let ud = pd.create_qp(&QpInit::new(QpType::Ud, &cq)).unwrap();
+        let mut rec = Recorder::default();
+        rec.add_qp(&rc);
+        rec.add_qp(&ud);
+        rec.inv_flag(WcFlags::IP_CSUM_OK);
+        let name = rec.name_rkey(0x1234);
+        rec.record(&Completion { src_qp: 0x77, ..completion(rc.qpn(), 1) });
+        rec.record(&Completion { src_qp: rc.qpn(), ..completion(ud.qpn(), 2) });
+        rec.record(&Completion { imm_data: 0x1234, wc_flags: WcFlags::IP_CSUM_OK, ..completion(rc.qpn(), 3) });
+        assert_eq!(rec.defined.len(), 3);
+        assert_eq!(rec.defined[0].src_qp, 0, "RC: src_qp is undefined");
+        assert_eq!(rec.defined[1].src_qp, ROLE_MARK, "UD: the sender by its role");
+        assert_eq!(rec.defined[2].imm_data, name, "the invalidated rkey by its name");
+        assert_eq!(rec.defined[0], defined_fields(&rec.raw[0], false, false));
+
+        let mut all = Recorder::default();
+        all.add_qp(&rc);
+        all.record(&completion(rc.qpn(), 9));
+        all.absorb(rec, 1);
+        let roles = |v: &[Completion]| v.iter().map(|c| (c.qp_num & 0xff, c.wr_id)).collect::<Vec<_>>();
+        assert_eq!(roles(&all.raw), [(0, 9), (1, 1), (2, 2), (1, 3)]);
+        assert_eq!(roles(&all.defined), roles(&all.raw));
+        assert_eq!(all.raw[2].src_qp, ROLE_MARK | 1, "a remote role shifts too");
+        assert_eq!(
+            all.records.iter().map(|r| (r.qp, r.wr_id)).collect::<Vec<_>>(),
+            roles(&all.raw).iter().map(|&(q, w)| (q as u8, w)).collect::<Vec<_>>()
         );
     }
 }

@@ -9,8 +9,10 @@ output of every guest step, and marker lines (see tests/vm/guest-init):
 
 and, inside the guest-test step, the guest test's protocol:
 
-    vm-plan <rows>                                         rows that will follow
-    vm-row <workload> <backend> <completions> <mismatches> [note...]
+    vm-plan <runs>                                         runs that will follow, one line each:
+    vm-row <workload> <backend> <completions> <mismatches> [note...]   a run that compared completions
+    vm-check <workload> <backend> <mismatches> <what it checked...>    a run that polls none (it makes CQs)
+    vm-skip <workload> <backend> <why...>                  a run the device cannot do
     vm-figure <name> <value> <unit...>                     a benchmark figure
 
 A marker may follow other text on its line (libtest prints "test name ... " before the test's
@@ -18,8 +20,12 @@ own output), so it is found anywhere after whitespace. The last line printed is 
 
     vm: <N> workloads, <M> mismatches
 
-where N counts distinct workloads. The exit status is 0 only when qemu exited cleanly, every
-expected step ran and exited 0, every planned row arrived, and no row has a mismatch.
+where N counts the distinct workloads that compared something (a skip compares nothing). The
+exit status is 0 only when qemu exited cleanly, every expected step ran and exited 0, the guest
+test planned runs and every planned run arrived, every row compared at least one completion,
+every check says what it checked, at least one run compared something, no row or check has a
+mismatch (on any backend), and `dvcq devices` and `--json` list rxe0. A skipped run is listed
+with its reason, apart from the rows.
 """
 
 from __future__ import annotations
@@ -32,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MARKER = re.compile(
-    r"(?:^|\s)(vm-(?:init|step-begin|step-end|step-skip|guest-done|plan|row|figure))"
+    r"(?:^|\s)(vm-(?:init|step-begin|step-end|step-skip|guest-done|plan|row|check|skip|figure))"
     r"(?=\s|$)(.*)$"
 )
-PROTOCOL = {"vm-plan", "vm-row", "vm-figure"}
+PROTOCOL = {"vm-plan", "vm-row", "vm-check", "vm-skip", "vm-figure"}
 GUEST_TEST = "guest-test"
 TAIL_LINES = 25
 STEP_TAIL_LINES = 30
@@ -54,13 +60,24 @@ class Step:
 
 @dataclass
 class Row:
-    """One `vm-row`: a workload run on one backend."""
+    """One `vm-row` (a workload run on one backend that polled completions) or `vm-check`
+    (one that polls none: `completions` is None, `note` says what it checked)."""
 
     workload: str
     backend: str
-    completions: int
+    completions: int | None
     mismatches: int
     note: str
+    line: int
+
+
+@dataclass
+class Skip:
+    """One `vm-skip`: a workload the device cannot run on one backend, and why."""
+
+    workload: str
+    backend: str
+    why: str
     line: int
 
 
@@ -83,6 +100,7 @@ class Console:
     steps: dict[str, Step] = field(default_factory=dict)
     plan: int | None = None
     rows: list[Row] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -167,10 +185,24 @@ def parse_protocol(con: Console, kind: str, args: list[str], lineno: int, proble
         if completions is None or mismatches is None:
             problem(lineno, f"vm-row counts must be non-negative integers, not {args[2]!r} {args[3]!r}")
             return
-        if any(r.workload == args[0] and r.backend == args[1] for r in con.rows):
-            problem(lineno, f"a second vm-row for {args[0]} on {args[1]}")
+        if not second_run(con, kind, args, lineno, problem):
+            con.rows.append(Row(args[0], args[1], completions, mismatches, " ".join(args[4:]), lineno))
+    elif kind == "vm-check":
+        if len(args) < 4:
+            problem(lineno, "vm-check needs <workload> <backend> <mismatches> <what it checked>")
             return
-        con.rows.append(Row(args[0], args[1], completions, mismatches, " ".join(args[4:]), lineno))
+        mismatches = non_negative(args[2])
+        if mismatches is None:
+            problem(lineno, f"vm-check mismatches must be a non-negative integer, not {args[2]!r}")
+            return
+        if not second_run(con, kind, args, lineno, problem):
+            con.rows.append(Row(args[0], args[1], None, mismatches, " ".join(args[3:]), lineno))
+    elif kind == "vm-skip":
+        if len(args) < 3:
+            problem(lineno, "vm-skip needs <workload> <backend> <why>")
+            return
+        if not second_run(con, kind, args, lineno, problem):
+            con.skips.append(Skip(args[0], args[1], " ".join(args[2:]), lineno))
     elif kind == "vm-figure":
         if len(args) < 3:
             problem(lineno, "vm-figure needs <name> <value> <unit>")
@@ -181,6 +213,15 @@ def parse_protocol(con: Console, kind: str, args: list[str], lineno: int, proble
             problem(lineno, f"vm-figure {args[0]}: value {args[1]!r} is not a number")
             return
         con.figures.append(Figure(args[0], args[1], " ".join(args[2:])))
+
+
+def second_run(con: Console, kind: str, args: list[str], lineno: int, problem) -> bool:
+    """Whether the workload and backend of this line already had a line (a problem if so)."""
+    seen = [(r.workload, r.backend) for r in con.rows] + [(s.workload, s.backend) for s in con.skips]
+    if (args[0], args[1]) in seen:
+        problem(lineno, f"a second {kind} for {args[0]} on {args[1]} (one line per run)")
+        return True
+    return False
 
 
 def judge(con: Console, args: argparse.Namespace) -> list[str]:
@@ -211,10 +252,19 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
     check_devices(con, failures)
 
     if GUEST_TEST in args.expect_step:
+        arrived = len(con.rows) + len(con.skips)
         if con.plan is None:
             failures.append("the guest test printed no vm-plan")
-        elif len(con.rows) != con.plan:
-            failures.append(f"the guest test planned {rows(con.plan)} and {len(con.rows)} arrived")
+        elif con.plan == 0:
+            failures.append("the guest test planned no runs: it compared nothing")
+        elif arrived != con.plan:
+            failures.append(f"the guest test planned {runs(con.plan)} and {arrived} arrived")
+        if con.plan and not con.rows:
+            failures.append("no run compared anything: every planned run was skipped")
+    # A row that polled no completion compared nothing, whatever it counts as mismatches.
+    for r in con.rows:
+        if r.completions == 0:
+            failures.append(f"{r.workload} on {r.backend} compared nothing: 0 completions (line {r.line})")
     mismatches = sum(r.mismatches for r in con.rows)
     if mismatches:
         failures.append(f"{mismatches} mismatches")
@@ -228,8 +278,8 @@ def exit_text(rc: int) -> str:
     return f"exited {rc}"
 
 
-def rows(n: int) -> str:
-    return f"{n} row" if n == 1 else f"{n} rows"
+def runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def check_devices(con: Console, failures: list[str]) -> None:
@@ -241,12 +291,14 @@ def check_devices(con: Console, failures: list[str]) -> None:
     if as_json is not None and as_json.rc == 0:
         text = "\n".join(as_json.output)
         try:
-            json.loads(text)
+            doc = json.loads(text)
         except ValueError as err:
             failures.append(f"dvcq devices --json (line {as_json.begin}) is not JSON: {err}")
             return
-        if "rxe0" not in text:
-            failures.append(f"dvcq devices --json (line {as_json.begin}) does not list rxe0")
+        devices = doc.get("devices") if isinstance(doc, dict) else None
+        names = [d.get("name") for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+        if "rxe0" not in names:
+            failures.append(f"dvcq devices --json (line {as_json.begin}) does not list rxe0 in its devices: {names}")
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -280,14 +332,16 @@ def report(con: Console, args: argparse.Namespace, failures: list[str]) -> list[
     out += table(["step", "result"], steps) if steps else ["  (none)"]
 
     plan = "none" if con.plan is None else str(con.plan)
-    out.append(f"vm: workloads × backends (planned rows: {plan})")
+    out.append(f"vm: workloads × backends (planned runs: {plan})")
     if con.rows:
-        rows = [[r.workload, r.backend, str(r.completions), str(r.mismatches), r.note] for r in con.rows]
+        rows = [[r.workload, r.backend, "-" if r.completions is None else str(r.completions),
+                 str(r.mismatches), r.note] for r in con.rows]
         out += table(["workload", "backend", "completions", "mismatches", "note"], rows)
-        out += [f"vm: warning: {r.workload} on {r.backend} completed nothing (line {r.line})"
-                for r in con.rows if r.completions == 0]
     else:
         out.append("  (no rows)")
+    if con.skips:
+        out.append(f"vm: skipped, compared nothing ({runs(len(con.skips))})")
+        out += table(["workload", "backend", "why"], [[s.workload, s.backend, s.why] for s in con.skips])
 
     if con.figures:
         out.append("vm: figures")

@@ -26,6 +26,14 @@ vm-row send-recv generic 1000 0 via ibv_poll_cq
 vm-row rdma-write rxe 200 0
 vm-figure poll_ns 41.5 ns/poll
 ok"""
+# A run of each kind: rows, a check that polls no completion, and skips.
+MIXED = """test vm_workloads ... vm-plan 5
+vm-row rc_send rxe 12 0 rxe reader
+vm-row rc_send generic 12 0 ibv_poll_cq
+vm-skip xrc_traffic rxe rxe0 has no XRC (IBV_DEVICE_XRC)
+vm-skip xrc_traffic generic rxe0 has no XRC (IBV_DEVICE_XRC)
+vm-check cq_create_bad rxe 0 CQs of 0 and max+1 entries refused
+ok"""
 
 
 def console(outputs=None, rcs=None, done=True, booted=True, extra=""):
@@ -84,11 +92,11 @@ class Verdict(unittest.TestCase):
 
     def test_a_missing_row_fails(self):
         text = console({"guest-test": GUEST_TEST.replace("vm-row rdma-write rxe 200 0\n", "")})
-        self.assertFailsWith(text, "planned 3 rows and 2 arrived")
+        self.assertFailsWith(text, "planned 3 runs and 2 arrived")
 
     def test_an_extra_row_fails(self):
         text = console({"guest-test": GUEST_TEST + "\nvm-row atomics rxe 10 0"})
-        self.assertFailsWith(text, "planned 3 rows and 4 arrived")
+        self.assertFailsWith(text, "planned 3 runs and 4 arrived")
 
     def test_no_plan_fails(self):
         self.assertFailsWith(console({"guest-test": "vm-row a rxe 1 0"}), "no vm-plan")
@@ -122,12 +130,65 @@ class Verdict(unittest.TestCase):
         text = console({"guest-test": GUEST_TEST + "\nvm-row send-recv rxe 1000 0"})
         self.assertFailsWith(text, "a second vm-row for send-recv on rxe")
 
+    def test_a_row_that_completed_nothing_fails(self):
+        text = console({"guest-test": GUEST_TEST.replace("rdma-write rxe 200 0", "rdma-write rxe 0 0")})
+        self.assertFailsWith(text, "rdma-write on rxe compared nothing: 0 completions")
+
+    def test_a_mismatch_on_a_generic_row_fails(self):
+        text = console({"guest-test": GUEST_TEST.replace("send-recv generic 1000 0", "send-recv generic 1000 2")})
+        out = self.assertFailsWith(text, "2 mismatches")
+        self.assertEqual(out[-1], "vm: 2 workloads, 2 mismatches")
+
+    def test_a_plan_of_nothing_fails(self):
+        self.assertFailsWith(console({"guest-test": "test vm_workloads ... vm-plan 0\nok"}), "planned no runs")
+
+    def test_runs_that_were_all_skipped_fail(self):
+        text = console({"guest-test": "vm-plan 2\nvm-skip a rxe no XRC\nvm-skip a generic no XRC"})
+        out = self.assertFailsWith(text, "no run compared anything")
+        self.assertEqual(out[-1], "vm: 0 workloads, 0 mismatches")
+
+    def test_skips_are_listed_apart_and_checks_say_what_they_checked(self):
+        rc, out = run(console({"guest-test": MIXED}))
+        self.assertEqual(rc, 0, "\n".join(out))
+        table = out[out.index("vm: workloads × backends (planned runs: 5)"):]
+        skipped = table.index("vm: skipped, compared nothing (2 runs)")
+        rows = [line.split()[:3] for line in table[1:skipped]]
+        self.assertEqual(rows, [["workload", "backend", "completions"], ["rc_send", "rxe", "12"],
+                                ["rc_send", "generic", "12"], ["cq_create_bad", "rxe", "-"]])
+        self.assertEqual([line.split()[:2] for line in table[skipped + 2:skipped + 4]],
+                         [["xrc_traffic", "rxe"], ["xrc_traffic", "generic"]])
+        self.assertIn("IBV_DEVICE_XRC", table[skipped + 2])
+        # The skipped workload compared nothing and is not counted.
+        self.assertEqual(out[-1], "vm: 2 workloads, 0 mismatches")
+
+    def test_a_skip_printed_as_an_empty_row_fails(self):
+        text = console({"guest-test": MIXED.replace("vm-skip xrc_traffic rxe", "vm-row xrc_traffic rxe 0 0 skipped:")})
+        self.assertFailsWith(text, "xrc_traffic on rxe compared nothing")
+
+    def test_a_check_counts_its_mismatches_and_must_say_what_it_checked(self):
+        text = console({"guest-test": MIXED.replace("cq_create_bad rxe 0", "cq_create_bad rxe 1")})
+        self.assertFailsWith(text, "1 mismatches")
+        text = console({"guest-test": MIXED.replace("0 CQs of 0 and max+1 entries refused", "0")})
+        self.assertFailsWith(text, "vm-check needs <workload> <backend> <mismatches> <what it checked>")
+
+    def test_a_skip_and_a_row_for_one_run_fail(self):
+        text = console({"guest-test": MIXED + "\nvm-row xrc_traffic rxe 3 0"})
+        self.assertFailsWith(text, "a second vm-row for xrc_traffic on rxe")
+
     def test_protocol_outside_the_guest_test_fails(self):
         self.assertFailsWith(console({"dvcq-devices": DEVICES + "\nvm-row x rxe 1 0"}),
                              "vm-row outside the guest-test step")
 
     def test_devices_must_list_rxe0(self):
         self.assertFailsWith(console({"dvcq-devices": "no devices"}), "does not list rxe0")
+
+    def test_devices_json_must_list_rxe0(self):
+        self.assertFailsWith(console({"dvcq-devices-json": '{"devices": [{"name": "model-mlx5"}]}'}),
+                             "--json (line")
+        # Named anywhere but in the device list is not listed.
+        out = self.assertFailsWith(console({"dvcq-devices-json": '{"devices": [], "note": "rxe0"}'}),
+                                   "does not list rxe0")
+        self.assertTrue(any("--json" in line and "does not list rxe0" in line for line in out))
 
     def test_devices_json_must_parse(self):
         self.assertFailsWith(console({"dvcq-devices-json": '{"devices": [rxe0]}'}), "is not JSON")
