@@ -6,7 +6,7 @@ use super::irdma::{self as ird, UdSource};
 use super::memory::LocalFault;
 use super::mlx5::{self as mx, Arrival};
 use super::qp::{Payload, QpHw, QpState, Recv, ReqScatter, Send};
-use crate::verbs::{MrSlice, QpType, SendOp, UdDest, UD_GRH_BYTES};
+use crate::verbs::{QpType, SendOp, Sge, UdDest, UD_GRH_BYTES};
 use dvcq_e810_dv::model::ModelCqe;
 use dvcq_provider::WcStatus;
 
@@ -36,7 +36,7 @@ pub(super) struct Work<'a> {
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Data<'a> {
-    Gather(&'a [MrSlice]),
+    Gather(&'a [Sge]),
     Inline(&'a [u8]),
 }
 

@@ -4,7 +4,7 @@
 
 use super::cq::Mlx5CqAttrs;
 use super::DeviceError;
-use crate::verbs::{MrSlice, QpCaps, QpType, SendOp};
+use crate::verbs::{QpCaps, QpType, SendOp, Sge};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::compress::{Compression, Policy};
 use dvcq_mlx5_dv::{CompLayout, MiniFormat};
@@ -145,13 +145,13 @@ pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
 /// inline data with its 4-byte header, in 16-byte units). A bind is a UMR WQE: ctrl, the
 /// UMR control segment, the mkey context and one KLM padded to 64 bytes (`set_bind_wr`),
 /// three blocks. An XRC initiator's WQE has the XRC segment after the ctrl segment.
-pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[Sge], inline_len: Option<u64>) -> u32 {
     wqe_size(qp_type, op, sg, inline_len).div_ceil(WQE_BB)
 }
 
 /// The bytes of a send WQE's segments, as [`wqebbs`] counts them (a multiple of 16: the
 /// control segment's `ds` is this in 16-byte units).
-fn wqe_size(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+fn wqe_size(qp_type: QpType, op: SendOp, sg: &[Sge], inline_len: Option<u64>) -> u32 {
     if let SendOp::BindMw(_) = op {
         return CTRL + UMR_CTRL + MKEY_CTX + KLM;
     }
@@ -192,7 +192,7 @@ pub(crate) struct SendWqe<'a> {
     pub(crate) qpn: u32,
     pub(crate) wqe: u16,
     pub(crate) op: SendOp,
-    pub(crate) sg: &'a [MrSlice],
+    pub(crate) sg: &'a [Sge],
     pub(crate) inline_len: Option<u64>,
     pub(crate) signaled: bool,
     pub(crate) solicited: bool,
@@ -417,10 +417,10 @@ mod tests {
     fn a_send_wqe_has_rdma_cores_segments_and_wraps_the_queue() {
         use crate::verbs::RemoteAddr;
         let sg = [
-            MrSlice { addr: 0x1000, len: 8, lkey: 0x205 },
-            MrSlice { addr: 0x2000, len: 0, lkey: 0x205 },
-            MrSlice { addr: 0x3000, len: 4, lkey: 0x305 },
-            MrSlice { addr: 0x4000, len: 2, lkey: 0x305 },
+            Sge { addr: 0x1000, len: 8, lkey: 0x205 },
+            Sge { addr: 0x2000, len: 0, lkey: 0x205 },
+            Sge { addr: 0x3000, len: 4, lkey: 0x305 },
+            Sge { addr: 0x4000, len: 2, lkey: 0x305 },
         ];
         let w = SendWqe {
             qpn: 0x108,
@@ -510,14 +510,14 @@ mod tests {
 
     #[test]
     fn a_wqe_takes_the_blocks_its_segments_fill() {
-        let s = MrSlice { addr: 0, len: 8, lkey: 1 };
+        let s = Sge { addr: 0, len: 8, lkey: 1 };
         let r = crate::verbs::RemoteAddr { addr: 0, rkey: 1 };
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[s], None), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Write(r), &[s; 3], None), 2);
         assert_eq!(wqebbs(QpType::Ud, SendOp::Send, &[s], None), 2);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(44)), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(45)), 2);
-        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[MrSlice { len: 0, ..s }], None), 1);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[Sge { len: 0, ..s }], None), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::SendWithInv(7), &[s], None), 1);
         // ctrl 16 + XRC 16 + raddr 16 + 2 data 32: 80 bytes, two blocks (RC: 64, one).
         assert_eq!(wqebbs(QpType::XrcSend, SendOp::Write(r), &[s; 2], None), 2);
