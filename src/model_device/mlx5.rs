@@ -76,6 +76,12 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
     };
     let (mut sq_wqe_cnt, mut max_post_send, mut max_inline) = (0, 0, 0);
     if caps.max_send_wr > 0 {
+        // More inline data than the largest WQE holds is refused before it is added to the
+        // header and the overhead (where a number near u32::MAX would wrap).
+        let max_inline_data = MAX_DESC - overhead - INLINE_HDR;
+        if caps.max_inline_data > max_inline_data {
+            return Err(too_large("max_inline_data", caps.max_inline_data, max_inline_data));
+        }
         let inl_size =
             if caps.max_inline_data > 0 { overhead + align(INLINE_HDR + caps.max_inline_data, 16) } else { 0 };
         let max_gather = (MAX_DESC - overhead) / DATA_SEG;
@@ -103,10 +109,10 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
         if caps.max_recv_wr > MAX_WQEBB {
             return Err(too_large("max_recv_wr", caps.max_recv_wr, MAX_WQEBB));
         }
-        let size = DATA_SEG * caps.max_recv_sge.max(1);
-        if size > MAX_DESC {
+        if caps.max_recv_sge > MAX_DESC / DATA_SEG {
             return Err(too_large("max_recv_sge", caps.max_recv_sge, MAX_DESC / DATA_SEG));
         }
+        let size = DATA_SEG * caps.max_recv_sge.max(1);
         let wqe_size = size.next_power_of_two();
         let wq_size = (caps.max_recv_wr.next_power_of_two() * wqe_size).max(WQE_BB);
         rq_wqe_cnt = wq_size / wqe_size;
@@ -481,6 +487,16 @@ mod tests {
         // 21 entries do not fit beside the RC overhead; 317 inline bytes neither.
         assert!(layout(QpType::Rc, &QpCaps { max_send_sge: 21, ..caps }, false).is_err());
         assert!(layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE + 1, ..caps }, false).is_err());
+        // Sizes near u32::MAX are refused, not wrapped into a small WQE (EINVAL, as
+        // model-e810 refuses them).
+        for ty in [QpType::Rc, QpType::Ud, QpType::XrcSend] {
+            for big in [u32::MAX, u32::MAX - 3, u32::MAX - 15, 1 << 31] {
+                let e = layout(ty, &QpCaps { max_inline_data: big, ..caps }, false).unwrap_err();
+                assert!(e.to_string().contains("max_inline_data"), "{ty:?} {big}: {e}");
+                let e = layout(ty, &QpCaps { max_recv_sge: big, ..caps }, false).unwrap_err();
+                assert!(e.to_string().contains("max_recv_sge"), "{ty:?} {big}: {e}");
+            }
+        }
         assert_eq!(
             layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE, ..caps }, false).unwrap().0.max_inline,
             316
