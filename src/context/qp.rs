@@ -223,6 +223,11 @@ impl Pd {
                     sq_sig_all: init.sq_sig_all,
                 };
                 let qp = m.create_qp_ex(&model_init).map_err(|e| super::model_error(&self.device, e))?;
+                // A UD QP is ready at once, as rdma-core's is made (the model's connect is
+                // its move to RTS); `Qp::connect` has nothing more to do for it.
+                if init.qp_type == QpType::Ud {
+                    qp.connect(&qp.endpoint()).map_err(|e| super::model_error(&self.device, e))?;
+                }
                 Ok(Qp {
                     qpn: qp.qpn(),
                     inner: QpInner::Model(qp),
@@ -366,6 +371,9 @@ impl Qp {
     ///
     /// The device refused a state change.
     pub fn connect(&mut self, peer: &Endpoint) -> Result<(), Error> {
+        if self.qp_type == QpType::Ud {
+            return Ok(());
+        }
         match &mut self.inner {
             QpInner::Model(qp) => qp.connect(peer).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]

@@ -93,7 +93,9 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
             return Err(too_large("max_inline_data", caps.max_inline_data, MAX_DESC - overhead - INLINE_HDR));
         }
         let wqe_size = align(tot, WQE_BB);
-        max_inline = wqe_size - overhead - INLINE_HDR;
+        // An RC WQE of no data segment is the overhead alone (three whole blocks), with no
+        // room for the inline header: no inline data, not a negative amount.
+        max_inline = wqe_size.saturating_sub(overhead + INLINE_HDR);
         if caps.max_send_wr > 0x7fff_ffff / MAX_DESC {
             return Err(too_large("max_send_wr", caps.max_send_wr, 0x7fff_ffff / MAX_DESC));
         }
@@ -487,6 +489,10 @@ mod tests {
         // 21 entries do not fit beside the RC overhead; 317 inline bytes neither.
         assert!(layout(QpType::Rc, &QpCaps { max_send_sge: 21, ..caps }, false).is_err());
         assert!(layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE + 1, ..caps }, false).is_err());
+        // No data segment and no inline data: a WQE of the overhead alone, holding no
+        // inline byte.
+        let (l, g) = layout(QpType::Rc, &QpCaps { max_send_sge: 0, max_inline_data: 0, ..caps }, false).unwrap();
+        assert_eq!((l.max_inline, g.max_inline_data, l.sq_wqe_cnt), (0, 0, 256));
         // Sizes near u32::MAX are refused, not wrapped into a small WQE (EINVAL, as
         // model-e810 refuses them).
         for ty in [QpType::Rc, QpType::Ud, QpType::XrcSend] {
