@@ -150,13 +150,13 @@ impl RemoteRegion {
 /// only memory the region owns, and the region outlives every request that names it. A
 /// slice cannot be forged:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0560
 /// let forged = dvcq::verbs::MrSlice { addr: 0x10, len: 64, lkey: 1 };
 /// ```
 ///
 /// nor outlive its region (dropping it deregisters it and frees its memory):
 ///
-/// ```compile_fail
+/// ```compile_fail,E0505
 /// # use dvcq::{verbs::Access, Context};
 /// # fn main() -> Result<(), dvcq::Error> {
 /// let ctx = Context::open("model-mlx5")?;

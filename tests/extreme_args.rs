@@ -114,6 +114,7 @@ proptest! {
         cqe_size in prop_oneof![Just(64u16), Just(128), Just(0), Just(1), Just(u16::MAX), any::<u16>()],
         cqe_pad in any::<bool>(),
         resize in ext_u32(),
+        in_flight in prop_oneof![Just(None), ext_u64().prop_map(Some)],
     ) {
         let ctx = Context::open(device).unwrap();
         let opts = CqOptions { comp_vector, cqe_size, cqe_pad, ..CqOptions::new(depth) };
@@ -127,6 +128,8 @@ proptest! {
                     Err(e) => refused(device, &e, "resize")?,
                 }
                 prop_assert!(drain(&mut cq).is_empty());
+                let advice = cq.advice(in_flight);
+                prop_assert!(advice.suggested_depth >= 1 && advice.depth == cq.depth(), "{}: {:?}", device, advice);
             }
             Err(e) => {
                 refused(device, &e, "create_cq")?;
