@@ -385,3 +385,36 @@ fn a_ud_qp_is_ready_without_connect() {
         qp.connect(&me).unwrap();
     }
 }
+
+/// A message longer than the device's `max_msg_sz` (or, on UD, its MTU) completes with a
+/// local length error, without the model gathering it: a SEND, WRITE and READ of
+/// `max_msg_sz + 1` bytes in two entries of a region of 2^32 - 1 (mapped, never touched).
+#[test]
+fn messages_longer_than_the_device_sends_fail_with_a_length_error() {
+    use dvcq::model_device::{DeviceAttrs, ModelVendor};
+    for (device, vendor) in [("model-mlx5", ModelVendor::Mlx5), ("model-e810", ModelVendor::Irdma)] {
+        let ctx = Context::open(device).unwrap();
+        let mut cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let mr = pd.reg_mr(u32::MAX as usize, Access::ALL).unwrap();
+        let max = u32::try_from(DeviceAttrs::of(vendor).max_msg_sz).unwrap();
+        let sg = [mr.slice(0, max).unwrap(), mr.slice(u64::from(max), 1).unwrap()];
+        let caps = QpCaps { max_send_sge: 2, max_recv_sge: 2, ..QpCaps::default() };
+        for (qp_type, op) in [
+            (QpType::Rc, SendOp::Send),
+            (QpType::Rc, SendOp::Write(mr.remote().at(0))),
+            (QpType::Rc, SendOp::Read(mr.remote().at(0))),
+            (QpType::Ud, SendOp::Send),
+        ] {
+            let mut qp = pd.create_qp(&QpInit { caps, ..QpInit::new(qp_type, &cq) }).unwrap();
+            let me = to_self(&mut qp).unwrap();
+            qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &sg }]).unwrap();
+            let mut wr = send_wr(qp_type, &me, &sg, false);
+            wr.op = op;
+            qp.post_send(&[wr]).unwrap();
+            let got = drain(&mut cq);
+            let send = got.iter().find(|c| c.wr_id == 1);
+            assert!(send.is_some_and(|c| c.status == WcStatus::LocLenErr), "{device} {qp_type:?} {op:?}: {got:?}");
+        }
+    }
+}
