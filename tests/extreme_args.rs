@@ -284,6 +284,57 @@ proptest! {
         prop_assert!(got.iter().all(|c| c.wr_id == 1 || c.wr_id == 2), "{}: {:?}", device, got);
     }
 
+    /// Any device name opens a model or is refused with an error that quotes it.
+    #[test]
+    fn device_names(name in prop_oneof![Just(String::new()), Just("model-mlx5\0".to_string()), ".{0,40}", "\\PC{200,300}"]) {
+        match Context::open(&name) {
+            Ok(ctx) => prop_assert!(DEVICES.contains(&ctx.name()), "{:?} opened", name),
+            Err(e) => prop_assert!(e.to_string().contains(&format!("{name:?}")), "{:?}: {}", name, e),
+        }
+    }
+
+    /// A list of any number of requests posts in order until the queue is full: the error
+    /// names the first request not posted, and every request before it completes.
+    #[test]
+    fn long_request_lists(device in device(), depth in 1u32..40, n in prop_oneof![0usize..80, Just(1000)]) {
+        let ctx = Context::open(device).unwrap();
+        let mut cq = ctx.create_cq(CqOptions::new(4096)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let mr = pd.reg_mr(REGION as usize, Access::ALL).unwrap();
+        let caps = QpCaps { max_send_wr: depth, max_recv_wr: depth, ..QpCaps::default() };
+        let mut qp = pd.create_qp(&QpInit { caps, ..QpInit::new(QpType::Rc, &cq) }).unwrap();
+        to_self(&mut qp).unwrap();
+        let sg = [mr.slice(0, 8).unwrap()];
+        let recvs: Vec<RecvWr<'_>> = (0..n as u64).map(|i| RecvWr { wr_id: 1 << 32 | i, sg_list: &sg }).collect();
+        let recv_posted = match qp.post_recv(&recvs) {
+            Ok(()) => n,
+            Err(Error::Post { index, .. }) => {
+                prop_assert!(index < n && index >= depth as usize, "{}: refused at {} of {} (depth {})", device, index, n, depth);
+                index
+            }
+            Err(e) => return Err(TestCaseError::fail(format!("{device}: {e}"))),
+        };
+        let to = mr.remote().at(64);
+        let sends: Vec<SendWr<'_>> = (0..n as u64).map(|i| SendWr::new(i, SendOp::Write(to), &sg)).collect();
+        let mut sent = 0;
+        while sent < n {
+            match qp.post_send(&sends[sent..]) {
+                Ok(()) => sent = n,
+                Err(Error::Post { index, .. }) => {
+                    prop_assert!(index < n - sent, "{}: refused at {} of {}", device, index, n - sent);
+                    sent += index;
+                    let done = drain(&mut cq);
+                    prop_assert!(index > 0 || !done.is_empty(), "{}: a full queue with nothing completed", device);
+                    prop_assert!(done.iter().all(Completion::is_ok), "{}: {:?}", device, done);
+                }
+                Err(e) => return Err(TestCaseError::fail(format!("{device}: {e}"))),
+            }
+        }
+        let done = drain(&mut cq);
+        prop_assert!(done.iter().all(Completion::is_ok), "{}: {:?}", device, done);
+        prop_assert!(recv_posted <= n);
+    }
+
     /// SRQs and XRC SRQs of any size: made (and then a receive of up to the entries asked
     /// for posts) or refused.
     #[test]
