@@ -143,14 +143,121 @@ impl RemoteRegion {
 
 /// One scatter/gather entry: `len` bytes at `offset` in a registered memory region, by the
 /// region's local key and address (`struct ibv_sge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MrSlice {
+///
+/// It borrows the region it was cut from ([`crate::Mr::slice`],
+/// [`crate::model_device::ModelMr::slice`]), and only those make one: a device or a provider
+/// that copies its bytes on the CPU (an inline send, data scattered from a CQE) reaches
+/// only memory the region owns, and the region outlives every request that names it. A
+/// slice cannot be forged:
+///
+/// ```compile_fail,E0560
+/// let forged = dvcq::verbs::MrSlice { addr: 0x10, len: 64, lkey: 1 };
+/// ```
+///
+/// nor outlive its region (dropping it deregisters it and frees its memory):
+///
+/// ```compile_fail,E0505
+/// # use dvcq::{verbs::Access, Context};
+/// # fn main() -> Result<(), dvcq::Error> {
+/// let ctx = Context::open("model-mlx5")?;
+/// let pd = ctx.alloc_pd()?;
+/// let mr = pd.reg_mr(4096, Access::ALL)?;
+/// let sg = [mr.slice(0, 64)?];
+/// drop(mr);
+/// assert_eq!(sg[0].len(), 64);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// while the same without the `drop` compiles:
+///
+/// ```
+/// # use dvcq::{verbs::Access, Context};
+/// # fn main() -> Result<(), dvcq::Error> {
+/// let ctx = Context::open("model-mlx5")?;
+/// let pd = ctx.alloc_pd()?;
+/// let mr = pd.reg_mr(4096, Access::ALL)?;
+/// let sg = [mr.slice(0, 64)?];
+/// assert_eq!((sg[0].len(), sg[0].lkey(), sg[0].addr()), (64, mr.lkey(), mr.addr()));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy)]
+pub struct MrSlice<'a> {
+    sge: Sge,
+    /// The region of a context ([`crate::Mr`]) it was cut from, which a QP holds while the
+    /// device may write into it; `None` for a model device's own region.
+    region: Option<&'a crate::Mr>,
+}
+
+impl<'a> MrSlice<'a> {
+    /// An entry of `sge` cut from `region`. Only the regions make slices: `sge` lies inside
+    /// the region the caller borrows for `'a`.
+    pub(crate) const fn new(sge: Sge, region: Option<&'a crate::Mr>) -> Self {
+        MrSlice { sge, region }
+    }
+
     /// Virtual address of the first byte.
-    pub addr: u64,
+    pub const fn addr(&self) -> u64 {
+        self.sge.addr
+    }
+
     /// Bytes.
-    pub len: u32,
+    pub const fn len(&self) -> u32 {
+        self.sge.len
+    }
+
+    /// Whether it holds no byte.
+    pub const fn is_empty(&self) -> bool {
+        self.sge.len == 0
+    }
+
     /// The region's local key.
-    pub lkey: u32,
+    pub const fn lkey(&self) -> u32 {
+        self.sge.lkey
+    }
+
+    /// The raw entry, as a device reads it.
+    pub(crate) const fn sge(&self) -> Sge {
+        self.sge
+    }
+
+    /// The context's region it was cut from (`None` for a model device's own region).
+    pub(crate) const fn region(&self) -> Option<&'a crate::Mr> {
+        self.region
+    }
+}
+
+impl core::fmt::Debug for MrSlice<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MrSlice")
+            .field("addr", &self.sge.addr)
+            .field("len", &self.sge.len)
+            .field("lkey", &self.sge.lkey)
+            .finish()
+    }
+}
+
+impl PartialEq for MrSlice<'_> {
+    /// The same bytes under the same key.
+    fn eq(&self, other: &Self) -> bool {
+        self.sge == other.sge
+    }
+}
+
+impl Eq for MrSlice<'_> {}
+
+/// A scatter/gather entry as a device holds it once posted (`struct ibv_sge`): numbers only,
+/// which the device checks against its regions. Crate-private: a safe caller names memory
+/// with an [`MrSlice`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Sge {
+    /// Virtual address of the first byte.
+    pub(crate) addr: u64,
+    /// Bytes.
+    pub(crate) len: u32,
+    /// The local key.
+    pub(crate) lkey: u32,
 }
 
 /// What a send work request does (`enum ibv_wr_opcode` with its operands).
@@ -267,7 +374,7 @@ pub struct SendWr<'a> {
     /// The operation and its operands.
     pub op: SendOp,
     /// The local buffers: gathered for SEND/WRITE, scattered for READ.
-    pub sg_list: &'a [MrSlice],
+    pub sg_list: &'a [MrSlice<'a>],
     /// `IBV_SEND_SIGNALED`: write a completion for this request even without `sq_sig_all`.
     pub signaled: bool,
     /// `IBV_SEND_SOLICITED`.
@@ -283,7 +390,7 @@ pub struct SendWr<'a> {
 
 impl<'a> SendWr<'a> {
     /// A signaled request of `op` over `sg_list`.
-    pub const fn new(wr_id: u64, op: SendOp, sg_list: &'a [MrSlice]) -> Self {
+    pub const fn new(wr_id: u64, op: SendOp, sg_list: &'a [MrSlice<'a>]) -> Self {
         SendWr { wr_id, op, sg_list, signaled: true, solicited: false, inline: false, ud: None, xrc_srqn: None }
     }
 
@@ -308,7 +415,7 @@ impl<'a> SendWr<'a> {
 
     /// Total bytes of the scatter/gather list.
     pub fn len(&self) -> u64 {
-        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+        self.sg_list.iter().map(|s| u64::from(s.len())).sum()
     }
 
     /// Whether the list carries no byte.
@@ -318,12 +425,17 @@ impl<'a> SendWr<'a> {
 }
 
 /// A receive work request (`struct ibv_recv_wr`).
+///
+/// The device writes into its buffers after the post returns, and on mlx5 the provider
+/// copies small messages into them from the CQE (scatter-to-CQE): the QP (or SRQ) it is
+/// posted to keeps each region it names registered and allocated until the queue is
+/// destroyed, even if the [`crate::Mr`] is dropped first.
 #[derive(Clone, Copy, Debug)]
 pub struct RecvWr<'a> {
     /// Returned in the completion.
     pub wr_id: u64,
     /// Where the message lands.
-    pub sg_list: &'a [MrSlice],
+    pub sg_list: &'a [MrSlice<'a>],
 }
 
 /// What a peer needs to reach a queue pair: its number, the port's LID and the GID in use,
@@ -384,7 +496,8 @@ mod tests {
 
     #[test]
     fn a_request_sums_its_list() {
-        let sg = [MrSlice { addr: 0, len: 3, lkey: 1 }, MrSlice { addr: 8, len: 5, lkey: 1 }];
+        let raw = |addr, len| MrSlice::new(Sge { addr, len, lkey: 1 }, None);
+        let sg = [raw(0, 3), raw(8, 5)];
         let wr = SendWr::new(1, SendOp::Send, &sg);
         assert_eq!(wr.len(), 8);
         assert!(!wr.is_empty());

@@ -26,3 +26,17 @@ fn binds_that_cannot_be_right_are_refused_before_posting() {
         lifetimes::bind_refusals(device);
     }
 }
+
+#[test]
+fn a_receive_keeps_its_region_registered() {
+    for device in ["model-mlx5", "model-e810"] {
+        lifetimes::receive_outlives_its_region(device);
+    }
+}
+
+#[test]
+fn buffers_the_device_writes_must_be_regions_of_its_context() {
+    for device in ["model-mlx5", "model-e810"] {
+        lifetimes::foreign_buffers_are_refused_where_written(device);
+    }
+}

@@ -117,6 +117,19 @@ fn memory_windows_on_a_real_device() {
     lifetimes::window_outlives_its_region(&name);
 }
 
+/// Receive buffers on the real device: a posted receive keeps its region registered and
+/// allocated after the application drops the `Mr`, and memory of another context is
+/// refused where the device writes.
+#[test]
+fn receive_buffers_on_a_real_device() {
+    let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
+        skip::skip_here("DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM");
+        return;
+    };
+    lifetimes::receive_outlives_its_region(&name);
+    lifetimes::foreign_buffers_are_refused_where_written(&name);
+}
+
 /// Zero-copy views on the real device where its backend has them (rxe): each entry a walk
 /// shows is the completion a poll would have returned, and the walk consumes them.
 #[test]

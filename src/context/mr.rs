@@ -4,13 +4,17 @@ use super::{Pd, PdInner};
 use crate::error::Error;
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
-use crate::verbs::{Access, MrSlice, RemoteRegion};
+use crate::verbs::{Access, MrSlice, RemoteRegion, Sge};
 
 /// A registered memory region over memory it owns (page-aligned, zeroed).
 ///
 /// The device writes into it at any time, so no Rust reference into it is ever handed
 /// out: data goes in with [`Mr::write`] and out with [`Mr::read`], and work requests name
-/// parts of it with [`Mr::slice`].
+/// parts of it with [`Mr::slice`], which borrows it.
+///
+/// Dropping it deregisters it and frees its memory, unless a queue still holds it: a QP or
+/// SRQ that a receive or an RDMA READ naming it was posted to keeps it until the queue is
+/// destroyed, and a memory window bound over it keeps it while bound.
 #[derive(Debug)]
 pub struct Mr {
     pub(super) inner: MrInner,
@@ -22,13 +26,31 @@ pub struct Mr {
     device: String,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum MrInner {
     Model(crate::model_device::ModelMr),
     /// Shared with the memory windows bound over it, which keep it registered (and its
     /// memory mapped) while they may answer through it.
     #[cfg(dvcq_rdma_core)]
     Verbs(std::sync::Arc<sys::qp::Mr>),
+}
+
+impl MrInner {
+    /// Whether both hold the same registration.
+    pub(super) fn same(&self, other: &MrInner) -> bool {
+        match (self, other) {
+            (MrInner::Model(a), MrInner::Model(b)) => a.same(b),
+            #[cfg(dvcq_rdma_core)]
+            (MrInner::Verbs(a), MrInner::Verbs(b)) => std::sync::Arc::ptr_eq(a, b),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// Whether rdma-core registered it (not a model device).
+    pub(super) fn is_verbs(&self) -> bool {
+        !matches!(self, MrInner::Model(_))
+    }
 }
 
 impl Pd {
@@ -108,14 +130,20 @@ impl Mr {
         }
     }
 
-    /// The scatter/gather entry for `len` bytes at `offset`.
+    /// The scatter/gather entry for `len` bytes at `offset`, borrowing the region.
     ///
     /// # Errors
     ///
     /// The range is not inside the region.
-    pub fn slice(&self, offset: u64, len: u32) -> Result<MrSlice, Error> {
+    pub fn slice(&self, offset: u64, len: u32) -> Result<MrSlice<'_>, Error> {
         self.check(offset, u64::from(len))?;
-        Ok(MrSlice { addr: self.addr + offset, len, lkey: self.lkey })
+        Ok(MrSlice::new(Sge { addr: self.addr + offset, len, lkey: self.lkey }, Some(self)))
+    }
+
+    /// A handle that keeps the region registered and its memory allocated (what a queue
+    /// holds while the device may write into it).
+    pub(super) fn hold(&self) -> MrInner {
+        self.inner.clone()
     }
 
     /// Copies `data` into the region at `offset`.

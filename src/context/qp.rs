@@ -1,14 +1,14 @@
 //! Queue pairs and shared receive queues: made on a PD, completing into [`Cq`]s, posted with
 //! [`crate::verbs`] work requests.
 
+use super::mr::MrInner;
 use super::{Pd, PdInner};
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
-use crate::verbs::{Endpoint, QpCaps, QpType, RecvWr, SendWr};
-#[cfg(dvcq_rdma_core)]
-use std::sync::Arc;
+use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a QP is made with.
 #[derive(Clone, Copy, Debug)]
@@ -35,12 +35,62 @@ impl<'a> QpInit<'a> {
 }
 
 /// A queue pair.
+///
+/// The regions its receives and RDMA READs name stay registered and allocated until it is
+/// dropped ([`RecvWr`]): the device, and on mlx5 the provider's copy of data scattered to
+/// a CQE, may write into them until then.
 #[derive(Debug)]
 pub struct Qp {
     pub(super) inner: QpInner,
+    /// Dropped after the QP is destroyed.
+    pub(super) held: Held,
+    /// The SRQ's held regions: its receives may complete through this QP until it is
+    /// destroyed, even once the [`Srq`] is dropped.
+    pub(super) _srq_held: Option<Arc<Mutex<Held>>>,
     pub(super) device: String,
     pub(super) qpn: u32,
     pub(super) qp_type: QpType,
+}
+
+/// The regions a queue's posted receives and READs may be written into, each held once,
+/// so that they stay registered and allocated while the queue lives.
+#[derive(Debug, Default)]
+pub(super) struct Held(Vec<MrInner>);
+
+impl Held {
+    fn keep(&mut self, mr: &super::Mr) {
+        if !self.0.iter().any(|h| h.same(&mr.inner)) {
+            self.0.push(mr.hold());
+        }
+    }
+}
+
+/// Holds, in `held`, each region that the lists name: where the device or the provider
+/// may write (a receive list, a READ's local list). Every slice must come from a
+/// [`crate::Mr`] of `device` (of the kind `verbs` says); if one does not, nothing is held
+/// and the post is refused.
+fn hold_written<'w, 'a: 'w>(
+    held: &mut Held,
+    device: &str,
+    verbs: bool,
+    lists: impl Iterator<Item = &'w [MrSlice<'a>]> + Clone,
+) -> Result<(), Error> {
+    let ours = |s: &MrSlice<'a>| s.region().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
+    for (i, list) in lists.clone().enumerate() {
+        if let Some(j) = list.iter().position(|s| ours(s).is_none()) {
+            return Err(Error::Mismatch {
+                device: device.to_string(),
+                what: format!(
+                    "request {i}, entry {j}: the device writes into it, so it must be a slice of a memory region \
+                     registered on this device (Pd::reg_mr, Mr::slice)"
+                ),
+            });
+        }
+    }
+    for mr in lists.flatten().filter_map(ours) {
+        held.keep(mr);
+    }
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -52,9 +102,14 @@ pub(super) enum QpInner {
 
 /// A shared receive queue: a basic one ([`Pd::create_srq`]) that QPs receive from, or an
 /// XRC SRQ ([`Pd::create_xrc_srq`]) that XRC target QPs of its domain deliver into.
+///
+/// The regions its receives name stay registered and allocated until it and every QP
+/// receiving from it are dropped ([`RecvWr`]).
 #[derive(Debug)]
 pub struct Srq {
     pub(super) inner: SrqInner,
+    /// Shared with the QPs made on it; dropped after the SRQ is destroyed.
+    pub(super) held: Arc<Mutex<Held>>,
     pub(super) device: String,
 }
 
@@ -168,7 +223,19 @@ impl Pd {
                     sq_sig_all: init.sq_sig_all,
                 };
                 let qp = m.create_qp_ex(&model_init).map_err(|e| super::model_error(&self.device, e))?;
-                Ok(Qp { qpn: qp.qpn(), inner: QpInner::Model(qp), device: self.device.clone(), qp_type: init.qp_type })
+                // A UD QP is ready at once, as rdma-core's is made (the model's connect is
+                // its move to RTS); `Qp::connect` has nothing more to do for it.
+                if init.qp_type == QpType::Ud {
+                    qp.connect(&qp.endpoint()).map_err(|e| super::model_error(&self.device, e))?;
+                }
+                Ok(Qp {
+                    qpn: qp.qpn(),
+                    inner: QpInner::Model(qp),
+                    held: Held::default(),
+                    _srq_held: init.srq.map(|s| Arc::clone(&s.held)),
+                    device: self.device.clone(),
+                    qp_type: init.qp_type,
+                })
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, port, gid_index } => {
@@ -221,7 +288,14 @@ impl Pd {
                     backend,
                     reason,
                 })?;
-                Ok(Qp { qpn: qp.qpn(), inner: QpInner::Verbs(qp), device: self.device.clone(), qp_type: init.qp_type })
+                Ok(Qp {
+                    qpn: qp.qpn(),
+                    inner: QpInner::Verbs(qp),
+                    held: Held::default(),
+                    _srq_held: init.srq.map(|s| Arc::clone(&s.held)),
+                    device: self.device.clone(),
+                    qp_type: init.qp_type,
+                })
             }
         }
     }
@@ -235,13 +309,13 @@ impl Pd {
         match &self.inner {
             PdInner::Model(m) => {
                 let srq = m.create_srq(max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
-                Ok(Srq { inner: SrqInner::Model(srq), device: self.device.clone() })
+                Ok(Srq { inner: SrqInner::Model(srq), held: Arc::default(), device: self.device.clone() })
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let srq = sys::qp::Srq::new(pd, max_wr, max_sge)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
-                Ok(Srq { inner: SrqInner::Verbs(srq), device: self.device.clone() })
+                Ok(Srq { inner: SrqInner::Verbs(srq), held: Arc::default(), device: self.device.clone() })
             }
         }
     }
@@ -297,6 +371,9 @@ impl Qp {
     ///
     /// The device refused a state change.
     pub fn connect(&mut self, peer: &Endpoint) -> Result<(), Error> {
+        if self.qp_type == QpType::Ud {
+            return Ok(());
+        }
         match &mut self.inner {
             QpInner::Model(qp) => qp.connect(peer).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
@@ -318,14 +395,21 @@ impl Qp {
     /// [`Error::Xrc`], with nothing posted: a request of an XRC initiator naming no XRC SRQ
     /// ([`SendWr::to_srq`]), one of another QP type naming one, any send on an XRC target
     /// (it has no send queue).
+    ///
+    /// [`Error::Mismatch`], with nothing posted: a READ whose local list names memory of
+    /// no [`crate::Mr`] of this device (the response is written there; the QP holds the
+    /// regions it names until it is dropped).
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
         self.check_xrc_sends(wrs)?;
-        if wrs.iter().any(|w| matches!(w.op, crate::verbs::SendOp::BindMw(_))) {
+        if wrs.iter().any(|w| matches!(w.op, SendOp::BindMw(_))) {
             return Err(Error::MwBind {
                 device: self.device.clone(),
                 why: "post binds with Qp::bind_mw, which names the window and the region themselves".into(),
             });
         }
+        let reads = wrs.iter().map(|w| if matches!(w.op, SendOp::Read(_)) { w.sg_list } else { &[] });
+        let verbs = self.is_verbs();
+        hold_written(&mut self.held, &self.device, verbs, reads)?;
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_send(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]
@@ -341,6 +425,9 @@ impl Qp {
     ///
     /// [`Error::Xrc`] on either XRC type: neither has a receive queue (receives go to the
     /// XRC SRQs).
+    ///
+    /// [`Error::Mismatch`], with nothing posted: a list naming memory of no [`crate::Mr`]
+    /// of this device. The QP holds the regions named until it is dropped ([`RecvWr`]).
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
         if self.qp_type.is_xrc() {
             return Err(Error::Xrc {
@@ -352,6 +439,8 @@ impl Qp {
                 ),
             });
         }
+        let verbs = self.is_verbs();
+        hold_written(&mut self.held, &self.device, verbs, wrs.iter().map(|w| w.sg_list))?;
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_recv(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
             #[cfg(dvcq_rdma_core)]
@@ -380,6 +469,10 @@ impl Qp {
 }
 
 impl Qp {
+    fn is_verbs(&self) -> bool {
+        !matches!(self.inner, QpInner::Model(_))
+    }
+
     /// The XRC checks of [`Qp::post_send`], before anything is posted.
     fn check_xrc_sends(&self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
         let refuse = |why: String| Err(Error::Xrc { device: self.device.clone(), why });
@@ -432,8 +525,12 @@ impl Srq {
     ///
     /// # Errors
     ///
-    /// As [`Qp::post_send`] (the number named is 0: SRQs have none here).
+    /// As [`Qp::post_recv`] (the number named is 0: SRQs have none here).
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), Error> {
+        let verbs = !matches!(self.inner, SrqInner::Model(_));
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        hold_written(&mut held, &self.device, verbs, wrs.iter().map(|w| w.sg_list))?;
+        drop(held);
         match &self.inner {
             SrqInner::Model(srq) => srq.post_recv(wrs).map_err(|e| model_post_error(&self.device, srq.srqn(), e)),
             #[cfg(dvcq_rdma_core)]

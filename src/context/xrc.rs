@@ -100,7 +100,14 @@ impl Xrcd {
                 (QpInner::Verbs(qp), qpn)
             }
         };
-        Ok(Qp { inner, device: self.device.clone(), qpn, qp_type: QpType::XrcRecv })
+        Ok(Qp {
+            inner,
+            held: Default::default(),
+            _srq_held: None,
+            device: self.device.clone(),
+            qpn,
+            qp_type: QpType::XrcRecv,
+        })
     }
 }
 
@@ -131,7 +138,7 @@ impl Pd {
             (PdInner::Model(m), XrcdInner::Model(x)) => {
                 let c = model_cq_of(cq, &self.device)?;
                 let srq = m.create_xrc_srq(x, c, max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
-                Ok(Srq { inner: SrqInner::Model(srq), device: self.device.clone() })
+                Ok(Srq { inner: SrqInner::Model(srq), held: Default::default(), device: self.device.clone() })
             }
             #[cfg(dvcq_rdma_core)]
             (PdInner::Verbs { pd, .. }, XrcdInner::Verbs { xrcd, .. }) => {
@@ -144,7 +151,7 @@ impl Pd {
                     backend,
                     reason,
                 })?;
-                Ok(Srq { inner: SrqInner::Verbs(srq), device: self.device.clone() })
+                Ok(Srq { inner: SrqInner::Verbs(srq), held: Default::default(), device: self.device.clone() })
             }
             #[allow(unreachable_patterns)]
             _ => Err(Error::Mismatch { device: self.device.clone(), what: "an XRC domain of another device".into() }),

@@ -6,7 +6,7 @@ use super::irdma::{self as ird, UdSource};
 use super::memory::LocalFault;
 use super::mlx5::{self as mx, Arrival};
 use super::qp::{Payload, QpHw, QpState, Recv, ReqScatter, Send};
-use crate::verbs::{MrSlice, QpType, SendOp, UdDest, UD_GRH_BYTES};
+use crate::verbs::{QpType, SendOp, Sge, UdDest, UD_GRH_BYTES};
 use dvcq_e810_dv::model::ModelCqe;
 use dvcq_provider::WcStatus;
 
@@ -36,7 +36,7 @@ pub(super) struct Work<'a> {
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Data<'a> {
-    Gather(&'a [MrSlice]),
+    Gather(&'a [Sge]),
     Inline(&'a [u8]),
 }
 
@@ -148,6 +148,11 @@ impl Fabric {
     }
 
     pub(super) fn execute(&mut self, q: usize, w: &Work<'_>) -> Step {
+        // A message longer than the device sends fails at the requester before anything is
+        // gathered (the IB spec's local length error; the gather would hold it in memory).
+        if !matches!(w.op, SendOp::BindMw(_)) && w.len > self.attrs.max_msg_sz {
+            return Step::Fail(WcStatus::LocLenErr);
+        }
         match self.qps[q].qp_type {
             QpType::Rc | QpType::XrcSend => self.execute_rc(q, w),
             QpType::Ud => self.execute_ud(q, w),
@@ -276,11 +281,13 @@ impl Fabric {
 
     pub(super) fn execute_ud(&mut self, q: usize, w: &Work<'_>) -> Step {
         let Some(dest) = w.ud else { return Step::Fail(WcStatus::LocQpOpErr) };
+        // A UD message is one packet: longer than the MTU is a local length error, found
+        // before the bytes are gathered (model choice: before the keys are checked too).
+        if w.len > u64::from(self.attrs.mtu) {
+            return Step::Fail(WcStatus::LocLenErr);
+        }
         if self.gather(w.data).is_err() {
             return Step::Fail(WcStatus::LocProtErr);
-        }
-        if self.data.len() > self.attrs.mtu as usize {
-            return Step::Fail(WcStatus::LocLenErr);
         }
         let n = self.data.len();
         // Unreliable: the sender completes whatever happens at the destination.

@@ -7,7 +7,7 @@ use super::memory::MrTable;
 use super::mlx5 as mx;
 use super::qp::{Qp, QpHw, QpState, ReqScatter, Srq};
 use super::{endpoint_of, DeviceAttrs, DeviceError, ModelVendor, DEFAULT_QKEY};
-use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType};
+use crate::verbs::{Endpoint, QpCaps, QpType, Sge};
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaConfig};
 use dvcq_e810_dv::ring::{ring_slots, Rounding};
 use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType as IrdmaQpType, Transport};
@@ -65,7 +65,7 @@ pub(crate) struct Fabric {
     pub(super) data: Vec<u8>,
     pub(super) ud_buf: Vec<u8>,
     /// Emptied scatter lists, reused by later posts.
-    pub(super) sg_pool: Vec<Vec<MrSlice>>,
+    pub(super) sg_pool: Vec<Vec<Sge>>,
     /// Sends waiting on every QP together (0: nothing for [`Fabric::progress`] to do).
     pub(super) waiting: usize,
     /// The device clock its mlx5 CQEs are stamped with.

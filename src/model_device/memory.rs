@@ -3,7 +3,7 @@
 //! access), and a window's bind and invalidation.
 
 use super::DeviceError;
-use crate::verbs::{Access, MrSlice, MwBind, RemoteAddr, RemoteRegion};
+use crate::verbs::{Access, MrSlice, MwBind, RemoteAddr, RemoteRegion, Sge};
 use dvcq_provider::{DmaBuffer, MemoryRegion};
 use std::sync::{Arc, Weak};
 
@@ -82,19 +82,35 @@ impl ModelMr {
         }
     }
 
-    /// A scatter/gather entry for `len` bytes at `offset`.
+    /// A scatter/gather entry for `len` bytes at `offset`, borrowing the region.
     ///
     /// # Errors
     ///
     /// [`DeviceError::OutOfRange`] if the bytes leave the region.
-    pub fn slice(&self, offset: u64, len: u32) -> Result<MrSlice, DeviceError> {
+    pub fn slice(&self, offset: u64, len: u32) -> Result<MrSlice<'_>, DeviceError> {
         self.check("slice", offset, u64::from(len))?;
-        Ok(MrSlice { addr: self.mem.addr + offset, len, lkey: self.mem.key })
+        Ok(MrSlice::new(Sge { addr: self.mem.addr + offset, len, lkey: self.mem.key }, None))
     }
 
-    /// The whole region as one scatter/gather entry (regions up to 2^32 - 1 bytes).
-    pub fn all(&self) -> MrSlice {
-        MrSlice { addr: self.mem.addr, len: self.mem.len as u32, lkey: self.mem.key }
+    /// The whole region as one scatter/gather entry, borrowing it.
+    ///
+    /// # Errors
+    ///
+    /// [`DeviceError::OutOfRange`] for a region longer than an entry holds (2^32 - 1
+    /// bytes).
+    pub fn all(&self) -> Result<MrSlice<'_>, DeviceError> {
+        let len = u32::try_from(self.mem.len).map_err(|_| DeviceError::OutOfRange {
+            what: "slice",
+            offset: 0,
+            len: self.mem.len,
+            region_len: self.mem.len,
+        })?;
+        self.slice(0, len)
+    }
+
+    /// Whether both handles name the same registration.
+    pub(crate) fn same(&self, other: &ModelMr) -> bool {
+        Arc::ptr_eq(&self.mem, &other.mem)
     }
 
     /// Copies `data` into the region at `offset`.
@@ -349,7 +365,7 @@ impl MrTable {
 
     /// Appends the bytes of `list` to `out` (a gather for a send, a write or a read
     /// response).
-    pub(crate) fn gather(&self, list: &[MrSlice], out: &mut Vec<u8>) -> Result<(), LocalFault> {
+    pub(crate) fn gather(&self, list: &[Sge], out: &mut Vec<u8>) -> Result<(), LocalFault> {
         for s in list.iter().filter(|s| s.len > 0) {
             let (mr, off) =
                 self.resolve(s.lkey, s.addr, u64::from(s.len), Access::LOCAL_READ).ok_or(LocalFault::Protection)?;
@@ -363,7 +379,7 @@ impl MrTable {
     /// Appends the bytes of `list` found by address alone, whatever the keys say: an inline
     /// send's data, which the provider copies from the application's memory at post time.
     /// `false` when an entry lies in no registered region (memory the model cannot read).
-    pub(crate) fn gather_by_addr(&self, list: &[MrSlice], out: &mut Vec<u8>) -> bool {
+    pub(crate) fn gather_by_addr(&self, list: &[Sge], out: &mut Vec<u8>) -> bool {
         for s in list.iter().filter(|s| s.len > 0) {
             let found = self.entries.iter().filter_map(|(_, w)| w.upgrade()).find_map(|mr| {
                 let off = mr.offset_of(s.addr, u64::from(s.len))?;
@@ -381,7 +397,7 @@ impl MrTable {
 
     /// Writes `data` across `list` in order; the list must hold all of it, and every entry
     /// the data reaches must allow local writes.
-    pub(crate) fn scatter(&self, list: &[MrSlice], data: &[u8]) -> Result<(), LocalFault> {
+    pub(crate) fn scatter(&self, list: &[Sge], data: &[u8]) -> Result<(), LocalFault> {
         let room: u64 = list.iter().map(|s| u64::from(s.len)).sum();
         if room < data.len() as u64 {
             return Err(LocalFault::Length);
@@ -402,7 +418,7 @@ impl MrTable {
 
     /// Checks that every entry of `list` could be written (a READ's local list, before the
     /// request goes out).
-    pub(crate) fn check_writable(&self, list: &[MrSlice]) -> Result<(), LocalFault> {
+    pub(crate) fn check_writable(&self, list: &[Sge]) -> Result<(), LocalFault> {
         for s in list.iter().filter(|s| s.len > 0) {
             self.resolve(s.lkey, s.addr, u64::from(s.len), Access::LOCAL_WRITE).ok_or(LocalFault::Protection)?;
         }
@@ -454,11 +470,11 @@ mod tests {
         assert!(matches!(a.write(61, &[0; 4]), Err(DeviceError::OutOfRange { offset: 61, len: 4, .. })));
         assert!(a.slice(0, 65).is_err());
         let mut out = Vec::new();
-        t.gather(&[a.slice(60, 4).unwrap()], &mut out).unwrap();
+        t.gather(&[a.slice(60, 4).unwrap().sge()], &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4]);
         // A read-only region takes no receive; a list too short is a length fault.
-        assert_eq!(t.scatter(&[ro.slice(0, 8).unwrap()], &[0; 4]), Err(LocalFault::Protection));
-        assert_eq!(t.scatter(&[a.slice(0, 2).unwrap()], &[0; 4]), Err(LocalFault::Length));
+        assert_eq!(t.scatter(&[ro.slice(0, 8).unwrap().sge()], &[0; 4]), Err(LocalFault::Protection));
+        assert_eq!(t.scatter(&[a.slice(0, 2).unwrap().sge()], &[0; 4]), Err(LocalFault::Length));
         // Remote rights.
         assert!(t.write_remote(a.remote().at(0), &[9], 0));
         assert!(!t.write_remote(ro.remote().at(0), &[9], 0));

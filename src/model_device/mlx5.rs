@@ -4,7 +4,7 @@
 
 use super::cq::Mlx5CqAttrs;
 use super::DeviceError;
-use crate::verbs::{MrSlice, QpCaps, QpType, SendOp};
+use crate::verbs::{QpCaps, QpType, SendOp, Sge};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec, RecvAddr};
 use dvcq_mlx5_dv::model::compress::{Compression, Policy};
 use dvcq_mlx5_dv::{CompLayout, MiniFormat};
@@ -76,6 +76,12 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
     };
     let (mut sq_wqe_cnt, mut max_post_send, mut max_inline) = (0, 0, 0);
     if caps.max_send_wr > 0 {
+        // More inline data than the largest WQE holds is refused before it is added to the
+        // header and the overhead (where a number near u32::MAX would wrap).
+        let max_inline_data = MAX_DESC - overhead - INLINE_HDR;
+        if caps.max_inline_data > max_inline_data {
+            return Err(too_large("max_inline_data", caps.max_inline_data, max_inline_data));
+        }
         let inl_size =
             if caps.max_inline_data > 0 { overhead + align(INLINE_HDR + caps.max_inline_data, 16) } else { 0 };
         let max_gather = (MAX_DESC - overhead) / DATA_SEG;
@@ -87,7 +93,9 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
             return Err(too_large("max_inline_data", caps.max_inline_data, MAX_DESC - overhead - INLINE_HDR));
         }
         let wqe_size = align(tot, WQE_BB);
-        max_inline = wqe_size - overhead - INLINE_HDR;
+        // An RC WQE of no data segment is the overhead alone (three whole blocks), with no
+        // room for the inline header: no inline data, not a negative amount.
+        max_inline = wqe_size.saturating_sub(overhead + INLINE_HDR);
         if caps.max_send_wr > 0x7fff_ffff / MAX_DESC {
             return Err(too_large("max_send_wr", caps.max_send_wr, 0x7fff_ffff / MAX_DESC));
         }
@@ -103,10 +111,10 @@ pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLay
         if caps.max_recv_wr > MAX_WQEBB {
             return Err(too_large("max_recv_wr", caps.max_recv_wr, MAX_WQEBB));
         }
-        let size = DATA_SEG * caps.max_recv_sge.max(1);
-        if size > MAX_DESC {
+        if caps.max_recv_sge > MAX_DESC / DATA_SEG {
             return Err(too_large("max_recv_sge", caps.max_recv_sge, MAX_DESC / DATA_SEG));
         }
+        let size = DATA_SEG * caps.max_recv_sge.max(1);
         let wqe_size = size.next_power_of_two();
         let wq_size = (caps.max_recv_wr.next_power_of_two() * wqe_size).max(WQE_BB);
         rq_wqe_cnt = wq_size / wqe_size;
@@ -145,13 +153,13 @@ pub(crate) fn srq_layout(max_wr: u32, max_sge: u32) -> (u32, u32) {
 /// inline data with its 4-byte header, in 16-byte units). A bind is a UMR WQE: ctrl, the
 /// UMR control segment, the mkey context and one KLM padded to 64 bytes (`set_bind_wr`),
 /// three blocks. An XRC initiator's WQE has the XRC segment after the ctrl segment.
-pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+pub(crate) fn wqebbs(qp_type: QpType, op: SendOp, sg: &[Sge], inline_len: Option<u64>) -> u32 {
     wqe_size(qp_type, op, sg, inline_len).div_ceil(WQE_BB)
 }
 
 /// The bytes of a send WQE's segments, as [`wqebbs`] counts them (a multiple of 16: the
 /// control segment's `ds` is this in 16-byte units).
-fn wqe_size(qp_type: QpType, op: SendOp, sg: &[MrSlice], inline_len: Option<u64>) -> u32 {
+fn wqe_size(qp_type: QpType, op: SendOp, sg: &[Sge], inline_len: Option<u64>) -> u32 {
     if let SendOp::BindMw(_) = op {
         return CTRL + UMR_CTRL + MKEY_CTX + KLM;
     }
@@ -192,7 +200,7 @@ pub(crate) struct SendWqe<'a> {
     pub(crate) qpn: u32,
     pub(crate) wqe: u16,
     pub(crate) op: SendOp,
-    pub(crate) sg: &'a [MrSlice],
+    pub(crate) sg: &'a [Sge],
     pub(crate) inline_len: Option<u64>,
     pub(crate) signaled: bool,
     pub(crate) solicited: bool,
@@ -417,10 +425,10 @@ mod tests {
     fn a_send_wqe_has_rdma_cores_segments_and_wraps_the_queue() {
         use crate::verbs::RemoteAddr;
         let sg = [
-            MrSlice { addr: 0x1000, len: 8, lkey: 0x205 },
-            MrSlice { addr: 0x2000, len: 0, lkey: 0x205 },
-            MrSlice { addr: 0x3000, len: 4, lkey: 0x305 },
-            MrSlice { addr: 0x4000, len: 2, lkey: 0x305 },
+            Sge { addr: 0x1000, len: 8, lkey: 0x205 },
+            Sge { addr: 0x2000, len: 0, lkey: 0x205 },
+            Sge { addr: 0x3000, len: 4, lkey: 0x305 },
+            Sge { addr: 0x4000, len: 2, lkey: 0x305 },
         ];
         let w = SendWqe {
             qpn: 0x108,
@@ -481,6 +489,20 @@ mod tests {
         // 21 entries do not fit beside the RC overhead; 317 inline bytes neither.
         assert!(layout(QpType::Rc, &QpCaps { max_send_sge: 21, ..caps }, false).is_err());
         assert!(layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE + 1, ..caps }, false).is_err());
+        // No data segment and no inline data: a WQE of the overhead alone, holding no
+        // inline byte.
+        let (l, g) = layout(QpType::Rc, &QpCaps { max_send_sge: 0, max_inline_data: 0, ..caps }, false).unwrap();
+        assert_eq!((l.max_inline, g.max_inline_data, l.sq_wqe_cnt), (0, 0, 256));
+        // Sizes near u32::MAX are refused, not wrapped into a small WQE (EINVAL, as
+        // model-e810 refuses them).
+        for ty in [QpType::Rc, QpType::Ud, QpType::XrcSend] {
+            for big in [u32::MAX, u32::MAX - 3, u32::MAX - 15, 1 << 31] {
+                let e = layout(ty, &QpCaps { max_inline_data: big, ..caps }, false).unwrap_err();
+                assert!(e.to_string().contains("max_inline_data"), "{ty:?} {big}: {e}");
+                let e = layout(ty, &QpCaps { max_recv_sge: big, ..caps }, false).unwrap_err();
+                assert!(e.to_string().contains("max_recv_sge"), "{ty:?} {big}: {e}");
+            }
+        }
         assert_eq!(
             layout(QpType::Rc, &QpCaps { max_inline_data: MAX_RC_INLINE, ..caps }, false).unwrap().0.max_inline,
             316
@@ -510,14 +532,14 @@ mod tests {
 
     #[test]
     fn a_wqe_takes_the_blocks_its_segments_fill() {
-        let s = MrSlice { addr: 0, len: 8, lkey: 1 };
+        let s = Sge { addr: 0, len: 8, lkey: 1 };
         let r = crate::verbs::RemoteAddr { addr: 0, rkey: 1 };
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[s], None), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Write(r), &[s; 3], None), 2);
         assert_eq!(wqebbs(QpType::Ud, SendOp::Send, &[s], None), 2);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(44)), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[], Some(45)), 2);
-        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[MrSlice { len: 0, ..s }], None), 1);
+        assert_eq!(wqebbs(QpType::Rc, SendOp::Send, &[Sge { len: 0, ..s }], None), 1);
         assert_eq!(wqebbs(QpType::Rc, SendOp::SendWithInv(7), &[s], None), 1);
         // ctrl 16 + XRC 16 + raddr 16 + 2 data 32: 80 bytes, two blocks (RC: 64, one).
         assert_eq!(wqebbs(QpType::XrcSend, SendOp::Write(r), &[s; 2], None), 2);

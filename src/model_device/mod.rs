@@ -136,6 +136,9 @@ pub struct DeviceAttrs {
     pub max_inline_data: u32,
     /// Path MTU in bytes (model choice: both models run IBV_MTU_4096).
     pub mtu: u32,
+    /// `max_msg_sz`: the longest message a QP sends, reads or writes; a longer request
+    /// completes with `IBV_WC_LOC_LEN_ERR` before any byte is gathered.
+    pub max_msg_sz: u64,
 }
 
 impl DeviceAttrs {
@@ -147,10 +150,12 @@ impl DeviceAttrs {
     /// min((512 - ctrl - raddr) / 16, 512 / 16) = 30`, `max_srq_wr = 2^15 - 1`,
     /// `max_srq_sge = 512 / 16 - 1 = 31`. `max_srq` 2^23 (`log_max_srq` 23). The inline
     /// limit is what rdma-core's WQE sizing leaves in a 512-byte RC WQE (316 bytes).
+    /// `max_msg_sz = 2^30` (`log_max_msg` 30, what `mlx5_ib_query_port` reports).
     ///
     /// E810: rdma-core v44's irdma limits (`IRDMA_MAX_WQ_FRAGMENT_COUNT` 13,
     /// `IRDMA_MAX_INLINE_DATA_SIZE` 101), `max_qp_wr = (32768 quanta - 258 reserved) / 8
-    /// quanta per WR = 4063`, no SRQ on GEN2. `max_cqe` is a model choice: the E810 reports
+    /// quanta per WR = 4063`, no SRQ on GEN2, `max_msg_sz = 2^31 - 1` (the kernel's
+    /// `IRDMA_MAX_OUTBOUND_MSG_SIZE`). `max_cqe` is a model choice: the E810 reports
     /// 1048575, but a CQ that large needs a ring of 2^21 slots, beyond the 20-bit CQE index
     /// of the shadow area and the irdma model's 2^20 slots; the model reports the largest
     /// request whose ring it holds, 2^19 - 1.
@@ -165,6 +170,7 @@ impl DeviceAttrs {
                 max_srq_sge: 31,
                 max_inline_data: mlx5::MAX_RC_INLINE,
                 mtu: 4096,
+                max_msg_sz: 1 << 30,
             },
             ModelVendor::Irdma => DeviceAttrs {
                 max_cqe: (1 << 19) - 1,
@@ -175,6 +181,7 @@ impl DeviceAttrs {
                 max_srq_sge: 0,
                 max_inline_data: 101,
                 mtu: 4096,
+                max_msg_sz: (1 << 31) - 1,
             },
         }
     }

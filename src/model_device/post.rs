@@ -7,7 +7,7 @@ use super::irdma as ird;
 use super::mlx5 as mx;
 use super::qp::{Payload, PostError, PostErrorKind, QpHw, QpState, Recv, Send, EINVAL, ENOMEM};
 use super::ModelVendor;
-use crate::verbs::{MrSlice, QpType, RecvWr, SendOp, SendWr};
+use crate::verbs::{MrSlice, QpType, RecvWr, SendOp, SendWr, Sge};
 use dvcq_e810_dv::RegistryError;
 
 fn post_err(index: usize, kind: PostErrorKind, errno: i32, what: &'static str) -> PostError {
@@ -15,14 +15,15 @@ fn post_err(index: usize, kind: PostErrorKind, errno: i32, what: &'static str) -
 }
 
 impl Fabric {
-    pub(super) fn take_sg(&mut self, from: &[MrSlice]) -> Vec<MrSlice> {
+    /// The raw entries of `from`, in a list from the pool.
+    pub(super) fn take_sg(&mut self, from: &[MrSlice<'_>]) -> Vec<Sge> {
         let mut v = self.sg_pool.pop().unwrap_or_default();
         v.clear();
-        v.extend_from_slice(from);
+        v.extend(from.iter().map(MrSlice::sge));
         v
     }
 
-    pub(super) fn give_sg(&mut self, v: Vec<MrSlice>) {
+    pub(super) fn give_sg(&mut self, v: Vec<Sge>) {
         if self.sg_pool.len() < 256 {
             self.sg_pool.push(v);
         }
@@ -81,7 +82,7 @@ impl Fabric {
 
     /// Records a send in the send CQ's registry as the provider does; the WQE index its CQE
     /// will name.
-    pub(super) fn record_send(&mut self, q: usize, wr: &SendWr<'_>) -> Result<u16, PostErrorKind> {
+    pub(super) fn record_send(&mut self, q: usize, wr: &SendWr<'_>, sg: &[Sge]) -> Result<u16, PostErrorKind> {
         let (qpn, qp_type, send_cq, hw) = {
             let qp = &self.qps[q];
             (qp.qpn, qp.qp_type, qp.send_cq, qp.hw)
@@ -94,7 +95,7 @@ impl Fabric {
                 if sq.outstanding() >= l.max_post_send {
                     return Err(PostErrorKind::QueueFull);
                 }
-                let bbs = mx::wqebbs(qp_type, wr.op, wr.sg_list, inline_len);
+                let bbs = mx::wqebbs(qp_type, wr.op, sg, inline_len);
                 // A bind is a UMR WQE: rdma-core records its completion opcode in
                 // `wr_data[idx]` (`IBV_WC_BIND_MW`), since the CQE only says UMR.
                 let wr_data = matches!(wr.op, SendOp::BindMw(_)).then_some(dvcq_provider::WcOpcode::BindMw);
@@ -123,14 +124,14 @@ impl Fabric {
     /// model device registers them for the application, as `Cq::attach_mr` does on an
     /// attached CQ). A region dropped since is taken out, one whose key came back with new
     /// memory replaced.
-    fn write_send_wqe(&mut self, q: usize, wr: &SendWr<'_>, wqe: u16, signaled: bool) {
+    fn write_send_wqe(&mut self, q: usize, wr: &SendWr<'_>, sg: &[Sge], wqe: u16, signaled: bool) {
         let (qpn, send_cq) = (self.qps[q].qpn, self.qps[q].send_cq);
         let Some(rs) = self.qps[q].req_scatter.as_ref() else { return };
         let w = mx::SendWqe {
             qpn,
             wqe,
             op: wr.op,
-            sg: wr.sg_list,
+            sg,
             inline_len: wr.inline.then(|| wr.len()),
             signaled,
             solicited: wr.solicited,
@@ -151,7 +152,7 @@ impl Fabric {
         for lkey in stale {
             reg.remove_memory_region(lkey);
         }
-        for s in wr.sg_list.iter().filter(|s| s.len > 0) {
+        for s in sg.iter().filter(|s| s.len > 0) {
             if reg.memory_regions().iter().any(|r| r.lkey() == s.lkey) {
                 continue;
             }
@@ -169,9 +170,11 @@ impl Fabric {
                 break;
             }
             let used_before = self.irdma_sq_used(q);
-            let wqe = match self.record_send(q, wr) {
+            let sg = self.take_sg(wr.sg_list);
+            let wqe = match self.record_send(q, wr, &sg) {
                 Ok(w) => w,
                 Err(kind) => {
+                    self.give_sg(sg);
                     result = Err(post_err(i, kind, self.send_errno(kind), "send"));
                     break;
                 }
@@ -179,21 +182,22 @@ impl Fabric {
             // `sq_sig_all`: rdma-core sets `MLX5_WQE_CTRL_CQ_UPDATE` in every WQE (mlx5's
             // `sq_signal_bits`), irdma's post signals every WR.
             let signaled = wr.signaled || self.qps[q].sig_all;
-            self.write_send_wqe(q, wr, wqe, signaled);
+            self.write_send_wqe(q, wr, &sg, wqe, signaled);
             if self.qps[q].state == QpState::Error {
+                self.give_sg(sg);
                 self.flush_posted_send(q, wqe, wr.op, used_before);
                 continue;
             }
             let mut inline = None;
             if wr.inline {
                 let mut bytes = Vec::with_capacity(wr.len() as usize);
-                if self.mrs.gather_by_addr(wr.sg_list, &mut bytes) {
+                if self.mrs.gather_by_addr(&sg, &mut bytes) {
                     inline = Some(bytes);
                 }
             }
             let data = match &inline {
                 Some(b) => Data::Inline(b),
-                None => Data::Gather(wr.sg_list),
+                None => Data::Gather(&sg),
             };
             let work = Work {
                 op: wr.op,
@@ -209,8 +213,11 @@ impl Fabric {
             match step {
                 Step::Wait => {
                     let payload = match inline {
-                        Some(b) => Payload::Inline(b),
-                        None => Payload::Gather(self.take_sg(wr.sg_list)),
+                        Some(b) => {
+                            self.give_sg(sg);
+                            Payload::Inline(b)
+                        }
+                        None => Payload::Gather(sg),
                     };
                     let s = Send {
                         op: wr.op,
@@ -225,8 +232,14 @@ impl Fabric {
                     self.qps[q].sq.push_back(s);
                     self.waiting += 1;
                 }
-                Step::Done(n) => self.complete_send(q, &work, n),
-                Step::Fail(status) => self.fail_send(q, &work, status),
+                Step::Done(n) => {
+                    self.complete_send(q, &work, n);
+                    self.give_sg(sg);
+                }
+                Step::Fail(status) => {
+                    self.fail_send(q, &work, status);
+                    self.give_sg(sg);
+                }
             }
             self.apply_deferred();
         }

@@ -2,7 +2,7 @@
 //! errors, and the work each queue holds.
 
 use super::{irdma, mlx5, DeviceError, Shared};
-use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest};
+use crate::verbs::{Endpoint, QpCaps, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
 use dvcq_provider::DmaBuffer;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -74,7 +74,7 @@ pub(crate) const EINVAL: i32 = 22;
 #[derive(Debug)]
 pub(crate) struct Recv {
     pub(crate) wr_id: u64,
-    pub(crate) sg: Vec<MrSlice>,
+    pub(crate) sg: Vec<Sge>,
     /// The WQE index its completion names (mlx5 RQ: the RQ position; SRQ: the free-list
     /// index; irdma: the RQ ring index).
     pub(crate) wqe: u16,
@@ -84,7 +84,7 @@ pub(crate) struct Recv {
 #[derive(Debug)]
 pub(crate) enum Payload {
     /// Gathered when the request executes.
-    Gather(Vec<MrSlice>),
+    Gather(Vec<Sge>),
     /// Copied into the WQE at post time.
     Inline(Vec<u8>),
 }

@@ -70,7 +70,7 @@ pub(super) unsafe fn attach_direct(ctx: &Context, verbs_cq: &Cq, qps: &[&Qp]) ->
 /// (wr_ids from 0x2000, buffers of 256 bytes): every round's 16 completions succeed with
 /// the wr_ids and receive lengths posted. A round after the first lap of the 8-deep queues
 /// works only if the direct poll gave their room back to rdma-core's post.
-pub(super) fn send_rounds(cq: &mut Cq, a: &mut Qp, mr: &Mr, rounds: u64, mut recv: impl FnMut(u64, &[MrSlice])) {
+pub(super) fn send_rounds(cq: &mut Cq, a: &mut Qp, mr: &Mr, rounds: u64, mut recv: impl FnMut(u64, &[MrSlice<'_>])) {
     for round in 0..rounds {
         for i in 0..8u64 {
             let sg = [mr.slice(4096 + i * 256, 256).unwrap()];

@@ -883,8 +883,10 @@ impl Drop for Qp {
     }
 }
 
-fn sge(s: &MrSlice) -> ffi::ibv_sge {
-    ffi::ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }
+/// The C entry of `s`: memory inside the region `s` borrows, alive for the post (the
+/// provider may copy it on the CPU: an inline send).
+fn sge(s: &MrSlice<'_>) -> ffi::ibv_sge {
+    ffi::ibv_sge { addr: s.addr(), length: s.len(), lkey: s.lkey() }
 }
 
 /// Chains a list through its `next` pointers (the last one's stays null).

@@ -124,3 +124,90 @@ pub fn bind_refusals(device: &str) {
         other => panic!("{device}: {other:?}"),
     }
 }
+
+/// Sends 6 bytes from `from` (a fresh RC loopback SEND) and returns the receive's
+/// completion (the send's must succeed).
+fn send_to_self(device: &str, cq: &mut dvcq::Cq, qp: &mut dvcq::Qp, from: &dvcq::Mr) -> Completion {
+    from.write(0, b"posted").unwrap();
+    let sg = [from.slice(0, 6).unwrap()];
+    qp.post_send(&[SendWr::new(1, SendOp::Send, &sg)]).unwrap();
+    let (a, b) = (one(cq), one(cq));
+    let (send, recv) = if a.wr_id == 1 { (a, b) } else { (b, a) };
+    assert!(send.is_ok(), "{device}: the send: {send:?}");
+    recv
+}
+
+/// A receive keeps the region it names registered and allocated: the application drops the
+/// `Mr` after posting, and the message still lands (the device, or mlx5's copy of data
+/// scattered to the CQE, writes into memory the QP holds) and completes successfully. The
+/// same for a receive posted to an SRQ that is dropped too, where the device has SRQs.
+pub fn receive_outlives_its_region(device: &str) {
+    use dvcq::verbs::RecvWr;
+    let ctx = Context::open(device).unwrap();
+    let mut cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let from = pd.reg_mr(4096, Access::ALL).unwrap();
+    let into = pd.reg_mr(4096, Access::ALL).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[into.slice(0, 64).unwrap()] }]).unwrap();
+    drop(into);
+    let recv = send_to_self(device, &mut cq, &mut qp, &from);
+    assert_eq!((recv.wr_id, recv.status, recv.byte_len), (2, dvcq::WcStatus::Success, 6), "{device}: {recv:?}");
+
+    let srq = match pd.create_srq(4, 1) {
+        Ok(srq) => srq,
+        // E810 has no SRQ (irdma: EOPNOTSUPP); nothing more to run there.
+        Err(e) if device == "model-e810" => return assert!(e.to_string().contains("srq"), "{device}: {e}"),
+        Err(e) => panic!("{device}: create_srq: {e}"),
+    };
+    let mut qp = pd.create_qp(&QpInit { srq: Some(&srq), ..QpInit::new(QpType::Rc, &cq) }).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let into = pd.reg_mr(4096, Access::ALL).unwrap();
+    srq.post_recv(&[RecvWr { wr_id: 3, sg_list: &[into.slice(0, 64).unwrap()] }]).unwrap();
+    drop(into);
+    drop(srq);
+    let recv = send_to_self(device, &mut cq, &mut qp, &from);
+    assert_eq!((recv.wr_id, recv.status, recv.byte_len), (3, dvcq::WcStatus::Success, 6), "{device}: {recv:?}");
+}
+
+/// Where the device or the provider writes (a receive list, a READ's local list), a slice
+/// of memory registered elsewhere (a bare model device's region, another context's) is
+/// refused before anything is posted: the QP could not hold it while it may be written.
+pub fn foreign_buffers_are_refused_where_written(device: &str) {
+    use dvcq::verbs::RecvWr;
+    let ctx = Context::open(device).unwrap();
+    let cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let mine = pd.reg_mr(4096, Access::ALL).unwrap();
+    let bare = dvcq::model_device::ModelDevice::new(dvcq::model_device::ModelVendor::Mlx5);
+    let bare_mr = bare.reg_mr(4096, Access::ALL).unwrap();
+    let other_ctx = Context::open(if device == "model-mlx5" { "model-e810" } else { "model-mlx5" }).unwrap();
+    let other_pd = other_ctx.alloc_pd().unwrap();
+    let other_mr = other_pd.reg_mr(4096, Access::ALL).unwrap();
+    let refused = |r: Result<(), dvcq::Error>, what: &str| match r {
+        Err(e @ dvcq::Error::Mismatch { .. }) => {
+            assert!(e.to_string().contains("entry 1"), "{device}, {what}: {e}");
+        }
+        other => panic!("{device}, {what}: expected a refusal, got {other:?}"),
+    };
+    for (what, foreign) in
+        [("a bare model region", bare_mr.slice(0, 8).unwrap()), ("another context's", other_mr.slice(0, 8).unwrap())]
+    {
+        let list = [mine.slice(0, 8).unwrap(), foreign];
+        refused(qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &list }]), what);
+        let read = SendOp::Read(mine.remote().at(64));
+        refused(qp.post_send(&[SendWr::new(2, read, &list)]), what);
+    }
+    // Nothing was posted: a send from foreign memory is the device's to check (a gather by
+    // lkey), and the QP's receive queue is still empty, so a SEND to itself finds no receive.
+    let mut cq = cq;
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[mine.slice(100, 8).unwrap()] }]).unwrap();
+    let recv = send_to_self(device, &mut cq, &mut qp, &mine);
+    assert_eq!((recv.wr_id, recv.status), (5, dvcq::WcStatus::Success), "{device}: {recv:?}");
+}

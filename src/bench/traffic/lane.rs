@@ -378,7 +378,9 @@ impl Lane {
     pub(super) fn latency(&mut self, p: &TrafficParams, hist: &mut hdrhistogram::Histogram<u64>) -> Result<(), Error> {
         let c = self.qps[0].cq;
         let op = self.op(p);
-        let sg = [self.mr.slice(0, p.size)?];
+        // Checked once here; each iteration cuts the same slice again (the slice borrows
+        // the region, which the polls between posts borrow mutably with the lane).
+        self.mr.slice(0, p.size)?;
         let need = if p.verb == Verb::Send { 2 } else { 1 };
         let mut polls = 0u64;
         if p.events {
@@ -388,6 +390,7 @@ impl Lane {
             if p.verb == Verb::Send {
                 self.post_recvs(p, 0, 1)?;
             }
+            let sg = [self.mr.slice(0, p.size)?];
             let t0 = Instant::now();
             let wr = SendWr::new(wr_id(false, 0, 1), op, &sg).signaled(!p.sq_sig_all);
             self.qps[0].qp.post_send(&[wr])?;
