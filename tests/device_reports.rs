@@ -24,6 +24,7 @@ fn zeros() -> DeviceAttrs {
         max_srq_sge: 0,
         max_inline_data: 0,
         mtu: 0,
+        max_msg_sz: 0,
     }
 }
 
@@ -38,6 +39,7 @@ fn absurd() -> DeviceAttrs {
         max_srq_sge: u32::MAX,
         max_inline_data: u32::MAX,
         mtu: u32::MAX,
+        max_msg_sz: u64::MAX,
     }
 }
 
