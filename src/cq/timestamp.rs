@@ -139,6 +139,21 @@ fn none(cq: &Cq, why: String) -> Error {
     Error::Unsupported { device: cq.device().to_string(), what: "completion timestamps", why }
 }
 
+/// `ci` if its conversion can run: a shift of 64 bits or more would overflow the shift in
+/// [`ClockInfo::ts_to_ns`], so such a snapshot from the kernel is refused, naming the value.
+#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
+fn usable_clock(device: &str, ci: ClockInfo) -> Result<ClockInfo, Error> {
+    if ci.shift < u64::BITS {
+        return Ok(ci);
+    }
+    Err(Error::DeviceReport {
+        device: device.to_string(),
+        what: "mlx5dv_clock_info.shift",
+        value: ci.shift.to_string(),
+        why: "a shift of 64 bits or more converts no timestamp to nanoseconds".into(),
+    })
+}
+
 impl Cq {
     /// The clock its completions' [`Completion::timestamp`] values are on (see the module
     /// table). A [`CqClock::Cycles`] snapshot is taken now: ask again after its overflow
@@ -176,8 +191,9 @@ impl Cq {
             #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => match m.verbs_cq() {
                 Some(v) => crate::sys::clock::mlx5_clock_info(v.context())
-                    .map(CqClock::Cycles)
-                    .map_err(|source| Error::Verbs { device: self.device().to_string(), source }),
+                    .map_err(|source| Error::Verbs { device: self.device().to_string(), source })
+                    .and_then(|ci| usable_clock(self.device(), ci))
+                    .map(CqClock::Cycles),
                 None => Err(none(self, "this mlx5 CQ has no rdma-core context to read the clock of".into())),
             },
             // An attached irdma CQ: GEN3 CQEs carry 32 bits of device clock (what rdma-core's
@@ -278,5 +294,14 @@ mod tests {
         assert!(CqClock::RealTime.forward((1 << 32) | 999_999_999, 2 << 32));
         assert!(!CqClock::RealTime.forward(2 << 32, (1 << 32) | 999_999_999));
         assert!(!CqClock::Nanoseconds.forward(10, 9));
+    }
+
+    #[test]
+    fn a_kernel_clock_whose_shift_converts_nothing_is_refused_naming_it() {
+        let CqClock::Cycles(ci) = cycles() else { unreachable!() };
+        assert_eq!(usable_clock("mlx5_0", ci).ok(), Some(ci));
+        let bad = ClockInfo { shift: 64, ..ci };
+        let e = usable_clock("mlx5_0", bad).unwrap_err().to_string();
+        assert!(e.contains("mlx5_0") && e.contains("shift = 64"), "{e}");
     }
 }
