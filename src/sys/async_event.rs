@@ -10,22 +10,29 @@
 //! the book first: rdma-core's destroy waits for the acknowledgement of every event it
 //! reported for the CQ, and the CQ's address is never looked up after it is gone.
 //!
+//! Each CQ's error also goes to the cell its poller reads when a poll finds the ring empty
+//! ([`dvcq_provider::CqErrorCell`]): an overrun, or a fatal error of the device
+//! (`IBV_EVENT_DEVICE_FATAL`), which puts every CQ of the context in error.
+//!
 //! A context the application opened (`Cq::attach`) is left alone: its async events are the
 //! application's to read.
 
 use super::device::Context;
 use super::ffi;
 use crate::error::VerbsError;
+use dvcq_provider::{CqErrorCell, CqErrorReason};
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 /// The CQs of a context dvcq opened, by `ibv_cq` address, with the error events read for
-/// each; and how many error events were read in all (a reader that saw this total before
-/// has nothing new to look for).
+/// each and the cell their pollers read the error from; how many error events were read
+/// in all (a reader that saw this total before has nothing new to look for); whether the
+/// device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`), which puts every CQ in error.
 #[derive(Debug, Default)]
 pub(crate) struct AsyncBook {
-    cq_errors: HashMap<usize, u64>,
+    cq_errors: HashMap<usize, (u64, Arc<CqErrorCell>)>,
     total_cq_errors: u64,
+    device_fatal: bool,
 }
 
 impl Context {
@@ -60,10 +67,15 @@ impl Context {
         self.is_owned()
     }
 
-    /// Starts counting the error events of `cq`, made on this context.
-    pub(super) fn book_cq(&self, cq: *mut ffi::ibv_cq) {
+    /// Starts counting the error events of `cq`, made on this context, and setting `cell`
+    /// when one comes (or the device fails).
+    pub(super) fn book_cq(&self, cq: *mut ffi::ibv_cq, cell: &Arc<CqErrorCell>) {
         if self.reads_async_events() {
-            self.async_book().cq_errors.insert(cq as usize, 0);
+            let mut book = self.async_book();
+            if book.device_fatal {
+                cell.set(CqErrorReason::DeviceFatal);
+            }
+            book.cq_errors.insert(cq as usize, (0, Arc::clone(cell)));
         }
     }
 
@@ -88,7 +100,7 @@ impl Context {
         }
         let mut book = self.async_book();
         self.read_async_events(&mut book);
-        book.cq_errors.get(&(cq as usize)).copied()
+        book.cq_errors.get(&(cq as usize)).map(|e| e.0)
     }
 
     /// Reads every queued async event as [`Context::cq_errors`] does, and returns the CQ
@@ -104,7 +116,7 @@ impl Context {
 
     /// The CQ error events counted for `cq` so far, reading nothing.
     pub(crate) fn counted_cq_errors(&self, cq: *mut ffi::ibv_cq) -> Option<u64> {
-        self.async_book().cq_errors.get(&(cq as usize)).copied()
+        self.async_book().cq_errors.get(&(cq as usize)).map(|e| e.0)
     }
 
     fn read_async_events(&self, book: &mut AsyncBook) {
@@ -119,9 +131,15 @@ impl Context {
             if ev.event_type == ffi::IBV_EVENT_CQ_ERR {
                 // SAFETY: for IBV_EVENT_CQ_ERR the element is the CQ (verbs.h).
                 let cq = unsafe { ev.element.cq } as usize;
-                if let Some(n) = book.cq_errors.get_mut(&cq) {
+                if let Some((n, cell)) = book.cq_errors.get_mut(&cq) {
                     *n += 1;
+                    cell.set(CqErrorReason::Overrun);
                     book.total_cq_errors += 1;
+                }
+            } else if ev.event_type == ffi::IBV_EVENT_DEVICE_FATAL {
+                book.device_fatal = true;
+                for (_, cell) in book.cq_errors.values() {
+                    cell.set(CqErrorReason::DeviceFatal);
                 }
             }
             // SAFETY: the event was returned by ibv_get_async_event and is acknowledged once, here.

@@ -111,6 +111,10 @@ pub(crate) struct VerbsCq {
     /// How an extended CQ (`sys::cq_ex`) was made and must be polled; `None` for one made
     /// by `ibv_create_cq` or adopted.
     pub(super) ex: Option<super::cq_ex::ExCq>,
+    /// Whether the CQ is in error and why, as the context's async events said
+    /// (`sys::async_event`); never set on an application's CQ, whose events dvcq does not
+    /// read.
+    error: Arc<dvcq_provider::CqErrorCell>,
 }
 
 // SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut` owner at a time.
@@ -199,7 +203,8 @@ impl VerbsCq {
         channel: Option<&Arc<CompChannel>>,
         ex: Option<super::cq_ex::ExCq>,
     ) -> Arc<VerbsCq> {
-        ctx.book_cq(ptr);
+        let error = Arc::default();
+        ctx.book_cq(ptr, &error);
         Arc::new(VerbsCq {
             ptr,
             ctx: Arc::clone(ctx),
@@ -207,6 +212,7 @@ impl VerbsCq {
             adopted_channel: Default::default(),
             owned: true,
             ex,
+            error,
         })
     }
 
@@ -215,6 +221,12 @@ impl VerbsCq {
     /// (an application's context).
     pub(crate) fn overruns(&self) -> Option<u64> {
         self.ctx.cq_errors(self.ptr)
+    }
+
+    /// The cell that says whether the CQ is in error (set as the context's async events
+    /// are read, by [`VerbsCq::overruns`] or any other reader).
+    pub(crate) fn error_cell(&self) -> &Arc<dvcq_provider::CqErrorCell> {
+        &self.error
     }
 
     /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
@@ -231,6 +243,7 @@ impl VerbsCq {
             adopted_channel: Default::default(),
             owned: false,
             ex: None,
+            error: Arc::default(),
         })
     }
 
