@@ -694,6 +694,28 @@ mod tests {
         assert!(CqOptions::new(8).ignoring_overrun().has_mlx5_format());
     }
 
+    /// The way a device's error reaches a busy poll, whoever detects it: the reader of the
+    /// context's async events sets the CQ's error cell (here by hand, as no device is
+    /// present), and the next poll that finds the ring empty returns the item with that
+    /// reason, once; `error` and `take_error` then keep answering it.
+    #[test]
+    fn an_error_set_in_the_cell_by_an_event_reader_reaches_the_next_empty_poll() {
+        let ctx = crate::Context::open("model-e810").unwrap();
+        let mut cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+        let cell = Arc::new(CqErrorCell::new());
+        cq.error_cell = Some(Arc::clone(&cell));
+        let mut out = [Completion::default(); 4];
+        assert_eq!((cq.poll(&mut out), cq.error(), cq.take_error()), (0, None, None));
+        cell.set(CqErrorReason::DeviceFatal);
+        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!((out[0].cq_error(), out[0].wr_id), (Some(CqErrorReason::DeviceFatal), 0));
+        assert_eq!(cq.poll(&mut out), 0, "the item comes once");
+        let e = Error::CqInError { device: "model-e810".into(), cq: cq.id(), reason: CqErrorReason::DeviceFatal };
+        assert_eq!((cq.error(), cq.take_error(), cq.take_error()), (Some(e.clone()), Some(e.clone()), Some(e)));
+        let s = cq.stats();
+        assert_eq!((s.completions, s.faults, s.errors, s.empty_polls), (1, 1, 1, 2));
+    }
+
     /// model-mlx5 makes the CQs `mlx5dv_create_cq` makes (128-byte, padded, compressed) from
     /// the same options, and refuses what it does not model; model-e810 has no mlx5
     /// attributes at all.

@@ -35,6 +35,34 @@ pub(crate) struct AsyncBook {
     device_fatal: bool,
 }
 
+impl AsyncBook {
+    /// Books CQ `cq` (its address), whose error goes to `cell`.
+    fn book(&mut self, cq: usize, cell: &Arc<CqErrorCell>) {
+        if self.device_fatal {
+            cell.set(CqErrorReason::DeviceFatal);
+        }
+        self.cq_errors.insert(cq, (0, Arc::clone(cell)));
+    }
+
+    /// An `IBV_EVENT_CQ_ERR` for CQ `cq`: counted, and the CQ is in error (an overrun).
+    fn cq_error(&mut self, cq: usize) {
+        if let Some((n, cell)) = self.cq_errors.get_mut(&cq) {
+            *n += 1;
+            cell.set(CqErrorReason::Overrun);
+            self.total_cq_errors += 1;
+        }
+    }
+
+    /// An `IBV_EVENT_DEVICE_FATAL`: every CQ of the context is in error, and so is any
+    /// made after.
+    fn device_fatal(&mut self) {
+        self.device_fatal = true;
+        for (_, cell) in self.cq_errors.values() {
+            cell.set(CqErrorReason::DeviceFatal);
+        }
+    }
+}
+
 impl Context {
     fn async_book(&self) -> MutexGuard<'_, AsyncBook> {
         self.async_book.lock().unwrap_or_else(|e| e.into_inner())
@@ -71,11 +99,7 @@ impl Context {
     /// when one comes (or the device fails).
     pub(super) fn book_cq(&self, cq: *mut ffi::ibv_cq, cell: &Arc<CqErrorCell>) {
         if self.reads_async_events() {
-            let mut book = self.async_book();
-            if book.device_fatal {
-                cell.set(CqErrorReason::DeviceFatal);
-            }
-            book.cq_errors.insert(cq as usize, (0, Arc::clone(cell)));
+            self.async_book().book(cq as usize, cell);
         }
     }
 
@@ -130,20 +154,39 @@ impl Context {
             }
             if ev.event_type == ffi::IBV_EVENT_CQ_ERR {
                 // SAFETY: for IBV_EVENT_CQ_ERR the element is the CQ (verbs.h).
-                let cq = unsafe { ev.element.cq } as usize;
-                if let Some((n, cell)) = book.cq_errors.get_mut(&cq) {
-                    *n += 1;
-                    cell.set(CqErrorReason::Overrun);
-                    book.total_cq_errors += 1;
-                }
+                book.cq_error(unsafe { ev.element.cq } as usize);
             } else if ev.event_type == ffi::IBV_EVENT_DEVICE_FATAL {
-                book.device_fatal = true;
-                for (_, cell) in book.cq_errors.values() {
-                    cell.set(CqErrorReason::DeviceFatal);
-                }
+                book.device_fatal();
             }
             // SAFETY: the event was returned by ibv_get_async_event and is acknowledged once, here.
             unsafe { ffi::ibv_ack_async_event(&mut ev) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the context's async events do to its CQs' error cells, which the CQs' polls
+    /// read: an overrun puts its own CQ in error, a fatal device every CQ, even one made
+    /// after; an event for a CQ not booked changes nothing.
+    #[test]
+    fn error_events_reach_the_cells_the_polls_read() {
+        let mut book = AsyncBook::default();
+        let (a, b) = (Arc::new(CqErrorCell::new()), Arc::new(CqErrorCell::new()));
+        book.book(0x1000, &a);
+        book.book(0x2000, &b);
+        book.cq_error(0x3000);
+        assert_eq!((a.get(), b.get(), book.total_cq_errors), (None, None, 0));
+        book.cq_error(0x1000);
+        book.cq_error(0x1000);
+        assert_eq!((a.get(), b.get(), book.total_cq_errors), (Some(CqErrorReason::Overrun), None, 2));
+        assert_eq!(book.cq_errors[&0x1000].0, 2);
+        book.device_fatal();
+        assert_eq!((a.get(), b.get()), (Some(CqErrorReason::Overrun), Some(CqErrorReason::DeviceFatal)));
+        let late = Arc::new(CqErrorCell::new());
+        book.book(0x4000, &late);
+        assert_eq!(late.get(), Some(CqErrorReason::DeviceFatal));
     }
 }
