@@ -172,6 +172,12 @@ impl CqErrorCell {
         let _ = self.0.compare_exchange(0, reason as u8, Ordering::Relaxed, Ordering::Relaxed);
     }
 
+    /// Whether the CQ is in error: one relaxed load.
+    #[inline(always)]
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != 0
+    }
+
     /// Why the CQ is in error, if it is.
     #[inline(always)]
     pub fn get(&self) -> Option<CqErrorReason> {

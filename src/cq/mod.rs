@@ -248,10 +248,10 @@ pub(crate) enum Poller {
 /// How soon a poll sees the error: on the models at once (the device sets the CQ's error
 /// state as it drops the CQE). On a device dvcq opened (mlx5, irdma, rxe, the generic
 /// backend) the error is the context's async event (`IBV_EVENT_CQ_ERR`,
-/// `IBV_EVENT_DEVICE_FATAL`): the empty poll reads the CQ's error state (one relaxed load),
-/// and reads the async events itself every 4096th empty poll, so a busy poller sees it
-/// within that many empty polls, or at once after [`Cq::stats`], [`Cq::error`] or a wait
-/// read them. On an application's CQ (`Cq::attach`) the async events are the
+/// `IBV_EVENT_DEVICE_FATAL`): every poll reads the CQ's error state (one relaxed load and
+/// a test; a CQ in error takes a cold path), and every 4096th empty poll reads the async
+/// events itself, so a busy poller sees the error within that many empty polls, or at once
+/// after [`Cq::stats`], [`Cq::error`] or a wait read them. On an application's CQ (`Cq::attach`) the async events are the
 /// application's: `poll` cannot see the error there.
 ///
 /// What a post answers once its QP's CQ is in error: `Ok`, as on the hardware, where a post
@@ -277,8 +277,9 @@ pub struct Cq {
     pub(crate) in_error: bool,
     /// The reason the CQ error item was returned with (it comes once).
     reported: Option<CqErrorReason>,
-    /// Where the backend's detector puts the CQ's error (`None`: it cannot see one).
-    error_cell: Option<Arc<CqErrorCell>>,
+    /// Where the backend's detector puts the CQ's error (a cell nobody sets where there
+    /// is no detector).
+    error_cell: Arc<CqErrorCell>,
     /// Empty polls since the async events were last read (devices dvcq opened).
     empty_streak: u32,
 }
@@ -297,7 +298,7 @@ impl Cq {
             events_taken: 0,
             in_error: false,
             reported: None,
-            error_cell: None,
+            error_cell: Arc::default(),
             empty_streak: 0,
         }
         .watching_errors()
@@ -310,36 +311,44 @@ impl Cq {
     }
 
     /// The cell the poller's error detector sets: the model device's, or the one the
-    /// reader of the context's async events sets.
-    fn detector_cell(&self) -> Option<Arc<CqErrorCell>> {
+    /// reader of the context's async events sets (a cell nobody sets on an application's
+    /// CQ, whose events dvcq does not read).
+    fn detector_cell(&self) -> Arc<CqErrorCell> {
         match &self.poller {
-            Poller::Model(m) => Some(Arc::clone(m.error_cell())),
+            Poller::Model(m) => Arc::clone(m.error_cell()),
             #[cfg(dvcq_rdma_core)]
-            Poller::Generic(g) => Some(Arc::clone(g.verbs_cq().error_cell())),
+            Poller::Generic(g) => Arc::clone(g.verbs_cq().error_cell()),
             #[cfg(dvcq_rdma_core)]
-            Poller::Rxe(r) => Some(Arc::clone(r.verbs_cq().error_cell())),
+            Poller::Rxe(r) => Arc::clone(r.verbs_cq().error_cell()),
             #[cfg(dvcq_rdma_core)]
-            Poller::Mlx5(m) => m.verbs_cq().map(|v| Arc::clone(v.error_cell())),
+            Poller::Mlx5(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
             #[cfg(dvcq_rdma_core)]
-            Poller::Irdma(m) => m.verbs_cq().map(|v| Arc::clone(v.error_cell())),
+            Poller::Irdma(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
         }
     }
 
-    /// A poll found the ring empty: the CQ error item, once, if the CQ is in error. Costs
-    /// an increment, a test and one relaxed load until the CQ is.
+    /// A poll found the ring empty: counts toward the next read of the device's async
+    /// events (a CQ on a device dvcq opened), which may find the CQ in error.
     #[inline(always)]
-    fn found_empty(&mut self, out: &mut [Completion]) -> usize {
-        if self.reported.is_some() {
-            return 0;
-        }
+    fn found_empty(&mut self) {
         self.empty_streak = self.empty_streak.wrapping_add(1);
         if self.empty_streak % EVENT_READ_EVERY == 0 {
             self.read_device_events();
         }
-        match self.error_cell.as_deref().and_then(CqErrorCell::get) {
-            Some(reason) => self.report(reason, out),
-            None => 0,
-        }
+    }
+
+    /// A poll of a CQ whose error cell is set: what the ring still holds, then the CQ error
+    /// item, once, on the first poll that finds it empty.
+    #[cold]
+    #[inline(never)]
+    fn poll_in_error(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.dispatch(out);
+        let n = match (n, self.reported, self.error_cell.get()) {
+            (0, None, Some(reason)) => self.report(reason, out),
+            _ => n,
+        };
+        self.stats.count(n);
+        n
     }
 
     /// Reads the context's async events now (a device dvcq opened), which sets the CQ's
@@ -383,7 +392,7 @@ impl Cq {
 
     /// Why the CQ is in error, if it is, as known now (reading nothing).
     fn error_reason(&self) -> Option<CqErrorReason> {
-        self.reported.or_else(|| self.error_cell.as_deref().and_then(CqErrorCell::get)).or_else(|| {
+        self.reported.or_else(|| self.error_cell.get()).or_else(|| {
             // A CQ error event taken from the channel says the CQ overran.
             self.in_error.then_some(CqErrorReason::Overrun)
         })
@@ -405,7 +414,23 @@ impl Cq {
     /// Counted in [`Cq::stats`].
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let n = match &mut self.poller {
+        // A CQ in error takes the cold path; the others pay one load and a test here, and
+        // the test of an empty poll below.
+        if self.error_cell.is_set() {
+            return self.poll_in_error(out);
+        }
+        let n = self.dispatch(out);
+        if n == 0 {
+            self.found_empty();
+        }
+        self.stats.count(n);
+        n
+    }
+
+    /// One poll of the backend, with the failure scan of the backends that copy records.
+    #[inline(always)]
+    fn dispatch(&mut self, out: &mut [Completion]) -> usize {
+        match &mut self.poller {
             // These copy records and have no failure path of their own: the handle scans.
             #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
@@ -423,10 +448,7 @@ impl Cq {
             #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
-        };
-        let n = if n == 0 { self.found_empty(out) } else { n };
-        self.stats.count(n);
-        n
+        }
     }
 
     /// [`Cq::poll`] without the statistics: what `dvcq bench cq` compares it with.
@@ -703,7 +725,7 @@ mod tests {
         let ctx = crate::Context::open("model-e810").unwrap();
         let mut cq = ctx.create_cq(CqOptions::new(8)).unwrap();
         let cell = Arc::new(CqErrorCell::new());
-        cq.error_cell = Some(Arc::clone(&cell));
+        cq.error_cell = Arc::clone(&cell);
         let mut out = [Completion::default(); 4];
         assert_eq!((cq.poll(&mut out), cq.error(), cq.take_error()), (0, None, None));
         cell.set(CqErrorReason::DeviceFatal);
