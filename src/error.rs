@@ -1,6 +1,8 @@
 //! The errors of the device API: what failed, on which device, and why.
 
 use crate::device::Release;
+use crate::event::CqId;
+use dvcq_provider::{Completion, CqErrorReason, WcStatus};
 
 /// An rdma-core call that failed, with the errno it left.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -175,4 +177,142 @@ pub enum Error {
         /// Why it cannot be used, and what it was needed for.
         why: String,
     },
+    /// The CQ is in error and the device writes no more completions to it: it overran, or
+    /// the device failed ([`CqErrorReason`]). Completions written before the error were all
+    /// returned first; see [`crate::Cq::error`].
+    #[error("{device}: {cq} is in error: {reason}")]
+    CqInError {
+        /// The device.
+        device: String,
+        /// The CQ.
+        cq: CqId,
+        /// Why.
+        reason: CqErrorReason,
+    },
+    /// A post refused because the work queue is full (`ENOMEM` from the provider): its room
+    /// comes back as its completions are polled. The requests before `index` were posted.
+    #[error("{device}: QP {qpn:#x}: work request {index} of the list was not posted: the queue is full (poll its completions to make room)")]
+    QueueFull {
+        /// The device.
+        device: String,
+        /// The QP (or SRQ) number.
+        qpn: u32,
+        /// Index of the first request not posted.
+        index: usize,
+    },
+    /// A work request completed with an error status ([`Error::of_completion`]): match on
+    /// `status` to tell, for example, [`WcStatus::RnrRetryExcErr`] (the receiver had no
+    /// receive posted, retries ran out) from [`WcStatus::RemAccessErr`] (the remote key,
+    /// range or rights refused the access).
+    #[error("{device}: QP {qpn:#x}: work request {wr_id:#x} failed: {status} ({}, vendor syndrome {vendor_err:#x})", .status.name())]
+    WorkFailed {
+        /// The device.
+        device: String,
+        /// The local QP number.
+        qpn: u32,
+        /// The request's `wr_id`.
+        wr_id: u64,
+        /// Its status (never success).
+        status: WcStatus,
+        /// The vendor's syndrome.
+        vendor_err: u32,
+    },
+    /// The device is gone (removed, or reset after a fatal error): rdma-core answers `EIO`
+    /// or `ENODEV` to a request that reaches the kernel.
+    #[error("{device}: the device was removed or failed: {source}")]
+    DeviceRemoved {
+        /// The device.
+        device: String,
+        /// The call that found it gone.
+        source: VerbsError,
+    },
+}
+
+impl Error {
+    /// The error a completion from a CQ of `device` stands for, if it is not a success: the
+    /// CQ error item ([`Completion::cq_error`]) as [`Error::CqInError`] of `cq`, anything
+    /// else (fault items included) as [`Error::WorkFailed`].
+    pub fn of_completion(device: &str, cq: CqId, c: &Completion) -> Option<Error> {
+        if c.is_ok() {
+            return None;
+        }
+        Some(match c.cq_error() {
+            Some(reason) => Error::CqInError { device: device.into(), cq, reason },
+            None => Error::WorkFailed {
+                device: device.into(),
+                qpn: c.qp_num,
+                wr_id: c.wr_id,
+                status: c.status,
+                vendor_err: c.vendor_err,
+            },
+        })
+    }
+
+    /// The error of a post the provider refused with `errno` at request `index`: a full
+    /// queue and a gone device typed, anything else [`Error::Post`] with `reason`. (The
+    /// models' refusals are typed by their kind instead: `context::qp`.)
+    #[cfg(any(dvcq_rdma_core, test))]
+    pub(crate) fn of_post(
+        device: &str,
+        qpn: u32,
+        index: usize,
+        call: &'static str,
+        errno: i32,
+        reason: String,
+    ) -> Error {
+        match errno {
+            libc::ENOMEM => Error::QueueFull { device: device.into(), qpn, index },
+            libc::ENODEV | libc::EIO => {
+                Error::DeviceRemoved { device: device.into(), source: VerbsError { call, errno } }
+            }
+            _ => Error::Post { device: device.into(), qpn, index, reason },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dvcq_provider::CqeFault;
+
+    /// Each failure a program must tell apart is its own variant, with the values.
+    #[test]
+    fn posts_and_completions_map_to_typed_errors() {
+        let full = Error::of_post("model-mlx5", 0x108, 3, "ibv_post_send", libc::ENOMEM, "x".into());
+        assert_eq!(full, Error::QueueFull { device: "model-mlx5".into(), qpn: 0x108, index: 3 });
+        assert!(full.to_string().contains("work request 3 of the list was not posted: the queue is full"), "{full}");
+        let gone = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EIO, "x".into());
+        assert!(matches!(gone, Error::DeviceRemoved { source: VerbsError { errno: libc::EIO, .. }, .. }), "{gone}");
+        let other = Error::of_post("rxe0", 0x11, 1, "ibv_post_send", libc::EINVAL, "bad".into());
+        assert!(matches!(other, Error::Post { index: 1, ref reason, .. } if reason == "bad"), "{other}");
+
+        let cq = CqId(7);
+        assert_eq!(Error::of_completion("d", cq, &Completion::default()), None);
+        let rnr = Completion {
+            status: WcStatus::RnrRetryExcErr,
+            wr_id: 5,
+            qp_num: 9,
+            vendor_err: 0x81,
+            ..Default::default()
+        };
+        let e = Error::of_completion("d", cq, &rnr).unwrap();
+        assert_eq!(
+            e,
+            Error::WorkFailed {
+                device: "d".into(),
+                qpn: 9,
+                wr_id: 5,
+                status: WcStatus::RnrRetryExcErr,
+                vendor_err: 0x81
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "d: QP 0x9: work request 0x5 failed: RNR retry counter exceeded (IBV_WC_RNR_RETRY_EXC_ERR, vendor syndrome 0x81)"
+        );
+        let item = Completion::from_fault(CqeFault::cq_error_item(CqErrorReason::Overrun, 16));
+        let e = Error::of_completion("d", cq, &item).unwrap();
+        assert_eq!(e, Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::Overrun });
+        assert!(e.to_string().starts_with("d: cq#7 is in error: it overran"), "{e}");
+    }
 }

@@ -39,7 +39,7 @@ pub use cq::{
     Backend, BackendChoice, BackendKind, Cq, CqClock, CqOptions, CqStats, CqViews, CqeView, DepthAdvice,
     HighWaterSource, StatusCounts, Timestamps,
 };
-pub use dvcq_provider::{Completion, CqDriver, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+pub use dvcq_provider::{Completion, CqDriver, CqErrorReason, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 pub use error::{Error, VerbsError};
 #[cfg(feature = "tokio")]
 pub use event::AsyncCq;

@@ -1,7 +1,7 @@
 //! Work completions with libibverbs' numeric values (`struct ibv_wc`, `enum ibv_wc_status`,
 //! `enum ibv_wc_opcode`, `enum ibv_wc_flags`).
 
-use crate::fault::{CqeFault, FaultKind};
+use crate::fault::{CqErrorReason, CqeFault, FaultKind};
 use core::fmt;
 use core::mem::{offset_of, size_of};
 use static_assertions::const_assert_eq;
@@ -285,6 +285,10 @@ bitflags::bitflags! {
 /// position (running consumer counter) of the CQE, and `qp_num` the raw QPN or user index
 /// the CQE named. Completions before and after it in the same batch are unaffected.
 ///
+/// A CQ in error (it overran, or its device failed) is reported the same way, once: a
+/// [`FaultKind::CqError`] item, after every completion written before the error, whose
+/// [`Completion::cq_error`] says why.
+///
 /// The layout groups the fields every completion writes, so a poll stores few words.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -440,6 +444,13 @@ impl Completion {
         }
     }
 
+    /// Why the CQ is in error, for the [`FaultKind::CqError`] item a poll returns once the
+    /// CQ is; `None` for every other completion and fault item.
+    #[inline]
+    pub fn cq_error(&self) -> Option<CqErrorReason> {
+        self.fault().and_then(|f| f.cq_error())
+    }
+
     /// True for a successful completion (and not a fault item).
     #[inline]
     pub fn is_ok(&self) -> bool {
@@ -554,5 +565,9 @@ mod tests {
         assert_eq!(c.fault(), Some(f));
         assert_eq!(c.status, WcStatus::GeneralErr);
         assert!(Completion::default().fault().is_none());
+        assert_eq!(c.cq_error(), None);
+        let e = Completion::from_fault(CqeFault::cq_error_item(CqErrorReason::Overrun, 16));
+        assert_eq!((e.cq_error(), e.status, e.wr_id), (Some(CqErrorReason::Overrun), WcStatus::GeneralErr, 16));
+        assert_eq!(Completion::default().cq_error(), None);
     }
 }

@@ -51,7 +51,7 @@ pub use dma::DmaBuffer;
 pub use doorbell::{DoorbellQword, DoorbellWord};
 pub use driver::{CqDriver, CqInfo};
 pub use error::Error;
-pub use fault::{CqeFault, FaultKind};
+pub use fault::{CqErrorCell, CqErrorReason, CqeFault, FaultKind};
 pub use pow2::{Pow2Ref, Pow2Table};
 pub use region::{MemoryRegion, MemoryRegions};
 pub use register::DoorbellRegister;

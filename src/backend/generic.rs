@@ -23,6 +23,8 @@ pub(crate) struct GenericCq {
     /// Completions returned so far: the position a fault item names.
     polled: u32,
     last_error: Option<VerbsError>,
+    /// Poll calls that failed inside rdma-core.
+    failures: u64,
 }
 
 impl std::fmt::Debug for GenericCq {
@@ -43,6 +45,7 @@ impl GenericCq {
             ex_poll: false,
             polled: 0,
             last_error: None,
+            failures: 0,
         }
     }
 
@@ -91,6 +94,7 @@ impl GenericCq {
             done += n;
             if let Some(e) = failed {
                 self.last_error = Some(e);
+                self.failures += 1;
                 break;
             }
             if n < want {
@@ -98,6 +102,11 @@ impl GenericCq {
             }
         }
         done
+    }
+
+    /// Poll calls that failed inside rdma-core so far, whether or not their error was taken.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures
     }
 
     /// The error of the last failed poll, if any, cleared by reading it.

@@ -1,16 +1,17 @@
 //! `cq_overrun`: a CQ given more completions than it holds, as an application that stops
 //! polling does. The device reports the overrun (rdma-core devices with `IBV_EVENT_CQ_ERR`
 //! on the context's async fd, one event per completion lost on rxe; the models once, on an
-//! async fd they emulate), [`crate::Cq::stats`] counts it, [`crate::Cq::wait`] returns the error rather
-//! than sleeping on a CQ that no longer gets completions, and the completions that landed
-//! before it come back once, in order.
+//! async fd they emulate), [`crate::Cq::stats`] counts it, the poll returns one CQ error item
+//! after the completions that landed before it, which come back once, in order, and
+//! [`crate::Cq::wait`] then returns the error rather than sleeping on a CQ that no longer
+//! gets completions.
 
 use super::workloads::{caps, ok, outcome, rig};
 use super::{Outcome, Record, WAIT};
 use crate::cq::{BackendChoice, CqOptions};
 use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr};
-use crate::{Completion, Context, WcOpcode};
+use crate::{Completion, Context, CqErrorReason, WcOpcode};
 use std::time::{Duration, Instant};
 
 /// The depth asked for.
@@ -27,9 +28,10 @@ const SETTLE: Duration = Duration::from_millis(100);
 
 /// Posts `4 × depth + EXTRA` signaled RDMA WRITEs from QP 0 to QP 1 on a CQ of `DEPTH`
 /// made on a channel, without polling; waits until `Cq::stats` counts an overrun, then
-/// takes the completions through `Cq::wait` until it returns the overrun error. What
-/// arrived must be the first writes in order, at least the CQ's depth of them (a ring may
-/// hold more, as mlx5's and irdma's do) and fewer than were posted.
+/// takes the completions through `Cq::wait` until it returns [`Error::CqInError`] for an
+/// overrun. What arrived must be the first writes in order, exactly as many as the ring
+/// holds on the models (at least the CQ's depth and fewer than were posted on a device),
+/// followed by one CQ error item that counts them; the error then stays.
 pub(super) fn cq_overrun(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
     let channel = ctx.create_channel()?;
     let mut cq = ctx.create_cq_on(&channel, CqOptions::new(DEPTH).backend(choice))?;
@@ -67,6 +69,8 @@ pub(super) fn cq_overrun(ctx: &Context, choice: BackendChoice) -> Result<Outcome
     }
     let mut out = [Completion::default(); 16];
     let mut error = None;
+    // The CQ error item: when it came (completions recorded before it) and what it said.
+    let mut items = Vec::new();
     let until = Instant::now() + WAIT;
     while error.is_none() && Instant::now() < until {
         match cq.wait(&mut out, Some(WAIT)) {
@@ -74,29 +78,60 @@ pub(super) fn cq_overrun(ctx: &Context, choice: BackendChoice) -> Result<Outcome
                 r.rec.problem(format!("Cq::wait returned nothing within {WAIT:?} on a CQ that overran"));
                 break;
             }
-            Ok(n) => out[..n].iter().for_each(|w| r.rec.record(w)),
+            Ok(n) => {
+                for w in &out[..n] {
+                    match w.cq_error() {
+                        Some(reason) => items.push((r.rec.len(), reason, w.wr_id)),
+                        None => r.rec.record(w),
+                    }
+                }
+            }
             Err(e) => error = Some(e),
         }
     }
     match &error {
-        Some(Error::Event { what, .. }) if what.contains("overran") => {}
+        Some(Error::CqInError { reason: CqErrorReason::Overrun, cq: id, .. }) if *id == cq.id() => {}
         Some(e) => r.rec.problem(format!("Cq::wait on the overrun CQ: {e}, not the overrun error")),
         None => r.rec.problem("Cq::wait never returned the overrun error"),
     }
-    // Once the error came, the CQ stays in error for the waiter.
+    // The poll said so too, once, with the reason and the count of completions before it.
+    match items[..] {
+        [(before, CqErrorReason::Overrun, said)] if said == before as u64 => {}
+        _ => r.rec.problem(format!(
+            "polls returned {} CQ error item(s) (completions before, reason, count said): {items:?}; expected one \
+             overrun item",
+            items.len()
+        )),
+    }
+    // Once the error came, the CQ stays in error for the waiter and for the handle.
     if error.is_some() && cq.wait(&mut out, Some(Duration::from_millis(10))).is_ok() {
         r.rec.problem("a second Cq::wait after the overrun error did not return it again");
     }
+    if !matches!(cq.error(), Some(Error::CqInError { reason: CqErrorReason::Overrun, .. })) {
+        r.rec.problem(format!("Cq::error after the overrun: {:?}", cq.error()));
+    }
     let landed = r.rec.len() as u64;
-    if landed < depth || landed >= posted {
-        r.rec.problem(format!("{landed} completions of {posted} arrived on a CQ of {depth}"));
+    // What lands is what the ring holds, exactly, where dvcq knows the ring (the models:
+    // mlx5 fills its 2^k slots, irdma GEN2 all of its 2 (n + 1) slots but one); on a
+    // device, at least the depth and fewer than were posted.
+    let holds = match ctx.name() {
+        "model-mlx5" => Some(depth + 1),
+        "model-e810" => Some(2 * (depth + 1) - 1),
+        _ => None,
+    };
+    match holds {
+        Some(h) if landed != h => r.rec.problem(format!("{landed} completions of {posted} arrived on a ring of {h}")),
+        None if landed < depth || landed >= posted => {
+            r.rec.problem(format!("{landed} completions of {posted} arrived on a CQ of {depth}"))
+        }
+        _ => {}
     }
     let overruns = cq.stats().overruns.unwrap_or(0);
     let expected: Vec<Record> = (0..landed.min(posted)).map(|i| ok(0, i, WcOpcode::RdmaWrite)).collect();
     let mut o = outcome(vec![(cq, u64::from(c.max_send_wr))], r.rec, expected);
     o.summary = Some(format!(
-        "{posted} writes on a CQ of {depth}: {landed} completions in order, then Cq::wait's overrun error; \
-         {overruns} overrun(s) counted"
+        "{posted} writes on a CQ of {depth}: {landed} completions in order, the CQ error item, then Cq::wait's \
+         overrun error; {overruns} overrun(s) counted"
     ));
     Ok(o)
 }

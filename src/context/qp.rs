@@ -131,6 +131,9 @@ pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::mod
 }
 
 pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
+    if e.kind == crate::model_device::PostErrorKind::QueueFull {
+        return Error::QueueFull { device: device.to_string(), qpn, index: e.index };
+    }
     Error::Post {
         device: device.to_string(),
         qpn,
@@ -323,12 +326,8 @@ impl Pd {
 
 #[cfg(dvcq_rdma_core)]
 pub(super) fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
-    Error::Post {
-        device: device.to_string(),
-        qpn,
-        index: f.index,
-        reason: std::io::Error::from_raw_os_error(f.errno).to_string(),
-    }
+    let reason = std::io::Error::from_raw_os_error(f.errno).to_string();
+    Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno, reason)
 }
 
 impl Qp {
@@ -387,7 +386,10 @@ impl Qp {
     ///
     /// # Errors
     ///
-    /// [`Error::Post`] names the first request not posted (those before it were).
+    /// [`Error::Post`] names the first request not posted (those before it were);
+    /// [`Error::QueueFull`] when that was for want of room, [`Error::DeviceRemoved`] when
+    /// the device is gone. A QP whose CQ is in error (see [`Cq::error`]) still takes posts,
+    /// as the hardware does: they flush and nothing completes.
     /// [`Error::MwBind`], with nothing posted, for a list holding a
     /// [`SendOp::BindMw`](crate::verbs::SendOp::BindMw): windows are bound with
     /// [`Qp::bind_mw`], which holds the window and region it names.

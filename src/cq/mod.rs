@@ -16,8 +16,15 @@ pub use timestamp::{CqClock, Timestamps};
 pub use views::{CqViews, CqeView};
 
 use crate::error::Error;
-use dvcq_provider::Completion;
+use dvcq_provider::{Completion, CqErrorCell, CqErrorReason, CqeFault};
 use serde::Serialize;
+use std::sync::Arc;
+
+/// Empty polls between two reads of a device context's async events by a CQ's poll (where
+/// nothing else read them: [`Cq::stats`], [`Cq::error`] and the waits read them too). A
+/// read is a non-blocking `read(2)` of the async fd, about a microsecond; one in 4096 empty
+/// polls keeps it under a nanosecond per empty poll.
+const EVENT_READ_EVERY: u32 = 4096;
 use stats::{BackendCounters, PollCounters};
 
 /// Which poller runs a CQ.
@@ -225,6 +232,35 @@ pub(crate) enum Poller {
 /// `poll` works the same on every backend and returns completions with libibverbs' meanings
 /// (a CQE a direct backend cannot turn into a completion comes back as a fault item, see
 /// [`Completion::fault`]). A `Cq` is `Send` but not `Sync`: one consumer.
+///
+/// # A CQ in error
+///
+/// A CQ the device found full (it overran) or whose device failed is in error: the device
+/// writes nothing more to it, and the QPs whose completions it cannot take go to error.
+/// A busy poller learns of it from `poll` itself: once every completion written before the
+/// error was returned, the first poll that finds the ring empty returns one *CQ error
+/// item*, a fault item of [`crate::FaultKind::CqError`] whose [`Completion::cq_error`] says
+/// why ([`CqErrorReason`]) and whose `wr_id` is the number of completions returned before
+/// it. The item comes once; from then on [`Cq::error`] and [`Cq::take_error`] answer
+/// [`Error::CqInError`] every time they are asked, and [`Cq::wait`] returns that error at
+/// once instead of sleeping.
+///
+/// How soon a poll sees the error: on the models at once (the device sets the CQ's error
+/// state as it drops the CQE). On a device dvcq opened (mlx5, irdma, rxe, the generic
+/// backend) the error is the context's async event (`IBV_EVENT_CQ_ERR`,
+/// `IBV_EVENT_DEVICE_FATAL`): every poll reads the CQ's error state (one relaxed load and
+/// a test; a CQ in error takes a cold path), and every 4096th empty poll reads the async
+/// events itself, so a busy poller sees the error within that many empty polls, or at once
+/// after [`Cq::stats`], [`Cq::error`] or a wait read them. On an application's CQ (`Cq::attach`) the async events are the
+/// application's: `poll` cannot see the error there.
+///
+/// What a post answers once its QP's CQ is in error: `Ok`, as on the hardware, where a post
+/// only writes the WQE and rings the doorbell (mlx5, irdma; rxe's kernel queues it). The QP
+/// is in error by then (the device moved it there when its completion could not be
+/// written), so the work flushes instead of executing and no completion arrives on the CQ
+/// in error; the send queue's room, given back only by polled completions, runs out after
+/// as many posts as it holds, and posts then fail with [`Error::QueueFull`]. The models do
+/// the same.
 #[derive(Debug)]
 pub struct Cq {
     pub(crate) poller: Poller,
@@ -236,8 +272,16 @@ pub struct Cq {
     pub(crate) id: crate::event::CqId,
     pub(crate) binding: Option<crate::event::channel::Binding>,
     pub(crate) events_taken: u64,
-    /// A CQ error event (overrun) was taken: the CQ is in error and writes nothing more.
+    /// A CQ error event (overrun) was taken, or the CQ error item returned: the CQ is in
+    /// error and writes nothing more.
     pub(crate) in_error: bool,
+    /// The reason the CQ error item was returned with (it comes once).
+    reported: Option<CqErrorReason>,
+    /// Where the backend's detector puts the CQ's error (a cell nobody sets where there
+    /// is no detector).
+    error_cell: Arc<CqErrorCell>,
+    /// Empty polls since the async events were last read (devices dvcq opened).
+    empty_streak: u32,
 }
 
 impl Cq {
@@ -253,14 +297,140 @@ impl Cq {
             binding: None,
             events_taken: 0,
             in_error: false,
+            reported: None,
+            error_cell: Arc::default(),
+            empty_streak: 0,
         }
+        .watching_errors()
+    }
+
+    /// Takes the error cell of the poller's detector.
+    fn watching_errors(mut self) -> Cq {
+        self.error_cell = self.detector_cell();
+        self
+    }
+
+    /// The cell the poller's error detector sets: the model device's, or the one the
+    /// reader of the context's async events sets (a cell nobody sets on an application's
+    /// CQ, whose events dvcq does not read).
+    fn detector_cell(&self) -> Arc<CqErrorCell> {
+        match &self.poller {
+            Poller::Model(m) => Arc::clone(m.error_cell()),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => Arc::clone(g.verbs_cq().error_cell()),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => Arc::clone(r.verbs_cq().error_cell()),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
+        }
+    }
+
+    /// A poll found the ring empty: counts toward the next read of the device's async
+    /// events (a CQ on a device dvcq opened), which may find the CQ in error.
+    #[inline(always)]
+    fn found_empty(&mut self) {
+        self.empty_streak = self.empty_streak.wrapping_add(1);
+        if self.empty_streak % EVENT_READ_EVERY == 0 {
+            self.read_device_events();
+        }
+    }
+
+    /// A poll of a CQ whose error cell is set: what the ring still holds, then the CQ error
+    /// item, once, on the first poll that finds it empty.
+    #[cold]
+    #[inline(never)]
+    fn poll_in_error(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.dispatch(out);
+        let n = match (n, self.reported, self.error_cell.get()) {
+            (0, None, Some(reason)) => self.report(reason, out),
+            _ => n,
+        };
+        self.stats.count(n);
+        n
+    }
+
+    /// Reads the context's async events now (a device dvcq opened), which sets the CQ's
+    /// error cell if an error event for it came.
+    #[cold]
+    #[inline(never)]
+    fn read_device_events(&self) {
+        match &self.poller {
+            Poller::Model(_) => {}
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => {
+                let _ = g.verbs_cq().overruns();
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => {
+                let _ = r.verbs_cq().overruns();
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => {
+                let _ = m.verbs_cq().and_then(|v| v.overruns());
+            }
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => {
+                let _ = m.verbs_cq().and_then(|v| v.overruns());
+            }
+        }
+    }
+
+    /// Writes the CQ error item (see [`Cq`]'s docs) into `out[0]`.
+    #[cold]
+    #[inline(never)]
+    fn report(&mut self, reason: CqErrorReason, out: &mut [Completion]) -> usize {
+        let Some(slot) = out.first_mut() else { return 0 };
+        let polled = self.stats.completions() as u32;
+        *slot = Completion::from_fault(CqeFault::cq_error_item(reason, polled));
+        self.reported = Some(reason);
+        self.in_error = true;
+        self.stats.error_item();
+        1
+    }
+
+    /// Why the CQ is in error, if it is, as known now (reading nothing).
+    fn error_reason(&self) -> Option<CqErrorReason> {
+        self.reported.or_else(|| self.error_cell.get()).or_else(|| {
+            // A CQ error event taken from the channel says the CQ overran.
+            self.in_error.then_some(CqErrorReason::Overrun)
+        })
+    }
+
+    /// Whether this CQ is in error, and why ([`Error::CqInError`]): the device writes no
+    /// more completions to it (see "A CQ in error" above). It stays in error: once `Some`,
+    /// always `Some`. On a device dvcq opened, the context's queued async events are read
+    /// first (without blocking).
+    pub fn error(&self) -> Option<Error> {
+        if self.error_reason().is_none() {
+            self.read_device_events();
+        }
+        let reason = self.error_reason()?;
+        Some(Error::CqInError { device: self.device.clone(), cq: self.id, reason })
     }
 
     /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.
     /// Counted in [`Cq::stats`].
     #[inline]
     pub fn poll(&mut self, out: &mut [Completion]) -> usize {
-        let n = match &mut self.poller {
+        // A CQ in error takes the cold path; the others pay one load and a test here, and
+        // the test of an empty poll below.
+        if self.error_cell.is_set() {
+            return self.poll_in_error(out);
+        }
+        let n = self.dispatch(out);
+        if n == 0 {
+            self.found_empty();
+        }
+        self.stats.count(n);
+        n
+    }
+
+    /// One poll of the backend, with the failure scan of the backends that copy records.
+    #[inline(always)]
+    fn dispatch(&mut self, out: &mut [Completion]) -> usize {
+        match &mut self.poller {
             // These copy records and have no failure path of their own: the handle scans.
             #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
@@ -278,9 +448,7 @@ impl Cq {
             #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
-        };
-        self.stats.count(n);
-        n
+        }
     }
 
     /// [`Cq::poll`] without the statistics: what `dvcq bench cq` compares it with.
@@ -305,6 +473,7 @@ impl Cq {
     pub(crate) fn fall_back(&mut self, poller: Poller, backend: Backend) {
         self.poller = poller;
         self.backend = backend;
+        self.error_cell = self.detector_cell();
     }
 
     /// Resizes the CQ to hold at least `depth` completions (`ibv_resize_cq`); returns the
@@ -428,7 +597,11 @@ impl Cq {
             // On rdma-core devices an overrun is the CQ error event dvcq reads from the
             // context's async fd (`sys::async_event`), on contexts it opened.
             #[cfg(dvcq_rdma_core)]
-            Poller::Generic(g) => BackendCounters { overruns: g.verbs_cq().overruns(), ..BackendCounters::default() },
+            Poller::Generic(g) => BackendCounters {
+                overruns: g.verbs_cq().overruns(),
+                poll_failures: Some(g.failures()),
+                ..BackendCounters::default()
+            },
             #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => BackendCounters {
                 high_water: Some(u64::from(r.high_water())),
@@ -465,20 +638,29 @@ impl Cq {
                     overruns: Some(u64::from(m.overrun().is_some())),
                     compression_sessions: s.mlx5.map(|x| x.sessions),
                     doorbell_writes: Some(s.doorbell_writes),
+                    poll_failures: None,
                 }
             }
         }
     }
 
-    /// The error of the last poll call that failed inside the backend (rdma-core's
-    /// `ibv_poll_cq` returning an error), cleared by reading it. Such a call returns the
-    /// completions it had; none is lost.
+    /// What went wrong with this CQ, first what happened once, then what lasts:
+    ///
+    /// 1. the error of the last poll call that failed inside the backend (rdma-core's
+    ///    `ibv_poll_cq` returning an error: [`Error::Verbs`]), or a QP or SRQ dvcq made on a
+    ///    direct mlx5 or irdma CQ that its poll could not adopt ([`Error::Attach`]); cleared
+    ///    by reading it. Such a poll call returned the completions it had; none is lost.
+    /// 2. otherwise the CQ's error ([`Cq::error`]): not cleared, since the CQ stays in
+    ///    error, so every call answers it again.
     pub fn take_error(&mut self) -> Option<Error> {
+        self.take_backend_error().or_else(|| self.error())
+    }
+
+    fn take_backend_error(&mut self) -> Option<Error> {
         match &mut self.poller {
             #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let e = g.take_error()?;
-                self.stats.poll_failures += 1;
                 Some(Error::Verbs { device: self.device.clone(), source: e })
             }
             // A QP or SRQ dvcq made on a direct mlx5 or irdma CQ that its poll could not
@@ -493,8 +675,9 @@ impl Cq {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "irdma", reason })
             }
-            #[allow(unreachable_patterns)]
-            _ => None,
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(_) => None,
+            Poller::Model(_) => None,
         }
     }
 }
@@ -531,6 +714,28 @@ mod tests {
         }
         assert!(!CqOptions::new(8).has_mlx5_format());
         assert!(CqOptions::new(8).ignoring_overrun().has_mlx5_format());
+    }
+
+    /// The way a device's error reaches a busy poll, whoever detects it: the reader of the
+    /// context's async events sets the CQ's error cell (here by hand, as no device is
+    /// present), and the next poll that finds the ring empty returns the item with that
+    /// reason, once; `error` and `take_error` then keep answering it.
+    #[test]
+    fn an_error_set_in_the_cell_by_an_event_reader_reaches_the_next_empty_poll() {
+        let ctx = crate::Context::open("model-e810").unwrap();
+        let mut cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+        let cell = Arc::new(CqErrorCell::new());
+        cq.error_cell = Arc::clone(&cell);
+        let mut out = [Completion::default(); 4];
+        assert_eq!((cq.poll(&mut out), cq.error(), cq.take_error()), (0, None, None));
+        cell.set(CqErrorReason::DeviceFatal);
+        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!((out[0].cq_error(), out[0].wr_id), (Some(CqErrorReason::DeviceFatal), 0));
+        assert_eq!(cq.poll(&mut out), 0, "the item comes once");
+        let e = Error::CqInError { device: "model-e810".into(), cq: cq.id(), reason: CqErrorReason::DeviceFatal };
+        assert_eq!((cq.error(), cq.take_error(), cq.take_error()), (Some(e.clone()), Some(e.clone()), Some(e)));
+        let s = cq.stats();
+        assert_eq!((s.completions, s.faults, s.errors, s.empty_polls), (1, 1, 1, 2));
     }
 
     /// model-mlx5 makes the CQs `mlx5dv_create_cq` makes (128-byte, padded, compressed) from

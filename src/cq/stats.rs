@@ -14,9 +14,10 @@
 //! never while polling. `dvcq bench cq --callgrind` measures what counting costs per
 //! completion on a model.
 
-use dvcq_provider::StatusCounts;
 #[cfg(any(dvcq_rdma_core, test))]
-use dvcq_provider::{Completion, WcStatus};
+use dvcq_provider::Completion;
+use dvcq_provider::StatusCounts;
+use dvcq_provider::WcStatus;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
@@ -61,7 +62,8 @@ pub struct CqStats {
     /// The same by status.
     #[serde(serialize_with = "status_map")]
     pub errors_by_status: StatusCounts,
-    /// Fault items: CQEs that could not become a completion.
+    /// Fault items: CQEs that could not become a completion, and the CQ error item (see
+    /// [`crate::Cq`]: the CQ is in error).
     pub faults: u64,
     /// Poll calls the backend failed (the generic backend's `ibv_poll_cq` returned an
     /// error); nothing was lost, the call returned what it had.
@@ -98,7 +100,8 @@ pub(crate) struct PollCounters {
     /// Failed completions of the backends the handle scans ([`PollCounters::scan`]).
     errors: StatusCounts,
     faults: u64,
-    pub(crate) poll_failures: u64,
+    /// CQ error items the handle returned (at most one: see [`crate::Cq`]).
+    error_items: u64,
 }
 
 /// What a backend knows beyond the completions it returned (read off the poll path).
@@ -112,6 +115,8 @@ pub(crate) struct BackendCounters {
     pub(crate) overruns: Option<u64>,
     pub(crate) compression_sessions: Option<u64>,
     pub(crate) doorbell_writes: Option<u64>,
+    /// Poll calls that failed inside the backend, where it can fail (the generic backend).
+    pub(crate) poll_failures: Option<u64>,
 }
 
 impl PollCounters {
@@ -123,6 +128,17 @@ impl PollCounters {
         self.completions += n;
         self.empty_polls += u64::from(n == 0);
         self.largest_batch = self.largest_batch.max(n);
+    }
+
+    /// Completions returned so far (CQ error items included).
+    pub(crate) fn completions(&self) -> u64 {
+        self.completions
+    }
+
+    /// Counts the CQ error item the handle itself wrote (a fault item with a general-error
+    /// status, which no backend counted).
+    pub(crate) fn error_item(&mut self) {
+        self.error_items += 1;
     }
 
     /// Counts the failed completions of `got`, for a backend that does not count its own:
@@ -154,7 +170,9 @@ impl PollCounters {
             Some(h) => (h.max(self.largest_batch), HighWaterSource::Producer),
             None => (self.largest_batch, HighWaterSource::Batches),
         };
-        let (errors_by_status, faults) = b.failures.unwrap_or((self.errors, self.faults));
+        let (mut errors_by_status, mut faults) = b.failures.unwrap_or((self.errors, self.faults));
+        errors_by_status.add_n(WcStatus::GeneralErr, self.error_items);
+        faults += self.error_items;
         CqStats {
             polls: self.polls,
             empty_polls: self.empty_polls,
@@ -162,7 +180,7 @@ impl PollCounters {
             errors: errors_by_status.total(),
             errors_by_status,
             faults,
-            poll_failures: self.poll_failures,
+            poll_failures: b.poll_failures.unwrap_or(0),
             largest_batch: self.largest_batch,
             high_water,
             high_water_source,

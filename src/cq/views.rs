@@ -11,6 +11,9 @@
 //!   own WQEs and keep their own wr_id tables have views on the vendor pollers
 //!   (`dvcq::mlx5::Mlx5Cq::views`, `dvcq::irdma::IrdmaCq::views`).
 //! - **generic**: no ring; `ibv_poll_cq` copies.
+//!
+//! A walk reads the ring only: a CQ in error is not an entry of it. [`Cq::error`] says
+//! whether the CQ is (the poll's CQ error item, see [`Cq`], is for `Cq::poll`).
 
 use super::Cq;
 use dvcq_provider::Completion;

@@ -180,9 +180,10 @@ impl Cq {
     ///
     /// # Errors
     ///
-    /// [`Error::Event`] for a CQ made without a channel, or a CQ error event (overrun)
-    /// when nothing is left to poll, and from then on whenever nothing is; arming and
-    /// channel errors. Completions polled are returned before any error is.
+    /// [`Error::Event`] for a CQ made without a channel; [`Error::CqInError`] for a CQ in
+    /// error (an error event, or the CQ error item a poll returned) when nothing is left to
+    /// poll, and from then on whenever nothing is; arming and channel errors. Completions
+    /// polled are returned before any error is.
     pub fn wait_with(
         &mut self,
         out: &mut [Completion],
@@ -246,12 +247,13 @@ impl Cq {
         }
     }
 
-    /// The error of a wait on a CQ that overran.
+    /// The error of a wait on a CQ in error (it overran): [`Error::CqInError`].
     pub(crate) fn overran(&self) -> Error {
-        Error::Event {
+        self.error().unwrap_or(Error::CqInError {
             device: self.device().to_string(),
-            what: format!("{} overran and is in error (CQ error event)", self.id),
-        }
+            cq: self.id,
+            reason: dvcq_provider::CqErrorReason::Overrun,
+        })
     }
 
     /// Completion events this CQ's waits have taken from its channel.

@@ -11,7 +11,7 @@ use dvcq_mlx5_dv::clock::TimestampFormat;
 use dvcq_mlx5_dv::model::build::Entry;
 use dvcq_mlx5_dv::model::Mlx5Model;
 use dvcq_mlx5_dv::{CqStats, Mlx5Cq128, Mlx5Cq64, Registry};
-use dvcq_provider::{Completion, CqRing, StatusCounts};
+use dvcq_provider::{Completion, CqErrorCell, CqErrorReason, CqRing, StatusCounts};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -136,6 +136,12 @@ pub(crate) struct CqState {
     pub(crate) cqe: u32,
     /// The overrun that put the CQ in error.
     pub(crate) overrun: Option<DeviceError>,
+    /// The same, where the CQ's poller reads it without the device's lock: set as the
+    /// device refuses the CQE.
+    pub(crate) error: Arc<CqErrorCell>,
+    /// QP numbers whose CQE the CQ refused (it is in error) and that the device has not
+    /// moved to error yet ([`super::fabric::Fabric::settle_cq_errors`]).
+    pub(crate) stranded: Vec<u32>,
     /// CQEs the device could not write (the overrun's and every one after it).
     pub(crate) dropped: u64,
     pub(crate) written: u64,
@@ -180,6 +186,8 @@ impl CqState {
             hw,
             cqe,
             overrun: None,
+            error: Arc::new(CqErrorCell::new()),
+            stranded: Vec::new(),
             dropped: 0,
             written: 0,
             slots: 0,
@@ -218,9 +226,16 @@ impl CqState {
         }
     }
 
-    fn refused(&mut self, e: DeviceError) {
+    /// The device could not write a CQE of QP `qpn` (`None`: a compression session): the CQ
+    /// overran, or was in error already. The CQ is in error from now on, and the QP will be
+    /// moved to error as the hardware moves a QP whose completion its CQ cannot take.
+    fn refused(&mut self, e: DeviceError, qpn: Option<u32>) {
         self.dropped += 1;
         self.overrun.get_or_insert(e);
+        self.error.set(CqErrorReason::Overrun);
+        if let Some(q) = qpn.filter(|q| !self.stranded.contains(q)) {
+            self.stranded.push(q);
+        }
         self.events.on_overrun();
     }
 
@@ -248,7 +263,7 @@ impl CqState {
                 let se = e.cqe.op_own & op_own::SE_MASK != 0;
                 self.written_one(1, se || op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR);
             }
-            Err(err) => self.refused(err.into()),
+            Err(err) => self.refused(err.into(), Some(e.cqe.sop_drop_qpn.get() & 0x00ff_ffff)),
         }
     }
 
@@ -258,7 +273,7 @@ impl CqState {
         let slots = model.slots_for(c);
         match model.push(c) {
             Ok(()) => self.written_one(slots, c.solicited || c.error.is_some()),
-            Err(err) => self.refused(err.into()),
+            Err(err) => self.refused(err.into(), Some(c.qp_num)),
         }
     }
 
@@ -415,7 +430,7 @@ impl CqState {
         };
         if let Some(e) = unflushed {
             // No room for the session: the CQ overran.
-            self.refused(e.into());
+            self.refused(e.into(), None);
         }
         // Completions a resize carried over from the replaced ring come first.
         let mut carried = 0;
@@ -482,11 +497,14 @@ pub struct ModelCqStats {
 pub struct ModelCq {
     shared: Arc<Shared>,
     id: usize,
+    /// The CQ's error state, shared with the device ([`CqState::error`]).
+    error: Arc<CqErrorCell>,
 }
 
 impl ModelCq {
     pub(crate) fn new(shared: Arc<Shared>, id: usize) -> Self {
-        ModelCq { shared, id }
+        let error = Arc::clone(&shared.lock().cqs[id].error);
+        ModelCq { shared, id, error }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -531,6 +549,18 @@ impl ModelCq {
     /// no more CQEs to it), if one happened.
     pub fn overrun(&self) -> Option<DeviceError> {
         self.shared.lock().cqs[self.id].overrun
+    }
+
+    /// Why the CQ is in error, if it is: one relaxed load, without the device's lock (what
+    /// a poll that found the ring empty asks).
+    #[inline]
+    pub fn error(&self) -> Option<CqErrorReason> {
+        self.error.get()
+    }
+
+    /// The cell [`ModelCq::error`] reads.
+    pub(crate) fn error_cell(&self) -> &Arc<CqErrorCell> {
+        &self.error
     }
 
     /// The ring as a ring image (shared format with `dvcq ring decode`): decoding it replays

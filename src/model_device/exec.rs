@@ -417,6 +417,7 @@ impl Fabric {
                 self.qp_error(p, WcStatus::WrFlushErr, status);
             }
         }
+        self.settle_cq_errors();
     }
 
     /// Whether QP `q`'s READ `w` completes with its response inside the CQE: a QP with

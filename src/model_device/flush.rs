@@ -56,6 +56,23 @@ impl Fabric {
         }
     }
 
+    /// Moves to error every QP whose CQE a CQ in error refused, as the hardware does: a QP
+    /// whose completion cannot be written stops, and what it holds flushes (into the CQ in
+    /// error, where nothing more lands; into its other CQ, if that one is healthy). Its
+    /// later posts succeed and flush the same way, as on mlx5 and irdma, where a post only
+    /// writes the WQE and rings the doorbell (inferred for both: the PRM and the E810
+    /// datasheet describe the CQ error, not the QP's side of it).
+    pub(super) fn settle_cq_errors(&mut self) {
+        for c in 0..self.cqs.len() {
+            while let Some(qpn) = self.cqs[c].stranded.pop() {
+                let Some(q) = self.qps.iter().position(|p| p.qpn == qpn) else { continue };
+                if self.qps[q].state != QpState::Error {
+                    self.qp_error(q, WcStatus::WrFlushErr, WcStatus::WrFlushErr);
+                }
+            }
+        }
+    }
+
     /// Writes one irdma flush CQE for the SQ (`sq`) or RQ of QP `q`.
     pub(super) fn irdma_flush(&mut self, q: usize, l: &ird::QpLayout, sq: bool, code: WcStatus) {
         let (qpn, cq) =

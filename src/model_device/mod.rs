@@ -30,6 +30,13 @@
 //!   in error, and the outstanding work flushes as each vendor flushes: mlx5 writes one flush
 //!   CQE per WQE; irdma GEN2 writes one flush CQE per queue and rdma-core's poller makes the
 //!   completions from its own queue state.
+//! - A CQ the device finds full overruns: the CQE is dropped, the CQ is in error for good
+//!   (a CQ error event on its channel, [`ModelCq::error`]), and it takes no more CQEs. The
+//!   QP whose CQE was dropped goes to error, and so does any QP whose CQE it refuses later;
+//!   their work flushes. A post to such a QP succeeds (the provider only writes the WQE and
+//!   rings the doorbell) and flushes at once, into the CQ in error: nothing executes, no
+//!   completion arrives, and the send queue's room, freed only by polled CQEs, runs out
+//!   ([`PostErrorKind::QueueFull`]) as it does under rdma-core.
 //! - UD: the 40-byte GRH slot at the start of the receive buffer, the source QP, a Q_Key
 //!   check (a mismatch is dropped without a completion) and messages up to the MTU.
 //!

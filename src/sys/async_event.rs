@@ -10,22 +10,57 @@
 //! the book first: rdma-core's destroy waits for the acknowledgement of every event it
 //! reported for the CQ, and the CQ's address is never looked up after it is gone.
 //!
+//! Each CQ's error also goes to the cell its poller reads when a poll finds the ring empty
+//! ([`dvcq_provider::CqErrorCell`]): an overrun, or a fatal error of the device
+//! (`IBV_EVENT_DEVICE_FATAL`), which puts every CQ of the context in error.
+//!
 //! A context the application opened (`Cq::attach`) is left alone: its async events are the
 //! application's to read.
 
 use super::device::Context;
 use super::ffi;
 use crate::error::VerbsError;
+use dvcq_provider::{CqErrorCell, CqErrorReason};
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 /// The CQs of a context dvcq opened, by `ibv_cq` address, with the error events read for
-/// each; and how many error events were read in all (a reader that saw this total before
-/// has nothing new to look for).
+/// each and the cell their pollers read the error from; how many error events were read
+/// in all (a reader that saw this total before has nothing new to look for); whether the
+/// device reported a fatal error (`IBV_EVENT_DEVICE_FATAL`), which puts every CQ in error.
 #[derive(Debug, Default)]
 pub(crate) struct AsyncBook {
-    cq_errors: HashMap<usize, u64>,
+    cq_errors: HashMap<usize, (u64, Arc<CqErrorCell>)>,
     total_cq_errors: u64,
+    device_fatal: bool,
+}
+
+impl AsyncBook {
+    /// Books CQ `cq` (its address), whose error goes to `cell`.
+    fn book(&mut self, cq: usize, cell: &Arc<CqErrorCell>) {
+        if self.device_fatal {
+            cell.set(CqErrorReason::DeviceFatal);
+        }
+        self.cq_errors.insert(cq, (0, Arc::clone(cell)));
+    }
+
+    /// An `IBV_EVENT_CQ_ERR` for CQ `cq`: counted, and the CQ is in error (an overrun).
+    fn cq_error(&mut self, cq: usize) {
+        if let Some((n, cell)) = self.cq_errors.get_mut(&cq) {
+            *n += 1;
+            cell.set(CqErrorReason::Overrun);
+            self.total_cq_errors += 1;
+        }
+    }
+
+    /// An `IBV_EVENT_DEVICE_FATAL`: every CQ of the context is in error, and so is any
+    /// made after.
+    fn device_fatal(&mut self) {
+        self.device_fatal = true;
+        for (_, cell) in self.cq_errors.values() {
+            cell.set(CqErrorReason::DeviceFatal);
+        }
+    }
 }
 
 impl Context {
@@ -60,10 +95,11 @@ impl Context {
         self.is_owned()
     }
 
-    /// Starts counting the error events of `cq`, made on this context.
-    pub(super) fn book_cq(&self, cq: *mut ffi::ibv_cq) {
+    /// Starts counting the error events of `cq`, made on this context, and setting `cell`
+    /// when one comes (or the device fails).
+    pub(super) fn book_cq(&self, cq: *mut ffi::ibv_cq, cell: &Arc<CqErrorCell>) {
         if self.reads_async_events() {
-            self.async_book().cq_errors.insert(cq as usize, 0);
+            self.async_book().book(cq as usize, cell);
         }
     }
 
@@ -88,7 +124,7 @@ impl Context {
         }
         let mut book = self.async_book();
         self.read_async_events(&mut book);
-        book.cq_errors.get(&(cq as usize)).copied()
+        book.cq_errors.get(&(cq as usize)).map(|e| e.0)
     }
 
     /// Reads every queued async event as [`Context::cq_errors`] does, and returns the CQ
@@ -104,7 +140,7 @@ impl Context {
 
     /// The CQ error events counted for `cq` so far, reading nothing.
     pub(crate) fn counted_cq_errors(&self, cq: *mut ffi::ibv_cq) -> Option<u64> {
-        self.async_book().cq_errors.get(&(cq as usize)).copied()
+        self.async_book().cq_errors.get(&(cq as usize)).map(|e| e.0)
     }
 
     fn read_async_events(&self, book: &mut AsyncBook) {
@@ -118,14 +154,39 @@ impl Context {
             }
             if ev.event_type == ffi::IBV_EVENT_CQ_ERR {
                 // SAFETY: for IBV_EVENT_CQ_ERR the element is the CQ (verbs.h).
-                let cq = unsafe { ev.element.cq } as usize;
-                if let Some(n) = book.cq_errors.get_mut(&cq) {
-                    *n += 1;
-                    book.total_cq_errors += 1;
-                }
+                book.cq_error(unsafe { ev.element.cq } as usize);
+            } else if ev.event_type == ffi::IBV_EVENT_DEVICE_FATAL {
+                book.device_fatal();
             }
             // SAFETY: the event was returned by ibv_get_async_event and is acknowledged once, here.
             unsafe { ffi::ibv_ack_async_event(&mut ev) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the context's async events do to its CQs' error cells, which the CQs' polls
+    /// read: an overrun puts its own CQ in error, a fatal device every CQ, even one made
+    /// after; an event for a CQ not booked changes nothing.
+    #[test]
+    fn error_events_reach_the_cells_the_polls_read() {
+        let mut book = AsyncBook::default();
+        let (a, b) = (Arc::new(CqErrorCell::new()), Arc::new(CqErrorCell::new()));
+        book.book(0x1000, &a);
+        book.book(0x2000, &b);
+        book.cq_error(0x3000);
+        assert_eq!((a.get(), b.get(), book.total_cq_errors), (None, None, 0));
+        book.cq_error(0x1000);
+        book.cq_error(0x1000);
+        assert_eq!((a.get(), b.get(), book.total_cq_errors), (Some(CqErrorReason::Overrun), None, 2));
+        assert_eq!(book.cq_errors[&0x1000].0, 2);
+        book.device_fatal();
+        assert_eq!((a.get(), b.get()), (Some(CqErrorReason::Overrun), Some(CqErrorReason::DeviceFatal)));
+        let late = Arc::new(CqErrorCell::new());
+        book.book(0x4000, &late);
+        assert_eq!(late.get(), Some(CqErrorReason::DeviceFatal));
     }
 }

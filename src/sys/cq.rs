@@ -113,6 +113,10 @@ pub(crate) struct VerbsCq {
     pub(super) ex: Option<super::cq_ex::ExCq>,
     /// An attached CQ's claim ([`super::claim`]): held while any handle on it lives.
     pub(super) claim: std::sync::OnceLock<super::claim::Claim>,
+    /// Whether the CQ is in error and why, as the context's async events said
+    /// (`sys::async_event`); never set on an application's CQ, whose events dvcq does not
+    /// read.
+    error: Arc<dvcq_provider::CqErrorCell>,
 }
 
 // SAFETY: rdma-core CQs may be used from any thread; dvcq polls one from a single `&mut` owner at a time.
@@ -201,7 +205,8 @@ impl VerbsCq {
         channel: Option<&Arc<CompChannel>>,
         ex: Option<super::cq_ex::ExCq>,
     ) -> Arc<VerbsCq> {
-        ctx.book_cq(ptr);
+        let error = Arc::default();
+        ctx.book_cq(ptr, &error);
         Arc::new(VerbsCq {
             ptr,
             ctx: Arc::clone(ctx),
@@ -210,6 +215,7 @@ impl VerbsCq {
             owned: true,
             ex,
             claim: Default::default(),
+            error,
         })
     }
 
@@ -218,6 +224,12 @@ impl VerbsCq {
     /// (an application's context).
     pub(crate) fn overruns(&self) -> Option<u64> {
         self.ctx.cq_errors(self.ptr)
+    }
+
+    /// The cell that says whether the CQ is in error (set as the context's async events
+    /// are read, by [`VerbsCq::overruns`] or any other reader).
+    pub(crate) fn error_cell(&self) -> &Arc<dvcq_provider::CqErrorCell> {
+        &self.error
     }
 
     /// Adopts a CQ the application created on `ctx`; dvcq never destroys it.
@@ -235,6 +247,7 @@ impl VerbsCq {
             owned: false,
             ex: None,
             claim: Default::default(),
+            error: Arc::default(),
         })
     }
 
