@@ -308,7 +308,7 @@ proptest! {
         let recvs: Vec<RecvWr<'_>> = (0..n as u64).map(|i| RecvWr { wr_id: 1 << 32 | i, sg_list: &sg }).collect();
         let recv_posted = match qp.post_recv(&recvs) {
             Ok(()) => n,
-            Err(Error::Post { index, .. }) => {
+            Err(Error::QueueFull { index, .. }) => {
                 prop_assert!(index < n && index >= depth as usize, "{}: refused at {} of {} (depth {})", device, index, n, depth);
                 index
             }
@@ -320,7 +320,7 @@ proptest! {
         while sent < n {
             match qp.post_send(&sends[sent..]) {
                 Ok(()) => sent = n,
-                Err(Error::Post { index, .. }) => {
+                Err(Error::QueueFull { index, .. }) => {
                     prop_assert!(index < n - sent, "{}: refused at {} of {}", device, index, n - sent);
                     sent += index;
                     let done = drain(&mut cq);
