@@ -32,8 +32,7 @@ pub(crate) unsafe fn get<'a, H: Handle>(call: &str, p: *const H) -> Result<&'a H
     if p.is_null() {
         return Err(Fail::inval(call, format!("the {} is NULL", H::NAME)));
     }
-    // SAFETY: non-NULL, and by the caller's promise a live handle of this type made by this
-    // library (a Box, so aligned and initialised); the tag is read before anything else.
+    // SAFETY: non-NULL, and by the caller's promise a live handle of this type made by this library (a Box, so aligned and initialised); the tag is read before anything else.
     let h = unsafe { &*p };
     if h.tag() != H::TAG {
         return Err(Fail::inval(call, format!("{p:p} is not a live {} (destroyed already, or another type)", H::NAME)));
@@ -50,9 +49,7 @@ pub(crate) unsafe fn get<'a, H: Handle>(call: &str, p: *const H) -> Result<&'a H
 pub(crate) unsafe fn take<H: Handle>(call: &str, p: *mut H) -> Result<Box<H>, Fail> {
     // SAFETY: the caller's promise, passed on.
     unsafe { get(call, p) }?;
-    // SAFETY: checked above: a live Box this library leaked for C, given back once (the
-    // tag is cleared at once, so a second destroy of the same pointer is refused while the
-    // memory is not reused).
+    // SAFETY: checked above: a live Box this library leaked for C, given back once (the tag is cleared at once, so a second destroy of the same pointer is refused while the memory is not reused).
     let mut b = unsafe { Box::from_raw(p) };
     *b.tag_mut() = 0;
     Ok(b)

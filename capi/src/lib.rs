@@ -77,8 +77,7 @@ pub(crate) unsafe fn copy_out(
     }
     if len > 0 {
         let n = s.len().min(len - 1);
-        // SAFETY: `buf` has `len` writable bytes (the caller's promise) and `n + 1 <= len`;
-        // `s` has `n` readable bytes; they cannot overlap (`s` is ours).
+        // SAFETY: `buf` has `len` writable bytes (the caller's promise) and `n + 1 <= len`; `s` has `n` readable bytes; they cannot overlap (`s` is ours).
         unsafe {
             core::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
             buf.add(n).write(0);

@@ -67,10 +67,8 @@ fn install(prefix: &Path) {
 
 /// `pkg-config ARGS dvcq` against the prefix, split into words.
 fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
-    let out = run(Command::new("pkg-config")
-        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
-        .args(args)
-        .arg("dvcq"));
+    let out =
+        run(Command::new("pkg-config").env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")).args(args).arg("dvcq"));
     out.split_whitespace().map(String::from).collect()
 }
 
@@ -172,7 +170,8 @@ fn the_header_checks_its_wc_against_verbs_h_at_compile_time() {
     assert_ne!(broken, header, "the header has no src_qp line to remove");
     std::fs::write(dir.0.join("dvcq.h"), broken).unwrap();
     let file = dir.0.join("broken.c");
-    std::fs::write(&file, "#include <infiniband/verbs.h>\n#include \"dvcq.h\"\nint main(void) { return 0; }\n").unwrap();
+    std::fs::write(&file, "#include <infiniband/verbs.h>\n#include \"dvcq.h\"\nint main(void) { return 0; }\n")
+        .unwrap();
     let bad = Command::new("cc").args(["-std=c11", "-fsyntax-only"]).arg(&file).output().unwrap();
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("is not where struct ibv_wc has it"), "{err}");
