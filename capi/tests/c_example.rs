@@ -176,3 +176,46 @@ fn the_header_checks_its_wc_against_verbs_h_at_compile_time() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("is not where struct ibv_wc has it"), "{err}");
 }
+
+/// examples/c/attach.c, a verbs program that hands its CQ and QP to dvcq, builds against
+/// the install (with libibverbs); it runs where `DVCQ_DEVICE` names an RDMA device (the VM
+/// test sets it), as does poll.c.
+#[test]
+fn the_attach_example_builds_and_runs_on_dvcq_device() {
+    if !have("cc") || !have("pkg-config") {
+        return;
+    }
+    let verbs = Command::new("pkg-config").args(["--exists", "libibverbs"]).status().is_ok_and(|s| s.success());
+    if !verbs {
+        skip::skip_check("libibverbs-dev is not installed: examples/c/attach.c cannot be built");
+        return;
+    }
+    let prefix = Prefix::new("attach");
+    install(&prefix.0);
+    let exe = prefix.0.join("attach");
+    let mut cc = Command::new("cc");
+    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(Path::new(ROOT).join("examples/c/attach.c"))
+        .args(pkg_config(&prefix.0, &["--cflags", "--libs"]))
+        .args(run(Command::new("pkg-config").args(["--cflags", "--libs", "libibverbs"])).split_whitespace())
+        .arg(format!("-Wl,-rpath,{}", prefix.0.join("lib").display()));
+    run(&mut cc);
+    let Some(device) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
+        skip::skip_here("DVCQ_DEVICE is not set: examples/c/attach.c was built, not run (it needs an RDMA device)");
+        return;
+    };
+    let out = run(Command::new(&exe).arg(&device));
+    assert!(out.contains(&format!("device {device}: backend ")), "{out}");
+    assert!(out.contains("wc wr_id=7 status=success opcode=1 data=\"dvcq!!!!\""), "{out}");
+    let mut cc = Command::new("cc");
+    let poll = prefix.0.join("poll");
+    cc.args(["-std=c11", "-o"])
+        .arg(&poll)
+        .arg(Path::new(ROOT).join("examples/c/poll.c"))
+        .args(pkg_config(&prefix.0, &["--cflags", "--libs"]))
+        .arg(format!("-Wl,-rpath,{}", prefix.0.join("lib").display()));
+    run(&mut cc);
+    let out = run(Command::new(&poll).arg(&device));
+    assert!(out.contains(&format!("ok: 3 completions on {device}")), "{out}");
+}
