@@ -12,6 +12,9 @@ pub struct dvcq_context {
     pub(crate) ctx: Mutex<dvcq::Context>,
 }
 
+// A context may be shared by threads.
+static_assertions::assert_impl_all!(dvcq_context: Send, Sync);
+
 impl Handle for dvcq_context {
     const TAG: u64 = 0x6476_6371_5f63_7478; // "dvcq_ctx"
     const NAME: &'static str = "struct dvcq_context";

@@ -52,6 +52,9 @@ impl CqState {
     }
 }
 
+// A handle may be used from any thread (one at a time for a CQ, which its lock checks).
+static_assertions::assert_impl_all!(dvcq_cq: Send, Sync);
+
 impl Handle for dvcq_cq {
     const TAG: u64 = 0x6476_6371_5f63_715f; // "dvcq_cq_"
     const NAME: &'static str = "struct dvcq_cq";
@@ -185,7 +188,7 @@ pub unsafe extern "C" fn dvcq_cq_poll(cq: *mut dvcq_cq, num_entries: c_int, wc: 
     guard(CALL, || {
         // SAFETY: the caller's promise about `cq`.
         let h = unsafe { handle::get(CALL, cq) }?;
-        let n = check_out(CALL, num_entries, wc.is_null())?;
+        let n = check_out(CALL, num_entries, wc)?;
         let mut s = handle::try_lock(CALL, "CQ", &h.state)?;
         if let Some(f) = s.take_pending() {
             return Err(f);
@@ -219,12 +222,16 @@ pub(crate) fn finish(call: &str, s: &mut CqState, done: usize) -> Result<c_int, 
     Ok(c_int::try_from(done).unwrap_or(c_int::MAX))
 }
 
-/// `num_entries` as a count, refusing a negative one or a NULL array for a positive one.
-pub(crate) fn check_out(call: &str, num_entries: c_int, null: bool) -> Result<usize, Fail> {
+/// `num_entries` as a count, refusing a negative one, or a NULL or misaligned array for a
+/// positive one.
+pub(crate) fn check_out<T>(call: &str, num_entries: c_int, out: *const T) -> Result<usize, Fail> {
     let n = usize::try_from(num_entries)
         .map_err(|_| Fail::inval(call, format!("num_entries is {num_entries}, below 0")))?;
-    if n > 0 && null {
-        return Err(Fail::inval(call, format!("wc is NULL for {n} entries")));
+    if n > 0 && out.is_null() {
+        return Err(Fail::inval(call, format!("the array is NULL for {n} entries")));
+    }
+    if n > 0 && !out.is_aligned() {
+        return Err(Fail::inval(call, format!("the array at {out:p} is not aligned for its type")));
     }
     Ok(n)
 }
@@ -353,7 +360,7 @@ pub unsafe extern "C" fn dvcq_cq_stats(cq: *const dvcq_cq, out: *mut dvcq_cq_sta
     guard(CALL, || {
         // SAFETY: the caller's promise.
         let h = unsafe { handle::get(CALL, cq) }?;
-        if out.is_null() {
+        if out.is_null() && size > 0 {
             return Err(Fail::inval(CALL, "out is NULL"));
         }
         let s = handle::try_lock(CALL, "CQ", &h.state)?.cq.stats();
@@ -409,7 +416,7 @@ pub unsafe extern "C" fn dvcq_cq_views(cq: *mut dvcq_cq, num_entries: c_int, out
     guard(CALL, || {
         // SAFETY: the caller's promise.
         let h = unsafe { handle::get(CALL, cq) }?;
-        let n = check_out(CALL, num_entries, out.is_null())?;
+        let n = check_out(CALL, num_entries, out)?;
         let mut s = handle::try_lock(CALL, "CQ", &h.state)?;
         let kind = s.cq.backend().kind;
         let Some(mut walk) = s.cq.views() else {

@@ -20,6 +20,9 @@ pub struct dvcq_channel {
     pub(crate) channel: CompletionChannel,
 }
 
+// Channels are shared by the threads that wait on their CQs.
+static_assertions::assert_impl_all!(dvcq_channel: Send, Sync);
+
 impl Handle for dvcq_channel {
     const TAG: u64 = 0x6476_6371_5f63_686e; // "dvcq_chn"
     const NAME: &'static str = "struct dvcq_channel";
@@ -128,8 +131,8 @@ pub unsafe extern "C" fn dvcq_channel_get_event(
     guard(CALL, || {
         // SAFETY: the caller's promise.
         let h = unsafe { handle::get(CALL, channel) }?;
-        if cq_id.is_null() {
-            return Err(Fail::inval(CALL, "cq_id is NULL"));
+        if cq_id.is_null() || !cq_id.is_aligned() {
+            return Err(Fail::inval(CALL, "cq_id is NULL or misaligned"));
         }
         let ev = match timeout(CALL, timeout_ms)? {
             Some(Duration::ZERO) => h.channel.try_next_event(),
@@ -213,7 +216,7 @@ pub unsafe extern "C" fn dvcq_cq_wait(
     guard(CALL, || {
         // SAFETY: the caller's promise.
         let h = unsafe { handle::get(CALL, cq) }?;
-        let n = check_out(CALL, num_entries, wc.is_null())?.min(BATCH);
+        let n = check_out(CALL, num_entries, wc)?.min(BATCH);
         let t = timeout(CALL, timeout_ms)?;
         if n == 0 {
             return Ok(0);

@@ -102,7 +102,10 @@ fn bad_arguments_are_einval_with_a_message_never_a_crash() {
         assert_eq!(dvcq_cq_poll(rig.cq, -1, wc.as_mut_ptr()), -libc::EINVAL);
         assert!(last_error().contains("num_entries is -1"), "{}", last_error());
         assert_eq!(dvcq_cq_poll(rig.cq, 4, null_mut()), -libc::EINVAL);
-        assert!(last_error().contains("wc is NULL"), "{}", last_error());
+        assert!(last_error().contains("the array is NULL"), "{}", last_error());
+        let misaligned = wc.as_mut_ptr().cast::<u8>().add(4).cast::<dvcq_wc>();
+        assert_eq!(dvcq_cq_poll(rig.cq, 1, misaligned), -libc::EINVAL);
+        assert!(last_error().contains("is not aligned"), "{}", last_error());
         // A handle of another type.
         assert_eq!(dvcq_cq_poll(rig.mr.cast(), 4, wc.as_mut_ptr()), -libc::EINVAL);
         assert!(last_error().contains("is not a live struct dvcq_cq"), "{}", last_error());

@@ -30,6 +30,11 @@ pub struct dvcq_qp {
     qp: Mutex<dvcq::Qp>,
 }
 
+// Any handle may be used from any thread (a QP one at a time, which its lock checks).
+static_assertions::assert_impl_all!(dvcq_pd: Send, Sync);
+static_assertions::assert_impl_all!(dvcq_mr: Send, Sync);
+static_assertions::assert_impl_all!(dvcq_qp: Send, Sync);
+
 impl Handle for dvcq_pd {
     const TAG: u64 = 0x6476_6371_5f70_645f; // "dvcq_pd_"
     const NAME: &'static str = "struct dvcq_pd";
