@@ -54,7 +54,7 @@
 #define DVCQ_EVENT_CQ_ERROR 2
 
 // `wc_flags` bit of a fault item (no libibverbs flag uses it).
-#define DVCQ_WC_FAULT (1 << 31)
+#define DVCQ_WC_FAULT 2147483648
 
 // `IBV_WC_SUCCESS`.
 #define DVCQ_WC_SUCCESS 0

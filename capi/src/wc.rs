@@ -67,7 +67,7 @@ const_assert_eq!(offset_of!(dvcq_wc, dlid_path_bits), offset_of!(dvcq::uapi::rxe
 const_assert_eq!(offset_of!(dvcq_wc, imm_data), offset_of!(dvcq::uapi::rxe::wc::UverbsWc, ex));
 
 /// `wc_flags` bit of a fault item (no libibverbs flag uses it).
-pub const DVCQ_WC_FAULT: u32 = 1 << 31;
+pub const DVCQ_WC_FAULT: u32 = 0x8000_0000;
 
 /// `IBV_WC_SUCCESS`.
 pub const DVCQ_WC_SUCCESS: u32 = 0;
