@@ -706,7 +706,8 @@ int dvcq_qp_connect(struct dvcq_qp *qp, const struct dvcq_qp *peer);
 
 // Posts one signaled RDMA WRITE of `len` bytes from `local` at `local_offset` to `remote`
 // at `remote_offset` (the peer's region; any region on the connected device). Its
-// completion carries `wr_id`. `-ENOMEM` when the send queue is full.
+// completion carries `wr_id`. `-ENOMEM` when the device refuses the post (a full send
+// queue, ...: the message says why).
 //
 // # Safety
 //

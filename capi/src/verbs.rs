@@ -269,7 +269,8 @@ fn slice(call: &str, mr: &dvcq_mr, offset: u64, len: u32) -> Result<dvcq::verbs:
 
 /// Posts one signaled RDMA WRITE of `len` bytes from `local` at `local_offset` to `remote`
 /// at `remote_offset` (the peer's region; any region on the connected device). Its
-/// completion carries `wr_id`. `-ENOMEM` when the send queue is full.
+/// completion carries `wr_id`. `-ENOMEM` when the device refuses the post (a full send
+/// queue, ...: the message says why).
 ///
 /// # Safety
 ///
