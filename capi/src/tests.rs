@@ -215,3 +215,23 @@ fn wait_on_a_model_channel_wakes_for_a_completion_and_times_out_without_one() {
         assert_eq!(dvcq_channel_destroy(ch) + dvcq_context_close(ctx), 0);
     }
 }
+
+#[test]
+fn a_post_the_full_send_queue_refuses_is_enomem_and_nothing_polled_is_lost() {
+    let rig = Rig::new(c"model-mlx5", 256);
+    let qp = rig.qp();
+    for k in 0..64 {
+        rig.write(qp, k);
+    }
+    // SAFETY: live handles of this rig.
+    let rc = unsafe { dvcq_qp_post_write(qp, 64, rig.mr, 0, 8, rig.mr, 64) };
+    assert_eq!(rc, -libc::ENOMEM, "{}", last_error());
+    assert!(last_error().starts_with("dvcq_qp_post_write: "), "{}", last_error());
+    let mut wc = vec![dvcq_wc::default(); 128];
+    // SAFETY: a live CQ and 128 writable entries; then the QP, destroyed once.
+    unsafe {
+        assert_eq!(dvcq_cq_poll(rig.cq, 128, wc.as_mut_ptr()), 64);
+        assert_eq!(dvcq_qp_post_write(qp, 64, rig.mr, 0, 8, rig.mr, 64), 0, "room again after the poll");
+        assert_eq!(dvcq_qp_destroy(qp), 0);
+    }
+}
