@@ -162,10 +162,12 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("verbs.rs");
     bindings.write_to_file(&out).expect("OUT_DIR is writable");
     println!("cargo::rustc-cfg=dvcq_rdma_core");
+    println!("cargo::metadata=rdma_core=1");
 }
 
 /// Finishes a model-only build: no glue, one warning with the reason and the remedy.
 fn model_only(reason: &str) {
+    println!("cargo::metadata=rdma_core=0");
     println!(
         "cargo::warning=dvcq: model-only build: {reason}; real RDMA devices need rdma-core's \
          development files and libclang (Debian/Ubuntu: apt-get install {PACKAGES})"
