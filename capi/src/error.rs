@@ -41,8 +41,11 @@ pub(crate) fn errno_of(e: &dvcq::Error) -> c_int {
         E::CqDepth { .. } | E::CompVector { .. } | E::Mismatch { .. } | E::MwBind { .. } | E::Xrc { .. } => {
             libc::EINVAL
         }
-        E::Post { .. } => libc::ENOMEM,
-        E::Model { .. } | E::Event { .. } | E::DeviceReport { .. } => libc::EIO,
+        E::Post { .. } | E::QueueFull { .. } => libc::ENOMEM,
+        E::DeviceRemoved { source, .. } => source.errno,
+        E::Model { .. } | E::Event { .. } | E::DeviceReport { .. } | E::CqInError { .. } | E::WorkFailed { .. } => {
+            libc::EIO
+        }
         _ => libc::EIO,
     }
 }

@@ -8,7 +8,7 @@ use crate::error::{guard, Fail};
 use crate::handle::{self, Handle};
 use core::ffi::{c_int, c_void};
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
-use dvcq::QpInit;
+use dvcq::{Mr, QpInit};
 use std::sync::Mutex;
 
 /// A protection domain.
@@ -262,9 +262,10 @@ pub unsafe extern "C" fn dvcq_qp_connect(qp: *mut dvcq_qp, peer: *const dvcq_qp)
     })
 }
 
-/// The slice `[offset, offset + len)` of a region, for a work request.
-fn slice(call: &str, mr: &dvcq_mr, offset: u64, len: u32) -> Result<dvcq::verbs::MrSlice, Fail> {
-    handle::lock(call, "MR", &mr.mr)?.slice(offset, len).map_err(|e| Fail::of(call, &e))
+/// The slice `[offset, offset + len)` of a locked region, for a work request: the slice
+/// borrows the region, so the lock is held until the post is done with it.
+fn slice<'m>(call: &str, mr: &'m Mr, offset: u64, len: u32) -> Result<dvcq::verbs::MrSlice<'m>, Fail> {
+    mr.slice(offset, len).map_err(|e| Fail::of(call, &e))
 }
 
 /// Posts one signaled RDMA WRITE of `len` bytes from `local` at `local_offset` to `remote`
@@ -293,8 +294,10 @@ pub unsafe extern "C" fn dvcq_qp_post_write(
         let local = unsafe { handle::get(CALL, local) }?;
         // SAFETY: the caller's promise.
         let remote = unsafe { handle::get(CALL, remote) }?;
-        let sg = [slice(CALL, local, local_offset, len)?];
+        // The remote region first, its lock released: `local` may be the same region.
         let to = handle::lock(CALL, "MR", &remote.mr)?.remote().at(remote_offset);
+        let local = handle::lock(CALL, "MR", &local.mr)?;
+        let sg = [slice(CALL, &local, local_offset, len)?];
         let wr = SendWr::new(wr_id, SendOp::Write(to), &sg);
         handle::try_lock(CALL, "QP", &h.qp)?.post_send(&[wr]).map_err(|e| Fail::of(CALL, &e))?;
         Ok(0)
@@ -321,7 +324,8 @@ pub unsafe extern "C" fn dvcq_qp_post_send(
         let h = unsafe { handle::get(CALL, qp) }?;
         // SAFETY: the caller's promise.
         let mr = unsafe { handle::get(CALL, mr) }?;
-        let sg = [slice(CALL, mr, offset, len)?];
+        let mr = handle::lock(CALL, "MR", &mr.mr)?;
+        let sg = [slice(CALL, &mr, offset, len)?];
         let wr = SendWr::new(wr_id, SendOp::Send, &sg);
         handle::try_lock(CALL, "QP", &h.qp)?.post_send(&[wr]).map_err(|e| Fail::of(CALL, &e))?;
         Ok(0)
@@ -348,7 +352,8 @@ pub unsafe extern "C" fn dvcq_qp_post_recv(
         let h = unsafe { handle::get(CALL, qp) }?;
         // SAFETY: the caller's promise.
         let mr = unsafe { handle::get(CALL, mr) }?;
-        let sg = [slice(CALL, mr, offset, len)?];
+        let mr = handle::lock(CALL, "MR", &mr.mr)?;
+        let sg = [slice(CALL, &mr, offset, len)?];
         let wr = RecvWr { wr_id, sg_list: &sg };
         handle::try_lock(CALL, "QP", &h.qp)?.post_recv(&[wr]).map_err(|e| Fail::of(CALL, &e))?;
         Ok(0)
