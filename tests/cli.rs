@@ -246,7 +246,7 @@ fn bad_arguments_are_one_clear_line_and_status_2() {
     let usage: [(&[&str], &str); 9] = [
         (&["bench", "poll", "--mode", "fast"], "'fast'"),
         (&["bench", "poll", "--mode", "full", "--batch", "0"], "'0' for '--batch <BATCH>': 0 is not in 1..=4194304"),
-        (&["bench", "poll", "--batch", "8"], "--mode <MODE>"),
+        (&["bench", "poll", "-d", "cx7"], "'cx7' for '--device <DEVICE>'"),
         (&["bench", "poll", "--reps", "0"], "'0' for '--reps <REPS>': 0 is not in 1..=10000"),
         (&["bench", "poll", "--reps", "4294967295", "--laps", "4294967295"], "is not in 1..=10000"),
         (&["bench", "poll", "--laps", "0"], "'0' for '--laps <LAPS>': 0 is not in 1..=10000"),
