@@ -3,9 +3,9 @@
 //! progress on a terminal only, tables line up, help texts are plain text, and the README's
 //! commands run.
 
-mod support;
 #[path = "support/skip.rs"]
 mod skip;
+mod support;
 
 use std::process::{Command, Output, Stdio};
 use support::dvcq;
@@ -94,6 +94,7 @@ fn a_mistyped_device_gets_did_you_mean_instead_of_install_advice() {
         (&["validate", "-d", "mlx5"], "model-mlx5"),
         (&["stat", "-d", "modle-e810"], "model-e810"),
         (&["stat", "-d", "model-e81O", "-n", "0"], "model-e810"),
+        (&["stat", "-d", "modle-e810", "-n", "0"], "model-e810"),
         (&["bench", "drain", "-d", "model-mlx"], "model-mlx5"),
         (&["bench", "events", "-d", "modle-e810"], "model-e810"),
         (&["bench", "traffic", "-d", "model-mlx"], "model-mlx5"),
@@ -215,7 +216,8 @@ fn the_empty_poll_row_reports_calls_not_cqes() {
     let o = dvcq(&["bench", "poll", "--mode", "empty", "--reps", "1", "--laps", "1", "--entries", "64"], None);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    let row: Vec<&str> = out.lines().find(|l| l.starts_with(" empty*")).unwrap_or_default().split_whitespace().collect();
+    let row: Vec<&str> =
+        out.lines().find(|l| l.starts_with(" empty*")).unwrap_or_default().split_whitespace().collect();
     // mode, batch, calls, ns[median], ns[min], rate, instr: no CQE rate for an empty poll.
     assert_eq!(row.get(5), Some(&"-"), "{out}");
     let note = out.lines().find(|l| l.starts_with(" empty*:")).unwrap_or_default();
@@ -319,7 +321,13 @@ fn the_readmes_commands_run() {
             let args = quick(args, log, plot);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let o = dvcq(&refs, input.as_deref());
-            assert_eq!(o.status.code(), Some(0), "README `dvcq {}` (run as {refs:?}): {}", pipeline[0].join(" "), stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "README `dvcq {}` (run as {refs:?}): {}",
+                pipeline[0].join(" "),
+                stderr(&o)
+            );
             input = Some(stdout(&o));
         }
     }
@@ -336,7 +344,10 @@ fn the_readme_names_the_release_ranges_the_layout_tables_cover() {
     let rxe_last = rxe.iter().map(|r| &r.to).max_by_key(|v| version(v)).unwrap();
     let readme = include_str!("../README.md").replace('\n', " ");
     assert!(readme.contains(&format!("from {first} to {last}")), "the README should say from {first} to {last}");
-    assert!(readme.contains(&format!("{rxe_first} to {rxe_last}")), "the README should say rxe's {rxe_first} to {rxe_last}");
+    assert!(
+        readme.contains(&format!("{rxe_first} to {rxe_last}")),
+        "the README should say rxe's {rxe_first} to {rxe_last}"
+    );
 }
 
 #[test]

@@ -57,35 +57,35 @@ impl Model {
 
 /// The name closest to `name` among the models, their short names and `devices` (for a
 /// short name, the model it means), when it is close enough to be a typo: at most one
-/// edit for every three characters (transpositions count one), and at least one.
+/// edit for every three characters (transpositions count one), and at least one; a short
+/// name only one edit away and no longer than it (so that `mlx5_1` or `irdma0`, a NIC's
+/// name, is not taken for `mlx5` or `irdma`).
 pub(crate) fn suggestion(name: &str, devices: &[String]) -> Option<String> {
     let lower = name.to_ascii_lowercase();
+    let limit = (lower.chars().count() / 3).max(1);
     let candidates = devices
         .iter()
-        .map(|d| (d.as_str(), d.as_str()))
-        .chain(MODEL_NAMES.iter().map(|m| (*m, *m)))
-        .chain(SHORT_NAMES.iter().map(|(n, m)| (*n, m.name())));
-    let limit = (lower.chars().count() / 3).max(1);
+        .map(|d| (d.as_str(), d.as_str(), limit))
+        .chain(MODEL_NAMES.iter().map(|m| (*m, *m, limit)))
+        .chain(SHORT_NAMES.iter().map(|(n, m)| (*n, m.name(), usize::from(lower.len() <= n.len()))));
     candidates
-        .filter(|&(_, means)| means != name)
-        .map(|(typed, means)| (strsim::damerau_levenshtein(&lower, &typed.to_ascii_lowercase()), means))
-        .filter(|&(d, _)| d <= limit)
+        .filter(|&(_, means, _)| means != name)
+        .map(|(typed, means, most)| (strsim::damerau_levenshtein(&lower, &typed.to_ascii_lowercase()), means, most))
+        .filter(|&(d, _, most)| d <= most)
+        .map(|(d, means, _)| (d, means))
         .min_by_key(|&(d, _)| d)
         .map(|(_, means)| means.to_owned())
 }
 
 /// An error for a name that is not a device here but looks like a mistyped one, with the
 /// name it probably meant; `None` for a device that exists or a name like none of them.
-pub(crate) fn mistyped(name: &str) -> Option<CliError> {
+fn mistyped(name: &str) -> Option<CliError> {
     let devices = crate::device::names();
     if devices.iter().any(|d| d == name) {
         return None;
     }
     let meant = suggestion(name, &devices)?;
-    Some(CliError(format!(
-        "no device named {name:?}: did you mean {meant}? (devices here: {})",
-        devices.join(", ")
-    )))
+    Some(CliError(format!("no device named {name:?}: did you mean {meant}? (devices here: {})", devices.join(", "))))
 }
 
 /// Opens `name`, saying which device was meant when the name looks mistyped (before any
@@ -125,6 +125,11 @@ mod tests {
         for far in ["siw0", "bnxt_re0", "x", "model-cx7-and-more"] {
             assert_eq!(suggestion(far, &here), None, "{far}");
         }
+        // A NIC's name is not a model's short name mistyped.
+        for nic in ["mlx5_0", "mlx5_9", "irdma0", "irdma12"] {
+            assert_eq!(suggestion(nic, &[]), None, "{nic}");
+        }
+        assert_eq!(suggestion("mlx5_9", &here).as_deref(), Some("mlx5_0"));
     }
 
     #[test]

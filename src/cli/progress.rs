@@ -21,11 +21,14 @@ struct State {
     done: bool,
 }
 
+/// The state and the condition variable that wakes the drawing thread when it changes.
+type Shared = Arc<(Mutex<State>, Condvar)>;
+
 /// A progress line while it lives (dropping it clears the line); nothing at all when
 /// standard error is not a terminal or the output is JSON.
 #[derive(Debug)]
 pub(crate) struct Progress {
-    shared: Option<(Arc<(Mutex<State>, Condvar)>, JoinHandle<()>)>,
+    shared: Option<(Shared, JoinHandle<()>)>,
 }
 
 impl Progress {
@@ -35,7 +38,7 @@ impl Progress {
         if json || !std::io::stderr().is_terminal() {
             return Progress { shared: None };
         }
-        let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let shared: Shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let theirs = Arc::clone(&shared);
         let what = what.to_owned();
         let thread = std::thread::spawn(move || draw(&what, &theirs));

@@ -69,13 +69,16 @@ impl StatArgs {
     /// An unknown device, a workload that could not run, output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
         let err = CliError;
-        if let Some(e) = device_name::mistyped(&self.device) {
-            return Err(e);
-        }
         let model = self.device.starts_with("model-");
         let (before, after, cq) = if self.writes == 0 && !model {
             // Counters only: no need to open the device (nor for it to be a verbs device).
-            let c = counters::read_sysfs(&self.sysfs, &self.device).map_err(|e| err(e.to_string()))?;
+            // A name that is no device there but a model's, mistyped, says which model.
+            let c = counters::read_sysfs(&self.sysfs, &self.device).map_err(|e| {
+                match device_name::suggestion(&self.device, &[]) {
+                    Some(m) => err(format!("no device named {:?}: did you mean {m}? ({e})", self.device)),
+                    None => err(e.to_string()),
+                }
+            })?;
             (None, c, None)
         } else {
             let ctx = device_name::open(&self.device)?;

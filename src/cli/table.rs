@@ -39,7 +39,7 @@ impl Table {
                     s.push_str(cell);
                     if i + 1 < columns {
                         let pad = w - cell.chars().count() + 2;
-                        s.extend(std::iter::repeat(' ').take(pad));
+                        s.extend(std::iter::repeat_n(' ', pad));
                     }
                 }
                 s.trim_end().to_owned()
