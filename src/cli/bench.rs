@@ -159,7 +159,7 @@ const DEFAULT_PAYLOAD: u32 = 32;
 
 #[derive(Debug, Clone, clap::Args)]
 struct PollArgs {
-    /// (`--vendor` is an older spelling of -d.)
+    // `--vendor` is an older spelling of -d.
     #[arg(short = 'd', long = "device", alias = "vendor", default_value = DEFAULT_DEVICE, help = MODEL_HELP,
           value_name = "DEVICE", value_parser = Model::parse)]
     vendor: Vendor,
