@@ -221,7 +221,7 @@ fn the_empty_poll_row_reports_calls_not_cqes() {
     // mode, batch, calls, ns[median], ns[min], rate, instr: no CQE rate for an empty poll.
     assert_eq!(row.get(5), Some(&"-"), "{out}");
     let note = out.lines().find(|l| l.starts_with(" empty*:")).unwrap_or_default();
-    assert!(note.contains(" ns and ") && note.contains(" M calls/s;"), "{out}");
+    assert!(note.contains(" ns per call (") && note.contains(" M calls/s;"), "{out}");
 }
 
 #[test]

@@ -403,10 +403,12 @@ impl PollArgs {
                 }
                 continue;
             }
-            if i == 0 {
-                self.print_banner(&mut out, &r.target, rings)?;
-            }
-            out.line(&table_row(&r))?;
+            progress.around(|| {
+                if i == 0 {
+                    self.print_banner(&mut out, &r.target, rings)?;
+                }
+                out.line(&table_row(&r))
+            })?;
             if r.mode == Mode::Empty {
                 empty_notes.push(empty_calls(&r));
             }
@@ -414,6 +416,7 @@ impl PollArgs {
                 return Ok(ExitCode::SUCCESS);
             }
         }
+        drop(progress);
         if !self.json && self.callgrind_run.is_none() {
             self.print_footer(&mut out, rings, &empty_notes)?;
         }
@@ -542,12 +545,10 @@ pub(super) fn callgrind_instructions(args: &[String], tag: &str) -> Result<u64, 
 /// The note under the table for an empty-poll row: what its figures are per, and its rate
 /// in calls (an empty poll has no CQEs to count).
 fn empty_calls(r: &Report) -> String {
+    let instr = r.instr.map_or_else(String::new, |i| format!(" and {i:.1} instructions"));
     format!(
-        " empty*: one poll call on an empty ring, {:.2} ns and {} instructions per call \
-         ({:.1} M calls/s; no CQEs, so no MCQE/s)",
-        r.ns_median,
-        r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}")),
-        r.mcqe_per_s
+        " empty*: one poll call on an empty ring, {:.2} ns{instr} per call ({:.1} M calls/s; no CQEs, so no MCQE/s)",
+        r.ns_median, r.mcqe_per_s
     )
 }
 

@@ -19,6 +19,8 @@ struct State {
     stage: String,
     /// The run is over: clear the line and stop.
     done: bool,
+    /// The line is on the terminal now.
+    drawn: bool,
 }
 
 /// The state and the condition variable that wakes the drawing thread when it changes.
@@ -43,6 +45,18 @@ impl Progress {
         let what = what.to_owned();
         let thread = std::thread::spawn(move || draw(&what, &theirs));
         Progress { shared: Some((shared, thread)) }
+    }
+
+    /// Runs `write`, which writes to standard output, with the progress line out of its
+    /// way: cleared first, drawn again on the next tick (both streams may be one terminal).
+    pub(crate) fn around<T>(&self, write: impl FnOnce() -> T) -> T {
+        let Some((shared, _)) = &self.shared else { return write() };
+        let Ok(mut s) = shared.0.lock() else { return write() };
+        if s.drawn {
+            clear();
+            s.drawn = false;
+        }
+        write()
     }
 
     /// Says which stage the run is in.
@@ -72,23 +86,29 @@ fn draw(what: &str, shared: &(Mutex<State>, Condvar)) {
     let start = Instant::now();
     let (lock, wake) = shared;
     let Ok(mut state) = lock.lock() else { return };
-    let mut drawn = false;
+    let mut wait = FIRST_AFTER;
     loop {
-        let wait = if drawn { EVERY } else { FIRST_AFTER };
         state = match wake.wait_timeout_while(state, wait, |s| !s.done) {
             Ok((s, _)) => s,
             Err(_) => return,
         };
-        let mut err = std::io::stderr().lock();
+        wait = EVERY;
         if state.done {
-            if drawn {
-                let _ = err.write_all(b"\r\x1b[K").and_then(|()| err.flush());
+            if state.drawn {
+                clear();
             }
             return;
         }
         let stage = if state.stage.is_empty() { String::new() } else { format!("{}, ", state.stage) };
         let line = format!("\r\x1b[Kdvcq {what}: {stage}{} s", start.elapsed().as_secs());
+        let mut err = std::io::stderr().lock();
         let _ = err.write_all(line.as_bytes()).and_then(|()| err.flush());
-        drawn = true;
+        state.drawn = true;
     }
+}
+
+/// Clears the terminal line the cursor is on and returns to its start.
+fn clear() {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(b"\r\x1b[K").and_then(|()| err.flush());
 }
