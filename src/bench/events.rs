@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 pub enum WaitMode {
     /// A poll loop: never sleeps.
     Busy,
-    /// [`Cq::wait`]: poll, arm, poll again, sleep on the channel.
+    /// `Cq::wait`: poll, arm, poll again, sleep on the channel.
     Events,
-    /// [`Cq::wait_with`] and [`WaitOptions::hybrid`]: poll for the spin budget, then as
+    /// `Cq::wait_with` and `WaitOptions::hybrid`: poll for the spin budget, then as
     /// `events`.
     Hybrid,
 }

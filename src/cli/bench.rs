@@ -1,7 +1,10 @@
 //! `dvcq bench poll` and `bench drain`: poll benchmarks on the hardware models and devices,
 //! perftest-style (`bench events` is in bench_events.rs, `bench cq` in bench_cq.rs).
 
+use super::device_name::{self, Model, DEFAULT_DEVICE, DEVICE_HELP, MODEL_HELP};
 use super::output::Output;
+use super::progress::Progress;
+use super::table::Table;
 use super::CliError;
 use crate::bench::{self, BenchTarget, Mix, Mode, Params, Report, RingKind};
 use crate::uapi::irdma::gen::MIN_CQ_SIZE as IRDMA_MIN_CQ_SIZE;
@@ -39,8 +42,9 @@ enum BenchWhat {
 
 #[derive(Debug, Clone, clap::Args)]
 struct DrainArgs {
-    /// The device (`dvcq devices` lists them); the models have only their direct backend.
-    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE, help = DEVICE_HELP,
+          long_help = concat!("The device: a name `dvcq devices` lists (rxe0, mlx5_0, ...) or a model ",
+              "(model-mlx5, model-e810); the models have only their direct backend"))]
     device: String,
     /// Completions per fill: the CQ's and the send queue's depth (1 to 4096).
     #[arg(short = 'n', long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -51,7 +55,7 @@ struct DrainArgs {
     /// Fills per backend (1 to 1000); the median is reported.
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
-    /// One JSON object: `device` and `rows` (`poller`, `backend`, `completions`,
+    /// One JSON line: an object with `device` and `rows` (`poller`, `backend`, `completions`,
     /// `ns_per_completion`, `ns_per_completion_min`, `ratio_to_ibv_poll_cq`, and `cq`: the
     /// CQ's depth, high-water mark and suggested depth).
     #[arg(long)]
@@ -63,9 +67,12 @@ struct DrainArgs {
 
 impl DrainArgs {
     fn run(&self) -> Result<ExitCode, CliError> {
-        let ctx = crate::Context::open(&self.device).map_err(|e| CliError(e.to_string()))?;
+        let ctx = device_name::open(&self.device)?;
         let p = bench::drain::DrainParams { completions: self.completions, batch: self.batch, reps: self.reps };
+        let progress = Progress::start("bench drain", self.json);
+        progress.stage(format!("{} reps per backend", p.reps));
         let rows = bench::drain::run(&ctx, &p).map_err(|e| CliError(e.to_string()))?;
+        drop(progress);
         let mut out = Output::stdout();
         if self.json {
             let v = serde_json::json!({ "device": self.device, "rows": rows });
@@ -75,20 +82,28 @@ impl DrainArgs {
                 " dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps",
                 self.device, p.completions, p.batch, p.reps
             ))?;
-            out.line(
-                " #poller        #backend  ns/completion[median]  ns/completion[min]  ratio_to_ibv_poll_cq  \
-                 #cq hw/depth\u{2192}advice",
-            )?;
+            let mut t = Table::new(&[
+                "#poller",
+                "#backend",
+                "ns/completion[median]",
+                "ns/completion[min]",
+                "ratio_to_ibv_poll_cq",
+                "#cq hw/depth\u{2192}advice",
+            ]);
             for r in &rows {
                 let ratio = r.ratio_to_ibv_poll_cq.map_or("-".to_string(), |x| format!("{x:.2}"));
                 let cq = format!("{}/{}\u{2192}{}", r.cq.high_water, r.cq.depth, r.cq.suggested_depth);
-                out.line(&format!(
-                    " {:<14} {:<9} {:<22.1} {:<19.1} {ratio:<21} {cq}",
-                    r.poller,
-                    r.backend.name(),
-                    r.ns_per_completion,
-                    r.ns_per_completion_min
-                ))?;
+                t.row(vec![
+                    r.poller.to_string(),
+                    r.backend.name().to_string(),
+                    format!("{:.1}", r.ns_per_completion),
+                    format!("{:.1}", r.ns_per_completion_min),
+                    ratio,
+                    cq,
+                ]);
+            }
+            for line in t.lines() {
+                out.line(&line)?;
             }
             out.line(" #cq: the most CQEs seen outstanding / the CQ's depth \u{2192} the depth suggested for a fill")?;
         }
@@ -127,12 +142,8 @@ struct Row {
     ring: Option<RingKind>,
 }
 
-/// Backends the benchmark can drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Vendor {
-    Mlx5,
-    Irdma,
-}
+/// The benchmark's rings: the models' (`-d model-mlx5` or `model-e810`).
+type Vendor = Model;
 
 /// Most repetitions a run may ask for.
 const MAX_REPS: u32 = 10_000;
@@ -148,8 +159,9 @@ const DEFAULT_PAYLOAD: u32 = 32;
 
 #[derive(Debug, Clone, clap::Args)]
 struct PollArgs {
-    /// Device model to poll.
-    #[arg(long, value_enum, default_value = "mlx5")]
+    // `--vendor` is an older spelling of -d.
+    #[arg(short = 'd', long = "device", alias = "vendor", default_value = DEFAULT_DEVICE, help = MODEL_HELP,
+          value_name = "DEVICE", value_parser = Model::parse)]
     vendor: Vendor,
     /// CQE size in bytes (mlx5: 64 or 128; irdma: 32). Default: 64 for mlx5, 32 for irdma.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=i64::from(u32::MAX)))]
@@ -161,8 +173,9 @@ struct PollArgs {
     /// Poll path; without it the standard table runs (full at batch 16 and 1, view, empty).
     #[arg(long, value_enum)]
     mode: Option<Mode>,
-    /// Batch size for `--mode full` / `empty`: 1 to the CQEs of a lap (default 16).
-    #[arg(long, requires = "mode", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 22))]
+    /// Batch size for `--mode full` / `empty`: 1 to the CQEs of a lap (default 16). Without
+    /// --mode it runs `--mode full` at this batch.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 22))]
     batch: Option<usize>,
     /// Completion mix.
     #[arg(long, value_enum, default_value = "send-recv")]
@@ -192,7 +205,7 @@ struct PollArgs {
     /// mlx5, with --compression: the responder mini-CQE format (default hash).
     #[arg(long, requires = "compression", value_parser = ["hash", "csum", "csum_stridx", "ftag_stridx", "l34h_stridx"])]
     mini: Option<String>,
-    /// Print JSON lines instead of the table.
+    /// JSON lines instead of the table: one object per row, as it is measured.
     #[arg(long)]
     json: bool,
     /// Internal: this run is one of the two a `--callgrind` count makes: `poll` polls, and
@@ -249,11 +262,11 @@ fn check_entries(vendor: Vendor, entries: u32) -> Result<(), CliError> {
         ))),
         // irdma rings have the sizes rdma-core gives them (`cqe + 1`, doubled, even), from
         // `IRDMA_U_MINCQ_SIZE`.
-        Vendor::Irdma if !(IRDMA_MIN_CQ_SIZE..=1 << 20).contains(&entries) => {
+        Vendor::E810 if !(IRDMA_MIN_CQ_SIZE..=1 << 20).contains(&entries) => {
             Err(CliError(format!("--entries {entries}: irdma rings have {IRDMA_MIN_CQ_SIZE} to 1048576 slots")))
         }
         // The benchmark's E810 (GEN2) ring: `cqe + 1` doubled, never odd.
-        Vendor::Irdma if entries % 2 == 1 => Err(CliError(format!(
+        Vendor::E810 if entries % 2 == 1 => Err(CliError(format!(
             "--entries {entries}: rdma-core allocates E810 rings of an even number of slots (cqe + 1, doubled)"
         ))),
         _ => Ok(()),
@@ -284,8 +297,8 @@ fn target(a: &PollArgs, ring: Option<RingKind>) -> Result<Box<dyn BenchTarget>, 
             Box::new(bench::Mlx5Bench::<128>::new(a.entries, a.mix, comp, bp, a.payload()).map_err(CliError)?)
         }
         (Vendor::Mlx5, s) => return Err(CliError(format!("--cqe-size {s}: mlx5 CQEs are 64 or 128 bytes"))),
-        (Vendor::Irdma, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
-        (Vendor::Irdma, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
+        (Vendor::E810, 32) => Box::new(bench::IrdmaBench::new(a.entries, a.mix).map_err(CliError)?),
+        (Vendor::E810, s) => return Err(CliError(format!("--cqe-size {s}: the irdma benchmark uses 32-byte CQEs"))),
     };
     Ok(t)
 }
@@ -296,6 +309,12 @@ impl PollArgs {
         self.back_pressure.unwrap_or(BackPressure::Always)
     }
 
+    /// `--mode`; without it, `full` where a `--batch` is given (the one poll path that
+    /// takes it besides `empty`), the standard table (`None`) otherwise.
+    fn mode(&self) -> Option<Mode> {
+        self.mode.or(self.batch.map(|_| Mode::Full))
+    }
+
     /// `--payload`, 32 where not given.
     fn payload(&self) -> u32 {
         self.payload.unwrap_or(DEFAULT_PAYLOAD)
@@ -304,14 +323,14 @@ impl PollArgs {
     fn cqe_size(&self) -> u32 {
         self.cqe_size.unwrap_or(match self.vendor {
             Vendor::Mlx5 => 64,
-            Vendor::Irdma => 32,
+            Vendor::E810 => 32,
         })
     }
 
     fn rows(&self) -> Vec<Row> {
         let row = |mode, batch, ring| Row { mode, batch, ring };
         let compressed = self.compression != super::ring::CompressionArg::None;
-        match self.mode {
+        match self.mode() {
             // A view walk has no batch: its row says 1, as in the table.
             Some(Mode::View) => vec![row(Mode::View, 1, None)],
             Some(m) => vec![row(m, self.batch.unwrap_or(DEFAULT_BATCH), None)],
@@ -345,9 +364,12 @@ impl PollArgs {
             )));
         }
         let rows = self.rows();
+        let mut empty_notes = Vec::new();
         // A compressed-CQ table has the `#ring` column.
         let rings = rows.iter().any(|r| r.ring.is_some());
         let mut out = Output::stdout();
+        let progress = Progress::start("bench poll", self.json || self.callgrind_run.is_some());
+        let count = rows.len();
         // Each row is printed as soon as it is measured, so a later row that fails (valgrind
         // missing, say) does not take the finished ones with it.
         for (i, row) in rows.into_iter().enumerate() {
@@ -362,6 +384,7 @@ impl PollArgs {
                 };
                 return Err(CliError(format!("{what}: larger than a lap of this ring ({} CQEs)", t.entries())));
             }
+            progress.stage(format!("row {} of {count}", i + 1));
             let prepare_only = self.callgrind_run == Some(CallgrindRun::Prep);
             let p = Params { mode, batch, laps: self.laps, reps: self.reps, prepare_only };
             let mut r = bench::run(t.as_mut(), &p);
@@ -380,16 +403,22 @@ impl PollArgs {
                 }
                 continue;
             }
-            if i == 0 {
-                self.print_banner(&mut out, &r.target, rings)?;
+            progress.around(|| {
+                if i == 0 {
+                    self.print_banner(&mut out, &r.target, rings)?;
+                }
+                out.line(&table_row(&r))
+            })?;
+            if r.mode == Mode::Empty {
+                empty_notes.push(empty_calls(&r));
             }
-            out.line(&table_row(&r))?;
             if out.closed() {
                 return Ok(ExitCode::SUCCESS);
             }
         }
+        drop(progress);
         if !self.json && self.callgrind_run.is_none() {
-            self.print_footer(&mut out, rings)?;
+            self.print_footer(&mut out, rings, &empty_notes)?;
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -419,10 +448,10 @@ impl PollArgs {
     }
 
     /// The closing rule and the notes under the table.
-    fn print_footer(&self, out: &mut Output, rings: bool) -> Result<(), CliError> {
+    fn print_footer(&self, out: &mut Output, rings: bool, empty_notes: &[String]) -> Result<(), CliError> {
         out.line(&"-".repeat(88))?;
-        if self.rows().iter().any(|r| r.mode == Mode::Empty) {
-            out.line(" empty*: cost of one poll call on an empty ring (per call, not per CQE)")?;
+        for note in empty_notes {
+            out.line(note)?;
         }
         if rings {
             out.line(" #ring: the same completions as compressed sessions, as regular CQEs on the")?;
@@ -467,7 +496,7 @@ impl PollArgs {
         if row.mode != Mode::View {
             push("--batch", &row.batch.to_string());
         }
-        push("--vendor", &value_name(self.vendor));
+        push("--device", self.vendor.name());
         push("--mode", &value_name(row.mode));
         push("--mix", &value_name(self.mix));
         if self.mix == Mix::RecvInline {
@@ -513,6 +542,16 @@ pub(super) fn callgrind_instructions(args: &[String], tag: &str) -> Result<u64, 
     total
 }
 
+/// The note under the table for an empty-poll row: what its figures are per, and its rate
+/// in calls (an empty poll has no CQEs to count).
+fn empty_calls(r: &Report) -> String {
+    let instr = r.instr.map_or_else(String::new, |i| format!(" and {i:.1} instructions"));
+    format!(
+        " empty*: one poll call on an empty ring, {:.2} ns{instr} per call ({:.1} M calls/s; no CQEs, so no MCQE/s)",
+        r.ns_median, r.mcqe_per_s
+    )
+}
+
 /// One row of the table.
 fn table_row(r: &Report) -> String {
     let mode = match r.mode {
@@ -522,9 +561,11 @@ fn table_row(r: &Report) -> String {
     };
     let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
     let ring = r.ring.map_or("", RingKind::word);
+    // An empty poll returns no CQE: its rate is in calls, under the table (`empty_calls`).
+    let rate = if r.mode == Mode::Empty { "-".to_string() } else { format!("{:.1}", r.mcqe_per_s) };
     let row = format!(
-        " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16.1} {:<12}{}",
-        mode, r.batch, r.per_rep, r.ns_median, r.ns_min, r.mcqe_per_s, instr, ring
+        " {:<7} {:<8} {:<11} {:<16.2} {:<13.2} {:<16} {:<12}{}",
+        mode, r.batch, r.per_rep, r.ns_median, r.ns_min, rate, instr, ring
     );
     row.trim_end().to_string()
 }
@@ -556,7 +597,7 @@ mod tests {
     fn ring_sizes_are_checked_at_both_ends() {
         for (vendor, ok, bad) in [
             (Vendor::Mlx5, [2, 64, 1 << 22], [0, 1, 3, 48, 1 << 23]),
-            (Vendor::Irdma, [4, 202, 1 << 20], [1, 3, 5, (1 << 20) + 1, 1 << 22]),
+            (Vendor::E810, [4, 202, 1 << 20], [1, 3, 5, (1 << 20) + 1, 1 << 22]),
         ] {
             for n in ok {
                 assert!(check_entries(vendor, n).is_ok(), "{vendor:?} {n}");

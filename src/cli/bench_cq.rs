@@ -1,7 +1,10 @@
 //! `dvcq bench cq`: what the `Cq` handle's statistics cost per completion, on a model.
 
 use super::bench::callgrind_instructions;
+use super::device_name::{Model, DEFAULT_DEVICE, MODEL_HELP};
 use super::output::Output;
+use super::progress::Progress;
+use super::table::Table;
 use super::CliError;
 use crate::bench::cq::{self, CqBench, CqBenchParams, CqBenchRow};
 use std::process::ExitCode;
@@ -9,9 +12,8 @@ use std::process::ExitCode;
 /// Arguments of `dvcq bench cq`.
 #[derive(Debug, Clone, clap::Args)]
 pub(super) struct CqArgs {
-    /// The model to run on (model-mlx5 or model-e810).
-    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
-    device: String,
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE, help = MODEL_HELP, value_parser = Model::parse)]
+    device: Model,
     /// Completions per lap: the CQ's and the send queue's depth (1 to 4063).
     #[arg(short = 'n', long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=4063))]
     completions: u32,
@@ -28,7 +30,7 @@ pub(super) struct CqArgs {
     /// benchmark run once counting and once not, the difference divided by the completions.
     #[arg(long)]
     callgrind: bool,
-    /// One JSON object: `device`, `batch`, `rows` (`stats`, `completions`,
+    /// One JSON line: an object with `device`, `batch`, `rows` (`stats`, `completions`,
     /// `ns_per_completion`, `ns_per_completion_min`) and `instr_per_completion` (the
     /// statistics' cost, with --callgrind).
     #[arg(long)]
@@ -46,7 +48,7 @@ impl CqArgs {
 
     pub(super) fn run(&self) -> Result<ExitCode, CliError> {
         let err = |e: crate::Error| CliError(e.to_string());
-        let ctx = crate::Context::open(&self.device).map_err(err)?;
+        let ctx = crate::Context::open(self.device.name()).map_err(err)?;
         let p = self.params();
         let mut b = CqBench::new(&ctx, &p).map_err(err)?;
         if let Some(way) = &self.callgrind_run {
@@ -56,17 +58,21 @@ impl CqArgs {
         // Interleave the two ways repetition by repetition, so both see the same machine.
         let one = CqBenchParams { reps: 1, ..p };
         let (mut off, mut on): (Vec<CqBenchRow>, Vec<CqBenchRow>) = (Vec::new(), Vec::new());
-        for _ in 0..p.reps {
+        let progress = Progress::start("bench cq", self.json);
+        for rep in 0..p.reps {
+            progress.stage(format!("repetition {} of {}", rep + 1, p.reps));
             off.push(cq::run(&mut b, &one, false).map_err(err)?);
             on.push(cq::run(&mut b, &one, true).map_err(err)?);
         }
         let rows = [summary(off), summary(on)];
+        progress.stage("callgrind");
         let instr = if self.callgrind { Some(self.instructions()?) } else { None };
+        drop(progress);
         let stats = b.cq().stats();
         let mut out = Output::stdout();
         if self.json {
             let v = serde_json::json!({
-                "device": self.device,
+                "device": self.device.name(),
                 "batch": self.batch,
                 "rows": rows,
                 "instr_per_completion": instr,
@@ -76,12 +82,19 @@ impl CqArgs {
         }
         out.line(&format!(
             " dvcq Cq statistics cost: {}, {} completions per lap, batch {}, {} laps, {} reps",
-            self.device, self.completions, self.batch, self.laps, self.reps
+            self.device.name(),
+            self.completions,
+            self.batch,
+            self.laps,
+            self.reps
         ))?;
-        out.line(" #stats   ns/completion[median]  ns/completion[min]")?;
+        let mut t = Table::new(&["#stats", "ns/completion[median]", "ns/completion[min]"]);
         for r in &rows {
             let on = if r.stats { "on" } else { "off" };
-            out.line(&format!(" {on:<8} {:<22.2} {:.2}", r.ns_per_completion, r.ns_per_completion_min))?;
+            t.row(vec![on.into(), format!("{:.2}", r.ns_per_completion), format!("{:.2}", r.ns_per_completion_min)]);
+        }
+        for line in t.lines() {
+            out.line(&line)?;
         }
         let ns = rows[1].ns_per_completion - rows[0].ns_per_completion;
         out.line(&format!(" statistics cost: {ns:+.2} ns per completion (median; noise of a few ns is normal)"))?;
@@ -101,7 +114,7 @@ impl CqArgs {
         let run = |way: &str| {
             let mut a: Vec<String> = ["bench", "cq", "--callgrind-run", way, "--reps", "1"].map(String::from).into();
             for (k, v) in [
-                ("--device", self.device.clone()),
+                ("--device", self.device.name().to_owned()),
                 ("--completions", self.completions.to_string()),
                 ("--batch", self.batch.to_string()),
                 ("--laps", laps.to_string()),

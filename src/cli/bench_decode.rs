@@ -9,6 +9,7 @@
 
 use super::decode::{CqeSizeArg, DecodeArgs, Report, VendorArg};
 use super::output::Output;
+use super::progress::Progress;
 use super::CliError;
 use crate::bench::decode_log::{write_log, LogStats};
 use std::fs::File;
@@ -30,7 +31,7 @@ pub struct DecodeBenchArgs {
     /// directory, removed after the run.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
-    /// One JSON object: `mb`, `lines`, `cqes`, `decoded`, `problems`, `seconds`,
+    /// One JSON line: an object with `mb`, `lines`, `cqes`, `decoded`, `problems`, `seconds`,
     /// `mb_per_s`, `peak_mib`, `peak_limit_mib`, `peak_covers_decode_only`.
     #[arg(long)]
     json: bool,
@@ -97,7 +98,10 @@ impl DecodeBenchArgs {
                 keep: false,
             },
         };
+        let progress = Progress::start("bench decode", self.json);
+        progress.stage(format!("writing a {} MB log", self.size));
         let stats = generate(&log.path, u64::from(self.size) * 1_000_000)?;
+        progress.stage(format!("decoding {} MB", self.size));
         let reset = reset_peak();
         let decode = DecodeArgs { input: None, vendor: VendorArg::Mlx5, json: true, cqe_size: CqeSizeArg::Auto };
         let name = log.path.display().to_string();
@@ -107,6 +111,7 @@ impl DecodeBenchArgs {
         let done = decode.decode(BufReader::with_capacity(1 << 16, file), &name, &mut sink, Report::Discard)?;
         let seconds = start.elapsed().as_secs_f64();
         let peak_mib = peak_kib().map(|k| k as f64 / 1024.0);
+        drop(progress);
         let mb = done.bytes as f64 / 1e6;
         let f = Figures {
             mb,

@@ -2,7 +2,9 @@
 //! sleeping on completion events, the hybrid of both), as a perftest-style table, JSON,
 //! `vm-figure` lines and an SVG plot.
 
+use super::device_name::{self, DEFAULT_DEVICE, DEVICE_HELP};
 use super::output::Output;
+use super::progress::Progress;
 use super::CliError;
 use crate::bench::events::{self, EventsParams, EventsRow, WaitMode};
 use std::process::ExitCode;
@@ -20,12 +22,11 @@ enum ModelVendor {
 /// Arguments of `dvcq bench events`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EventsArgs {
-    /// A device (`dvcq devices` lists them), e.g. rxe0; the default is a model.
-    #[arg(short = 'd', long = "device", conflicts_with = "vendor")]
-    device: Option<String>,
-    /// The model to run on without -d: mlx5 (model-mlx5) or irdma (model-e810).
-    #[arg(long, value_enum, default_value = "mlx5")]
-    vendor: ModelVendor,
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE, help = DEVICE_HELP)]
+    device: String,
+    /// An older spelling of `-d model-mlx5` (mlx5) and `-d model-e810` (irdma).
+    #[arg(long, value_enum, hide = true, conflicts_with = "device")]
+    vendor: Option<ModelVendor>,
     /// Completions per mode (1 to 10000000).
     #[arg(short = 'n', long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     completions: u32,
@@ -39,7 +40,7 @@ pub struct EventsArgs {
     /// A mode to run (repeat for several); all three without it.
     #[arg(long = "mode", value_enum)]
     modes: Vec<WaitMode>,
-    /// One JSON object: `device`, `completions`, `max_gap_us`, `spin_us` and `rows` (`mode`,
+    /// One JSON line: an object with `device`, `completions`, `max_gap_us`, `spin_us` and `rows` (`mode`,
     /// `completions`, `p50_ns`, `p99_ns`, `p999_ns`, `max_ns`, `mean_ns`,
     /// `cpu_ns_per_completion`, `sleeps`).
     #[arg(long)]
@@ -58,10 +59,10 @@ const RULE: usize = 98;
 
 impl EventsArgs {
     fn device(&self) -> String {
-        match (&self.device, self.vendor) {
-            (Some(d), _) => d.clone(),
-            (None, ModelVendor::Mlx5) => "model-mlx5".into(),
-            (None, ModelVendor::Irdma) => "model-e810".into(),
+        match self.vendor {
+            None => self.device.clone(),
+            Some(ModelVendor::Mlx5) => "model-mlx5".into(),
+            Some(ModelVendor::Irdma) => "model-e810".into(),
         }
     }
 
@@ -87,9 +88,18 @@ impl EventsArgs {
         if let Some(path) = &self.plot {
             std::fs::write(path, "").map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
         }
-        let ctx = crate::Context::open(&device).map_err(fail)?;
+        let ctx = device_name::open(&device)?;
         let p = self.params();
-        let rows = events::run(&ctx, &p).map_err(fail)?;
+        // One mode at a time (each is measured on its own anyway), so the progress line can
+        // say which.
+        let progress = Progress::start("bench events", self.json);
+        let mut rows = Vec::with_capacity(p.modes.len());
+        for (i, &mode) in p.modes.iter().enumerate() {
+            progress.stage(format!("{} ({} of {}), {} completions", mode.name(), i + 1, p.modes.len(), p.completions));
+            let one = EventsParams { modes: vec![mode], ..p.clone() };
+            rows.extend(events::run(&ctx, &one).map_err(fail)?);
+        }
+        drop(progress);
         let mut out = Output::stdout();
         if self.json {
             let v = serde_json::json!({

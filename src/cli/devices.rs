@@ -9,16 +9,16 @@ use std::process::ExitCode;
 /// Arguments of `dvcq devices`.
 #[derive(Debug, clap::Args)]
 pub struct DevicesArgs {
-    /// One JSON object: `rdma_core`, `devices` (each with `name`, `driver`, `backend`,
-    /// `reason`, `ports`, ...), and `no_hardware` when no real device is listed.
+    /// One JSON line: an object with `rdma_core`, `devices` (each with `name`, `driver`,
+    /// `backend`, `reason`, `ports`, ...), and `no_hardware` when no real device is listed.
     #[arg(long)]
     json: bool,
-    /// Only this device (a name `dvcq devices` lists).
+    /// Only this device (a name `dvcq devices` lists, or a model); all of them without it.
     #[arg(short = 'd', long = "device", value_name = "NAME")]
     device: Option<String>,
     /// Instead of the devices: each rdma-core release range the private-layout tables of
-    /// the direct attaches cover, one `VENDOR FROM-TO` line each (`--json`: a list of
-    /// `{vendor, from, to}`).
+    /// the direct attaches cover, one `VENDOR FROM-TO` line each (`--json`: one JSON line,
+    /// a list of `{vendor, from, to}`).
     #[arg(long)]
     layouts: bool,
 }
@@ -65,7 +65,7 @@ impl DevicesArgs {
             let ranges = layout_ranges();
             let mut out = Output::stdout();
             if self.json {
-                let text = serde_json::to_string_pretty(&ranges).map_err(|e| CliError(e.to_string()))?;
+                let text = serde_json::to_string(&ranges).map_err(|e| CliError(e.to_string()))?;
                 out.line(&text)?;
             } else {
                 for r in &ranges {
@@ -77,14 +77,16 @@ impl DevicesArgs {
         let mut list = device::list();
         if let Some(name) = &self.device {
             if !list.devices.iter().any(|d| &d.name == name) {
-                let known: Vec<&str> = list.devices.iter().map(|d| d.name.as_str()).collect();
-                return Err(CliError(format!("no device named {name:?} (devices here: {})", known.join(", "))));
+                let known: Vec<String> = list.devices.iter().map(|d| d.name.clone()).collect();
+                let hint = super::device_name::suggestion(name, &known)
+                    .map_or_else(String::new, |n| format!(": did you mean {n}?"));
+                return Err(CliError(format!("no device named {name:?}{hint} (devices here: {})", known.join(", "))));
             }
             list.devices.retain(|d| &d.name == name);
         }
         let mut out = Output::stdout();
         if self.json {
-            let text = serde_json::to_string_pretty(&list).map_err(|e| CliError(e.to_string()))?;
+            let text = serde_json::to_string(&list).map_err(|e| CliError(e.to_string()))?;
             out.line(&text)?;
         } else {
             out.write(&render(&list))?;

@@ -8,16 +8,33 @@ mod bench_cq;
 mod bench_decode;
 mod bench_events;
 pub mod decode;
+mod device_name;
 pub mod devices;
 mod output;
+mod progress;
 pub mod ring;
 pub mod stat;
+mod table;
 pub mod traffic;
 pub mod validate;
 
+/// What every subcommand shares, shown under `dvcq --help`.
+const AFTER_HELP: &str = "\
+Every subcommand that takes a device takes it as -d/--device NAME: a name `dvcq devices`
+lists (rxe0, mlx5_0, ...) or a model (model-mlx5, model-e810); without -d it is model-mlx5
+(`devices -d` only picks one device to show, and lists them all without it). The commands
+that run on the models only (bench poll, bench cq, ring export) also take mlx5, e810, irdma.
+
+--json prints JSON lines everywhere: each line of standard output is one complete JSON value.
+Most subcommands print one line, one object; `decode` prints one per CQE and problem, and
+`bench poll` one per table row, each as soon as it is found or measured.
+
+Commands that run for more than a second show a progress line on standard error when it is
+a terminal, and never with --json.";
+
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
 #[derive(Debug, Parser)]
-#[command(name = "dvcq", version = crate::device::VERSION, about, long_about = None)]
+#[command(name = "dvcq", version = crate::device::VERSION, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,7 +42,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Benchmarks on the hardware models (perftest-style output).
+    /// Benchmarks on the models and on devices (perftest-style output).
     Bench(bench::BenchArgs),
     /// Ring images: decode one, or export a model scenario as one.
     Ring(ring::RingArgs),
@@ -81,7 +98,7 @@ pub fn main() -> ExitCode {
 }
 
 /// An error a subcommand reports to the user: one line, saying what and where (without the
-/// `dvcq <subcommand>: ` that [`main`] puts before it).
+/// `dvcq <subcommand>: ` that `main` puts before it).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct CliError(pub String);

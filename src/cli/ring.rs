@@ -43,8 +43,10 @@ enum RingWhat {
         /// What happens on the CQ.
         #[arg(long, value_enum, default_value = "mixed")]
         scenario: Scenario,
-        /// Which model.
-        #[arg(long, value_enum, default_value = "mlx5")]
+        /// Which model: model-mlx5 (or mlx5) or model-e810 (or e810, irdma); `--vendor` is
+        /// an older spelling.
+        #[arg(short = 'd', long = "device", alias = "vendor", default_value = super::device_name::DEFAULT_DEVICE,
+              value_name = "DEVICE", value_parser = parse_export_vendor)]
         vendor: ExportVendor,
         /// Ring entries: mlx5, a power of two from 2; irdma, a size rdma-core allocates (`cqe +
         /// 1`, doubled on GEN2, rounded to even since v64: even from 4 on GEN2 and GEN3).
@@ -98,6 +100,14 @@ impl CompressionArg {
             .ok_or_else(|| CliError(format!("--mini {mini}: unknown mini-CQE format")))?;
         Ok(Some(crate::mlx5::CompressionConfig { layout, format }))
     }
+}
+
+/// The model of `ring export -d`.
+fn parse_export_vendor(s: &str) -> Result<ExportVendor, String> {
+    Ok(match super::device_name::Model::parse(s)? {
+        super::device_name::Model::Mlx5 => ExportVendor::Mlx5,
+        super::device_name::Model::E810 => ExportVendor::Irdma,
+    })
 }
 
 /// An rdma-core release given with `--rdma-core`, and the irdma behaviour it has.

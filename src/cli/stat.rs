@@ -2,7 +2,9 @@
 //! show` reads, or a model's) before and after a short workload on a CQ dvcq polls, next to
 //! that CQ's statistics and depth advice.
 
+use super::device_name::{self, DEFAULT_DEVICE, DEVICE_HELP};
 use super::output::Output;
+use super::table::Table;
 use super::CliError;
 use crate::cq::{CqOptions, CqStats, DepthAdvice};
 use crate::device::counters::{self, DeviceCounters, SYSFS_ROOT};
@@ -16,14 +18,14 @@ use std::time::{Duration, Instant};
 /// Arguments of `dvcq stat`.
 #[derive(Debug, clap::Args)]
 pub struct StatArgs {
-    /// The device (`dvcq devices` lists them; a model shows the model's counters).
-    #[arg(short = 'd', long = "device")]
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE,
+          help = DEVICE_HELP)]
     device: String,
     /// RDMA WRITEs the workload posts on an RC QP connected to itself, polled through dvcq
     /// (0 to 4096; 0: only read the counters, without opening the device).
     #[arg(short = 'n', long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=4096))]
     writes: u32,
-    /// One JSON object: `device`, `source`, `counters` (`scope`, `kind`, `name`, `before`,
+    /// One JSON line: an object with `device`, `source`, `counters` (`scope`, `kind`, `name`, `before`,
     /// `after`, `delta`, `cq_related`, `error`), and `cq` (`backend`, `stats`, `advice`;
     /// null without a workload).
     #[arg(long)]
@@ -70,10 +72,16 @@ impl StatArgs {
         let model = self.device.starts_with("model-");
         let (before, after, cq) = if self.writes == 0 && !model {
             // Counters only: no need to open the device (nor for it to be a verbs device).
-            let c = counters::read_sysfs(&self.sysfs, &self.device).map_err(|e| err(e.to_string()))?;
+            // A name that is no device there but a model's, mistyped, says which model.
+            let c = counters::read_sysfs(&self.sysfs, &self.device).map_err(|e| {
+                match device_name::suggestion(&self.device, &[]) {
+                    Some(m) => err(format!("no device named {:?}: did you mean {m}? ({e})", self.device)),
+                    None => err(e.to_string()),
+                }
+            })?;
             (None, c, None)
         } else {
-            let ctx = Context::open(&self.device).map_err(|e| err(e.to_string()))?;
+            let ctx = device_name::open(&self.device)?;
             let read = || ctx.counters(&self.sysfs).map_err(|e| err(e.to_string()));
             if self.writes == 0 {
                 (None, read()?, None)
@@ -110,12 +118,8 @@ impl StatArgs {
         out.line(&format!(" --- {what}, {when}"))?;
         if rows.is_empty() {
             out.line(" (the driver exposes no counters for this device)")?;
-        } else {
-            out.line(&format!(
-                " {:<8} {:<12} {:<28} {:>14} {:>14} {:>10}",
-                "#scope", "#kind", "#counter", "#before", "#after", "#delta"
-            ))?;
         }
+        let mut t = Table::new(&["#scope", "#kind", "#counter", "#before", "#after", "#delta"]);
         let num = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
         for r in rows {
             let mark = if r.cq_related { "*" } else { " " };
@@ -128,12 +132,12 @@ impl StatArgs {
                 Some(e) => format!("unreadable: {e}"),
                 None => num(r.after),
             };
-            out.line(&format!(
-                " {:<8} {:<12} {name:<28} {:>14} {after:>14} {delta:>10}",
-                r.scope,
-                r.kind,
-                num(r.before)
-            ))?;
+            t.row(vec![r.scope.clone(), r.kind.clone(), name, num(r.before), after, delta]);
+        }
+        if !rows.is_empty() {
+            for line in t.lines() {
+                out.line(&line)?;
+            }
         }
         if rows.iter().any(|r| r.cq_related) {
             out.line(

@@ -4,7 +4,9 @@
 //! its layout; see [`crate::bench::traffic`] for what each figure means.
 
 use super::bench::callgrind_total;
+use super::device_name::{self, DEFAULT_DEVICE, DEVICE_HELP};
 use super::output::Output;
+use super::progress::Progress;
 use super::CliError;
 use crate::bench::traffic::{self, Moderation, PollerKind, TrafficParams, TrafficReport, TrafficRow, Verb};
 use std::process::{Command, ExitCode, Stdio};
@@ -16,8 +18,9 @@ const CALLGRIND_ITERS: u32 = 1000;
 /// Arguments of `dvcq bench traffic`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrafficArgs {
-    /// The device (`dvcq devices` lists them); a model has only the direct poller.
-    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE, help = DEVICE_HELP,
+          long_help = concat!("The device: a name `dvcq devices` lists (rxe0, mlx5_0, ...) or a model ",
+              "(model-mlx5, model-e810); a model has only the direct poller"))]
     device: String,
     /// RDMA WRITE (as ib_write_bw) or SEND (as ib_send_bw: receives on the same CQ).
     #[arg(long, value_enum, default_value = "write")]
@@ -63,7 +66,7 @@ pub struct TrafficArgs {
     /// reported, latencies over all repetitions.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
-    /// One JSON object: the settings, `cqs`, `cq_depth`, `rows` (one per poller:
+    /// One JSON line: an object with the settings, `cqs`, `cq_depth`, `rows` (one per poller:
     /// `poller`, `backend`, `completions_per_s`, `ns_per_completion`,
     /// `ratio_to_ibv_poll_cq`, `t_typical_us`, `p99_us`, `p99_9_us`, ...) and `skipped`.
     #[arg(long)]
@@ -116,7 +119,9 @@ impl TrafficArgs {
         let fail = |e: crate::Error| CliError(e.to_string());
         let p = self.params();
         p.check().map_err(|e| CliError(e.to_string()))?;
-        let ctx = crate::Context::open(&self.device).map_err(fail)?;
+        let ctx = device_name::open(&self.device)?;
+        let progress = Progress::start("bench traffic", self.json || self.callgrind_run.is_some());
+        progress.stage(format!("{} reps of {} work requests per QP", p.reps, p.iters));
         let mut report = traffic::run(&ctx, &p).map_err(fail)?;
         let mut out = Output::stdout();
         if self.callgrind_run.is_some() {
@@ -124,10 +129,12 @@ impl TrafficArgs {
             return Ok(ExitCode::SUCCESS);
         }
         if self.callgrind {
+            progress.stage("callgrind");
             for r in &mut report.rows {
                 r.instructions_per_completion = Some(self.instructions(r.poller)?);
             }
         }
+        drop(progress);
         if self.json {
             out.line(&serde_json::to_string(&report).map_err(|e| CliError(e.to_string()))?)?;
         } else {

@@ -7,7 +7,10 @@
 //! Each check runs on a freshly opened device, so what one check made (a model keeps every
 //! CQ of a device until the device is closed) never weighs on the next.
 
+use super::device_name::{self, DEFAULT_DEVICE, DEVICE_HELP};
 use super::output::Output;
+use super::progress::Progress;
+use super::table::Table;
 use super::CliError;
 use crate::conformance::{self, Run, WORKLOADS};
 use crate::cq::{BackendChoice, BackendKind, DepthAdvice};
@@ -17,11 +20,10 @@ use std::process::ExitCode;
 /// Arguments of `dvcq validate`.
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// The device to validate (`dvcq devices` lists them).
-    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
+    #[arg(short = 'd', long = "device", default_value = DEFAULT_DEVICE, help = DEVICE_HELP)]
     device: String,
-    /// One JSON object: `device` and `checks`, a list of `{name, result, reason}` with result
-    /// `pass`, `fail` or `skip`.
+    /// One JSON line: an object with `device` and `checks`, a list of `{name, result,
+    /// reason, cqs}` with result `pass`, `fail` or `skip`.
     #[arg(long)]
     json: bool,
     /// Only the checks whose name contains this text.
@@ -150,7 +152,7 @@ impl ValidateArgs {
     ///
     /// An unknown device, or output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
-        let open = || crate::Context::open(&self.device).map_err(|e| CliError(e.to_string()));
+        let open = || device_name::open(&self.device);
         // Open once up front: an unknown device is one error line, not a failed check each.
         drop(open()?);
         if let Some(dir) = &self.keep_rings {
@@ -158,10 +160,11 @@ impl ValidateArgs {
         }
         let model = self.device.starts_with("model-");
         let mut checks = Vec::new();
-        for w in WORKLOADS {
-            if self.only.as_deref().is_some_and(|o| !w.name.contains(o)) {
-                continue;
-            }
+        let progress = Progress::start("validate", self.json);
+        let chosen: Vec<_> =
+            WORKLOADS.iter().filter(|w| self.only.as_deref().is_none_or(|o| w.name.contains(o))).collect();
+        for (i, w) in chosen.iter().enumerate() {
+            progress.stage(format!("{} ({} of {})", w.name, i + 1, chosen.len()));
             let ctx = open()?;
             let direct = conformance::run(&ctx, w, BackendChoice::Auto);
             let generic = (!model).then(|| conformance::run(&ctx, w, BackendChoice::Generic));
@@ -177,6 +180,7 @@ impl ValidateArgs {
             }
             checks.push(check);
         }
+        drop(progress);
         if checks.is_empty() {
             return Err(CliError(format!("no check's name contains {:?}", self.only.as_deref().unwrap_or(""))));
         }
@@ -186,12 +190,12 @@ impl ValidateArgs {
             out.line(&v.to_string())?;
         } else {
             out.line(&format!(" dvcq validate: {}", self.device))?;
-            out.line(&format!(
-                " {:<20} {:<7} {:<22} {}",
-                "#check", "#result", "#cq hw/depth\u{2192}advice", "#reason"
-            ))?;
+            let mut t = Table::new(&["#check", "#result", "#cq hw/depth\u{2192}advice", "#reason"]);
             for c in &checks {
-                out.line(&format!(" {:<20} {:<7} {:<22} {}", c.name, c.result, c.cq_column(), c.reason))?;
+                t.row(vec![c.name.clone(), c.result.to_owned(), c.cq_column(), c.reason.clone()]);
+            }
+            for line in t.lines() {
+                out.line(&line)?;
             }
         }
         let count = |r: &str| checks.iter().filter(|c| c.result == r).count();

@@ -357,11 +357,12 @@ impl CqState {
     /// in rdma-core. Nothing written before is lost: the poller returns it, in order,
     /// before what the device writes after.
     ///
-    /// - mlx5 (`mlx5_resize_cq`, shared/spec mlx5.md §10): the device writes a RESIZE CQE
-    ///   into the old ring and continues at the next position of the new ring; the poller
-    ///   switches rings at that CQE (as the kernel's `mlx5_poll_one` does). rdma-core copies
-    ///   the CQEs waiting into the new ring, so a new ring too small for them is refused
-    ///   (where rdma-core's copy would fail).
+    /// - mlx5 (rdma-core's `mlx5_resize_cq` in `providers/mlx5/verbs.c` and
+    ///   `mlx5_cq_resize_copy_cqes` in `providers/mlx5/cq.c`; docs/mlx5.md, `RESIZE`): the
+    ///   device writes a RESIZE CQE into the old ring and continues at the next position of
+    ///   the new ring; the poller switches rings at that CQE (as the kernel's
+    ///   `mlx5_poll_one` does). rdma-core copies the CQEs waiting into the new ring, so a
+    ///   new ring too small for them is refused (where rdma-core's copy would fail).
     /// - irdma (`irdma_uresize_cq`, GEN2 and later have `IRDMA_FEATURE_CQ_RESIZE`): the
     ///   device writes into the new ring from its start; the provider polls what the old
     ///   ring still holds first. The model takes those completions out of the old ring now
