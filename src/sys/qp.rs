@@ -8,7 +8,7 @@ use super::ops;
 use crate::backend::mlx5::own::{Change, SrqOwner};
 use crate::backend::OwnCq;
 use crate::error::VerbsError;
-use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use crate::verbs::{Access, Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use core::mem::{offset_of, size_of};
 use dvcq_provider::DmaBuffer;
 use static_assertions::const_assert_eq;
@@ -427,6 +427,7 @@ impl Qp {
             },
             qp_type: match qp_type {
                 QpType::Rc => ffi::IBV_QPT_RC,
+                QpType::Uc => ffi::IBV_QPT_UC,
                 QpType::Ud => ffi::IBV_QPT_UD,
                 QpType::XrcSend => ffi::IBV_QPT_XRC_SEND,
                 // Made on a domain by `Qp::new_xrc_target`.
@@ -530,7 +531,14 @@ impl Qp {
         let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
         match self.qp_type {
             QpType::Rc | QpType::XrcRecv => {
-                a.qp_access_flags = Access::ALL.bits();
+                // Atomics too: a responder QP without the right refuses them whatever the
+                // region grants.
+                a.qp_access_flags = (Access::ALL | Access::REMOTE_ATOMIC).bits();
+                mask |= ffi::IBV_QP_ACCESS_FLAGS;
+            }
+            // UC responders take RDMA WRITEs only.
+            QpType::Uc => {
+                a.qp_access_flags = (Access::LOCAL_WRITE | Access::REMOTE_WRITE).bits();
                 mask |= ffi::IBV_QP_ACCESS_FLAGS;
             }
             QpType::XrcSend => mask |= ffi::IBV_QP_ACCESS_FLAGS,
@@ -678,41 +686,51 @@ impl Qp {
     }
 
     /// Connects an RC QP or an XRC initiator to `peer` (INIT → RTR → RTS), an XRC target
-    /// to its initiator (INIT → RTR: it never sends), with the port's active MTU and the
+    /// to its initiator (INIT → RTR: it never sends), with `attrs` (the port's active MTU
+    /// unless they name one) and the
     /// attributes the kernel requires of each type (verbs.c `qp_state_table`: an initiator
     /// takes neither `MAX_DEST_RD_ATOMIC` nor `MIN_RNR_TIMER` at RTR, a target needs only
-    /// the RC set). UD: nothing to do.
-    pub(crate) fn connect(&mut self, peer: &Endpoint) -> Result<(), VerbsError> {
+    /// the RC set; UC takes neither, nor the RTS retry attributes). UD: nothing to do.
+    pub(crate) fn connect(&mut self, peer: &Endpoint, attrs: &QpAttrs) -> Result<(), VerbsError> {
         if self.qp_type == QpType::Ud {
             return Ok(());
         }
-        let mtu = self.ctx.port_attr(self.port)?.active_mtu;
+        let mtu = match attrs.path_mtu.and_then(QpAttrs::mtu_enum) {
+            Some(m) => m,
+            None => self.ctx.port_attr(self.port)?.active_mtu,
+        };
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTR,
             path_mtu: mtu,
             dest_qp_num: peer.qpn,
             rq_psn: peer.psn,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
+            max_dest_rd_atomic: attrs.max_dest_rd_atomic,
+            min_rnr_timer: attrs.min_rnr_timer,
             ah_attr: self.ah_attr(peer),
             ..Default::default()
         };
         let mut mask =
             ffi::IBV_QP_STATE | ffi::IBV_QP_AV | ffi::IBV_QP_PATH_MTU | ffi::IBV_QP_DEST_QPN | ffi::IBV_QP_RQ_PSN;
-        if self.qp_type != QpType::XrcSend {
+        if !matches!(self.qp_type, QpType::XrcSend | QpType::Uc) {
             mask |= ffi::IBV_QP_MAX_DEST_RD_ATOMIC | ffi::IBV_QP_MIN_RNR_TIMER;
         }
         self.modify(&mut a, mask)?;
         if self.qp_type == QpType::XrcRecv {
             return Ok(());
         }
+        if self.qp_type == QpType::Uc {
+            // UC has no acknowledgements and no READs: RTS takes the send PSN only
+            // (`qp_state_table`: timeout, retries and `max_rd_atomic` are refused).
+            let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_RTS, sq_psn: 0, ..Default::default() };
+            return self.modify(&mut a, ffi::IBV_QP_STATE | ffi::IBV_QP_SQ_PSN);
+        }
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTS,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
+            timeout: attrs.timeout,
+            retry_cnt: attrs.retry_cnt,
+            rnr_retry: attrs.rnr_retry,
             sq_psn: 0,
-            max_rd_atomic: 1,
+            max_rd_atomic: attrs.max_rd_atomic,
             ..Default::default()
         };
         self.modify(
@@ -791,6 +809,20 @@ impl Qp {
             }
             if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) = w.op {
                 c.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
+            }
+            let atomic = match w.op {
+                SendOp::CompareSwap { remote, compare, swap } => Some((remote, compare, swap)),
+                SendOp::FetchAdd { remote, add } => Some((remote, add, 0)),
+                _ => None,
+            };
+            if let Some((r, compare_add, swap)) = atomic {
+                // `wr.atomic`: for fetch-and-add, `compare_add` holds the value added.
+                c.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                    remote_addr: r.addr,
+                    compare_add,
+                    swap,
+                    rkey: r.rkey,
+                };
             }
             if self.qp_type == QpType::Ud {
                 let Some(dest) = w.ud else {
