@@ -173,6 +173,67 @@ fn views_walk_the_real_queue() {
 }
 
 /// The device `DVCQ_DEVICE` names, or `None` after one skip line.
+/// On rxe the atomics and RNR retry checks run and pass (rxe keeps an atomic's operand in
+/// host order); a UC pair moves a SEND and a WRITE with immediate, and a SEND with no
+/// receive posted completes at the requester while the responder drops it.
+#[test]
+fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
+    use dvcq::conformance::run;
+    use dvcq::verbs::{Access, QpAttrs, QpType, RecvWr, SendOp, SendWr};
+    use dvcq::{BackendChoice, Completion, CqOptions, QpInit, WcOpcode, WcStatus};
+    let Some(ctx) = real_device("rxe_runs_atomics_rnr_exhaustion_and_uc") else { return };
+    if ctx.info().unwrap().provider != "rxe" {
+        skip::skip_here("not an rxe device");
+        return;
+    }
+    for name in ["atomic_cas_fa", "rnr_retry_exceeded"] {
+        let w = WORKLOADS.iter().find(|w| w.name == name).unwrap();
+        let r = run(&ctx, w, BackendChoice::Auto);
+        assert_eq!((r.skipped.as_deref(), r.problems.len()), (None, 0), "{name}: {:?}", r.problems);
+        if name == "atomic_cas_fa" && cfg!(target_endian = "little") {
+            assert!(r.summary.as_deref().is_some_and(|s| s.contains("little-endian")), "{:?}", r.summary);
+        }
+    }
+
+    let mut cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(8192, Access::ALL).unwrap();
+    let mut a = pd.create_qp(&QpInit::new(QpType::Uc, &cq)).unwrap();
+    let mut b = pd.create_qp(&QpInit::new(QpType::Uc, &cq)).unwrap();
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
+    a.connect_with(&eb, &QpAttrs::default()).unwrap();
+    b.connect_with(&ea, &QpAttrs::default()).unwrap();
+    let mut poll = |n: usize| {
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut wcs = [Completion::default(); 8];
+        while got.len() < n && std::time::Instant::now() < deadline {
+            let k = cq.poll(&mut wcs);
+            got.extend(wcs[..k].iter().map(|c| (c.wr_id, c.status, c.opcode)));
+        }
+        got.sort_by_key(|g| g.0);
+        got
+    };
+    mr.write(0, b"dropped!arrives!").unwrap();
+    a.post_send(&[SendWr::new(1, SendOp::Send, &[mr.slice(0, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(1), [(1, WcStatus::Success, WcOpcode::Send)], "a UC SEND with no receive completes");
+    b.post_recv(&[RecvWr::new(10, &[mr.slice(4096, 64).unwrap()])]).unwrap();
+    a.post_send(&[SendWr::new(2, SendOp::Send, &[mr.slice(8, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(2), [(2, WcStatus::Success, WcOpcode::Send), (10, WcStatus::Success, WcOpcode::Recv)]);
+    let mut buf = [0u8; 8];
+    mr.read(4096, &mut buf).unwrap();
+    assert_eq!(&buf, b"arrives!", "the receive took the second SEND, the first was dropped");
+    b.post_recv(&[RecvWr::new(11, &[mr.slice(4096, 64).unwrap()])]).unwrap();
+    let w = SendOp::WriteWithImm(mr.remote().at(6000), 5);
+    a.post_send(&[SendWr::new(3, w, &[mr.slice(0, 8).unwrap()])]).unwrap();
+    assert_eq!(
+        poll(2),
+        [(3, WcStatus::Success, WcOpcode::RdmaWrite), (11, WcStatus::Success, WcOpcode::RecvRdmaWithImm)]
+    );
+    mr.read(6000, &mut buf).unwrap();
+    assert_eq!(&buf, b"dropped!");
+}
+
 fn real_device(test: &str) -> Option<Context> {
     let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
         skip::skip_here(&format!("{test}: DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM"));

@@ -128,6 +128,26 @@ impl Context {
         }
     }
 
+    /// Whether the device runs atomics (compare-and-swap, fetch-and-add): `model-mlx5`
+    /// does, `model-e810` not (irdma GEN2 has none); on a real device, whether
+    /// `ibv_query_device` gives an `atomic_cap` other than `IBV_ATOMIC_NONE`. `Err` says
+    /// why not.
+    pub(crate) fn atomics(&self) -> Result<(), String> {
+        match &self.inner {
+            Inner::Model(m) if m.vendor() == crate::model_device::ModelVendor::Mlx5 => Ok(()),
+            Inner::Model(_) => Err(format!("{} (irdma GEN2) has no atomics", self.name)),
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => {
+                let a = ctx.device_attr().map_err(|e| format!("{}: {e}", self.name))?;
+                if a.atomic_cap == sys::ffi::IBV_ATOMIC_NONE {
+                    Err(format!("{} has no atomics (atomic_cap IBV_ATOMIC_NONE)", self.name))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
     /// Whether it is a built-in model (`model-mlx5`, `model-e810`).
     pub fn is_model(&self) -> bool {
         matches!(self.inner, Inner::Model(_))
