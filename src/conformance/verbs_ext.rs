@@ -27,9 +27,12 @@ fn pair(ctx: &Context, cq: &Cq, attrs: &QpAttrs, rec: &mut Recorder) -> Result<(
     Ok((pd, a, b))
 }
 
+/// A 64-bit value's bytes in one byte order.
+type ByteOrder = fn(u64) -> [u8; 8];
+
 /// The byte order the device keeps an atomic's operand in, from what a fetch-and-add of
 /// `x` to zero left: ConnectX big-endian, rxe host order.
-fn order_of(target: &Mr, at: u64, x: u64) -> Result<Option<fn(u64) -> [u8; 8]>, Error> {
+fn order_of(target: &Mr, at: u64, x: u64) -> Result<Option<ByteOrder>, Error> {
     let mut b = [0u8; 8];
     target.read(at, &mut b)?;
     Ok(if b == x.to_be_bytes() {
