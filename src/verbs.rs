@@ -156,6 +156,8 @@ impl core::ops::BitOrAssign for Access {
     }
 }
 
+pub use crate::context::buffer::MrBuffer;
+
 /// The keys and address of a registered memory region, as a peer learns them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteRegion {

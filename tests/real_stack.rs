@@ -232,6 +232,14 @@ fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
     );
     mr.read(6000, &mut buf).unwrap();
     assert_eq!(&buf, b"dropped!");
+
+    // The caller's memory: a vector registered as it is, written by the device, given back.
+    let theirs = pd.reg_mr_buffer(vec![0u8; 4096], Access::ALL).unwrap();
+    let w = SendOp::Write(theirs.remote().at(16));
+    a.post_send(&[SendWr::new(4, w, &[mr.slice(8, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(1), [(4, WcStatus::Success, WcOpcode::RdmaWrite)]);
+    let v: Vec<u8> = theirs.into_buffer().unwrap();
+    assert_eq!(&v[16..24], b"arrives!");
 }
 
 fn real_device(test: &str) -> Option<Context> {

@@ -258,3 +258,50 @@ fn builders_set_inline_solicited_and_access_rights() {
         assert_eq!(&buf, b"inline", "{device}");
     }
 }
+
+/// A region over the caller's buffer (a vector, a boxed slice, an anonymous mapping as
+/// hugepages come) carries traffic like any other, and gives the buffer back with what
+/// the device wrote; while a queue holds the region (a receive was posted into it) the
+/// buffer stays with it.
+#[test]
+fn caller_buffers_register_carry_traffic_and_come_back() {
+    for device in MODELS {
+        let ctx = Context::open(device).unwrap();
+        let mut cq = ctx.create_cq(CqOptions::new(32)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let (mut a, mut b) = pair(&ctx, &pd, &cq, QpType::Rc, false, &QpAttrs::default());
+        let src = pd.reg_mr_buffer(b"from a vec".to_vec(), Access::ALL).unwrap();
+        let dst = pd.reg_mr_buffer(vec![0u8; 64].into_boxed_slice(), Access::ALL).unwrap();
+        let mut map = memmap2::MmapMut::map_anon(4096).unwrap();
+        map[..4].copy_from_slice(b"mmap");
+        let mapped = pd.reg_mr_buffer(map, Access::ALL).unwrap();
+        assert_eq!((src.len(), dst.len(), mapped.len()), (10, 64, 4096));
+        let mut seen = [0u8; 4];
+        mapped.read(0, &mut seen).unwrap();
+        assert_eq!(&seen, b"mmap", "{device}: the buffer's bytes are the region's");
+
+        // A WRITE from the vector's region into the boxed slice's, a SEND into the mapping.
+        let w = SendOp::Write(dst.remote().at(8));
+        a.post_send(&[SendWr::new(1, w, &[src.slice(0, 10).unwrap()])]).unwrap();
+        b.post_recv(&[RecvWr::new(2, &[mapped.slice(100, 64).unwrap()])]).unwrap();
+        a.post_send(&[SendWr::new(3, SendOp::Send, &[src.slice(5, 5).unwrap()])]).unwrap();
+        let got: Vec<_> = poll(&mut cq, 3).iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(got.len(), 3, "{device}: {got:?}");
+        assert!(got.iter().all(|g| g.1 == WcStatus::Success), "{device}: {got:?}");
+
+        let boxed: Box<[u8]> = dst.into_buffer().unwrap();
+        assert_eq!(&boxed[8..18], b"from a vec", "{device}");
+        // The receive's queue holds the mapping's region: it does not come back yet.
+        let mapped = mapped.into_buffer::<memmap2::MmapMut>().unwrap_err();
+        // Nor does a buffer of another type.
+        let src = src.into_buffer::<Box<[u8]>>().unwrap_err();
+        let v: Vec<u8> = src.into_buffer().unwrap();
+        assert_eq!(v, b"from a vec");
+        // Once the QP that holds it is gone, it comes back with the SEND's bytes.
+        drop(b);
+        let map: memmap2::MmapMut = mapped.into_buffer().unwrap();
+        assert_eq!(&map[..4], b"mmap", "{device}");
+        assert_eq!(&map[100..105], b"a vec", "{device}");
+        assert!(pd.reg_mr_buffer(Vec::new(), Access::ALL).is_err(), "{device}: an empty buffer");
+    }
+}

@@ -6,6 +6,7 @@
 //! context outlives its CQs, QPs are destroyed before their CQs, and a mapped CQ ring is never
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
+pub(crate) mod buffer;
 mod mr;
 mod mw;
 mod qp;

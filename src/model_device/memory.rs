@@ -40,6 +40,11 @@ pub struct ModelMr {
 }
 
 impl ModelMr {
+    /// Whether anything else holds the region (a queue's or a window's handle).
+    pub(crate) fn is_held_elsewhere(&self) -> bool {
+        Arc::strong_count(&self.mem) > 1
+    }
+
     /// The address of the first byte (what scatter entries and remote addresses name).
     pub fn addr(&self) -> u64 {
         self.mem.addr

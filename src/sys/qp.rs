@@ -92,14 +92,38 @@ impl Drop for Pd {
 #[derive(Debug)]
 pub(crate) struct Mr {
     ptr: *mut ffi::ibv_mr,
-    mem: Arc<DmaBuffer>,
+    mem: Memory,
     _pd: Arc<Pd>,
 }
 
-// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's accessors); both are usable from any thread.
+/// The memory under a region: a mapping of its own, or a caller's buffer it owns until it
+/// is deregistered.
+enum Memory {
+    Own(Arc<DmaBuffer>),
+    Caller { ptr: *mut u8, len: usize, owner: Option<Box<dyn core::any::Any + Send + Sync>> },
+}
+
+impl core::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Memory::Own(b) => f.debug_tuple("Own").field(&b.len()).finish(),
+            Memory::Caller { ptr, len, .. } => f.debug_struct("Caller").field("ptr", ptr).field("len", len).finish(),
+        }
+    }
+}
+
+// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's accessors, or relaxed byte atomics on a caller's buffer, whose owner is `Send + Sync`); both are usable from any thread.
 unsafe impl Send for Mr {}
 // SAFETY: as above.
 unsafe impl Sync for Mr {}
+
+/// The bytes `offset..offset + n` of `len`, or the provider's out-of-bounds error.
+fn in_bounds(offset: usize, n: usize, len: usize) -> Result<(), dvcq_provider::Error> {
+    match offset.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(dvcq_provider::Error::OutOfBounds { what: "memory region", offset, len: n, limit: len }),
+    }
+}
 
 impl Mr {
     /// Registers `len` fresh bytes with `access`.
@@ -111,12 +135,74 @@ impl Mr {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_reg_mr"));
         }
-        Ok(Mr { ptr, mem, _pd: Arc::clone(pd) })
+        Ok(Mr { ptr, mem: Memory::Own(mem), _pd: Arc::clone(pd) })
     }
 
-    /// The registered memory.
-    pub(crate) fn memory(&self) -> &Arc<DmaBuffer> {
-        &self.mem
+    /// Registers `buf` (a caller's buffer of at least one byte), which the region owns until
+    /// [`Mr::into_owner`] or its drop, after deregistration. On failure the buffer comes
+    /// back with the error.
+    pub(crate) fn with_buffer<B: crate::verbs::MrBuffer>(
+        pd: &Arc<Pd>,
+        mut buf: B,
+        access: Access,
+    ) -> Result<Mr, (VerbsError, B)> {
+        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        let flags = i32::try_from(access.bits()).unwrap_or(0);
+        // SAFETY: `MrBuffer`'s contract: `len` bytes at `ptr`, valid and unmoved while `buf` lives; the MR owns `buf` from here and drops it only after `ibv_dereg_mr` (`Drop`, `into_owner`).
+        let mr = unsafe { ffi::ibv_reg_mr(pd.ptr, ptr.cast(), len, flags) };
+        if mr.is_null() {
+            return Err((VerbsError::last("ibv_reg_mr"), buf));
+        }
+        let owner: Box<dyn core::any::Any + Send + Sync> = Box::new(buf);
+        Ok(Mr { ptr: mr, mem: Memory::Caller { ptr, len, owner: Some(owner) }, _pd: Arc::clone(pd) })
+    }
+
+    /// Deregisters the region and gives back the caller's buffer it owned (`None` for
+    /// memory of its own).
+    pub(crate) fn into_owner(mut self) -> Option<Box<dyn core::any::Any + Send + Sync>> {
+        let owner = match &mut self.mem {
+            Memory::Caller { owner, .. } => owner.take(),
+            Memory::Own(_) => None,
+        };
+        drop(self);
+        owner
+    }
+
+    /// Whether it owns a caller's buffer of type `B`.
+    pub(crate) fn owns<B: 'static>(&self) -> bool {
+        matches!(&self.mem, Memory::Caller { owner: Some(o), .. } if o.is::<B>())
+    }
+
+    /// Copies `data` into the region at `offset`.
+    pub(crate) fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), dvcq_provider::Error> {
+        match &self.mem {
+            Memory::Own(b) => b.write_bytes(offset, data),
+            Memory::Caller { ptr, len, .. } => {
+                in_bounds(offset, data.len(), *len)?;
+                for (i, &v) in data.iter().enumerate() {
+                    // SAFETY: inside the buffer (checked), which the region owns and keeps mapped; the device may write it at any time, so every CPU access is atomic.
+                    let byte = unsafe { &*ptr.add(offset + i).cast::<core::sync::atomic::AtomicU8>() };
+                    byte.store(v, core::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies bytes of the region at `offset` into `out`.
+    pub(crate) fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<(), dvcq_provider::Error> {
+        match &self.mem {
+            Memory::Own(b) => b.read_bytes(offset, out),
+            Memory::Caller { ptr, len, .. } => {
+                in_bounds(offset, out.len(), *len)?;
+                for (i, v) in out.iter_mut().enumerate() {
+                    // SAFETY: as in `write_bytes`.
+                    let byte = unsafe { &*ptr.add(offset + i).cast::<core::sync::atomic::AtomicU8>() };
+                    *v = byte.load(core::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The region's address, length, lkey and rkey.
