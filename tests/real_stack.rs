@@ -240,6 +240,25 @@ fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
     assert_eq!(poll(1), [(4, WcStatus::Success, WcOpcode::RdmaWrite)]);
     let v: Vec<u8> = theirs.into_buffer().unwrap();
     assert_eq!(&v[16..24], b"arrives!");
+
+    // The rdma-core objects behind the handles: a QP's `struct ibv_qp` names its context,
+    // PD and CQs and carries its number; a region's `struct ibv_mr` its keys.
+    let raw = |p: Option<std::ptr::NonNull<std::ffi::c_void>>| p.expect("an rdma-core object").as_ptr();
+    let (ctx_p, pd_p, cq_p, qp_p, mr_p) =
+        (raw(ctx.as_raw()), raw(pd.as_raw()), raw(cq.as_raw()), raw(a.as_raw()), raw(mr.as_raw()));
+    let srq = pd.create_srq(4, 1).unwrap();
+    let srq_p = raw(srq.as_raw());
+    // SAFETY: live objects of rdma-core 44's layouts: `struct ibv_qp` {context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num}; `struct ibv_mr` {context, pd, addr, length, handle, lkey, rkey}; `struct ibv_srq` {context, srq_context, pd}.
+    unsafe {
+        let word = |p: *mut std::ffi::c_void, i: usize| *p.cast::<*mut std::ffi::c_void>().add(i);
+        assert_eq!((word(qp_p, 0), word(qp_p, 2), word(qp_p, 3), word(qp_p, 4)), (ctx_p, pd_p, cq_p, cq_p));
+        assert_eq!(*qp_p.cast::<u8>().add(52).cast::<u32>(), a.qpn());
+        assert_eq!((word(mr_p, 0), word(mr_p, 1)), (ctx_p, pd_p));
+        assert_eq!(*mr_p.cast::<u8>().add(36).cast::<u32>(), mr.lkey());
+        assert_eq!((word(srq_p, 0), word(srq_p, 2)), (ctx_p, pd_p));
+        assert_eq!(word(pd_p, 0), ctx_p);
+        assert_eq!(word(cq_p, 0), ctx_p);
+    }
 }
 
 fn real_device(test: &str) -> Option<Context> {

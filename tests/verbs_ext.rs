@@ -305,3 +305,19 @@ fn caller_buffers_register_carry_traffic_and_come_back() {
         assert!(pd.reg_mr_buffer(Vec::new(), Access::ALL).is_err(), "{device}: an empty buffer");
     }
 }
+
+/// A model has no rdma-core objects: every `as_raw` is `None` there.
+#[test]
+fn as_raw_is_none_on_the_models() {
+    for device in MODELS {
+        let ctx = Context::open(device).unwrap();
+        let cq = ctx.create_cq(CqOptions::new(8)).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let mr = pd.reg_mr(64, Access::ALL).unwrap();
+        let qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+        let srq = pd.create_srq(4, 1).ok();
+        assert!(ctx.as_raw().is_none() && pd.as_raw().is_none() && mr.as_raw().is_none(), "{device}");
+        assert!(cq.as_raw().is_none() && qp.as_raw().is_none(), "{device}");
+        assert!(srq.is_none_or(|s| s.as_raw().is_none()), "{device}");
+    }
+}

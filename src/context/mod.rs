@@ -7,9 +7,10 @@
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
 pub(crate) mod buffer;
-mod mr;
+pub(crate) mod mr;
 mod mw;
 mod qp;
+mod raw;
 mod xrc;
 
 pub use mr::Mr;

@@ -78,6 +78,11 @@ impl Pd {
         }
         Ok(Arc::new(Pd { ptr, ctx: Arc::clone(ctx) }))
     }
+
+    /// The `struct ibv_pd`.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_pd {
+        self.ptr
+    }
 }
 
 impl Drop for Pd {
@@ -166,6 +171,11 @@ impl Mr {
         };
         drop(self);
         owner
+    }
+
+    /// The `struct ibv_mr`.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mr {
+        self.ptr
     }
 
     /// Whether it owns a caller's buffer of type `B`.
@@ -413,8 +423,7 @@ impl Srq {
         Ok(())
     }
 
-    /// The raw SRQ, for the direct attaches' tests.
-    #[cfg(test)]
+    /// The raw SRQ (`Srq::as_raw`, the direct attaches' tests).
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
         self.ptr
     }
