@@ -626,9 +626,11 @@ impl Qp {
         let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
         match self.qp_type {
             QpType::Rc | QpType::XrcRecv => {
-                // Atomics too: a responder QP without the right refuses them whatever the
-                // region grants.
-                a.qp_access_flags = (Access::ALL | Access::REMOTE_ATOMIC).bits();
+                // Atomics too, where the device has them: a responder QP without the right
+                // refuses them whatever the region grants (a device with none is not asked).
+                let atomics = self.ctx.device_attr().is_ok_and(|d| d.atomic_cap != ffi::IBV_ATOMIC_NONE);
+                let rights = if atomics { Access::ALL | Access::REMOTE_ATOMIC } else { Access::ALL };
+                a.qp_access_flags = rights.bits();
                 mask |= ffi::IBV_QP_ACCESS_FLAGS;
             }
             // UC responders take RDMA WRITEs only.
