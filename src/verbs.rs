@@ -15,6 +15,11 @@
 pub enum QpType {
     /// Reliable connected (`IBV_QPT_RC`).
     Rc,
+    /// Unreliable connected (`IBV_QPT_UC`): SEND and RDMA WRITE (with or without
+    /// immediate) to one connected peer, with no acknowledgements: no READ, no atomics,
+    /// and a message the responder cannot take (no receive posted, a bad key) is dropped
+    /// there while the requester completes it successfully.
+    Uc,
     /// Unreliable datagram (`IBV_QPT_UD`): every receive buffer starts with the 40-byte GRH
     /// slot, as on every RDMA device.
     Ud,
@@ -32,6 +37,7 @@ impl QpType {
     pub const fn name(self) -> &'static str {
         match self {
             QpType::Rc => "RC",
+            QpType::Uc => "UC",
             QpType::Ud => "UD",
             QpType::XrcSend => "XRC_SEND",
             QpType::XrcRecv => "XRC_RECV",
@@ -43,13 +49,30 @@ impl QpType {
         matches!(self, QpType::XrcSend | QpType::XrcRecv)
     }
 
-    /// Whether it is a connected type whose sends need a connected peer (RC, XRC initiator).
+    /// Whether it is a connected type whose sends need a connected peer (RC, UC, XRC
+    /// initiator).
     pub const fn is_connected_sender(self) -> bool {
-        matches!(self, QpType::Rc | QpType::XrcSend)
+        matches!(self, QpType::Rc | QpType::Uc | QpType::XrcSend)
+    }
+
+    /// Whether it carries `op` (`ibv_post_send` refuses the rest with `EINVAL`): UC only
+    /// SEND, SEND with immediate and RDMA WRITE with or without immediate; UD only the
+    /// SENDs; RC and the XRC initiator everything; an XRC target nothing.
+    pub const fn carries(self, op: SendOp) -> bool {
+        match self {
+            QpType::Rc | QpType::XrcSend => true,
+            QpType::Uc => {
+                matches!(op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..))
+            }
+            QpType::Ud => matches!(op, SendOp::Send | SendOp::SendWithImm(_)),
+            QpType::XrcRecv => false,
+        }
     }
 }
 
-/// Queue sizes asked for at QP creation (`struct ibv_qp_cap`).
+/// Queue sizes asked for at QP creation (`struct ibv_qp_cap`). A device may grant more
+/// (rdma-core rounds queues up); [`QpCaps::default`] asks for 64 send and 64 receive work
+/// requests of one scatter/gather entry each and no inline data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpCaps {
     /// Send work requests outstanding at most.
@@ -65,6 +88,8 @@ pub struct QpCaps {
 }
 
 impl Default for QpCaps {
+    /// `max_send_wr` 64, `max_recv_wr` 64, `max_send_sge` 1, `max_recv_sge` 1,
+    /// `max_inline_data` 0.
     fn default() -> Self {
         QpCaps { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
     }
@@ -90,6 +115,10 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(1 << 1);
     /// `IBV_ACCESS_REMOTE_READ`.
     pub const REMOTE_READ: Access = Access(1 << 2);
+    /// `IBV_ACCESS_REMOTE_ATOMIC`: a peer may run compare-and-swap and fetch-and-add on
+    /// the region ([`SendOp::CompareSwap`], [`SendOp::FetchAdd`]). Not part of
+    /// [`Access::ALL`]: add it with `|` where atomics are wanted.
+    pub const REMOTE_ATOMIC: Access = Access(1 << 3);
     /// `IBV_ACCESS_MW_BIND`: memory windows may be bound over the region (a region made
     /// without it refuses every bind).
     pub const MW_BIND: Access = Access(1 << 4);
@@ -111,6 +140,23 @@ impl Access {
         Access(self.0 | other.0)
     }
 }
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+
+    /// Both sets of rights ([`Access::union`]).
+    fn bitor(self, other: Access) -> Access {
+        self.union(other)
+    }
+}
+
+impl core::ops::BitOrAssign for Access {
+    fn bitor_assign(&mut self, other: Access) {
+        *self = self.union(other);
+    }
+}
+
+pub use crate::context::buffer::MrBuffer;
 
 /// The keys and address of a registered memory region, as a peer learns them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,7 +326,32 @@ pub enum SendOp {
     /// with [`crate::Qp::bind_mw`], which checks the window and region first; this value is
     /// what the models execute, unchecked, as hardware does.
     BindMw(MwBind),
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP` (RC only): at the 8-byte aligned remote address, if the
+    /// 64-bit value there equals `compare`, `swap` replaces it. The value found there before
+    /// lands in the local list's first 8 bytes (the list must carry 8 bytes, in memory the
+    /// device may write); the completion is `IBV_WC_COMP_SWAP` with `byte_len` 8. The
+    /// remote region needs [`Access::REMOTE_ATOMIC`].
+    CompareSwap {
+        /// The 8-byte aligned remote address and its rkey.
+        remote: RemoteAddr,
+        /// The value the remote one is compared with.
+        compare: u64,
+        /// The value written on a match.
+        swap: u64,
+    },
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD` (RC only): `add` is added (wrapping) to the 64-bit
+    /// value at the 8-byte aligned remote address; the value before lands in the local
+    /// list as for [`SendOp::CompareSwap`]; the completion is `IBV_WC_FETCH_ADD`.
+    FetchAdd {
+        /// The 8-byte aligned remote address and its rkey.
+        remote: RemoteAddr,
+        /// The value added.
+        add: u64,
+    },
 }
+
+/// The bytes an atomic operation reads and writes, at both ends.
+pub const ATOMIC_BYTES: u32 = 8;
 
 /// A type-2 memory window bind as the work request carries it to the device
 /// (`wr.bind_mw`: the window by its current rkey, the rkey it gets, and `bind_info`: the
@@ -321,6 +392,8 @@ impl SendOp {
             SendOp::SendWithImm(_) => 3,
             SendOp::Read(_) => 4,
             SendOp::BindMw(_) => 8,
+            SendOp::CompareSwap { .. } => 5,
+            SendOp::FetchAdd { .. } => 6,
             SendOp::SendWithInv(_) => 9,
         }
     }
@@ -346,12 +419,24 @@ impl SendOp {
         matches!(self, SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))
     }
 
-    /// The remote buffer an RDMA op names.
+    /// The remote buffer an RDMA or atomic op names.
     pub const fn remote(self) -> Option<RemoteAddr> {
         match self {
             SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) => Some(r),
+            SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => Some(remote),
             _ => None,
         }
+    }
+
+    /// Whether it is an atomic (compare-and-swap or fetch-and-add).
+    pub const fn is_atomic(self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+
+    /// Whether the device writes the local list (a READ's response, an atomic's original
+    /// value).
+    pub const fn writes_local(self) -> bool {
+        matches!(self, SendOp::Read(_)) || self.is_atomic()
     }
 }
 
@@ -400,6 +485,21 @@ impl<'a> SendWr<'a> {
         self
     }
 
+    /// The same request with its data copied into the WQE at post time (`IBV_SEND_INLINE`,
+    /// up to the QP's `max_inline_data`): the list's memory may be reused once the post
+    /// returns.
+    pub const fn inline(mut self, yes: bool) -> Self {
+        self.inline = yes;
+        self
+    }
+
+    /// The same request solicited or not (`IBV_SEND_SOLICITED`: the receiver's CQ, armed
+    /// for solicited completions only, raises an event for it).
+    pub const fn solicited(mut self, yes: bool) -> Self {
+        self.solicited = yes;
+        self
+    }
+
     /// The same request sent to a UD destination.
     pub const fn to(mut self, dest: UdDest) -> Self {
         self.ud = Some(dest);
@@ -438,6 +538,103 @@ pub struct RecvWr<'a> {
     pub sg_list: &'a [MrSlice<'a>],
 }
 
+/// The attributes a connected QP is given as it connects (`struct ibv_qp_attr`, the
+/// fields `ibv_modify_qp` takes at RTR and RTS). [`QpAttrs::default`] is what
+/// [`crate::Qp::connect`] uses: the values `ibv_rc_pingpong` sets.
+///
+/// On a model device the requester and responder run inside the post, so time is
+/// compressed to nothing: with `rnr_retry` below 7 a SEND (or RDMA WRITE with immediate)
+/// that finds no receive at the peer has spent its retries at once and completes with
+/// `IBV_WC_RNR_RETRY_EXC_ERR` (a receive posted later is too late, as one posted after the
+/// last retry is on a NIC); with 7 it waits for a receive however long that takes. The
+/// other values are kept and checked; a model never loses a packet, so `timeout` and
+/// `retry_cnt` only matter for a peer that never answers (in error, or connected to
+/// another QP), which fails at once with `IBV_WC_RETRY_EXC_ERR`, and it runs one READ or
+/// atomic at a time, within any `max_rd_atomic`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpAttrs {
+    /// Local ACK timeout, 0 to 31: 4.096 µs × 2^timeout, 0 for infinite (default 14,
+    /// about 67 ms).
+    pub timeout: u8,
+    /// Transport retries before `IBV_WC_RETRY_EXC_ERR`, 0 to 7 (default 7).
+    pub retry_cnt: u8,
+    /// RNR retries before `IBV_WC_RNR_RETRY_EXC_ERR`, 0 to 7; 7 retries for ever
+    /// (default 7).
+    pub rnr_retry: u8,
+    /// The RNR NAK timer this QP asks its requesters to wait, the IB spec's 5-bit code
+    /// (default 12, 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// Path MTU in bytes (256, 512, 1024, 2048 or 4096); `None` (default) takes the
+    /// port's active MTU.
+    pub path_mtu: Option<u32>,
+    /// RDMA READs and atomics this QP has in flight as a requester, at least 1 (default 1).
+    pub max_rd_atomic: u8,
+    /// RDMA READs and atomics it answers at once as a responder, at least 1 (default 1).
+    pub max_dest_rd_atomic: u8,
+}
+
+impl Default for QpAttrs {
+    fn default() -> Self {
+        QpAttrs {
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            path_mtu: None,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+        }
+    }
+}
+
+/// The RNR retry count that retries for ever (IB spec: 7 means infinite).
+pub const RNR_RETRY_FOREVER: u8 = 7;
+
+impl QpAttrs {
+    /// The same attributes with `rnr_retry` RNR retries (7: for ever).
+    pub const fn rnr_retry(mut self, n: u8) -> Self {
+        self.rnr_retry = n;
+        self
+    }
+
+    /// `IBV_MTU_*` (1 to 5) of a path MTU in bytes.
+    pub const fn mtu_enum(bytes: u32) -> Option<u32> {
+        match bytes {
+            256 => Some(1),
+            512 => Some(2),
+            1024 => Some(3),
+            2048 => Some(4),
+            4096 => Some(5),
+            _ => None,
+        }
+    }
+
+    /// The first field out of its range, by name, with its value; `None` when all fit
+    /// (`timeout` and `min_rnr_timer` 0 to 31, `retry_cnt` and `rnr_retry` 0 to 7, the
+    /// two `*rd_atomic` at least 1, `path_mtu` a power of two from 256 to 4096).
+    pub fn out_of_range(&self) -> Option<(&'static str, u32)> {
+        let fields = [
+            ("timeout", self.timeout, 0, 31),
+            ("retry_cnt", self.retry_cnt, 0, 7),
+            ("rnr_retry", self.rnr_retry, 0, 7),
+            ("min_rnr_timer", self.min_rnr_timer, 0, 31),
+            ("max_rd_atomic", self.max_rd_atomic, 1, u8::MAX),
+            ("max_dest_rd_atomic", self.max_dest_rd_atomic, 1, u8::MAX),
+        ];
+        if let Some(&(name, v, ..)) = fields.iter().find(|(_, v, lo, hi)| !(lo..=hi).contains(&v)) {
+            return Some((name, u32::from(v)));
+        }
+        self.path_mtu.filter(|&m| Self::mtu_enum(m).is_none()).map(|m| ("path_mtu", m))
+    }
+}
+
+impl<'a> RecvWr<'a> {
+    /// A receive of `wr_id` into `sg_list`.
+    pub const fn new(wr_id: u64, sg_list: &'a [MrSlice<'a>]) -> Self {
+        RecvWr { wr_id, sg_list }
+    }
+}
+
 /// What a peer needs to reach a queue pair: its number, the port's LID and the GID in use,
 /// and the first packet sequence number (the facts `ibv_rc_pingpong` exchanges).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -470,11 +667,45 @@ mod tests {
         assert_eq!(SendOp::Read(r).remote(), Some(r));
         assert_eq!(SendOp::Send.remote(), None);
         assert_eq!(SendOp::SendWithInv(0x1234).wr_opcode(), 9);
+        let cas = SendOp::CompareSwap { remote: r, compare: 1, swap: 2 };
+        let fa = SendOp::FetchAdd { remote: r, add: 3 };
+        assert_eq!((cas.wr_opcode(), fa.wr_opcode()), (5, 6));
+        assert_eq!((cas.remote(), fa.remote()), (Some(r), Some(r)));
+        assert!(cas.is_atomic() && fa.writes_local() && SendOp::Read(r).writes_local());
+        assert!(!SendOp::Write(r).writes_local() && !SendOp::Read(r).is_atomic());
         assert_eq!(SendOp::SendWithInv(0x1234).invalidate_rkey(), Some(0x1234));
         assert_eq!(SendOp::SendWithInv(0x1234).imm(), None);
         let b = MwBind { mw_rkey: 1, new_rkey: 2, mr_lkey: 3, addr: 0, len: 1, access: Access::REMOTE_WRITE };
         assert_eq!(SendOp::BindMw(b).wr_opcode(), 8);
         assert!(SendOp::SendWithInv(1).is_send() && !SendOp::BindMw(b).is_send());
+    }
+
+    #[test]
+    fn transports_carry_the_operations_ib_defines_for_them() {
+        let r = RemoteAddr { addr: 0, rkey: 1 };
+        let cas = SendOp::CompareSwap { remote: r, compare: 0, swap: 1 };
+        assert!(QpType::Rc.carries(cas) && QpType::XrcSend.carries(SendOp::Read(r)));
+        assert!(QpType::Uc.carries(SendOp::WriteWithImm(r, 1)) && QpType::Uc.carries(SendOp::SendWithImm(1)));
+        assert!(!QpType::Uc.carries(SendOp::Read(r)) && !QpType::Uc.carries(cas));
+        assert!(!QpType::Ud.carries(SendOp::Write(r)) && QpType::Ud.carries(SendOp::Send));
+        assert!(!QpType::XrcRecv.carries(SendOp::Send));
+        assert!(QpType::Uc.is_connected_sender() && !QpType::Ud.is_connected_sender());
+    }
+
+    #[test]
+    fn qp_attrs_name_the_first_value_out_of_range() {
+        assert_eq!(QpAttrs::default().out_of_range(), None);
+        assert_eq!(QpAttrs::default().rnr_retry, RNR_RETRY_FOREVER);
+        assert_eq!(QpAttrs { min_rnr_timer: 32, ..QpAttrs::default() }.out_of_range(), Some(("min_rnr_timer", 32)));
+        assert_eq!(
+            QpAttrs { max_dest_rd_atomic: 0, ..QpAttrs::default() }.out_of_range(),
+            Some(("max_dest_rd_atomic", 0))
+        );
+        assert_eq!(QpAttrs { path_mtu: Some(2048), ..QpAttrs::default() }.out_of_range(), None);
+        assert_eq!(
+            (QpAttrs::mtu_enum(256), QpAttrs::mtu_enum(4096), QpAttrs::mtu_enum(9000)),
+            (Some(1), Some(5), None)
+        );
     }
 
     #[test]
@@ -490,6 +721,8 @@ mod tests {
         assert_eq!(Access::REMOTE_WRITE.bits(), 2);
         assert_eq!(Access::REMOTE_READ.bits(), 4);
         assert_eq!(Access::MW_BIND.bits(), 16);
+        assert_eq!(Access::REMOTE_ATOMIC.bits(), 8);
+        assert!(!Access::ALL.contains(Access::REMOTE_ATOMIC));
         assert!(Access::ALL.contains(Access::REMOTE_READ));
         assert!(!Access::LOCAL_WRITE.contains(Access::REMOTE_WRITE));
     }

@@ -173,6 +173,94 @@ fn views_walk_the_real_queue() {
 }
 
 /// The device `DVCQ_DEVICE` names, or `None` after one skip line.
+/// On rxe the atomics and RNR retry checks run and pass (rxe keeps an atomic's operand in
+/// host order); a UC pair moves a SEND and a WRITE with immediate, and a SEND with no
+/// receive posted completes at the requester while the responder drops it.
+#[test]
+fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
+    use dvcq::conformance::run;
+    use dvcq::verbs::{Access, QpAttrs, QpType, RecvWr, SendOp, SendWr};
+    use dvcq::{BackendChoice, Completion, CqOptions, QpInit, WcOpcode, WcStatus};
+    let Some(ctx) = real_device("rxe_runs_atomics_rnr_exhaustion_and_uc") else { return };
+    if ctx.info().unwrap().provider != "rxe" {
+        skip::skip_here("not an rxe device");
+        return;
+    }
+    for name in ["atomic_cas_fa", "rnr_retry_exceeded"] {
+        let w = WORKLOADS.iter().find(|w| w.name == name).unwrap();
+        let r = run(&ctx, w, BackendChoice::Auto);
+        assert_eq!((r.skipped.as_deref(), r.problems.len()), (None, 0), "{name}: {:?}", r.problems);
+        if name == "atomic_cas_fa" && cfg!(target_endian = "little") {
+            assert!(r.summary.as_deref().is_some_and(|s| s.contains("little-endian")), "{:?}", r.summary);
+        }
+    }
+
+    let mut cq = ctx.create_cq(CqOptions::new(16)).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(8192, Access::ALL).unwrap();
+    let mut a = pd.create_qp(&QpInit::new(QpType::Uc, &cq)).unwrap();
+    let mut b = pd.create_qp(&QpInit::new(QpType::Uc, &cq)).unwrap();
+    let (ea, eb) = (a.endpoint().unwrap(), b.endpoint().unwrap());
+    a.connect_with(&eb, &QpAttrs::default()).unwrap();
+    b.connect_with(&ea, &QpAttrs::default()).unwrap();
+    let mut poll = |n: usize| {
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut wcs = [Completion::default(); 8];
+        while got.len() < n && std::time::Instant::now() < deadline {
+            let k = cq.poll(&mut wcs);
+            got.extend(wcs[..k].iter().map(|c| (c.wr_id, c.status, c.opcode)));
+        }
+        got.sort_by_key(|g| g.0);
+        got
+    };
+    mr.write(0, b"dropped!arrives!").unwrap();
+    a.post_send(&[SendWr::new(1, SendOp::Send, &[mr.slice(0, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(1), [(1, WcStatus::Success, WcOpcode::Send)], "a UC SEND with no receive completes");
+    b.post_recv(&[RecvWr::new(10, &[mr.slice(4096, 64).unwrap()])]).unwrap();
+    a.post_send(&[SendWr::new(2, SendOp::Send, &[mr.slice(8, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(2), [(2, WcStatus::Success, WcOpcode::Send), (10, WcStatus::Success, WcOpcode::Recv)]);
+    let mut buf = [0u8; 8];
+    mr.read(4096, &mut buf).unwrap();
+    assert_eq!(&buf, b"arrives!", "the receive took the second SEND, the first was dropped");
+    b.post_recv(&[RecvWr::new(11, &[mr.slice(4096, 64).unwrap()])]).unwrap();
+    let w = SendOp::WriteWithImm(mr.remote().at(6000), 5);
+    a.post_send(&[SendWr::new(3, w, &[mr.slice(0, 8).unwrap()])]).unwrap();
+    assert_eq!(
+        poll(2),
+        [(3, WcStatus::Success, WcOpcode::RdmaWrite), (11, WcStatus::Success, WcOpcode::RecvRdmaWithImm)]
+    );
+    mr.read(6000, &mut buf).unwrap();
+    assert_eq!(&buf, b"dropped!");
+
+    // The caller's memory: a vector registered as it is, written by the device, given back.
+    let theirs = pd.reg_mr_buffer(vec![0u8; 4096], Access::ALL).unwrap();
+    let w = SendOp::Write(theirs.remote().at(16));
+    a.post_send(&[SendWr::new(4, w, &[mr.slice(8, 8).unwrap()])]).unwrap();
+    assert_eq!(poll(1), [(4, WcStatus::Success, WcOpcode::RdmaWrite)]);
+    let v: Vec<u8> = theirs.into_buffer().unwrap();
+    assert_eq!(&v[16..24], b"arrives!");
+
+    // The rdma-core objects behind the handles: a QP's `struct ibv_qp` names its context,
+    // PD and CQs and carries its number; a region's `struct ibv_mr` its keys.
+    let raw = |p: Option<std::ptr::NonNull<std::ffi::c_void>>| p.expect("an rdma-core object").as_ptr();
+    let (ctx_p, pd_p, cq_p, qp_p, mr_p) =
+        (raw(ctx.as_raw()), raw(pd.as_raw()), raw(cq.as_raw()), raw(a.as_raw()), raw(mr.as_raw()));
+    let srq = pd.create_srq(4, 1).unwrap();
+    let srq_p = raw(srq.as_raw());
+    // SAFETY: live objects of rdma-core 44's layouts: `struct ibv_qp` {context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num}; `struct ibv_mr` {context, pd, addr, length, handle, lkey, rkey}; `struct ibv_srq` {context, srq_context, pd}.
+    unsafe {
+        let word = |p: *mut std::ffi::c_void, i: usize| *p.cast::<*mut std::ffi::c_void>().add(i);
+        assert_eq!((word(qp_p, 0), word(qp_p, 2), word(qp_p, 3), word(qp_p, 4)), (ctx_p, pd_p, cq_p, cq_p));
+        assert_eq!(*qp_p.cast::<u8>().add(52).cast::<u32>(), a.qpn());
+        assert_eq!((word(mr_p, 0), word(mr_p, 1)), (ctx_p, pd_p));
+        assert_eq!(*mr_p.cast::<u8>().add(36).cast::<u32>(), mr.lkey());
+        assert_eq!((word(srq_p, 0), word(srq_p, 2)), (ctx_p, pd_p));
+        assert_eq!(word(pd_p, 0), ctx_p);
+        assert_eq!(word(cq_p, 0), ctx_p);
+    }
+}
+
 fn real_device(test: &str) -> Option<Context> {
     let Some(name) = std::env::var("DVCQ_DEVICE").ok().filter(|n| !n.is_empty()) else {
         skip::skip_here(&format!("{test}: DVCQ_DEVICE is not set; tests/vm/run runs this test on rxe0 in a VM"));

@@ -20,6 +20,7 @@ mod events;
 mod limits;
 mod mlx5_dv;
 mod timestamps;
+mod verbs_ext;
 mod workloads;
 mod xrc;
 

@@ -44,6 +44,8 @@ pub static WORKLOADS: &[Workload] = &[
     Workload { name: "cq_timestamps", run: super::timestamps::cq_timestamps },
     Workload { name: "cq_ex_fields", run: super::cq_ex::cq_ex_fields },
     Workload { name: "xrc_traffic", run: super::xrc::xrc_traffic },
+    Workload { name: "atomic_cas_fa", run: super::verbs_ext::atomic_cas_fa },
+    Workload { name: "rnr_retry_exceeded", run: super::verbs_ext::rnr_retry_exceeded },
 ];
 
 /// Bytes of each memory region a workload uses.

@@ -6,9 +6,11 @@
 //! context outlives its CQs, QPs are destroyed before their CQs, and a mapped CQ ring is never
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
-mod mr;
+pub(crate) mod buffer;
+pub(crate) mod mr;
 mod mw;
 mod qp;
+mod raw;
 mod xrc;
 
 pub use mr::Mr;
@@ -121,6 +123,26 @@ impl Context {
                          MEM_WINDOW_TYPE_2A nor _2B)",
                         self.name, a.max_mw, a.device_cap_flags
                     ))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Whether the device runs atomics (compare-and-swap, fetch-and-add): `model-mlx5`
+    /// does, `model-e810` not (irdma GEN2 has none); on a real device, whether
+    /// `ibv_query_device` gives an `atomic_cap` other than `IBV_ATOMIC_NONE`. `Err` says
+    /// why not.
+    pub(crate) fn atomics(&self) -> Result<(), String> {
+        match &self.inner {
+            Inner::Model(m) if m.vendor() == crate::model_device::ModelVendor::Mlx5 => Ok(()),
+            Inner::Model(_) => Err(format!("{} (irdma GEN2) has no atomics", self.name)),
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => {
+                let a = ctx.device_attr().map_err(|e| format!("{}: {e}", self.name))?;
+                if a.atomic_cap == sys::ffi::IBV_ATOMIC_NONE {
+                    Err(format!("{} has no atomics (atomic_cap IBV_ATOMIC_NONE)", self.name))
                 } else {
                     Ok(())
                 }

@@ -4,7 +4,7 @@ use super::{Pd, PdInner};
 use crate::error::Error;
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
-use crate::verbs::{Access, MrSlice, RemoteRegion, Sge};
+use crate::verbs::{Access, MrBuffer, MrSlice, RemoteRegion, Sge};
 
 /// A registered memory region over memory it owns (page-aligned, zeroed).
 ///
@@ -15,7 +15,9 @@ use crate::verbs::{Access, MrSlice, RemoteRegion, Sge};
 /// Dropping it deregisters it and frees its memory, unless a queue still holds it: a QP or
 /// SRQ that a receive or an RDMA READ naming it was posted to keeps it until the queue is
 /// destroyed, and a memory window bound over it keeps it while bound.
-#[derive(Debug)]
+///
+/// A region over the caller's memory ([`Pd::reg_mr_buffer`]) owns that buffer the same
+/// way, and gives it back with [`Mr::into_buffer`].
 pub struct Mr {
     pub(super) inner: MrInner,
     access: Access,
@@ -24,6 +26,23 @@ pub struct Mr {
     lkey: u32,
     rkey: u32,
     device: String,
+    /// On a model, the caller's buffer it was registered from ([`Pd::reg_mr_buffer`]);
+    /// on rdma-core the registration owns it.
+    model_buffer: Option<Box<dyn core::any::Any + Send + Sync>>,
+}
+
+impl core::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Mr")
+            .field("inner", &self.inner)
+            .field("access", &self.access)
+            .field("addr", &self.addr)
+            .field("len", &self.len)
+            .field("lkey", &self.lkey)
+            .field("rkey", &self.rkey)
+            .field("device", &self.device)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -65,7 +84,16 @@ impl Pd {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
                 let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
                 let inner = MrInner::Model(mr);
-                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+                Ok(Mr {
+                    inner,
+                    access,
+                    addr,
+                    len: len as u64,
+                    lkey,
+                    rkey,
+                    device: self.device.clone(),
+                    model_buffer: None,
+                })
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
@@ -73,7 +101,79 @@ impl Pd {
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
                 let (addr, _, lkey, rkey) = mr.keys();
                 let inner = MrInner::Verbs(std::sync::Arc::new(mr));
-                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone() })
+                Ok(Mr {
+                    inner,
+                    access,
+                    addr,
+                    len: len as u64,
+                    lkey,
+                    rkey,
+                    device: self.device.clone(),
+                    model_buffer: None,
+                })
+            }
+        }
+    }
+
+    /// Registers the caller's memory `buf` with `access` (`ibv_reg_mr` over it): an
+    /// existing buffer, or a mapping of hugepages. The region owns `buf` while it is
+    /// registered, so nothing else can reach the memory the device writes, and
+    /// [`Mr::into_buffer`] gives it back once no queue holds the region; dropping the
+    /// region drops it after deregistration.
+    ///
+    /// On a model the device works on memory of its own: `buf`'s bytes are copied into it
+    /// here and back by [`Mr::into_buffer`], which is what a program sees of a NIC writing
+    /// the buffer itself ([`Mr::addr`] is then the model's address, not `buf`'s).
+    ///
+    /// ```
+    /// # use dvcq::{verbs::Access, Context};
+    /// # fn main() -> Result<(), dvcq::Error> {
+    /// let ctx = Context::open("model-mlx5")?;
+    /// let pd = ctx.alloc_pd()?;
+    /// let mr = pd.reg_mr_buffer(b"hello".to_vec(), Access::ALL)?;
+    /// mr.write(0, b"J")?;
+    /// let back: Vec<u8> = mr.into_buffer().expect("no queue holds it");
+    /// assert_eq!(back, b"Jello");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Mismatch`] for an empty buffer; the device refused (rdma-core's errno).
+    pub fn reg_mr_buffer<B: MrBuffer>(&self, mut buf: B, access: Access) -> Result<Mr, Error> {
+        let len = buf.len();
+        if len == 0 {
+            return Err(Error::Mismatch {
+                device: self.device.clone(),
+                what: "an empty buffer cannot be registered".into(),
+            });
+        }
+        match &self.inner {
+            PdInner::Model(m) => {
+                let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
+                mr.write(0, super::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
+                let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
+                let inner = MrInner::Model(mr);
+                let model_buffer: Option<Box<dyn core::any::Any + Send + Sync>> = Some(Box::new(buf));
+                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone(), model_buffer })
+            }
+            #[cfg(dvcq_rdma_core)]
+            PdInner::Verbs { pd, .. } => {
+                let mr = sys::qp::Mr::with_buffer(pd, buf, access)
+                    .map_err(|(source, _buf)| Error::Verbs { device: self.device.clone(), source })?;
+                let (addr, _, lkey, rkey) = mr.keys();
+                let inner = MrInner::Verbs(std::sync::Arc::new(mr));
+                Ok(Mr {
+                    inner,
+                    access,
+                    addr,
+                    len: len as u64,
+                    lkey,
+                    rkey,
+                    device: self.device.clone(),
+                    model_buffer: None,
+                })
             }
         }
     }
@@ -156,7 +256,7 @@ impl Mr {
         match &self.inner {
             MrInner::Model(mr) => mr.write(offset, data).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
-            MrInner::Verbs(mr) => mr.memory().write_bytes(offset as usize, data).map_err(|e| self.memory_error(e)),
+            MrInner::Verbs(mr) => mr.write_bytes(offset as usize, data).map_err(|e| self.memory_error(e)),
         }
     }
 
@@ -170,7 +270,48 @@ impl Mr {
         match &self.inner {
             MrInner::Model(mr) => mr.read(offset, out).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
-            MrInner::Verbs(mr) => mr.memory().read_bytes(offset as usize, out).map_err(|e| self.memory_error(e)),
+            MrInner::Verbs(mr) => mr.read_bytes(offset as usize, out).map_err(|e| self.memory_error(e)),
+        }
+    }
+
+    /// Deregisters a region made by [`Pd::reg_mr_buffer`] and gives its buffer back, with
+    /// what the device and [`Mr::write`] left in it.
+    ///
+    /// # Errors
+    ///
+    /// The region itself, still registered, when a queue or a bound memory window still
+    /// holds it (drop those first: the device may still write the memory), when it was not
+    /// made from a caller's buffer, or from one of another type than `B`.
+    pub fn into_buffer<B: MrBuffer>(mut self) -> Result<B, Mr> {
+        match self.inner {
+            MrInner::Model(ref mr) => {
+                let held = mr.is_held_elsewhere();
+                let Some(owner) = self.model_buffer.take() else { return Err(self) };
+                let mut buf = match owner.downcast::<B>() {
+                    Ok(b) if !held => *b,
+                    Ok(b) => {
+                        self.model_buffer = Some(b);
+                        return Err(self);
+                    }
+                    Err(other) => {
+                        self.model_buffer = Some(other);
+                        return Err(self);
+                    }
+                };
+                // The model's copy has the buffer's length: the read cannot fail.
+                let _ = mr.read(0, super::buffer::bytes_mut(&mut buf));
+                Ok(buf)
+            }
+            #[cfg(dvcq_rdma_core)]
+            MrInner::Verbs(ref arc) => {
+                if std::sync::Arc::strong_count(arc) > 1 || !arc.owns::<B>() {
+                    return Err(self);
+                }
+                let MrInner::Verbs(arc) = self.inner else { unreachable!("matched above") };
+                let Ok(mr) = std::sync::Arc::try_unwrap(arc) else { unreachable!("the only handle") };
+                let owner = mr.into_owner().expect("owns a buffer of B's type");
+                Ok(*owner.downcast::<B>().expect("owns a buffer of B's type"))
+            }
         }
     }
 

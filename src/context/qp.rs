@@ -7,7 +7,7 @@ use crate::cq::{Cq, Poller};
 use crate::error::Error;
 #[cfg(dvcq_rdma_core)]
 use crate::sys;
-use crate::verbs::{Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use crate::verbs::{Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a QP is made with.
@@ -364,20 +364,41 @@ impl Qp {
         }
     }
 
-    /// Connects an RC QP to `peer` (which may be itself); nothing to do for UD.
+    /// Connects an RC QP to `peer` (which may be itself) with [`QpAttrs::default`];
+    /// nothing to do for UD.
     ///
     /// # Errors
     ///
     /// The device refused a state change.
     pub fn connect(&mut self, peer: &Endpoint) -> Result<(), Error> {
+        self.connect_with(peer, &QpAttrs::default())
+    }
+
+    /// Connects a connected QP to `peer` with `attrs` (timeouts, retries, path MTU,
+    /// READs and atomics in flight: `ibv_modify_qp` to RTR then RTS); nothing to do for
+    /// UD. [`QpAttrs`] says what the models do with each.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] naming an attribute out of its range, before anything
+    /// reaches the device; the device refused a state change (a path MTU above the
+    /// port's, for one).
+    pub fn connect_with(&mut self, peer: &Endpoint, attrs: &QpAttrs) -> Result<(), Error> {
+        if let Some((attr, value)) = attrs.out_of_range() {
+            return Err(Error::Unsupported {
+                device: self.device.clone(),
+                what: "QP attribute value",
+                why: format!("{attr} = {value} is out of its range (QpAttrs::out_of_range)"),
+            });
+        }
         if self.qp_type == QpType::Ud {
             return Ok(());
         }
         match &mut self.inner {
-            QpInner::Model(qp) => qp.connect(peer).map_err(|e| super::model_error(&self.device, e)),
+            QpInner::Model(qp) => qp.connect_with(peer, attrs).map_err(|e| super::model_error(&self.device, e)),
             #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => {
-                qp.connect(peer).map_err(|source| Error::Verbs { device: self.device.clone(), source })
+                qp.connect(peer, attrs).map_err(|source| Error::Verbs { device: self.device.clone(), source })
             }
         }
     }
@@ -398,7 +419,7 @@ impl Qp {
     /// ([`SendWr::to_srq`]), one of another QP type naming one, any send on an XRC target
     /// (it has no send queue).
     ///
-    /// [`Error::Mismatch`], with nothing posted: a READ whose local list names memory of
+    /// [`Error::Mismatch`], with nothing posted: a READ or an atomic whose local list names memory of
     /// no [`crate::Mr`] of this device (the response is written there; the QP holds the
     /// regions it names until it is dropped).
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), Error> {
@@ -409,7 +430,7 @@ impl Qp {
                 why: "post binds with Qp::bind_mw, which names the window and the region themselves".into(),
             });
         }
-        let reads = wrs.iter().map(|w| if matches!(w.op, SendOp::Read(_)) { w.sg_list } else { &[] });
+        let reads = wrs.iter().map(|w| if w.op.writes_local() { w.sg_list } else { &[] });
         let verbs = self.is_verbs();
         hold_written(&mut self.held, &self.device, verbs, reads)?;
         match &mut self.inner {

@@ -3,7 +3,7 @@
 
 use super::fabric::Fabric;
 use super::irdma::{self as ird, UdSource};
-use super::memory::LocalFault;
+use super::memory::{AtomicFault, LocalFault};
 use super::mlx5::{self as mx, Arrival};
 use super::qp::{Payload, QpHw, QpState, Recv, ReqScatter, Send};
 use crate::verbs::{QpType, SendOp, Sge, UdDest, UD_GRH_BYTES};
@@ -15,7 +15,8 @@ use dvcq_provider::WcStatus;
 pub(super) enum Step {
     /// Done: the bytes it moved.
     Done(u64),
-    /// The peer has no receive for it yet (RNR): retry when one is posted.
+    /// The peer has no receive for it yet (RNR, with `rnr_retry` 7) or does not answer
+    /// yet (in INIT): retry when that changes.
     Wait,
     /// Failed with this status at the requester.
     Fail(WcStatus),
@@ -155,6 +156,7 @@ impl Fabric {
         }
         match self.qps[q].qp_type {
             QpType::Rc | QpType::XrcSend => self.execute_rc(q, w),
+            QpType::Uc => self.execute_uc(q, w),
             QpType::Ud => self.execute_ud(q, w),
             // A target has no send queue: posting refused it already.
             QpType::XrcRecv => Step::Fail(WcStatus::LocQpOpErr),
@@ -205,7 +207,7 @@ impl Fabric {
                 if self.gather(w.data).is_err() {
                     return Step::Fail(WcStatus::LocProtErr);
                 }
-                let Some((recv, srq)) = self.take_recv(p, xrc) else { return Step::Wait };
+                let Some((recv, srq)) = self.take_recv(p, xrc) else { return self.rnr(q) };
                 // SEND_WITH_INV: the responder frees the window as it takes the message.
                 // A key it cannot invalidate (no bound window: a region's rkey, a stale
                 // tag) is IB's class J responder error: the receive completes in error
@@ -237,7 +239,7 @@ impl Fabric {
                 }
                 let imm = matches!(w.op, SendOp::WriteWithImm(..));
                 if imm && !self.has_recv(p, xrc) {
-                    return Step::Wait;
+                    return self.rnr(q);
                 }
                 if !self.mrs.write_remote(to, &self.data, p) {
                     self.remote_access_fault(p, q);
@@ -254,6 +256,9 @@ impl Fabric {
                 Step::Done(n)
             }
             SendOp::BindMw(_) => Step::Fail(WcStatus::LocQpOpErr),
+            SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => {
+                self.execute_atomic(q, p, w, remote)
+            }
             SendOp::Read(from) => {
                 let Data::Gather(list) = w.data else { return Step::Fail(WcStatus::LocQpOpErr) };
                 if self.mrs.check_writable(list).is_err() {
@@ -275,6 +280,117 @@ impl Fabric {
                 };
                 self.data = data;
                 step
+            }
+        }
+    }
+
+    /// UC work: a SEND or RDMA WRITE (with or without immediate; posting refused the
+    /// rest) to the connected peer. Nothing is acknowledged, so the requester completes
+    /// every message it could gather: one the peer cannot take is dropped there (a peer
+    /// not ready or connected elsewhere, no receive posted, a bad key or range), with no
+    /// RNR and no error at either end (IB spec, UC responder: invalid or unexpected
+    /// packets are silently dropped; that a bad rkey leaves the responder's state alone is
+    /// inferred). A message longer than its receive completes that receive in error, as
+    /// on RC.
+    pub(super) fn execute_uc(&mut self, q: usize, w: &Work<'_>) -> Step {
+        if self.gather(w.data).is_err() {
+            return Step::Fail(WcStatus::LocProtErr);
+        }
+        let n = self.data.len() as u64;
+        let Some(p) = self.qps[q].peer else { return Step::Done(n) };
+        let ready = matches!(self.qps[p].state, QpState::Rts | QpState::Rtr) && self.qps[p].peer == Some(q);
+        if !ready {
+            return Step::Done(n);
+        }
+        let src_qp = self.qps[q].qpn;
+        let a = Arrival { op: w.op, byte_len: n as u32, src_qp, ud: false, solicited: w.solicited };
+        match w.op {
+            SendOp::Send | SendOp::SendWithImm(_) => {
+                if let Some((recv, srq)) = self.take_recv(p, None) {
+                    let data = std::mem::take(&mut self.data);
+                    let _ = self.deliver(p, recv, srq, &a, Some(&data), None);
+                    self.data = data;
+                }
+                Step::Done(n)
+            }
+            SendOp::Write(to) | SendOp::WriteWithImm(to, _) => {
+                let imm = matches!(w.op, SendOp::WriteWithImm(..));
+                if imm && !self.has_recv(p, None) {
+                    return Step::Done(n);
+                }
+                if !self.mrs.write_remote(to, &self.data, p) {
+                    return Step::Done(n);
+                }
+                if imm {
+                    if let Some((recv, srq)) = self.take_recv(p, None) {
+                        let _ = self.deliver(p, recv, srq, &a, None, None);
+                    }
+                }
+                Step::Done(n)
+            }
+            _ => Step::Fail(WcStatus::LocQpOpErr),
+        }
+    }
+
+    /// The peer answered QP `q`'s request with an RNR NAK (no receive for it): with
+    /// `rnr_retry` 7 the requester retries until a receive comes; with fewer, the retries
+    /// are spent at once (the model compresses time: nothing can post a receive between
+    /// them) and the request completes with `IBV_WC_RNR_RETRY_EXC_ERR`, the QP going to
+    /// error ([`crate::verbs::QpAttrs`]).
+    fn rnr(&self, q: usize) -> Step {
+        if self.qps[q].attrs.rnr_retry == crate::verbs::RNR_RETRY_FOREVER {
+            Step::Wait
+        } else {
+            Step::Fail(WcStatus::RnrRetryExcErr)
+        }
+    }
+
+    /// An atomic on RC: the responder checks the address's alignment, then the key, range
+    /// and `REMOTE_ATOMIC` right, and runs it; the 8 bytes it found come back to the
+    /// requester's list (or inside the CQE, as a READ response does).
+    ///
+    /// A misaligned address is an invalid request (the kernel's soft-RoCE responder NAKs
+    /// it with `NAK_INVALID_REQ`: `REM_INV_REQ_ERR` at the requester); a bad key, range or
+    /// right a remote access error. Either puts the responder in error (inferred, as for
+    /// the other responder-detected errors here). A list shorter than 8 bytes is a local
+    /// length error (mlx5 writes a data segment of 8 bytes whatever the list says; the
+    /// model refuses rather than write past it).
+    fn execute_atomic(&mut self, q: usize, p: usize, w: &Work<'_>, remote: crate::verbs::RemoteAddr) -> Step {
+        let Data::Gather(list) = w.data else { return Step::Fail(WcStatus::LocQpOpErr) };
+        if w.len < u64::from(crate::verbs::ATOMIC_BYTES) {
+            return Step::Fail(WcStatus::LocLenErr);
+        }
+        if self.mrs.check_writable(list).is_err() {
+            return Step::Fail(WcStatus::LocProtErr);
+        }
+        let (compare, operand) = match w.op {
+            SendOp::CompareSwap { compare, swap, .. } => (Some(compare), swap),
+            SendOp::FetchAdd { add, .. } => (None, add),
+            _ => return Step::Fail(WcStatus::LocQpOpErr),
+        };
+        let big_endian = self.vendor == super::ModelVendor::Mlx5;
+        match self.mrs.atomic(remote, compare, operand, big_endian, p) {
+            Err(AtomicFault::Misaligned) => {
+                self.remote_access_fault(p, q);
+                Step::Fail(WcStatus::RemInvReqErr)
+            }
+            Err(AtomicFault::Access) => {
+                self.remote_access_fault(p, q);
+                Step::Fail(WcStatus::RemAccessErr)
+            }
+            Ok(found) => {
+                self.data.clear();
+                self.data.extend_from_slice(&found);
+                if self.read_in_cqe(q, w) {
+                    return Step::Done(found.len() as u64);
+                }
+                let data = std::mem::take(&mut self.data);
+                let placed = self.mrs.scatter(list, &data);
+                self.data = data;
+                match placed {
+                    Ok(()) => Step::Done(found.len() as u64),
+                    Err(_) => Step::Fail(WcStatus::LocProtErr),
+                }
             }
         }
     }
@@ -420,13 +536,16 @@ impl Fabric {
         self.settle_cq_errors();
     }
 
-    /// Whether QP `q`'s READ `w` completes with its response inside the CQE: a QP with
-    /// requester scatter-to-CQE, a signaled READ (every one, with `sq_sig_all`) of 1 byte
-    /// up to what the send CQ's CQEs carry. A longer response goes to the buffers, and so
-    /// does nothing for a READ of 0 bytes (inferred: there is nothing to scatter).
+    /// Whether QP `q`'s READ or atomic `w` completes with its response inside the CQE: a
+    /// QP with requester scatter-to-CQE, a signaled READ (every one, with `sq_sig_all`) of
+    /// 1 byte up to what the send CQ's CQEs carry, or a signaled atomic (its 8-byte
+    /// response: the PRM's `cs_req` covers RDMA READ and atomic responses). A longer
+    /// response goes to the buffers, and so does nothing for a READ of 0 bytes (inferred:
+    /// there is nothing to scatter).
     pub(super) fn read_in_cqe(&self, q: usize, w: &Work<'_>) -> bool {
         let max = self.qps[q].req_scatter.as_ref().map_or(0, ReqScatter::max);
-        matches!(w.op, SendOp::Read(_)) && w.signaled && (1..=max).contains(&w.len)
+        let len = if w.op.is_atomic() { u64::from(crate::verbs::ATOMIC_BYTES) } else { w.len };
+        w.op.writes_local() && w.signaled && (1..=max).contains(&len)
     }
 
     /// Writes the CQE of a send that completed. A READ whose response goes in the CQE
@@ -440,7 +559,7 @@ impl Fabric {
             QpHw::Mlx5(_) if self.read_in_cqe(q, w) => {
                 let cqe_size = self.qps[q].req_scatter.as_ref().map_or(64, |r| r.cqe_size);
                 let data = self.data.get(..n as usize).unwrap_or(&self.data);
-                let e = mx::req_read_inline(qpn, w.wqe, data, cqe_size);
+                let e = mx::req_read_inline(qpn, w.wqe, w.op, data, cqe_size);
                 self.cqs[send_cq].push_mlx5(&e, None);
             }
             QpHw::Mlx5(_) => self.cqs[send_cq].push_mlx5(&mx::req_ok(qpn, w.wqe, w.op, n), None),

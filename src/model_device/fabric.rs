@@ -7,7 +7,7 @@ use super::memory::MrTable;
 use super::mlx5 as mx;
 use super::qp::{Qp, QpHw, QpState, ReqScatter, Srq};
 use super::{endpoint_of, DeviceAttrs, DeviceError, ModelVendor, DEFAULT_QKEY};
-use crate::verbs::{Endpoint, QpCaps, QpType, Sge};
+use crate::verbs::{Endpoint, QpAttrs, QpCaps, QpType, Sge};
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig as IrdmaConfig};
 use dvcq_e810_dv::ring::{ring_slots, Rounding};
 use dvcq_e810_dv::{Compat, QpConfig as IrdmaQpConfig, QpRegistry, QpType as IrdmaQpType, Transport};
@@ -194,6 +194,14 @@ impl Fabric {
             return Err(DeviceError::Unsupported { what: "srq", device: self.vendor.device_name() });
         }
         match qp_type {
+            // irdma makes RC and UD QPs only (the kernel's `irdma_create_qp` refuses the
+            // rest with EOPNOTSUPP).
+            QpType::Uc if self.vendor == ModelVendor::Irdma => {
+                return Err(DeviceError::Unsupported {
+                    what: "a UC QP (irdma has RC and UD only)",
+                    device: self.vendor.device_name(),
+                })
+            }
             QpType::XrcSend if self.vendor == ModelVendor::Irdma => {
                 return Err(DeviceError::Unsupported {
                     what: "an XRC initiator QP (irdma has no XRC)",
@@ -240,6 +248,7 @@ impl Fabric {
                     srqn,
                     qp_type: match qp_type {
                         QpType::Rc => dvcq_mlx5_dv::QpType::Rc,
+                        QpType::Uc => dvcq_mlx5_dv::QpType::Uc,
                         QpType::Ud => dvcq_mlx5_dv::QpType::Ud,
                         QpType::XrcSend => dvcq_mlx5_dv::QpType::XrcSend,
                         QpType::XrcRecv => dvcq_mlx5_dv::QpType::XrcRecv,
@@ -292,6 +301,7 @@ impl Fabric {
             caps: granted,
             qkey: DEFAULT_QKEY,
             peer: None,
+            attrs: QpAttrs::default(),
             endpoint: endpoint_of(qpn, self.gid),
             hw,
             xrcd: None,
@@ -335,8 +345,11 @@ impl Fabric {
         }
     }
 
-    pub(crate) fn connect(&mut self, q: usize, peer: &Endpoint) -> Result<(), DeviceError> {
+    pub(crate) fn connect(&mut self, q: usize, peer: &Endpoint, attrs: &QpAttrs) -> Result<(), DeviceError> {
         let qp = &self.qps[q];
+        if let Some((attr, value)) = attrs.out_of_range() {
+            return Err(DeviceError::BadAttr { qpn: qp.qpn, attr, value });
+        }
         if qp.state != QpState::Init {
             return Err(DeviceError::BadState { qpn: qp.qpn, state: qp.state, what: "connect needs a QP in INIT" });
         }
@@ -345,6 +358,7 @@ impl Fabric {
         let pairs_with = match qp.qp_type {
             QpType::Ud => None,
             QpType::Rc => Some(QpType::Rc),
+            QpType::Uc => Some(QpType::Uc),
             QpType::XrcSend => Some(QpType::XrcRecv),
             QpType::XrcRecv => Some(QpType::XrcSend),
         };
@@ -360,6 +374,7 @@ impl Fabric {
             }
             self.qps[q].peer = Some(p);
         }
+        self.qps[q].attrs = *attrs;
         // A target goes to RTR only: it never sends (rdma-core's tests move it no further
         // than they must).
         self.qps[q].state = if self.qps[q].qp_type == QpType::XrcRecv { QpState::Rtr } else { QpState::Rts };

@@ -155,6 +155,9 @@ pub(crate) const fn sq_opcode(op: SendOp, solicited: bool) -> u8 {
         (SendOp::SendWithInv(_), false) => sq_op::SEND_INV,
         (SendOp::SendWithInv(_), true) => sq_op::SEND_SOL_INV,
         (SendOp::BindMw(_), _) => sq_op::BIND_MW,
+        // GEN3's (rdma-core v64+); an E810 never posts one (`Fabric::check_send`).
+        (SendOp::FetchAdd { .. }, _) => sq_op::ATOMIC_FETCH_AND_ADD,
+        (SendOp::CompareSwap { .. }, _) => sq_op::ATOMIC_COMPARE_AND_SWAP,
     }
 }
 

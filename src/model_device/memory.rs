@@ -40,6 +40,11 @@ pub struct ModelMr {
 }
 
 impl ModelMr {
+    /// Whether anything else holds the region (a queue's or a window's handle).
+    pub(crate) fn is_held_elsewhere(&self) -> bool {
+        Arc::strong_count(&self.mem) > 1
+    }
+
     /// The address of the first byte (what scatter entries and remote addresses name).
     pub fn addr(&self) -> u64 {
         self.mem.addr
@@ -141,6 +146,15 @@ pub(crate) enum LocalFault {
     Protection,
     /// The list holds fewer bytes than the message.
     Length,
+}
+
+/// Why a responder refused an atomic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomicFault {
+    /// A bad rkey or range, or no `REMOTE_ATOMIC` right: a remote access error.
+    Access,
+    /// A remote address that is not 8-byte aligned: an invalid request.
+    Misaligned,
 }
 
 /// Where a window's keys start (model choice: windows and regions take key indexes from
@@ -436,6 +450,36 @@ impl MrTable {
             Some((mr, off)) => mr.buf.write_bytes(off, data).is_ok(),
             None => false,
         }
+    }
+
+    /// Runs an atomic at a remote address (arriving on QP `responder`): compare-and-swap
+    /// when `compare` is given, else fetch-and-add of `operand`; the 64-bit value in memory
+    /// is big-endian when `big_endian` (ConnectX), else in host order (rxe). The 8 bytes
+    /// found there before, as memory held them (what the requester's list receives).
+    pub(crate) fn atomic(
+        &self,
+        at: RemoteAddr,
+        compare: Option<u64>,
+        operand: u64,
+        big_endian: bool,
+        responder: usize,
+    ) -> Result<[u8; 8], AtomicFault> {
+        if at.addr % u64::from(crate::verbs::ATOMIC_BYTES) != 0 {
+            return Err(AtomicFault::Misaligned);
+        }
+        let (mr, off) =
+            self.resolve_remote(at.rkey, at.addr, 8, Access::REMOTE_ATOMIC, responder).ok_or(AtomicFault::Access)?;
+        let mut found = [0u8; 8];
+        mr.buf.read_bytes(off, &mut found).map_err(|_| AtomicFault::Access)?;
+        let old = if big_endian { u64::from_be_bytes(found) } else { u64::from_ne_bytes(found) };
+        let new = match compare {
+            Some(c) if c == old => operand,
+            Some(_) => old,
+            None => old.wrapping_add(operand),
+        };
+        let b = if big_endian { new.to_be_bytes() } else { new.to_ne_bytes() };
+        mr.buf.write_bytes(off, &b).map_err(|_| AtomicFault::Access)?;
+        Ok(found)
     }
 
     /// Reads `len` bytes at a remote address into `out` (an RDMA READ's source, arriving on

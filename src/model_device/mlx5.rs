@@ -16,6 +16,8 @@ const CTRL: u32 = 16;
 const RADDR: u32 = 16;
 const DATAGRAM: u32 = 48;
 const DATA_SEG: u32 = 16;
+/// `struct mlx5_wqe_atomic_seg`.
+const ATOMIC_SEG: u32 = 16;
 const INLINE_HDR: u32 = 4;
 /// `struct mlx5_wqe_xrc_seg`: the remote XRC SRQ number an XRC initiator's WQE carries.
 const XRC_SEG: u32 = 16;
@@ -67,6 +69,8 @@ fn too_large(what: &'static str, value: u32, max: u32) -> DeviceError {
 pub(crate) fn layout(qp_type: QpType, caps: &QpCaps, srq: bool) -> Result<(QpLayout, QpCaps), DeviceError> {
     let overhead = match qp_type {
         QpType::Rc => RC_OVERHEAD,
+        // `sq_overhead` for UC: ctrl + remote address.
+        QpType::Uc => CTRL + RADDR,
         QpType::Ud => UD_OVERHEAD,
         // `sq_overhead`: the larger of ctrl + the bind WQE's segments and ctrl + XRC
         // segment + remote address; the first, so the RC number.
@@ -170,6 +174,11 @@ fn wqe_size(qp_type: QpType, op: SendOp, sg: &[Sge], inline_len: Option<u64>) ->
     if op.remote().is_some() {
         size += RADDR;
     }
+    if op.is_atomic() {
+        // The atomic segment, then one data segment of 8 bytes for the response
+        // (`set_data_ptr_seg_atomic`: the first entry only).
+        return size + ATOMIC_SEG + DATA_SEG;
+    }
     if qp_type == QpType::Ud {
         size += DATAGRAM;
     }
@@ -229,6 +238,24 @@ impl SendWqe<'_> {
             raddr[8..12].copy_from_slice(&r.rkey.to_be_bytes());
             segs.push(raddr);
         }
+        let atomic = match self.op {
+            SendOp::CompareSwap { compare, swap, .. } => Some((swap, compare)),
+            SendOp::FetchAdd { add, .. } => Some((add, 0)),
+            _ => None,
+        };
+        if let Some((swap_add, compare)) = atomic {
+            // `struct mlx5_wqe_atomic_seg` {swap_add, compare}, then the response's data
+            // segment: the first entry with a byte count of 8.
+            let mut seg = [0u8; 16];
+            seg[..8].copy_from_slice(&swap_add.to_be_bytes());
+            seg[8..].copy_from_slice(&compare.to_be_bytes());
+            segs.push(seg);
+            if let Some(s) = self.sg.first() {
+                let len = crate::verbs::ATOMIC_BYTES;
+                segs.push(dvcq_mlx5_dv::model::wqe::DataSeg { addr: s.addr, len, lkey: s.lkey }.bytes());
+            }
+            return segs;
+        }
         if self.inline_len.is_none() && !matches!(self.op, SendOp::BindMw(_)) {
             for s in self.sg.iter().filter(|s| s.len > 0) {
                 let d = dvcq_mlx5_dv::model::wqe::DataSeg { addr: s.addr, len: s.len, lkey: s.lkey };
@@ -261,6 +288,8 @@ pub(crate) const fn wqe_op(op: SendOp) -> u8 {
         SendOp::Read(_) => wqe_opcode::RDMA_READ,
         SendOp::SendWithInv(_) => wqe_opcode::SEND_INVAL,
         SendOp::BindMw(_) => wqe_opcode::UMR,
+        SendOp::CompareSwap { .. } => wqe_opcode::ATOMIC_CS,
+        SendOp::FetchAdd { .. } => wqe_opcode::ATOMIC_FA,
     }
 }
 
@@ -325,16 +354,17 @@ pub(crate) fn check_cq_attrs(attrs: &Mlx5CqAttrs) -> Result<Option<Compression>,
     }
 }
 
-/// A signaled send's CQE. `byte_cnt` is the bytes read for READ (what rdma-core reports);
+/// A signaled send's CQE. `byte_cnt` is the bytes read for READ (what rdma-core reports),
+/// 8 for an atomic;
 /// 0 for the rest, whose `byte_len` verbs leave undefined. A bind's CQE names the UMR
 /// opcode, which tells the poller nothing: its `IBV_WC_BIND_MW` comes from what the poster
 /// recorded (`wr_data`).
 pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
-    let bytes = if matches!(op, SendOp::Read(_)) { len as u32 } else { 0 };
+    let bytes = if op.writes_local() { len as u32 } else { 0 };
     build::req(qpn, wqe, wqe_op(op), bytes)
 }
 
-/// A READ's CQE on a QP whose responses the device scatters to the CQE (requester
+/// A READ's (or an atomic's: `op`) CQE on a QP whose responses the device scatters to the CQE (requester
 /// scatter-to-CQE): `data`, the whole response (1 to 32 bytes, or to 64 with a send CQ of
 /// 128-byte CQEs), goes inside the CQE and not to the READ's buffers; `byte_cnt` is its
 /// length. A send CQ of 128-byte CQEs has `cs_req` = DATA64 and gets format 2 (the data at
@@ -342,10 +372,10 @@ pub(crate) fn req_ok(qpn: u32, wqe: u16, op: SendOp, len: u64) -> Entry {
 /// one of 64-byte CQEs has DATA32, format 1 (the data at the start of the cqe64). That a
 /// DATA64 QP's short responses also take format 2 is inferred: the kernel sets one mode
 /// per QP from the send CQ's CQE size, and rdma-core's poll copies either format.
-pub(crate) fn req_read_inline(qpn: u32, wqe: u16, data: &[u8], cqe_size: u32) -> Entry {
+pub(crate) fn req_read_inline(qpn: u32, wqe: u16, op: SendOp, data: &[u8], cqe_size: u32) -> Entry {
     use dvcq_uapi::mlx5::cqe::op_own;
     use dvcq_uapi::mlx5::opcode::cqe_format;
-    let e = build::req(qpn, wqe, wqe_opcode::RDMA_READ, data.len() as u32);
+    let e = build::req(qpn, wqe, wqe_op(op), data.len() as u32);
     if cqe_size != 128 {
         return e.inline(data);
     }
@@ -457,16 +487,38 @@ mod tests {
         }
     }
 
+    /// An atomic WQE as rdma-core writes it: ctrl, remote address, the atomic segment
+    /// {swap_add, compare}, one data segment of 8 bytes; one basic block, opcode
+    /// ATOMIC_CS/FA. Its data segment is the fourth, where the poll's copy of a response in
+    /// the CQE looks for it.
+    #[test]
+    fn an_atomic_wqe_has_its_segment_and_an_eight_byte_data_segment() {
+        let r = crate::verbs::RemoteAddr { addr: 0x1000, rkey: 0x44 };
+        let s = Sge { addr: 0x2000, len: 64, lkey: 0x55 };
+        let op = SendOp::CompareSwap { remote: r, compare: 0x0102, swap: 0x0304 };
+        assert_eq!(wqebbs(QpType::Rc, op, &[s], None), 1);
+        let w = SendWqe { qpn: 0x12, wqe: 1, op, sg: &[s], inline_len: None, signaled: true, solicited: false };
+        let segs = w.segments();
+        assert_eq!(segs.len(), 4);
+        assert_eq!((segs[0][3], segs[0][7] & 0x3f), (wqe_opcode::ATOMIC_CS, 4));
+        assert_eq!((&segs[2][..8], &segs[2][8..]), (&0x0304u64.to_be_bytes()[..], &0x0102u64.to_be_bytes()[..]));
+        let d = dvcq_mlx5_dv::model::wqe::DataSeg { addr: 0x2000, len: 8, lkey: 0x55 };
+        assert_eq!(segs[3], d.bytes());
+        assert_eq!(wqe_op(SendOp::FetchAdd { remote: r, add: 1 }), wqe_opcode::ATOMIC_FA);
+        assert_eq!(req_ok(0x12, 1, op, 8).cqe.byte_cnt.get(), 8);
+    }
+
     /// A READ response in the CQE: format 2 in a 128-byte CQE (the data in its first
     /// half), format 1 in a 64-byte one (the data in the cqe64); `byte_cnt` its length.
     #[test]
     fn a_read_response_in_the_cqe_takes_the_format_of_the_cqe_size() {
         use dvcq_uapi::mlx5::cqe::op_own;
         let data = [7u8; 20];
-        let e = req_read_inline(0x108, 3, &data, 128);
+        let read = SendOp::Read(crate::verbs::RemoteAddr { addr: 0, rkey: 1 });
+        let e = req_read_inline(0x108, 3, read, &data, 128);
         assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (2, 20));
         assert_eq!(&e.first_half[..20], &data);
-        let e = req_read_inline(0x108, 3, &data, 64);
+        let e = req_read_inline(0x108, 3, read, &data, 64);
         assert_eq!((op_own::format(e.cqe.op_own), e.cqe.byte_cnt.get()), (1, 20));
         assert_eq!(&e.cqe.inline32()[..20], &data);
     }

@@ -278,6 +278,16 @@ pub enum DeviceError {
         /// What could not be done.
         what: &'static str,
     },
+    /// A connect attribute out of its range ([`crate::verbs::QpAttrs::out_of_range`]).
+    #[error("qp {qpn:#x}: QP attribute {attr} = {value} is out of range")]
+    BadAttr {
+        /// The QP.
+        qpn: u32,
+        /// The attribute.
+        attr: &'static str,
+        /// Its value.
+        value: u32,
+    },
     /// An RC QP connected to a QP of another type.
     #[error("qp {qpn:#x} is {ours}, the peer {peer:#x} is {theirs}")]
     TypeMismatch {

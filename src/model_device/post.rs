@@ -51,6 +51,13 @@ impl Fabric {
         if qp.qp_type == QpType::Ud && matches!(wr.op, SendOp::BindMw(_) | SendOp::SendWithInv(_)) {
             return Err(PostErrorKind::BadOpcode);
         }
+        // An operation the transport does not carry (READ and atomics on UC or UD):
+        // `EINVAL`, as mlx5's and rxe's posts refuse it. An E810 (irdma GEN2) has no
+        // atomics: rdma-core's irdma post knows no atomic opcode before v64, whose atomics
+        // are GEN3's, and refuses it with EINVAL.
+        if !qp.qp_type.carries(wr.op) || (wr.op.is_atomic() && matches!(qp.hw, QpHw::Irdma(_))) {
+            return Err(PostErrorKind::BadOpcode);
+        }
         let (max_sge, max_inline) = match &qp.hw {
             QpHw::Mlx5(l) => (l.max_send_sge, l.max_inline),
             QpHw::Irdma(l) => (l.max_send_sge, l.max_inline),
@@ -58,8 +65,8 @@ impl Fabric {
         if wr.sg_list.len() > max_sge as usize {
             return Err(PostErrorKind::TooManySge { num_sge: wr.sg_list.len(), max: max_sge });
         }
-        if wr.inline && matches!(wr.op, SendOp::Read(_) | SendOp::BindMw(_)) {
-            // Inline data is what a request sends; a READ sends none.
+        if wr.inline && (wr.op.writes_local() || matches!(wr.op, SendOp::BindMw(_))) {
+            // Inline data is what a request sends; a READ or an atomic sends none.
             return Err(PostErrorKind::BadOpcode);
         }
         if wr.inline && wr.len() > u64::from(max_inline) {
@@ -138,7 +145,7 @@ impl Fabric {
         };
         // The buffer is the model's own, sized for the SQ: the write cannot fail.
         let _ = w.write(&rs.wqes);
-        if !matches!(wr.op, SendOp::Read(_)) {
+        if !wr.op.writes_local() {
             return;
         }
         let Fabric { mrs, cqs, .. } = self;

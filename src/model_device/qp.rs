@@ -2,7 +2,7 @@
 //! errors, and the work each queue holds.
 
 use super::{irdma, mlx5, DeviceError, Shared};
-use crate::verbs::{Endpoint, QpCaps, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
+use crate::verbs::{Endpoint, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
 use dvcq_provider::DmaBuffer;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -127,6 +127,8 @@ pub(crate) struct Qp {
     pub(crate) qkey: u32,
     /// The RC peer, once connected.
     pub(crate) peer: Option<usize>,
+    /// The attributes it connected with ([`QpAttrs::default`] until then).
+    pub(crate) attrs: QpAttrs,
     pub(crate) endpoint: Endpoint,
     pub(crate) hw: QpHw,
     /// The XRC domain of an XRC target QP.
@@ -287,7 +289,23 @@ impl ModelQp {
     /// [`DeviceError::NoSuchQp`] for an endpoint of no QP here, [`DeviceError::TypeMismatch`]
     /// for a UD peer, [`DeviceError::BadState`] unless the QP is in INIT.
     pub fn connect(&self, peer: &Endpoint) -> Result<(), DeviceError> {
-        self.shared.lock().connect(self.id, peer)
+        self.connect_with(peer, &QpAttrs::default())
+    }
+
+    /// [`ModelQp::connect`] with the attributes `attrs` ([`QpAttrs`] says what a model
+    /// does with each).
+    ///
+    /// # Errors
+    ///
+    /// As [`ModelQp::connect`]; [`DeviceError::BadAttr`] for an attribute out of its
+    /// range (the port's MTU is 4096, above every valid path MTU).
+    pub fn connect_with(&self, peer: &Endpoint, attrs: &QpAttrs) -> Result<(), DeviceError> {
+        self.shared.lock().connect(self.id, peer, attrs)
+    }
+
+    /// The attributes the QP connected with.
+    pub fn attrs(&self) -> QpAttrs {
+        self.shared.lock().qps[self.id].attrs
     }
 
     /// Posts send work requests (`ibv_post_send`); they execute now, in order, or (RC) wait

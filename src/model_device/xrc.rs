@@ -93,6 +93,7 @@ impl Fabric {
             caps: none,
             qkey: super::DEFAULT_QKEY,
             peer: None,
+            attrs: crate::verbs::QpAttrs::default(),
             endpoint: endpoint_of(qpn, self.gid),
             hw: QpHw::Mlx5(l),
             xrcd: Some(xrcd),

@@ -8,7 +8,7 @@ use super::ops;
 use crate::backend::mlx5::own::{Change, SrqOwner};
 use crate::backend::OwnCq;
 use crate::error::VerbsError;
-use crate::verbs::{Access, Endpoint, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr};
+use crate::verbs::{Access, Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use core::mem::{offset_of, size_of};
 use dvcq_provider::DmaBuffer;
 use static_assertions::const_assert_eq;
@@ -78,6 +78,11 @@ impl Pd {
         }
         Ok(Arc::new(Pd { ptr, ctx: Arc::clone(ctx) }))
     }
+
+    /// The `struct ibv_pd`.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_pd {
+        self.ptr
+    }
 }
 
 impl Drop for Pd {
@@ -92,14 +97,38 @@ impl Drop for Pd {
 #[derive(Debug)]
 pub(crate) struct Mr {
     ptr: *mut ffi::ibv_mr,
-    mem: Arc<DmaBuffer>,
+    mem: Memory,
     _pd: Arc<Pd>,
 }
 
-// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's accessors); both are usable from any thread.
+/// The memory under a region: a mapping of its own, or a caller's buffer it owns until it
+/// is deregistered.
+enum Memory {
+    Own(Arc<DmaBuffer>),
+    Caller { ptr: *mut u8, len: usize, owner: Option<Box<dyn core::any::Any + Send + Sync>> },
+}
+
+impl core::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Memory::Own(b) => f.debug_tuple("Own").field(&b.len()).finish(),
+            Memory::Caller { ptr, len, .. } => f.debug_struct("Caller").field("ptr", ptr).field("len", len).finish(),
+        }
+    }
+}
+
+// SAFETY: an MR is a kernel handle plus memory accessed only by copies (DmaBuffer's accessors, or relaxed byte atomics on a caller's buffer, whose owner is `Send + Sync`); both are usable from any thread.
 unsafe impl Send for Mr {}
 // SAFETY: as above.
 unsafe impl Sync for Mr {}
+
+/// The bytes `offset..offset + n` of `len`, or the provider's out-of-bounds error.
+fn in_bounds(offset: usize, n: usize, len: usize) -> Result<(), dvcq_provider::Error> {
+    match offset.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(dvcq_provider::Error::OutOfBounds { what: "memory region", offset, len: n, limit: len }),
+    }
+}
 
 impl Mr {
     /// Registers `len` fresh bytes with `access`.
@@ -111,12 +140,79 @@ impl Mr {
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_reg_mr"));
         }
-        Ok(Mr { ptr, mem, _pd: Arc::clone(pd) })
+        Ok(Mr { ptr, mem: Memory::Own(mem), _pd: Arc::clone(pd) })
     }
 
-    /// The registered memory.
-    pub(crate) fn memory(&self) -> &Arc<DmaBuffer> {
-        &self.mem
+    /// Registers `buf` (a caller's buffer of at least one byte), which the region owns until
+    /// [`Mr::into_owner`] or its drop, after deregistration. On failure the buffer comes
+    /// back with the error.
+    pub(crate) fn with_buffer<B: crate::verbs::MrBuffer>(
+        pd: &Arc<Pd>,
+        mut buf: B,
+        access: Access,
+    ) -> Result<Mr, (VerbsError, B)> {
+        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        let flags = i32::try_from(access.bits()).unwrap_or(0);
+        // SAFETY: `MrBuffer`'s contract: `len` bytes at `ptr`, valid and unmoved while `buf` lives; the MR owns `buf` from here and drops it only after `ibv_dereg_mr` (`Drop`, `into_owner`).
+        let mr = unsafe { ffi::ibv_reg_mr(pd.ptr, ptr.cast(), len, flags) };
+        if mr.is_null() {
+            return Err((VerbsError::last("ibv_reg_mr"), buf));
+        }
+        let owner: Box<dyn core::any::Any + Send + Sync> = Box::new(buf);
+        Ok(Mr { ptr: mr, mem: Memory::Caller { ptr, len, owner: Some(owner) }, _pd: Arc::clone(pd) })
+    }
+
+    /// Deregisters the region and gives back the caller's buffer it owned (`None` for
+    /// memory of its own).
+    pub(crate) fn into_owner(mut self) -> Option<Box<dyn core::any::Any + Send + Sync>> {
+        let owner = match &mut self.mem {
+            Memory::Caller { owner, .. } => owner.take(),
+            Memory::Own(_) => None,
+        };
+        drop(self);
+        owner
+    }
+
+    /// The `struct ibv_mr`.
+    pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_mr {
+        self.ptr
+    }
+
+    /// Whether it owns a caller's buffer of type `B`.
+    pub(crate) fn owns<B: 'static>(&self) -> bool {
+        matches!(&self.mem, Memory::Caller { owner: Some(o), .. } if o.is::<B>())
+    }
+
+    /// Copies `data` into the region at `offset`.
+    pub(crate) fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), dvcq_provider::Error> {
+        match &self.mem {
+            Memory::Own(b) => b.write_bytes(offset, data),
+            Memory::Caller { ptr, len, .. } => {
+                in_bounds(offset, data.len(), *len)?;
+                for (i, &v) in data.iter().enumerate() {
+                    // SAFETY: inside the buffer (checked), which the region owns and keeps mapped; the device may write it at any time, so every CPU access is atomic.
+                    let byte = unsafe { &*ptr.add(offset + i).cast::<core::sync::atomic::AtomicU8>() };
+                    byte.store(v, core::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies bytes of the region at `offset` into `out`.
+    pub(crate) fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<(), dvcq_provider::Error> {
+        match &self.mem {
+            Memory::Own(b) => b.read_bytes(offset, out),
+            Memory::Caller { ptr, len, .. } => {
+                in_bounds(offset, out.len(), *len)?;
+                for (i, v) in out.iter_mut().enumerate() {
+                    // SAFETY: as in `write_bytes`.
+                    let byte = unsafe { &*ptr.add(offset + i).cast::<core::sync::atomic::AtomicU8>() };
+                    *v = byte.load(core::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The region's address, length, lkey and rkey.
@@ -327,8 +423,7 @@ impl Srq {
         Ok(())
     }
 
-    /// The raw SRQ, for the direct attaches' tests.
-    #[cfg(test)]
+    /// The raw SRQ (`Srq::as_raw`, the direct attaches' tests).
     pub(crate) fn as_ptr(&self) -> *mut ffi::ibv_srq {
         self.ptr
     }
@@ -427,6 +522,7 @@ impl Qp {
             },
             qp_type: match qp_type {
                 QpType::Rc => ffi::IBV_QPT_RC,
+                QpType::Uc => ffi::IBV_QPT_UC,
                 QpType::Ud => ffi::IBV_QPT_UD,
                 QpType::XrcSend => ffi::IBV_QPT_XRC_SEND,
                 // Made on a domain by `Qp::new_xrc_target`.
@@ -530,7 +626,16 @@ impl Qp {
         let mut mask = ffi::IBV_QP_STATE | ffi::IBV_QP_PKEY_INDEX | ffi::IBV_QP_PORT;
         match self.qp_type {
             QpType::Rc | QpType::XrcRecv => {
-                a.qp_access_flags = Access::ALL.bits();
+                // Atomics too, where the device has them: a responder QP without the right
+                // refuses them whatever the region grants (a device with none is not asked).
+                let atomics = self.ctx.device_attr().is_ok_and(|d| d.atomic_cap != ffi::IBV_ATOMIC_NONE);
+                let rights = if atomics { Access::ALL | Access::REMOTE_ATOMIC } else { Access::ALL };
+                a.qp_access_flags = rights.bits();
+                mask |= ffi::IBV_QP_ACCESS_FLAGS;
+            }
+            // UC responders take RDMA WRITEs only.
+            QpType::Uc => {
+                a.qp_access_flags = (Access::LOCAL_WRITE | Access::REMOTE_WRITE).bits();
                 mask |= ffi::IBV_QP_ACCESS_FLAGS;
             }
             QpType::XrcSend => mask |= ffi::IBV_QP_ACCESS_FLAGS,
@@ -678,41 +783,51 @@ impl Qp {
     }
 
     /// Connects an RC QP or an XRC initiator to `peer` (INIT → RTR → RTS), an XRC target
-    /// to its initiator (INIT → RTR: it never sends), with the port's active MTU and the
+    /// to its initiator (INIT → RTR: it never sends), with `attrs` (the port's active MTU
+    /// unless they name one) and the
     /// attributes the kernel requires of each type (verbs.c `qp_state_table`: an initiator
     /// takes neither `MAX_DEST_RD_ATOMIC` nor `MIN_RNR_TIMER` at RTR, a target needs only
-    /// the RC set). UD: nothing to do.
-    pub(crate) fn connect(&mut self, peer: &Endpoint) -> Result<(), VerbsError> {
+    /// the RC set; UC takes neither, nor the RTS retry attributes). UD: nothing to do.
+    pub(crate) fn connect(&mut self, peer: &Endpoint, attrs: &QpAttrs) -> Result<(), VerbsError> {
         if self.qp_type == QpType::Ud {
             return Ok(());
         }
-        let mtu = self.ctx.port_attr(self.port)?.active_mtu;
+        let mtu = match attrs.path_mtu.and_then(QpAttrs::mtu_enum) {
+            Some(m) => m,
+            None => self.ctx.port_attr(self.port)?.active_mtu,
+        };
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTR,
             path_mtu: mtu,
             dest_qp_num: peer.qpn,
             rq_psn: peer.psn,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
+            max_dest_rd_atomic: attrs.max_dest_rd_atomic,
+            min_rnr_timer: attrs.min_rnr_timer,
             ah_attr: self.ah_attr(peer),
             ..Default::default()
         };
         let mut mask =
             ffi::IBV_QP_STATE | ffi::IBV_QP_AV | ffi::IBV_QP_PATH_MTU | ffi::IBV_QP_DEST_QPN | ffi::IBV_QP_RQ_PSN;
-        if self.qp_type != QpType::XrcSend {
+        if !matches!(self.qp_type, QpType::XrcSend | QpType::Uc) {
             mask |= ffi::IBV_QP_MAX_DEST_RD_ATOMIC | ffi::IBV_QP_MIN_RNR_TIMER;
         }
         self.modify(&mut a, mask)?;
         if self.qp_type == QpType::XrcRecv {
             return Ok(());
         }
+        if self.qp_type == QpType::Uc {
+            // UC has no acknowledgements and no READs: RTS takes the send PSN only
+            // (`qp_state_table`: timeout, retries and `max_rd_atomic` are refused).
+            let mut a = ffi::ibv_qp_attr { qp_state: ffi::IBV_QPS_RTS, sq_psn: 0, ..Default::default() };
+            return self.modify(&mut a, ffi::IBV_QP_STATE | ffi::IBV_QP_SQ_PSN);
+        }
         let mut a = ffi::ibv_qp_attr {
             qp_state: ffi::IBV_QPS_RTS,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
+            timeout: attrs.timeout,
+            retry_cnt: attrs.retry_cnt,
+            rnr_retry: attrs.rnr_retry,
             sq_psn: 0,
-            max_rd_atomic: 1,
+            max_rd_atomic: attrs.max_rd_atomic,
             ..Default::default()
         };
         self.modify(
@@ -791,6 +906,20 @@ impl Qp {
             }
             if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) | SendOp::Read(r) = w.op {
                 c.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr: r.addr, rkey: r.rkey };
+            }
+            let atomic = match w.op {
+                SendOp::CompareSwap { remote, compare, swap } => Some((remote, compare, swap)),
+                SendOp::FetchAdd { remote, add } => Some((remote, add, 0)),
+                _ => None,
+            };
+            if let Some((r, compare_add, swap)) = atomic {
+                // `wr.atomic`: for fetch-and-add, `compare_add` holds the value added.
+                c.wr.atomic = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                    remote_addr: r.addr,
+                    compare_add,
+                    swap,
+                    rkey: r.rkey,
+                };
             }
             if self.qp_type == QpType::Ud {
                 let Some(dest) = w.ud else {

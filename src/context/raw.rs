@@ -1,0 +1,91 @@
+//! The rdma-core objects behind dvcq's handles, for programs that mix dvcq with their
+//! own verbs calls (or another binding's): `as_raw` gives the `struct ibv_*` pointer,
+//! type-erased so that the API is the same whatever bindings the program uses (cast it to
+//! `*mut ibv_context`, `*mut ibv_pd`, ... of those).
+//!
+//! On a model there is no rdma-core object: `as_raw` is `None` there. The pointer stays
+//! valid while the handle lives (a QP's and an SRQ's while the handle does; a region's
+//! while it is registered); the caller must not destroy, deregister or modify what it
+//! points to in ways dvcq does not expect (destroying it, moving a QP's state under dvcq).
+
+use super::mr::MrInner;
+use super::qp::{QpInner, SrqInner};
+use super::{Context, Inner, Pd, PdInner};
+use crate::{Cq, Mr, Qp, Srq};
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+impl Context {
+    /// The `struct ibv_context` behind it; `None` on a model.
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        match &self.inner {
+            Inner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            Inner::Verbs { ctx, .. } => NonNull::new(ctx.as_ptr().cast()),
+        }
+    }
+}
+
+impl Pd {
+    /// The `struct ibv_pd` behind it; `None` on a model.
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        match &self.inner {
+            PdInner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            PdInner::Verbs { pd, .. } => NonNull::new(pd.as_ptr().cast()),
+        }
+    }
+}
+
+impl Mr {
+    /// The `struct ibv_mr` behind it; `None` on a model.
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        match &self.inner {
+            MrInner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            MrInner::Verbs(mr) => NonNull::new(mr.as_ptr().cast()),
+        }
+    }
+}
+
+impl Qp {
+    /// The `struct ibv_qp` behind it; `None` on a model.
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        match &self.inner {
+            QpInner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            QpInner::Verbs(qp) => NonNull::new(qp.as_ptr().cast()),
+        }
+    }
+}
+
+impl Srq {
+    /// The `struct ibv_srq` behind it; `None` on a model.
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        match &self.inner {
+            SrqInner::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            SrqInner::Verbs(srq) => NonNull::new(srq.as_ptr().cast()),
+        }
+    }
+}
+
+impl Cq {
+    /// The `struct ibv_cq` behind a CQ dvcq made (`Context::create_cq`), whichever backend
+    /// polls it; `None` on a model, and for a CQ attached with `Cq::attach` on a direct
+    /// backend (the program made that one and has its pointer).
+    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
+        use crate::cq::Poller;
+        match &self.poller {
+            Poller::Model(_) => None,
+            #[cfg(dvcq_rdma_core)]
+            Poller::Generic(g) => NonNull::new(g.verbs_cq().as_ptr().cast()),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Rxe(r) => NonNull::new(r.verbs_cq().as_ptr().cast()),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Mlx5(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
+            #[cfg(dvcq_rdma_core)]
+            Poller::Irdma(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
+        }
+    }
+}
