@@ -82,35 +82,13 @@ impl Pd {
         match &self.inner {
             PdInner::Model(m) => {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
-                let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
-                let inner = MrInner::Model(mr);
-                Ok(Mr {
-                    inner,
-                    access,
-                    addr,
-                    len: len as u64,
-                    lkey,
-                    rkey,
-                    device: self.device.clone(),
-                    model_buffer: None,
-                })
+                Ok(self.region(MrInner::Model(mr), access, len, None))
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::new(pd, len, access)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
-                let (addr, _, lkey, rkey) = mr.keys();
-                let inner = MrInner::Verbs(std::sync::Arc::new(mr));
-                Ok(Mr {
-                    inner,
-                    access,
-                    addr,
-                    len: len as u64,
-                    lkey,
-                    rkey,
-                    device: self.device.clone(),
-                    model_buffer: None,
-                })
+                Ok(self.region(MrInner::Verbs(std::sync::Arc::new(mr)), access, len, None))
             }
         }
     }
@@ -153,29 +131,36 @@ impl Pd {
             PdInner::Model(m) => {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
                 mr.write(0, super::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
-                let (addr, lkey, rkey) = (mr.addr(), mr.lkey(), mr.rkey());
-                let inner = MrInner::Model(mr);
-                let model_buffer: Option<Box<dyn core::any::Any + Send + Sync>> = Some(Box::new(buf));
-                Ok(Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone(), model_buffer })
+                Ok(self.region(MrInner::Model(mr), access, len, Some(Box::new(buf))))
             }
             #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::with_buffer(pd, buf, access)
                     .map_err(|(source, _buf)| Error::Verbs { device: self.device.clone(), source })?;
-                let (addr, _, lkey, rkey) = mr.keys();
-                let inner = MrInner::Verbs(std::sync::Arc::new(mr));
-                Ok(Mr {
-                    inner,
-                    access,
-                    addr,
-                    len: len as u64,
-                    lkey,
-                    rkey,
-                    device: self.device.clone(),
-                    model_buffer: None,
-                })
+                Ok(self.region(MrInner::Verbs(std::sync::Arc::new(mr)), access, len, None))
             }
         }
+    }
+}
+
+impl Pd {
+    /// The handle of a region just registered on this PD, its keys read from `inner`.
+    fn region(
+        &self,
+        inner: MrInner,
+        access: Access,
+        len: usize,
+        model_buffer: Option<Box<dyn core::any::Any + Send + Sync>>,
+    ) -> Mr {
+        let (addr, lkey, rkey) = match &inner {
+            MrInner::Model(m) => (m.addr(), m.lkey(), m.rkey()),
+            #[cfg(dvcq_rdma_core)]
+            MrInner::Verbs(v) => {
+                let (addr, _, lkey, rkey) = v.keys();
+                (addr, lkey, rkey)
+            }
+        };
+        Mr { inner, access, addr, len: len as u64, lkey, rkey, device: self.device.clone(), model_buffer }
     }
 }
 
