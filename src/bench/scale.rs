@@ -95,11 +95,13 @@ fn irdma_qp(k: u32) -> (u64, u32) {
     (0x7f00_dead_0040 + u64::from(k) * 0x40, 0x2a + k)
 }
 
-/// A lap of `n` CQEs on `qps` QPs: `(QP index, its CQE count so far)` per position. Each
-/// QP takes its share (`n / qps`, the first `n % qps` one more), so a lap of at least
-/// `qps` CQEs touches every QP; the order is a fixed shuffle, so few CQEs in a row share a
-/// QP, as on a CQ shared by many connections. Each QP's sends and receives take turns.
-fn lap_order(n: u32, qps: u32) -> Vec<(u32, u32)> {
+/// A lap of `n` CQEs on `qps` QPs: `(QP index, send, the QP's count of that kind so far)`
+/// per position. Each QP takes its share (`n / qps`, the first `n % qps` one more), so a
+/// lap of at least `qps` CQEs touches every QP; the order is a fixed shuffle, so few CQEs
+/// in a row share a QP, as on a CQ shared by many connections. Sends and receives take
+/// turns by position (even positions sends), so the mix stays half and half even when a
+/// QP has one CQE a lap.
+fn lap_order(n: u32, qps: u32) -> Vec<(u32, bool, u32)> {
     let mut order: Vec<u32> = (0..n).map(|i| i % qps.max(1)).collect();
     // Fisher-Yates with a fixed xorshift generator: the same lap every run.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -109,15 +111,19 @@ fn lap_order(n: u32, qps: u32) -> Vec<(u32, u32)> {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
-    let mut seen = vec![0u32; qps as usize];
+    // Per QP: (sends, receives) so far.
+    let mut seen = vec![(0u32, 0u32); qps as usize];
     order
         .into_iter()
-        .map(|k| {
-            let j = seen.get(k as usize).copied().unwrap_or(0);
-            if let Some(c) = seen.get_mut(k as usize) {
+        .enumerate()
+        .map(|(i, k)| {
+            let send = i % 2 == 0;
+            let c = seen.get_mut(k as usize).map_or(0, |(s, r)| {
+                let c = if send { s } else { r };
                 *c += 1;
-            }
-            (k, j)
+                *c - 1
+            });
+            (k, send, c)
         })
         .collect()
 }
@@ -150,9 +156,9 @@ impl Ring {
                 let cq = model.poller::<MLX5_CQE>(reg, CqConfig::default()).map_err(|x| e(&x))?;
                 let lap = order
                     .iter()
-                    .map(|&(k, j)| {
-                        let (qpn, ctr) = (mlx5_qpn(first + k), (j / 2) as u16);
-                        if j % 2 == 0 {
+                    .map(|&(k, send, c)| {
+                        let (qpn, ctr) = (mlx5_qpn(first + k), c as u16);
+                        if send {
                             build::req(qpn, ctr, wqe_opcode::SEND, 0)
                         } else {
                             build::resp(cqe_opcode::RESP_SEND, qpn, ctr, 64, 0)
@@ -175,10 +181,10 @@ impl Ring {
                 let cq = model.poller(reg, Compat::Current).map_err(|x| e(&x))?;
                 let lap = order
                     .iter()
-                    .map(|&(k, j)| {
+                    .map(|&(k, send, c)| {
                         let (ctx, qpn) = irdma_qp(first + k);
-                        let w = ((j / 2) % WQ_DEPTH) as u16;
-                        if j % 2 == 0 {
+                        let w = (c % WQ_DEPTH) as u16;
+                        if send {
                             ModelCqe::send(ctx, qpn, w, sq_op::SEND)
                         } else {
                             ModelCqe::recv(ctx, qpn, w, 0, rq_op::ROCE_SEND_ONLY, 64)
@@ -477,7 +483,7 @@ mod tests {
     use std::collections::HashMap;
 
     /// Every point polls to the completions it claims: a lap of successful sends and
-    /// receives, each QP's taking turns, on exactly the QPs (and CQs) the point names, no
+    /// receives taking turns, half and half, on exactly the QPs (and CQs) the point names, no
     /// fault items; and the prepare-only baseline leaves the rings able to take the next lap.
     #[test]
     fn every_point_polls_to_the_completions_it_claims() {
@@ -491,17 +497,27 @@ mod tests {
                 for round in 0..3 {
                     p.fill();
                     let mut per_qp: HashMap<u32, u32> = HashMap::new();
-                    let mut bad = Vec::new();
+                    let (mut bad, mut sends, mut i) = (Vec::new(), 0, 0);
                     let n = p.drain_with(|c| {
-                        let j = per_qp.entry(c.qp_num).or_insert(0);
-                        let want = if *j % 2 == 0 { WcOpcode::Send } else { WcOpcode::Recv };
-                        *j += 1;
-                        if c.fault().is_some() || (c.status, c.opcode) != (WcStatus::Success, want) {
+                        *per_qp.entry(c.qp_num).or_insert(0) += 1;
+                        // One ring: its lap's order, sends at even positions.
+                        let want = match (axis, i % 2) {
+                            (Axis::Cqs, _) => c.opcode,
+                            (Axis::Qps, 0) => WcOpcode::Send,
+                            _ => WcOpcode::Recv,
+                        };
+                        let kind = matches!(c.opcode, WcOpcode::Send | WcOpcode::Recv);
+                        sends += usize::from(c.opcode == WcOpcode::Send);
+                        if c.fault().is_some() || c.status != WcStatus::Success || !kind || c.opcode != want {
                             bad.push(*c);
                         }
+                        i += 1;
                     });
                     assert_eq!(n, lap, "{what}, round {round}");
-                    assert!(bad.is_empty(), "{what}, round {round}: {bad:?}");
+                    assert!(bad.is_empty(), "{what}, round {round}: {} wrong, the first {:?}", bad.len(), bad.first());
+                    // Half sends: each ring's even positions (a ring of an odd lap has one more).
+                    let odd = p.rings.iter().filter(|r| r.lap_len() % 2 == 1).count();
+                    assert!((lap / 2..=lap / 2 + odd).contains(&sends), "{what}: {sends} sends of {lap}");
                     let qps = if axis == Axis::Qps { count } else { 1 };
                     assert_eq!(per_qp.len(), qps.max(p.rings.len() as u32) as usize, "{what}");
                     assert_eq!(per_qp.values().sum::<u32>() as usize, lap, "{what}");
