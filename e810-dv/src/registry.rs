@@ -459,6 +459,15 @@ impl QpRegistry {
         self.index().find(ctx).map(|f| f.id)
     }
 
+    /// Bytes the QP lookup and tracking hold: the QP table (its capacity of entries), each
+    /// QP's SQ tracking and RQ wr_id tables, and the context index's buckets.
+    pub fn qp_table_bytes(&self) -> usize {
+        use core::mem::size_of;
+        let per_qp: usize =
+            self.qps.iter().map(|q| q.sq_trk.len() * size_of::<WrTrk>() + q.rq_wrid.len() * size_of::<u64>()).sum();
+        self.qps.capacity() * size_of::<Qp>() + per_qp + self.index.capacity() * size_of::<IndexEntry>()
+    }
+
     /// Number of registered QPs.
     pub fn len(&self) -> usize {
         self.qps.len()

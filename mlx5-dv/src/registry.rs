@@ -1021,6 +1021,25 @@ impl Registry {
         &self.qps
     }
 
+    /// Bytes the QP lookup and tracking hold: the QP table (its capacity of entries), each
+    /// entry's send and receive tracking tables, the QPN and user-index lookups (their
+    /// low-bit tables and hash maps, by capacity, 8 bytes and one control byte a key), and
+    /// the WQE-buffer table. SRQs, memory regions and signature mkeys are not counted.
+    pub fn qp_table_bytes(&self) -> usize {
+        use core::mem::size_of;
+        let per_qp: usize = self
+            .qps
+            .iter()
+            .map(|q| q.sq.table().len() * size_of::<SqEntry>() + q.rq.wrid.len() * size_of::<u64>())
+            .sum();
+        let index = |k: &KeyIndex| LOW_ENTRIES * size_of::<u32>() + k.all.capacity() * (size_of::<(u32, u32)>() + 1);
+        self.qps.capacity() * size_of::<Qp>()
+            + per_qp
+            + index(&self.by_qpn)
+            + index(&self.by_uidx)
+            + self.qp_wqes.capacity() * size_of::<QpWqes>()
+    }
+
     /// Adds a memory region (`ibv_reg_mr`'s address, length and lkey) that inline data may
     /// be copied into. Inline scatter writes nothing anywhere else: a data segment whose
     /// range is not inside the region of its lkey stops the copy with

@@ -13,6 +13,8 @@ pub mod events;
 pub mod events_plot;
 mod irdma;
 mod mlx5;
+pub mod scale;
+pub mod scale_plot;
 pub mod traffic;
 
 use serde::Serialize;

@@ -38,6 +38,9 @@ enum BenchWhat {
     /// ibv_poll_cq and rdma-core's extended CQ (completions/s, CPU ns per completion,
     /// latency percentiles).
     Traffic(super::traffic::TrafficArgs),
+    /// Poll cost per completion as the QPs sharing a CQ and the CQs one thread polls grow
+    /// (a table, and an SVG with --plot), with memory per QP and per CQ.
+    Scale(super::bench_scale::ScaleArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -236,6 +239,7 @@ impl BenchArgs {
             BenchWhat::Decode(_) => "bench decode",
             BenchWhat::Cq(_) => "bench cq",
             BenchWhat::Traffic(_) => "bench traffic",
+            BenchWhat::Scale(_) => "bench scale",
         }
     }
 
@@ -248,6 +252,7 @@ impl BenchArgs {
             BenchWhat::Decode(d) => d.run(),
             BenchWhat::Cq(c) => c.run(),
             BenchWhat::Traffic(t) => t.run(),
+            BenchWhat::Scale(s) => s.run(),
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod bench;
 mod bench_cq;
 mod bench_decode;
 mod bench_events;
+mod bench_scale;
 pub mod decode;
 mod device_name;
 pub mod devices;
