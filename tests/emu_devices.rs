@@ -1,0 +1,86 @@
+//! dvcq on the emulated ConnectX-6 Dx (the `dvcq-emu` preload): rdma-core's real libibverbs
+//! and libmlx5 open `mlx5_0` and create the objects through the emulated kernel, and dvcq's
+//! layout self-checks run on the CQ and QP structures libmlx5 allocated. The first contact
+//! of dvcq's direct mlx5 paths with the provider itself, on a machine without a NIC.
+//!
+//! Only in the build with the rdma-core glue: the model-only build has no verbs device path.
+#![cfg(dvcq_rdma_core)]
+
+#[path = "../emu/tests/support/preload.rs"]
+mod preload;
+
+use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
+use dvcq::{BackendKind, Context, CqOptions, QpInit};
+use preload::{emulated, preload};
+
+#[test]
+fn dvcq_devices_opens_mlx5_0_and_its_layout_self_checks_pass() {
+    let out = emulated(env!("CARGO_BIN_EXE_dvcq"), &preload()).args(["devices", "--json"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "dvcq devices failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let dev = report["devices"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["name"] == "mlx5_0"))
+        .unwrap_or_else(|| panic!("no mlx5_0 in:\n{text}"));
+    assert_eq!(dev["provider"], "mlx5", "{dev}");
+    assert_eq!(dev["driver"], "mlx5_core", "{dev}");
+    assert_eq!(dev["vendor_part_id"], 4125, "{dev}");
+    assert_eq!(dev["max_qp_wr"], 32768, "{dev}");
+    // The direct backend, with the self-checks passed on libmlx5's own structures (a failed
+    // check names the generic backend and what was refused).
+    assert_eq!(dev["backend"], "mlx5", "{dev}");
+    let reason = dev["reason"].as_str().unwrap();
+    assert!(reason.contains("dvcq parses the ring mlx5dv_init_obj reports"), "{reason}");
+    assert!(reason.contains("layout row rdma-core v44"), "{reason}");
+    assert_eq!(dev["ports"][0]["link_layer"], "Ethernet", "{dev}");
+}
+
+/// Set in the child process the test below runs under the preload.
+const CHILD: &str = "DVCQ_EMU_TEST_CHILD";
+
+#[test]
+fn verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel() {
+    if std::env::var_os(CHILD).is_none() {
+        // Run this same test again, in a process with the preload loaded from its start.
+        let me = std::env::current_exe().unwrap();
+        let out = emulated(&me, &preload())
+            .args(["--exact", "verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "the emulated run failed:\n{all}");
+        assert!(all.contains("emu-verbs: done"), "the emulated run did not get to the end:\n{all}");
+        return;
+    }
+    let ctx = Context::open("mlx5_0").unwrap();
+    let cq = ctx.create_cq(CqOptions::new(64)).unwrap();
+    assert_eq!(cq.backend().kind, BackendKind::Mlx5, "{}", cq.backend().reason);
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+    let srq = pd.create_srq(32, 2).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let mut on_srq = QpInit::new(QpType::Rc, &cq);
+    on_srq.srq = Some(&srq);
+    let mut qp2 = pd.create_qp(&on_srq).unwrap();
+    assert_ne!(qp.qpn(), qp2.qpn());
+    // INIT, RTR, RTS through MODIFY_QP, each with the attributes the transition requires.
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let peer = qp2.endpoint().unwrap();
+    qp2.connect(&peer).unwrap();
+    // libmlx5 posts only on a QP in RTS (sends) and past RESET (receives): both are taken.
+    let sg = [mr.slice(0, 8).unwrap()];
+    qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sg }]).unwrap();
+    srq.post_recv(&[RecvWr { wr_id: 2, sg_list: &sg }]).unwrap();
+    qp.post_send(&[SendWr::new(3, SendOp::Write(mr.remote().at(64)), &sg)]).unwrap();
+    drop(qp2);
+    drop(qp);
+    drop(srq);
+    drop(mr);
+    drop(cq);
+    drop(pd);
+    drop(ctx);
+    println!("emu-verbs: done");
+}
