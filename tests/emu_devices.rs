@@ -10,7 +10,7 @@
 mod preload;
 
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
-use dvcq::{BackendKind, Context, CqOptions, QpInit};
+use dvcq::{BackendChoice, BackendKind, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
 use preload::{emulated, preload};
 
 #[test]
@@ -82,5 +82,90 @@ fn verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel() {
     drop(cq);
     drop(pd);
     drop(ctx);
+    println!("emu-verbs: done");
+}
+
+/// Runs the test named `name` again in a child process with the preload loaded, unless this
+/// is that child; true in the child (the caller then runs the body).
+fn in_emulated_child(name: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let me = std::env::current_exe().unwrap();
+    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the emulated run failed:\n{all}");
+    assert!(all.contains("emu-verbs: done"), "the emulated run did not get to the end:\n{all}");
+    false
+}
+
+/// One loopback RDMA WRITE on the emulated device, polled by `backend`: the device thread
+/// executes the WQE libmlx5 wrote and writes the CQE into libmlx5's ring.
+fn loopback_write(backend: BackendChoice) {
+    let ctx = Context::open("mlx5_0").unwrap();
+    let mut cq = ctx.create_cq(CqOptions { backend, ..CqOptions::new(16) }).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    mr.write(0, b"emulated").unwrap();
+    let sg = [mr.slice(0, 8).unwrap()];
+    for (i, at) in [(7u64, 64u64), (8, 128)] {
+        qp.post_send(&[SendWr::new(i, SendOp::Write(mr.remote().at(at)), &sg)]).unwrap();
+        let mut wcs = [Completion::default(); 2];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let n = std::iter::repeat_with(|| cq.poll(&mut wcs))
+            .find(|&n| n > 0 || std::time::Instant::now() > deadline)
+            .unwrap_or(0);
+        assert_eq!(n, 1, "{backend:?}: no completion within 10 s");
+        assert_eq!((wcs[0].wr_id, wcs[0].status, wcs[0].opcode), (i, WcStatus::Success, WcOpcode::RdmaWrite));
+        assert_eq!(wcs[0].qp_num, qp.qpn());
+        let mut back = [0u8; 8];
+        mr.read(at, &mut back).unwrap();
+        assert_eq!(&back, b"emulated", "{backend:?}: the write landed");
+    }
+}
+
+#[test]
+fn a_write_completes_through_rdma_cores_ibv_poll_cq() {
+    if in_emulated_child("a_write_completes_through_rdma_cores_ibv_poll_cq") {
+        loopback_write(BackendChoice::Generic);
+        println!("emu-verbs: done");
+    }
+}
+
+#[test]
+fn a_write_completes_through_dvcqs_direct_mlx5_poller() {
+    if in_emulated_child("a_write_completes_through_dvcqs_direct_mlx5_poller") {
+        loopback_write(BackendChoice::Direct);
+        println!("emu-verbs: done");
+    }
+}
+
+#[test]
+fn a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next() {
+    if !in_emulated_child("a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next") {
+        return;
+    }
+    let ctx = Context::open("mlx5_0").unwrap();
+    let mut cq = ctx.create_cq(CqOptions { backend: BackendChoice::Generic, ..CqOptions::new(16) }).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    let sg = [mr.slice(0, 8).unwrap()];
+    let bad = dvcq::verbs::RemoteAddr { addr: mr.addr(), rkey: mr.rkey() ^ 0x100 };
+    qp.post_send(&[SendWr::new(1, SendOp::Write(bad), &sg), SendWr::new(2, SendOp::Write(mr.remote().at(64)), &sg)])
+        .unwrap();
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while got.len() < 2 && std::time::Instant::now() < deadline {
+        let mut wcs = [Completion::default(); 2];
+        let n = cq.poll(&mut wcs);
+        got.extend(wcs[..n].iter().map(|c| (c.wr_id, c.status)));
+    }
+    assert_eq!(got, [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]);
     println!("emu-verbs: done");
 }

@@ -261,6 +261,12 @@ impl Numbers {
     }
 }
 
+/// Whether a doorbell record address is one the device can read and write as aligned
+/// 32-bit words (libmlx5 hands out cache-line aligned records).
+fn dbrec_ok(addr: u64) -> bool {
+    addr != 0 && addr % 4 == 0
+}
+
 fn query_device(c: &mut Command<'_>) -> Result<(), Errno> {
     let _: abi::ResponseOnly = c.request(true)?;
     c.respond(bytemuck::bytes_of(&device::attributes()), &[])
@@ -371,7 +377,7 @@ fn create_cq(
     }
     // libmlx5 sizes its ring as a power of two and passes one less: the ring is cqe + 1.
     let ncqe = req.cqe.checked_add(1).filter(|v| v.is_power_of_two()).ok_or(libc::EINVAL)?;
-    if !mlx5::cqe_size_ok(drv.cqe_size) || drv.buf_addr == 0 || drv.db_addr == 0 {
+    if !mlx5::cqe_size_ok(drv.cqe_size) || drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) {
         return Err(libc::EINVAL);
     }
     // Compressed CQEs and the flags need capabilities this device does not report.
@@ -394,6 +400,7 @@ fn create_cq(
         comp_vector: req.comp_vector,
         comp_events_read: 0,
         async_events_read: 0,
+        pi: 0,
     };
     let handle = ctx.new_handle();
     // The entry count echoes the request: libmlx5 uses it as its index mask.
@@ -458,7 +465,7 @@ fn create_qp(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result<
     // 16-byte strides (none with an SRQ), one buffer, a doorbell record.
     let sq_ok = drv.sq_wqe_count == 0 || drv.sq_wqe_count.is_power_of_two();
     let rq_ok = drv.rq_wqe_count == 0 || (drv.rq_wqe_count.is_power_of_two() && (4..=15).contains(&drv.rq_wqe_shift));
-    if !sq_ok || !rq_ok || drv.buf_addr == 0 || drv.db_addr == 0 || drv.sq_buf_addr != 0 {
+    if !sq_ok || !rq_ok || drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) || drv.sq_buf_addr != 0 {
         return Err(libc::EINVAL);
     }
     let wq = Mlx5Wq {
@@ -488,6 +495,8 @@ fn create_qp(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result<
         state: QpState::Reset,
         path: QpPath::default(),
         events_read: 0,
+        sq_ci: 0,
+        rq_ci: 0,
     };
     let handle = ctx.new_handle();
     // The capabilities echo the request: libibverbs hands max_inline_data and the SGE
@@ -614,7 +623,15 @@ fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) -> Result<(
     if set(qp_attr::MAX_DEST_RD_ATOMIC) {
         p.max_dest_rd_atomic = req.max_dest_rd_atomic;
     }
+    if next == QpState::Reset {
+        // libmlx5 zeroes both doorbell records on a reset: the device starts over too.
+        qp.sq_ci = 0;
+        qp.rq_ci = 0;
+    }
     qp.state = next;
+    if next == QpState::Rts {
+        crate::engine::start();
+    }
     Ok(())
 }
 
@@ -642,7 +659,7 @@ fn create_srq(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result
     if req.max_wr == 0 || req.max_wr > MAX_SRQ_WR || req.max_sge > MAX_SRQ_SGE || req.srq_limit > req.max_wr {
         return Err(libc::EINVAL);
     }
-    if drv.buf_addr == 0 || drv.db_addr == 0 {
+    if drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) {
         return Err(libc::EINVAL);
     }
     let srq = Srq {

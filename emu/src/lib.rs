@@ -14,6 +14,7 @@ pub mod abi;
 pub mod commands;
 pub mod device;
 pub mod emulator;
+pub mod engine;
 pub mod events;
 pub mod fd_table;
 // Unit tests run without interposing their own process's C library.
@@ -24,6 +25,7 @@ pub mod mlx5_abi;
 pub mod objects;
 pub mod real;
 pub mod sysfs;
+pub mod wqe;
 
 /// Runs when the library is loaded, before `main`: writes the sysfs tree, points
 /// `SYSFS_PATH` at it, and sets the libmlx5 environment the emulation needs.

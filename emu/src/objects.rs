@@ -37,6 +37,8 @@ pub struct Cq {
     pub comp_vector: u32,
     pub comp_events_read: u32,
     pub async_events_read: u32,
+    /// The device's producer index: CQEs written so far.
+    pub pi: u32,
 }
 
 /// QP states (`enum ib_qp_state`).
@@ -142,6 +144,11 @@ pub struct Qp {
     pub state: QpState,
     pub path: QpPath,
     pub events_read: u32,
+    /// SQ basic blocks the device has consumed (compared with the SQ doorbell record's
+    /// 16-bit counter).
+    pub sq_ci: u32,
+    /// RQ WQEs the device has consumed.
+    pub rq_ci: u32,
 }
 
 /// A shared receive queue.

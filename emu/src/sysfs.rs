@@ -150,8 +150,9 @@ fn write_all(root: &Path, all: &[Entry]) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn scratch() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("dvcq-emu-sysfs-test.{}", std::process::id()));
+    /// A directory of this test's own (the tests run in parallel in one process).
+    fn scratch(test: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dvcq-emu-sysfs-test.{}.{test}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
@@ -159,7 +160,7 @@ mod tests {
 
     #[test]
     fn tree_holds_what_libibverbs_reads_each_ending_in_a_newline() {
-        let parent = scratch();
+        let parent = scratch("tree");
         let tree = SysfsTree::create(&parent).unwrap();
         let read = |p: &str| fs::read_to_string(tree.root().join(p)).unwrap();
         assert_eq!(read("class/infiniband_verbs/abi_version"), "6\n");
@@ -181,7 +182,7 @@ mod tests {
 
     #[test]
     fn processes_share_one_tree_and_leave_no_staging_behind() {
-        let parent = scratch();
+        let parent = scratch("share");
         let a = SysfsTree::create(&parent).unwrap();
         let b = SysfsTree::create(&parent).unwrap();
         assert_eq!(a.root(), b.root());
@@ -194,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_user_directory_others_can_write_is_refused() {
-        let parent = scratch();
+        let parent = scratch("refuse");
         // SAFETY: getuid takes no arguments.
         let uid = unsafe { libc::getuid() };
         let mine = parent.join(format!("dvcq-emu-{uid}"));
