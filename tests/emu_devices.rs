@@ -101,9 +101,9 @@ fn in_emulated_child(name: &str) -> bool {
 
 /// One loopback RDMA WRITE on the emulated device, polled by `backend`: the device thread
 /// executes the WQE libmlx5 wrote and writes the CQE into libmlx5's ring.
-fn loopback_write(backend: BackendChoice) {
+fn loopback_write(backend: BackendChoice, cqe_size: u16) {
     let ctx = Context::open("mlx5_0").unwrap();
-    let mut cq = ctx.create_cq(CqOptions { backend, ..CqOptions::new(16) }).unwrap();
+    let mut cq = ctx.create_cq(CqOptions { backend, cqe_size, ..CqOptions::new(16) }).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.reg_mr(4096, Access::ALL).unwrap();
     let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
@@ -130,7 +130,7 @@ fn loopback_write(backend: BackendChoice) {
 #[test]
 fn a_write_completes_through_rdma_cores_ibv_poll_cq() {
     if in_emulated_child("a_write_completes_through_rdma_cores_ibv_poll_cq") {
-        loopback_write(BackendChoice::Generic);
+        loopback_write(BackendChoice::Generic, 64);
         println!("emu-verbs: done");
     }
 }
@@ -138,7 +138,17 @@ fn a_write_completes_through_rdma_cores_ibv_poll_cq() {
 #[test]
 fn a_write_completes_through_dvcqs_direct_mlx5_poller() {
     if in_emulated_child("a_write_completes_through_dvcqs_direct_mlx5_poller") {
-        loopback_write(BackendChoice::Direct);
+        loopback_write(BackendChoice::Direct, 64);
+        println!("emu-verbs: done");
+    }
+}
+
+#[test]
+fn a_write_completes_in_a_128_byte_cqe_ring() {
+    // The CQE is the second half of each 128-byte entry (mlx5dv_create_cq's cqe_size).
+    if in_emulated_child("a_write_completes_in_a_128_byte_cqe_ring") {
+        loopback_write(BackendChoice::Direct, 128);
+        loopback_write(BackendChoice::Generic, 128);
         println!("emu-verbs: done");
     }
 }
