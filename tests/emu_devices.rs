@@ -179,3 +179,103 @@ fn a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next() {
     assert_eq!(got, [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]);
     println!("emu-verbs: done");
 }
+
+/// Polls `cq` until `n` completions came (10 s at most), sorted by `wr_id`.
+fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while got.len() < n && std::time::Instant::now() < deadline {
+        let mut wcs = [Completion::default(); 8];
+        let k = cq.poll(&mut wcs);
+        got.extend_from_slice(&wcs[..k]);
+    }
+    assert_eq!(got.len(), n, "completions within 10 s: {got:?}");
+    got.sort_by_key(|c| c.wr_id);
+    got
+}
+
+/// SEND with immediate into the QP's RQ, RDMA READ, WRITE with immediate (consuming a
+/// receive, carrying no data into it), and SEND into an SRQ, on loopback QPs, polled by
+/// `backend`: the responder CQEs carry the receive's index, the user index and the
+/// immediate, and the data lands where each names.
+fn sends_reads_and_srq(backend: BackendChoice) {
+    let ctx = Context::open("mlx5_0").unwrap();
+    let mut cq = ctx.create_cq(CqOptions { backend, ..CqOptions::new(32) }).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
+    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
+    let me = qp.endpoint().unwrap();
+    qp.connect(&me).unwrap();
+    mr.write(0, b"emulated").unwrap();
+    let src = [mr.slice(0, 8).unwrap()];
+    // SEND with immediate: lands in the receive at 256.
+    let dst = [mr.slice(256, 64).unwrap()];
+    qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &dst }]).unwrap();
+    qp.post_send(&[SendWr::new(11, SendOp::SendWithImm(0x1234_5678), &src)]).unwrap();
+    let c = poll_n(&mut cq, 2);
+    assert_eq!((c[0].wr_id, c[0].status, c[0].opcode, c[0].byte_len), (10, WcStatus::Success, WcOpcode::Recv, 8));
+    assert!(c[0].wc_flags.contains(dvcq::WcFlags::WITH_IMM), "{:?}", c[0]);
+    // As ibv_wc holds it: network order read as a host integer.
+    assert_eq!(c[0].imm_data, 0x1234_5678u32.to_be());
+    assert_eq!((c[1].wr_id, c[1].status, c[1].opcode), (11, WcStatus::Success, WcOpcode::Send));
+    let mut back = [0u8; 8];
+    mr.read(256, &mut back).unwrap();
+    assert_eq!(&back, b"emulated");
+    // RDMA READ of those 8 bytes into 512.
+    let into = [mr.slice(512, 8).unwrap()];
+    qp.post_send(&[SendWr::new(12, SendOp::Read(mr.remote().at(256)), &into)]).unwrap();
+    let c = poll_n(&mut cq, 1);
+    assert_eq!((c[0].wr_id, c[0].status, c[0].opcode, c[0].byte_len), (12, WcStatus::Success, WcOpcode::RdmaRead, 8));
+    mr.read(512, &mut back).unwrap();
+    assert_eq!(&back, b"emulated");
+    // WRITE with immediate: the data goes to 1024, the receive completes with the immediate.
+    qp.post_recv(&[RecvWr { wr_id: 13, sg_list: &dst }]).unwrap();
+    qp.post_send(&[SendWr::new(14, SendOp::WriteWithImm(mr.remote().at(1024), 7), &src)]).unwrap();
+    let c = poll_n(&mut cq, 2);
+    assert_eq!(
+        (c[0].wr_id, c[0].status, c[0].opcode, c[0].imm_data),
+        (13, WcStatus::Success, WcOpcode::RecvRdmaWithImm, 7u32.to_be())
+    );
+    assert_eq!((c[1].wr_id, c[1].opcode), (14, WcOpcode::RdmaWrite));
+    mr.read(1024, &mut back).unwrap();
+    assert_eq!(&back, b"emulated");
+    // A QP on an SRQ: its receives come from the SRQ, in the order they were posted.
+    let srq = pd.create_srq(16, 1).unwrap();
+    let mut init = QpInit::new(QpType::Rc, &cq);
+    init.srq = Some(&srq);
+    let mut qp2 = pd.create_qp(&init).unwrap();
+    let me2 = qp2.endpoint().unwrap();
+    qp2.connect(&me2).unwrap();
+    let (a, b) = ([mr.slice(2048, 16).unwrap()], [mr.slice(3072, 16).unwrap()]);
+    srq.post_recv(&[RecvWr { wr_id: 20, sg_list: &a }, RecvWr { wr_id: 21, sg_list: &b }]).unwrap();
+    qp2.post_send(&[SendWr::new(22, SendOp::Send, &src), SendWr::new(23, SendOp::Send, &src)]).unwrap();
+    let c = poll_n(&mut cq, 4);
+    let ids: Vec<_> = c.iter().map(|c| (c.wr_id, c.status, c.opcode, c.qp_num)).collect();
+    assert_eq!(
+        ids,
+        [
+            (20, WcStatus::Success, WcOpcode::Recv, qp2.qpn()),
+            (21, WcStatus::Success, WcOpcode::Recv, qp2.qpn()),
+            (22, WcStatus::Success, WcOpcode::Send, qp2.qpn()),
+            (23, WcStatus::Success, WcOpcode::Send, qp2.qpn()),
+        ]
+    );
+    mr.read(3072, &mut back).unwrap();
+    assert_eq!(&back, b"emulated");
+}
+
+#[test]
+fn sends_reads_and_srq_receives_through_ibv_poll_cq() {
+    if in_emulated_child("sends_reads_and_srq_receives_through_ibv_poll_cq") {
+        sends_reads_and_srq(BackendChoice::Generic);
+        println!("emu-verbs: done");
+    }
+}
+
+#[test]
+fn sends_reads_and_srq_receives_through_dvcqs_direct_poller() {
+    if in_emulated_child("sends_reads_and_srq_receives_through_dvcqs_direct_poller") {
+        sends_reads_and_srq(BackendChoice::Direct);
+        println!("emu-verbs: done");
+    }
+}

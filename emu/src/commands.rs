@@ -659,9 +659,15 @@ fn create_srq(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result
     if req.max_wr == 0 || req.max_wr > MAX_SRQ_WR || req.max_sge > MAX_SRQ_SGE || req.srq_limit > req.max_wr {
         return Err(libc::EINVAL);
     }
-    if drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) {
+    // libmlx5 sizes the ring as a power of two and passes one less; a signature segment
+    // (MLX5_SRQ_SIGNATURE) is not emulated.
+    let wqe_cnt = req.max_wr.checked_add(1).filter(|n| n.is_power_of_two()).ok_or(libc::EINVAL)?;
+    if drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) || drv.flags != 0 {
         return Err(libc::EINVAL);
     }
+    // libmlx5's stride: the next segment and the data segments, at least 32 bytes, a power
+    // of two (its max_sge is what that stride holds).
+    let stride = (16 + 16 * req.max_sge).max(32).next_power_of_two();
     let srq = Srq {
         user_handle: req.user_handle,
         srqn: n.srqn(),
@@ -673,6 +679,10 @@ fn create_srq(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result
         dbrec: drv.db_addr,
         uidx: drv.uidx,
         events_read: 0,
+        wqe_shift: stride.trailing_zeros(),
+        wqe_cnt,
+        head: 0,
+        consumed: 0,
     };
     let handle = ctx.new_handle();
     let core = abi::CreateSrqResp { srq_handle: handle, max_wr: req.max_wr, max_sge: req.max_sge, srqn: srq.srqn };

@@ -3,19 +3,22 @@
 //! builders, into libmlx5's own CQ ring, where the real `ibv_poll_cq` (or dvcq's direct
 //! poller) finds them.
 //!
-//! Executed so far: RDMA WRITE (scatter/gather or inline) between QPs of this process,
-//! with lkey and rkey checks; an access error gives an error CQE and moves the QP to the
-//! error state, and a QP in the error state flushes what is posted (send and receive) with
-//! `WR_FLUSH_ERR`. Any other opcode completes with a local QP operation error, named once
-//! on standard error. A full CQ holds the device back until the poller makes room (a real
-//! device would overrun it).
+//! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
+//! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
+//! READ, each with lkey and rkey checks, scatter/gather or inline. A message with no receive
+//! posted waits for one (as with an infinite RNR retry). An access or length error gives an
+//! error CQE and moves the QP to the error state; a QP in the error state flushes what is
+//! posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode completes with a local QP
+//! operation error, named once on standard error. A full CQ holds the device back until the
+//! poller makes room (a real device would overrun it).
 
 use crate::emulator::{self, Emulator};
 use crate::objects::{Cq, Mr, Qp, QpState};
+use crate::recv::{self, load_be32, RecvWqe};
 use crate::wqe::{self, Ctrl, Gather, Raddr};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
-use dvcq_uapi::mlx5::opcode::syndrome;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -45,19 +48,6 @@ pub fn start() {
     }
 }
 
-/// Loads a big-endian 32-bit doorbell word with acquire ordering.
-///
-/// # Safety
-///
-/// `addr` is a 4-byte aligned word of live memory (a doorbell record the provider passed at
-/// create time, alive until its destroy command, which takes the emulator lock the caller
-/// holds).
-unsafe fn load_be32(addr: u64) -> u32 {
-    // SAFETY: the caller guarantees an aligned, live word; other agents access it only
-    // through word-sized (atomic on x86-64 and AArch64) stores.
-    u32::from_be(unsafe { AtomicU32::from_ptr(addr as usize as *mut u32) }.load(Ordering::Acquire))
-}
-
 /// Copies `len` bytes from `src` to `dst` in the application's memory.
 ///
 /// # Safety
@@ -75,7 +65,13 @@ enum Outcome {
     Done(u32),
     /// Failed with this CQE syndrome: the QP goes to the error state.
     Failed(u8),
+    /// Cannot run yet (no receive posted at the peer, or a CQ full): nothing consumed.
+    Later,
 }
+
+/// `IBV_ACCESS_LOCAL_WRITE`, `_REMOTE_WRITE`, `_REMOTE_READ`.
+const ACCESS_LOCAL_WRITE: u32 = 1;
+const ACCESS_REMOTE_READ: u32 = 4;
 
 impl Emulator {
     /// One pass over every QP: executes or flushes what was posted since the last pass.
@@ -135,12 +131,17 @@ impl Emulator {
     /// False when it could not complete (its CQ is full): nothing was consumed.
     fn one_send(&mut self, fd: i32, h: u32, qp: Qp) -> bool {
         let (units, ctrl) = read_wqe(&qp);
+        // Room for this WQE's CQE first, so that work done is never redone.
+        if !self.has_room(fd, qp.send_cq) {
+            return false;
+        }
         let outcome = if qp.state == QpState::Err {
             Outcome::Failed(syndrome::WR_FLUSH_ERR)
         } else {
             self.execute(fd, &qp, &ctrl, &units)
         };
         let cqe: Option<Entry> = match outcome {
+            Outcome::Later => return false,
             Outcome::Done(n) if ctrl.signaled() || qp.sq_sig_all => {
                 Some(build::req(qp.qpn, ctrl.wqe_index, ctrl.opcode, n).srqn_uidx(qp.wq.uidx))
             }
@@ -171,64 +172,200 @@ impl Emulator {
 
     /// Executes one WQE of an RTS QP.
     fn execute(&mut self, fd: i32, qp: &Qp, ctrl: &Ctrl, units: &[u8]) -> Outcome {
-        match ctrl.opcode {
-            wqe::OP_RDMA_WRITE => {
-                let raddr = Raddr::parse(&units[16..32]);
-                let Ok(gather) = Gather::parse(&units[32..]) else {
-                    return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR);
-                };
-                self.rdma_write(fd, qp, raddr, &gather)
+        let op = ctrl.opcode;
+        let rdma = matches!(op, wqe_opcode::RDMA_WRITE | wqe_opcode::RDMA_WRITE_IMM | wqe_opcode::RDMA_READ);
+        let send = matches!(op, wqe_opcode::SEND | wqe_opcode::SEND_IMM | wqe_opcode::SEND_INVAL);
+        if !rdma && !send {
+            warn_once(op);
+            return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
+        }
+        // ctrl, then the remote address for RDMA, then the data.
+        let data_at = if rdma { 32 } else { 16 };
+        let Ok(gather) = Gather::parse(&units[data_at..]) else {
+            return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR);
+        };
+        let Some((peer_fd, peer)) = self.find_qp(qp.path.dest_qpn) else {
+            return Outcome::Failed(syndrome::REMOTE_OP_ERR);
+        };
+        if !matches!(peer.state, QpState::Rtr | QpState::Rts) {
+            return Outcome::Failed(syndrome::REMOTE_OP_ERR);
+        }
+        if op == wqe_opcode::RDMA_READ {
+            return self.rdma_read(fd, qp, (peer_fd, &peer), Raddr::parse(&units[16..32]), &gather);
+        }
+        let data = match self.gather(fd, qp.pd, &gather) {
+            Ok(d) => d,
+            Err(s) => return Outcome::Failed(s),
+        };
+        let imm = matches!(op, wqe_opcode::RDMA_WRITE_IMM | wqe_opcode::SEND_IMM | wqe_opcode::SEND_INVAL);
+        // A message that consumes a receive needs one posted, and room for its CQE.
+        let mut recv = None;
+        if send || op == wqe_opcode::RDMA_WRITE_IMM {
+            match self.peek_recv(peer_fd, &peer) {
+                Some(r) if self.has_room(peer_fd, peer.recv_cq) => recv = Some(r),
+                _ => return Outcome::Later,
             }
-            op => {
-                warn_once(op);
-                Outcome::Failed(syndrome::LOCAL_QP_OP_ERR)
+        }
+        if rdma {
+            let raddr = Raddr::parse(&units[16..32]);
+            let Some(ctx) = self.contexts.get(&peer_fd) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
+            let found = find_mr(
+                ctx.mrs.values(),
+                peer.pd,
+                raddr.rkey,
+                raddr.addr,
+                data.len() as u64,
+                ACCESS_REMOTE_WRITE,
+                |m| m.rkey,
+            );
+            let Some(dst) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
+            // SAFETY: dst..dst+len lies in a registered region of the peer (checked above),
+            // live until DEREG_MR, which needs the lock this thread holds.
+            unsafe { copy(data.as_ptr() as u64, dst, data.len()) };
+        }
+        let Some((wqe, next)) = recv else { return Outcome::Done(data.len() as u32) };
+        // The responder: the message lands in the receive's entries (an RDMA WRITE with
+        // immediate carries none), and its CQE goes to the peer's receive CQ.
+        let (resp_op, landed) = match op {
+            wqe_opcode::RDMA_WRITE_IMM => (cqe_opcode::RESP_WR_IMM, Ok(())),
+            _ => {
+                let o = match op {
+                    wqe_opcode::SEND_IMM => cqe_opcode::RESP_SEND_IMM,
+                    wqe_opcode::SEND_INVAL => cqe_opcode::RESP_SEND_INV,
+                    _ => cqe_opcode::RESP_SEND,
+                };
+                (o, self.scatter(peer_fd, peer.pd, &wqe, &data))
+            }
+        };
+        self.take_recv(peer_fd, &peer, next);
+        let e = match landed {
+            Ok(()) => {
+                let imm_word = if imm { ctrl.imm } else { 0 };
+                build::resp(resp_op, peer.qpn, wqe.index, data.len() as u32, imm_word)
+                    .srqn_uidx(peer.wq.uidx)
+                    .solicited(ctrl.fm_ce_se & wqe::CTRL_SOLICITED != 0)
+            }
+            Err(s) => build::err(ErrSpec {
+                requester: false,
+                qpn: peer.qpn,
+                wqe_counter: wqe.index,
+                syndrome: s,
+                srqn_uidx: peer.wq.uidx,
+                ..ErrSpec::default()
+            }),
+        };
+        self.complete(peer_fd, peer.recv_cq, &e);
+        match landed {
+            Ok(()) => Outcome::Done(data.len() as u32),
+            // The responder's NAK: a message longer than the receive is an invalid request,
+            // a bad key a remote operation error.
+            Err(s) => {
+                set_state(self, peer_fd, peer.qpn, QpState::Err);
+                Outcome::Failed(if s == syndrome::LOCAL_LENGTH_ERR {
+                    syndrome::REMOTE_INVAL_REQ_ERR
+                } else {
+                    syndrome::REMOTE_OP_ERR
+                })
             }
         }
     }
 
-    fn rdma_write(&mut self, fd: i32, qp: &Qp, raddr: Raddr, gather: &Gather) -> Outcome {
-        let Some(ctx) = self.contexts.get(&fd) else { return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR) };
-        // The local side: every entry inside a region of the QP's PD.
-        let mut sources = Vec::new();
-        if let Gather::Segs(segs) = gather {
-            for &(addr, len, lkey) in segs {
-                match find_mr(ctx.mrs.values(), qp.pd, lkey, addr, len.into(), 0, |m| m.lkey) {
-                    Some(host) => sources.push((host, len as usize)),
-                    None => return Outcome::Failed(syndrome::LOCAL_PROT_ERR),
+    /// The bytes a WQE sends: its inline data, or its entries read from regions of `pd`.
+    fn gather(&self, fd: i32, pd: u32, g: &Gather) -> Result<Vec<u8>, u8> {
+        let segs = match g {
+            Gather::Inline(d) => return Ok(d.clone()),
+            Gather::Segs(s) => s,
+        };
+        let ctx = self.contexts.get(&fd).ok_or(syndrome::LOCAL_QP_OP_ERR)?;
+        let mut data = Vec::with_capacity(g.len() as usize);
+        for &(addr, len, lkey) in segs {
+            let host =
+                find_mr(ctx.mrs.values(), pd, lkey, addr, len.into(), 0, |m| m.lkey).ok_or(syndrome::LOCAL_PROT_ERR)?;
+            let at = data.len();
+            data.resize(at + len as usize, 0);
+            // SAFETY: host..host+len lies in a registered region (checked), live until
+            // DEREG_MR, which needs the lock this thread holds.
+            unsafe { recv::read_mem(host, &mut data[at..]) };
+        }
+        Ok(data)
+    }
+
+    /// Writes `data` into the entries of receive `wqe`, in regions of `pd` that allow local
+    /// writes.
+    fn scatter(&self, fd: i32, pd: u32, wqe: &RecvWqe, data: &[u8]) -> Result<(), u8> {
+        let room: u64 = wqe.sges.iter().map(|&(_, l, _)| u64::from(l)).sum();
+        if room < data.len() as u64 {
+            return Err(syndrome::LOCAL_LENGTH_ERR);
+        }
+        let ctx = self.contexts.get(&fd).ok_or(syndrome::LOCAL_QP_OP_ERR)?;
+        let mut rest = data;
+        let mut dsts = Vec::new();
+        for &(addr, len, lkey) in &wqe.sges {
+            if rest.is_empty() {
+                break;
+            }
+            let n = rest.len().min(len as usize);
+            let host = find_mr(ctx.mrs.values(), pd, lkey, addr, n as u64, ACCESS_LOCAL_WRITE, |m| m.lkey)
+                .ok_or(syndrome::LOCAL_PROT_ERR)?;
+            dsts.push((host, &rest[..n]));
+            rest = &rest[n..];
+        }
+        for (host, part) in dsts {
+            // SAFETY: host..host+len lies in a registered, locally writable region
+            // (checked), live until DEREG_MR, which needs the lock this thread holds.
+            unsafe { copy(part.as_ptr() as u64, host, part.len()) };
+        }
+        Ok(())
+    }
+
+    /// The receive a message to `peer` would consume, and (for an SRQ) the SRQ's next head.
+    fn peek_recv(&self, peer_fd: i32, peer: &Qp) -> Option<(RecvWqe, u32)> {
+        match peer.srq {
+            Some(s) => {
+                let srq = self.contexts.get(&peer_fd)?.srqs.get(&s)?;
+                // SAFETY: the SRQ exists under the lock this thread holds: its buffer and
+                // doorbell record are live.
+                unsafe { recv::peek_srq(srq) }
+            }
+            // SAFETY: the peer QP exists under the lock this thread holds.
+            None => unsafe { recv::peek_rq(peer) }.map(|w| (w, 0)),
+        }
+    }
+
+    /// Consumes the receive [`Self::peek_recv`] returned.
+    fn take_recv(&mut self, peer_fd: i32, peer: &Qp, next: u32) {
+        let Some(ctx) = self.contexts.get_mut(&peer_fd) else { return };
+        match peer.srq {
+            Some(s) => {
+                if let Some(srq) = ctx.srqs.get_mut(&s) {
+                    srq.head = next;
+                    srq.consumed = srq.consumed.wrapping_add(1);
+                }
+            }
+            None => {
+                if let Some(q) = ctx.qps.values_mut().find(|q| q.qpn == peer.qpn) {
+                    q.rq_ci = q.rq_ci.wrapping_add(1);
                 }
             }
         }
-        let total = gather.len();
-        // The remote side: the connected QP of this process, and a region of its PD the
-        // rkey names that allows remote writes.
-        let Some((peer_fd, peer)) = self.find_qp(qp.path.dest_qpn) else {
-            return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR);
-        };
-        if !matches!(peer.state, QpState::Rtr | QpState::Rts) {
-            return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR);
+    }
+
+    /// RDMA READ: the peer's region (which must allow remote reads) into the local entries.
+    fn rdma_read(&mut self, fd: i32, qp: &Qp, peer: (i32, &Qp), raddr: Raddr, g: &Gather) -> Outcome {
+        let Gather::Segs(segs) = g else { return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR) };
+        let len = g.len();
+        let Some(pctx) = self.contexts.get(&peer.0) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
+        let found = find_mr(pctx.mrs.values(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
+        let Some(src) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
+        let mut data = vec![0u8; len as usize];
+        // SAFETY: src..src+len lies in a registered region of the peer (checked), live until
+        // DEREG_MR, which needs the lock this thread holds.
+        unsafe { recv::read_mem(src, &mut data) };
+        let wqe = RecvWqe { index: 0, sges: segs.clone() };
+        match self.scatter(fd, qp.pd, &wqe, &data) {
+            Ok(()) => Outcome::Done(len as u32),
+            Err(s) => Outcome::Failed(s),
         }
-        let Some(peer_ctx) = self.contexts.get(&peer_fd) else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
-        let Some(mut dst) =
-            find_mr(peer_ctx.mrs.values(), peer.pd, raddr.rkey, raddr.addr, total, ACCESS_REMOTE_WRITE, |m| m.rkey)
-        else {
-            return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR);
-        };
-        match gather {
-            Gather::Inline(data) => {
-                // SAFETY: dst..dst+len lies in a registered region (checked above); the
-                // source is the emulator's own copy of the inline data.
-                unsafe { copy(data.as_ptr() as u64, dst, data.len()) };
-            }
-            Gather::Segs(_) => {
-                for (src, len) in sources {
-                    // SAFETY: both ranges lie in registered regions (checked above), live
-                    // until DEREG_MR, which needs the lock this thread holds.
-                    unsafe { copy(src, dst, len) };
-                    dst += len as u64;
-                }
-            }
-        }
-        Outcome::Done(total as u32)
     }
 
     /// The QP numbered `qpn` in this process, and its context fd.
@@ -236,16 +373,23 @@ impl Emulator {
         self.contexts.iter().find_map(|(&fd, c)| c.qps.values().find(|q| q.qpn == qpn).map(|q| (fd, *q)))
     }
 
+    /// Whether CQ `cq_handle` has room for one more CQE (the poller's consumer index, in
+    /// its doorbell record, is less than a ring behind).
+    fn has_room(&self, fd: i32, cq_handle: u32) -> bool {
+        let Some(cq) = self.contexts.get(&fd).and_then(|c| c.cqs.get(&cq_handle)) else { return false };
+        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock);
+        // word [0] is the consumer index.
+        let ci = unsafe { load_be32(cq.dbrec) } & 0xff_ffff;
+        cq.pi.wrapping_sub(ci) & 0xff_ffff < cq.ncqe
+    }
+
     /// Writes `e` into CQ `cq_handle`'s ring at its producer index, the owner bit last.
     /// False when the ring is full.
     fn complete(&mut self, fd: i32, cq_handle: u32, e: &Entry) -> bool {
-        let Some(cq) = self.contexts.get_mut(&fd).and_then(|c| c.cqs.get_mut(&cq_handle)) else { return true };
-        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock and
-        // is refused while a QP uses the CQ); word [0] is the consumer index.
-        let ci = unsafe { load_be32(cq.dbrec) } & 0xff_ffff;
-        if cq.pi.wrapping_sub(ci) & 0xff_ffff >= cq.ncqe {
+        if !self.has_room(fd, cq_handle) {
             return false;
         }
+        let Some(cq) = self.contexts.get_mut(&fd).and_then(|c| c.cqs.get_mut(&cq_handle)) else { return true };
         // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until
         // DESTROY_CQ; the slot is one the poller has consumed (checked above).
         unsafe { write_cqe(cq, e) };
@@ -254,7 +398,6 @@ impl Emulator {
     }
 }
 
-/// `IBV_ACCESS_REMOTE_WRITE`.
 const ACCESS_REMOTE_WRITE: u32 = 2;
 
 /// The host address of `[addr, addr + len)` in the region of `pd` whose key (`key_of`) is
@@ -272,6 +415,13 @@ fn find_mr<'a>(
         let off = addr.checked_sub(m.iova)?;
         (off.checked_add(len)? <= m.length).then_some(m.start + off)
     })
+}
+
+/// Sets the state of QP `qpn` of context `fd`.
+fn set_state(e: &mut Emulator, fd: i32, qpn: u32, state: QpState) {
+    if let Some(q) = e.contexts.get_mut(&fd).and_then(|c| c.qps.values_mut().find(|q| q.qpn == qpn)) {
+        q.state = state;
+    }
 }
 
 fn qp_now(e: &Emulator, fd: i32, h: u32) -> Option<Qp> {

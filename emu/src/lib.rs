@@ -24,6 +24,7 @@ pub mod mlx5;
 pub mod mlx5_abi;
 pub mod objects;
 pub mod real;
+pub mod recv;
 pub mod sysfs;
 pub mod wqe;
 

@@ -164,6 +164,14 @@ pub struct Srq {
     pub dbrec: u64,
     pub uidx: u32,
     pub events_read: u32,
+    /// log2 of the WQE stride libmlx5 laid the SRQ out with.
+    pub wqe_shift: u32,
+    /// WQEs in the ring (`max_wr + 1`, a power of two).
+    pub wqe_cnt: u32,
+    /// The WQE the device takes next (it follows each WQE's `next_wqe_index`).
+    pub head: u32,
+    /// WQEs the device has taken (compared with the doorbell record's counter).
+    pub consumed: u32,
 }
 
 /// A page the application mapped from the command fd.

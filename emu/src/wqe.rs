@@ -5,12 +5,12 @@
 
 /// `MLX5_WQE_CTRL_CQ_UPDATE` in `fm_ce_se`: the WQE asks for a CQE.
 pub const CTRL_CQ_UPDATE: u8 = 0x08;
+/// `MLX5_WQE_CTRL_SOLICITED` in `fm_ce_se`.
+pub const CTRL_SOLICITED: u8 = 0x02;
 /// `MLX5_INLINE_SEG`: the byte count of an inline segment has this bit.
 pub const INLINE_SEG: u32 = 0x8000_0000;
 /// The SQ's basic block.
 pub const WQEBB: usize = 64;
-/// `MLX5_OPCODE_RDMA_WRITE`.
-pub const OP_RDMA_WRITE: u8 = 0x08;
 
 /// The control segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +134,7 @@ mod tests {
         let mut b = [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, CTRL_CQ_UPDATE, 0, 0, 0, 0];
         b[4..8].copy_from_slice(&((0x104u32 << 8) | 3).to_be_bytes());
         let c = Ctrl::parse(&b);
-        assert_eq!((c.opcode, c.wqe_index, c.qpn, c.ds), (OP_RDMA_WRITE, 4, 0x104, 3));
+        assert_eq!((c.opcode, c.wqe_index, c.qpn, c.ds), (0x08, 4, 0x104, 3));
         assert!(c.signaled());
         assert_eq!(c.wqebbs(), 1);
         assert_eq!(Ctrl { ds: 5, ..c }.wqebbs(), 2);
