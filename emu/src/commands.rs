@@ -285,6 +285,8 @@ fn query_device_ex(c: &mut Command<'_>) -> Result<(), Errno> {
     resp.response_length = core_len as u32;
     let mut drv = mlx5_abi::QueryDeviceResp::zeroed();
     drv.response_length = c.udata_out_len.min(size_of::<mlx5_abi::QueryDeviceResp>()) as u32;
+    // 64-byte CQEs padded in 128-byte entries, as a ConnectX-6 Dx offers.
+    drv.flags = mlx5_abi::QUERY_DEV_RESP_FLAGS_CQE_128B_PAD;
     c.respond(bytemuck::bytes_of(&resp), bytemuck::bytes_of(&drv))
 }
 
@@ -380,8 +382,10 @@ fn create_cq(
     if !mlx5::cqe_size_ok(drv.cqe_size) || drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) {
         return Err(libc::EINVAL);
     }
-    // Compressed CQEs and the flags need capabilities this device does not report.
-    if drv.cqe_comp_en != 0 || drv.flags != 0 {
+    // Compressed CQEs need a capability this device does not report; of the flags, only
+    // the padding of 128-byte entries (whose CQE is their second half either way).
+    let pad_ok = drv.flags == mlx5_abi::CREATE_CQ_FLAG_CQE_128B_PAD && drv.cqe_size == 128;
+    if drv.cqe_comp_en != 0 || (drv.flags != 0 && !pad_ok) {
         return Err(libc::EINVAL);
     }
     let channel = match req.comp_channel {
@@ -401,12 +405,20 @@ fn create_cq(
         comp_events_read: 0,
         async_events_read: 0,
         pi: 0,
+        arm_seen: crate::engine::ARM_SENTINEL,
+        armed: None,
+        notify_pi: 0,
+        overrun: false,
     };
     let handle = ctx.new_handle();
     // The entry count echoes the request: libmlx5 uses it as its index mask.
     let core = abi::CreateCqResp { cq_handle: handle, cqe: req.cqe };
     let drv_resp = mlx5_abi::CreateCqResp { cqn: cq.cqn, reserved: 0 };
     c.respond(bytemuck::bytes_of(&core), bytemuck::bytes_of(&drv_resp))?;
+    // SAFETY: db_addr is the 8-byte doorbell record libmlx5 allocated for this CQ and passed
+    // in the udata (checked non-null and aligned); it zeroed it before the command and
+    // writes the arm word only when it arms, which it cannot before this returns.
+    unsafe { crate::engine::seed_arm_word(drv.db_addr) };
     ctx.cqs.insert(handle, cq);
     Ok(())
 }

@@ -9,8 +9,14 @@
 //! posted waits for one (as with an infinite RNR retry). An access or length error gives an
 //! error CQE and moves the QP to the error state; a QP in the error state flushes what is
 //! posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode completes with a local QP
-//! operation error, named once on standard error. A full CQ holds the device back until the
-//! poller makes room (a real device would overrun it).
+//! operation error, named once on standard error.
+//!
+//! Arms and events: the device watches each CQ's arm word in the doorbell record (seeded
+//! with a sentinel at creation, since libmlx5's first arm writes the zero it started from)
+//! and, for an armed CQ with a completion channel, queues one completion event once a CQE
+//! the arm asks for is past the consumer index the arm was made at (at once if one already
+//! is). A CQE that finds the ring full overruns the CQ: it goes to the error state, takes no
+//! more CQEs, and `IBV_EVENT_CQ_ERR` goes to the context's async fd.
 
 use crate::emulator::{self, Emulator};
 use crate::objects::{Cq, Mr, Qp, QpState};
@@ -18,10 +24,27 @@ use crate::recv::{self, load_be32, RecvWqe};
 use crate::wqe::{self, Ctrl, Gather, Raddr};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// What the device writes into a new CQ's arm word, so that any arm changes it.
+pub const ARM_SENTINEL: u32 = 0xffff_ffff;
+/// `IBV_EVENT_CQ_ERR`.
+const EVENT_CQ_ERR: u32 = 0;
+/// The arm word's solicited-only command bit (`MLX5_CQ_DB_REQ_NOT_SOL`).
+const ARM_SOLICITED: u32 = 1 << 24;
+
+/// Seeds a new CQ's arm word (doorbell record word [1]) with [`ARM_SENTINEL`].
+///
+/// # Safety
+///
+/// `dbrec` is a live, 4-byte aligned CQ doorbell record of two words.
+pub unsafe fn seed_arm_word(dbrec: u64) {
+    // SAFETY: the caller guarantees the record; word [1] is the arm word.
+    unsafe { AtomicU32::from_ptr((dbrec + 4) as usize as *mut u32) }.store(ARM_SENTINEL.to_be(), Ordering::Release);
+}
 
 /// Starts the device thread, once per process.
 pub fn start() {
@@ -85,7 +108,40 @@ impl Emulator {
                 }
             }
         }
-        work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum()
+        let done = work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum();
+        self.step_arms();
+        done
+    }
+
+    /// Takes new arms from the CQs' doorbell records and fires the completion events they
+    /// are owed.
+    fn step_arms(&mut self) {
+        use crate::events::Owner;
+        let mut fire = Vec::new();
+        for (&fd, ctx) in self.contexts.iter_mut() {
+            for (&h, cq) in ctx.cqs.iter_mut() {
+                let Some(channel) = cq.channel else { continue };
+                // SAFETY: the CQ's doorbell record, live until DESTROY_CQ, which needs the
+                // lock this thread holds; word [1] is the arm word.
+                let word = unsafe { load_be32(cq.dbrec + 4) };
+                if word != cq.arm_seen {
+                    cq.arm_seen = word;
+                    cq.armed = Some((word & ARM_SOLICITED != 0, word & 0xff_ffff));
+                }
+                let Some((solicited, ci)) = cq.armed else { continue };
+                let upto = if solicited { cq.notify_pi } else { cq.pi };
+                let ahead = upto.wrapping_sub(ci) & 0xff_ffff;
+                if ahead != 0 && ahead <= cq.ncqe {
+                    cq.armed = None;
+                    fire.push((channel, cq.user_handle, Owner::Cq(fd, h)));
+                }
+            }
+        }
+        for (channel, handle, owner) in fire {
+            if let Some(ch) = self.events.get_mut(&channel) {
+                ch.push(bytemuck::bytes_of(&crate::abi::CompEventDesc { cq_handle: handle }), owner);
+            }
+        }
     }
 
     fn step_qp(&mut self, fd: i32, h: u32) -> u32 {
@@ -115,9 +171,7 @@ impl Emulator {
                     srqn_uidx: q.wq.uidx,
                     ..ErrSpec::default()
                 };
-                if !self.complete(fd, q.recv_cq, &build::err(spec)) {
-                    break;
-                }
+                self.complete(fd, q.recv_cq, &build::err(spec));
                 if let Some(q) = qp_mut(self, fd, h) {
                     q.rq_ci = q.rq_ci.wrapping_add(1);
                 }
@@ -128,13 +182,9 @@ impl Emulator {
     }
 
     /// Executes (or, in the error state, flushes) the SQ WQE at the QP's consumer index.
-    /// False when it could not complete (its CQ is full): nothing was consumed.
+    /// False when it cannot run yet (its message waits for a receive): nothing consumed.
     fn one_send(&mut self, fd: i32, h: u32, qp: Qp) -> bool {
         let (units, ctrl) = read_wqe(&qp);
-        // Room for this WQE's CQE first, so that work done is never redone.
-        if !self.has_room(fd, qp.send_cq) {
-            return false;
-        }
         let outcome = if qp.state == QpState::Err {
             Outcome::Failed(syndrome::WR_FLUSH_ERR)
         } else {
@@ -157,9 +207,7 @@ impl Emulator {
             })),
         };
         if let Some(e) = &cqe {
-            if !self.complete(fd, qp.send_cq, e) {
-                return false;
-            }
+            self.complete(fd, qp.send_cq, e);
         }
         if let Some(q) = qp_mut(self, fd, h) {
             q.sq_ci = q.sq_ci.wrapping_add(ctrl.wqebbs());
@@ -202,8 +250,8 @@ impl Emulator {
         let mut recv = None;
         if send || op == wqe_opcode::RDMA_WRITE_IMM {
             match self.peek_recv(peer_fd, &peer) {
-                Some(r) if self.has_room(peer_fd, peer.recv_cq) => recv = Some(r),
-                _ => return Outcome::Later,
+                Some(r) => recv = Some(r),
+                None => return Outcome::Later,
             }
         }
         if rdma {
@@ -373,28 +421,40 @@ impl Emulator {
         self.contexts.iter().find_map(|(&fd, c)| c.qps.values().find(|q| q.qpn == qpn).map(|q| (fd, *q)))
     }
 
-    /// Whether CQ `cq_handle` has room for one more CQE (the poller's consumer index, in
-    /// its doorbell record, is less than a ring behind).
-    fn has_room(&self, fd: i32, cq_handle: u32) -> bool {
-        let Some(cq) = self.contexts.get(&fd).and_then(|c| c.cqs.get(&cq_handle)) else { return false };
-        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock);
-        // word [0] is the consumer index.
-        let ci = unsafe { load_be32(cq.dbrec) } & 0xff_ffff;
-        cq.pi.wrapping_sub(ci) & 0xff_ffff < cq.ncqe
-    }
-
     /// Writes `e` into CQ `cq_handle`'s ring at its producer index, the owner bit last.
-    /// False when the ring is full.
-    fn complete(&mut self, fd: i32, cq_handle: u32, e: &Entry) -> bool {
-        if !self.has_room(fd, cq_handle) {
-            return false;
+    /// A full ring overruns the CQ instead: it goes to the error state (no more CQEs) and
+    /// `IBV_EVENT_CQ_ERR` about it goes to the context's async fd.
+    fn complete(&mut self, fd: i32, cq_handle: u32, e: &Entry) {
+        use crate::events::Owner;
+        let Some(ctx) = self.contexts.get_mut(&fd) else { return };
+        let async_fd = ctx.async_fd;
+        let Some(cq) = ctx.cqs.get_mut(&cq_handle) else { return };
+        if cq.overrun {
+            return;
         }
-        let Some(cq) = self.contexts.get_mut(&fd).and_then(|c| c.cqs.get_mut(&cq_handle)) else { return true };
+        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock
+        // and is refused while a QP uses the CQ); word [0] is the consumer index.
+        let ci = unsafe { load_be32(cq.dbrec) } & 0xff_ffff;
+        if cq.pi.wrapping_sub(ci) & 0xff_ffff >= cq.ncqe {
+            cq.overrun = true;
+            let ev = crate::abi::AsyncEventDesc { element: cq.user_handle, event_type: EVENT_CQ_ERR, reserved: 0 };
+            if let Some(ch) = async_fd.and_then(|a| self.events.get_mut(&a)) {
+                ch.push(bytemuck::bytes_of(&ev), Owner::Cq(fd, cq_handle));
+            }
+            return;
+        }
+        // A good CQE carries the device clock at completion (the core clock's cycles); an
+        // error CQE has its syndromes where the timestamp would be.
+        let op = e.cqe.op_own >> 4;
+        let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
+        let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
         // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until
         // DESTROY_CQ; the slot is one the poller has consumed (checked above).
-        unsafe { write_cqe(cq, e) };
+        unsafe { write_cqe(cq, &e) };
         cq.pi = cq.pi.wrapping_add(1);
-        true
+        if e.cqe.op_own & 0x02 != 0 || error {
+            cq.notify_pi = cq.pi;
+        }
     }
 }
 

@@ -116,6 +116,10 @@ const_assert_eq!(offset_of!(QueryDeviceResp, cqe_comp_max_num), 32);
 const_assert_eq!(offset_of!(QueryDeviceResp, flags), 60);
 const_assert_eq!(offset_of!(QueryDeviceResp, tunnel_offloads_caps), 96);
 
+/// `MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD`: the device pads 64-byte CQEs in 128-byte
+/// entries on request.
+pub const QUERY_DEV_RESP_FLAGS_CQE_128B_PAD: u32 = 1 << 1;
+
 /// `struct mlx5_ib_create_cq`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -136,6 +140,9 @@ assert_eq_size!(CreateCq, [u8; 32]);
 const_assert_eq!(offset_of!(CreateCq, cqe_size), 16);
 const_assert_eq!(offset_of!(CreateCq, flags), 22);
 const_assert_eq!(offset_of!(CreateCq, uar_page_index), 24);
+
+/// `MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD`: 64-byte CQEs padded to 128-byte entries.
+pub const CREATE_CQ_FLAG_CQE_128B_PAD: u16 = 1 << 0;
 
 /// `struct mlx5_ib_create_cq_resp`.
 #[repr(C)]

@@ -39,6 +39,15 @@ pub struct Cq {
     pub async_events_read: u32,
     /// The device's producer index: CQEs written so far.
     pub pi: u32,
+    /// The arm word of the doorbell record as the device last saw it (a sentinel at
+    /// creation: libmlx5's first arm writes the zero it started from).
+    pub arm_seen: u32,
+    /// The arm in force: solicited-only, and the consumer index it was made at.
+    pub armed: Option<(bool, u32)>,
+    /// The producer index just after the last solicited or error CQE.
+    pub notify_pi: u32,
+    /// The CQ overran: it is in the error state and takes no more CQEs.
+    pub overrun: bool,
 }
 
 /// QP states (`enum ib_qp_state`).
