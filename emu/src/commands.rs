@@ -740,3 +740,87 @@ fn destroy_srq(
     ctx.srqs.remove(&req.handle);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A legacy command: header, then `body`; `out_words` of response.
+    fn legacy(command: u32, body: &[u8], out_words: u16) -> Vec<u8> {
+        let hdr = CmdHdr { command, in_words: ((8 + body.len()) / 4) as u16, out_words };
+        let mut b = bytemuck::bytes_of(&hdr).to_vec();
+        b.extend_from_slice(body);
+        b
+    }
+
+    #[test]
+    fn a_legacy_write_whose_length_disagrees_with_its_header_is_refused() {
+        let mut b = legacy(cmd::ALLOC_PD, &[0; 8], 2);
+        assert!(Command::parse(&b).is_ok());
+        b.push(0);
+        assert_eq!(Command::parse(&b).unwrap_err(), libc::EINVAL);
+        assert_eq!(Command::parse(&b[..4]).unwrap_err(), libc::EINVAL);
+    }
+
+    #[test]
+    fn an_extended_write_counts_core_and_driver_words() {
+        let hdr = CmdHdr { command: cmd::QUERY_DEVICE | abi::CMD_FLAG_EXTENDED, in_words: 1, out_words: 38 };
+        let ex = ExCmdHdr { response: 0x1000, provider_in_words: 0, provider_out_words: 13, cmd_hdr_reserved: 0 };
+        let mut b = bytemuck::bytes_of(&hdr).to_vec();
+        b.extend_from_slice(bytemuck::bytes_of(&ex));
+        b.extend_from_slice(&[0; 8]);
+        let c = Command::parse(&b).unwrap();
+        assert!(c.extended);
+        assert_eq!((c.number, c.out_len, c.udata_out_len, c.response), (cmd::QUERY_DEVICE, 304, 104, 0x1000));
+        b.extend_from_slice(&[0; 8]);
+        assert_eq!(Command::parse(&b).unwrap_err(), libc::EINVAL, "a word the header does not count");
+    }
+
+    #[test]
+    fn a_response_never_writes_past_the_callers_buffer() {
+        // A caller whose buffer holds the 8-byte core response and 8 bytes of driver data
+        // (an older library's shorter struct), followed by memory that must stay untouched.
+        let mut out = [0xeeu8; 32];
+        let body = (out.as_mut_ptr() as u64).to_ne_bytes();
+        let b = legacy(cmd::GET_CONTEXT, &body, 4);
+        let mut c = Command::parse(&b).unwrap();
+        let _: abi::ResponseOnly = c.request(true).unwrap();
+        let core = abi::GetContextResp { async_fd: 7, num_comp_vectors: 8 };
+        c.respond(bytemuck::bytes_of(&core), &[0x11; 72]).unwrap();
+        assert_eq!(&out[..8], bytemuck::bytes_of(&core));
+        assert_eq!(out[8..16], [0x11; 8]);
+        assert_eq!(out[16..], [0xee; 16], "nothing past out_words");
+        // A buffer too small for the core response is refused, not overrun.
+        let b = legacy(cmd::GET_CONTEXT, &body, 1);
+        let mut c = Command::parse(&b).unwrap();
+        let _: abi::ResponseOnly = c.request(true).unwrap();
+        assert_eq!(c.respond(bytemuck::bytes_of(&core), &[]).unwrap_err(), libc::ENOSPC);
+    }
+
+    #[test]
+    fn driver_data_shorter_than_the_struct_reads_as_zero() {
+        let req: mlx5_abi::AllocUcontextReq = read_zero_extended(&16u32.to_ne_bytes());
+        assert_eq!((req.total_num_bfregs, req.max_cqe_version, req.lib_caps), (16, 0, 0));
+    }
+
+    #[test]
+    fn memory_keys_never_equal_the_scatter_list_terminator() {
+        let mut n = Numbers::default();
+        for _ in 0..1000 {
+            let k = n.mkey();
+            assert_ne!(k, 0x100);
+            assert_ne!(k & 0xff, 0);
+        }
+    }
+
+    #[test]
+    fn transitions_require_what_the_kernel_requires() {
+        use QpState::*;
+        let rtr = required_attrs(QpType::Rc, Init, Rtr).unwrap();
+        assert_ne!(rtr & qp_attr::DEST_QPN, 0);
+        assert_ne!(required_attrs(QpType::Rc, Rtr, Rts).unwrap() & qp_attr::SQ_PSN, 0);
+        assert_eq!(required_attrs(QpType::Ud, Init, Rtr), Some(0));
+        assert_eq!(required_attrs(QpType::Rc, Reset, Rts), None, "RESET to RTS skips states");
+        assert_eq!(required_attrs(QpType::Rc, Rts, Err), Some(0));
+    }
+}

@@ -39,16 +39,11 @@ impl Emulator {
 
     /// An emulator fd is being closed: a command fd takes its context and every object on it
     /// along (as the kernel does when the last reference goes); an event fd is forgotten.
+    /// Pages mapped from a command fd stay mapped, as a kernel's mappings outlive the fd:
+    /// only `munmap` removes them.
     pub fn closing(&mut self, fd: i32) {
         if let Some(ctx) = self.contexts.remove(&fd) {
-            let pages = ctx.mappings.len();
-            for m in &ctx.mappings {
-                // SAFETY: the emulator mapped this range for the context being torn down; the
-                // application's provider has closed the context, so it no longer uses it
-                // (a kernel would revoke the mapping the same way).
-                unsafe { real::munmap(m.addr as *mut libc::c_void, m.len) };
-            }
-            LIVE_MAPPINGS.fetch_sub(pages, Ordering::Relaxed);
+            LIVE_MAPPINGS.fetch_sub(ctx.mappings.len(), Ordering::Relaxed);
         }
         self.events.remove(&fd);
         fd_table::clear(fd);
