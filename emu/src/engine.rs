@@ -36,7 +36,7 @@ const EVENT_CQ_ERR: u32 = 0;
 /// The arm word's solicited-only command bit (`MLX5_CQ_DB_REQ_NOT_SOL`).
 const ARM_SOLICITED: u32 = 1 << 24;
 
-/// Seeds a new CQ's arm word (doorbell record word [1]) with [`ARM_SENTINEL`].
+/// Seeds a new CQ's arm word (the doorbell record's second word) with [`ARM_SENTINEL`].
 ///
 /// # Safety
 ///
