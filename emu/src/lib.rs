@@ -1,0 +1,52 @@
+//! An emulated ConnectX-6 Dx (`mlx5_0`, one RoCE port) under an unmodified libibverbs and
+//! libmlx5: preloaded into a program (`LD_PRELOAD=libdvcq_emu.so`), this library plays the
+//! kernel's part. It writes a sysfs tree for the device and points `SYSFS_PATH` at it,
+//! answers the uverbs `write()` commands on `/dev/infiniband/uverbs0`, refuses the ioctl ABI
+//! and RDMA netlink (so libibverbs falls back to what it emulates), and maps the UAR and
+//! clock pages. rdma-core's own code then creates the PDs, regions, CQs, QPs and SRQs, with
+//! their rings and doorbell records in the application's memory, where the emulator records
+//! them.
+//!
+//! Not yet: executing posted work (a device thread watching the doorbell records), events,
+//! address handles, irdma, several processes. `docs/emulated-devices.md` has the plan.
+
+pub mod abi;
+pub mod commands;
+pub mod device;
+pub mod emulator;
+pub mod engine;
+pub mod events;
+pub mod fd_table;
+// Unit tests run without interposing their own process's C library.
+#[cfg(not(test))]
+pub mod interpose;
+pub mod mlx5;
+pub mod mlx5_abi;
+pub mod objects;
+pub mod real;
+pub mod recv;
+pub mod sysfs;
+pub mod wqe;
+
+/// Runs when the library is loaded, before `main`: writes the sysfs tree, points
+/// `SYSFS_PATH` at it, and sets the libmlx5 environment the emulation needs.
+#[cfg(not(test))]
+extern "C" fn load() {
+    // Clear what would make libmlx5 sleep forever on an error CQE, and keep it from reading
+    // a host sysfs path that ignores SYSFS_PATH.
+    std::env::remove_var("MLX5_FREEZE_ON_ERROR_CQE");
+    if std::env::var_os("MLX5_STALL_CQ_POLL").is_none() {
+        std::env::set_var("MLX5_STALL_CQ_POLL", "0");
+    }
+    match sysfs::SysfsTree::create(&std::env::temp_dir()) {
+        Ok(tree) => {
+            std::env::set_var("SYSFS_PATH", tree.root());
+        }
+        Err(e) => eprintln!("dvcq-emu: cannot write the emulated sysfs tree: {e}; no device will be listed"),
+    }
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static LOAD: extern "C" fn() = load;

@@ -1,0 +1,57 @@
+//! Finding the preload library for a test: builds `libdvcq_emu.so` with the profile and
+//! target directory of the running test (a no-op when it is up to date) and returns its path.
+//! Included with `#[path]` by the emulator's tests and the root crate's tests that use it.
+
+// Each test that includes this uses only some of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The root crate's manifest dir is the workspace root; the emulator's is `emu/` in it.
+    if here.join("emu").is_dir() {
+        here.to_path_buf()
+    } else {
+        here.parent().expect("emu/ sits in the workspace").to_path_buf()
+    }
+}
+
+/// The preload library, built now for this test's profile and target directory.
+pub fn preload() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash>
+    let profile_dir = exe.parent().and_then(Path::parent).expect("the test runs from target/<profile>/deps");
+    let target_dir = profile_dir.parent().expect("target/<profile> has a parent");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "dvcq-emu", "--profile", profile, "--manifest-path"])
+        .arg(workspace_root().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target_dir)
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building the preload failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let lib = profile_dir.join("libdvcq_emu.so");
+    assert!(lib.is_file(), "cargo built no {}", lib.display());
+    lib
+}
+
+/// A command that runs `program` under the emulator.
+pub fn emulated(program: impl AsRef<std::ffi::OsStr>, lib: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("LD_PRELOAD", lib);
+    c
+}
+
+/// The value of the first line `key: value` (tabs and spaces around both trimmed) in a
+/// report such as `ibv_devinfo`'s.
+pub fn field<'a>(report: &'a str, key: &str) -> Option<&'a str> {
+    report.lines().find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':').map(str::trim))
+}
