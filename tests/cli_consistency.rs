@@ -287,7 +287,7 @@ fn quick(args: &[String], log: &str, plot: &str) -> Vec<String> {
         .map(|a| match a.as_str() {
             "rxe0" | "mlx5_0" => DEFAULT.to_owned(),
             "app.log" => log.to_owned(),
-            "ev.svg" => plot.to_owned(),
+            svg if svg.ends_with(".svg") => plot.to_owned(),
             other => other.to_owned(),
         })
         .collect();
@@ -296,6 +296,7 @@ fn quick(args: &[String], log: &str, plot: &str) -> Vec<String> {
         (Some("bench"), Some("drain")) => &["-n", "16", "--reps", "1"],
         (Some("bench"), Some("traffic")) => &["-n", "16", "--reps", "1"],
         (Some("bench"), Some("events")) => &["-n", "20", "--max-gap-us", "5"],
+        (Some("bench"), Some("scale")) => &["--qps", "1,16", "--cqs", "1,4", "--reps", "1"],
         (Some("validate"), _) => &["--only", "rc_send_imm"],
         (Some("stat"), _) => &["-n", "4"],
         _ => &[],
