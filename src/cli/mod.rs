@@ -17,7 +17,7 @@ pub mod validate;
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
 #[derive(Debug, Parser)]
-#[command(name = "dvcq", version = crate::device::VERSION, about, long_about = None)]
+#[command(name = "dvcq", version = crate::device::version_line(), about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
