@@ -40,11 +40,15 @@ pub enum Error {
         /// The names that exist, models included.
         available: Vec<String>,
     },
-    /// Real hardware was asked of a build without rdma-core.
-    #[error("{what}: this dvcq was built without rdma-core (model-only); install libibverbs-dev, ibverbs-providers and libclang-dev, then rebuild")]
-    ModelOnlyBuild {
+    /// Real hardware was asked for where rdma-core cannot be loaded at run time (its
+    /// libraries are not installed, or `DVCQ_NO_RDMA_CORE=1` says to act as if so). The
+    /// models need no rdma-core.
+    #[error("{what}: rdma-core is not available ({why}); install rdma-core's libraries (Debian/Ubuntu: apt-get install libibverbs1 ibverbs-providers)")]
+    NoRdmaCore {
         /// What was asked.
         what: String,
+        /// Why rdma-core is not there (`libibverbs.so.1 could not be loaded (...)`).
+        why: String,
     },
     /// An rdma-core call failed.
     #[error("{device}: {source}")]

@@ -173,7 +173,7 @@ fn figure_lines_name_each_poller_s_figures() {
 #[test]
 fn settings_a_device_or_the_traffic_cannot_have_are_one_line_each() {
     let cases: &[(&[&str], &str)] = &[
-        // With rdma-core: no such device; model-only: no hardware at all. Either names it.
+        // With rdma-core: no such device; without it: no rdma-core at all. Either names it.
         (&["-d", "mlx5_9"], "\"mlx5_9\""),
         (&["--depth", "8"], "--depth 8: a CQ here must hold the 128 completions"),
         (&["-Q", "200"], "-Q/--signal-every 200: larger than the TX depth (128)"),

@@ -331,12 +331,12 @@ extern "C" {
 // `DVCQ_ABI_VERSION`.
 uint32_t dvcq_abi_version(void);
 
-// 1 when this library was built with rdma-core (real devices, and the attach calls), 0
-// for a model-only build, whose attach calls return `-EOPNOTSUPP`.
+// 1 when rdma-core's libibverbs can be loaded in this process (real devices, and the
+// attach calls), 0 where it cannot (not installed, or `DVCQ_NO_RDMA_CORE=1`): then the
+// models work and the attach calls return `-EOPNOTSUPP` naming what to install.
 int32_t dvcq_has_rdma_core(void);
 
-// The version string of the dvcq library inside (static), saying whether it was built
-// with rdma-core.
+// The version string of the dvcq library inside (static).
 const char *dvcq_version(void);
 
 // Adopts an `ibv_context` the application opened, for `dvcq_cq_attach`. dvcq never
@@ -351,8 +351,8 @@ int dvcq_context_from_ibv(struct ibv_context *ibv_ctx, struct dvcq_context **out
 // Attaches the application's `ibv_cq`, created on the context `ctx` adopted: dvcq polls
 // it from now on (`dvcq_cq_poll`), directly where a backend applies (`flags`:
 // `DVCQ_ATTACH_*`). Attach its QPs (`dvcq_cq_attach_qp`) before their first completion.
-// `-EOPNOTSUPP` when `DVCQ_ATTACH_DIRECT` was asked and declined, or in a model-only
-// build; `-EINVAL` for a CQ of another context or one attached already.
+// `-EOPNOTSUPP` when `DVCQ_ATTACH_DIRECT` was asked and declined; `-EINVAL` for a CQ of
+// another context (a model's among them) or one attached already.
 //
 // # Safety
 //
@@ -429,12 +429,13 @@ int dvcq_cq_bind_channel(struct dvcq_cq *cq, const struct dvcq_channel *channel)
 // ...). On success `*out` is the new context.
 //
 // Returns 0, or `-ENODEV` for a name no device has (the message lists those that exist),
-// `-EOPNOTSUPP` for a hardware name in a model-only build, `-EINVAL` for a NULL argument.
+// `-EOPNOTSUPP` for a hardware name where rdma-core cannot be loaded, `-EINVAL` for a NULL argument.
 //
 // # Safety
 //
 // `name` is a NUL-terminated string; `out` points to writable storage for one pointer.
-int dvcq_context_open(const char *name, struct dvcq_context **out);
+int dvcq_context_open(const char *name,
+                      struct dvcq_context **out);
 
 // Closes a context. Objects made on it may outlive the handle: each keeps what it needs.
 // An adopted `ibv_context` is never closed by dvcq.

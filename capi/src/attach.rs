@@ -2,8 +2,8 @@
 //! memory regions and completion channel, so its poll loop moves to dvcq and its posts
 //! stay as they are.
 //!
-//! These exist in every build; in a model-only build (no rdma-core) they return
-//! `-EOPNOTSUPP` and say so. The pointers are the application's own rdma-core objects,
+//! Where rdma-core cannot be loaded at run time (not installed, or `DVCQ_NO_RDMA_CORE=1`)
+//! they return `-EOPNOTSUPP` and say what to install. The pointers are the application's own rdma-core objects,
 //! handed to the dvcq library, which checks each against the others (same context, the
 //! provider's layout) before using it.
 
@@ -57,15 +57,7 @@ pub const DVCQ_ATTACH_DIRECT: u32 = 1;
 /// rdma-core's `ibv_poll_cq`, even where a direct backend applies.
 pub const DVCQ_ATTACH_GENERIC: u32 = 2;
 
-/// The error of an attach call in a build without rdma-core.
-#[cfg(not(dvcq_capi_rdma_core))]
-fn model_only(call: &str) -> Fail {
-    let e = dvcq::Error::ModelOnlyBuild { what: format!("{call}: attaching an application's rdma-core objects") };
-    Fail::of(call, &e)
-}
-
 /// A required application pointer.
-#[cfg(dvcq_capi_rdma_core)]
 fn nonnull<T>(call: &str, what: &str, p: *mut T) -> Result<core::ptr::NonNull<core::ffi::c_void>, Fail> {
     core::ptr::NonNull::new(p.cast()).ok_or_else(|| Fail::inval(call, format!("{what} is NULL")))
 }
@@ -83,18 +75,12 @@ pub unsafe extern "C" fn dvcq_context_from_ibv(ibv_ctx: *mut ibv_context, out: *
     guard(CALL, || {
         // SAFETY: the caller's promise about `out`.
         unsafe { handle::clear(out) };
-        #[cfg(dvcq_capi_rdma_core)]
         {
             let p = nonnull(CALL, "ibv_ctx", ibv_ctx)?;
             // SAFETY: the caller's promise: a live ibv_context, open while anything made from it is.
-            let ctx = unsafe { dvcq::Context::from_raw(p) };
+            let ctx = unsafe { dvcq::Context::from_raw(p) }.map_err(|e| Fail::of(CALL, &e))?;
             // SAFETY: the caller's promise about `out`.
             unsafe { handle::give(CALL, out, dvcq_context::new(ctx)) }
-        }
-        #[cfg(not(dvcq_capi_rdma_core))]
-        {
-            let _ = ibv_ctx;
-            Err(model_only(CALL))
         }
     })
 }
@@ -102,8 +88,8 @@ pub unsafe extern "C" fn dvcq_context_from_ibv(ibv_ctx: *mut ibv_context, out: *
 /// Attaches the application's `ibv_cq`, created on the context `ctx` adopted: dvcq polls
 /// it from now on (`dvcq_cq_poll`), directly where a backend applies (`flags`:
 /// `DVCQ_ATTACH_*`). Attach its QPs (`dvcq_cq_attach_qp`) before their first completion.
-/// `-EOPNOTSUPP` when `DVCQ_ATTACH_DIRECT` was asked and declined, or in a model-only
-/// build; `-EINVAL` for a CQ of another context or one attached already.
+/// `-EOPNOTSUPP` when `DVCQ_ATTACH_DIRECT` was asked and declined; `-EINVAL` for a CQ of
+/// another context (a model's among them) or one attached already.
 ///
 /// # Safety
 ///
@@ -129,7 +115,6 @@ pub unsafe extern "C" fn dvcq_cq_attach(
             DVCQ_ATTACH_GENERIC => dvcq::BackendChoice::Generic,
             f => return Err(Fail::inval(CALL, format!("flags {f:#x}: DVCQ_ATTACH_AUTO, _DIRECT or _GENERIC"))),
         };
-        #[cfg(dvcq_capi_rdma_core)]
         {
             let p = nonnull(CALL, "ibv_cq", ibv_cq)?;
             let ctx = handle::lock(CALL, "context", &h.ctx)?;
@@ -137,11 +122,6 @@ pub unsafe extern "C" fn dvcq_cq_attach(
             let cq = unsafe { dvcq::Cq::attach(&ctx, p, choice) }.map_err(|e| Fail::of(CALL, &e))?;
             // SAFETY: the caller's promise about `out`.
             unsafe { handle::give(CALL, out, dvcq_cq::new(cq, true)) }
-        }
-        #[cfg(not(dvcq_capi_rdma_core))]
-        {
-            let _ = (h, ibv_cq, choice);
-            Err(model_only(CALL))
         }
     })
 }
@@ -160,7 +140,6 @@ pub unsafe extern "C" fn dvcq_cq_detach(cq: *mut dvcq_cq) -> c_int {
 }
 
 /// The kinds of application object an attached CQ learns about.
-#[cfg_attr(not(dvcq_capi_rdma_core), allow(dead_code))]
 enum Object {
     Qp,
     Srq,
@@ -176,7 +155,6 @@ enum Object {
 unsafe fn attach_object<T>(call: &str, cq: *mut dvcq_cq, p: *mut T, what: Object) -> Result<c_int, Fail> {
     // SAFETY: the caller's promise.
     let h = unsafe { handle::get(call, cq) }?;
-    #[cfg(dvcq_capi_rdma_core)]
     {
         let name = match what {
             Object::Qp => "ibv_qp",
@@ -201,11 +179,6 @@ unsafe fn attach_object<T>(call: &str, cq: *mut dvcq_cq, p: *mut T, what: Object
         };
         r.map_err(|e| Fail::of(call, &e))?;
         Ok(0)
-    }
-    #[cfg(not(dvcq_capi_rdma_core))]
-    {
-        let _ = (h, p, what);
-        Err(model_only(call))
     }
 }
 
@@ -276,7 +249,6 @@ pub unsafe extern "C" fn dvcq_channel_from_ibv(
         unsafe { handle::clear(out) };
         // SAFETY: the caller's promise about `ctx`.
         let h = unsafe { handle::get(CALL, ctx) }?;
-        #[cfg(dvcq_capi_rdma_core)]
         {
             let p = nonnull(CALL, "channel", channel)?;
             let ctx = handle::lock(CALL, "context", &h.ctx)?;
@@ -284,11 +256,6 @@ pub unsafe extern "C" fn dvcq_channel_from_ibv(
             let ch = unsafe { dvcq::CompletionChannel::from_raw(&ctx, p) }.map_err(|e| Fail::of(CALL, &e))?;
             // SAFETY: the caller's promise about `out`.
             unsafe { handle::give(CALL, out, dvcq_channel::new(ch)) }
-        }
-        #[cfg(not(dvcq_capi_rdma_core))]
-        {
-            let _ = (h, channel);
-            Err(model_only(CALL))
         }
     })
 }
@@ -307,16 +274,10 @@ pub unsafe extern "C" fn dvcq_cq_bind_channel(cq: *mut dvcq_cq, channel: *const 
         let h = unsafe { handle::get(CALL, cq) }?;
         // SAFETY: the caller's promise.
         let ch = unsafe { handle::get(CALL, channel) }?;
-        #[cfg(dvcq_capi_rdma_core)]
         {
             let mut s = handle::try_lock(CALL, "CQ", &h.state)?;
             s.cq.bind_channel(&ch.channel).map_err(|e| Fail::of(CALL, &e))?;
             Ok(0)
-        }
-        #[cfg(not(dvcq_capi_rdma_core))]
-        {
-            let _ = (h, ch);
-            Err(model_only(CALL))
         }
     })
 }

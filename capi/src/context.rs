@@ -51,7 +51,7 @@ pub(crate) unsafe fn str_arg<'a>(call: &str, what: &str, s: *const c_char) -> Re
 /// ...). On success `*out` is the new context.
 ///
 /// Returns 0, or `-ENODEV` for a name no device has (the message lists those that exist),
-/// `-EOPNOTSUPP` for a hardware name in a model-only build, `-EINVAL` for a NULL argument.
+/// `-EOPNOTSUPP` for a hardware name where rdma-core cannot be loaded, `-EINVAL` for a NULL argument.
 ///
 /// # Safety
 ///

@@ -34,9 +34,7 @@ pub(crate) fn errno_of(e: &dvcq::Error) -> c_int {
     use dvcq::Error as E;
     match e {
         E::UnknownDevice { .. } => libc::ENODEV,
-        E::ModelOnlyBuild { .. } | E::Unsupported { .. } | E::UnknownRelease { .. } | E::Attach { .. } => {
-            libc::EOPNOTSUPP
-        }
+        E::NoRdmaCore { .. } | E::Unsupported { .. } | E::UnknownRelease { .. } | E::Attach { .. } => libc::EOPNOTSUPP,
         E::Verbs { source, .. } => source.errno,
         E::CqDepth { .. } | E::CompVector { .. } | E::Mismatch { .. } | E::MwBind { .. } | E::Xrc { .. } => {
             libc::EINVAL
@@ -139,7 +137,7 @@ mod tests {
     #[test]
     fn library_errors_map_to_the_errno_that_fits() {
         let e = dvcq::Context::open("no-such-device").unwrap_err();
-        assert_eq!(errno_of(&e), if cfg!(dvcq_capi_rdma_core) { libc::ENODEV } else { libc::EOPNOTSUPP });
+        assert_eq!(errno_of(&e), if crate::dvcq_has_rdma_core() == 1 { libc::ENODEV } else { libc::EOPNOTSUPP });
         let e = dvcq::Error::CqDepth { device: "m".into(), asked: 0, max: 4 };
         assert_eq!(Fail::of("dvcq_cq_create", &e).errno, libc::EINVAL);
     }

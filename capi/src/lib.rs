@@ -45,15 +45,15 @@ pub extern "C" fn dvcq_abi_version() -> u32 {
     DVCQ_ABI_VERSION
 }
 
-/// 1 when this library was built with rdma-core (real devices, and the attach calls), 0
-/// for a model-only build, whose attach calls return `-EOPNOTSUPP`.
+/// 1 when rdma-core's libibverbs can be loaded in this process (real devices, and the
+/// attach calls), 0 where it cannot (not installed, or `DVCQ_NO_RDMA_CORE=1`): then the
+/// models work and the attach calls return `-EOPNOTSUPP` naming what to install.
 #[no_mangle]
 pub extern "C" fn dvcq_has_rdma_core() -> i32 {
-    i32::from(cfg!(dvcq_capi_rdma_core))
+    i32::from(dvcq::device::rdma_core_available())
 }
 
-/// The version string of the dvcq library inside (static), saying whether it was built
-/// with rdma-core.
+/// The version string of the dvcq library inside (static).
 #[no_mangle]
 pub extern "C" fn dvcq_version() -> *const core::ffi::c_char {
     static V: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();

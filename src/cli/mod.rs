@@ -35,7 +35,7 @@ a terminal, and never with --json.";
 
 /// dvcq: direct-verbs RDMA completion queues, their hardware models and tools.
 #[derive(Debug, Parser)]
-#[command(name = "dvcq", version = crate::device::VERSION, about, long_about = None, after_help = AFTER_HELP)]
+#[command(name = "dvcq", version = crate::device::version_line(), about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

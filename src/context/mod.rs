@@ -51,8 +51,8 @@ impl Context {
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownDevice`] naming the devices that exist; [`Error::ModelOnlyBuild`] for a
-    /// hardware name in a build without rdma-core; [`Error::Verbs`] when rdma-core fails.
+    /// [`Error::UnknownDevice`] naming the devices that exist; [`Error::NoRdmaCore`] for a
+    /// hardware name where rdma-core cannot be loaded; [`Error::Verbs`] when rdma-core fails.
     pub fn open(name: &str) -> Result<Context, Error> {
         let vendor = match name {
             "model-mlx5" => ModelVendor::Mlx5,
@@ -73,6 +73,10 @@ impl Context {
     fn open_verbs(name: &str) -> Result<Context, Error> {
         let ctx = sys::device::Context::open(name).map_err(|e| match e {
             sys::device::OpenError::Unknown { name } => Error::UnknownDevice { name, available: device::names() },
+            sys::device::OpenError::NoRdmaCore(e) => Error::NoRdmaCore {
+                what: format!("opening {name:?} (only model-mlx5 and model-e810 exist here)"),
+                why: e.why,
+            },
             // No device list at all (a kernel without RDMA): the name is simply unknown.
             sys::device::OpenError::Verbs(source) if source.call == "ibv_get_device_list" => {
                 Error::UnknownDevice { name: name.to_string(), available: device::names() }
@@ -81,11 +85,6 @@ impl Context {
         })?;
         let (port, gid_index) = device::default_port_and_gid(&ctx);
         Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name: name.to_string() })
-    }
-
-    #[cfg(not(dvcq_rdma_core))]
-    fn open_verbs(name: &str) -> Result<Context, Error> {
-        Err(Error::ModelOnlyBuild { what: format!("opening {name:?} (only model-mlx5 and model-e810 exist here)") })
     }
 
     /// The name it was opened by.
@@ -165,8 +164,6 @@ impl Context {
         &self,
         sysfs_root: &std::path::Path,
     ) -> Result<device::counters::DeviceCounters, device::counters::CountersError> {
-        #[cfg(not(dvcq_rdma_core))]
-        let _ = sysfs_root; // only real devices have sysfs counters
         match &self.inner {
             Inner::Model(m) => Ok(device::counters::of_model(&self.name, &m.counters())),
             #[cfg(dvcq_rdma_core)]
@@ -322,8 +319,6 @@ impl Context {
     /// argument checks [`Context::create_cq`] makes first (the CQ, if made, is destroyed at
     /// once): how `dvcq validate` sees the device's own refusals. `None` on a model.
     pub(crate) fn verbs_create_cq_unchecked(&self, depth: u32, comp_vector: u32) -> Option<Result<(), String>> {
-        #[cfg(not(dvcq_rdma_core))]
-        let _ = (depth, comp_vector);
         match &self.inner {
             Inner::Model(_) => None,
             #[cfg(dvcq_rdma_core)]

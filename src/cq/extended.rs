@@ -20,7 +20,6 @@ impl Context {
     /// As [`Context::create_cq`]; [`Error::Mismatch`] on a model (it has no rdma-core
     /// poll) or for a channel of another device; [`Error::Verbs`] with `EOPNOTSUPP` when the
     /// provider has no extended CQ or cannot report a field `wc_flags` asks for.
-    #[cfg_attr(not(dvcq_rdma_core), allow(unused_variables))]
     pub(crate) fn create_extended_cq(
         &self,
         opts: CqOptions,

@@ -141,7 +141,6 @@ fn none(cq: &Cq, why: String) -> Error {
 
 /// `ci` if its conversion can run: a shift of 64 bits or more would overflow the shift in
 /// [`ClockInfo::ts_to_ns`], so such a snapshot from the kernel is refused, naming the value.
-#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
 fn usable_clock(device: &str, ci: ClockInfo) -> Result<ClockInfo, Error> {
     if ci.shift < u64::BITS {
         return Ok(ci);

@@ -2,7 +2,6 @@
 //! name ([`crate::Context::open`]).
 
 pub mod counters;
-#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
 mod info;
 mod release;
 
@@ -15,8 +14,8 @@ use serde::Serialize;
 /// no hardware when there is none.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DeviceList {
-    /// The rdma-core release whose libibverbs this process loaded (`v44.0`), or `None` in a
-    /// model-only build.
+    /// The rdma-core release whose libibverbs this process loaded (`v44.0`), or `None` where
+    /// rdma-core cannot be loaded.
     pub rdma_core: Option<String>,
     /// Real devices first, in rdma-core's order, then the models.
     pub devices: Vec<DeviceInfo>,
@@ -28,15 +27,39 @@ pub struct DeviceList {
     pub unreadable: Vec<String>,
 }
 
-/// What `dvcq --version` prints after the name: the version, and whether this build has
-/// the glue to real devices (`built with rdma-core`) or is model-only (build.rs found no
-/// rdma-core, or `DVCQ_NO_RDMA_CORE=1`). Tools that need real devices check it.
-#[cfg(dvcq_rdma_core)]
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (built with rdma-core)");
-/// What `dvcq --version` prints after the name: the version, and that this build is
-/// model-only (build.rs found no rdma-core, or `DVCQ_NO_RDMA_CORE=1`).
-#[cfg(not(dvcq_rdma_core))]
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (model-only: built without rdma-core)");
+/// The crate's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Whether rdma-core's libibverbs can be loaded in this process (it is loaded at run time,
+/// by soname; `DVCQ_NO_RDMA_CORE=1` makes the answer no). Without it the models work and
+/// real devices cannot be opened.
+pub fn rdma_core_available() -> bool {
+    crate::sys::loader::verbs_loaded().is_ok()
+}
+
+/// What `dvcq --version` prints after the name: [`VERSION`] and, in brackets, what
+/// [`rdma_core_status`] says of this machine.
+pub fn version_line() -> &'static str {
+    static LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINE.get_or_init(|| format!("{VERSION} ({})", rdma_core_status()))
+}
+
+/// Which rdma-core this process loads, for `dvcq --version`: `rdma-core v44.0
+/// (/usr/lib/.../libibverbs.so.1.14.44.0)`, or that none can be loaded, why, and what to
+/// install. rdma-core is loaded at run time, so this is a fact of the machine, not of the
+/// build.
+pub fn rdma_core_status() -> String {
+    match crate::sys::loader::verbs_loaded() {
+        Err(e) => format!("no rdma-core: {e}"),
+        Ok(_) => match crate::sys::device::libibverbs_file() {
+            Some(file) => match Release::from_libibverbs_file(&file) {
+                Some(r) => format!("rdma-core {r} ({})", file.display()),
+                None => format!("rdma-core ({})", file.display()),
+            },
+            None => "rdma-core (libibverbs.so.1)".to_string(),
+        },
+    }
+}
 
 /// The built-in model devices' names.
 pub const MODEL_NAMES: [&str; 2] = ["model-mlx5", "model-e810"];
@@ -48,17 +71,15 @@ pub fn names() -> Vec<String> {
     v
 }
 
-#[cfg(dvcq_rdma_core)]
 fn hardware_names() -> Result<Vec<String>, String> {
-    crate::sys::device::device_names().map_err(|e| match e.errno {
-        libc::ENOSYS => format!("this kernel has no RDMA support (no /sys/class/infiniband; {e})"),
-        _ => e.to_string(),
+    use crate::sys::device::ListError;
+    crate::sys::device::device_names().map_err(|e| match e {
+        ListError::NoRdmaCore(e) => e.to_string(),
+        ListError::Verbs(e) if e.errno == libc::ENOSYS => {
+            format!("this kernel has no RDMA support (no /sys/class/infiniband; {e})")
+        }
+        ListError::Verbs(e) => e.to_string(),
     })
-}
-
-#[cfg(not(dvcq_rdma_core))]
-fn hardware_names() -> Result<Vec<String>, String> {
-    Err("this dvcq was built without rdma-core (model-only build)".into())
 }
 
 /// Lists every device, querying each real one (and, to say which backend applies, making
@@ -85,16 +106,10 @@ pub fn list() -> DeviceList {
     DeviceList { rdma_core: rdma_core_release().map(|r| r.to_string()), devices, no_hardware, unreadable }
 }
 
-/// The rdma-core release of the libibverbs this process loaded.
-#[cfg(dvcq_rdma_core)]
+/// The rdma-core release of the libibverbs this process loaded (none where rdma-core
+/// cannot be loaded).
 pub fn rdma_core_release() -> Option<Release> {
     Release::from_libibverbs_file(&crate::sys::device::libibverbs_file()?)
-}
-
-/// The rdma-core release of the libibverbs this process loaded (none: a model-only build).
-#[cfg(not(dvcq_rdma_core))]
-pub fn rdma_core_release() -> Option<Release> {
-    None
 }
 
 /// The models, as `dvcq devices` lists them.
@@ -179,7 +194,6 @@ const MAX_GIDS: i32 = 256;
 /// The GID indices to read of a port whose `gid_tbl_len` is `len`, whatever the device
 /// reported: none for a negative length, at most [`MAX_GIDS`] (an absurd length would
 /// otherwise mean billions of `ibv_query_gid` calls).
-#[cfg_attr(not(dvcq_rdma_core), allow(dead_code))]
 fn gid_indices(len: i32) -> std::ops::Range<i32> {
     0..len.clamp(0, MAX_GIDS)
 }

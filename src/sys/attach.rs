@@ -17,16 +17,24 @@ impl Context {
     /// Adopts an `ibv_context` the application opened (`struct ibv_context *`). dvcq never
     /// closes it.
     ///
+    /// # Errors
+    ///
+    /// [`Error::NoRdmaCore`] where libibverbs cannot be loaded (an application that opened a
+    /// context has it loaded: dvcq finds the same library; `DVCQ_NO_RDMA_CORE=1` says no).
+    ///
     /// # Safety
     ///
     /// `ctx` points to a live `struct ibv_context` that stays open while this `Context` or
-    /// anything made from it exists.
-    pub unsafe fn from_raw(ctx: NonNull<c_void>) -> Context {
+    /// anything made from it exists. (Where rdma-core cannot be loaded the call fails
+    /// before it reads `ctx`.)
+    pub unsafe fn from_raw(ctx: NonNull<c_void>) -> Result<Context, Error> {
+        super::loader::verbs_loaded()
+            .map_err(|e| Error::NoRdmaCore { what: "adopting an application's ibv_context".into(), why: e.why })?;
         // SAFETY: the caller's promise, passed on.
         let ctx = unsafe { VerbsContext::borrowed(ctx.as_ptr().cast()) };
         let (port, gid_index) = device::default_port_and_gid(&ctx);
         let name = ctx.name().to_string();
-        Context { inner: Inner::Verbs { ctx, port, gid_index }, name }
+        Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name })
     }
 }
 
@@ -465,7 +473,11 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Context::from_raw`].
-        pub unsafe fn from_rdma_sys(ctx: NonNull<rdma_sys::ibv_context>) -> Context {
+        ///
+        /// # Errors
+        ///
+        /// As [`Context::from_raw`].
+        pub unsafe fn from_rdma_sys(ctx: NonNull<rdma_sys::ibv_context>) -> Result<Context, Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { Context::from_raw(ctx.cast()) }
         }

@@ -21,6 +21,9 @@ const MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS: u64 = 1 << 7;
 /// `EOPNOTSUPP` for a device that is not mlx5, `EINVAL` when the kernel mapped no clock
 /// page, `EBUSY` if the kernel kept updating it.
 pub(crate) fn mlx5_clock_info(ctx: &Context) -> Result<ClockInfo, VerbsError> {
+    if super::loader::mlx5_loaded().is_err() {
+        return Err(VerbsError { call: "mlx5dv_get_clock_info", errno: libc::ENOSYS });
+    }
     for _ in 0..BUSY_TRIES {
         let mut ci = ffi::mlx5dv_clock_info::default();
         // SAFETY: a live context and an output struct on our stack.
@@ -47,6 +50,9 @@ pub(crate) fn mlx5_clock_info(ctx: &Context) -> Result<ClockInfo, VerbsError> {
 /// `MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS`): rdma-core then makes a CQ asked for wallclock
 /// timestamps alone a real-time one (providers/mlx5/verbs.c, `create_cq`).
 pub(crate) fn mlx5_real_time(ctx: &Context) -> bool {
+    if super::loader::mlx5_loaded().is_err() {
+        return false;
+    }
     let mut attr = ffi::mlx5dv_context::default();
     // SAFETY: a live context and an output struct that lives across the call.
     let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };

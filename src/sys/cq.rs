@@ -177,6 +177,9 @@ impl VerbsCq {
             dv.comp_mask |= u64::from(ffi::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS);
             dv.flags |= ffi::MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;
         }
+        if super::loader::mlx5_loaded().is_err() {
+            return Err(VerbsError { call: "mlx5dv_create_cq", errno: libc::ENOSYS });
+        }
         // SAFETY: a live context; the attribute structs live across the call; the channel, when given, belongs to the context and outlives the CQ (the CQ holds its Arc).
         let ex = unsafe { ffi::mlx5dv_create_cq(ctx.as_ptr(), &mut attr, &mut dv) };
         if ex.is_null() {

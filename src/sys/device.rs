@@ -2,24 +2,36 @@
 //! `dvcq devices`, and which rdma-core release and provider library are loaded.
 
 use super::ffi;
+use super::loader::{self, NoRdmaCore};
 use super::ops;
 use crate::error::VerbsError;
 use core::ffi::{c_char, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// Why the RDMA devices could not be listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ListError {
+    #[error("{0}")]
+    NoRdmaCore(NoRdmaCore),
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+}
+
 /// The names of the RDMA devices rdma-core finds, in its order.
 ///
 /// # Errors
 ///
-/// `ibv_get_device_list` failed (no uverbs support in the kernel gives an empty list, not an
-/// error; a missing `/sys/class/infiniband` gives `ENOSYS`).
-pub(crate) fn device_names() -> Result<Vec<String>, VerbsError> {
+/// rdma-core cannot be loaded, or `ibv_get_device_list` failed (no uverbs support in the
+/// kernel gives an empty list, not an error; a missing `/sys/class/infiniband` gives
+/// `ENOSYS`).
+pub(crate) fn device_names() -> Result<Vec<String>, ListError> {
+    loader::verbs_loaded().map_err(ListError::NoRdmaCore)?;
     let mut n = 0;
     // SAFETY: ibv_get_device_list takes an optional count pointer and returns a NULL-terminated array (or NULL with errno set).
     let list = unsafe { ffi::ibv_get_device_list(&mut n) };
     if list.is_null() {
-        return Err(VerbsError::last("ibv_get_device_list"));
+        return Err(VerbsError::last("ibv_get_device_list").into());
     }
     let mut names = Vec::new();
     for i in 0..usize::try_from(n).unwrap_or(0) {
@@ -67,6 +79,8 @@ unsafe impl Sync for Context {}
 pub(crate) enum OpenError {
     #[error("no RDMA device named {name:?}")]
     Unknown { name: String },
+    #[error("{0}")]
+    NoRdmaCore(NoRdmaCore),
     #[error(transparent)]
     Verbs(#[from] VerbsError),
 }
@@ -74,6 +88,7 @@ pub(crate) enum OpenError {
 impl Context {
     /// Opens the device named `name`.
     pub(crate) fn open(name: &str) -> Result<Arc<Context>, OpenError> {
+        loader::verbs_loaded().map_err(OpenError::NoRdmaCore)?;
         let mut n = 0;
         // SAFETY: as in device_names.
         let list = unsafe { ffi::ibv_get_device_list(&mut n) };
@@ -233,5 +248,5 @@ fn library_of(addr: *const c_void) -> Option<PathBuf> {
 /// The file of the libibverbs this process loaded, links followed
 /// (`libibverbs.so.1.14.44.0`).
 pub(crate) fn libibverbs_file() -> Option<PathBuf> {
-    library_of(ffi::ibv_get_device_list as *const c_void)
+    library_of(loader::verbs_loaded().ok()?.ibv_get_device_list as *const c_void)
 }

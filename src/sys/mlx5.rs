@@ -127,6 +127,7 @@ pub(crate) struct DvQp {
 /// (`__mlx5_cq_clean` returns at once): call it only through [`adopt_cq`], which checks
 /// first and puts the flag back on refusal.
 pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
+    super::loader::mlx5_loaded().map_err(|e| format!("mlx5dv_init_obj(MLX5DV_OBJ_CQ): {e}"))?;
     let mut out = ffi::mlx5dv_cq::default();
     let mut obj = ffi::mlx5dv_obj::default();
     obj.cq.in_ = cq.as_ptr();
@@ -152,6 +153,7 @@ pub(crate) fn init_cq(cq: &VerbsCq) -> Result<DvCq, String> {
 ///
 /// `qp` is a live `ibv_qp` of an mlx5 context.
 pub(crate) unsafe fn init_qp(qp: *mut ffi::ibv_qp) -> Result<DvQp, String> {
+    super::loader::mlx5_loaded().map_err(|e| format!("mlx5dv_init_obj(MLX5DV_OBJ_QP): {e}"))?;
     let mut out = ffi::mlx5dv_qp::default();
     let mut obj = ffi::mlx5dv_obj::default();
     obj.qp.in_ = qp;
@@ -175,6 +177,7 @@ pub(crate) unsafe fn init_qp(qp: *mut ffi::ibv_qp) -> Result<DvQp, String> {
 /// Whether the context's CQEs are of version 1 (`mlx5dv_query_device`'s
 /// `MLX5DV_CONTEXT_FLAGS_CQE_V1`).
 pub(crate) fn cqe_version_1(ctx: &Context) -> Result<bool, String> {
+    super::loader::mlx5_loaded().map_err(|e| format!("mlx5dv_query_device: {e}"))?;
     let mut attr = ffi::mlx5dv_context::default();
     // SAFETY: a live context and an output struct that lives across the call (`comp_mask` 0: only the basic fields are asked for).
     let rc = unsafe { ffi::mlx5dv_query_device(ctx.as_ptr(), &mut attr) };

@@ -547,6 +547,9 @@ impl Qp {
                 create_flags: ffi::MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE,
                 ..Default::default()
             };
+            if super::loader::mlx5_loaded().is_err() {
+                return Err(VerbsError { call: "mlx5dv_create_qp", errno: libc::ENOSYS });
+            }
             // SAFETY: a live PD of a live context; the CQs and SRQ are live and held by the QP until it is destroyed; the attribute structs live across the call.
             let ptr = unsafe { ffi::mlx5dv_create_qp(pd.ctx.as_ptr(), &mut ex, &mut dv) };
             if ptr.is_null() {

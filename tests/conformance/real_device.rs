@@ -29,11 +29,12 @@ pub fn devices() -> Vec<String> {
 /// Runs every conformance workload on the RDMA device `name`, polled by its direct backend
 /// and by rdma-core's `ibv_poll_cq` and compared field by field
 /// ([`dvcq::conformance::run_on_device`]); says which failed, or why none could run. A
-/// model-only build cannot open a real device: it says so in one line and passes.
+/// machine without rdma-core (or `DVCQ_NO_RDMA_CORE=1`) cannot open a real device: it says
+/// so in one line and passes.
 pub fn run_cases_on_device(name: &str) -> Result<(), String> {
     let ctx = match dvcq::Context::open(name) {
         Ok(c) => c,
-        Err(e @ dvcq::Error::ModelOnlyBuild { .. }) => {
+        Err(e @ dvcq::Error::NoRdmaCore { .. }) => {
             crate::skip::skip_here(&format!("{name}: {e}"));
             return Ok(());
         }

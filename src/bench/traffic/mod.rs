@@ -269,10 +269,6 @@ pub(crate) fn standard_wc_flags() -> u64 {
     {
         crate::sys::cq_ex::STANDARD_FLAGS
     }
-    #[cfg(not(dvcq_rdma_core))]
-    {
-        0
-    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

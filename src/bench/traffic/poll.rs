@@ -135,7 +135,5 @@ pub(super) fn poll(
             }));
             Ok(n)
         }
-        #[cfg(not(dvcq_rdma_core))]
-        _ => Err(Error::ModelOnlyBuild { what: format!("the {} poller", kind.name()) }),
     }
 }
