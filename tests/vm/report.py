@@ -411,14 +411,18 @@ def failure_context(con: Console) -> list[str]:
 
 def exec_report(con: Console, args: argparse.Namespace) -> tuple[list[str], int]:
     """tests/vm/run --exec: the file's output, then its exit status, or why it has none."""
-    failures = [f for f in judge(con, args)]
+    failures = judge(con, args)
     step = con.steps.get(EXEC_STEP)
     out = [f"vm: guest ran under {args.accel}; console log {args.log}"]
     if step is not None and step.skipped is None:
         out.append(f"vm: {args.exec} printed {len(step.output)} lines")
         out += [f"  | {line}" for line in step.output]
-    if step is None or step.rc is None:
-        failures.append(f"{args.exec} " + ("never ran" if step is None else "never finished"))
+    if step is None:
+        failures.append(f"{args.exec} never ran")
+    elif step.skipped is not None:
+        failures.append(f"{args.exec} was not run: {step.skipped}")
+    elif step.rc is None:
+        failures.append(f"{args.exec} never finished")
     if args.phase:
         phases = [p.split("=", 1) for p in args.phase]
         out.append("vm: phases")

@@ -230,7 +230,9 @@ def exec_console(output="hello from the guest", rc=0, setup_rc=0, done=True):
     """A console log of tests/vm/run --exec: the setup steps, then the file as step exec."""
     lines = ["vm-init 6.1.0-57-amd64", "vm-step-begin setup-modules", "vm-step-end setup-modules 0",
              "vm-step-begin setup-rxe", "gid index 1", f"vm-step-end setup-rxe {setup_rc}"]
-    if setup_rc == 0:
+    if setup_rc != 0:
+        lines.append("vm-step-skip exec the setup of rxe0 failed")
+    else:
         lines += ["vm-step-begin exec", output]
         if rc is not None:
             lines.append(f"vm-step-end exec {rc}")
@@ -256,7 +258,7 @@ class Exec(unittest.TestCase):
         self.assertTrue(any("ran past its time limit" in line for line in out), "\n".join(out))
 
     def test_a_guest_that_could_not_run_the_file_is_125(self):
-        for text, why in [(exec_console(setup_rc=1), "never ran"),
+        for text, why in [(exec_console(setup_rc=1), "was not run: the setup of rxe0 failed"),
                           (exec_console(rc=None, done=False), "never finished"),
                           ("", "never reached /init")]:
             rc, out = self.exec_run(text)
