@@ -24,8 +24,16 @@ where N counts the distinct workloads that compared something (a skip compares n
 exit status is 0 only when qemu exited cleanly, every expected step ran and exited 0, the guest
 test planned runs and every planned run arrived, every row compared at least one completion,
 every check says what it checked, at least one run compared something, no row or check has a
-mismatch (on any backend), and `dvcq devices` and `--json` list rxe0. A skipped run is listed
-with its reason, apart from the rows.
+mismatch (on any backend), `dvcq devices` and `--json` list rxe0, and the C examples
+(steps c-poll and c-attach) print the lines that say their completions arrived. A skipped run
+is listed with its reason, apart from the rows.
+
+With --exec FILE (tests/vm/run --exec) the guest ran FILE as its one step `exec` after the
+setup steps: the report prints FILE's output, its last line is
+
+    vm: exec FILE exited <N>
+
+and the exit status is N; when the guest could not run FILE to its end it is 125.
 """
 
 from __future__ import annotations
@@ -43,6 +51,16 @@ MARKER = re.compile(
 )
 PROTOCOL = {"vm-plan", "vm-row", "vm-check", "vm-skip", "vm-figure"}
 GUEST_TEST = "guest-test"
+EXEC_STEP = "exec"
+# tests/vm/run --exec: the VM failed to run the file (1 could be the file's own status).
+EXEC_FAILED = 125
+# The C examples' steps, the device they ran on, and the line each prints only when its
+# completions arrived and the data landed (examples/c/poll.c, examples/c/attach.c).
+C_DEVICE = "rxe0"
+C_EXAMPLES = {
+    "c-poll": f"ok: 3 completions on {C_DEVICE}",
+    "c-attach": 'wc wr_id=7 status=success opcode=1 data="dvcq!!!!"',
+}
 TAIL_LINES = 25
 STEP_TAIL_LINES = 30
 
@@ -250,6 +268,7 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
             failures.append(f"step {name} {exit_text(step.rc)}")
 
     check_devices(con, failures)
+    check_c_examples(con, failures)
 
     if GUEST_TEST in args.expect_step:
         arrived = len(con.rows) + len(con.skips)
@@ -299,6 +318,15 @@ def check_devices(con: Console, failures: list[str]) -> None:
         names = [d.get("name") for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
         if "rxe0" not in names:
             failures.append(f"dvcq devices --json (line {as_json.begin}) does not list rxe0 in its devices: {names}")
+
+
+def check_c_examples(con: Console, failures: list[str]) -> None:
+    """A C example that exited 0 must also have printed the line that says its completions
+    arrived: an exit status alone does not show that dvcq polled anything."""
+    for name, line in C_EXAMPLES.items():
+        step = con.steps.get(name)
+        if step is not None and step.rc == 0 and not any(line in out for out in step.output):
+            failures.append(f"step {name} (line {step.begin}) exited 0 without printing {line!r}")
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -381,6 +409,37 @@ def failure_context(con: Console) -> list[str]:
     return out
 
 
+def exec_report(con: Console, args: argparse.Namespace) -> tuple[list[str], int]:
+    """tests/vm/run --exec: the file's output, then its exit status, or why it has none."""
+    failures = judge(con, args)
+    step = con.steps.get(EXEC_STEP)
+    out = [f"vm: guest ran under {args.accel}; console log {args.log}"]
+    if step is not None and step.skipped is None:
+        out.append(f"vm: {args.exec} printed {len(step.output)} lines")
+        out += [f"  | {line}" for line in step.output]
+    if step is None:
+        failures.append(f"{args.exec} never ran")
+    elif step.skipped is not None:
+        failures.append(f"{args.exec} was not run: {step.skipped}")
+    elif step.rc is None:
+        failures.append(f"{args.exec} never finished")
+    if args.phase:
+        phases = [p.split("=", 1) for p in args.phase]
+        out.append("vm: phases")
+        out += table(["phase", "seconds"], [*phases, ["total", f"{sum(float(s) for _, s in phases):.3f}"]])
+    if step is None or step.rc is None or failures:
+        out.append("vm: FAILED")
+        out += [f"  - {f}" for f in failures]
+        out += failure_context(con)
+    if step is None or step.rc is None:
+        out.append(f"vm: exec {args.exec} did not run to its end")
+        return out, EXEC_FAILED
+    if step.rc == 143:
+        out.append(f"vm: {args.exec} {exit_text(step.rc)}")
+    out.append(f"vm: exec {args.exec} exited {step.rc}")
+    return out, step.rc if not failures else EXEC_FAILED
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--log", required=True, help="the guest's console log")
@@ -390,11 +449,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--expect-step", action="append", default=[], help="a step that must pass")
     parser.add_argument("--phase", action="append", default=[], help="NAME=SECONDS, for the report")
     parser.add_argument("--dev-mode", action="store_true", help="say the result is not valid")
+    parser.add_argument("--exec", metavar="FILE", help="the guest ran FILE, not the test plan")
     args = parser.parse_args(argv)
 
     log = Path(args.log)
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     con = parse(text, log.name)
+    if args.exec:
+        lines, status = exec_report(con, args)
+        print("\n".join(lines))
+        return status
     failures = judge(con, args)
     print("\n".join(report(con, args, failures)))
     return 1 if failures else 0

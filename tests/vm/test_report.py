@@ -14,9 +14,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402
 
-STEPS = ["setup-modules", "setup-rxe", "ibv-devinfo", "smoke-rc-pingpong",
+STEPS = ["setup-modules", "setup-rxe", "ibv-devinfo", "smoke-rc-pingpong", "c-poll", "c-attach",
          "dvcq-devices", "dvcq-devices-json", "guest-test"]
 
+# What examples/c/poll.c and attach.c print on rxe0 when their completions arrived.
+C_POLL = """dvcq abi 1, dvcq 0.1.0
+device rxe0: backend rxe (direct)
+wc wr_id=7 status=0 opcode=1 (RDMA_WRITE) byte_len=8 qp_num=0x11
+ok: 3 completions on rxe0"""
+C_ATTACH = ('device rxe0: backend rxe (direct)\n'
+            'wc wr_id=7 status=success opcode=1 data="dvcq!!!!"')
 DEVICES = "hca_id:\trxe0\n\tbackend: generic"
 DEVICES_JSON = '{\n  "devices": [ { "name": "rxe0" } ]\n}'
 GUEST_TEST = """running 1 test
@@ -38,7 +45,7 @@ ok"""
 
 def console(outputs=None, rcs=None, done=True, booted=True, extra=""):
     """A console log of a guest whose steps printed `outputs` and exited with `rcs`."""
-    outputs = {"dvcq-devices": DEVICES, "dvcq-devices-json": DEVICES_JSON,
+    outputs = {"c-poll": C_POLL, "c-attach": C_ATTACH, "dvcq-devices": DEVICES, "dvcq-devices-json": DEVICES_JSON,
                "guest-test": GUEST_TEST, **(outputs or {})}
     rcs = rcs or {}
     lines = ["[    0.000000] Linux version 6.1.0", "Probing EDD... ok"]
@@ -197,12 +204,72 @@ class Verdict(unittest.TestCase):
         text = console().replace("vm-step-begin guest-test", "vm-step-skip guest-test no binary\nx")
         self.assertFailsWith(text, "step guest-test was skipped")
 
+    def test_a_c_example_that_exits_0_without_its_completions_fails(self):
+        text = console({"c-poll": C_POLL.replace("ok: 3 completions on rxe0", "")})
+        self.assertFailsWith(text, "step c-poll (line")
+        # Completions on another device do not count for rxe0.
+        self.assertFailsWith(console({"c-poll": C_POLL.replace("on rxe0", "on model-mlx5")}),
+                             "without printing 'ok: 3 completions on rxe0'")
+        text = console({"c-attach": C_ATTACH.replace("status=success", "status=local protection error")})
+        self.assertFailsWith(text, "step c-attach (line")
+
+    def test_a_failed_c_example_fails_and_shows_its_output(self):
+        out = self.assertFailsWith(console({"c-attach": "attach: no RDMA device rxe0 here"},
+                                           rcs={"c-attach": 77}), "step c-attach exited 77")
+        self.assertIn("  | attach: no RDMA device rxe0 here", out)
+
     def test_development_mode_may_leave_the_guest_test_out(self):
         text = console({"guest-test": "ok"})
         rc, out = run(text, "--dev-mode", steps=STEPS[:-1])
         self.assertEqual(rc, 0, "\n".join(out))
         self.assertTrue(any("DEVELOPMENT MODE" in line for line in out))
         self.assertEqual(out[-1], "vm: 0 workloads, 0 mismatches")
+
+
+def exec_console(output="hello from the guest", rc=0, setup_rc=0, done=True):
+    """A console log of tests/vm/run --exec: the setup steps, then the file as step exec."""
+    lines = ["vm-init 6.1.0-57-amd64", "vm-step-begin setup-modules", "vm-step-end setup-modules 0",
+             "vm-step-begin setup-rxe", "gid index 1", f"vm-step-end setup-rxe {setup_rc}"]
+    if setup_rc != 0:
+        lines.append("vm-step-skip exec the setup of rxe0 failed")
+    else:
+        lines += ["vm-step-begin exec", output]
+        if rc is not None:
+            lines.append(f"vm-step-end exec {rc}")
+    if done:
+        lines.append("vm-guest-done 0")
+    return "\n".join(lines) + "\n"
+
+
+class Exec(unittest.TestCase):
+    def exec_run(self, text, **kw):
+        return run(text, "--exec", "/home/u/try.sh", steps=["setup-modules", "setup-rxe"], **kw)
+
+    def test_the_files_status_is_the_exit_status_and_its_output_is_printed(self):
+        for status in (0, 3, 77):
+            rc, out = self.exec_run(exec_console(rc=status))
+            self.assertEqual(rc, status, "\n".join(out))
+            self.assertIn("  | hello from the guest", out)
+            self.assertEqual(out[-1], f"vm: exec /home/u/try.sh exited {status}")
+
+    def test_a_file_that_ran_past_its_time_says_so(self):
+        rc, out = self.exec_run(exec_console(rc=143))
+        self.assertEqual(rc, 143)
+        self.assertTrue(any("ran past its time limit" in line for line in out), "\n".join(out))
+
+    def test_a_guest_that_could_not_run_the_file_is_125(self):
+        for text, why in [(exec_console(setup_rc=1), "was not run: the setup of rxe0 failed"),
+                          (exec_console(rc=None, done=False), "never finished"),
+                          ("", "never reached /init")]:
+            rc, out = self.exec_run(text)
+            self.assertEqual(rc, report.EXEC_FAILED, "\n".join(out))
+            self.assertTrue(any(why in line for line in out), f"no {why!r} in:\n" + "\n".join(out))
+            self.assertEqual(out[-1], "vm: exec /home/u/try.sh did not run to its end")
+
+    def test_qemu_failing_after_the_file_ran_is_125(self):
+        rc, out = self.exec_run(exec_console(rc=0), qemu_rc=1)
+        self.assertEqual(rc, report.EXEC_FAILED, "\n".join(out))
+        self.assertIn("vm: FAILED", out)
 
 
 class Markers(unittest.TestCase):
