@@ -46,7 +46,10 @@ pub fn preload() -> PathBuf {
 /// A command that runs `program` under the emulator.
 pub fn emulated(program: impl AsRef<std::ffi::OsStr>, lib: &Path) -> Command {
     let mut c = Command::new(program);
-    c.env("LD_PRELOAD", lib);
+    // The emulated device is rdma-core's to drive: a suite run with rdma-core switched off
+    // for dvcq (`DVCQ_NO_RDMA_CORE=1`, CI's "tests without rdma-core") still runs these
+    // programs with it, as they exist to test dvcq on rdma-core's real providers.
+    c.env("LD_PRELOAD", lib).env_remove("DVCQ_NO_RDMA_CORE");
     c
 }
 
