@@ -39,8 +39,7 @@ fn no_rdma_core_checks() {
         }
         other => panic!("{:?}", other.map(|c| c.name().to_string())),
     }
-    // SAFETY: where rdma-core cannot be loaded, from_raw fails before it reads the pointer
-    // (its documented error), so a dangling one is never used.
+    // SAFETY: where rdma-core cannot be loaded, from_raw fails before it reads the pointer (its documented error), so a dangling one is never used.
     match unsafe { Context::from_raw(NonNull::dangling()) } {
         Err(e @ Error::NoRdmaCore { .. }) => assert!(e.to_string().contains(INSTALL), "{e}"),
         other => panic!("{:?}", other.map(|c| c.name().to_string())),

@@ -111,10 +111,7 @@ impl<'a> Command<'a> {
         };
         let c = core.len().min(core_room);
         let d = driver.len().min(driver_room);
-        // SAFETY: the response pointer is the application's buffer of out_words (and, for an
-        // extended command, provider_out_words) words, as libibverbs sizes it for this
-        // command: `c` bytes fit the core part and `d` bytes the driver part after it (the
-        // driver part starts after the core part's room). A kernel would copy_to_user there.
+        // SAFETY: the response pointer is the application's buffer of out_words (and, for an extended command, provider_out_words) words, as libibverbs sizes it for this command: `c` bytes fit the core part and `d` bytes the driver part after it (the driver part starts after the core part's room). A kernel would copy_to_user there.
         unsafe {
             let out = self.response as usize as *mut u8;
             std::ptr::copy_nonoverlapping(core.as_ptr(), out, c);
@@ -415,9 +412,7 @@ fn create_cq(
     let core = abi::CreateCqResp { cq_handle: handle, cqe: req.cqe };
     let drv_resp = mlx5_abi::CreateCqResp { cqn: cq.cqn, reserved: 0 };
     c.respond(bytemuck::bytes_of(&core), bytemuck::bytes_of(&drv_resp))?;
-    // SAFETY: db_addr is the 8-byte doorbell record libmlx5 allocated for this CQ and passed
-    // in the udata (checked non-null and aligned); it zeroed it before the command and
-    // writes the arm word only when it arms, which it cannot before this returns.
+    // SAFETY: db_addr is the 8-byte doorbell record libmlx5 allocated for this CQ and passed in the udata (checked non-null and aligned); it zeroed it before the command and writes the arm word only when it arms, which it cannot before this returns.
     unsafe { crate::engine::seed_arm_word(drv.db_addr) };
     ctx.cqs.insert(handle, cq);
     Ok(())

@@ -100,8 +100,7 @@ pub fn read_event(fd: i32, buf: &mut [u8]) -> Result<usize, Errno> {
     }
     loop {
         let mut count = 0u64;
-        // SAFETY: `count` is 8 writable bytes; fd is an open eventfd of the emulator's (the
-        // fd table says so), so this blocks or not as the application set it.
+        // SAFETY: `count` is 8 writable bytes; fd is an open eventfd of the emulator's (the fd table says so), so this blocks or not as the application set it.
         let r = unsafe { real::read(fd, (&mut count as *mut u64).cast(), 8) };
         if r < 0 {
             return Err(real::errno());

@@ -121,8 +121,7 @@ impl Emulator {
         for (&fd, ctx) in self.contexts.iter_mut() {
             for (&h, cq) in ctx.cqs.iter_mut() {
                 let Some(channel) = cq.channel else { continue };
-                // SAFETY: the CQ's doorbell record, live until DESTROY_CQ, which needs the
-                // lock this thread holds; word [1] is the arm word.
+                // SAFETY: the CQ's doorbell record, live until DESTROY_CQ, which needs the lock this thread holds; word [1] is the arm word.
                 let word = unsafe { load_be32(cq.dbrec + 4) };
                 if word != cq.arm_seen {
                     cq.arm_seen = word;
@@ -148,8 +147,7 @@ impl Emulator {
         let Some(qp) = self.contexts.get(&fd).and_then(|c| c.qps.get(&h)).copied() else { return 0 };
         let mut done = 0;
         if qp.wq.sq_wqe_count > 0 {
-            // SAFETY: the QP's doorbell record, recorded at CREATE_QP and live until
-            // DESTROY_QP, which needs the lock this thread holds; word [1] is the SQ's.
+            // SAFETY: the QP's doorbell record, recorded at CREATE_QP and live until DESTROY_QP, which needs the lock this thread holds; word [1] is the SQ's.
             let posted = unsafe { load_be32(qp.wq.dbrec + 4) } & 0xffff;
             while (qp_now(self, fd, h).map(|q| q.sq_ci).unwrap_or(posted) & 0xffff) != posted {
                 let Some(q) = qp_now(self, fd, h) else { break };
@@ -267,8 +265,7 @@ impl Emulator {
                 |m| m.rkey,
             );
             let Some(dst) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
-            // SAFETY: dst..dst+len lies in a registered region of the peer (checked above),
-            // live until DEREG_MR, which needs the lock this thread holds.
+            // SAFETY: dst..dst+len lies in a registered region of the peer (checked above), live until DEREG_MR, which needs the lock this thread holds.
             unsafe { copy(data.as_ptr() as u64, dst, data.len()) };
         }
         let Some((wqe, next)) = recv else { return Outcome::Done(data.len() as u32) };
@@ -331,8 +328,7 @@ impl Emulator {
                 find_mr(ctx.mrs.values(), pd, lkey, addr, len.into(), 0, |m| m.lkey).ok_or(syndrome::LOCAL_PROT_ERR)?;
             let at = data.len();
             data.resize(at + len as usize, 0);
-            // SAFETY: host..host+len lies in a registered region (checked), live until
-            // DEREG_MR, which needs the lock this thread holds.
+            // SAFETY: host..host+len lies in a registered region (checked), live until DEREG_MR, which needs the lock this thread holds.
             unsafe { recv::read_mem(host, &mut data[at..]) };
         }
         Ok(data)
@@ -359,8 +355,7 @@ impl Emulator {
             rest = &rest[n..];
         }
         for (host, part) in dsts {
-            // SAFETY: host..host+len lies in a registered, locally writable region
-            // (checked), live until DEREG_MR, which needs the lock this thread holds.
+            // SAFETY: host..host+len lies in a registered, locally writable region (checked), live until DEREG_MR, which needs the lock this thread holds.
             unsafe { copy(part.as_ptr() as u64, host, part.len()) };
         }
         Ok(())
@@ -371,8 +366,7 @@ impl Emulator {
         match peer.srq {
             Some(s) => {
                 let srq = self.contexts.get(&peer_fd)?.srqs.get(&s)?;
-                // SAFETY: the SRQ exists under the lock this thread holds: its buffer and
-                // doorbell record are live.
+                // SAFETY: the SRQ exists under the lock this thread holds: its buffer and doorbell record are live.
                 unsafe { recv::peek_srq(srq) }
             }
             // SAFETY: the peer QP exists under the lock this thread holds.
@@ -406,8 +400,7 @@ impl Emulator {
         let found = find_mr(pctx.mrs.values(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
         let Some(src) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
         let mut data = vec![0u8; len as usize];
-        // SAFETY: src..src+len lies in a registered region of the peer (checked), live until
-        // DEREG_MR, which needs the lock this thread holds.
+        // SAFETY: src..src+len lies in a registered region of the peer (checked), live until DEREG_MR, which needs the lock this thread holds.
         unsafe { recv::read_mem(src, &mut data) };
         let wqe = RecvWqe { index: 0, sges: segs.clone() };
         match self.scatter(fd, qp.pd, &wqe, &data) {
@@ -432,8 +425,7 @@ impl Emulator {
         if cq.overrun {
             return;
         }
-        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock
-        // and is refused while a QP uses the CQ); word [0] is the consumer index.
+        // SAFETY: the CQ's doorbell record, live until DESTROY_CQ (which needs this lock and is refused while a QP uses the CQ); word [0] is the consumer index.
         let ci = unsafe { load_be32(cq.dbrec) } & 0xff_ffff;
         if cq.pi.wrapping_sub(ci) & 0xff_ffff >= cq.ncqe {
             cq.overrun = true;
@@ -448,8 +440,7 @@ impl Emulator {
         let op = e.cqe.op_own >> 4;
         let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
         let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
-        // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until
-        // DESTROY_CQ; the slot is one the poller has consumed (checked above).
+        // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until DESTROY_CQ; the slot is one the poller has consumed (checked above).
         unsafe { write_cqe(cq, &e) };
         cq.pi = cq.pi.wrapping_add(1);
         if e.cqe.op_own & 0x02 != 0 || error {
@@ -499,9 +490,7 @@ fn read_wqe(qp: &Qp) -> (Vec<u8>, Ctrl) {
     let base = qp.wq.buf + (u64::from(qp.wq.rq_wqe_count) << qp.wq.rq_wqe_shift);
     let start = u64::from(qp.sq_ci & (qp.wq.sq_wqe_count - 1)) * wqe::WQEBB as u64;
     let mut first = [0u8; 16];
-    // SAFETY: the SQ lies in the provider's QP buffer recorded at CREATE_QP (RQ first, SQ
-    // after it), live until DESTROY_QP, which needs the lock this thread holds; `start` is
-    // inside the ring.
+    // SAFETY: the SQ lies in the provider's QP buffer recorded at CREATE_QP (RQ first, SQ after it), live until DESTROY_QP, which needs the lock this thread holds; `start` is inside the ring.
     unsafe { copy(base + start, first.as_mut_ptr() as u64, 16) };
     let ctrl = Ctrl::parse(&first);
     // At least the three fixed units an RDMA WQE reads, at most 512 bytes.

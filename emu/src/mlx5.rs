@@ -148,8 +148,7 @@ pub unsafe fn fill_page(cmd: u32, addr: usize, len: usize) {
 ///
 /// The errno of the failed mmap.
 pub fn map_page(len: usize) -> Result<usize, i32> {
-    // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing touches no
-    // existing memory.
+    // SAFETY: a fresh anonymous mapping at an address of the kernel's choosing touches no existing memory.
     let p = unsafe {
         real::mmap(
             std::ptr::null_mut(),

@@ -22,8 +22,7 @@ impl Sym {
         if cached != 0 {
             return Some(cached);
         }
-        // SAFETY: `name` is a NUL-terminated literal (every `Sym::new` below ends in "\0");
-        // dlsym only reads it.
+        // SAFETY: `name` is a NUL-terminated literal (every `Sym::new` below ends in "\0"); dlsym only reads it.
         let found = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr().cast()) } as usize;
         if found == 0 {
             return None;
@@ -46,8 +45,7 @@ macro_rules! real {
             static SYM: Sym = Sym::new(concat!(stringify!($name), "\0").as_bytes());
             match SYM.get() {
                 Some(addr) => {
-                    // SAFETY: `addr` is the address dlsym gave for this very symbol name, whose
-                    // C prototype is the one spelled here (from glibc's headers).
+                    // SAFETY: `addr` is the address dlsym gave for this very symbol name, whose C prototype is the one spelled here (from glibc's headers).
                     let f: unsafe extern "C" fn($($ty),*) -> $ret = unsafe { std::mem::transmute(addr) };
                     // SAFETY: the caller upholds the C function's contract.
                     unsafe { f($($arg),*) }

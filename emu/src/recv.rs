@@ -23,8 +23,7 @@ pub struct RecvWqe {
 ///
 /// `addr` is a live, 4-byte aligned doorbell record word.
 pub unsafe fn load_be32(addr: u64) -> u32 {
-    // SAFETY: the caller guarantees an aligned, live word; the provider writes it with
-    // word-sized stores.
+    // SAFETY: the caller guarantees an aligned, live word; the provider writes it with word-sized stores.
     u32::from_be(unsafe { AtomicU32::from_ptr(addr as usize as *mut u32) }.load(Ordering::Acquire))
 }
 

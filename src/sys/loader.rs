@@ -70,8 +70,8 @@ fn open_library<T>(
     let lib = unsafe { Library::new(soname) }
         .map_err(|e| NoRdmaCore { why: format!("{soname} could not be loaded ({e})") })?;
     // SAFETY: `lib` is `soname`, whose exported functions have the signatures of the headers the bindings were generated from (rdma-core keeps them stable across releases, with symbol versions); the library is kept next to the table, for the whole process.
-    let table =
-        unsafe { load(&lib) }.map_err(|e| NoRdmaCore { why: format!("{soname} lacks a function dvcq calls ({e})") })?;
+    let loaded = unsafe { load(&lib) };
+    let table = loaded.map_err(|e| NoRdmaCore { why: format!("{soname} lacks a function dvcq calls ({e})") })?;
     Ok(Loaded { table, _lib: lib })
 }
 
