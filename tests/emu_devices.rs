@@ -360,3 +360,28 @@ fn dvcq_validate_passes_every_workload_the_emulator_executes() {
         assert!(*result != "fail" || not_yet.contains(name), "{name} failed:\n{text}");
     }
 }
+
+/// `bench drain` on the emulated ConnectX: rdma-core's real libmlx5 fills the CQs (its
+/// posting, the device thread's CQEs) and the four pollers drain them, the provider's own
+/// `ibv_poll_cq` and extended CQ among them, so the ratios are against the real provider.
+#[test]
+fn bench_drain_on_mlx5_0_compares_dvcq_with_the_real_providers_polls() {
+    let out = emulated(env!("CARGO_BIN_EXE_dvcq"), &preload())
+        .args(["bench", "drain", "-d", "mlx5_0", "-n", "64", "--reps", "3", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench drain failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let pollers: Vec<&str> = rows.iter().map(|r| r["poller"].as_str().unwrap()).collect();
+    assert_eq!(pollers, ["direct", "ibv_poll_cq", "cq_ex", "generic"], "{text}");
+    assert_eq!(rows[0]["backend"], "mlx5", "{text}");
+    for r in rows {
+        assert_eq!(r["completions"], 64, "{r}");
+        let ns = r["ns_per_completion"].as_f64().unwrap();
+        assert!(ns > 0.0 && ns.is_finite(), "{r}");
+        let ratio = r["ratio_to_ibv_poll_cq"].as_f64().unwrap();
+        assert!(ratio > 0.0, "{r}");
+    }
+}

@@ -6,6 +6,9 @@
 //!   reader of the device's ring where one applies);
 //! - `ibv_poll_cq`: rdma-core's poll into an array of `struct ibv_wc`, nothing more: what an
 //!   application pays today, and the baseline of the ratios;
+//! - `cq_ex`: rdma-core's extended CQ (`ibv_create_cq_ex`; `ibv_start_poll`,
+//!   `ibv_next_poll`, the `ibv_wc_read_*` of `struct ibv_wc`'s fields, `ibv_end_poll`) into
+//!   the same `struct ibv_wc`s: the provider's other poll, which a program may use instead;
 //! - `generic`: [`crate::Cq::poll`] on the generic backend, `ibv_poll_cq` plus the
 //!   conversion into dvcq's [`Completion`].
 //!
@@ -80,6 +83,9 @@ enum How {
     /// rdma-core's `ibv_poll_cq` into `struct ibv_wc`s, without dvcq's conversion.
     #[cfg(dvcq_rdma_core)]
     Verbs,
+    /// rdma-core's extended CQ into the same `struct ibv_wc`s.
+    #[cfg(dvcq_rdma_core)]
+    VerbsEx,
 }
 
 /// Scratch space for one poll call of each kind.
@@ -98,17 +104,26 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
             Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
         }
         #[cfg(dvcq_rdma_core)]
-        How::Verbs => {
+        How::Verbs | How::VerbsEx => {
             let crate::cq::Poller::Generic(g) = &cq.poller else {
                 return Err(Error::Mismatch {
                     device: cq.device().to_string(),
-                    what: format!("the ibv_poll_cq row's CQ is polled by {}", cq.backend().kind.name()),
+                    what: format!("the {how:?} row's CQ is polled by {}", cq.backend().kind.name()),
                 });
             };
-            let n = g
-                .verbs_cq()
-                .poll_raw(&mut s.verbs)
-                .map_err(|source| Error::Verbs { device: cq.device().to_string(), source })?;
+            let n = if how == How::Verbs {
+                g.verbs_cq()
+                    .poll_raw(&mut s.verbs)
+                    .map_err(|source| Error::Verbs { device: cq.device().to_string(), source })?
+            } else {
+                let r = g.verbs_cq().poll_ex(&mut s.verbs, None);
+                match r.error {
+                    // What was polled before the failure is consumed and counted; the
+                    // failure itself stops the run.
+                    Some(source) if r.n == 0 => return Err(Error::Verbs { device: cq.device().to_string(), source }),
+                    _ => r.n,
+                }
+            };
             Ok((n, s.verbs[..n].iter().find(|w| w.status != 0).map(|w| format!("status {}", w.status))))
         }
     }
@@ -172,16 +187,30 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
         ("direct", BackendChoice::Auto, How::Cq),
         #[cfg(dvcq_rdma_core)]
         ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
+        #[cfg(dvcq_rdma_core)]
+        ("cq_ex", BackendChoice::Generic, How::VerbsEx),
         ("generic", BackendChoice::Generic, How::Cq),
     ];
     for &(name, choice, how) in rows {
-        match ctx.create_cq(CqOptions::new(p.completions).backend(choice)) {
+        let opts = CqOptions::new(p.completions).backend(choice);
+        #[cfg(dvcq_rdma_core)]
+        let made = if how == How::VerbsEx {
+            ctx.create_extended_cq(opts, crate::sys::cq_ex::STANDARD_FLAGS, None)
+        } else {
+            ctx.create_cq(opts)
+        };
+        #[cfg(not(dvcq_rdma_core))]
+        let made = ctx.create_cq(opts);
+        match made {
             Ok(cq) => {
                 let lp = make_loop(ctx, &cq, p.completions)?;
                 pollers.push((name.to_string(), cq, how, lp));
             }
             // A model has no rdma-core poll: its row is the direct one only.
             Err(Error::Mismatch { .. }) if choice == BackendChoice::Generic => {}
+            // A provider without the extended CQ (EOPNOTSUPP): no cq_ex row.
+            #[cfg(dvcq_rdma_core)]
+            Err(Error::Verbs { .. }) if how == How::VerbsEx => {}
             Err(e) => return Err(e),
         }
     }

@@ -119,7 +119,9 @@ impl DrainArgs {
                     r.ns_per_completion
                 ))?;
                 if let Some(x) = r.ratio_to_ibv_poll_cq.filter(|_| r.poller != "ibv_poll_cq") {
-                    out.line(&format!("vm-figure drain_{}_ratio_to_ibv_poll_cq {x:.3} x", r.backend.name()))?;
+                    // The direct row by its backend (`drain_rxe_ratio...`), the others by poller.
+                    let name = if r.poller == "direct" { r.backend.name() } else { r.poller.as_str() };
+                    out.line(&format!("vm-figure drain_{name}_ratio_to_ibv_poll_cq {x:.3} x"))?;
                 }
             }
         }
