@@ -406,6 +406,11 @@ impl Cq {
         if self.error_reason().is_none() {
             self.read_device_events();
         }
+        self.known_error()
+    }
+
+    /// [`Cq::error`] as known now, reading nothing.
+    fn known_error(&self) -> Option<Error> {
         let reason = self.error_reason()?;
         Some(Error::CqInError { device: self.device.clone(), cq: self.id, reason })
     }
@@ -650,10 +655,14 @@ impl Cq {
     ///    `ibv_poll_cq` returning an error: [`Error::Verbs`]), or a QP or SRQ dvcq made on a
     ///    direct mlx5 or irdma CQ that its poll could not adopt ([`Error::Attach`]); cleared
     ///    by reading it. Such a poll call returned the completions it had; none is lost.
-    /// 2. otherwise the CQ's error ([`Cq::error`]): not cleared, since the CQ stays in
-    ///    error, so every call answers it again.
+    /// 2. otherwise the CQ's error ([`Cq::error`]) as known now: not cleared, since the CQ
+    ///    stays in error, so every call answers it again.
+    ///
+    /// Unlike [`Cq::error`] it reads nothing from the device, so a loop may call it after
+    /// every poll: the polls themselves read the device's events now and then (an empty
+    /// poll in 4096), and a CQ error reaches the poll as its error item first.
     pub fn take_error(&mut self) -> Option<Error> {
-        self.take_backend_error().or_else(|| self.error())
+        self.take_backend_error().or_else(|| self.known_error())
     }
 
     fn take_backend_error(&mut self) -> Option<Error> {
