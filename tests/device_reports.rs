@@ -119,7 +119,7 @@ fn benches_on_a_device_that_reports_zeros_return_an_error() {
     for vendor in VENDORS {
         let name = vendor.device_name();
         let ctx = open(vendor, zeros());
-        let e = drain::run(&ctx, &DrainParams { completions: 64, batch: 16, reps: 1 }).unwrap_err().to_string();
+        let e = drain::run(&ctx, &DrainParams { completions: 64, batch: 16, reps: 1, qps: 1 }).unwrap_err().to_string();
         assert!(e.starts_with(name) && e.contains("allows 1 to 0"), "{e}");
         let p = TrafficParams {
             verb: Verb::Write,

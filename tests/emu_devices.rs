@@ -419,3 +419,32 @@ fn take_error_after_each_poll_makes_no_system_call() {
     assert!(read_syscalls() - before >= 1, "Cq::error reads the device's events");
     println!("emu-verbs: done");
 }
+
+/// `bench scale` on the emulated ConnectX: the QP axis measured by drains over that many
+/// QPs sharing libmlx5's CQ, dvcq's direct poll beside the real provider's `ibv_poll_cq`
+/// (the models' rows have no rdma-core figure).
+#[test]
+fn bench_scale_on_mlx5_0_puts_rdma_cores_poll_beside_dvcqs() {
+    let out = emulated(env!("CARGO_BIN_EXE_dvcq"), &preload())
+        .args(["bench", "scale", "-d", "mlx5_0", "--qps", "1,64", "--entries", "256", "--reps", "2", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench scale failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (r, qps) in rows.iter().zip([1, 64]) {
+        assert_eq!(
+            (r["device"].as_str(), r["axis"].as_str(), r["count"].as_u64()),
+            (Some("mlx5_0"), Some("qps"), Some(qps))
+        );
+        assert!(r["ns_median"].as_f64().unwrap() > 0.0 && r["rdma_core_ns"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["memory"].is_null(), "{r}");
+    }
+    let cqs = emulated(env!("CARGO_BIN_EXE_dvcq"), &preload())
+        .args(["bench", "scale", "-d", "mlx5_0", "--axis", "cqs"])
+        .output()
+        .unwrap();
+    assert!(!cqs.status.success());
+    assert!(String::from_utf8_lossy(&cqs.stderr).contains("only the QP axis"), "{cqs:?}");
+}

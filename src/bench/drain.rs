@@ -12,6 +12,11 @@
 //! - `generic`: [`crate::Cq::poll`] on the generic backend, `ibv_poll_cq` plus the
 //!   conversion into dvcq's [`Completion`].
 //!
+//! With `qps` above 1 the fill's WRITEs are spread over that many QPs sharing the CQ, in a
+//! shuffled order (the order `bench scale` uses on the models), so each poller's lookup of
+//! a CQE's QP runs with a working set that grows with them: dvcq's one-probe index against
+//! rdma-core's two-level QP table, in the same harness (`bench scale -d DEVICE`).
+//!
 //! The drain is timed as a whole (one clock read before the first poll call and one after
 //! the last), not call by call: inside a VM under software emulation a clock read can cost
 //! more than a poll call, and would swamp the difference measured.
@@ -32,7 +37,12 @@ pub struct DrainParams {
     pub batch: usize,
     /// Fills per backend; the median is reported.
     pub reps: u32,
+    /// QPs sharing the CQ, each taking its share of every fill (1 to [`MAX_QPS`]).
+    pub qps: u32,
 }
+
+/// The most QPs a drain spreads a fill over.
+pub const MAX_QPS: u32 = 4096;
 
 /// One poller's figures.
 #[derive(Clone, Debug, Serialize)]
@@ -58,21 +68,45 @@ pub struct DrainRow {
 /// How long one fill may take to complete (the VM runs the kernel under emulation).
 const FILL_WAIT: Duration = Duration::from_secs(20);
 
-/// A QP connected to itself with a region to write, completing into `cq`.
+/// QPs connected each to itself with a region to write, completing into `cq`, and the
+/// order a fill posts on them.
 struct Loop {
-    qp: crate::Qp,
+    qps: Vec<crate::Qp>,
+    /// The QP of each WRITE of a fill, by index into `qps`.
+    order: Vec<u32>,
     mr: crate::Mr,
     _pd: crate::Pd,
 }
 
-fn make_loop(ctx: &Context, cq: &Cq, depth: u32) -> Result<Loop, Error> {
+fn make_loop(ctx: &Context, cq: &Cq, p: &DrainParams) -> Result<Loop, Error> {
     let pd = ctx.alloc_pd()?;
-    let caps = QpCaps { max_send_wr: depth, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let mut qp = pd.create_qp(&QpInit { caps, ..QpInit::new(QpType::Rc, cq) })?;
-    let me = qp.endpoint()?;
-    qp.connect(&me)?;
+    let n = p.qps.clamp(1, MAX_QPS);
+    // Each QP takes its share of a fill (the first ones one more where it does not divide).
+    let share = p.completions.div_ceil(n);
+    let caps = QpCaps { max_send_wr: share, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let mut qps = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let mut qp = pd.create_qp(&QpInit { caps, ..QpInit::new(QpType::Rc, cq) })?;
+        let me = qp.endpoint()?;
+        qp.connect(&me)?;
+        qps.push(qp);
+    }
     let mr = pd.reg_mr(4096, Access::ALL)?;
-    Ok(Loop { qp, mr, _pd: pd })
+    Ok(Loop { qps, order: fill_order(p.completions, n), mr, _pd: pd })
+}
+
+/// The QP of each of a fill's `completions` WRITEs over `qps` QPs: each its share, in a
+/// fixed shuffle (the same every run), so few consecutive CQEs share a QP.
+fn fill_order(completions: u32, qps: u32) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..completions).map(|i| i % qps.max(1)).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
 }
 
 /// How a row polls its CQ.
@@ -133,8 +167,8 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
 fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
     let sg = [lp.mr.slice(0, 8)?];
     let to = lp.mr.remote().at(64);
-    for i in 0..u64::from(p.completions) {
-        lp.qp.post_send(&[SendWr::new(i, SendOp::Write(to), &sg)])?;
+    for (i, &k) in lp.order.iter().enumerate() {
+        lp.qps[k as usize].post_send(&[SendWr::new(i as u64, SendOp::Write(to), &sg)])?;
     }
     // Let the device finish the work before timing, so calls find full batches.
     std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
@@ -203,7 +237,7 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
         let made = ctx.create_cq(opts);
         match made {
             Ok(cq) => {
-                let lp = make_loop(ctx, &cq, p.completions)?;
+                let lp = make_loop(ctx, &cq, p)?;
                 pollers.push((name.to_string(), cq, how, lp));
             }
             // A model has no rdma-core poll: its row is the direct one only.
@@ -232,8 +266,8 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
                 ns_per_completion: median(s),
                 ns_per_completion_min: min,
                 ratio_to_ibv_poll_cq: None,
-                // Each fill posts `completions` WRITEs on a QP with a one-deep receive queue.
-                cq: cq.advice(Some(u64::from(p.completions) + 1)),
+                // Each fill posts `completions` WRITEs on QPs with one-deep receive queues.
+                cq: cq.advice(Some(u64::from(p.completions) + u64::from(p.qps.max(1)))),
             }
         })
         .collect();
@@ -243,4 +277,38 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fill gives every QP its share, shuffled: no QP is left out or given more than one
+    /// above another, and consecutive WRITEs mostly change QP.
+    #[test]
+    fn a_fill_spreads_its_writes_evenly_and_shuffled() {
+        let order = fill_order(4096, 256);
+        let mut per = vec![0u32; 256];
+        for &k in &order {
+            per[k as usize] += 1;
+        }
+        assert!(per.iter().all(|&c| c == 16), "{per:?}");
+        let same = order.windows(2).filter(|w| w[0] == w[1]).count();
+        assert!(same < 64, "{same} consecutive pairs on one QP");
+        assert_eq!(fill_order(10, 1), vec![0; 10]);
+        let order = fill_order(10, 4);
+        let mut per = [0; 4];
+        order.iter().for_each(|&k| per[k as usize] += 1);
+        assert_eq!(per, [3, 3, 2, 2]);
+    }
+
+    /// On a model, a drain over many QPs polls every completion of every fill.
+    #[test]
+    fn a_drain_over_many_qps_takes_every_completion() {
+        let ctx = Context::open("model-mlx5").unwrap();
+        let rows = run(&ctx, &DrainParams { completions: 512, batch: 16, reps: 2, qps: 64 }).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].completions, 512);
+        assert!(rows[0].ns_per_completion > 0.0);
+    }
 }

@@ -50,6 +50,19 @@ pub enum Device {
 }
 
 impl Device {
+    /// The model's device name (`model-mlx5`, `model-e810`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Mlx5 => "model-mlx5",
+            Device::E810 => "model-e810",
+        }
+    }
+
+    /// The model named `name`, if it is one.
+    pub fn of_name(name: &str) -> Option<Device> {
+        [Device::Mlx5, Device::E810].into_iter().find(|d| d.name() == name)
+    }
+
     /// The name the table's banner shows.
     pub fn describe(self) -> &'static str {
         match self {
@@ -405,8 +418,8 @@ pub struct ScaleParams {
 /// One row of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScaleRow {
-    /// The model ring.
-    pub device: Device,
+    /// The model (`model-mlx5`, `model-e810`) or the device (`mlx5_0`, ...).
+    pub device: String,
     /// What grows.
     pub axis: Axis,
     /// QPs (on the QP axis) or CQs (on the CQ axis).
@@ -421,10 +434,11 @@ pub struct ScaleRow {
     pub instr: Option<f64>,
     /// `ns_median` over the first point of the same axis.
     pub ratio: f64,
-    /// Memory per QP and per CQ.
-    pub memory: Memory,
-    /// rdma-core's poll in the same harness: it needs a device context, which the models do
-    /// not give, so it is `null` until the emulated devices do.
+    /// Memory per QP and per CQ of dvcq's poller on a model ring (`None` on a device:
+    /// its rings are the provider's).
+    pub memory: Option<Memory>,
+    /// rdma-core's `ibv_poll_cq` in the same harness, ns per completion: on a device
+    /// ([`device_row`]); `None` on the models, which have no rdma-core poll.
     pub rdma_core_ns: Option<f64>,
 }
 
@@ -463,7 +477,7 @@ pub fn run(point: &mut Point, p: &ScaleParams) -> Result<ScaleRow, String> {
     }
     per_rep.sort_by(f64::total_cmp);
     Ok(ScaleRow {
-        device: point.device,
+        device: point.device.name().to_string(),
         axis: point.axis,
         count: point.count,
         completions,
@@ -471,8 +485,43 @@ pub fn run(point: &mut Point, p: &ScaleParams) -> Result<ScaleRow, String> {
         ns_min: per_rep[0],
         instr: None,
         ratio: 1.0,
-        memory: point.memory(),
+        memory: Some(point.memory()),
         rdma_core_ns: None,
+    })
+}
+
+/// A QP-axis point on a device: `bench drain` with the fill spread over `qps` QPs sharing
+/// the CQ, drained by dvcq's direct backend and by rdma-core's `ibv_poll_cq` (the same
+/// fills, repetitions interleaved), so both polls meet the same QP working set.
+///
+/// # Errors
+///
+/// The drain failed (a CQ or QP could not be made, a fill did not complete), or the device
+/// has no `ibv_poll_cq` row (a model).
+pub fn device_row(
+    ctx: &crate::Context,
+    qps: u32,
+    completions: u32,
+    batch: usize,
+    reps: u32,
+) -> Result<ScaleRow, String> {
+    let p = super::drain::DrainParams { completions, batch, reps, qps };
+    let rows = super::drain::run(ctx, &p).map_err(|e| format!("{} QPs: {e}", qps))?;
+    let get = |name: &str| rows.iter().find(|r| r.poller == name);
+    let (Some(direct), Some(verbs)) = (get("direct"), get("ibv_poll_cq")) else {
+        return Err(format!("{}: no ibv_poll_cq to compare with (a model: use --device model-mlx5)", ctx.name()));
+    };
+    Ok(ScaleRow {
+        device: ctx.name().to_string(),
+        axis: Axis::Qps,
+        count: qps,
+        completions: u64::from(completions) * u64::from(reps),
+        ns_median: direct.ns_per_completion,
+        ns_min: direct.ns_per_completion_min,
+        instr: None,
+        ratio: 1.0,
+        memory: None,
+        rdma_core_ns: Some(verbs.ns_per_completion),
     })
 }
 

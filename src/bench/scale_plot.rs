@@ -6,7 +6,7 @@ use super::scale::{Axis, ScaleRow};
 use std::fmt::Write;
 
 const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 440.0;
+const HEIGHT: f64 = 460.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 720.0;
 const TOP: f64 = 70.0;
@@ -15,6 +15,8 @@ const BOTTOM: f64 = 360.0;
 const QP_COLOUR: &str = "#4c78a8";
 const CQ_COLOUR: &str = "#f58518";
 const TARGET_COLOUR: &str = "#e45756";
+/// rdma-core's `ibv_poll_cq` in the same harness (device runs).
+const RDMA_CORE_COLOUR: &str = "#54a24b";
 /// The issue's target: the cost at the largest QP count over the cost at one QP.
 pub const TARGET_RATIO: f64 = 1.5;
 
@@ -48,7 +50,12 @@ pub fn svg(device: &str, rows: &[ScaleRow]) -> String {
     );
     let qp_first = rows.iter().find(|r| r.axis == Axis::Qps).map(|r| r.ns_median);
     let target = qp_first.map(|v| v * TARGET_RATIO);
-    let hi = rows.iter().map(|r| r.ns_median).chain(target).fold(0.0, f64::max);
+    let hi = rows
+        .iter()
+        .map(|r| r.ns_median)
+        .chain(rows.iter().filter_map(|r| r.rdma_core_ns))
+        .chain(target)
+        .fold(0.0, f64::max);
     let top = nice_ceiling(hi * 1.1);
     let max_count = rows.iter().map(|r| r.count).max().unwrap_or(1).max(2);
     let decades = f64::from(max_count).log2().ceil().max(1.0);
@@ -95,9 +102,22 @@ pub fn svg(device: &str, rows: &[ScaleRow]) -> String {
             yy - 5.0
         );
     }
-    for (axis, colour, name) in [(Axis::Qps, QP_COLOUR, "QPs on one CQ"), (Axis::Cqs, CQ_COLOUR, "CQs, one QP each")] {
-        let pts: Vec<(f64, f64, f64)> =
-            rows.iter().filter(|r| r.axis == axis).map(|r| (x(r.count), y(r.ns_median), r.ns_median)).collect();
+    let series: [(Option<Axis>, &str, &str); 3] = [
+        (Some(Axis::Qps), QP_COLOUR, "dvcq, QPs on one CQ"),
+        (Some(Axis::Cqs), CQ_COLOUR, "dvcq, CQs of one QP each"),
+        (None, RDMA_CORE_COLOUR, "rdma-core's ibv_poll_cq, QPs on one CQ"),
+    ];
+    for (k, (axis, colour, name)) in series.into_iter().enumerate() {
+        let pts: Vec<(f64, f64, f64)> = match axis {
+            Some(axis) => {
+                rows.iter().filter(|r| r.axis == axis).map(|r| (x(r.count), y(r.ns_median), r.ns_median)).collect()
+            }
+            None => rows
+                .iter()
+                .filter(|r| r.axis == Axis::Qps)
+                .filter_map(|r| r.rdma_core_ns.map(|v| (x(r.count), y(v), v)))
+                .collect(),
+        };
         if pts.is_empty() {
             continue;
         }
@@ -109,7 +129,7 @@ pub fn svg(device: &str, rows: &[ScaleRow]) -> String {
             let _ =
                 writeln!(s, r#"<text x="{a:.1}" y="{:.1}" text-anchor="middle" font-size="10">{v:.1}</text>"#, b - 8.0);
         }
-        let ly = if axis == Axis::Qps { BOTTOM + 56.0 } else { BOTTOM + 72.0 };
+        let ly = BOTTOM + 56.0 + 16.0 * k as f64;
         let _ = writeln!(s, r#"<rect x="{}" y="{}" width="12" height="12" fill="{colour}"/>"#, LEFT, ly - 10.0);
         let _ = writeln!(s, r#"<text x="{}" y="{ly}">{name}</text>"#, LEFT + 16.0);
     }
@@ -124,7 +144,7 @@ mod tests {
 
     fn row(axis: Axis, count: u32, ns: f64) -> ScaleRow {
         ScaleRow {
-            device: Device::Mlx5,
+            device: Device::Mlx5.name().to_string(),
             axis,
             count,
             completions: 4096,
@@ -132,7 +152,7 @@ mod tests {
             ns_min: ns,
             instr: None,
             ratio: 1.0,
-            memory: Memory { per_qp: 0, per_cq: 0 },
+            memory: Some(Memory { per_qp: 0, per_cq: 0 }),
             rdma_core_ns: None,
         }
     }
@@ -161,6 +181,21 @@ mod tests {
         assert!((d1 - d2).abs() < 0.2, "{circles:?}");
         assert!(circles[2].1 < circles[1].1 && circles[1].1 < circles[0].1, "{circles:?}");
         assert!(svg.contains("target: 1.5x"));
-        assert!(svg.contains(">20.0<") && svg.contains("CQs, one QP each"));
+        assert!(svg.contains(">20.0<") && svg.contains("CQs of one QP each"));
+    }
+
+    /// A device run's rdma-core figures are a line of their own, beside dvcq's, on the same
+    /// scale (the taller of the two sets the axis).
+    #[test]
+    fn rdma_cores_figures_are_drawn_beside_dvcqs() {
+        let mut rows = [row(Axis::Qps, 1, 10.0), row(Axis::Qps, 64, 12.0)];
+        rows[0].rdma_core_ns = Some(30.0);
+        rows[1].rdma_core_ns = Some(45.0);
+        let svg = svg("mlx5_0", &rows);
+        assert_eq!(svg.lines().filter(|l| l.starts_with("<circle")).count(), 4);
+        assert!(svg.contains("rdma-core's ibv_poll_cq") && svg.contains(">45.0<"), "{svg}");
+        assert_eq!(svg.matches(RDMA_CORE_COLOUR).count(), 4, "a line, two points and the key");
+        let without = super::svg("model-mlx5", &[row(Axis::Qps, 1, 10.0)]);
+        assert!(!without.contains("ibv_poll_cq"), "no rdma-core key without its figures");
     }
 }

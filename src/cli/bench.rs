@@ -58,6 +58,10 @@ struct DrainArgs {
     /// Fills per backend (1 to 1000); the median is reported.
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
+    /// QPs sharing the CQ (1 to 4096): each fill's WRITEs spread over them in a shuffled
+    /// order, as on a CQ shared by many connections.
+    #[arg(short = 'q', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    qps: u32,
     /// One JSON line: an object with `device` and `rows` (`poller`, `backend`, `completions`,
     /// `ns_per_completion`, `ns_per_completion_min`, `ratio_to_ibv_poll_cq`, and `cq`: the
     /// CQ's depth, high-water mark and suggested depth).
@@ -71,7 +75,12 @@ struct DrainArgs {
 impl DrainArgs {
     fn run(&self) -> Result<ExitCode, CliError> {
         let ctx = device_name::open(&self.device)?;
-        let p = bench::drain::DrainParams { completions: self.completions, batch: self.batch, reps: self.reps };
+        let p = bench::drain::DrainParams {
+            completions: self.completions,
+            batch: self.batch,
+            reps: self.reps,
+            qps: self.qps,
+        };
         let progress = Progress::start("bench drain", self.json);
         progress.stage(format!("{} reps per backend", p.reps));
         let rows = bench::drain::run(&ctx, &p).map_err(|e| CliError(e.to_string()))?;
@@ -82,8 +91,13 @@ impl DrainArgs {
             out.line(&v.to_string())?;
         } else {
             out.line(&format!(
-                " dvcq drain benchmark: {}, {} completions per fill, batch {}, {} reps",
-                self.device, p.completions, p.batch, p.reps
+                " dvcq drain benchmark: {}, {} completions per fill on {} QP{}, batch {}, {} reps",
+                self.device,
+                p.completions,
+                p.qps,
+                if p.qps == 1 { "" } else { "s" },
+                p.batch,
+                p.reps
             ))?;
             let mut t = Table::new(&[
                 "#poller",

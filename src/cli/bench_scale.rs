@@ -1,8 +1,12 @@
 //! `dvcq bench scale`: poll cost per completion as the QPs sharing a CQ and the CQs one
-//! thread polls grow, on the models' rings.
+//! thread polls grow, on the models' rings; on a device (an emulated ConnectX or E810, a
+//! NIC, rxe), the QP axis through `bench drain`, dvcq's direct poll beside rdma-core's
+//! `ibv_poll_cq`.
 
 use super::bench::callgrind_instructions;
+use super::device_name;
 use super::output::Output;
+use super::progress::Progress;
 use super::CliError;
 use crate::bench::scale::{self, Axis, Device, Point, ScaleParams, ScaleRow, DEFAULT_CQS, DEFAULT_QPS};
 use crate::bench::scale_plot::{self, TARGET_RATIO};
@@ -22,9 +26,12 @@ enum Axes {
 /// Arguments of `dvcq bench scale`.
 #[derive(Debug, Clone, clap::Args)]
 pub(super) struct ScaleArgs {
-    /// The model ring.
-    #[arg(short = 'd', long = "device", value_enum, default_value = "model-mlx5")]
-    device: Device,
+    /// A model ring (model-mlx5, model-e810), or a device `dvcq devices` lists (mlx5_0,
+    /// irdma0, rxe0, ...): on a device the QP axis is measured by draining the device's CQ
+    /// filled by RDMA WRITEs on that many QPs, with dvcq's direct poll and with rdma-core's
+    /// ibv_poll_cq (the `rdma-core` column).
+    #[arg(short = 'd', long = "device", default_value = "model-mlx5")]
+    device: String,
     /// QP counts of the QP axis, comma-separated (each 1 to 65536).
     #[arg(long, value_name = "LIST")]
     qps: Option<String>,
@@ -51,8 +58,9 @@ pub(super) struct ScaleArgs {
     #[arg(long)]
     callgrind: bool,
     /// One JSON object a line, a row each: `device`, `axis`, `count`, `completions`,
-    /// `ns_median`, `ns_min`, `instr`, `ratio`, `memory` (`per_qp`, `per_cq`) and
-    /// `rdma_core_ns` (null: pending).
+    /// `ns_median`, `ns_min`, `instr`, `ratio`, `memory` (`per_qp`, `per_cq`; null on a
+    /// device) and `rdma_core_ns` (ibv_poll_cq's ns per completion on a device; null on a
+    /// model).
     #[arg(long)]
     json: bool,
     /// Draw ns per completion against the counts (log axis) into this SVG file.
@@ -119,14 +127,27 @@ impl ScaleArgs {
         Ok(pts)
     }
 
+    /// The model of `--device`, if it names one.
+    fn model(&self) -> Option<Device> {
+        Device::of_name(&self.device)
+    }
+
+    /// What the banner and the plot call the device.
+    fn describe(&self) -> String {
+        self.model().map_or_else(|| format!("{}, rdma-core's provider", self.device), |m| m.describe().to_string())
+    }
+
     pub(super) fn run(&self) -> Result<ExitCode, CliError> {
         let points = self.points()?;
+        let Some(model) = self.model() else {
+            return self.run_on_device(&points);
+        };
         if let Some(way) = &self.callgrind_run {
             // The child of --callgrind: the one point it was given, printing nothing.
             let &[(axis, count)] = points.as_slice() else {
                 return Err(CliError("--callgrind-run measures exactly one point".into()));
             };
-            let mut p = Point::new(self.device, axis, count, self.entries, self.batch).map_err(CliError)?;
+            let mut p = Point::new(model, axis, count, self.entries, self.batch).map_err(CliError)?;
             let sp = ScaleParams { laps: self.laps, reps: 1, prepare_only: way == "prep" };
             scale::run(&mut p, &sp).map_err(CliError)?;
             return Ok(ExitCode::SUCCESS);
@@ -141,7 +162,7 @@ impl ScaleArgs {
         }
         let mut rows: Vec<ScaleRow> = Vec::new();
         for (axis, count) in points {
-            let mut p = Point::new(self.device, axis, count, self.entries, self.batch).map_err(CliError)?;
+            let mut p = Point::new(model, axis, count, self.entries, self.batch).map_err(CliError)?;
             let sp = ScaleParams { laps: self.laps, reps: self.reps, prepare_only: false };
             let mut r = scale::run(&mut p, &sp).map_err(CliError)?;
             if let Some(first) = rows.iter().find(|f| f.axis == axis) {
@@ -161,7 +182,7 @@ impl ScaleArgs {
             rows.push(r);
         }
         if let Some(path) = &self.plot {
-            std::fs::write(path, scale_plot::svg(self.device.describe(), &rows))
+            std::fs::write(path, scale_plot::svg(&self.describe(), &rows))
                 .map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
         }
         if !self.json {
@@ -174,7 +195,7 @@ impl ScaleArgs {
         let line = "-".repeat(104);
         out.line(&line)?;
         out.line("                         dvcq scale benchmark")?;
-        out.line(&format!(" Device         : {:<34} CQEs per lap   : {}", self.device.describe(), self.entries))?;
+        out.line(&format!(" Device         : {:<34} CQEs per lap   : {}", self.describe(), self.entries))?;
         out.line(&format!(" Laps per rep   : {:<34} Repetitions    : {}", self.laps, self.reps))?;
         out.line(&format!(" Poll batch     : {:<34} QP order       : shuffled", self.batch))?;
         out.line(&line)?;
@@ -191,7 +212,10 @@ impl ScaleArgs {
             scale::WQ_DEPTH
         ))?;
         out.line("      poller structure and an empty registry's fixed lookup tables")?;
-        out.line(" rdma-core: pending; its poll needs a device context, which the models do not give")?;
+        if self.model().is_some() {
+            out.line(" rdma-core: on a device only (-d mlx5_0 under `dvcq emulate`, a NIC, rxe0): the models")?;
+            out.line("      have no rdma-core poll")?;
+        }
         let at = |n| rows.iter().find(|r| r.axis == Axis::Qps && r.count == n).map(|r| r.ns_median);
         match (at(1), at(4096)) {
             (Some(one), Some(many)) => {
@@ -221,9 +245,8 @@ impl ScaleArgs {
         let run = |way: &str| {
             let mut a: Vec<String> = ["bench", "scale", "--callgrind-run", way, "--reps", "1"].map(String::from).into();
             let list = if axis == Axis::Qps { "--qps" } else { "--cqs" };
-            let device = if self.device == Device::Mlx5 { "model-mlx5" } else { "model-e810" };
             for (k, v) in [
-                ("--device", device.to_string()),
+                ("--device", self.device.clone()),
                 ("--axis", axis.word().to_string()),
                 (list, count.to_string()),
                 ("--entries", self.entries.to_string()),
@@ -243,8 +266,11 @@ impl ScaleArgs {
 /// One row of the table.
 fn table_row(r: &ScaleRow) -> String {
     let instr = r.instr.map_or_else(|| "-".to_string(), |i| format!("{i:.1}"));
+    let (per_qp, per_cq) =
+        r.memory.map_or(("-".to_string(), "-".to_string()), |m| (m.per_qp.to_string(), m.per_cq.to_string()));
+    let rdma_core = r.rdma_core_ns.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     format!(
-        " {:<6} {:<7} {:<11} {:<17.2} {:<14.2} {:<12} {:<6.2} {:<8} {:<10} pending",
+        " {:<6} {:<7} {:<11} {:<17.2} {:<14.2} {:<12} {:<6.2} {:<8} {:<10} {rdma_core}",
         r.axis.word(),
         r.count,
         r.completions,
@@ -252,9 +278,84 @@ fn table_row(r: &ScaleRow) -> String {
         r.ns_min,
         instr,
         r.ratio,
-        r.memory.per_qp,
-        r.memory.per_cq
+        per_qp,
+        per_cq
     )
+}
+
+impl ScaleArgs {
+    /// The QP axis on a device: a drain per point, dvcq's direct poll and rdma-core's.
+    fn run_on_device(&self, points: &[(Axis, u32)]) -> Result<ExitCode, CliError> {
+        if self.callgrind || self.callgrind_run.is_some() {
+            return Err(CliError(format!(
+                "--callgrind counts instructions on the model rings; on {} the drain is timed only (drop --callgrind, or use -d model-mlx5)",
+                self.device
+            )));
+        }
+        if self.axis == Axes::Cqs {
+            return Err(CliError(format!(
+                "--axis cqs: on a device ({}) only the QP axis is measured; use --axis qps, or -d model-mlx5 for the CQ axis",
+                self.device
+            )));
+        }
+        let qp_points: Vec<u32> = points.iter().filter(|(a, _)| *a == Axis::Qps).map(|&(_, c)| c).collect();
+        if let Some(&big) = qp_points.iter().find(|&&c| c > crate::bench::drain::MAX_QPS) {
+            return Err(CliError(format!(
+                "--qps {big}: on a device a CQ is shared by 1 to {} QPs here",
+                crate::bench::drain::MAX_QPS
+            )));
+        }
+        let ctx = device_name::open(&self.device)?;
+        if let Some(path) = &self.plot {
+            std::fs::write(path, "").map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
+        }
+        let mut out = Output::stdout();
+        if !self.json {
+            self.print_banner(&mut out)?;
+        }
+        let progress = Progress::start("bench scale", self.json);
+        let mut rows: Vec<ScaleRow> = Vec::new();
+        for count in qp_points {
+            progress.stage(format!("{count} QPs"));
+            // Each QP one completion a fill at least; at most a drain's 4096.
+            let completions = self.entries.clamp(count, 4096);
+            let mut r = scale::device_row(&ctx, count, completions, self.batch, self.reps).map_err(CliError)?;
+            if let Some(first) = rows.first() {
+                r.ratio = r.ns_median / first.ns_median.max(f64::MIN_POSITIVE);
+            }
+            if self.json {
+                out.line(&serde_json::to_string(&r).map_err(|e| CliError(e.to_string()))?)?;
+            } else {
+                out.line(&table_row(&r))?;
+            }
+            if out.closed() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            rows.push(r);
+        }
+        drop(progress);
+        if let Some(path) = &self.plot {
+            std::fs::write(path, scale_plot::svg(&self.describe(), &rows))
+                .map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
+        }
+        if !self.json {
+            out.line(&"-".repeat(104))?;
+            out.line(" qps: one CQ of the device filled by RDMA WRITEs spread over that many QPs, shuffled, then")?;
+            out.line("      drained (`bench drain -q`): ns/compl by dvcq's direct poll, rdma-core by ibv_poll_cq")?;
+            let below = rows.iter().filter(|r| r.rdma_core_ns.is_some_and(|v| r.ns_median < v)).count();
+            out.line(&format!(" target: below rdma-core's at every point: {below} of {} points", rows.len()))?;
+            let at = |n| rows.iter().find(|r| r.count == n).map(|r| r.ns_median);
+            if let (Some(one), Some(many)) = (at(1), at(4096)) {
+                let ratio = many / one.max(f64::MIN_POSITIVE);
+                let status = if ratio <= TARGET_RATIO { "met" } else { "missed" };
+                out.line(&format!(" target: 4096 QPs at most {TARGET_RATIO}x 1 QP: {ratio:.2}x, {status}"))?;
+            }
+            if let Some(path) = &self.plot {
+                out.line(&format!(" plot: {}", path.display()))?;
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 #[cfg(test)]
