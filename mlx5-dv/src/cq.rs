@@ -662,6 +662,27 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         n
     }
 
+    /// [`Mlx5Cq::ready`] that also hands `each` the QP number of every CQE it counts,
+    /// oldest first: what a poll of that many will take, so that a caller keeping
+    /// per-QP state beside the poller brings up to date only the QPs that will appear.
+    /// `None` (and no call) on a compressed CQ or with a resize pending, whose slots are
+    /// not one CQE each: the caller then treats every QP as possibly present.
+    pub fn ready_qpns(&self, max: usize, mut each: impl FnMut(u32)) -> Option<usize> {
+        if self.resize_pending || self.cfg.compression.is_some() {
+            return None;
+        }
+        let ring = self.ring.view();
+        let mut n = 0;
+        while n < max {
+            let pos = self.ci.wrapping_add(n as u32);
+            let Some(op_own) = self.owned(pos) else { break };
+            let cqe = crate::fields::RingCqe { slot: ring.slot_ref::<STRIDE>(pos), op_own };
+            each(cqe.be32(core::mem::offset_of!(Cqe64, sop_drop_qpn)).get() & dvcq_uapi::mlx5::cqe::QPN_MASK);
+            n += 1;
+        }
+        Some(n)
+    }
+
     /// Whether the device has written over a CQE this poller had not consumed: an overrun,
     /// which a CQ created with overrun-ignore (`IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`, CQ
     /// context `oi = 1`) lets happen without telling anyone ("the CQE always will be written

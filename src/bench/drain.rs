@@ -17,6 +17,11 @@
 //! a CQE's QP runs with a working set that grows with them: dvcq's one-probe index against
 //! rdma-core's two-level QP table, in the same harness (`bench scale -d DEVICE`).
 //!
+//! A drain is timed only once the device has finished the fill: a drain that finds the CQ
+//! empty before the fill's last completion was waiting on the device, not polling, and is
+//! run again after a wait twice as long (from 100 ms; an emulated device executing work
+//! for thousands of QPs needs seconds). The models write synchronously and need no wait.
+//!
 //! The drain is timed as a whole (one clock read before the first poll call and one after
 //! the last), not call by call: inside a VM under software emulation a clock read can cost
 //! more than a poll call, and would swamp the difference measured.
@@ -163,21 +168,29 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
     }
 }
 
-/// One fill and drain; ns per completion of the whole drain.
-fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64, Error> {
+/// The first wait for the device to finish a fill, before a drain is timed.
+const FIRST_SETTLE: Duration = Duration::from_millis(100);
+
+/// One fill and drain after waiting `settle` for the device: ns per completion of the whole
+/// drain, and whether a poll found the CQ empty before the fill's end (the device had not
+/// finished: the figure includes waiting for it).
+fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams, settle: Duration) -> Result<(f64, bool), Error> {
     let sg = [lp.mr.slice(0, 8)?];
     let to = lp.mr.remote().at(64);
     for (i, &k) in lp.order.iter().enumerate() {
         lp.qps[k as usize].post_send(&[SendWr::new(i as u64, SendOp::Write(to), &sg)])?;
     }
     // Let the device finish the work before timing, so calls find full batches.
-    std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
+    if cq.backend().kind != BackendKind::Model {
+        std::thread::sleep(settle);
+    }
     let mut s = Scratch {
         wcs: vec![Completion::default(); p.batch],
         #[cfg(dvcq_rdma_core)]
         verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
     };
     let mut got = 0u32;
+    let mut waited = false;
     let deadline = Instant::now() + FILL_WAIT;
     let t = Instant::now();
     while got < p.completions {
@@ -189,6 +202,7 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64,
             });
         }
         got += n as u32;
+        waited |= n == 0;
         if n == 0 && Instant::now() > deadline {
             return Err(Error::Mismatch {
                 device: cq.device().to_string(),
@@ -201,7 +215,19 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64,
         }
     }
     let busy = t.elapsed();
-    Ok(busy.as_nanos() as f64 / f64::from(got.max(1)))
+    Ok((busy.as_nanos() as f64 / f64::from(got.max(1)), waited))
+}
+
+/// [`one_rep`] until a drain did not wait on the device, doubling `settle` (shared by the
+/// rows: they post the same fills) each time one did, up to [`FILL_WAIT`].
+fn settled_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams, settle: &mut Duration) -> Result<f64, Error> {
+    loop {
+        let (ns, waited) = one_rep(cq, how, lp, p, *settle)?;
+        if !waited || *settle >= FILL_WAIT {
+            return Ok(ns);
+        }
+        *settle = (*settle * 2).min(FILL_WAIT);
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -249,9 +275,10 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
         }
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); pollers.len()];
+    let mut settle = FIRST_SETTLE;
     for _ in 0..p.reps {
         for (i, (_, cq, how, lp)) in pollers.iter_mut().enumerate() {
-            samples[i].push(one_rep(cq, *how, lp, p)?);
+            samples[i].push(settled_rep(cq, *how, lp, p, &mut settle)?);
         }
     }
     let mut rows: Vec<DrainRow> = pollers
