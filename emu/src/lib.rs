@@ -20,6 +20,10 @@ pub mod fd_table;
 // Unit tests run without interposing their own process's C library.
 #[cfg(not(test))]
 pub mod interpose;
+pub mod irdma;
+pub mod irdma_abi;
+pub mod irdma_engine;
+pub mod irdma_wqe;
 pub mod mlx5;
 pub mod mlx5_abi;
 pub mod objects;
