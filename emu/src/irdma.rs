@@ -406,8 +406,10 @@ fn create_cq(
 ) -> Result<(), Errno> {
     let req: abi::CreateCq = c.request(true)?;
     let drv: iabi::CreateCqReq = c.udata();
-    // libirdma passes the ring's slot count: (cqe + 1) * 2, at least 4.
-    if req.cqe < 4 || req.cqe > MAX_CQ_SIZE || req.comp_vector >= 8 {
+    // libirdma passes the ring's slot count: (cqe + 1) * 2, at least 4. rdma-core 44 lets
+    // a cqe of max_hw_cq_size through (47 refuses it); the device takes rings for what it
+    // reports as max_cqe, as its kernel driver sizes the hardware CQ from the count.
+    if req.cqe < 4 || req.cqe > 2 * MAX_CQ_SIZE || req.comp_vector >= 8 {
         return Err(libc::EINVAL);
     }
     // The kernel finds both buffers among the CQ registrations (EPROTO when absent).

@@ -338,7 +338,8 @@ impl Emulator {
                     _ if w.imm.is_some() => ib_op::SEND_ONLY_WITH_IMM,
                     _ => ib_op::SEND_ONLY,
                 };
-                let len = if send { data.len() as u32 } else { 0 };
+                // The receive's byte count is the message's: a WRITE with immediate's too.
+                let len = data.len() as u32;
                 let mut c = ModelCqe::recv(piq.compl_ctx, peer.qpn, rq_idx as u16, piq.rq_shift as u8, ib, len);
                 if let Some(imm) = w.imm {
                     c = c.with_imm(imm);
