@@ -173,8 +173,7 @@ fn workload(backend: BackendChoice) -> Vec<Completion> {
     let r6 = [r(1408, 16)];
     qp.post_recv(&[RecvWr { wr_id: 6, sg_list: &r6 }]).unwrap();
     let bad = dvcq::verbs::RemoteAddr { addr: mr.addr(), rkey: mr.rkey() ^ 0x5a00 };
-    qp.post_send(&[SendWr::new(30, SendOp::Write(bad), &src[..1]), SendWr::new(31, SendOp::Send, &src[..1])])
-        .unwrap();
+    qp.post_send(&[SendWr::new(30, SendOp::Write(bad), &src[..1]), SendWr::new(31, SendOp::Send, &src[..1])]).unwrap();
     take(&mut cq, 3);
     all
 }

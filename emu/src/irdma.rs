@@ -110,11 +110,7 @@ pub fn attributes() -> QueryDeviceResp {
 
 /// Port 1: active, RoCE (Ethernet), 4096-byte MTU, 100 Gb/s, one GID.
 pub fn port() -> QueryPortResp {
-    QueryPortResp {
-        gid_tbl_len: 1,
-        pkey_tbl_len: 1,
-        ..crate::device::port()
-    }
+    QueryPortResp { gid_tbl_len: 1, pkey_tbl_len: 1, ..crate::device::port() }
 }
 
 /// One ring registration (REG_MR with `reg_type` QP or CQ): what CREATE_QP and CREATE_CQ
@@ -493,8 +489,7 @@ fn create_qp(ctx: &mut Context, n: &mut commands::Numbers, c: &mut Command<'_>) 
     let rq_quanta = req.max_recv_wr.checked_shl(rq_shift).ok_or(libc::EINVAL)?;
     let sq_bytes = u64::from(reg.sq_pages) * PAGE;
     let rq_bytes = u64::from(reg.rq_pages) * PAGE;
-    if sq_quanta < 8
-        || sq_quanta > MAX_WQ_QUANTA
+    if !(8..=MAX_WQ_QUANTA).contains(&sq_quanta)
         || sq_quanta % u32::from(SQ_CHUNK) != 0
         || u64::from(sq_quanta) * CQE_SIZE > sq_bytes
         || rq_quanta > MAX_WQ_QUANTA
@@ -519,7 +514,15 @@ fn create_qp(ctx: &mut Context, n: &mut commands::Numbers, c: &mut Command<'_>) 
         max_inline_data: req.max_inline_data,
         sq_sig_all: req.sq_sig_all != 0,
         // No mlx5 queues: the irdma geometry is in the context's irdma table.
-        wq: Mlx5Wq { buf: drv.user_wqe_bufs, dbrec: 0, sq_wqe_count: 0, rq_wqe_count: 0, rq_wqe_shift: 0, flags: 0, uidx: 0 },
+        wq: Mlx5Wq {
+            buf: drv.user_wqe_bufs,
+            dbrec: 0,
+            sq_wqe_count: 0,
+            rq_wqe_count: 0,
+            rq_wqe_shift: 0,
+            flags: 0,
+            uidx: 0,
+        },
         state: QpState::Reset,
         path: QpPath::default(),
         events_read: 0,

@@ -361,7 +361,11 @@ impl Emulator {
                     q.rq_flush_at = at;
                 }
                 set_state(self, peer_fd, peer_h, QpState::Err);
-                Outcome::Failed(if s == syndrome::LOCAL_LENGTH_ERR { flush::REM_INV_REQ_ERR } else { flush::REM_OP_ERR })
+                Outcome::Failed(if s == syndrome::LOCAL_LENGTH_ERR {
+                    flush::REM_INV_REQ_ERR
+                } else {
+                    flush::REM_OP_ERR
+                })
             }
         }
     }
@@ -503,7 +507,9 @@ fn set_state(e: &mut Emulator, fd: i32, h: u32, state: QpState) {
 fn warn_once(op: u8) {
     static SEEN: [AtomicBool; 64] = [const { AtomicBool::new(false) }; 64];
     if !SEEN[usize::from(op & 0x3f)].swap(true, Ordering::Relaxed) {
-        eprintln!("dvcq-emu: irdma WQE opcode {op:#04x} is not emulated yet; it completes with a local QP operation error");
+        eprintln!(
+            "dvcq-emu: irdma WQE opcode {op:#04x} is not emulated yet; it completes with a local QP operation error"
+        );
     }
 }
 

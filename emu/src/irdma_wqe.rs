@@ -58,7 +58,7 @@ pub fn quanta(hdr: u64) -> u32 {
     } else {
         // Slots: the first (a fragment or the immediate) and the additional ones, padded
         // to an odd count on GEN_2; two slots a quantum after the first.
-        (addl_frags(hdr) + 1) / 2 + 1
+        addl_frags(hdr).div_ceil(2) + 1
     }
 }
 
