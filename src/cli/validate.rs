@@ -174,8 +174,10 @@ impl ValidateArgs {
             let (device, w, stall) = (self.device.clone(), *w, self.stall_check.as_deref() == Some(w.name));
             let limit = std::time::Duration::from_secs(self.check_timeout);
             let ran = super::validate_deadline::bounded(limit, move || {
-                while stall {
-                    std::thread::park();
+                if stall {
+                    loop {
+                        std::thread::park();
+                    }
                 }
                 let ctx = device_name::open(&device)?;
                 let direct = conformance::run(&ctx, w, BackendChoice::Auto);
