@@ -237,7 +237,11 @@ impl Emulator {
             advance_rq(&mut iq);
             rq_taken += 1;
         }
-        if iq.sq_uncovered && !self.irdma_pending(fd, qp.send_cq, iq.sq_flush_at) {
+        if self.irdma_pending(fd, qp.send_cq, iq.sq_flush_at) {
+            // libirdma has not consumed the last flush CQE: it reports what was just taken
+            // (posted before the device saw it) from that one.
+            iq.sq_uncovered = false;
+        } else if iq.sq_uncovered {
             let c = ModelCqe::flush_general(iq.compl_ctx, qp.qpn, true, iq.sq_head as u16);
             iq.sq_flush_at = self.irdma_complete(fd, qp.send_cq, &c);
             iq.sq_uncovered = false;
