@@ -181,6 +181,8 @@ pub struct IrdmaCtx {
     pub qps: HashMap<u32, IrdmaQp>,
     /// The doorbell page the context mapped.
     pub db_page: Option<usize>,
+    /// Address handles: handle to (`ah_id`, PD handle).
+    pub ahs: HashMap<u32, (u32, u32)>,
 }
 
 /// `irdma_get_wqe_shift` for GEN_2: log2 of the quanta of a WQE with `sge` fragments (the
@@ -261,8 +263,22 @@ pub fn command(e: &mut Emulator, fd: i32, c: &mut Command<'_>) -> Result<(), Err
             ctx.irdma.qps.remove(&h);
             Ok(())
         }
-        // Address handles, windows, resize and the rest are not emulated yet; irdma has no
-        // SRQ on GEN_2.
+        (iabi::CMD_CREATE_AH, false) => {
+            let req: iabi::CreateAh = c.request(true)?;
+            if !ctx.pds.contains_key(&req.pd_handle) || req.port_num != 1 || req.sgid_index != 0 {
+                return Err(libc::EINVAL);
+            }
+            let handle = ctx.new_handle();
+            // The AH id is the handle: unique in the context, as UD WQEs need it.
+            c.respond(&handle.to_ne_bytes(), bytemuck::bytes_of(&iabi::CreateAhResp { ah_id: handle, rsvd: [0; 4] }))?;
+            ctx.irdma.ahs.insert(handle, (handle, req.pd_handle));
+            Ok(())
+        }
+        (iabi::CMD_DESTROY_AH, false) => {
+            let req: abi::Handle = c.request(false)?;
+            ctx.irdma.ahs.remove(&req.handle).map(|_| ()).ok_or(libc::EINVAL)
+        }
+        // Windows, resize and the rest are not emulated yet; irdma has no SRQ on GEN_2.
         _ => Err(libc::EOPNOTSUPP),
     }
 }

@@ -136,6 +136,46 @@ pub struct ModifyQpReq {
 }
 assert_eq_size!(ModifyQpReq, [u8; 8]);
 
+/// `struct ib_uverbs_create_ah` (core, the address vector flattened; libirdma sends no
+/// udata with it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct CreateAh {
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub reserved: u32,
+    pub dgid: [u8; 16],
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub grh_reserved: u8,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+    pub attr_reserved: u8,
+}
+assert_eq_size!(CreateAh, [u8; 56]);
+const_assert_eq!(offset_of!(CreateAh, dgid), 24);
+const_assert_eq!(offset_of!(CreateAh, port_num), 54);
+
+/// `struct irdma_create_ah_resp`: the id UD WQEs name the handle by.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct CreateAhResp {
+    pub ah_id: u32,
+    pub rsvd: [u8; 4],
+}
+assert_eq_size!(CreateAhResp, [u8; 8]);
+
+/// `IB_USER_VERBS_CMD_CREATE_AH` and `_DESTROY_AH`.
+pub const CMD_CREATE_AH: u32 = 5;
+pub const CMD_DESTROY_AH: u32 = 8;
+
 /// `IRDMA_FEATURE_RTS_AE` | `IRDMA_FEATURE_CQ_RESIZE`: what an E810's kernel driver reports.
 pub const FEATURE_FLAGS: u64 = 0b11;
 /// `qp_caps`: `IRDMA_WRITE_WITH_IMM` | `IRDMA_SEND_WITH_IMM` | `IRDMA_ROCE` (never

@@ -113,7 +113,7 @@ impl Emulator {
         let mut work = Vec::new();
         for (&fd, ctx) in self.contexts.iter().filter(|(_, c)| c.device == Device::Irdma) {
             for (&h, qp) in &ctx.qps {
-                if matches!(qp.state, QpState::Rts | QpState::Err) && qp.qp_type == QpType::Rc {
+                if matches!(qp.state, QpState::Rts | QpState::Err) && qp.qp_type != QpType::Uc {
                     work.push((fd, h));
                 }
             }
@@ -266,6 +266,9 @@ impl Emulator {
 
     /// Executes one send WQE of an RTS QP.
     fn irdma_execute(&mut self, fd: i32, qp: &Qp, w: &SqWqe) -> Outcome {
+        if qp.qp_type == QpType::Ud {
+            return self.irdma_ud_send(fd, qp, w);
+        }
         let write = matches!(w.op, op::RDMA_WRITE | op::RDMA_WRITE_SOL);
         let send = matches!(w.op, op::SEND | op::SEND_SOL | op::SEND_INV | op::SEND_SOL_INV);
         if !write && !send && w.op != op::RDMA_READ {
@@ -374,6 +377,69 @@ impl Emulator {
         }
     }
 
+    /// A UD SEND: to the QP and Q_Key qword 2 names, through the address handle the
+    /// header names. The receiver gets the 40-byte GRH (an IPv6 header between the port's
+    /// GIDs), then the message; a datagram nobody takes (no such QP, another Q_Key, no
+    /// receive posted) is dropped, and the send completes all the same, as on a wire.
+    fn irdma_ud_send(&mut self, fd: i32, qp: &Qp, w: &SqWqe) -> Outcome {
+        if !matches!(w.op, op::SEND | op::SEND_SOL) {
+            warn_once(w.op);
+            return Outcome::Failed(flush::LOC_QP_OP_ERR);
+        }
+        let ah_id = w.stag & 0x1_ffff;
+        let ah_ok =
+            self.contexts.get(&fd).is_some_and(|c| c.irdma.ahs.values().any(|&(id, pd)| id == ah_id && pd == qp.pd));
+        if !ah_ok {
+            return Outcome::Failed(flush::LOC_QP_OP_ERR);
+        }
+        let data = match self.gather(fd, qp.pd, &w.data) {
+            Ok(d) => d,
+            Err(s) => return Outcome::Failed(flush_code(s)),
+        };
+        let (dest_qpn, qkey) = (((w.remote_addr >> 32) & 0xff_ffff) as u32, w.remote_addr as u32);
+        let Some((peer_fd, peer_h)) = self.find_irdma_qp(dest_qpn) else { return Outcome::Done };
+        let Some((peer, piq)) = self.irdma_qp(peer_fd, peer_h) else { return Outcome::Done };
+        if peer.qp_type != QpType::Ud || !matches!(peer.state, QpState::Rtr | QpState::Rts) || peer.path.qkey != qkey {
+            return Outcome::Done;
+        }
+        // SAFETY: the peer's RQ, live under the lock this thread holds.
+        let Some(wqe) = (unsafe { peek_rq(&piq) }) else { return Outcome::Done };
+        let mut msg = grh(data.len());
+        msg.extend_from_slice(&data);
+        let landed = self.scatter(peer_fd, peer.pd, &wqe, &msg);
+        let rq_idx = piq.rq_head;
+        let mut after = piq;
+        advance_rq(&mut after);
+        if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
+            q.rq_head = after.rq_head;
+            q.rq_valid = after.rq_valid;
+        }
+        match landed {
+            Ok(()) => {
+                let ib = if w.imm.is_some() { ib_op::SEND_ONLY_WITH_IMM } else { ib_op::SEND_ONLY };
+                let mut c =
+                    ModelCqe::recv(piq.compl_ctx, peer.qpn, rq_idx as u16, piq.rq_shift as u8, ib, msg.len() as u32)
+                        .with_ud(qp.qpn, false, PORT_MAC, None);
+                if let Some(imm) = w.imm {
+                    c = c.with_imm(imm);
+                }
+                if w.op == op::SEND_SOL {
+                    c = c.solicited();
+                }
+                self.irdma_complete(peer_fd, peer.recv_cq, &c);
+            }
+            Err(s) => {
+                let c = ModelCqe::flush(piq.compl_ctx, peer.qpn, false, rq_idx as u16, flush_code(s));
+                let at = self.irdma_complete(peer_fd, peer.recv_cq, &c);
+                if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
+                    q.rq_flush_at = at;
+                }
+                set_state(self, peer_fd, peer_h, QpState::Err);
+            }
+        }
+        Outcome::Done
+    }
+
     /// The irdma QP numbered `qpn` in this process: its context fd and handle.
     fn find_irdma_qp(&self, qpn: u32) -> Option<(i32, u32)> {
         self.contexts
@@ -451,6 +517,22 @@ impl Emulator {
             }
         }
     }
+}
+
+/// The port's MAC address (the source MAC of UD receives).
+const PORT_MAC: [u8; 6] = [0xb4, 0x96, 0x91, 0xa5, 0x3c, 0x10];
+
+/// The 40-byte GRH a UD receive starts with on RoCE v2 between IPv6 GIDs: an IPv6 header
+/// (version 6, UDP, hop limit 64) from and to the port's link-local GID.
+fn grh(payload: usize) -> Vec<u8> {
+    let gid: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xb6, 0x96, 0x91, 0xff, 0xfe, 0xa5, 0x3c, 0x10];
+    let mut h = vec![0x60, 0, 0, 0];
+    // Payload length: UDP (8), BTH (12), DETH (8), the message, ICRC (4).
+    h.extend_from_slice(&((payload + 32) as u16).to_be_bytes());
+    h.extend_from_slice(&[17, 64]);
+    h.extend_from_slice(&gid);
+    h.extend_from_slice(&gid);
+    h
 }
 
 /// How many slots libirdma has consumed, from the head it published in shadow word 0 (a
@@ -532,6 +614,14 @@ mod tests {
         assert_eq!(consumer_position(&cq(6, 9), 2), 8);
         assert_eq!(consumer_position(&cq(6, 9), 3), 9);
         assert_eq!(consumer_position(&cq(6, 0), 0), 0);
+    }
+
+    #[test]
+    fn a_ud_receive_starts_with_a_40_byte_ipv6_grh() {
+        let g = grh(32);
+        assert_eq!(g.len(), 40);
+        assert_eq!((g[0] >> 4, g[6], u16::from_be_bytes([g[4], g[5]])), (6, 17, 64));
+        assert_eq!(&g[8..10], &[0xfe, 0x80]);
     }
 
     #[test]
