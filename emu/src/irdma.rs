@@ -627,7 +627,7 @@ mod tests {
         assert_ne!(r.max_hw_sq_chunk, 0, "uk.c takes a modulo by it");
         assert_eq!(r.hw_rev, 2, "0 would be legacy i40iw mode");
         assert!(r.max_hw_wq_quanta >= 512, "258 quanta of every SQ are reserved");
-        assert_ne!(r.db_mmap_key % PAGE, 1);
+        assert_eq!(r.db_mmap_key % PAGE, 0, "an mmap offset is page aligned");
         assert_eq!(r.kernel_ver, 5);
         assert_eq!(r.feature_flags, 3);
     }
@@ -643,6 +643,83 @@ mod tests {
         assert_eq!(wqe_shift(3, 64), 2);
         assert_eq!(wqe_shift(8, 0), 3);
         assert_eq!(wqe_shift(2, 102), 3);
+    }
+
+    /// A legacy command `number` with core request `core` and udata `udata`, whose
+    /// response goes to `out`.
+    fn legacy(number: u32, core: &[u8], udata: &[u8], out: &mut [u8]) -> Vec<u8> {
+        let mut body = core.to_vec();
+        // Every core request with a response starts with the response pointer.
+        body[..8].copy_from_slice(&(out.as_mut_ptr() as u64).to_ne_bytes());
+        body.extend_from_slice(udata);
+        let hdr =
+            abi::CmdHdr { command: number, in_words: ((8 + body.len()) / 4) as u16, out_words: (out.len() / 4) as u16 };
+        let mut b = bytemuck::bytes_of(&hdr).to_vec();
+        b.extend_from_slice(&body);
+        b
+    }
+
+    /// A ready context with one PD (handle 1).
+    fn ctx() -> Context {
+        let mut c = Context::default();
+        c.ready = true;
+        let h = c.new_handle();
+        c.pds.insert(h, crate::objects::Pd { pdn: 1 });
+        c
+    }
+
+    fn reg(c: &mut Context, start: u64, length: u64, drv: iabi::MemRegReq) -> Result<(), Errno> {
+        let req = abi::RegMr { response: 0, start, length, hca_va: start, pd_handle: 1, access_flags: 1 };
+        let mut out = [0u8; 12];
+        let b = legacy(cmd::REG_MR, bytemuck::bytes_of(&req), bytemuck::bytes_of(&drv), &mut out);
+        reg_mr(c, &mut commands::Numbers::default(), &mut Command::parse(&b).unwrap())
+    }
+
+    fn cq(c: &mut Context, cqe: u32, ring: u64, shadow: u64) -> Result<(), Errno> {
+        let req = abi::CreateCq { response: 0, user_handle: 7, cqe, comp_vector: 0, comp_channel: -1, reserved: 0 };
+        let drv = iabi::CreateCqReq { user_cq_buf: ring, user_shadow_area: shadow };
+        let mut out = [0u8; 16];
+        let b = legacy(cmd::CREATE_CQ, bytemuck::bytes_of(&req), bytemuck::bytes_of(&drv), &mut out);
+        create_cq(c, &HashMap::new(), &mut commands::Numbers::default(), &mut Command::parse(&b).unwrap())
+    }
+
+    /// Two zeroed, page-aligned pages that live as long as the test process.
+    fn pages() -> (u64, u64) {
+        let layout = std::alloc::Layout::from_size_align(8192, 4096).unwrap();
+        // SAFETY: a non-zero size; the memory is never freed (the test's CQ points at it).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as u64;
+        assert_ne!(p, 0);
+        (p, p + 4096)
+    }
+
+    #[test]
+    fn a_cq_is_made_only_on_registered_ring_and_shadow_memory() {
+        let mut c = ctx();
+        let (ring, shadow) = pages();
+        let cq_reg = |pages| iabi::MemRegReq { reg_type: reg_type::CQ, cq_pages: pages, ..Default::default() };
+        // Not registered: the kernel driver's EPROTO.
+        assert_eq!(cq(&mut c, 34, ring, shadow), Err(libc::EPROTO));
+        reg(&mut c, ring, 4096, cq_reg(1)).unwrap();
+        assert_eq!(cq(&mut c, 34, ring, shadow), Err(libc::EPROTO), "the shadow area is not registered");
+        reg(&mut c, shadow, 64, cq_reg(1)).unwrap();
+        // 200 slots of 32 bytes do not fit one page.
+        assert_eq!(cq(&mut c, 200, ring, shadow), Err(libc::EINVAL));
+        assert_eq!(cq(&mut c, 34, ring, shadow), Ok(()));
+        let icq = c.irdma.cqs.values().next().unwrap();
+        assert_eq!((icq.ring, icq.shadow, icq.size, icq.written), (ring, shadow, 34, 0));
+    }
+
+    #[test]
+    fn ring_registrations_name_pages_inside_the_region() {
+        let mut c = ctx();
+        let qp_reg = iabi::MemRegReq { reg_type: reg_type::QP, sq_pages: 4, rq_pages: 1, ..Default::default() };
+        assert_eq!(reg(&mut c, 0x10000, 4096, qp_reg), Err(libc::EINVAL), "5 pages in one");
+        assert_eq!(reg(&mut c, 0x10000, 5 * 4096 + 64, qp_reg), Ok(()));
+        assert_eq!(reg(&mut c, 0x10010, 5 * 4096 + 64, qp_reg), Err(libc::EINVAL), "not page aligned");
+        let bad = iabi::MemRegReq { reg_type: 9, ..Default::default() };
+        assert_eq!(reg(&mut c, 0x30000, 4096, bad), Err(libc::EINVAL));
+        assert_eq!(c.irdma.rings.len(), 1);
+        assert!(c.mrs.is_empty(), "rings are not regions a WQE may name");
     }
 
     #[test]
