@@ -85,6 +85,10 @@ impl Emulator {
             let before = ctx.mappings.len();
             ctx.mappings.retain(|m| m.addr + m.len <= addr || m.addr >= end);
             LIVE_MAPPINGS.fetch_sub(before - ctx.mappings.len(), Ordering::Relaxed);
+            // The device stops reading an irdma doorbell page that goes.
+            if ctx.irdma.db_page.is_some_and(|p| p >= addr && p < end) {
+                ctx.irdma.db_page = None;
+            }
         }
     }
 }

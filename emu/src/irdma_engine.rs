@@ -30,7 +30,7 @@ use crate::wqe::Gather;
 use dvcq_e810_dv::model::ModelCqe;
 use dvcq_uapi::irdma::codes::flush;
 use dvcq_uapi::mlx5::opcode::syndrome;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// IB opcodes an E810 reports for receives (GEN_2 RoCE).
 mod ib_op {
@@ -44,6 +44,8 @@ mod ib_op {
 const ARM_NEXT: u64 = 1 << 14;
 /// `IRDMA_CQ_DBSA_CQEIDX`: the consumer's head in shadow word 0.
 const CQEIDX_MASK: u64 = 0xf_ffff;
+/// `IRDMA_DB_CQ_OFFSET`: where in the doorbell page libirdma writes a CQ id to arm it.
+const DB_CQ_OFFSET: usize = 64;
 /// `IBV_EVENT_CQ_ERR`.
 const EVENT_CQ_ERR: u32 = 0;
 /// WQEs one QP may execute in one pass, so that one busy QP does not starve the others.
@@ -494,12 +496,19 @@ impl Emulator {
     fn irdma_step_arms(&mut self) {
         let mut fire = Vec::new();
         for (&fd, ctx) in self.contexts.iter_mut().filter(|(_, c)| c.device == Device::Irdma) {
+            // The CQ doorbell: libirdma writes the CQ id there after each arm (taken and
+            // cleared, so that an arm which brought the 2-bit sequence number back to where
+            // the device last saw it is not missed).
+            let kicked = ctx.irdma.db_page.map(|p| {
+                // SAFETY: the context's doorbell page, mapped by the emulator and live until munmap, which clears db_page under the lock this thread holds; the CQ doorbell is the aligned word at 64.
+                unsafe { AtomicU32::from_ptr((p + DB_CQ_OFFSET) as *mut u32) }.swap(0, Ordering::AcqRel)
+            });
             for (&h, icq) in ctx.irdma.cqs.iter_mut() {
                 let Some(cq) = ctx.cqs.get(&h) else { continue };
                 let Some(channel) = cq.channel else { continue };
                 // SAFETY: the CQ's shadow area (arm word at 32), live until DESTROY_CQ, which needs the lock this thread holds.
                 let (arm, head) = unsafe { (load_le64(icq.shadow + 32), load_le64(icq.shadow)) };
-                if arm != icq.arm_seen {
+                if arm != icq.arm_seen || kicked == Some(cq.cqn) {
                     icq.arm_seen = arm;
                     icq.armed = Some((arm & ARM_NEXT == 0, consumer_position(icq, head)));
                 }
@@ -614,6 +623,76 @@ mod tests {
         assert_eq!(consumer_position(&cq(6, 9), 2), 8);
         assert_eq!(consumer_position(&cq(6, 9), 3), 9);
         assert_eq!(consumer_position(&cq(6, 0), 0), 0);
+    }
+
+    /// An irdma context with one CQ on a completion channel, its shadow area and doorbell
+    /// page in `mem` (shadow at 0, doorbell page at 4096).
+    fn armed_setup(mem: u64) -> (Emulator, i32) {
+        use crate::events::EventFd;
+        use crate::fd_table::FdKind;
+        use crate::objects::{Context, Cq};
+        let mut e = Emulator::default();
+        let ch = EventFd::new(FdKind::CompChannel).unwrap();
+        let chfd = ch.fd();
+        e.events.insert(chfd, ch);
+        let mut ctx = Context::default();
+        ctx.device = Device::Irdma;
+        ctx.ready = true;
+        ctx.irdma.db_page = Some(mem as usize + 4096);
+        let cq = Cq {
+            user_handle: 9,
+            cqn: 0x402,
+            ncqe: 8,
+            cqe_size: 32,
+            buf: 0,
+            dbrec: mem,
+            channel: Some(chfd),
+            comp_vector: 0,
+            comp_events_read: 0,
+            async_events_read: 0,
+            pi: 0,
+            arm_seen: 0,
+            armed: None,
+            notify_pi: 0,
+            overrun: false,
+        };
+        ctx.cqs.insert(1, cq);
+        // The arm word of an arm for any completion (ARM_NEXT_SE | ARM_NEXT), as the device
+        // saw it last.
+        let arm = (1 << 15) | ARM_NEXT;
+        // SAFETY: the shadow area's arm word, inside the caller's allocation.
+        unsafe { store_le64(mem + 32, arm) };
+        ctx.irdma
+            .cqs
+            .insert(1, IrdmaCq { ring: 0, shadow: mem, size: 8, written: 0, notify_at: 0, arm_seen: arm, armed: None });
+        e.contexts.insert(3, ctx);
+        (e, chfd)
+    }
+
+    #[test]
+    fn an_arm_is_seen_through_the_cq_doorbell_even_when_the_arm_word_came_back() {
+        let layout = std::alloc::Layout::from_size_align(8192, 4096).unwrap();
+        // SAFETY: a non-zero size; freed at the end of the test.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        let (mut e, chfd) = armed_setup(mem as u64);
+        // Four arms between two passes: the arm word is where the device last saw it, but
+        // the doorbell names the CQ.
+        // SAFETY: the doorbell page's CQ word, inside the allocation.
+        unsafe { AtomicU32::from_ptr(mem.add(4096 + 64).cast::<u32>()) }.store(0x402, Ordering::Release);
+        e.irdma_step_arms();
+        // A CQE past the consumer's head at the arm fires the event.
+        e.contexts.get_mut(&3).unwrap().irdma.cqs.get_mut(&1).unwrap().written = 1;
+        e.irdma_step_arms();
+        assert!(e.events.get_mut(&chfd).unwrap().pop().is_some(), "no completion event");
+        // SAFETY: as above.
+        assert_eq!(unsafe { AtomicU32::from_ptr(mem.add(4096 + 64).cast::<u32>()) }.load(Ordering::Acquire), 0);
+        // No arm, no event.
+        e.contexts.get_mut(&3).unwrap().irdma.cqs.get_mut(&1).unwrap().written = 2;
+        e.irdma_step_arms();
+        assert!(e.events.get_mut(&chfd).unwrap().pop().is_none(), "an event without an arm");
+        e.contexts.clear();
+        // SAFETY: allocated above with this layout; nothing points at it any more.
+        unsafe { std::alloc::dealloc(mem, layout) };
     }
 
     #[test]
