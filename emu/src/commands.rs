@@ -7,7 +7,7 @@ use crate::abi::{self, cmd, qp_attr, CmdHdr, ExCmdHdr};
 use crate::emulator::Emulator;
 use crate::events::{EventFd, Owner};
 use crate::fd_table::FdKind;
-use crate::objects::{Context, Cq, Mlx5Wq, Mr, Pd, Qp, QpPath, QpState, QpType, Srq};
+use crate::objects::{Context, Cq, Device, Mlx5Wq, Mr, Pd, Qp, QpPath, QpState, QpType, Srq};
 use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
 
@@ -74,7 +74,7 @@ impl<'a> Command<'a> {
 
     /// The core request as `T`, the rest as driver udata (legacy) or the udata already split
     /// (extended); a legacy request whose first word is the response pointer records it.
-    fn request<T: Pod>(&mut self, has_response: bool) -> Result<T, Errno> {
+    pub(crate) fn request<T: Pod>(&mut self, has_response: bool) -> Result<T, Errno> {
         let req: T = read_prefix(self.core).ok_or(libc::EINVAL)?;
         if !self.extended {
             self.udata = &self.core[size_of::<T>()..];
@@ -86,8 +86,28 @@ impl<'a> Command<'a> {
     }
 
     /// The driver udata as `T`, missing bytes read as zero (older libraries send less).
-    fn udata<T: Pod>(&self) -> T {
+    pub(crate) fn udata<T: Pod>(&self) -> T {
         read_zero_extended(self.udata)
+    }
+
+    /// The core request as `T` without taking it (`None` when shorter).
+    pub(crate) fn peek<T: Pod>(&self) -> Option<T> {
+        read_prefix(self.core)
+    }
+
+    /// The core request's bytes (a legacy command's driver udata follows its struct).
+    pub(crate) fn core_bytes(&self) -> &[u8] {
+        self.core
+    }
+
+    /// The driver udata (extended commands; a legacy command's is known after `request`).
+    pub(crate) fn udata_bytes(&self) -> &[u8] {
+        self.udata
+    }
+
+    /// Legacy: the whole response's room in bytes; extended: the core response's.
+    pub(crate) fn out_len(&self) -> usize {
+        self.out_len
     }
 
     /// Writes the core response `core` and the driver response `driver`, each cut to what
@@ -97,7 +117,7 @@ impl<'a> Command<'a> {
     ///
     /// `ENOSPC` when the buffer cannot hold the core response's mandatory part; `EFAULT`
     /// for a null response pointer.
-    fn respond(&self, core: &[u8], driver: &[u8]) -> Result<(), Errno> {
+    pub(crate) fn respond(&self, core: &[u8], driver: &[u8]) -> Result<(), Errno> {
         if self.response == 0 {
             return Err(libc::EFAULT);
         }
@@ -143,6 +163,9 @@ impl Emulator {
     /// The errno the kernel would return.
     pub fn command(&mut self, fd: i32, buf: &[u8]) -> Result<(), Errno> {
         let mut c = Command::parse(buf)?;
+        if self.contexts.get(&fd).is_some_and(|x| x.device == Device::Irdma) {
+            return crate::irdma::command(self, fd, &mut c);
+        }
         if c.number == cmd::GET_CONTEXT && !c.extended {
             return self.get_context(fd, &mut c);
         }
@@ -197,7 +220,7 @@ impl Emulator {
         Ok(())
     }
 
-    fn create_comp_channel(&mut self, fd: i32, c: &mut Command<'_>) -> Result<(), Errno> {
+    pub(crate) fn create_comp_channel(&mut self, fd: i32, c: &mut Command<'_>) -> Result<(), Errno> {
         let _: abi::ResponseOnly = c.request(true)?;
         if !self.contexts.get(&fd).is_some_and(|x| x.ready) {
             return Err(libc::EINVAL);
@@ -238,21 +261,21 @@ impl Numbers {
         *n = n.wrapping_add(1);
         v
     }
-    fn pdn(&mut self) -> u32 {
+    pub(crate) fn pdn(&mut self) -> u32 {
         Self::take(&mut self.next_pdn, 0xff_ffff)
     }
-    fn cqn(&mut self) -> u32 {
+    pub(crate) fn cqn(&mut self) -> u32 {
         Self::take(&mut self.next_cqn, 0xff_ffff)
     }
-    fn qpn(&mut self) -> u32 {
+    pub(crate) fn qpn(&mut self) -> u32 {
         Self::take(&mut self.next_qpn, 0xff_ffff)
     }
-    fn srqn(&mut self) -> u32 {
+    pub(crate) fn srqn(&mut self) -> u32 {
         Self::take(&mut self.next_srqn, 0xff_ffff)
     }
     /// A memory key: index in the upper 24 bits, a nonzero tag in the low byte, so no key is
     /// ever `MLX5_INVALID_LKEY` (0x100, libmlx5's scatter-list terminator).
-    fn mkey(&mut self) -> u32 {
+    pub(crate) fn mkey(&mut self) -> u32 {
         let index = Self::take(&mut self.next_mkey_index, 0xff_ffff);
         (index << 8) | 0x5a
     }
@@ -307,7 +330,7 @@ fn alloc_pd(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result<(
     Ok(())
 }
 
-fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), Errno> {
+pub(crate) fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), Errno> {
     let req: abi::Handle = c.request(false)?;
     if !ctx.pds.contains_key(&req.handle) {
         return Err(libc::EINVAL);
@@ -328,7 +351,7 @@ const ACCESS_LOCAL_WRITE: u32 = 1;
 const ACCESS_REMOTE_WRITE: u32 = 2;
 const ACCESS_REMOTE_ATOMIC: u32 = 8;
 
-fn reg_mr(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result<(), Errno> {
+pub(crate) fn reg_mr(ctx: &mut Context, n: &mut Numbers, c: &mut Command<'_>) -> Result<(), Errno> {
     let req: abi::RegMr = c.request(true)?;
     if !ctx.pds.contains_key(&req.pd_handle) {
         return Err(libc::EINVAL);
@@ -418,7 +441,7 @@ fn create_cq(
     Ok(())
 }
 
-fn destroy_cq(
+pub(crate) fn destroy_cq(
     ctx: &mut Context,
     events: &mut std::collections::HashMap<i32, EventFd>,
     owner: impl Fn(u32) -> Owner,
@@ -559,7 +582,7 @@ fn required_attrs(t: QpType, from: QpState, to: QpState) -> Option<u32> {
     })
 }
 
-fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) -> Result<(), Errno> {
+pub(crate) fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) -> Result<(), Errno> {
     let req: abi::ModifyQp = c.request(false)?;
     if extended && c.response != 0 {
         // The extended form's response (`ib_uverbs_ex_modify_qp_resp`): comp_mask 0 and
@@ -642,7 +665,7 @@ fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) -> Result<(
     Ok(())
 }
 
-fn destroy_qp(
+pub(crate) fn destroy_qp(
     ctx: &mut Context,
     fd: i32,
     events: &mut std::collections::HashMap<i32, EventFd>,

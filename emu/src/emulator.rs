@@ -5,7 +5,7 @@
 use crate::commands::{Errno, Numbers};
 use crate::events::EventFd;
 use crate::fd_table::{self, FdKind};
-use crate::objects::{Context, Mapping};
+use crate::objects::{Context, Device, Mapping};
 use crate::{mlx5, mlx5_abi, real};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,9 +32,11 @@ pub fn with<R>(f: impl FnOnce(&mut Emulator) -> R) -> R {
 }
 
 impl Emulator {
-    /// A command fd was opened: a context without GET_CONTEXT yet.
-    pub fn opened(&mut self, fd: i32) {
-        self.contexts.insert(fd, Context::default());
+    /// A command fd of `device` was opened: a context without GET_CONTEXT yet.
+    pub fn opened(&mut self, fd: i32, device: Device) {
+        let mut ctx = Context::default();
+        ctx.device = device;
+        self.contexts.insert(fd, ctx);
     }
 
     /// An emulator fd is being closed: a command fd takes its context and every object on it
@@ -57,6 +59,12 @@ impl Emulator {
     pub fn mmap(&mut self, fd: i32, len: usize, off: i64) -> Result<usize, Errno> {
         let ctx = self.contexts.get_mut(&fd).filter(|c| c.ready).ok_or(libc::EINVAL)?;
         let off = u64::try_from(off).map_err(|_| libc::EINVAL)?;
+        if ctx.device == Device::Irdma {
+            let addr = crate::irdma::mmap(ctx, len, off)?;
+            ctx.mappings.push(Mapping { cmd: 0, idx: 0, addr, len });
+            LIVE_MAPPINGS.fetch_add(1, Ordering::Relaxed);
+            return Ok(addr);
+        }
         if off % mlx5::PAGE as u64 != 0 {
             return Err(libc::EINVAL);
         }
@@ -77,6 +85,10 @@ impl Emulator {
             let before = ctx.mappings.len();
             ctx.mappings.retain(|m| m.addr + m.len <= addr || m.addr >= end);
             LIVE_MAPPINGS.fetch_sub(before - ctx.mappings.len(), Ordering::Relaxed);
+            // The device stops reading an irdma doorbell page that goes.
+            if ctx.irdma.db_page.is_some_and(|p| p >= addr && p < end) {
+                ctx.irdma.db_page = None;
+            }
         }
     }
 }

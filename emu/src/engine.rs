@@ -19,7 +19,7 @@
 //! more CQEs, and `IBV_EVENT_CQ_ERR` goes to the context's async fd.
 
 use crate::emulator::{self, Emulator};
-use crate::objects::{Cq, Mr, Qp, QpState};
+use crate::objects::{Cq, Device, Mr, Qp, QpState};
 use crate::recv::{self, load_be32, RecvWqe};
 use crate::wqe::{self, Ctrl, Gather, Raddr};
 use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
@@ -54,7 +54,7 @@ pub fn start() {
     let spawned = std::thread::Builder::new().name("dvcq-emu-device".into()).spawn(|| {
         let mut idle = 0u32;
         loop {
-            if emulator::with(Emulator::step) > 0 {
+            if emulator::with(|e| e.step() + e.step_irdma()) > 0 {
                 idle = 0;
                 continue;
             }
@@ -77,7 +77,7 @@ pub fn start() {
 ///
 /// Both ranges are live memory of registered regions (or the provider's rings) the caller
 /// checked; they may overlap (a loopback write within one region).
-unsafe fn copy(src: u64, dst: u64, len: usize) {
+pub(crate) unsafe fn copy(src: u64, dst: u64, len: usize) {
     // SAFETY: as the caller guarantees; `copy` allows overlap.
     unsafe { std::ptr::copy(src as usize as *const u8, dst as usize as *mut u8, len) };
 }
@@ -101,7 +101,7 @@ impl Emulator {
     /// Returns how many WQEs it consumed.
     pub fn step(&mut self) -> u32 {
         let mut work = Vec::new();
-        for (&fd, ctx) in &self.contexts {
+        for (&fd, ctx) in self.contexts.iter().filter(|(_, c)| c.device == Device::Mlx5) {
             for (&h, qp) in &ctx.qps {
                 if matches!(qp.state, QpState::Rts | QpState::Err) {
                     work.push((fd, h));
@@ -118,7 +118,7 @@ impl Emulator {
     fn step_arms(&mut self) {
         use crate::events::Owner;
         let mut fire = Vec::new();
-        for (&fd, ctx) in self.contexts.iter_mut() {
+        for (&fd, ctx) in self.contexts.iter_mut().filter(|(_, c)| c.device == Device::Mlx5) {
             for (&h, cq) in ctx.cqs.iter_mut() {
                 let Some(channel) = cq.channel else { continue };
                 // SAFETY: the CQ's doorbell record, live until DESTROY_CQ, which needs the lock this thread holds; word [1] is the arm word.
@@ -316,7 +316,7 @@ impl Emulator {
     }
 
     /// The bytes a WQE sends: its inline data, or its entries read from regions of `pd`.
-    fn gather(&self, fd: i32, pd: u32, g: &Gather) -> Result<Vec<u8>, u8> {
+    pub(crate) fn gather(&self, fd: i32, pd: u32, g: &Gather) -> Result<Vec<u8>, u8> {
         let segs = match g {
             Gather::Inline(d) => return Ok(d.clone()),
             Gather::Segs(s) => s,
@@ -336,7 +336,7 @@ impl Emulator {
 
     /// Writes `data` into the entries of receive `wqe`, in regions of `pd` that allow local
     /// writes.
-    fn scatter(&self, fd: i32, pd: u32, wqe: &RecvWqe, data: &[u8]) -> Result<(), u8> {
+    pub(crate) fn scatter(&self, fd: i32, pd: u32, wqe: &RecvWqe, data: &[u8]) -> Result<(), u8> {
         let room: u64 = wqe.sges.iter().map(|&(_, l, _)| u64::from(l)).sum();
         if room < data.len() as u64 {
             return Err(syndrome::LOCAL_LENGTH_ERR);
@@ -411,7 +411,10 @@ impl Emulator {
 
     /// The QP numbered `qpn` in this process, and its context fd.
     fn find_qp(&self, qpn: u32) -> Option<(i32, Qp)> {
-        self.contexts.iter().find_map(|(&fd, c)| c.qps.values().find(|q| q.qpn == qpn).map(|q| (fd, *q)))
+        self.contexts
+            .iter()
+            .filter(|(_, c)| c.device == Device::Mlx5)
+            .find_map(|(&fd, c)| c.qps.values().find(|q| q.qpn == qpn).map(|q| (fd, *q)))
     }
 
     /// Writes `e` into CQ `cq_handle`'s ring at its producer index, the owner bit last.
@@ -453,7 +456,7 @@ const ACCESS_REMOTE_WRITE: u32 = 2;
 
 /// The host address of `[addr, addr + len)` in the region of `pd` whose key (`key_of`) is
 /// `key` and whose access has every bit of `need`.
-fn find_mr<'a>(
+pub(crate) fn find_mr<'a>(
     mrs: impl Iterator<Item = &'a Mr>,
     pd: u32,
     key: u32,

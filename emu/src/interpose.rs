@@ -2,9 +2,10 @@
 //! (or the path) whether the call is the emulator's; every other call goes straight to the
 //! C library's own function. What is answered here:
 //!
-//! * `open`/`openat` of `/dev/infiniband/uverbs0`: a real `/dev/null` descriptor (so
-//!   libibverbs' `fstat` check of a character device numbered as sysfs says passes), made a
-//!   command fd; other uverbs nodes do not exist.
+//! * `open`/`openat` of `/dev/infiniband/uverbs0` (`mlx5_0`) or `uverbs1` (`irdma0`): a
+//!   real `/dev/null` descriptor (so libibverbs' `fstat` check of a character device
+//!   numbered as sysfs says passes), made a command fd of that device; other uverbs nodes
+//!   do not exist.
 //! * `stat` of the uverbs node: `/dev/null`'s.
 //! * `write` on a command fd: one uverbs command. `ioctl` on it: `ENOTTY`, so libibverbs
 //!   uses the `write()` ABI. `read` on it: `EINVAL`.
@@ -21,6 +22,7 @@
 use crate::device;
 use crate::emulator;
 use crate::fd_table::{self, FdKind};
+use crate::objects::Device;
 use crate::real;
 use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t, ssize_t};
 use std::ffi::CStr;
@@ -35,8 +37,8 @@ const NETLINK_RDMA: c_int = 20;
 enum Node {
     /// Not an RDMA node.
     Other,
-    /// The emulated device's uverbs node.
-    Ours,
+    /// An emulated device's uverbs node.
+    Ours(Device),
     /// Another `/dev/infiniband/uverbs*` node: the emulator hides real ones.
     OtherUverbs,
 }
@@ -53,7 +55,9 @@ unsafe fn node(path: *const c_char) -> Node {
     // SAFETY: the caller guarantees a NUL-terminated string.
     let p = unsafe { CStr::from_ptr(path) }.to_bytes();
     if p == device::UVERBS_PATH {
-        Node::Ours
+        Node::Ours(Device::Mlx5)
+    } else if p == crate::irdma::UVERBS_PATH {
+        Node::Ours(Device::Irdma)
     } else if p.starts_with(device::UVERBS_PREFIX) {
         Node::OtherUverbs
     } else {
@@ -62,7 +66,7 @@ unsafe fn node(path: *const c_char) -> Node {
 }
 
 /// Opens the emulated node: a `/dev/null` descriptor made a command fd.
-fn open_ours(flags: c_int) -> c_int {
+fn open_ours(flags: c_int, dev: Device) -> c_int {
     let flags = libc::O_RDWR | (flags & libc::O_CLOEXEC);
     // SAFETY: the path is a NUL-terminated literal.
     let fd = unsafe { real::open(c"/dev/null".as_ptr(), flags, 0) };
@@ -75,7 +79,7 @@ fn open_ours(flags: c_int) -> c_int {
         real::set_errno(libc::EMFILE);
         return -1;
     }
-    emulator::with(|e| e.opened(fd));
+    emulator::with(|e| e.opened(fd, dev));
     fd
 }
 
@@ -88,7 +92,7 @@ fn open_ours(flags: c_int) -> c_int {
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     // SAFETY: path comes from the C caller, NUL-terminated or null.
     match unsafe { node(path) } {
-        Node::Ours => open_ours(flags),
+        Node::Ours(dev) => open_ours(flags, dev),
         Node::OtherUverbs => {
             real::set_errno(libc::ENOENT);
             -1
@@ -107,7 +111,7 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     // SAFETY: path comes from the C caller, NUL-terminated or null.
     match unsafe { node(path) } {
-        Node::Ours => open_ours(flags),
+        Node::Ours(dev) => open_ours(flags, dev),
         Node::OtherUverbs => {
             real::set_errno(libc::ENOENT);
             -1
@@ -148,7 +152,7 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
 pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     // SAFETY: path comes from the C caller, NUL-terminated or null.
     match unsafe { node(path) } {
-        Node::Ours => open_ours(flags),
+        Node::Ours(dev) => open_ours(flags, dev),
         Node::OtherUverbs => {
             real::set_errno(libc::ENOENT);
             -1
@@ -167,7 +171,7 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
 pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     // SAFETY: path comes from the C caller, NUL-terminated or null.
     match unsafe { node(path) } {
-        Node::Ours => open_ours(flags),
+        Node::Ours(dev) => open_ours(flags, dev),
         Node::OtherUverbs => {
             real::set_errno(libc::ENOENT);
             -1
@@ -187,7 +191,7 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_in
     // SAFETY: path comes from the C caller; buf is the caller's stat buffer.
     unsafe {
         match node(path) {
-            Node::Ours => real::stat(c"/dev/null".as_ptr(), buf),
+            Node::Ours(_) => real::stat(c"/dev/null".as_ptr(), buf),
             Node::OtherUverbs => {
                 real::set_errno(libc::ENOENT);
                 -1
@@ -207,7 +211,7 @@ pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat64) -> 
     // SAFETY: path comes from the C caller; buf is the caller's stat buffer.
     unsafe {
         match node(path) {
-            Node::Ours => real::stat64(c"/dev/null".as_ptr(), buf),
+            Node::Ours(_) => real::stat64(c"/dev/null".as_ptr(), buf),
             Node::OtherUverbs => {
                 real::set_errno(libc::ENOENT);
                 -1
@@ -227,7 +231,7 @@ pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut li
     // SAFETY: path comes from the C caller; buf is the caller's stat buffer.
     unsafe {
         match node(path) {
-            Node::Ours => real::fstatat(libc::AT_FDCWD, c"/dev/null".as_ptr(), buf, 0),
+            Node::Ours(_) => real::fstatat(libc::AT_FDCWD, c"/dev/null".as_ptr(), buf, 0),
             Node::OtherUverbs => {
                 real::set_errno(libc::ENOENT);
                 -1
@@ -247,7 +251,7 @@ pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut 
     // SAFETY: path comes from the C caller; buf is the caller's stat buffer.
     unsafe {
         match node(path) {
-            Node::Ours => real::fstatat64(libc::AT_FDCWD, c"/dev/null".as_ptr(), buf, 0),
+            Node::Ours(_) => real::fstatat64(libc::AT_FDCWD, c"/dev/null".as_ptr(), buf, 0),
             Node::OtherUverbs => {
                 real::set_errno(libc::ENOENT);
                 -1

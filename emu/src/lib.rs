@@ -7,8 +7,9 @@
 //! their rings and doorbell records in the application's memory, where the emulator records
 //! them.
 //!
-//! Not yet: executing posted work (a device thread watching the doorbell records), events,
-//! address handles, irdma, several processes. `docs/emulated-devices.md` has the plan.
+//! Beside it, an E810 (`irdma0`) under an unmodified libirdma (`irdma.rs`, the device in
+//! `irdma_engine.rs`). Not yet: address handles, several processes.
+//! `docs/emulated-devices.md` has what is emulated and the plan.
 
 pub mod abi;
 pub mod commands;
@@ -20,6 +21,10 @@ pub mod fd_table;
 // Unit tests run without interposing their own process's C library.
 #[cfg(not(test))]
 pub mod interpose;
+pub mod irdma;
+pub mod irdma_abi;
+pub mod irdma_engine;
+pub mod irdma_wqe;
 pub mod mlx5;
 pub mod mlx5_abi;
 pub mod objects;

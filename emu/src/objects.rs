@@ -192,9 +192,23 @@ pub struct Mapping {
     pub len: usize,
 }
 
+/// Which emulated device a context was opened on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Device {
+    /// The ConnectX-6 Dx, `mlx5_0`.
+    #[default]
+    Mlx5,
+    /// The E810, `irdma0`.
+    Irdma,
+}
+
 /// One opened uverbs fd: its context (after GET_CONTEXT) and the objects made on it.
 #[derive(Debug, Default)]
 pub struct Context {
+    /// The device the fd opened.
+    pub device: Device,
+    /// What only an irdma context has (ring registrations, ring geometry, device progress).
+    pub irdma: crate::irdma::IrdmaCtx,
     /// Whether GET_CONTEXT has run.
     pub ready: bool,
     pub async_fd: Option<i32>,

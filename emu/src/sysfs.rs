@@ -60,7 +60,41 @@ fn entries() -> Vec<Entry> {
         e.push(file(&format!("{port}/gids/{i}"), gid));
         e.push(file(&format!("{port}/gid_attrs/types/{i}"), ty));
     }
+    e.extend(irdma_entries());
     e
+}
+
+/// The E810's part of the tree: `uverbs1`, `irdma0`, its PCI function bound to `ice` (the
+/// RDMA driver sits on the ice function's auxiliary device), one RoCE v2 GID.
+fn irdma_entries() -> Vec<Entry> {
+    use crate::irdma;
+    let file = |p: &str, v: &str| Entry::File(p.to_string(), format!("{v}\n"));
+    let uverbs = format!("class/infiniband_verbs/{}", irdma::UVERBS);
+    let dev = format!("class/infiniband/{}", irdma::IBDEV);
+    let port = format!("{dev}/ports/1");
+    vec![
+        file(&format!("{uverbs}/ibdev"), irdma::IBDEV),
+        file(&format!("{uverbs}/dev"), "1:3"),
+        // IRDMA_ABI_VER: libirdma accepts 0 to 5.
+        file(&format!("{uverbs}/abi_version"), "5"),
+        file(&format!("{dev}/node_type"), "1: CA"),
+        file(&format!("{dev}/node_guid"), irdma::NODE_GUID_TEXT),
+        file(&format!("{dev}/sys_image_guid"), irdma::NODE_GUID_TEXT),
+        file(&format!("{dev}/hw_rev"), "0x2"),
+        file(&format!("{dev}/fw_ver"), "1.3"),
+        file(&format!("{dev}/hca_type"), "E810"),
+        file(&format!("{dev}/device/modalias"), irdma::MODALIAS),
+        file(&format!("{dev}/device/vendor"), "0x8086"),
+        file(&format!("{dev}/device/device"), "0x1592"),
+        file("bus/pci/drivers/ice/.keep", ""),
+        Entry::Link(format!("{dev}/device/driver"), "bus/pci/drivers/ice".into()),
+        file(&format!("{port}/pkeys/0"), "0xffff"),
+        file(&format!("{port}/link_layer"), "Ethernet"),
+        file(&format!("{port}/state"), "4: ACTIVE"),
+        file(&format!("{port}/phys_state"), "5: LinkUp"),
+        file(&format!("{port}/gids/0"), irdma::GID),
+        file(&format!("{port}/gid_attrs/types/0"), "RoCE v2"),
+    ]
 }
 
 /// The emulated device's sysfs tree on disk.
@@ -177,6 +211,11 @@ mod tests {
         let driver = tree.root().join("class/infiniband/mlx5_0/device/driver");
         assert!(driver.is_dir(), "the driver link resolves");
         assert_eq!(fs::canonicalize(&driver).unwrap().file_name().unwrap(), "mlx5_core");
+        // The E810 beside it, matched by libirdma's PCI table.
+        assert_eq!(read("class/infiniband_verbs/uverbs1/ibdev"), "irdma0\n");
+        assert_eq!(read("class/infiniband_verbs/uverbs1/abi_version"), "5\n");
+        assert!(read("class/infiniband/irdma0/device/modalias").starts_with("pci:v00008086d00001592"));
+        assert_eq!(read("class/infiniband/irdma0/ports/1/gid_attrs/types/0"), "RoCE v2\n");
         fs::remove_dir_all(parent).unwrap();
     }
 

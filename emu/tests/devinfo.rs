@@ -81,3 +81,35 @@ fn every_process_finds_the_same_sysfs_tree_under_sysfs_path() {
     assert!(a.contains("dvcq-emu-") && a.contains("/sysfs-"), "{a}");
     assert!(std::path::Path::new(&a).is_dir());
 }
+
+#[test]
+fn ibv_devinfo_lists_the_emulated_e810_beside_it() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    // libirdma opens it: GET_CONTEXT, the doorbell page's mmap and its own ALLOC_PD; the
+    // firmware version is printed by libirdma's query (major.minor).
+    let out = emulated("ibv_devinfo", &preload()).args(["-v", "-d", "irdma0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ibv_devinfo failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let f = |k| field(&text, k).unwrap_or_else(|| panic!("no {k} in:\n{text}"));
+    assert_eq!(f("hca_id"), "irdma0");
+    assert_eq!(f("fw_ver"), "1.3");
+    assert_eq!(f("node_guid"), "b696:91ff:fea5:3c10");
+    assert_eq!(f("vendor_id"), "0x8086");
+    assert_eq!(f("vendor_part_id"), "5522");
+    assert_eq!(f("hw_ver"), "0x2");
+    assert_eq!(f("max_qp_wr"), "4063");
+    assert_eq!(f("max_sge"), "13");
+    assert_eq!(f("max_cqe"), "1048574");
+    assert_eq!(f("max_srq"), "0");
+    assert_eq!(f("atomic_cap"), "ATOMIC_NONE (0)");
+    assert_eq!(f("state"), "PORT_ACTIVE (4)");
+    assert_eq!(f("link_layer"), "Ethernet");
+    assert_eq!(f("gid_tbl_len"), "1");
+    assert_eq!(f("GID[  0]"), "fe80::b696:91ff:fea5:3c10, RoCE v2");
+    // Both devices are listed.
+    let out = emulated("ibv_devices", &preload()).output().unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(list.contains("mlx5_0") && list.contains("irdma0"), "{list}");
+}

@@ -18,6 +18,7 @@ pub mod stat;
 mod table;
 pub mod traffic;
 pub mod validate;
+mod validate_deadline;
 
 /// What every subcommand shares, shown under `dvcq --help`.
 const AFTER_HELP: &str = "\

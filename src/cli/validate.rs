@@ -37,6 +37,13 @@ pub struct ValidateArgs {
     /// Test hook: fail the checks whose name is this, whatever they found.
     #[arg(long, hide = true, value_name = "NAME")]
     fail_check: Option<String>,
+    /// Seconds each check may take; one that runs over fails with a line saying so and the
+    /// next one runs.
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    check_timeout: u64,
+    /// Test hook: the checks whose name is this never finish (as on a device that stopped).
+    #[arg(long, hide = true, value_name = "NAME")]
+    stall_check: Option<String>,
 }
 
 /// One check's outcome.
@@ -152,9 +159,8 @@ impl ValidateArgs {
     ///
     /// An unknown device, or output that cannot be written.
     pub fn run(&self) -> Result<ExitCode, CliError> {
-        let open = || device_name::open(&self.device);
         // Open once up front: an unknown device is one error line, not a failed check each.
-        drop(open()?);
+        drop(device_name::open(&self.device)?);
         if let Some(dir) = &self.keep_rings {
             std::fs::create_dir_all(dir).map_err(|e| CliError(format!("--keep-rings {}: {e}", dir.display())))?;
         }
@@ -165,9 +171,33 @@ impl ValidateArgs {
             WORKLOADS.iter().filter(|w| self.only.as_deref().is_none_or(|o| w.name.contains(o))).collect();
         for (i, w) in chosen.iter().enumerate() {
             progress.stage(format!("{} ({} of {})", w.name, i + 1, chosen.len()));
-            let ctx = open()?;
-            let direct = conformance::run(&ctx, w, BackendChoice::Auto);
-            let generic = (!model).then(|| conformance::run(&ctx, w, BackendChoice::Generic));
+            let (device, w, stall) = (self.device.clone(), *w, self.stall_check.as_deref() == Some(w.name));
+            let limit = std::time::Duration::from_secs(self.check_timeout);
+            let ran = super::validate_deadline::bounded(limit, move || {
+                if stall {
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                let ctx = device_name::open(&device)?;
+                let direct = conformance::run(&ctx, w, BackendChoice::Auto);
+                let generic = (!model).then(|| conformance::run(&ctx, w, BackendChoice::Generic));
+                Ok::<_, CliError>((direct, generic))
+            });
+            let (direct, generic) = match ran {
+                Ok(r) => r?,
+                Err(over) => {
+                    let reason = format!("{over}");
+                    checks.push(Check {
+                        name: w.name.into(),
+                        result: "fail",
+                        reason,
+                        cqs: Vec::new(),
+                        rings: Vec::new(),
+                    });
+                    continue;
+                }
+            };
             let mut check = judge(w.name, &direct, generic.as_ref());
             if self.fail_check.as_deref() == Some(w.name) {
                 check.result = "fail";
