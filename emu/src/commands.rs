@@ -244,8 +244,11 @@ impl Numbers {
     fn cqn(&mut self) -> u32 {
         Self::take(&mut self.next_cqn, 0xff_ffff)
     }
+    /// A QPN: the process's wire slot in the high bits, so QPNs are unique across the
+    /// host's processes and name the process that owns them.
     fn qpn(&mut self) -> u32 {
-        Self::take(&mut self.next_qpn, 0xff_ffff)
+        let slot = crate::wire::process_slot().map_or(0, |s| s.number);
+        crate::wire::qpn_in(slot, Self::take(&mut self.next_qpn, crate::wire::LOCAL_QPN_MASK))
     }
     fn srqn(&mut self) -> u32 {
         Self::take(&mut self.next_srqn, 0xff_ffff)
@@ -636,7 +639,8 @@ fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) -> Result<(
         qp.rq_ci = 0;
     }
     qp.state = next;
-    if next == QpState::Rts {
+    // A QP that can receive needs the device too: requests from other processes come to it.
+    if matches!(next, QpState::Rtr | QpState::Rts) {
         crate::engine::start();
     }
     Ok(())

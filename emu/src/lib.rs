@@ -26,6 +26,7 @@ pub mod objects;
 pub mod real;
 pub mod recv;
 pub mod sysfs;
+pub mod wire;
 pub mod wqe;
 
 /// Runs when the library is loaded, before `main`: writes the sysfs tree, points
