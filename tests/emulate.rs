@@ -1,6 +1,6 @@
 //! `dvcq emulate` running unmodified two-process verbs programs over the emulated
-//! ConnectX-6 Dx: rdma-core's `ibv_rc_pingpong` and `ibv_srq_pingpong` (ibverbs-utils), with
-//! and without completion events, and perftest's `ib_send_bw`, `ib_write_bw`, `ib_read_bw`
+//! ConnectX-6 Dx: rdma-core's `ibv_rc_pingpong`, `ibv_srq_pingpong` and `ibv_ud_pingpong`
+//! (ibverbs-utils; UD through address handles), with and without completion events, and perftest's `ib_send_bw`, `ib_write_bw`, `ib_read_bw`
 //! and `ib_send_lat`, each as a server and a client process whose QPs reach each other over
 //! the emulator's wire. Each pair must complete and print its report; a hang fails at a
 //! deadline, with both outputs. Then what the wire does when a peer process dies, and what
@@ -166,6 +166,16 @@ fn ibv_srq_pingpong_between_two_processes() {
 #[test]
 fn ibv_srq_pingpong_with_completion_events() {
     pingpong("srq_e", "ibv_srq_pingpong", &["-g", "1", "-e"]);
+}
+
+#[test]
+fn ibv_ud_pingpong_through_address_handles_roce_v1() {
+    pingpong("ud_v1", "ibv_ud_pingpong", &["-g", "0"]);
+}
+
+#[test]
+fn ibv_ud_pingpong_through_address_handles_roce_v2_with_events() {
+    pingpong("ud_v2_e", "ibv_ud_pingpong", &["-g", "1", "-e"]);
 }
 
 /// The first row of a perftest report: the numbers under its `#bytes` header.

@@ -11,6 +11,8 @@ use crate::objects::{Context, Cq, Mlx5Wq, Mr, Pd, Qp, QpPath, QpState, QpType, S
 use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
 
+mod ah;
+
 /// An errno.
 pub type Errno = i32;
 
@@ -169,6 +171,8 @@ impl Emulator {
             (cmd::CREATE_SRQ, false) => create_srq(ctx, &mut self.numbers, &mut c),
             (cmd::MODIFY_SRQ, false) => modify_srq(ctx, &mut c),
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
+            (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
+            (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
             // Everything else (address handles, windows, XRC, resize, flows, WQs, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
@@ -317,7 +321,8 @@ fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), Errno> {
     }
     let used = ctx.mrs.values().any(|m| m.pd == req.handle)
         || ctx.qps.values().any(|q| q.pd == req.handle)
-        || ctx.srqs.values().any(|s| s.pd == req.handle);
+        || ctx.srqs.values().any(|s| s.pd == req.handle)
+        || ctx.ahs.values().any(|a| a.pd == req.handle);
     if used {
         return Err(libc::EBUSY);
     }

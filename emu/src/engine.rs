@@ -233,6 +233,9 @@ impl Emulator {
             warn_once(op);
             return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
         }
+        if qp.qp_type == crate::objects::QpType::Ud {
+            return self.datagram(fd, qp, ctrl, units);
+        }
         // ctrl, then the remote address for RDMA, then the data.
         let data_at = if rdma { 32 } else { 16 };
         // Only the WQE's own units: what follows them in the ring is an older WQE's.

@@ -113,6 +113,8 @@ pub const KIND_REQUEST: u8 = 1;
 pub const KIND_REPLY: u8 = 2;
 /// `Header::flags`: the requester asked for a solicited event.
 pub const FLAG_SOLICITED: u8 = 1;
+/// `Header::flags`: a datagram (UD): no reply; one the responder cannot take is dropped.
+pub const FLAG_DATAGRAM: u8 = 2;
 
 /// Every message's header, in the host's byte order (both ends run on one host); the
 /// payload (`payload` bytes) follows it.
@@ -147,9 +149,12 @@ pub struct Header {
     pub reserved: [u8; 3],
     /// Bytes of payload after the header.
     pub payload: u32,
+    /// A datagram's Q_Key.
+    pub qkey: u32,
+    pub reserved2: u32,
 }
 
-static_assertions::const_assert_eq!(size_of::<Header>(), 48);
+static_assertions::const_assert_eq!(size_of::<Header>(), 56);
 static_assertions::const_assert_eq!(std::mem::offset_of!(Header, raddr), 24);
 static_assertions::const_assert_eq!(std::mem::offset_of!(Header, payload), 44);
 

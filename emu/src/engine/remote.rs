@@ -18,7 +18,7 @@
 
 use super::{find_mr, set_state, Outcome, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE};
 use crate::emulator::Emulator;
-use crate::objects::{Qp, QpState};
+use crate::objects::{Qp, QpState, QpType};
 use crate::recv::{self, RecvWqe};
 use crate::wire::{self, Event, Header, Message, Op, Status, Wire};
 use crate::wqe::{self, Ctrl, Gather, Raddr};
@@ -170,6 +170,92 @@ impl Emulator {
         }
     }
 
+    /// A UD send: the datagram segment's destination QPN and Q_Key, then the data; it
+    /// completes at once, whether or not a receiver takes it (as a datagram on a fabric).
+    pub(super) fn datagram(&mut self, fd: i32, qp: &Qp, ctrl: &Ctrl, units: &[u8]) -> Outcome {
+        // ctrl (16 bytes), the address vector (`struct mlx5_wqe_av`, 48), the data.
+        let end = (usize::from(ctrl.ds) * 16).min(units.len());
+        if end < 64 {
+            return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR);
+        }
+        let be32 = |o: usize| u32::from_be_bytes([units[o], units[o + 1], units[o + 2], units[o + 3]]);
+        let (qkey, dqpn) = (be32(16), be32(24) & 0xff_ffff);
+        let Ok(g) = Gather::parse(&units[64..end]) else { return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR) };
+        let data = match self.gather(fd, qp.pd, &g) {
+            Ok(d) => d,
+            Err(s) => return Outcome::Failed(s),
+        };
+        // One packet: at most the path MTU (4096 bytes).
+        if data.len() > 4096 {
+            return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR);
+        }
+        let op = if ctrl.opcode == wqe_opcode::SEND_IMM { Op::SendImm } else { Op::Send };
+        let mut flags = wire::FLAG_DATAGRAM;
+        if ctrl.fm_ce_se & wqe::CTRL_SOLICITED != 0 {
+            flags |= wire::FLAG_SOLICITED;
+        }
+        let h =
+            Header { op: op as u8, flags, dst_qpn: dqpn, src_qpn: qp.qpn, imm: ctrl.imm, qkey, ..Header::default() };
+        let len = data.len() as u32;
+        let dest = wire::slot_of(dqpn);
+        if dest == 0 || dest == my_slot() {
+            let inb = Inbound { from: 0, message: Message { header: h, payload: data }, since: Instant::now() };
+            self.serve(&inb);
+        } else if let Some(slot) = wire::process_slot() {
+            if self.remote.wire.slot().is_none() {
+                self.remote.wire.attach(slot.clone());
+            }
+            // A peer that cannot be reached drops it, as a fabric would.
+            let _ = self.remote.wire.request(dest, h, &data);
+        }
+        Outcome::Done(len)
+    }
+
+    /// A datagram to UD QP `peer` of this process: into its next receive after a 40-byte
+    /// GRH, with a CQE naming the sender; dropped when the QP is not ready, the Q_Key
+    /// differs or no receive is posted.
+    fn take_datagram(&mut self, pfd: i32, peer: &Qp, h: &Header, data: &[u8]) {
+        if peer.qp_type != QpType::Ud || !matches!(peer.state, QpState::Rtr | QpState::Rts) || h.qkey != peer.path.qkey
+        {
+            return;
+        }
+        let Some((wqe, next)) = self.peek_recv(pfd, peer) else { return };
+        // The GRH as a RoCE port delivers it: an IPv6 header, the emulated port's GID at
+        // both ends (every process shows the same sysfs tree).
+        let mut grh = [0u8; 40];
+        grh[0] = 0x60;
+        grh[4..6].copy_from_slice(&(data.len() as u16).to_be_bytes());
+        grh[6] = 0x11;
+        grh[7] = 64;
+        let gid = gid_bytes(crate::device::GIDS[0]);
+        grh[8..24].copy_from_slice(&gid);
+        grh[24..40].copy_from_slice(&gid);
+        let mut packet = grh.to_vec();
+        packet.extend_from_slice(data);
+        let landed = self.scatter(pfd, peer.pd, &wqe, &packet);
+        self.take_recv(pfd, peer, next);
+        let op = if h.op == Op::SendImm as u8 { cqe_opcode::RESP_SEND_IMM } else { cqe_opcode::RESP_SEND };
+        let imm = if h.op == Op::SendImm as u8 { h.imm } else { 0 };
+        let e = match landed {
+            Ok(()) => build::resp(op, peer.qpn, wqe.index, packet.len() as u32, imm)
+                .srqn_uidx(peer.wq.uidx)
+                .solicited(h.flags & wire::FLAG_SOLICITED != 0)
+                .recv_addr(build::RecvAddr { src_qp: h.src_qpn, grh: true, ..build::RecvAddr::default() }),
+            Err(s) => build::err(ErrSpec {
+                requester: false,
+                qpn: peer.qpn,
+                wqe_counter: wqe.index,
+                syndrome: s,
+                srqn_uidx: peer.wq.uidx,
+                ..ErrSpec::default()
+            }),
+        };
+        self.complete(pfd, peer.recv_cq, &e);
+        if landed.is_err() {
+            set_state(self, pfd, peer.qpn, QpState::Err);
+        }
+    }
+
     /// Serves the wire: takes replies (writing their CQEs), runs the requests that can run,
     /// and fails what was in flight to a peer that went away. Returns how much it did.
     pub(super) fn wire_step(&mut self) -> u32 {
@@ -207,6 +293,7 @@ impl Emulator {
         for dst in dsts {
             while let Some(head) = self.remote.inbound.get_mut(&dst).and_then(VecDeque::pop_front) {
                 match self.serve(&head) {
+                    Some(_) if head.message.header.flags & wire::FLAG_DATAGRAM != 0 => done += 1,
                     Some((status, length, data)) => {
                         done += 1;
                         self.remote.wire.reply(head.from, &head.message.header, status, length, &data);
@@ -300,6 +387,10 @@ impl Emulator {
         let h = &inb.message.header;
         let data = &inb.message.payload;
         let Some((pfd, peer)) = self.find_qp(h.dst_qpn) else { return Some((Status::NoQp, 0, Vec::new())) };
+        if h.flags & wire::FLAG_DATAGRAM != 0 {
+            self.take_datagram(pfd, &peer, h, data);
+            return Some((Status::Ok, 0, Vec::new()));
+        }
         match peer.state {
             QpState::Rtr | QpState::Rts | QpState::Sqd => {}
             QpState::Reset | QpState::Init if inb.since.elapsed() < NOT_READY_WAIT => return None,
@@ -376,6 +467,16 @@ impl Emulator {
             }
         })
     }
+}
+
+/// A GID as sysfs prints it (eight groups of four hex digits) in bytes.
+fn gid_bytes(text: &str) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    for (i, group) in text.split(':').take(8).enumerate() {
+        let v = u16::from_str_radix(group, 16).unwrap_or(0);
+        g[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    g
 }
 
 #[cfg(test)]
