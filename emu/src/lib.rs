@@ -7,8 +7,9 @@
 //! their rings and doorbell records in the application's memory, where the emulator records
 //! them.
 //!
-//! Not yet: executing posted work (a device thread watching the doorbell records), events,
-//! address handles, irdma, several processes. `docs/emulated-devices.md` has the plan.
+//! A device thread executes the work they post and writes the CQEs (`engine`); QPs of
+//! different processes reach each other over a wire of UNIX sockets (`wire`). Not yet:
+//! irdma. `docs/emulated-devices.md` says what is emulated and what is not.
 
 pub mod abi;
 pub mod commands;
