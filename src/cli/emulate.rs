@@ -30,7 +30,7 @@ pub struct EmulateArgs {
     /// ../lib from it).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
-    /// The program and its arguments (after `--`).
+    /// The program and its arguments (after --).
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", allow_hyphen_values = true)]
     command: Vec<OsString>,
 }

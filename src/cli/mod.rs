@@ -58,7 +58,7 @@ enum Command {
     /// workload, next to the statistics and depth advice of the CQ dvcq polled.
     Stat(stat::StatArgs),
     /// Run a program over the emulated devices (an emulated ConnectX-6 Dx, mlx5_0, under
-    /// the host's rdma-core): `dvcq emulate -- PROGRAM [ARGS...]`.
+    /// the host's rdma-core): dvcq emulate -- PROGRAM [ARGS...].
     Emulate(emulate::EmulateArgs),
 }
 
