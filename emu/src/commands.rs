@@ -151,6 +151,9 @@ impl Emulator {
         if c.number == cmd::CREATE_COMP_CHANNEL && !c.extended {
             return self.create_comp_channel(fd, &mut c);
         }
+        if c.number == cmd::DESTROY_QP {
+            self.drain_wire();
+        }
         let ctx = self.contexts.get_mut(&fd).filter(|x| x.ready).ok_or(libc::EINVAL)?;
         match (c.number, c.extended) {
             (cmd::QUERY_DEVICE, false) => query_device(&mut c),

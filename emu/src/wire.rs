@@ -107,6 +107,9 @@ impl Status {
     }
 }
 
+/// How long [`Wire::reply`] waits for room in a full socket buffer.
+pub const REPLY_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// `Header::kind`.
 pub const KIND_REQUEST: u8 = 1;
 /// `Header::kind`.
@@ -448,6 +451,9 @@ impl Wire {
     }
 
     /// Answers request `to` (its header) on connection `from`, with `status` and `payload`.
+    /// The reply is in the kernel's socket buffer when this returns (waiting up to
+    /// [`REPLY_WAIT`] for room): the responder's CQE, which the caller writes next, may let its
+    /// process exit, and a reply left in this process's own buffer would go with it.
     pub fn reply(&mut self, from: u64, to: &Header, status: Status, length: u32, payload: &[u8]) {
         let Some(conn) = self.accepted.get_mut(&from) else { return };
         let h = Header {
@@ -463,8 +469,18 @@ impl Wire {
             ..Header::default()
         };
         conn.queue(&h, payload);
-        if conn.flush().is_err() {
-            self.accepted.remove(&from);
+        let deadline = std::time::Instant::now() + REPLY_WAIT;
+        loop {
+            if conn.flush().is_err() {
+                self.accepted.remove(&from);
+                return;
+            }
+            if conn.out.is_empty() || std::time::Instant::now() > deadline {
+                return;
+            }
+            let mut p = libc::pollfd { fd: conn.fd.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+            // SAFETY: one live pollfd; a 10 ms timeout.
+            unsafe { libc::poll(&mut p, 1, 10) };
         }
     }
 

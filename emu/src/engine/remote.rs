@@ -22,7 +22,7 @@ use crate::objects::{Qp, QpState, QpType};
 use crate::recv::{self, RecvWqe};
 use crate::wire::{self, Event, Header, Message, Op, Status, Wire};
 use crate::wqe::{self, Ctrl, Gather, Raddr};
-use dvcq_mlx5_dv::model::build::{self, ErrSpec};
+use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -39,6 +39,9 @@ pub struct Remote {
     in_flight: HashMap<u32, VecDeque<InFlight>>,
     /// Requests received and not run yet, per local QPN, in arrival order.
     inbound: HashMap<u32, VecDeque<Inbound>>,
+    /// The responder CQE of the request just run (context fd, CQ handle), written once its
+    /// reply is sent: the CQE may end the responder's program, and with it the process.
+    deferred: Option<(i32, u32, Entry)>,
 }
 
 /// A WQE sent to a peer, waiting for its reply.
@@ -297,6 +300,9 @@ impl Emulator {
                     Some((status, length, data)) => {
                         done += 1;
                         self.remote.wire.reply(head.from, &head.message.header, status, length, &data);
+                        if let Some((fd, cq, e)) = self.remote.deferred.take() {
+                            self.complete(fd, cq, &e);
+                        }
                     }
                     None => {
                         self.remote.inbound.entry(dst).or_default().push_front(head);
@@ -307,6 +313,23 @@ impl Emulator {
         }
         self.remote.inbound.retain(|_, q| !q.is_empty());
         done
+    }
+
+    /// Takes in what the wire has brought and answers it, until it has been quiet for a
+    /// while (at most 50 ms): before a QP goes, the requests that reached it are answered, as
+    /// a NIC acknowledges what it received whether or not the program still polls (the
+    /// peer's sends would otherwise fail for want of an acknowledgement).
+    pub(crate) fn drain_wire(&mut self) {
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let mut quiet = 0;
+        while quiet < 3 && Instant::now() < deadline {
+            if self.wire_step() == 0 {
+                quiet += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            } else {
+                quiet = 0;
+            }
+        }
     }
 
     /// Completes the in-flight WQE a reply answers.
@@ -457,7 +480,7 @@ impl Emulator {
                 ..ErrSpec::default()
             }),
         };
-        self.complete(pfd, peer.recv_cq, &e);
+        self.remote.deferred = Some((pfd, peer.recv_cq, e));
         Some(match landed {
             Ok(()) => (Status::Ok, data.len() as u32, Vec::new()),
             Err(s) => {
