@@ -6,7 +6,8 @@
 use super::{Command, Errno};
 use crate::objects::{Ah, Context};
 use bytemuck::{Pod, Zeroable};
-use static_assertions::assert_eq_size;
+use static_assertions::{assert_eq_size, const_assert_eq};
+use std::mem::offset_of;
 
 /// `struct ib_uverbs_ah_attr`.
 #[repr(C)]
@@ -27,6 +28,8 @@ pub struct AhAttr {
     pub reserved: u8,
 }
 assert_eq_size!(AhAttr, [u8; 32]);
+const_assert_eq!(offset_of!(AhAttr, dlid), 24);
+const_assert_eq!(offset_of!(AhAttr, port_num), 30);
 
 /// `struct ib_uverbs_create_ah`.
 #[repr(C)]
@@ -39,6 +42,7 @@ pub struct CreateAh {
     pub attr: AhAttr,
 }
 assert_eq_size!(CreateAh, [u8; 56]);
+const_assert_eq!(offset_of!(CreateAh, attr), 24);
 
 /// `struct ib_uverbs_create_ah_resp`.
 #[repr(C)]
@@ -56,6 +60,7 @@ pub struct Mlx5CreateAhResp {
     pub reserved: [u8; 6],
 }
 assert_eq_size!(Mlx5CreateAhResp, [u8; 16]);
+const_assert_eq!(offset_of!(Mlx5CreateAhResp, dmac), 4);
 
 /// The destination MAC every address handle gets: locally administered, unicast.
 pub const DMAC: [u8; 6] = [0x02, 0xd7, 0xc9, 0x00, 0x00, 0x01];
