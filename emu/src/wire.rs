@@ -5,7 +5,7 @@
 //!   [`MAX_SLOT`], by holding an exclusive `flock` on `wire/slot-<N>.lock` in the user's
 //!   private emulator directory (`dvcq-emu-<uid>` in the temporary directory, where the sysfs
 //!   tree is); the kernel drops the lock when the process exits, however it exits. The slot
-//!   is the high bits of every QPN the process hands out ([`qpn`]), so QPNs are unique
+//!   is the high bits of every QPN the process hands out ([`qpn_in`]), so QPNs are unique
 //!   across the host's processes and a QPN names the process that owns it ([`slot_of`]).
 //!   The process's device listens on `wire/slot-<N>.sock`, a UNIX stream socket; a stale
 //!   socket file of a process that held the slot before is replaced.
