@@ -52,3 +52,16 @@ extern "C" fn load() {
 #[used]
 #[link_section = ".init_array"]
 static LOAD: extern "C" fn() = load;
+
+/// Runs when the process exits normally: the requests other processes' QPs sent this
+/// process's QPs, and that reached it, are answered first (a NIC acknowledges what it
+/// received; the kernel then destroys what the program did not).
+#[cfg(not(test))]
+extern "C" fn unload() {
+    emulator::with(emulator::Emulator::drain_wire);
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static UNLOAD: extern "C" fn() = unload;

@@ -401,6 +401,8 @@ pub fn process_slot() -> Option<&'static Arc<Slot>> {
 #[derive(Debug, Default)]
 pub struct Wire {
     slot: Option<Arc<Slot>>,
+    /// The process that attached the slot (a forked child shares the sockets, not the wire).
+    pid: u32,
     /// Connections this process opened to peers: requests out, replies in.
     peers: HashMap<u32, Conn>,
     /// Connections peers opened to this process: requests in, replies out.
@@ -415,6 +417,12 @@ impl Wire {
     /// Starts listening as `slot`.
     pub fn attach(&mut self, slot: Arc<Slot>) {
         self.slot = Some(slot);
+        self.pid = std::process::id();
+    }
+
+    /// Whether this process attached the wire (not a child forked after it did).
+    pub fn attached_here(&self) -> bool {
+        self.slot.is_some() && self.pid == std::process::id()
     }
 
     /// The slot this process listens as, if any.

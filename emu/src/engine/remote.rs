@@ -320,6 +320,9 @@ impl Emulator {
     /// a NIC acknowledges what it received whether or not the program still polls (the
     /// peer's sends would otherwise fail for want of an acknowledgement).
     pub(crate) fn drain_wire(&mut self) {
+        if !self.remote.wire.attached_here() {
+            return;
+        }
         let deadline = Instant::now() + Duration::from_millis(50);
         let mut quiet = 0;
         while quiet < 3 && Instant::now() < deadline {
