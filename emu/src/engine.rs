@@ -6,10 +6,10 @@
 //! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
 //! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
 //! READ, each with lkey and rkey checks, scatter/gather or inline. A message with no receive
-//! posted waits for one (as with an infinite RNR retry). An access or length error gives an
-//! error CQE and moves the QP to the error state; a QP in the error state flushes what is
-//! posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode completes with a local QP
-//! operation error, named once on standard error.
+//! posted waits for one, until its RNR retries run out (for ever with 7). An access or
+//! length error gives an error CQE and moves the QP to the error state; a QP in the error
+//! state flushes what is posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode
+//! completes with a local QP operation error, named once on standard error.
 //!
 //! Arms and events: the device watches each CQ's arm word in the doorbell record (seeded
 //! with a sentinel at creation, since libmlx5's first arm writes the zero it started from)
@@ -265,7 +265,7 @@ impl Emulator {
         if send || op == wqe_opcode::RDMA_WRITE_IMM {
             match self.peek_recv(peer_fd, &peer) {
                 Some(r) => recv = Some(r),
-                None => return Outcome::Later,
+                None => return self.rnr_wait(qp, &peer),
             }
         }
         if rdma {

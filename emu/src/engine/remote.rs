@@ -39,6 +39,9 @@ pub struct Remote {
     in_flight: HashMap<u32, VecDeque<InFlight>>,
     /// Requests received and not run yet, per local QPN, in arrival order.
     inbound: HashMap<u32, VecDeque<Inbound>>,
+    /// The SQ WQE (QPN, SQ index) of this process waiting for a receive at a QP of this
+    /// process, and since when.
+    rnr_since: HashMap<u32, (u32, Instant)>,
     /// The responder CQE of the request just run (context fd, CQ handle), written once its
     /// reply is sent: the CQE may end the responder's program, and with it the process.
     deferred: Option<(i32, u32, Entry)>,
@@ -313,6 +316,27 @@ impl Emulator {
         }
         self.remote.inbound.retain(|_, q| !q.is_empty());
         done
+    }
+
+    /// A message from `qp` to `peer` (both of this process) finds no receive posted: it
+    /// waits (for ever with an RNR retry count of 7), and fails with `RNR_RETRY_EXC_ERR`
+    /// once the retries and the responder's RNR timer have run out.
+    pub(super) fn rnr_wait(&mut self, qp: &Qp, peer: &Qp) -> Outcome {
+        if qp.path.rnr_retry >= 7 {
+            return Outcome::Later;
+        }
+        let (at, since) = *self.remote.rnr_since.entry(qp.qpn).or_insert((qp.sq_ci, Instant::now()));
+        let since = if at == qp.sq_ci {
+            since
+        } else {
+            self.remote.rnr_since.insert(qp.qpn, (qp.sq_ci, Instant::now()));
+            Instant::now()
+        };
+        if since.elapsed() < rnr_timer(peer.path.min_rnr_timer) * (u32::from(qp.path.rnr_retry) + 1) {
+            return Outcome::Later;
+        }
+        self.remote.rnr_since.remove(&qp.qpn);
+        Outcome::Failed(syndrome::RNR_RETRY_EXC_ERR)
     }
 
     /// Takes in what the wire has brought and answers it, until it has been quiet for a
