@@ -3,6 +3,8 @@
 //! progress on a terminal only, tables line up, help texts are plain text, and the README's
 //! commands run.
 
+#[path = "../emu/tests/support/preload.rs"]
+mod preload;
 #[path = "support/skip.rs"]
 mod skip;
 mod support;
@@ -313,6 +315,8 @@ fn the_readmes_commands_run() {
         commands.iter().flatten().any(|c| c.join(" ") == "bench poll --callgrind --mix many-qps --batch 1"),
         "the tour's batch-1 run is one of them: {commands:?}"
     );
+    // `dvcq emulate` finds the preload next to the binary.
+    let _ = preload::preload();
     let log = dump_file("readme");
     let plot = std::env::temp_dir().join(format!("dvcq-cli-consistency-{}.svg", std::process::id()));
     let (log, plot) = (log.to_str().unwrap(), plot.to_str().unwrap());

@@ -19,6 +19,8 @@ pub mod cmd {
     pub const QUERY_PORT: u32 = 2;
     pub const ALLOC_PD: u32 = 3;
     pub const DEALLOC_PD: u32 = 4;
+    pub const CREATE_AH: u32 = 5;
+    pub const DESTROY_AH: u32 = 8;
     pub const REG_MR: u32 = 9;
     pub const DEREG_MR: u32 = 13;
     pub const CREATE_COMP_CHANNEL: u32 = 17;

@@ -11,6 +11,8 @@ use crate::objects::{Context, Cq, Device, Mlx5Wq, Mr, Pd, Qp, QpPath, QpState, Q
 use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
 
+mod ah;
+
 /// An errno.
 pub type Errno = i32;
 
@@ -172,6 +174,9 @@ impl Emulator {
         if c.number == cmd::CREATE_COMP_CHANNEL && !c.extended {
             return self.create_comp_channel(fd, &mut c);
         }
+        if c.number == cmd::DESTROY_QP {
+            self.drain_wire();
+        }
         let ctx = self.contexts.get_mut(&fd).filter(|x| x.ready).ok_or(libc::EINVAL)?;
         match (c.number, c.extended) {
             (cmd::QUERY_DEVICE, false) => query_device(&mut c),
@@ -192,6 +197,8 @@ impl Emulator {
             (cmd::CREATE_SRQ, false) => create_srq(ctx, &mut self.numbers, &mut c),
             (cmd::MODIFY_SRQ, false) => modify_srq(ctx, &mut c),
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
+            (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
+            (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
             // Everything else (address handles, windows, XRC, resize, flows, WQs, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
@@ -267,8 +274,11 @@ impl Numbers {
     pub(crate) fn cqn(&mut self) -> u32 {
         Self::take(&mut self.next_cqn, 0xff_ffff)
     }
+    /// A QPN: the process's wire slot in the high bits, so QPNs are unique across the
+    /// host's processes and name the process that owns them.
     pub(crate) fn qpn(&mut self) -> u32 {
-        Self::take(&mut self.next_qpn, 0xff_ffff)
+        let slot = crate::wire::process_slot().map_or(0, |s| s.number);
+        crate::wire::qpn_in(slot, Self::take(&mut self.next_qpn, crate::wire::LOCAL_QPN_MASK))
     }
     pub(crate) fn srqn(&mut self) -> u32 {
         Self::take(&mut self.next_srqn, 0xff_ffff)
@@ -337,7 +347,8 @@ pub(crate) fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), E
     }
     let used = ctx.mrs.values().any(|m| m.pd == req.handle)
         || ctx.qps.values().any(|q| q.pd == req.handle)
-        || ctx.srqs.values().any(|s| s.pd == req.handle);
+        || ctx.srqs.values().any(|s| s.pd == req.handle)
+        || ctx.ahs.values().any(|a| a.pd == req.handle);
     if used {
         return Err(libc::EBUSY);
     }
@@ -659,7 +670,8 @@ pub(crate) fn modify_qp(ctx: &mut Context, extended: bool, c: &mut Command<'_>) 
         qp.rq_ci = 0;
     }
     qp.state = next;
-    if next == QpState::Rts {
+    // A QP that can receive needs the device too: requests from other processes come to it.
+    if matches!(next, QpState::Rtr | QpState::Rts) {
         crate::engine::start();
     }
     Ok(())

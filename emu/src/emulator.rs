@@ -17,6 +17,8 @@ pub struct Emulator {
     pub(crate) contexts: HashMap<i32, Context>,
     pub(crate) events: HashMap<i32, EventFd>,
     pub(crate) numbers: Numbers,
+    /// Work whose peer QP lives in another process.
+    pub(crate) remote: crate::engine::remote::Remote,
 }
 
 static EMULATOR: Mutex<Option<Emulator>> = Mutex::new(None);

@@ -6,10 +6,10 @@
 //! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
 //! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
 //! READ, each with lkey and rkey checks, scatter/gather or inline. A message with no receive
-//! posted waits for one (as with an infinite RNR retry). An access or length error gives an
-//! error CQE and moves the QP to the error state; a QP in the error state flushes what is
-//! posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode completes with a local QP
-//! operation error, named once on standard error.
+//! posted waits for one, until its RNR retries run out (for ever with 7). An access or
+//! length error gives an error CQE and moves the QP to the error state; a QP in the error
+//! state flushes what is posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode
+//! completes with a local QP operation error, named once on standard error.
 //!
 //! Arms and events: the device watches each CQ's arm word in the doorbell record (seeded
 //! with a sentinel at creation, since libmlx5's first arm writes the zero it started from)
@@ -26,6 +26,8 @@ use dvcq_mlx5_dv::model::build::{self, Entry, ErrSpec};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
+
+pub(crate) mod remote;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -59,10 +61,12 @@ pub fn start() {
                 continue;
             }
             idle = idle.saturating_add(1);
-            if idle < 256 {
-                std::thread::yield_now();
+            // A short spin (the CPU kept), then a wait that a message on the wire ends: a
+            // yield would hand the core to whatever else runs for a whole time slice.
+            if idle < 64 {
+                std::hint::spin_loop();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                remote::idle_wait(Duration::from_micros(50));
             }
         }
     });
@@ -90,6 +94,8 @@ enum Outcome {
     Failed(u8),
     /// Cannot run yet (no receive posted at the peer, or a CQ full): nothing consumed.
     Later,
+    /// Sent to the peer's process: consumed, its CQE comes with the reply.
+    Sent,
 }
 
 /// `IBV_ACCESS_LOCAL_WRITE`, `_REMOTE_WRITE`, `_REMOTE_READ`.
@@ -100,6 +106,7 @@ impl Emulator {
     /// One pass over every QP: executes or flushes what was posted since the last pass.
     /// Returns how many WQEs it consumed.
     pub fn step(&mut self) -> u32 {
+        let wired = self.wire_step();
         let mut work = Vec::new();
         for (&fd, ctx) in self.contexts.iter().filter(|(_, c)| c.device == Device::Mlx5) {
             for (&h, qp) in &ctx.qps {
@@ -108,9 +115,9 @@ impl Emulator {
                 }
             }
         }
-        let done = work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum();
+        let done: u32 = work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum();
         self.step_arms();
-        done
+        done + wired
     }
 
     /// Takes new arms from the CQs' doorbell records and fires the completion events they
@@ -190,6 +197,7 @@ impl Emulator {
         };
         let cqe: Option<Entry> = match outcome {
             Outcome::Later => return false,
+            Outcome::Sent => None,
             Outcome::Done(n) if ctrl.signaled() || qp.sq_sig_all => {
                 Some(build::req(qp.qpn, ctrl.wqe_index, ctrl.opcode, n).srqn_uidx(qp.wq.uidx))
             }
@@ -225,11 +233,19 @@ impl Emulator {
             warn_once(op);
             return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
         }
+        if qp.qp_type == crate::objects::QpType::Ud {
+            return self.datagram(fd, qp, ctrl, units);
+        }
         // ctrl, then the remote address for RDMA, then the data.
         let data_at = if rdma { 32 } else { 16 };
-        let Ok(gather) = Gather::parse(&units[data_at..]) else {
+        // Only the WQE's own units: what follows them in the ring is an older WQE's.
+        let end = (usize::from(ctrl.ds) * 16).clamp(data_at, units.len());
+        let Ok(gather) = Gather::parse(&units[data_at..end]) else {
             return Outcome::Failed(syndrome::LOCAL_LENGTH_ERR);
         };
+        if let Some(o) = self.remote_send(fd, qp, ctrl, units, &gather) {
+            return o;
+        }
         let Some((peer_fd, peer)) = self.find_qp(qp.path.dest_qpn) else {
             return Outcome::Failed(syndrome::REMOTE_OP_ERR);
         };
@@ -249,7 +265,7 @@ impl Emulator {
         if send || op == wqe_opcode::RDMA_WRITE_IMM {
             match self.peek_recv(peer_fd, &peer) {
                 Some(r) => recv = Some(r),
-                None => return Outcome::Later,
+                None => return self.rnr_wait(qp, &peer),
             }
         }
         if rdma {

@@ -7,9 +7,11 @@
 //! their rings and doorbell records in the application's memory, where the emulator records
 //! them.
 //!
-//! Beside it, an E810 (`irdma0`) under an unmodified libirdma (`irdma.rs`, the device in
-//! `irdma_engine.rs`). Not yet: address handles, several processes.
-//! `docs/emulated-devices.md` has what is emulated and the plan.
+//! A device thread executes the work they post and writes the CQEs (`engine`); QPs of
+//! different processes reach each other over a wire of UNIX sockets (`wire`). Beside the
+//! ConnectX, an E810 (`irdma0`) under an unmodified libirdma (`irdma.rs`, the device in
+//! `irdma_engine.rs`), within one process. `docs/emulated-devices.md` says what is emulated
+//! and what is not.
 
 pub mod abi;
 pub mod commands;
@@ -31,6 +33,7 @@ pub mod objects;
 pub mod real;
 pub mod recv;
 pub mod sysfs;
+pub mod wire;
 pub mod wqe;
 
 /// Runs when the library is loaded, before `main`: writes the sysfs tree, points
@@ -55,3 +58,16 @@ extern "C" fn load() {
 #[used]
 #[link_section = ".init_array"]
 static LOAD: extern "C" fn() = load;
+
+/// Runs when the process exits normally: the requests other processes' QPs sent this
+/// process's QPs, and that reached it, are answered first (a NIC acknowledges what it
+/// received; the kernel then destroys what the program did not).
+#[cfg(not(test))]
+extern "C" fn unload() {
+    emulator::with(emulator::Emulator::drain_wire);
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static UNLOAD: extern "C" fn() = unload;

@@ -183,6 +183,13 @@ pub struct Srq {
     pub consumed: u32,
 }
 
+/// An address handle (UD): what CREATE_AH named.
+#[derive(Clone, Copy, Debug)]
+pub struct Ah {
+    pub pd: u32,
+    pub dgid: [u8; 16],
+}
+
 /// A page the application mapped from the command fd.
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
@@ -220,6 +227,7 @@ pub struct Context {
     pub cqs: HashMap<u32, Cq>,
     pub qps: HashMap<u32, Qp>,
     pub srqs: HashMap<u32, Srq>,
+    pub ahs: HashMap<u32, Ah>,
     pub mappings: Vec<Mapping>,
 }
 

@@ -142,7 +142,7 @@ impl SysfsTree {
 }
 
 /// Makes (or checks) `dir`: a real directory owned by `uid`, private to it.
-fn own_dir(dir: &Path, uid: u32) -> io::Result<()> {
+pub(crate) fn own_dir(dir: &Path, uid: u32) -> io::Result<()> {
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}

@@ -11,6 +11,7 @@ mod bench_scale;
 pub mod decode;
 mod device_name;
 pub mod devices;
+pub mod emulate;
 mod output;
 mod progress;
 pub mod ring;
@@ -57,6 +58,9 @@ enum Command {
     /// A device's counters (the kernel's sysfs counters, or a model's) around a short
     /// workload, next to the statistics and depth advice of the CQ dvcq polled.
     Stat(stat::StatArgs),
+    /// Run a program over the emulated devices (an emulated ConnectX-6 Dx, mlx5_0, under
+    /// the host's rdma-core): dvcq emulate -- PROGRAM [ARGS...].
+    Emulate(emulate::EmulateArgs),
 }
 
 impl Command {
@@ -69,6 +73,7 @@ impl Command {
             Command::Validate(_) => "validate",
             Command::Decode(_) => "decode",
             Command::Stat(_) => "stat",
+            Command::Emulate(_) => "emulate",
         }
     }
 }
@@ -89,6 +94,7 @@ pub fn main() -> ExitCode {
         Command::Validate(a) => a.run(),
         Command::Ring(a) => a.run(),
         Command::Stat(a) => a.run(),
+        Command::Emulate(a) => a.run(),
     };
     match result {
         Ok(code) => code,
