@@ -210,7 +210,7 @@ pub fn command(e: &mut Emulator, fd: i32, c: &mut Command<'_>) -> Result<(), Err
         (cmd::CREATE_COMP_CHANNEL, false) => return e.create_comp_channel(fd, c),
         _ => {}
     }
-    let Emulator { contexts, events, numbers } = e;
+    let Emulator { contexts, events, numbers, .. } = e;
     let ctx = contexts.get_mut(&fd).filter(|x| x.ready).ok_or(libc::EINVAL)?;
     match (c.number, c.extended) {
         (cmd::QUERY_DEVICE, false) => {
