@@ -17,6 +17,7 @@ pub mod ring;
 pub mod stat;
 mod table;
 pub mod traffic;
+mod traffic_remote;
 pub mod validate;
 
 /// What every subcommand shares, shown under `dvcq --help`.
