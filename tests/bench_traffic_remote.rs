@@ -113,7 +113,12 @@ fn another_version_is_refused_on_both_sides() {
     let answer = read_line(&s);
     let o = finish(server, Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("the peer speaks the dvcq-traffic exchange version 2 (dvcq 0.0.0), this dvcq speaks version 1"), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("the peer speaks the dvcq-traffic exchange version 2 (dvcq 0.0.0), this dvcq speaks version 1"),
+        "{}",
+        stderr(&o)
+    );
     // The peer is told why, in the exchange's error message.
     let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(v["msg"], "error", "{answer}");
@@ -156,7 +161,8 @@ fn a_peer_that_is_not_dvcq_is_named_so_and_both_exit() {
 fn no_server_at_the_address_is_a_clear_error_after_a_bounded_wait() {
     let port = free_port().to_string();
     let t0 = Instant::now();
-    let o = finish(spawn(&["127.0.0.1", "-p", &port, "-d", "model-mlx5", "--oob-timeout", "2"]), Duration::from_secs(30));
+    let o =
+        finish(spawn(&["127.0.0.1", "-p", &port, "-d", "model-mlx5", "--oob-timeout", "2"]), Duration::from_secs(30));
     let took = t0.elapsed();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains(&format!("no dvcq bench traffic server at 127.0.0.1:{port}")), "{}", stderr(&o));
@@ -185,7 +191,6 @@ fn a_server_that_dies_or_falls_silent_stops_the_client() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no answer in 1 s (waiting for the peer's hello)"), "{}", stderr(&o));
     assert!(t0.elapsed() < Duration::from_secs(15));
-
 }
 
 #[test]

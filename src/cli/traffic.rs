@@ -132,11 +132,15 @@ impl TrafficArgs {
                 events: self.events,
                 json: self.json,
                 figure_lines: self.figure_lines,
-                refused: [(self.sq_sig_all, "--sq-sig-all"), (self.cq_per_qp, "--cq-per-qp"), (self.callgrind, "--callgrind")]
-                    .into_iter()
-                    .chain([(self.depth.is_some(), "--depth"), (self.moderation.is_some(), "--moderation")])
-                    .filter_map(|(on, flag)| on.then_some(flag))
-                    .collect(),
+                refused: [
+                    (self.sq_sig_all, "--sq-sig-all"),
+                    (self.cq_per_qp, "--cq-per-qp"),
+                    (self.callgrind, "--callgrind"),
+                ]
+                .into_iter()
+                .chain([(self.depth.is_some(), "--depth"), (self.moderation.is_some(), "--moderation")])
+                .filter_map(|(on, flag)| on.then_some(flag))
+                .collect(),
             };
             return super::traffic_remote::run(&self.remote, &common);
         }

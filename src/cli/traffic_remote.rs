@@ -146,7 +146,8 @@ fn print(out: &mut Output, r: &RemoteReport, gbits: bool) -> Result<(), CliError
     out.line(&pair("TX depth", p.tx_depth.to_string(), "Signaled sends", format!("1 in {}", p.signal_every)))?;
     let mode = if r.events { "events" } else { "busy polling" };
     out.line(&pair("CQE poll batch", r.batch.to_string(), "Completion mode", mode.into()))?;
-    let iters = p.duration.map_or_else(|| format!("{} x {} reps", p.iters, p.reps), |d| format!("{d} s x {} reps", p.reps));
+    let iters =
+        p.duration.map_or_else(|| format!("{} x {} reps", p.iters, p.reps), |d| format!("{d} s x {} reps", p.reps));
     out.line(&pair("Message size", format!("{}[B]", p.size), "Throughput run", iters))?;
     for (poller, (me, peer)) in p.pollers.iter().zip(&r.endpoints) {
         out.line(&format!(" {poller:<12} local {me}  remote {peer}"))?;
@@ -167,7 +168,16 @@ fn print(out: &mut Output, r: &RemoteReport, gbits: bool) -> Result<(), CliError
         let Some(l) = row.latency else { continue };
         out.line(&format!(
             " {:<12} {:<6} {:<14} {:<14.2} {:<12.2} {:<18.2} {:<14.2} {:<15.2} {:<22.2} {:.2}",
-            row.poller, p.size, p.iters, l.t_min_us, l.t_max_us, l.t_typical_us, l.t_avg_us, l.t_stdev_us, l.p99_us, l.p99_9_us
+            row.poller,
+            p.size,
+            p.iters,
+            l.t_min_us,
+            l.t_max_us,
+            l.t_typical_us,
+            l.t_avg_us,
+            l.t_stdev_us,
+            l.p99_us,
+            l.p99_9_us
         ))?;
     }
     out.line(&rule)?;
@@ -178,7 +188,10 @@ fn print(out: &mut Output, r: &RemoteReport, gbits: bool) -> Result<(), CliError
 
 fn bw_row(r: &RemoteRow, gbits: bool) -> String {
     let bw = |x: Option<f64>| {
-        x.map_or_else(|| "-".to_string(), |b| if gbits { format!("{:.3}", b * 8.0 / 1e9) } else { format!("{:.2}", b / f64::from(1u32 << 20)) })
+        x.map_or_else(
+            || "-".to_string(),
+            |b| if gbits { format!("{:.3}", b * 8.0 / 1e9) } else { format!("{:.2}", b / f64::from(1u32 << 20)) },
+        )
     };
     let opt = |x: Option<f64>, digits: usize| x.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"));
     let line = format!(

@@ -136,9 +136,10 @@ impl Oob {
                 "{}: the peer is not dvcq bench traffic: it sent a line of more than {LINE_MAX} bytes",
                 self.peer
             ))),
-            Ok(_) if buf.last() != Some(&b'\n') => {
-                Err(OobError(format!("{}: the peer closed the connection in a message (waiting for {step})", self.peer)))
-            }
+            Ok(_) if buf.last() != Some(&b'\n') => Err(OobError(format!(
+                "{}: the peer closed the connection in a message (waiting for {step})",
+                self.peer
+            ))),
             Ok(_) => Ok(String::from_utf8_lossy(&buf).trim_end().to_string()),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(OobError(format!(
                 "{}: no answer in {:.0} s (waiting for {step})",
@@ -209,7 +210,9 @@ impl Oob {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 // 0 bytes: closed; read_line reports it.
                 Ok(_) => {}
-                Err(e) => return Err(OobError(format!("{}: the connection failed (waiting for {msg}): {e}", self.peer))),
+                Err(e) => {
+                    return Err(OobError(format!("{}: the connection failed (waiting for {msg}): {e}", self.peer)))
+                }
             }
         }
         self.recv(msg).map(Some)
@@ -219,8 +222,9 @@ impl Oob {
         if let Some(what) = peer_error(line) {
             return Err(OobError(format!("{}: the peer stopped: {what}", self.peer)));
         }
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| OobError(format!("{}: a malformed message where {msg} was due ({e}): {:?}", self.peer, clip(line))))?;
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+            OobError(format!("{}: a malformed message where {msg} was due ({e}): {:?}", self.peer, clip(line)))
+        })?;
         let got = v.get("msg").and_then(|m| m.as_str()).unwrap_or("");
         if got != msg {
             return Err(OobError(format!("{}: the peer sent {got:?} where {msg:?} was due", self.peer)));

@@ -363,7 +363,8 @@ impl RLane {
         let cq = make_cq(ctx, kind, depth, channel.as_ref())?;
         let pd = ctx.alloc_pd()?;
         let mr = pd.reg_mr((2 * u64::from(p.size)).max(64) as usize, Access::ALL)?;
-        let caps = QpCaps { max_send_wr: p.tx_depth, max_recv_wr: rx, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let caps =
+            QpCaps { max_send_wr: p.tx_depth, max_recv_wr: rx, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
         let mut qps = Vec::with_capacity(p.qps as usize);
         for _ in 0..p.qps {
             qps.push(pd.create_qp(&QpInit { caps, ..QpInit::new(QpType::Rc, &cq) })?);
@@ -391,7 +392,12 @@ impl RLane {
 
     fn connect(&mut self, w: &WireLane, peer: &str) -> Result<(), RemoteError> {
         if w.qps.len() != self.qps.len() {
-            return Err(RemoteError(format!("{peer}: the peer made {} QPs for {}, this side {}", w.qps.len(), w.poller, self.qps.len())));
+            return Err(RemoteError(format!(
+                "{peer}: the peer made {} QPs for {}, this side {}",
+                w.qps.len(),
+                w.poller,
+                self.qps.len()
+            )));
         }
         for (q, e) in self.qps.iter_mut().zip(&w.qps) {
             let ep = e.endpoint().map_err(|what| RemoteError(format!("{peer}: the peer's endpoint has {what}")))?;
@@ -534,16 +540,16 @@ fn client_bw(l: &mut RLane, p: &RemoteParams, oob: &mut Oob) -> Result<PhaseFigu
         }
         if posting {
             let sg = [l.mr.slice(0, p.size)?];
-            for i in 0..n {
+            for (i, (sent, out)) in posted.iter_mut().zip(c.groups_out.iter_mut()).enumerate() {
                 let mut list: Vec<SendWr<'_>> = Vec::new();
-                while c.groups_out[i] < max_groups && posted[i] < target {
-                    let len = u64::from(g).min(target - posted[i]) as u32;
+                while *out < max_groups && *sent < target {
+                    let len = u64::from(g).min(target - *sent) as u32;
                     for k in 0..len {
                         let last = k + 1 == len;
                         list.push(SendWr::new(wr_id(false, i, if last { len } else { 0 }), op, &sg).signaled(last));
                     }
-                    posted[i] += u64::from(len);
-                    c.groups_out[i] += 1;
+                    *sent += u64::from(len);
+                    *out += 1;
                 }
                 if !list.is_empty() {
                     l.qps[i].post_send(&list)?;
@@ -638,7 +644,12 @@ fn server_bw(l: &mut RLane, p: &RemoteParams, oob: &mut Oob) -> Result<(PhaseFig
 
 /// The latency phase: `p.iters` ping-pongs on QP 0. The client returns its half round
 /// trips in nanoseconds.
-fn ping_pong(l: &mut RLane, p: &RemoteParams, role: Role, oob: &mut Oob) -> Result<(PhaseFigures, Vec<u64>), RemoteError> {
+fn ping_pong(
+    l: &mut RLane,
+    p: &RemoteParams,
+    role: Role,
+    oob: &mut Oob,
+) -> Result<(PhaseFigures, Vec<u64>), RemoteError> {
     let mut c = Counts::new(l.qps.len());
     let mut w = Watch::new();
     let sg_len = p.size;
@@ -741,7 +752,8 @@ fn row(
     let bytes = |f: &PhaseFigures| f.msgs as f64 * f64::from(p.size);
     let rate = |f: &PhaseFigures, x: f64| (f.wall_ns > 0).then(|| x / (f.wall_ns as f64 / 1e9));
     let saw = all.msgs > 0;
-    let peak = reps.iter().filter_map(|f| rate(f, bytes(f))).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    let peak =
+        reps.iter().filter_map(|f| rate(f, bytes(f))).fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
     RemoteRow {
         side,
         poller: lane_name.to_string(),
@@ -821,7 +833,10 @@ fn run_inner(
         .pollers
         .iter()
         .map(|n| {
-            PollerKind::ALL.into_iter().find(|k| k.name() == n).ok_or_else(|| RemoteError(format!("no poller named {n}")))
+            PollerKind::ALL
+                .into_iter()
+                .find(|k| k.name() == n)
+                .ok_or_else(|| RemoteError(format!("no poller named {n}")))
         })
         .collect::<Result<_, _>>()?;
     let mut lanes = Vec::with_capacity(kinds.len());
@@ -832,7 +847,12 @@ fn run_inner(
     oob.send(&mine)?;
     let theirs: SetupMsg = oob.recv("setup")?;
     if theirs.lanes.len() != lanes.len() {
-        return Err(RemoteError(format!("{}: the peer set up {} pollers, this side {}", oob.peer, theirs.lanes.len(), lanes.len())));
+        return Err(RemoteError(format!(
+            "{}: the peer set up {} pollers, this side {}",
+            oob.peer,
+            theirs.lanes.len(),
+            lanes.len()
+        )));
     }
     let peer = oob.peer.clone();
     let mut endpoints = Vec::new();
@@ -965,7 +985,13 @@ mod tests {
 
     #[test]
     fn an_endpoint_crosses_the_wire_unchanged() {
-        let e = Endpoint { qpn: 0x11, lid: 0, gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2], gid_index: 1, psn: 7 };
+        let e = Endpoint {
+            qpn: 0x11,
+            lid: 0,
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2],
+            gid_index: 1,
+            psn: 7,
+        };
         let w: WireEndpoint = serde_json::from_str(&serde_json::to_string(&WireEndpoint::of(&e)).unwrap()).unwrap();
         assert_eq!(w.endpoint().unwrap(), e);
         assert!(WireEndpoint { gid: "zz".into(), ..w }.endpoint().is_err());
