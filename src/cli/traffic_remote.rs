@@ -114,7 +114,8 @@ pub(super) fn run(a: &RemoteArgs, c: &Common<'_>) -> Result<ExitCode, CliError> 
     } else {
         print(&mut out, &report, a.report_gbits)?;
     }
-    if c.figure_lines {
+    // The client's report holds both sides' rows: it alone prints them as figure lines.
+    if c.figure_lines && report.role == Role::Client {
         for r in &report.rows {
             let name = format!("two_host_{}_{}", r.side, r.poller);
             if let Some(ns) = r.ns_per_completion {

@@ -30,8 +30,12 @@ use dvcq_provider::cputime::thread_cpu_time;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
-/// Empty polls between two looks at the clock and at the exchange.
+/// Empty polls between two looks at the clock and at the exchange while busy-polling (in
+/// event mode an empty poll sleeps up to [`EVENT_WAIT`], and each one looks).
 const LOOK_EVERY: u64 = 1024;
+/// The longest sleep on the completion channel, so that the clock and the exchange are
+/// looked at while the peer sends nothing.
+const EVENT_WAIT: Duration = Duration::from_millis(100);
 /// How long a WRITE server waits for the client's count after its phase began, beyond `-D`.
 const WRITE_PHASE_LIMIT: Duration = Duration::from_secs(600);
 
@@ -471,7 +475,7 @@ impl RLane {
     fn idle(&mut self) -> Result<(), RemoteError> {
         if let Some(ch) = &self.channel {
             self.cq.arm(ArmMode::Next)?;
-            let _ = ch.next_event(Some(Duration::from_millis(100)))?;
+            let _ = ch.next_event(Some(EVENT_WAIT))?;
         }
         Ok(())
     }
@@ -481,17 +485,19 @@ impl RLane {
 struct Watch {
     since: Instant,
     last_progress: u64,
+    /// Empty polls between two looks.
+    every: u64,
 }
 
 impl Watch {
-    fn new() -> Watch {
-        Watch { since: Instant::now(), last_progress: 0 }
+    fn new(l: &RLane) -> Watch {
+        Watch { since: Instant::now(), last_progress: 0, every: if l.channel.is_some() { 1 } else { LOOK_EVERY } }
     }
 
-    /// Every [`LOOK_EVERY`] empty polls: an error if nothing completed for [`STALL`], or
+    /// Every `every` empty polls: an error if nothing completed for [`STALL`], or
     /// (with `peer`) if the peer sent something (its error) or closed the exchange.
     fn look(&mut self, c: &Counts, oob: &mut Oob, peer: bool, what: &dyn Fn() -> String) -> Result<(), RemoteError> {
-        if c.f.empty_polls % LOOK_EVERY != 0 {
+        if c.f.empty_polls % self.every != 0 {
             return Ok(());
         }
         if c.f.completions != self.last_progress {
@@ -503,7 +509,7 @@ impl Watch {
         if !peer {
             return Ok(());
         }
-        if let Some(v) = oob.try_recv::<serde_json::Value>("nothing during the phase")? {
+        if let Some(v) = oob.try_recv::<serde_json::Value>("the end of the phase")? {
             return Err(RemoteError(format!("{}: the peer sent {v} during the phase", oob.peer)));
         }
         Ok(())
@@ -530,7 +536,7 @@ fn client_bw(l: &mut RLane, p: &RemoteParams, oob: &mut Oob) -> Result<PhaseFigu
     let deadline = p.duration.map(|s| Duration::from_secs(u64::from(s)));
     l.mr.slice(0, p.size)?;
     let op = l.op(p, false);
-    let mut w = Watch::new();
+    let mut w = Watch::new(l);
     let cpu0 = cpu_now()?;
     let t0 = Instant::now();
     let mut posting = true;
@@ -588,7 +594,7 @@ fn server_bw(l: &mut RLane, p: &RemoteParams, oob: &mut Oob) -> Result<(PhaseFig
     }
     oob.send(&Plain { msg: "ready".into() })?;
     let mut c = Counts::new(n);
-    let mut w = Watch::new();
+    let mut w = Watch::new(l);
     let cpu0 = cpu_now()?;
     let t0 = Instant::now();
     let mut client: Option<FiguresMsg> = None;
@@ -622,7 +628,7 @@ fn server_bw(l: &mut RLane, p: &RemoteParams, oob: &mut Oob) -> Result<(PhaseFig
                 continue;
             }
             l.idle()?;
-            if c.f.empty_polls % LOOK_EVERY == 0 {
+            if c.f.empty_polls % w.every == 0 {
                 if client.is_none() {
                     client = oob.try_recv("sent")?;
                 } else if last.elapsed() > STALL {
@@ -651,7 +657,7 @@ fn ping_pong(
     oob: &mut Oob,
 ) -> Result<(PhaseFigures, Vec<u64>), RemoteError> {
     let mut c = Counts::new(l.qps.len());
-    let mut w = Watch::new();
+    let mut w = Watch::new(l);
     let sg_len = p.size;
     let op = l.op(p, true);
     let mut halves = Vec::with_capacity(p.iters as usize);
