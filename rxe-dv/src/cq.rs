@@ -4,7 +4,7 @@
 
 use crate::error::AttachError;
 use crate::queue::{Geometry, QueueBuf, QueueDesc};
-use crate::record::{completion, fault};
+use crate::record::{completion, fault, fill_from_words};
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, DmaBuffer, FaultKind};
 use std::sync::Arc;
@@ -170,7 +170,7 @@ impl CqDriver for RxeCq {
         let ready = waiting as usize;
         let mut pos = self.ci;
         for o in out.iter_mut().take(ready) {
-            *o = completion(&self.q.record(pos), pos);
+            fill_from_words(o, &self.q.record_words(pos), pos);
             pos = pos.wrapping_add(1);
         }
         let n = pos.wrapping_sub(self.ci);

@@ -297,6 +297,18 @@ impl QueueBuf {
         self.data.read_at::<u64>(pos.wrapping_shl(self.chunk_shift), off).unwrap_or(0)
     }
 
+    /// The record in slot `pos mod slots` as its six 8-byte words in memory order, each the
+    /// native-endian load of those 8 bytes (`bytemuck::cast` turns them back into the
+    /// record). As [`QueueBuf::record`], only for a slot before the producer index.
+    #[inline(always)]
+    pub(crate) fn record_words(&self, pos: u32) -> [u64; 6] {
+        // The slot is addressed once; each offset is a constant inside the 48-byte record,
+        // so the reads cannot miss (0 would stand for one that did).
+        let slot = self.data.view().slot_ref::<UVERBS_WC_SIZE>(pos.wrapping_shl(self.chunk_shift));
+        let w = |off: usize| slot.read_at::<u64>(off).unwrap_or(0);
+        [w(0), w(8), w(16), w(24), w(32), w(40)]
+    }
+
     /// A copy of the record in slot `pos mod slots` (the first 48 bytes of the element).
     /// Call only for a slot before the producer index loaded by [`QueueBuf::producer_acquire`].
     #[inline(always)]

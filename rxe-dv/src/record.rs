@@ -3,7 +3,7 @@
 //! `ibv_wc`. The conversion, and what numbers outside libibverbs' enums become, is
 //! [`Completion::from_uverbs_wc`], shared with the generic backend.
 
-use dvcq_provider::{Completion, CqeFault, FaultKind};
+use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::rxe::wc::UverbsWc;
 
 /// The completion for record `wc` found at ring position `position` (the running consumer
@@ -11,6 +11,72 @@ use dvcq_uapi::rxe::wc::UverbsWc;
 #[inline(always)]
 pub(crate) fn completion(wc: &UverbsWc, position: u32) -> Completion {
     Completion::from_uverbs_wc(wc, position)
+}
+
+/// Writes into `o` the completion for the record whose six 8-byte words are `w` (each the
+/// native-endian load of those 8 bytes, [`crate::queue::QueueBuf::record_words`]), found at
+/// ring position `position`.
+///
+/// A successful completion with a known opcode, nearly every record, is stored field by
+/// field straight into the caller's slot, what [`Completion::from_uverbs_wc`] gives, without
+/// first assembling a `struct ib_uverbs_wc` copy or a `Completion` to move; every other record
+/// (an error status, a number outside libibverbs' enums) takes that conversion.
+#[inline(always)]
+pub(crate) fn fill_from_words(o: &mut Completion, w: &[u64; 6], position: u32) {
+    let (status, opcode) = halves(w[1]);
+    let (0, Some(opcode)) = (status, WcOpcode::from_u32(opcode)) else {
+        *o = other_record(w, position);
+        return;
+    };
+    let (vendor_err, byte_len) = halves(w[2]);
+    let (imm_data, qp_num) = halves(w[3]);
+    let (src_qp, wc_flags) = halves(w[4]);
+    let w5 = w[5];
+    // In the order of `Completion`'s layout, so that neighbouring stores can merge.
+    o.wr_id = w[0];
+    o.byte_len = byte_len;
+    o.imm_data = imm_data;
+    o.qp_num = qp_num;
+    o.wc_flags = WcFlags::from_bits_retain(wc_flags);
+    o.status = WcStatus::Success;
+    o.opcode = opcode;
+    o.fault_kind = FaultKind::None;
+    o.sl = field(w5, 4, 1) as u8;
+    o.wqe_index = 0;
+    o.pkey_index = field(w5, 0, 2) as u16;
+    o.src_qp = src_qp;
+    o.vendor_err = vendor_err;
+    o.slid = field(w5, 2, 2) as u16;
+    o.dlid_path_bits = field(w5, 5, 1) as u8;
+    o.hdr_ok = 0;
+    o.hdr_type = 0;
+    o.checksum = 0;
+    o.timestamp = 0;
+    o.flow_tag_hash = 0;
+}
+
+/// The `size`-byte field at byte `byte` of an 8-byte record word (a native-endian load of
+/// those bytes), in the low bits of the result.
+#[inline(always)]
+const fn field(w: u64, byte: u32, size: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        w >> (8 * byte)
+    } else {
+        w >> (64 - 8 * (byte + size))
+    }
+}
+
+/// The two 4-byte fields an 8-byte record word holds, in memory order.
+#[inline(always)]
+const fn halves(w: u64) -> (u32, u32) {
+    (field(w, 0, 4) as u32, field(w, 4, 4) as u32)
+}
+
+/// Every record but a successful one with a known opcode: the shared conversion.
+#[cold]
+#[inline(never)]
+fn other_record(w: &[u64; 6], position: u32) -> Completion {
+    completion(&bytemuck::cast::<[u64; 6], UverbsWc>(*w), position)
 }
 
 /// A fault item for the record at `position`.
@@ -22,7 +88,33 @@ pub(crate) fn fault(kind: FaultKind, position: u32, value: u32) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dvcq_provider::{WcFlags, WcOpcode, WcStatus};
+    use proptest::prelude::*;
+
+    fn words(wc: &UverbsWc) -> [u64; 6] {
+        bytemuck::cast(*wc)
+    }
+
+    proptest! {
+        /// The conversion from words gives what the shared conversion gives, for any record:
+        /// a success of every opcode, error statuses, numbers outside the enums.
+        #[test]
+        fn words_convert_as_the_shared_conversion_does(
+            wr_id: u64, status in prop_oneof![Just(0u32), 0u32..30, any::<u32>()],
+            opcode in prop_oneof![0u32..12, 128u32..136, any::<u32>()],
+            vendor_err: u32, byte_len: u32, ex: u32, qp_num: u32, src_qp: u32, wc_flags: u32,
+            pkey_index: u16, slid: u16, sl: u8, dlid_path_bits: u8, port_num: u8, reserved: u8,
+            position: u32,
+        ) {
+            let wc = UverbsWc {
+                wr_id, status, opcode, vendor_err, byte_len, ex, qp_num, src_qp, wc_flags,
+                pkey_index, slid, sl, dlid_path_bits, port_num, reserved,
+            };
+            // Into a slot holding a stale completion, as a poll's output array does.
+            let mut o = Completion { wr_id: 1, timestamp: 9, hdr_ok: 3, wqe_index: 4, ..Completion::default() };
+            fill_from_words(&mut o, &words(&wc), position);
+            prop_assert_eq!(o, Completion::from_uverbs_wc(&wc, position));
+        }
+    }
 
     fn recv() -> UverbsWc {
         UverbsWc {

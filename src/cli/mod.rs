@@ -18,6 +18,7 @@ pub mod ring;
 pub mod stat;
 mod table;
 pub mod traffic;
+mod traffic_remote;
 pub mod validate;
 mod validate_deadline;
 

@@ -82,6 +82,8 @@ pub struct TrafficArgs {
     /// JSON out).
     #[arg(long, hide = true, value_enum)]
     callgrind_run: Option<PollerKind>,
+    #[command(flatten)]
+    pub(super) remote: super::traffic_remote::RemoteArgs,
 }
 
 /// `COUNT,PERIOD_US`: two numbers of at most 65535.
@@ -116,6 +118,32 @@ impl TrafficArgs {
 
     /// Runs the subcommand.
     pub fn run(&self) -> Result<ExitCode, CliError> {
+        if self.remote.is_remote() {
+            let common = super::traffic_remote::Common {
+                device: &self.device,
+                verb: self.verb,
+                size: self.size,
+                iters: self.iters,
+                tx_depth: self.tx_depth,
+                signal_every: self.signal_every,
+                qps: self.qps,
+                reps: self.reps,
+                batch: self.batch,
+                events: self.events,
+                json: self.json,
+                figure_lines: self.figure_lines,
+                refused: [
+                    (self.sq_sig_all, "--sq-sig-all"),
+                    (self.cq_per_qp, "--cq-per-qp"),
+                    (self.callgrind, "--callgrind"),
+                ]
+                .into_iter()
+                .chain([(self.depth.is_some(), "--depth"), (self.moderation.is_some(), "--moderation")])
+                .filter_map(|(on, flag)| on.then_some(flag))
+                .collect(),
+            };
+            return super::traffic_remote::run(&self.remote, &common);
+        }
         let fail = |e: crate::Error| CliError(e.to_string());
         let p = self.params();
         p.check().map_err(|e| CliError(e.to_string()))?;

@@ -63,6 +63,19 @@ C_EXAMPLES = {
 }
 TAIL_LINES = 25
 STEP_TAIL_LINES = 30
+# The two-host run (two network namespaces, a dvcq server in one, the client in the other):
+# the figures that show both sides measured, which its step must print when it exits 0.
+TWO_HOST_STEP = "dvcq-two-host"
+TWO_HOST_FIGURES = (
+    "two_host_client_direct_ns_per_completion",
+    "two_host_client_direct_t_typical",
+    "two_host_server_direct_ns_per_completion",
+)
+# `bench drain`'s figures whose ratio is the rxe poll's cost against ibv_poll_cq's, and the
+# target of that ratio (issue 43); a baseline binary's figures carry the prefix `drain_baseline_`.
+DRAIN_DIRECT = "direct_rxe"
+DRAIN_BASE = "ibv_poll_cq_generic"
+DRAIN_RATIO_TARGET = 0.9
 
 
 @dataclass
@@ -269,6 +282,7 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
 
     check_devices(con, failures)
     check_c_examples(con, failures)
+    check_two_host(con, failures)
 
     if GUEST_TEST in args.expect_step:
         arrived = len(con.rows) + len(con.skips)
@@ -329,6 +343,36 @@ def check_c_examples(con: Console, failures: list[str]) -> None:
             failures.append(f"step {name} (line {step.begin}) exited 0 without printing {line!r}")
 
 
+def check_two_host(con: Console, failures: list[str]) -> None:
+    """A two-host step that exited 0 must have printed both sides' figures: an exit status
+    alone does not show that data moved between the namespaces."""
+    step = con.steps.get(TWO_HOST_STEP)
+    if step is None or step.rc != 0:
+        return
+    text = "\n".join(step.output)
+    for name in TWO_HOST_FIGURES:
+        if not re.search(rf"(?:^|\s)vm-figure {name} ", text, re.M):
+            failures.append(f"step {TWO_HOST_STEP} (line {step.begin}) exited 0 without the figure {name}")
+
+
+def drain_ratios(con: Console) -> list[str]:
+    """The rxe poll's cost over ibv_poll_cq's in `bench drain`, for this build and for a
+    baseline build run in the same guest, each against the target."""
+    figures = {f.name: f.value for f in con.figures}
+    out = []
+    for prefix, what in (("drain_baseline_", "baseline build"), ("drain_", "this build")):
+        direct, base = figures.get(prefix + DRAIN_DIRECT), figures.get(prefix + DRAIN_BASE)
+        if direct is None or base is None or float(base) <= 0:
+            continue
+        ratio = float(direct) / float(base)
+        verdict = "met" if ratio <= DRAIN_RATIO_TARGET else "missed"
+        out.append(
+            f"vm: rxe drain ratio ({what}): {ratio:.2f}x ibv_poll_cq ({direct} against {base} ns/completion; "
+            f"target at most {DRAIN_RATIO_TARGET}x: {verdict})"
+        )
+    return out
+
+
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     """Left-aligned columns, numbers right-aligned; two-space indent."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -374,6 +418,7 @@ def report(con: Console, args: argparse.Namespace, failures: list[str]) -> list[
     if con.figures:
         out.append("vm: figures")
         out += table(["figure", "value", "unit"], [[f.name, f.value, f.unit] for f in con.figures])
+    out += drain_ratios(con)
 
     if args.phase:
         phases = [p.split("=", 1) for p in args.phase]

@@ -218,6 +218,33 @@ class Verdict(unittest.TestCase):
                                            rcs={"c-attach": 77}), "step c-attach exited 77")
         self.assertIn("  | attach: no RDMA device rxe0 here", out)
 
+    def test_a_two_host_step_that_exits_0_without_both_sides_figures_fails(self):
+        figures = ("vm-figure two_host_client_direct_ns_per_completion 900.1 ns/completion\n"
+                   "vm-figure two_host_client_direct_t_typical 41.20 us\n"
+                   "vm-figure two_host_server_direct_ns_per_completion 1200.5 ns/completion")
+        step = "vm-step-begin dvcq-two-host\n{}\nvm-step-end dvcq-two-host 0"
+        rc, out = run(console(extra=step.format(figures)))
+        self.assertEqual(rc, 0, "\n".join(out))
+        without_server = figures.rsplit("\n", 1)[0]
+        self.assertFailsWith(console(extra=step.format(without_server)),
+                             "exited 0 without the figure two_host_server_direct_ns_per_completion")
+
+    def test_the_rxe_drain_ratio_is_reported_for_both_builds_against_the_target(self):
+        extra = ("vm-step-begin dvcq-bench-drain\n"
+                 "vm-figure drain_direct_rxe 90.0 ns/completion\n"
+                 "vm-figure drain_ibv_poll_cq_generic 120.0 ns/completion\n"
+                 "vm-figure drain_baseline_direct_rxe 150.0 ns/completion\n"
+                 "vm-figure drain_baseline_ibv_poll_cq_generic 110.0 ns/completion\n"
+                 "vm-step-end dvcq-bench-drain 0")
+        rc, out = run(console(extra=extra))
+        self.assertEqual(rc, 0, "\n".join(out))
+        self.assertIn("vm: rxe drain ratio (this build): 0.75x ibv_poll_cq (90.0 against 120.0 ns/completion; "
+                      "target at most 0.9x: met)", out)
+        self.assertIn("vm: rxe drain ratio (baseline build): 1.36x ibv_poll_cq (150.0 against 110.0 "
+                      "ns/completion; target at most 0.9x: missed)", out)
+        rc, out = run(console())
+        self.assertFalse(any("drain ratio" in line for line in out))
+
     def test_development_mode_may_leave_the_guest_test_out(self):
         text = console({"guest-test": "ok"})
         rc, out = run(text, "--dev-mode", steps=STEPS[:-1])

@@ -25,7 +25,9 @@
 //! - with `--callgrind` (valgrind), instructions per completion of the poll calls alone.
 
 mod lane;
+pub mod oob;
 pub(crate) mod poll;
+pub mod remote;
 
 use crate::cq::BackendKind;
 use crate::error::Error;
@@ -34,7 +36,7 @@ use lane::{BwSample, Lane};
 use serde::Serialize;
 
 /// What the traffic does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Verb {
     /// RDMA WRITE: one requester completion per signaled send (`ib_write_bw`).

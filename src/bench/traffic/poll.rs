@@ -45,6 +45,11 @@ impl Scratch {
             verbs: vec![crate::sys::ffi::ibv_wc::default(); batch.max(1)],
         }
     }
+
+    /// The batch it holds room for.
+    pub(super) fn len(&self) -> usize {
+        self.wcs.len()
+    }
 }
 
 /// The symbol names of the poll functions, for `valgrind --toggle-collect`.
