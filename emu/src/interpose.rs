@@ -13,6 +13,8 @@
 //! * `read` of an event fd: one event record. `close` of any emulator fd: its state goes.
 //! * `socket(AF_NETLINK, _, NETLINK_RDMA)`: `EPROTONOSUPPORT`, so libibverbs discovers
 //!   devices through sysfs even where the kernel has RDMA netlink.
+//! * `opendir("/etc/libibverbs.d")`: the directory `DVCQ_EMU_IBV_CONFIG_DIR` names, where set
+//!   ([`crate::config_dir`]).
 //!
 //! The variadic C prototypes (`open`, `openat`, `ioctl`) are declared with their optional
 //! argument as a fixed one: on the x86-64 and AArch64 Linux calling conventions a variadic
@@ -423,4 +425,23 @@ pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_
     }
     // SAFETY: forwarded unchanged.
     unsafe { real::socket(domain, ty, protocol) }
+}
+
+/// `opendir`: libibverbs' provider configuration directory may be replaced
+/// ([`crate::config_dir`]).
+///
+/// # Safety
+///
+/// As for the C function.
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    if !path.is_null() {
+        // SAFETY: a non-null path is a NUL-terminated string, as the C function requires.
+        if let Some(dir) = crate::config_dir::redirect(unsafe { CStr::from_ptr(path) }) {
+            // SAFETY: `dir` is a NUL-terminated string that lives for the whole process.
+            return unsafe { real::opendir(dir.as_ptr()) };
+        }
+    }
+    // SAFETY: forwarded unchanged.
+    unsafe { real::opendir(path) }
 }

@@ -15,6 +15,7 @@
 
 pub mod abi;
 pub mod commands;
+pub mod config_dir;
 pub mod device;
 pub mod emulator;
 pub mod engine;
@@ -46,6 +47,7 @@ extern "C" fn load() {
     if std::env::var_os("MLX5_STALL_CQ_POLL").is_none() {
         std::env::set_var("MLX5_STALL_CQ_POLL", "0");
     }
+    config_dir::init();
     match sysfs::SysfsTree::create(&std::env::temp_dir()) {
         Ok(tree) => {
             std::env::set_var("SYSFS_PATH", tree.root());

@@ -76,6 +76,7 @@ real! {
     fn stat64(path: *const c_char, buf: *mut libc::stat64) -> c_int = -1;
     fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int = -1;
     fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat64, flags: c_int) -> c_int = -1;
+    fn opendir(path: *const c_char) -> *mut libc::DIR = std::ptr::null_mut();
 }
 
 /// Sets the calling thread's `errno`.

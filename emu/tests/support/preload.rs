@@ -44,12 +44,30 @@ pub fn preload() -> PathBuf {
 }
 
 /// A command that runs `program` under the emulator.
+///
+/// With `DVCQ_EMU_LOADER` set (tests/emu/run, for another rdma-core release than the
+/// installed one), `program` runs through that dynamic loader, with the library path
+/// `DVCQ_EMU_LIBRARY_PATH` and the preload given to the loader itself: a release built for
+/// a newer glibc than the host's needs its own loader, and neither reaches the program's
+/// own children.
 pub fn emulated(program: impl AsRef<std::ffi::OsStr>, lib: &Path) -> Command {
-    let mut c = Command::new(program);
+    let mut c = match std::env::var_os("DVCQ_EMU_LOADER").filter(|l| !l.is_empty()) {
+        Some(loader) => {
+            let mut c = Command::new(loader);
+            c.arg("--library-path").arg(std::env::var_os("DVCQ_EMU_LIBRARY_PATH").unwrap_or_default());
+            c.arg("--preload").arg(lib).arg(program);
+            c
+        }
+        None => {
+            let mut c = Command::new(program);
+            c.env("LD_PRELOAD", lib);
+            c
+        }
+    };
     // The emulated device is rdma-core's to drive: a suite run with rdma-core switched off
     // for dvcq (`DVCQ_NO_RDMA_CORE=1`, CI's "tests without rdma-core") still runs these
     // programs with it, as they exist to test dvcq on rdma-core's real providers.
-    c.env("LD_PRELOAD", lib).env_remove("DVCQ_NO_RDMA_CORE");
+    c.env_remove("DVCQ_NO_RDMA_CORE");
     c
 }
 
