@@ -255,7 +255,6 @@ impl Error {
     /// The error of a post the provider refused with `errno` at request `index`: a full
     /// queue and a gone device typed, anything else [`Error::Post`] with `reason`. (The
     /// models' refusals are typed by their kind instead: `context::qp`.)
-    #[cfg(any(dvcq_rdma_core, test))]
     pub(crate) fn of_post(
         device: &str,
         qpn: u32,

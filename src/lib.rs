@@ -45,7 +45,6 @@ pub use error::{Error, VerbsError};
 pub use event::AsyncCq;
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 
-#[cfg(dvcq_rdma_core)]
 mod backend;
 pub mod bench;
 pub mod cli;
@@ -59,6 +58,5 @@ pub mod event;
 pub mod image;
 pub mod model_device;
 pub mod scenario;
-#[cfg(dvcq_rdma_core)]
 mod sys;
 pub mod verbs;

@@ -78,14 +78,12 @@ enum How {
     /// [`Cq::poll`], whatever backend the CQ has.
     Cq,
     /// rdma-core's `ibv_poll_cq` into `struct ibv_wc`s, without dvcq's conversion.
-    #[cfg(dvcq_rdma_core)]
     Verbs,
 }
 
 /// Scratch space for one poll call of each kind.
 struct Scratch {
     wcs: Vec<Completion>,
-    #[cfg(dvcq_rdma_core)]
     verbs: Vec<crate::sys::ffi::ibv_wc>,
 }
 
@@ -97,7 +95,6 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
             let n = cq.poll(&mut s.wcs);
             Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
         }
-        #[cfg(dvcq_rdma_core)]
         How::Verbs => {
             let crate::cq::Poller::Generic(g) = &cq.poller else {
                 return Err(Error::Mismatch {
@@ -125,7 +122,6 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64,
     std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
     let mut s = Scratch {
         wcs: vec![Completion::default(); p.batch],
-        #[cfg(dvcq_rdma_core)]
         verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
     };
     let mut got = 0u32;
@@ -170,7 +166,6 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
     let mut pollers: Vec<(String, Cq, How, Loop)> = Vec::new();
     let rows: &[(&str, BackendChoice, How)] = &[
         ("direct", BackendChoice::Auto, How::Cq),
-        #[cfg(dvcq_rdma_core)]
         ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
         ("generic", BackendChoice::Generic, How::Cq),
     ];

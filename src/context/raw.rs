@@ -20,7 +20,6 @@ impl Context {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             Inner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => NonNull::new(ctx.as_ptr().cast()),
         }
     }
@@ -31,7 +30,6 @@ impl Pd {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             PdInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => NonNull::new(pd.as_ptr().cast()),
         }
     }
@@ -42,7 +40,6 @@ impl Mr {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             MrInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => NonNull::new(mr.as_ptr().cast()),
         }
     }
@@ -53,7 +50,6 @@ impl Qp {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             QpInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => NonNull::new(qp.as_ptr().cast()),
         }
     }
@@ -64,7 +60,6 @@ impl Srq {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             SrqInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             SrqInner::Verbs(srq) => NonNull::new(srq.as_ptr().cast()),
         }
     }
@@ -78,13 +73,9 @@ impl Cq {
         use crate::cq::Poller;
         match &self.poller {
             Poller::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => NonNull::new(g.verbs_cq().as_ptr().cast()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => NonNull::new(r.verbs_cq().as_ptr().cast()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
         }
     }

@@ -16,15 +16,11 @@ impl Cq {
     pub fn ring_image(&self) -> Result<String, String> {
         match &self.poller {
             Poller::Model(m) => m.ring_image(),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => Ok(m.ring_image()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(_) => Err("the irdma ring-image format names QPs by their line in the image, and an \
                                      attached CQ's CQEs carry rdma-core's QP context addresses: no image yet"
                 .into()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(_) => Err("rxe's queue holds work-completion records, not CQEs: no ring-image format".into()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(_) => Err("rdma-core's ibv_poll_cq reads this ring, not dvcq: no ring image".into()),
         }
     }

@@ -205,7 +205,6 @@ impl CqOptions {
 }
 
 /// Scans the `n` completions a copying backend just wrote for failures; returns `n`.
-#[cfg(dvcq_rdma_core)]
 #[inline(always)]
 fn scanned(stats: &mut PollCounters, out: &[Completion], n: usize) -> usize {
     // A backend returns at most `out.len()`; `get` keeps a wrong count from panicking.
@@ -216,13 +215,9 @@ fn scanned(stats: &mut PollCounters, out: &[Completion], n: usize) -> usize {
 /// The pollers behind a [`Cq`].
 #[derive(Debug)]
 pub(crate) enum Poller {
-    #[cfg(dvcq_rdma_core)]
     Generic(crate::backend::generic::GenericCq),
-    #[cfg(dvcq_rdma_core)]
     Rxe(crate::backend::rxe::RxeBackend),
-    #[cfg(dvcq_rdma_core)]
     Mlx5(Box<crate::backend::mlx5::Mlx5Backend>),
-    #[cfg(dvcq_rdma_core)]
     Irdma(Box<crate::backend::irdma::IrdmaBackend>),
     Model(crate::model_device::ModelCq),
 }
@@ -316,13 +311,9 @@ impl Cq {
     fn detector_cell(&self) -> Arc<CqErrorCell> {
         match &self.poller {
             Poller::Model(m) => Arc::clone(m.error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => Arc::clone(g.verbs_cq().error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => Arc::clone(r.verbs_cq().error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
         }
     }
@@ -358,19 +349,15 @@ impl Cq {
     fn read_device_events(&self) {
         match &self.poller {
             Poller::Model(_) => {}
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let _ = g.verbs_cq().overruns();
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let _ = r.verbs_cq().overruns();
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let _ = m.verbs_cq().and_then(|v| v.overruns());
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let _ = m.verbs_cq().and_then(|v| v.overruns());
             }
@@ -432,20 +419,16 @@ impl Cq {
     fn dispatch(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
             // These copy records and have no failure path of their own: the handle scans.
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let n = g.poll(out);
                 scanned(&mut self.stats, out, n)
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let n = r.poll(out);
                 scanned(&mut self.stats, out, n)
             }
             // dvcq's mlx5 and irdma pollers count failures on their slow path.
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         }
@@ -455,13 +438,9 @@ impl Cq {
     #[inline]
     pub(crate) fn poll_uncounted(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => g.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         }
@@ -469,7 +448,6 @@ impl Cq {
 
     /// Hands the CQ to another poller (a direct attach refused before it consumed any
     /// CQE), saying why.
-    #[cfg(dvcq_rdma_core)]
     pub(crate) fn fall_back(&mut self, poller: Poller, backend: Backend) {
         self.poller = poller;
         self.backend = backend;
@@ -506,7 +484,6 @@ impl Cq {
                 }
                 e => crate::context::model_error(&device, e),
             })?,
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let cq = g.verbs_cq();
                 let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
@@ -515,7 +492,6 @@ impl Cq {
                 }
                 cq.resize(depth).map_err(|source| Error::Verbs { device, source })?
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let cq = std::sync::Arc::clone(r.verbs_cq());
                 let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
@@ -538,7 +514,6 @@ impl Cq {
                 }
                 got?
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(_) => {
                 return Err(Error::Unsupported {
                     device,
@@ -549,7 +524,6 @@ impl Cq {
                         .into(),
                 });
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(_) => {
                 return Err(Error::Unsupported {
                     device,
@@ -596,20 +570,17 @@ impl Cq {
         match &self.poller {
             // On rdma-core devices an overrun is the CQ error event dvcq reads from the
             // context's async fd (`sys::async_event`), on contexts it opened.
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => BackendCounters {
                 overruns: g.verbs_cq().overruns(),
                 poll_failures: Some(g.failures()),
                 ..BackendCounters::default()
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => BackendCounters {
                 high_water: Some(u64::from(r.high_water())),
                 doorbell_writes: Some(r.consumer_writes()),
                 overruns: r.verbs_cq().overruns(),
                 ..BackendCounters::default()
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let s = m.poller_stats();
                 BackendCounters {
@@ -620,7 +591,6 @@ impl Cq {
                     ..BackendCounters::default()
                 }
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let (s, head_writes) = m.poller_stats();
                 BackendCounters {
@@ -658,24 +628,20 @@ impl Cq {
 
     fn take_backend_error(&mut self) -> Option<Error> {
         match &mut self.poller {
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let e = g.take_error()?;
                 Some(Error::Verbs { device: self.device.clone(), source: e })
             }
             // A QP or SRQ dvcq made on a direct mlx5 or irdma CQ that its poll could not
             // adopt.
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "mlx5", reason })
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "irdma", reason })
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(_) => None,
             Poller::Model(_) => None,
         }
