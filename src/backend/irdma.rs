@@ -31,7 +31,7 @@
 //! a directly polled irdma CQ is never resized: [`crate::Cq::resize`] refuses it, and
 //! `ibv_resize_cq` would move the ring under the poller.
 
-use crate::device::Release;
+use crate::sys::release::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;

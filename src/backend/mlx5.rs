@@ -58,7 +58,7 @@
 
 pub(crate) mod own;
 
-use crate::device::Release;
+use crate::sys::release::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;

@@ -10,7 +10,7 @@ pub(crate) mod rxe;
 
 use crate::context::backend;
 use crate::cq::{Backend, BackendChoice, BackendKind, Poller};
-use crate::device::{provider_name, ChosenRelease, Release};
+use crate::sys::release::{ChosenRelease, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// The provider's short name (`rxe`, `mlx5`, ...) from the library its poll function lives
 /// in.
 pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
-    ctx.provider_library().as_deref().and_then(provider_name)
+    ctx.provider()
 }
 
 /// The rdma-core release whose private layouts a direct backend reads, and the file it

@@ -2,7 +2,7 @@
 //! through rdma-core's private `struct rxe_cq` (layout per release in
 //! `dvcq_uapi::rxe::cq_layout`) and checked against public facts first (`sys::rxe`).
 
-use crate::device::rdma_core_release;
+use crate::sys::release::rdma_core_release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use dvcq_provider::{Completion, CqDriver};

@@ -2,6 +2,7 @@
 //! CQ is made or attached, dispatched once per poll call (never per CQE).
 
 mod advice;
+mod attach;
 mod extended;
 mod image;
 mod stats;

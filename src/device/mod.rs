@@ -3,10 +3,9 @@
 
 pub mod counters;
 mod info;
-mod release;
 
 pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
-pub use release::{provider_name, ChosenRelease, Release};
+pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release};
 
 use serde::Serialize;
 
@@ -104,12 +103,6 @@ pub fn list() -> DeviceList {
     };
     devices.extend(model_infos());
     DeviceList { rdma_core: rdma_core_release().map(|r| r.to_string()), devices, no_hardware, unreadable }
-}
-
-/// The rdma-core release of the libibverbs this process loaded (none where rdma-core
-/// cannot be loaded).
-pub fn rdma_core_release() -> Option<Release> {
-    Release::from_libibverbs_file(&crate::sys::device::libibverbs_file()?)
 }
 
 /// The models, as `dvcq devices` lists them.

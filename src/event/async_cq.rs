@@ -37,6 +37,7 @@ use tokio::io::Interest;
 ///
 /// A runnable program: `cargo run --features tokio --example async_wait`.
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct AsyncCq {
     cq: Cq,
     channel: CompletionChannel,
@@ -57,6 +58,7 @@ fn register(fd: BorrowedFd<'_>) -> io::Result<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }.map_err(io::Error::from)
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl AsyncCq {
     /// Wraps `cq`, registering its channel's fd with the current tokio runtime (which must
     /// have IO enabled). Arms ask for the next completion ([`AsyncCq::with_arm`] changes it).

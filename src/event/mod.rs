@@ -24,12 +24,14 @@
 
 #[cfg(feature = "tokio")]
 mod async_cq;
+mod adopt;
 pub(crate) mod channel;
 mod context;
 mod vectors;
 pub(crate) mod wait;
 
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_cq::AsyncCq;
 pub use channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use vectors::spread_comp_vectors;

@@ -349,7 +349,7 @@ pub(crate) fn read_verbs_cq(
     layout: &'static IrdmaLayout,
     compat: Compat,
 ) -> Result<(PrivateCq, RdmaCoreCqState), String> {
-    let provider = crate::backend::provider_of(ctx);
+    let provider = ctx.provider();
     if provider.as_deref() != Some("irdma") {
         return Err(format!("the context is served by the {provider:?} provider, not irdma"));
     }

@@ -25,12 +25,12 @@ pub(crate) mod async_event;
 // Generated (dvcq-sysgen), and checked against the headers as generated: not reformatted.
 #[rustfmt::skip]
 mod bindings;
-mod attach;
-mod claim;
+pub(crate) mod claim;
 pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;
 pub(crate) mod device;
+pub(crate) mod error;
 mod event;
 pub(crate) mod ffi;
 pub(crate) mod irdma;
@@ -40,4 +40,5 @@ pub(crate) mod loader;
 pub(crate) mod mlx5;
 mod ops;
 pub(crate) mod qp;
+pub(crate) mod release;
 pub(crate) mod rxe;

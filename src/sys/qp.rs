@@ -7,7 +7,7 @@ use super::ffi;
 use super::ops;
 use crate::backend::mlx5::own::{Change, SrqOwner};
 use crate::backend::OwnCq;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use core::mem::{offset_of, size_of};
 use dvcq_provider::DmaBuffer;
