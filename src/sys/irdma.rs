@@ -29,6 +29,7 @@ use dvcq_uapi::irdma::shadow::{CQEIDX_MASK, DB_CQ_OFFSET, SHADOW_AREA_SIZE};
 use dvcq_uapi::irdma::HwRev;
 use static_assertions::const_assert_eq;
 
+pub(crate) mod own;
 mod qp;
 
 pub(crate) use qp::{read_qp, PrivateQp, RdmaCoreQp};

@@ -17,7 +17,7 @@ use super::allocation::allocation_holds;
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
-use crate::backend::mlx5::{cq_config, Created, Ring};
+use ring::{cq_config, Created, Ring};
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 use dvcq_mlx5_dv::ArmDoorbell;
@@ -37,6 +37,8 @@ use std::sync::Arc;
 mod image_tests;
 #[cfg(test)]
 mod lab_tests;
+pub(crate) mod own;
+pub(crate) mod ring;
 mod rwq;
 mod srq;
 

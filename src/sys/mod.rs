@@ -37,8 +37,10 @@ pub(crate) mod irdma;
 #[cfg(test)]
 mod lab;
 pub(crate) mod loader;
+mod maps;
 pub(crate) mod mlx5;
 mod ops;
+pub(crate) mod own;
 pub(crate) mod qp;
 pub(crate) mod release;
 pub(crate) mod rxe;

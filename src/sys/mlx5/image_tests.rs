@@ -13,7 +13,8 @@
 //! dvcq's consumer counter and rdma-core's `arm_sn`.
 
 use super::*;
-use crate::backend::mlx5::{cq_config, Mlx5Backend, Ring};
+use super::ring::{cq_config, Ring};
+use crate::backend::mlx5::Mlx5Backend;
 use dvcq_mlx5_dv::model::{build, Mlx5Model, ModelConfig};
 use dvcq_provider::{Completion, FaultKind, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
