@@ -57,6 +57,7 @@ pub mod decode;
 pub mod device;
 mod error;
 pub mod event;
+mod id;
 pub mod image;
 pub mod model_device;
 pub mod scenario;

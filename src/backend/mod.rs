@@ -4,11 +4,12 @@
 
 pub(crate) mod generic;
 pub(crate) mod irdma;
+mod kind;
 pub(crate) mod mlx5;
 pub(crate) mod rxe;
 
-use crate::context::backend;
-use crate::cq::{Backend, BackendChoice, BackendKind, Poller};
+pub use kind::{Backend, BackendChoice, BackendKind};
+pub(crate) use kind::{backend, Poller};
 use crate::sys::release::{ChosenRelease, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;

@@ -6,7 +6,6 @@
 //! context outlives its CQs, QPs are destroyed before their CQs, and a mapped CQ ring is never
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
-pub(crate) mod buffer;
 pub(crate) mod mr;
 mod mw;
 mod qp;
@@ -18,7 +17,7 @@ pub use mw::Mw;
 pub use qp::{Qp, QpInit, Srq};
 pub use xrc::Xrcd;
 
-use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
+use crate::cq::{BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};
 use crate::error::Error;
 use crate::model_device::{DeviceError, Mlx5CqAttrs, ModelDevice, ModelVendor};
@@ -368,6 +367,8 @@ fn dv_res_format(f: dvcq_mlx5_dv::MiniFormat) -> u8 {
     bit as u8
 }
 
+pub(crate) use crate::backend::backend;
+
 /// Completion vectors a model device reports (model choice: one, as a one-queue device).
 pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
 
@@ -376,7 +377,3 @@ pub(crate) fn model_error(device: &str, e: DeviceError) -> Error {
     Error::Model { device: device.to_string(), what: e.to_string() }
 }
 
-/// The reason text of a backend chosen without any attempt at a direct one.
-pub(crate) fn backend(kind: BackendKind, reason: impl Into<String>) -> Backend {
-    Backend { kind, reason: reason.into() }
-}

@@ -126,7 +126,7 @@ impl Pd {
         match &self.inner {
             PdInner::Model(m) => {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
-                mr.write(0, super::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
+                mr.write(0, crate::verbs::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(self.region(MrInner::Model(mr), access, len, Some(Box::new(buf))))
             }
             PdInner::Verbs { pd, .. } => {
@@ -276,7 +276,7 @@ impl Mr {
                     }
                 };
                 // The model's copy has the buffer's length: the read cannot fail.
-                let _ = mr.read(0, super::buffer::bytes_mut(&mut buf));
+                let _ = mr.read(0, crate::verbs::buffer::bytes_mut(&mut buf));
                 Ok(buf)
             }
             MrInner::Verbs(ref arc) => {

@@ -16,9 +16,10 @@ pub(crate) use timestamp::model_cq;
 pub use timestamp::{CqClock, Timestamps};
 pub use views::{CqViews, CqeView};
 
+pub use crate::backend::{Backend, BackendChoice, BackendKind};
+pub(crate) use crate::backend::Poller;
 use crate::error::Error;
 use dvcq_provider::{Completion, CqErrorCell, CqErrorReason, CqeFault};
-use serde::Serialize;
 use std::sync::Arc;
 
 /// Empty polls between two reads of a device context's async events by a CQ's poll (where
@@ -27,61 +28,6 @@ use std::sync::Arc;
 /// polls keeps it under a nanosecond per empty poll.
 const EVENT_READ_EVERY: u32 = 4096;
 use stats::{BackendCounters, PollCounters};
-
-/// Which poller runs a CQ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    /// dvcq's mlx5 CQE parser on the device's ring.
-    Mlx5,
-    /// dvcq's irdma CQE parser on the device's ring.
-    Irdma,
-    /// dvcq's reader of the ring rdma_rxe maps to userspace.
-    Rxe,
-    /// rdma-core's own `ibv_poll_cq`.
-    Generic,
-    /// A built-in hardware model (its vendor's dvcq poller on the model's ring).
-    Model,
-}
-
-impl BackendKind {
-    /// The name `dvcq devices` prints.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BackendKind::Mlx5 => "mlx5",
-            BackendKind::Irdma => "irdma",
-            BackendKind::Rxe => "rxe",
-            BackendKind::Generic => "generic",
-            BackendKind::Model => "model",
-        }
-    }
-}
-
-/// The backend a CQ runs and why that one (for a fallback: what the direct attach refused).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Backend {
-    /// The poller.
-    pub kind: BackendKind,
-    /// Why it was chosen.
-    pub reason: String,
-}
-
-/// Which backends `Context::create_cq` may pick.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// The direct backend where one applies and its self-checks pass, else the generic one.
-    #[default]
-    Auto,
-    /// rdma-core's `ibv_poll_cq`, even where a direct backend applies (the reference).
-    Generic,
-    /// A direct backend or an error (no silent fallback).
-    Direct,
-    /// rdma-core's extended CQ (`ibv_create_cq_ex` with every standard field, and the
-    /// completion timestamp when [`CqOptions::timestamps`] asks), polled with
-    /// `ibv_start_poll` / `ibv_next_poll` / `ibv_wc_read_*`: what `dvcq validate` compares
-    /// with the other pollers. Not on a model, which has no rdma-core poll.
-    Extended,
-}
 
 /// How to make a CQ.
 ///
@@ -211,16 +157,6 @@ fn scanned(stats: &mut PollCounters, out: &[Completion], n: usize) -> usize {
     // A backend returns at most `out.len()`; `get` keeps a wrong count from panicking.
     stats.scan(out.get(..n).unwrap_or(out));
     n
-}
-
-/// The pollers behind a [`Cq`].
-#[derive(Debug)]
-pub(crate) enum Poller {
-    Generic(crate::backend::generic::GenericCq),
-    Rxe(crate::backend::rxe::RxeBackend),
-    Mlx5(Box<crate::backend::mlx5::Mlx5Backend>),
-    Irdma(Box<crate::backend::irdma::IrdmaBackend>),
-    Model(crate::model_device::ModelCq),
 }
 
 /// A completion queue on a device or a model.
