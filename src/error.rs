@@ -1,7 +1,7 @@
 //! The errors of the device API: what failed, on which device, and why.
 
-use crate::sys::release::Release;
 use crate::id::CqId;
+use crate::sys::release::Release;
 use dvcq_provider::{Completion, CqErrorReason, WcStatus};
 
 pub use crate::sys::error::VerbsError;

@@ -61,5 +61,7 @@ mod id;
 pub mod image;
 pub mod model_device;
 pub mod scenario;
+#[cfg(test)]
+mod stack_tests;
 mod sys;
 pub mod verbs;

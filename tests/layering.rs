@@ -86,8 +86,22 @@ fn push_name(found: &mut Vec<(usize, String)>, line: usize, path: &str) {
 /// Each `crate::` path of the files under `src/<dir>` whose top-level module `allowed`
 /// refuses, as `file:line: crate::name`.
 fn violations(dir: &str, allowed: impl Fn(&str) -> bool) -> Vec<String> {
+    violations_in(dir, |_| false, allowed)
+}
+
+/// [`violations`] over the files under `src/<dir>` that `skip` keeps.
+fn violations_in(dir: &str, skip: impl Fn(&Path) -> bool, allowed: impl Fn(&str) -> bool) -> Vec<String> {
     let mut files = Vec::new();
-    rust_files(&root().join("src").join(dir), &mut files);
+    let top = root().join("src").join(dir);
+    if dir.is_empty() {
+        // A module that is one file: its file at the top of src/.
+        files.extend(
+            std::fs::read_dir(&top).expect("src/").map(|e| e.expect("an entry").path()).filter(|p| p.is_file()),
+        );
+    } else {
+        rust_files(&top, &mut files);
+    }
+    files.retain(|f| !skip(f));
     assert!(!files.is_empty(), "no sources under src/{dir}");
     let mut bad = Vec::new();
     for f in files {
@@ -106,16 +120,77 @@ fn violations(dir: &str, allowed: impl Fn(&str) -> bool) -> Vec<String> {
 /// module of this crate.
 const VENDOR_ALIASES: [&str; 4] = ["uapi", "provider", "mlx5", "irdma"];
 
+/// The library's modules, bottom up; a module imports only from its own layer or below.
+/// Tools (`cli`, `bench`, ...) and the whole-stack tests sit above them all.
+const LAYERS: [&[&str]; 6] = [
+    // The vocabulary: work requests, regions' memory, a CQ's identity.
+    &["verbs", "id"],
+    // rdma-core: bindings, loader, handles, the private layouts' readers.
+    &["sys"],
+    &["error"],
+    &["model_device"],
+    &["backend"],
+    // The API a program uses, and the ring images.
+    &["cq", "context", "event", "device", "image"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// What `crate::Name` (a root re-export) names: the module `lib.rs` takes it from.
+fn root_reexports() -> Vec<(String, String)> {
+    let lib = code_of(&std::fs::read_to_string(root().join("src/lib.rs")).expect("lib.rs"));
+    let mut map = Vec::new();
+    for stmt in lib.split(';') {
+        let Some(rest) = stmt.trim().strip_prefix("pub use ") else { continue };
+        let Some((module, names)) = rest.split_once("::") else { continue };
+        for name in names.trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace()).split(',') {
+            let name = name.trim().rsplit("::").next().unwrap_or("").trim().to_string();
+            if !name.is_empty() {
+                map.push((name, module.trim().to_string()));
+            }
+        }
+    }
+    map
+}
+
+#[test]
+fn every_module_imports_from_its_layer_or_below() {
+    let reexports = root_reexports();
+    assert!(reexports.iter().any(|(n, m)| n == "Cq" && m == "cq"), "lib.rs re-exports read: {reexports:?}");
+    let mut bad = Vec::new();
+    for (rank, layer) in LAYERS.iter().enumerate() {
+        for module in *layer {
+            let dir = if root().join("src").join(module).is_dir() { module.to_string() } else { String::new() };
+            let only = format!("{module}.rs");
+            let found = violations_in(
+                &dir,
+                |f| dir.is_empty() && f.file_name().is_some_and(|n| n != only.as_str()),
+                |name| {
+                    let target = reexports.iter().find(|(n, _)| n == name).map_or(name, |(_, m)| m.as_str());
+                    VENDOR_ALIASES.contains(&target) || layer_of(target).is_some_and(|l| l <= rank)
+                },
+            );
+            bad.extend(found);
+        }
+    }
+    assert!(bad.is_empty(), "imports from a layer above:\n{}", bad.join("\n"));
+}
+
 #[test]
 fn sys_imports_nothing_above_it() {
-    let bad = violations("sys", |m| m == "sys" || VENDOR_ALIASES.contains(&m));
+    // The vocabulary below it (`verbs`: the work requests its posts translate) only.
+    let bad = violations("sys", |m| m == "sys" || m == "verbs" || VENDOR_ALIASES.contains(&m));
     assert!(bad.is_empty(), "src/sys reaches above itself:\n{}", bad.join("\n"));
 }
 
 #[test]
 fn backends_know_sys_and_the_vendor_crates_only() {
     // `error` is the crate's error type, which every layer returns; the models are backends.
-    let bad = violations("backend", |m| ["backend", "sys", "error", "model_device"].contains(&m) || VENDOR_ALIASES.contains(&m));
+    let bad = violations("backend", |m| {
+        ["backend", "sys", "error", "model_device"].contains(&m) || VENDOR_ALIASES.contains(&m)
+    });
     assert!(bad.is_empty(), "src/backend reaches above itself:\n{}", bad.join("\n"));
 }
 

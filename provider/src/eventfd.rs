@@ -102,7 +102,8 @@ pub fn wait_any_readable<const N: usize>(fds: [BorrowedFd<'_>; N], timeout: Opti
         Err(Errno::INTR) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
-    if let Some((fd, p)) = fds.iter().zip(&pfds).find(|(_, p)| p.revents().intersects(PollFlags::ERR | PollFlags::NVAL)) {
+    if let Some((fd, p)) = fds.iter().zip(&pfds).find(|(_, p)| p.revents().intersects(PollFlags::ERR | PollFlags::NVAL))
+    {
         return Err(io::Error::other(format!("fd {} reports poll revents {:?}", fd.as_raw_fd(), p.revents())));
     }
     Ok(n > 0 && pfds.iter().any(|p| p.revents().contains(PollFlags::IN)))

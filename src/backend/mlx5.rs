@@ -58,16 +58,16 @@
 
 pub(crate) mod own;
 
-use crate::sys::release::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
+pub(crate) use crate::sys::mlx5::ring::{Created, Ring};
 use crate::sys::mlx5::{PrivateQp, PrivateRwq, PrivateSrq, RdmaCoreCq, RdmaCoreSrq, RdmaCoreWq};
+use crate::sys::release::Release;
 use dvcq_mlx5_dv::{Mlx5Cq, QpConfig};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
 use own::OwnQps;
-pub(crate) use crate::sys::mlx5::ring::{Created, Ring};
 use std::sync::Arc;
 
 /// One adopted QP: its number and rdma-core's queues that complete here.

@@ -8,13 +8,13 @@ mod kind;
 pub(crate) mod mlx5;
 pub(crate) mod rxe;
 
-pub use kind::{Backend, BackendChoice, BackendKind};
-pub(crate) use kind::{backend, Poller};
-use crate::sys::release::{ChosenRelease, Release};
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
+use crate::sys::release::{ChosenRelease, Release};
 use generic::GenericCq;
+pub(crate) use kind::{backend, Poller};
+pub use kind::{Backend, BackendChoice, BackendKind};
 use std::sync::Arc;
 
 pub(crate) use crate::sys::own::OwnCq;

@@ -120,10 +120,8 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64,
     }
     // Let the device finish the work before timing, so calls find full batches.
     std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
-    let mut s = Scratch {
-        wcs: vec![Completion::default(); p.batch],
-        verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
-    };
+    let mut s =
+        Scratch { wcs: vec![Completion::default(); p.batch], verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch] };
     let mut got = 0u32;
     let deadline = Instant::now() + FILL_WAIT;
     let t = Instant::now();

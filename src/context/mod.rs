@@ -34,11 +34,7 @@ pub struct Context {
 #[derive(Debug)]
 pub(crate) enum Inner {
     Model(ModelDevice),
-    Verbs {
-        ctx: Arc<sys::device::Context>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { ctx: Arc<sys::device::Context>, port: u8, gid_index: u8 },
 }
 
 impl Context {
@@ -341,11 +337,7 @@ pub struct Pd {
 #[derive(Debug)]
 pub(crate) enum PdInner {
     Model(ModelDevice),
-    Verbs {
-        pd: Arc<sys::qp::Pd>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { pd: Arc<sys::qp::Pd>, port: u8, gid_index: u8 },
 }
 
 impl Pd {
@@ -376,4 +368,3 @@ pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
 pub(crate) fn model_error(device: &str, e: DeviceError) -> Error {
     Error::Model { device: device.to_string(), what: e.to_string() }
 }
-

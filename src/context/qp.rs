@@ -74,7 +74,8 @@ fn hold_written<'w, 'a: 'w>(
     verbs: bool,
     lists: impl Iterator<Item = &'w [MrSlice<'a>]> + Clone,
 ) -> Result<(), Error> {
-    let ours = |s: &MrSlice<'a>| s.region::<super::Mr>().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
+    let ours =
+        |s: &MrSlice<'a>| s.region::<super::Mr>().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
     for (i, list) in lists.clone().enumerate() {
         if let Some(j) = list.iter().position(|s| ours(s).is_none()) {
             return Err(Error::Mismatch {

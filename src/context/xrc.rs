@@ -34,11 +34,7 @@ pub struct Xrcd {
 #[derive(Debug)]
 enum XrcdInner {
     Model(crate::model_device::ModelXrcd),
-    Verbs {
-        xrcd: Arc<sys::qp::Xrcd>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { xrcd: Arc<sys::qp::Xrcd>, port: u8, gid_index: u8 },
 }
 
 impl Context {

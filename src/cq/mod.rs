@@ -16,8 +16,8 @@ pub(crate) use timestamp::model_cq;
 pub use timestamp::{CqClock, Timestamps};
 pub use views::{CqViews, CqeView};
 
-pub use crate::backend::{Backend, BackendChoice, BackendKind};
 pub(crate) use crate::backend::Poller;
+pub use crate::backend::{Backend, BackendChoice, BackendKind};
 use crate::error::Error;
 use dvcq_provider::{Completion, CqErrorCell, CqErrorReason, CqeFault};
 use std::sync::Arc;

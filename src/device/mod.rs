@@ -4,8 +4,8 @@
 pub mod counters;
 mod info;
 
-pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
 pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release};
+pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
 
 use serde::Serialize;
 

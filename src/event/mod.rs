@@ -22,18 +22,18 @@
 //! (rdma-core's own arm must not be mixed with direct polling: mlx5's `mlx5_arm_cq` sends
 //! rdma-core's private `cq->cons_index`, which a direct poller never advances).
 
+mod adopt;
 #[cfg(feature = "tokio")]
 mod async_cq;
-mod adopt;
 pub(crate) mod channel;
 mod context;
 mod vectors;
 pub(crate) mod wait;
 
+pub use crate::id::CqId;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_cq::AsyncCq;
-pub use crate::id::CqId;
 pub use channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use vectors::spread_comp_vectors;
 pub use wait::{ArmMode, WaitOptions};

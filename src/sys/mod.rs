@@ -34,8 +34,6 @@ pub(crate) mod error;
 mod event;
 pub(crate) mod ffi;
 pub(crate) mod irdma;
-#[cfg(test)]
-mod lab;
 pub(crate) mod loader;
 mod maps;
 pub(crate) mod mlx5;

@@ -4,8 +4,8 @@
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
-use super::ops;
 use super::mlx5::own::{Change, SrqOwner};
+use super::ops;
 use super::own::OwnCq;
 use crate::sys::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};

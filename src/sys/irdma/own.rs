@@ -55,4 +55,3 @@ impl OwnQps {
         self.changes.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
-
