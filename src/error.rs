@@ -6,6 +6,68 @@ use dvcq_provider::{Completion, CqErrorReason, WcStatus};
 
 pub use crate::sys::error::VerbsError;
 
+/// Why a device or a model refused a post ([`Error::Post`]). A full queue and a gone
+/// device have variants of their own ([`Error::QueueFull`], [`Error::DeviceRemoved`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostRefusal {
+    /// More scatter/gather entries than the queue was created for (`max_send_sge` /
+    /// `max_recv_sge`).
+    #[error("{num_sge} scatter/gather entries, more than the queue's {max}")]
+    TooManySge {
+        /// Entries in the request.
+        num_sge: usize,
+        /// The queue's limit.
+        max: u32,
+    },
+    /// An inline send longer than the QP's `max_inline_data`.
+    #[error("{len} bytes inline, more than the QP's max_inline_data of {max}")]
+    InlineTooLong {
+        /// Bytes in the request.
+        len: u64,
+        /// The QP's limit.
+        max: u32,
+    },
+    /// The QP is not in a state that takes this work (a send before `connect`).
+    #[error("the QP is in state {state}, which does not take this work")]
+    BadState {
+        /// The state, as libibverbs names it (`IBV_QPS_INIT`, ...).
+        state: &'static str,
+    },
+    /// An operation the QP's transport or the device does not carry (RDMA READ on UC,
+    /// atomics on UD or on the E810), a UD send without a destination, an XRC send naming
+    /// no XRC SRQ.
+    #[error("the operation is not supported on this QP")]
+    UnsupportedOperation,
+    /// The QP has no such queue (an XRC target has none; an XRC initiator has no receive
+    /// queue).
+    #[error("the QP has no such queue")]
+    NoQueue,
+    /// rdma-core's provider found an argument of the request invalid (`EINVAL`).
+    #[error("the provider found the request invalid (EINVAL)")]
+    BadArgument,
+    /// rdma-core's provider does not support the request (`EOPNOTSUPP`).
+    #[error("the provider does not support the request (EOPNOTSUPP)")]
+    NotSupported,
+    /// Another errno from rdma-core's provider.
+    #[error("{}", std::io::Error::from_raw_os_error(*.errno))]
+    Other {
+        /// The errno (positive).
+        errno: i32,
+    },
+}
+
+impl PostRefusal {
+    /// The refusal an rdma-core provider's errno stands for.
+    pub(crate) fn of_errno(errno: i32) -> PostRefusal {
+        match errno {
+            libc::EINVAL => PostRefusal::BadArgument,
+            libc::EOPNOTSUPP | libc::ENOSYS => PostRefusal::NotSupported,
+            errno => PostRefusal::Other { errno },
+        }
+    }
+}
+
 /// What went wrong opening a device or making, attaching or using a CQ or QP.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -74,7 +136,7 @@ pub enum Error {
         /// Index of the first request not posted (the ones before it were).
         index: usize,
         /// Why.
-        reason: String,
+        reason: PostRefusal,
     },
     /// A memory-window bind refused before it was posted (a range outside the region, a
     /// region without `Access::MW_BIND`, rights a window cannot carry, ...).
@@ -231,22 +293,15 @@ impl Error {
     }
 
     /// The error of a post the provider refused with `errno` at request `index`: a full
-    /// queue and a gone device typed, anything else [`Error::Post`] with `reason`. (The
-    /// models' refusals are typed by their kind instead: `context::qp`.)
-    pub(crate) fn of_post(
-        device: &str,
-        qpn: u32,
-        index: usize,
-        call: &'static str,
-        errno: i32,
-        reason: String,
-    ) -> Error {
+    /// queue, a gone device and the rest ([`PostRefusal::of_errno`]) typed. (The models'
+    /// refusals are typed by their kind instead: `context::qp`.)
+    pub(crate) fn of_post(device: &str, qpn: u32, index: usize, call: &'static str, errno: i32) -> Error {
         match errno {
             libc::ENOMEM => Error::QueueFull { device: device.into(), qpn, index },
             libc::ENODEV | libc::EIO => {
                 Error::DeviceRemoved { device: device.into(), source: VerbsError { call, errno } }
             }
-            _ => Error::Post { device: device.into(), qpn, index, reason },
+            _ => Error::Post { device: device.into(), qpn, index, reason: PostRefusal::of_errno(errno) },
         }
     }
 }
@@ -259,13 +314,22 @@ mod tests {
     /// Each failure a program must tell apart is its own variant, with the values.
     #[test]
     fn posts_and_completions_map_to_typed_errors() {
-        let full = Error::of_post("model-mlx5", 0x108, 3, "ibv_post_send", libc::ENOMEM, "x".into());
+        let full = Error::of_post("model-mlx5", 0x108, 3, "ibv_post_send", libc::ENOMEM);
         assert_eq!(full, Error::QueueFull { device: "model-mlx5".into(), qpn: 0x108, index: 3 });
         assert!(full.to_string().contains("work request 3 of the list was not posted: the queue is full"), "{full}");
-        let gone = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EIO, "x".into());
+        let gone = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EIO);
         assert!(matches!(gone, Error::DeviceRemoved { source: VerbsError { errno: libc::EIO, .. }, .. }), "{gone}");
-        let other = Error::of_post("rxe0", 0x11, 1, "ibv_post_send", libc::EINVAL, "bad".into());
-        assert!(matches!(other, Error::Post { index: 1, ref reason, .. } if reason == "bad"), "{other}");
+        let bad = Error::of_post("rxe0", 0x11, 1, "ibv_post_send", libc::EINVAL);
+        assert!(matches!(bad, Error::Post { index: 1, reason: PostRefusal::BadArgument, .. }), "{bad}");
+        assert_eq!(
+            bad.to_string(),
+            "rxe0: QP 0x11: work request 1 of the list was not posted: the provider found the request invalid (EINVAL)"
+        );
+        let unsupported = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EOPNOTSUPP);
+        assert!(matches!(unsupported, Error::Post { reason: PostRefusal::NotSupported, .. }), "{unsupported}");
+        let other = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EFAULT);
+        assert!(matches!(other, Error::Post { reason: PostRefusal::Other { errno: libc::EFAULT }, .. }), "{other}");
+        assert!(other.to_string().ends_with("not posted: Bad address (os error 14)"), "{other}");
 
         let cq = CqId(7);
         assert_eq!(Error::of_completion("d", cq, &Completion::default()), None);

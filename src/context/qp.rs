@@ -129,15 +129,17 @@ pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::mod
 }
 
 pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
-    if e.kind == crate::model_device::PostErrorKind::QueueFull {
-        return Error::QueueFull { device: device.to_string(), qpn, index: e.index };
-    }
-    Error::Post {
-        device: device.to_string(),
-        qpn,
-        index: e.index,
-        reason: format!("{:?} ({})", e.kind, std::io::Error::from_raw_os_error(e.errno)),
-    }
+    use crate::error::PostRefusal;
+    use crate::model_device::PostErrorKind as Kind;
+    let reason = match e.kind {
+        Kind::QueueFull => return Error::QueueFull { device: device.to_string(), qpn, index: e.index },
+        Kind::TooManySge { num_sge, max } => PostRefusal::TooManySge { num_sge, max },
+        Kind::InlineTooLong { len, max } => PostRefusal::InlineTooLong { len, max },
+        Kind::BadState(state) => PostRefusal::BadState { state: state.name() },
+        Kind::BadOpcode => PostRefusal::UnsupportedOperation,
+        Kind::NoQueue => PostRefusal::NoQueue,
+    };
+    Error::Post { device: device.to_string(), qpn, index: e.index, reason }
 }
 
 /// The rdma-core CQ behind `cq`, and on a direct CQ dvcq made, what a QP made on it shares
@@ -320,8 +322,7 @@ impl Pd {
 }
 
 pub(super) fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
-    let reason = std::io::Error::from_raw_os_error(f.errno).to_string();
-    Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno, reason)
+    Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno)
 }
 
 impl Qp {
