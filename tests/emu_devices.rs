@@ -112,7 +112,7 @@ fn loopback_write(backend: BackendChoice, cqe_size: u16) {
         qp.post_send(&[SendWr::new(i, SendOp::Write(mr.remote().at(at)), &sg)]).unwrap();
         let mut wcs = [Completion::default(); 2];
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let n = std::iter::repeat_with(|| cq.poll(&mut wcs))
+        let n = std::iter::repeat_with(|| cq.poll_count(&mut wcs))
             .find(|&n| n > 0 || std::time::Instant::now() > deadline)
             .unwrap_or(0);
         assert_eq!(n, 1, "{backend:?}: no completion within 10 s");
@@ -170,7 +170,7 @@ fn a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while got.len() < 2 && std::time::Instant::now() < deadline {
         let mut wcs = [Completion::default(); 2];
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         got.extend(wcs[..n].iter().map(|c| (c.wr_id, c.status)));
     }
     assert_eq!(got, [(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]);
@@ -183,7 +183,7 @@ fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while got.len() < n && std::time::Instant::now() < deadline {
         let mut wcs = [Completion::default(); 8];
-        let k = cq.poll(&mut wcs);
+        let k = cq.poll_count(&mut wcs);
         got.extend_from_slice(&wcs[..k]);
     }
     assert_eq!(got.len(), n, "completions within 10 s: {got:?}");

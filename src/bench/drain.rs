@@ -92,7 +92,7 @@ struct Scratch {
 fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<String>), Error> {
     match how {
         How::Cq => {
-            let n = cq.poll(&mut s.wcs);
+            let n = cq.poll_count(&mut s.wcs);
             Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
         }
         How::Verbs => {

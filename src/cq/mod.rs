@@ -334,10 +334,32 @@ impl Cq {
         Some(Error::CqInError { device: self.device.clone(), cq: self.id, reason })
     }
 
-    /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.
-    /// Counted in [`Cq::stats`].
+    /// Moves up to `out.len()` completions out of the CQ, in order, into the front of
+    /// `out`, and returns that part of it: empty when the CQ had none. Nothing is
+    /// allocated; `out` is the caller's batch buffer, reused from call to call. Counted in
+    /// [`Cq::stats`].
+    ///
+    /// ```
+    /// # use dvcq::{Completion, Context, CqOptions};
+    /// # let mut cq = Context::open("model-mlx5")?.create_cq(CqOptions::new(64))?;
+    /// let mut wcs = [Completion::default(); 16];
+    /// for wc in cq.poll(&mut wcs) {
+    ///     println!("wr_id {} {}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), dvcq::Error>(())
+    /// ```
     #[inline]
-    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+    pub fn poll<'a>(&mut self, out: &'a mut [Completion]) -> &'a [Completion] {
+        let n = self.poll_count(out);
+        // A backend fills at most `out.len()`; `min` keeps a wrong count from panicking
+        // (and lets the compiler drop the bounds check).
+        &out[..n.min(out.len())]
+    }
+
+    /// [`Cq::poll`] returning how many completions it moved to the front of `out` instead
+    /// of that slice: for loops that keep their own position in a larger buffer.
+    #[inline]
+    pub fn poll_count(&mut self, out: &mut [Completion]) -> usize {
         // A CQ in error takes the cold path; the others pay one load and a test here, and
         // the test of an empty poll below.
         if self.error_cell.is_set() {
@@ -630,11 +652,11 @@ mod tests {
         let cell = Arc::new(CqErrorCell::new());
         cq.error_cell = Arc::clone(&cell);
         let mut out = [Completion::default(); 4];
-        assert_eq!((cq.poll(&mut out), cq.error(), cq.take_error()), (0, None, None));
+        assert_eq!((cq.poll_count(&mut out), cq.error(), cq.take_error()), (0, None, None));
         cell.set(CqErrorReason::DeviceFatal);
-        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!(cq.poll_count(&mut out), 1);
         assert_eq!((out[0].cq_error(), out[0].wr_id), (Some(CqErrorReason::DeviceFatal), 0));
-        assert_eq!(cq.poll(&mut out), 0, "the item comes once");
+        assert_eq!(cq.poll_count(&mut out), 0, "the item comes once");
         let e = Error::CqInError { device: "model-e810".into(), cq: cq.id(), reason: CqErrorReason::DeviceFatal };
         assert_eq!((cq.error(), cq.take_error(), cq.take_error()), (Some(e.clone()), Some(e.clone()), Some(e)));
         let s = cq.stats();

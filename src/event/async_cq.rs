@@ -110,7 +110,7 @@ impl AsyncCq {
     /// event) with nothing left to poll.
     pub async fn wait(&mut self, out: &mut [Completion]) -> Result<usize, Error> {
         loop {
-            let n = self.cq.poll(out);
+            let n = self.cq.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
@@ -119,13 +119,13 @@ impl AsyncCq {
             }
             self.cq.arm(self.arm)?;
             // A completion that landed before the arm raised no event: this poll finds it.
-            let n = self.cq.poll(out);
+            let n = self.cq.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
             if self.event().await? == CqEventKind::CqError {
                 self.cq.in_error = true;
-                let n = self.cq.poll(out);
+                let n = self.cq.poll_count(out);
                 if n > 0 {
                     return Ok(n);
                 }

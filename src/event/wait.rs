@@ -195,7 +195,7 @@ impl Cq {
                 (d, s) => d.or(s),
             };
             loop {
-                let n = self.poll(out);
+                let n = self.poll_count(out);
                 if n > 0 {
                     return Ok(n);
                 }
@@ -206,7 +206,7 @@ impl Cq {
             }
         }
         loop {
-            let n = self.poll(out);
+            let n = self.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
@@ -216,18 +216,18 @@ impl Cq {
                 return Err(self.overran());
             }
             self.arm(opts.arm)?;
-            let n = self.poll(out);
+            let n = self.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
             match channel.wait_for(self.id, deadline)? {
-                None => return Ok(self.poll(out)),
+                None => return Ok(self.poll_count(out)),
                 Some(CqEventKind::Completion) => {
                     self.events_taken += 1;
                 }
                 Some(CqEventKind::CqError) => {
                     self.in_error = true;
-                    let n = self.poll(out);
+                    let n = self.poll_count(out);
                     if n > 0 {
                         return Ok(n);
                     }

@@ -57,7 +57,7 @@ pub(crate) const fn symbol(kind: PollerKind) -> &'static str {
 /// `Cq::poll` into `out`.
 #[inline(never)]
 pub(super) fn traffic_poll_direct(cq: &mut Cq, out: &mut [Completion]) -> usize {
-    cq.poll(out)
+    cq.poll_count(out)
 }
 
 /// `ibv_poll_cq` on the CQ behind a generic-backend `cq`.
