@@ -272,7 +272,66 @@ pub enum Error {
     },
 }
 
+/// The failures a program must tell apart, whichever variant carries them
+/// ([`Error::kind`]): one match instead of one per variant and status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The CQ overran: the device found it full ([`CqErrorReason::Overrun`]).
+    Overrun,
+    /// The work queue is full; polling its completions makes room ([`Error::QueueFull`]).
+    QueueFull,
+    /// A send found no receive posted until its RNR retries ran out
+    /// ([`WcStatus::RnrRetryExcErr`]).
+    RnrRetryExceeded,
+    /// The remote key, range or rights refused an access ([`WcStatus::RemAccessErr`]).
+    RemoteAccess,
+    /// The device failed or is gone ([`CqErrorReason::DeviceFatal`],
+    /// [`Error::DeviceRemoved`]).
+    DeviceFatal,
+    /// The device, provider or transport does not do what was asked
+    /// ([`Error::Unsupported`], [`PostRefusal::NotSupported`],
+    /// [`PostRefusal::UnsupportedOperation`], `EOPNOTSUPP`).
+    NotSupported,
+    /// An argument out of what the device or the queue allows (a CQ depth or completion
+    /// vector it does not have, [`PostRefusal::BadArgument`] and the post limits, `EINVAL`).
+    BadArgument,
+    /// Anything else: the variant says what.
+    Other,
+}
+
 impl Error {
+    /// Which of the failures a program must tell apart this is.
+    pub fn kind(&self) -> ErrorKind {
+        let of_errno = |errno: i32| match errno {
+            libc::EINVAL => ErrorKind::BadArgument,
+            libc::EOPNOTSUPP | libc::ENOSYS => ErrorKind::NotSupported,
+            _ => ErrorKind::Other,
+        };
+        match self {
+            Error::CqInError { reason: CqErrorReason::Overrun, .. } => ErrorKind::Overrun,
+            Error::CqInError { reason: CqErrorReason::DeviceFatal, .. } | Error::DeviceRemoved { .. } => {
+                ErrorKind::DeviceFatal
+            }
+            Error::QueueFull { .. } => ErrorKind::QueueFull,
+            Error::WorkFailed { status: WcStatus::RnrRetryExcErr, .. } => ErrorKind::RnrRetryExceeded,
+            Error::WorkFailed { status: WcStatus::RemAccessErr, .. } => ErrorKind::RemoteAccess,
+            Error::Unsupported { .. } => ErrorKind::NotSupported,
+            Error::Post { reason, .. } => match reason {
+                PostRefusal::NotSupported | PostRefusal::UnsupportedOperation => ErrorKind::NotSupported,
+                PostRefusal::Other { errno } => of_errno(*errno),
+                PostRefusal::TooManySge { .. }
+                | PostRefusal::InlineTooLong { .. }
+                | PostRefusal::BadState { .. }
+                | PostRefusal::NoQueue
+                | PostRefusal::BadArgument => ErrorKind::BadArgument,
+            },
+            Error::CqDepth { .. } | Error::CompVector { .. } => ErrorKind::BadArgument,
+            Error::Verbs { source, .. } => of_errno(source.errno),
+            _ => ErrorKind::Other,
+        }
+    }
+
     /// The error a completion from a CQ of `device` stands for, if it is not a success: the
     /// CQ error item ([`Completion::cq_error`]) as [`Error::CqInError`] of `cq`, anything
     /// else (fault items included) as [`Error::WorkFailed`].
@@ -358,6 +417,38 @@ mod tests {
         let item = Completion::from_fault(CqeFault::cq_error_item(CqErrorReason::Overrun, 16));
         let e = Error::of_completion("d", cq, &item).unwrap();
         assert_eq!(e, Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::Overrun });
+        assert_eq!(e.kind(), ErrorKind::Overrun);
         assert!(e.to_string().starts_with("d: cq#7 is in error: it overran"), "{e}");
+    }
+
+    /// Each kind a program tells apart comes from the variants that carry it, and nothing
+    /// else falls into it.
+    #[test]
+    fn every_kind_a_program_tells_apart_has_its_variants() {
+        let cq = CqId(1);
+        let failed = |status| Error::WorkFailed { device: "d".into(), qpn: 1, wr_id: 2, status, vendor_err: 0 };
+        let post = |reason| Error::Post { device: "d".into(), qpn: 1, index: 0, reason };
+        let verbs = |errno| Error::Verbs { device: "d".into(), source: VerbsError { call: "ibv_x", errno } };
+        let cases = [
+            (Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::Overrun }, ErrorKind::Overrun),
+            (Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::DeviceFatal }, ErrorKind::DeviceFatal),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EIO), ErrorKind::DeviceFatal),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::ENOMEM), ErrorKind::QueueFull),
+            (failed(WcStatus::RnrRetryExcErr), ErrorKind::RnrRetryExceeded),
+            (failed(WcStatus::RemAccessErr), ErrorKind::RemoteAccess),
+            (failed(WcStatus::LocProtErr), ErrorKind::Other),
+            (Error::Unsupported { device: "d".into(), what: "x", why: "y".into() }, ErrorKind::NotSupported),
+            (post(PostRefusal::UnsupportedOperation), ErrorKind::NotSupported),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EOPNOTSUPP), ErrorKind::NotSupported),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EINVAL), ErrorKind::BadArgument),
+            (post(PostRefusal::TooManySge { num_sge: 5, max: 4 }), ErrorKind::BadArgument),
+            (Error::CqDepth { device: "d".into(), asked: 0, max: 8 }, ErrorKind::BadArgument),
+            (verbs(libc::EINVAL), ErrorKind::BadArgument),
+            (verbs(libc::EAGAIN), ErrorKind::Other),
+            (Error::Mismatch { device: "d".into(), what: "w".into() }, ErrorKind::Other),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
     }
 }

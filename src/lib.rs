@@ -41,7 +41,7 @@ pub use cq::{
     HighWaterSource, StatusCounts, Timestamps,
 };
 pub use dvcq_provider::{Completion, CqDriver, CqErrorReason, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
-pub use error::{Error, PostRefusal, VerbsError};
+pub use error::{Error, ErrorKind, PostRefusal, VerbsError};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use event::AsyncCq;
