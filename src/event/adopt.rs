@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 impl CompletionChannel {
     /// Adopts a completion channel the application made on `ctx` with
     /// `ibv_create_comp_channel` (`struct ibv_comp_channel *`), for the CQs it created on
-    /// it and attached: bind each with [`Cq::bind_channel`], then [`Cq::wait`] sleeps on it
+    /// it and attached: bind each with [`crate::Cq::bind_channel`], then [`crate::Cq::wait`] sleeps on it
     /// and routes its events as on a channel dvcq made. dvcq makes its fd non-blocking and
     /// never destroys it.
     ///
