@@ -14,6 +14,12 @@
 //!
 //! Every `unsafe` block here has a `// SAFETY:` comment; the rest of the crate is
 //! `deny(unsafe_code)`.
+//!
+//! The bottom layer of the library: it knows rdma-core, the vendor crates and the verbs
+//! vocabulary (`crate::verbs`), nothing above (`tests/layering.rs` checks every import).
+//! The public entry points that take the application's rdma-core pointers live with the
+//! types they make (`Cq::attach` in `cq/attach.rs`, `Context::from_raw` in
+//! `context/raw.rs`) and call the reads here.
 #![allow(unsafe_code)]
 
 // The kept bindings (layouts, sizes) are x86_64 Linux's.
