@@ -29,22 +29,23 @@ fn run(device: &str) -> Result<(), dvcq::Error> {
     qp.post_send(&[SendWr::new(7, SendOp::Write(mr.remote().at(64)), &[mr.slice(0, 8)?])])?;
     let mut wcs = [Completion::default(); 16];
     let deadline = Instant::now() + Duration::from_secs(10);
-    let n = loop {
+    let polled = loop {
         match cq.poll(&mut wcs) {
-            0 if Instant::now() > deadline => {
+            [] if Instant::now() > deadline => {
                 eprintln!("no completion within 10 s");
                 std::process::exit(1);
             }
-            0 => std::hint::spin_loop(),
-            n => break n,
+            [] => std::hint::spin_loop(),
+            polled => break polled,
         }
     };
     let mut landed = [0u8; 8];
     mr.read(64, &mut landed)?;
     println!(
-        "{device}: {n} completion, wr_id {}, status {}, data {:?}; polled by {}: {}",
-        wcs[0].wr_id,
-        wcs[0].status.as_str(),
+        "{device}: {} completion, wr_id {}, status {}, data {:?}; polled by {}: {}",
+        polled.len(),
+        polled[0].wr_id,
+        polled[0].status.as_str(),
         String::from_utf8_lossy(&landed),
         cq.backend().kind.name(),
         cq.backend().reason

@@ -1,30 +1,70 @@
 //! The errors of the device API: what failed, on which device, and why.
 
-use crate::device::Release;
-use crate::event::CqId;
+use crate::id::CqId;
+use crate::sys::release::Release;
 use dvcq_provider::{Completion, CqErrorReason, WcStatus};
 
-/// An rdma-core call that failed, with the errno it left.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{call} failed: {}", std::io::Error::from_raw_os_error(*.errno))]
-pub struct VerbsError {
-    /// The C function, as rdma-core names it.
-    pub call: &'static str,
-    /// The errno (positive).
-    pub errno: i32,
+pub use crate::sys::error::VerbsError;
+
+/// Why a device or a model refused a post ([`Error::Post`]). A full queue and a gone
+/// device have variants of their own ([`Error::QueueFull`], [`Error::DeviceRemoved`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostRefusal {
+    /// More scatter/gather entries than the queue was created for (`max_send_sge` /
+    /// `max_recv_sge`).
+    #[error("{num_sge} scatter/gather entries, more than the queue's {max}")]
+    TooManySge {
+        /// Entries in the request.
+        num_sge: usize,
+        /// The queue's limit.
+        max: u32,
+    },
+    /// An inline send longer than the QP's `max_inline_data`.
+    #[error("{len} bytes inline, more than the QP's max_inline_data of {max}")]
+    InlineTooLong {
+        /// Bytes in the request.
+        len: u64,
+        /// The QP's limit.
+        max: u32,
+    },
+    /// The QP is not in a state that takes this work (a send before `connect`).
+    #[error("the QP is in state {state}, which does not take this work")]
+    BadState {
+        /// The state, as libibverbs names it (`IBV_QPS_INIT`, ...).
+        state: &'static str,
+    },
+    /// An operation the QP's transport or the device does not carry (RDMA READ on UC,
+    /// atomics on UD or on the E810), a UD send without a destination, an XRC send naming
+    /// no XRC SRQ.
+    #[error("the operation is not supported on this QP")]
+    UnsupportedOperation,
+    /// The QP has no such queue (an XRC target has none; an XRC initiator has no receive
+    /// queue).
+    #[error("the QP has no such queue")]
+    NoQueue,
+    /// rdma-core's provider found an argument of the request invalid (`EINVAL`).
+    #[error("the provider found the request invalid (EINVAL)")]
+    BadArgument,
+    /// rdma-core's provider does not support the request (`EOPNOTSUPP`).
+    #[error("the provider does not support the request (EOPNOTSUPP)")]
+    NotSupported,
+    /// Another errno from rdma-core's provider.
+    #[error("{}", std::io::Error::from_raw_os_error(*.errno))]
+    Other {
+        /// The errno (positive).
+        errno: i32,
+    },
 }
 
-impl VerbsError {
-    /// The error of `call` with the thread's current errno (0 becomes EIO: some providers
-    /// return NULL without setting errno).
-    pub fn last(call: &'static str) -> Self {
-        let errno = std::io::Error::last_os_error().raw_os_error().filter(|&e| e != 0).unwrap_or(libc::EIO);
-        VerbsError { call, errno }
-    }
-
-    /// The error of `call` from a return code that is an errno (positive or negated).
-    pub fn code(call: &'static str, rc: i32) -> Self {
-        VerbsError { call, errno: rc.checked_abs().unwrap_or(libc::EIO) }
+impl PostRefusal {
+    /// The refusal an rdma-core provider's errno stands for.
+    pub(crate) fn of_errno(errno: i32) -> PostRefusal {
+        match errno {
+            libc::EINVAL => PostRefusal::BadArgument,
+            libc::EOPNOTSUPP | libc::ENOSYS => PostRefusal::NotSupported,
+            errno => PostRefusal::Other { errno },
+        }
     }
 }
 
@@ -96,7 +136,7 @@ pub enum Error {
         /// Index of the first request not posted (the ones before it were).
         index: usize,
         /// Why.
-        reason: String,
+        reason: PostRefusal,
     },
     /// A memory-window bind refused before it was posted (a range outside the region, a
     /// region without `Access::MW_BIND`, rights a window cannot carry, ...).
@@ -232,7 +272,66 @@ pub enum Error {
     },
 }
 
+/// The failures a program must tell apart, whichever variant carries them
+/// ([`Error::kind`]): one match instead of one per variant and status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The CQ overran: the device found it full ([`CqErrorReason::Overrun`]).
+    Overrun,
+    /// The work queue is full; polling its completions makes room ([`Error::QueueFull`]).
+    QueueFull,
+    /// A send found no receive posted until its RNR retries ran out
+    /// ([`WcStatus::RnrRetryExcErr`]).
+    RnrRetryExceeded,
+    /// The remote key, range or rights refused an access ([`WcStatus::RemAccessErr`]).
+    RemoteAccess,
+    /// The device failed or is gone ([`CqErrorReason::DeviceFatal`],
+    /// [`Error::DeviceRemoved`]).
+    DeviceFatal,
+    /// The device, provider or transport does not do what was asked
+    /// ([`Error::Unsupported`], [`PostRefusal::NotSupported`],
+    /// [`PostRefusal::UnsupportedOperation`], `EOPNOTSUPP`).
+    NotSupported,
+    /// An argument out of what the device or the queue allows (a CQ depth or completion
+    /// vector it does not have, [`PostRefusal::BadArgument`] and the post limits, `EINVAL`).
+    BadArgument,
+    /// Anything else: the variant says what.
+    Other,
+}
+
 impl Error {
+    /// Which of the failures a program must tell apart this is.
+    pub fn kind(&self) -> ErrorKind {
+        let of_errno = |errno: i32| match errno {
+            libc::EINVAL => ErrorKind::BadArgument,
+            libc::EOPNOTSUPP | libc::ENOSYS => ErrorKind::NotSupported,
+            _ => ErrorKind::Other,
+        };
+        match self {
+            Error::CqInError { reason: CqErrorReason::Overrun, .. } => ErrorKind::Overrun,
+            Error::CqInError { reason: CqErrorReason::DeviceFatal, .. } | Error::DeviceRemoved { .. } => {
+                ErrorKind::DeviceFatal
+            }
+            Error::QueueFull { .. } => ErrorKind::QueueFull,
+            Error::WorkFailed { status: WcStatus::RnrRetryExcErr, .. } => ErrorKind::RnrRetryExceeded,
+            Error::WorkFailed { status: WcStatus::RemAccessErr, .. } => ErrorKind::RemoteAccess,
+            Error::Unsupported { .. } => ErrorKind::NotSupported,
+            Error::Post { reason, .. } => match reason {
+                PostRefusal::NotSupported | PostRefusal::UnsupportedOperation => ErrorKind::NotSupported,
+                PostRefusal::Other { errno } => of_errno(*errno),
+                PostRefusal::TooManySge { .. }
+                | PostRefusal::InlineTooLong { .. }
+                | PostRefusal::BadState { .. }
+                | PostRefusal::NoQueue
+                | PostRefusal::BadArgument => ErrorKind::BadArgument,
+            },
+            Error::CqDepth { .. } | Error::CompVector { .. } => ErrorKind::BadArgument,
+            Error::Verbs { source, .. } => of_errno(source.errno),
+            _ => ErrorKind::Other,
+        }
+    }
+
     /// The error a completion from a CQ of `device` stands for, if it is not a success: the
     /// CQ error item ([`Completion::cq_error`]) as [`Error::CqInError`] of `cq`, anything
     /// else (fault items included) as [`Error::WorkFailed`].
@@ -253,23 +352,15 @@ impl Error {
     }
 
     /// The error of a post the provider refused with `errno` at request `index`: a full
-    /// queue and a gone device typed, anything else [`Error::Post`] with `reason`. (The
-    /// models' refusals are typed by their kind instead: `context::qp`.)
-    #[cfg(any(dvcq_rdma_core, test))]
-    pub(crate) fn of_post(
-        device: &str,
-        qpn: u32,
-        index: usize,
-        call: &'static str,
-        errno: i32,
-        reason: String,
-    ) -> Error {
+    /// queue, a gone device and the rest ([`PostRefusal::of_errno`]) typed. (The models'
+    /// refusals are typed by their kind instead: `context::qp`.)
+    pub(crate) fn of_post(device: &str, qpn: u32, index: usize, call: &'static str, errno: i32) -> Error {
         match errno {
             libc::ENOMEM => Error::QueueFull { device: device.into(), qpn, index },
             libc::ENODEV | libc::EIO => {
                 Error::DeviceRemoved { device: device.into(), source: VerbsError { call, errno } }
             }
-            _ => Error::Post { device: device.into(), qpn, index, reason },
+            _ => Error::Post { device: device.into(), qpn, index, reason: PostRefusal::of_errno(errno) },
         }
     }
 }
@@ -282,13 +373,22 @@ mod tests {
     /// Each failure a program must tell apart is its own variant, with the values.
     #[test]
     fn posts_and_completions_map_to_typed_errors() {
-        let full = Error::of_post("model-mlx5", 0x108, 3, "ibv_post_send", libc::ENOMEM, "x".into());
+        let full = Error::of_post("model-mlx5", 0x108, 3, "ibv_post_send", libc::ENOMEM);
         assert_eq!(full, Error::QueueFull { device: "model-mlx5".into(), qpn: 0x108, index: 3 });
         assert!(full.to_string().contains("work request 3 of the list was not posted: the queue is full"), "{full}");
-        let gone = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EIO, "x".into());
+        let gone = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EIO);
         assert!(matches!(gone, Error::DeviceRemoved { source: VerbsError { errno: libc::EIO, .. }, .. }), "{gone}");
-        let other = Error::of_post("rxe0", 0x11, 1, "ibv_post_send", libc::EINVAL, "bad".into());
-        assert!(matches!(other, Error::Post { index: 1, ref reason, .. } if reason == "bad"), "{other}");
+        let bad = Error::of_post("rxe0", 0x11, 1, "ibv_post_send", libc::EINVAL);
+        assert!(matches!(bad, Error::Post { index: 1, reason: PostRefusal::BadArgument, .. }), "{bad}");
+        assert_eq!(
+            bad.to_string(),
+            "rxe0: QP 0x11: work request 1 of the list was not posted: the provider found the request invalid (EINVAL)"
+        );
+        let unsupported = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EOPNOTSUPP);
+        assert!(matches!(unsupported, Error::Post { reason: PostRefusal::NotSupported, .. }), "{unsupported}");
+        let other = Error::of_post("rxe0", 0x11, 0, "ibv_post_send", libc::EFAULT);
+        assert!(matches!(other, Error::Post { reason: PostRefusal::Other { errno: libc::EFAULT }, .. }), "{other}");
+        assert!(other.to_string().ends_with("not posted: Bad address (os error 14)"), "{other}");
 
         let cq = CqId(7);
         assert_eq!(Error::of_completion("d", cq, &Completion::default()), None);
@@ -317,6 +417,38 @@ mod tests {
         let item = Completion::from_fault(CqeFault::cq_error_item(CqErrorReason::Overrun, 16));
         let e = Error::of_completion("d", cq, &item).unwrap();
         assert_eq!(e, Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::Overrun });
+        assert_eq!(e.kind(), ErrorKind::Overrun);
         assert!(e.to_string().starts_with("d: cq#7 is in error: it overran"), "{e}");
+    }
+
+    /// Each kind a program tells apart comes from the variants that carry it, and nothing
+    /// else falls into it.
+    #[test]
+    fn every_kind_a_program_tells_apart_has_its_variants() {
+        let cq = CqId(1);
+        let failed = |status| Error::WorkFailed { device: "d".into(), qpn: 1, wr_id: 2, status, vendor_err: 0 };
+        let post = |reason| Error::Post { device: "d".into(), qpn: 1, index: 0, reason };
+        let verbs = |errno| Error::Verbs { device: "d".into(), source: VerbsError { call: "ibv_x", errno } };
+        let cases = [
+            (Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::Overrun }, ErrorKind::Overrun),
+            (Error::CqInError { device: "d".into(), cq, reason: CqErrorReason::DeviceFatal }, ErrorKind::DeviceFatal),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EIO), ErrorKind::DeviceFatal),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::ENOMEM), ErrorKind::QueueFull),
+            (failed(WcStatus::RnrRetryExcErr), ErrorKind::RnrRetryExceeded),
+            (failed(WcStatus::RemAccessErr), ErrorKind::RemoteAccess),
+            (failed(WcStatus::LocProtErr), ErrorKind::Other),
+            (Error::Unsupported { device: "d".into(), what: "x", why: "y".into() }, ErrorKind::NotSupported),
+            (post(PostRefusal::UnsupportedOperation), ErrorKind::NotSupported),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EOPNOTSUPP), ErrorKind::NotSupported),
+            (Error::of_post("d", 1, 0, "ibv_post_send", libc::EINVAL), ErrorKind::BadArgument),
+            (post(PostRefusal::TooManySge { num_sge: 5, max: 4 }), ErrorKind::BadArgument),
+            (Error::CqDepth { device: "d".into(), asked: 0, max: 8 }, ErrorKind::BadArgument),
+            (verbs(libc::EINVAL), ErrorKind::BadArgument),
+            (verbs(libc::EAGAIN), ErrorKind::Other),
+            (Error::Mismatch { device: "d".into(), what: "w".into() }, ErrorKind::Other),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
     }
 }

@@ -27,6 +27,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs, missing_debug_implementations)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 
 pub use dvcq_e810_dv as irdma;
@@ -40,12 +41,12 @@ pub use cq::{
     HighWaterSource, StatusCounts, Timestamps,
 };
 pub use dvcq_provider::{Completion, CqDriver, CqErrorReason, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
-pub use error::{Error, VerbsError};
+pub use error::{Error, ErrorKind, PostRefusal, VerbsError};
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use event::AsyncCq;
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 
-#[cfg(dvcq_rdma_core)]
 mod backend;
 pub mod bench;
 pub mod cli;
@@ -56,9 +57,11 @@ pub mod decode;
 pub mod device;
 mod error;
 pub mod event;
+mod id;
 pub mod image;
 pub mod model_device;
 pub mod scenario;
-#[cfg(dvcq_rdma_core)]
+#[cfg(test)]
+mod stack_tests;
 mod sys;
 pub mod verbs;

@@ -58,7 +58,7 @@ fn poll_until_error(cq: &mut Cq) -> (Vec<Completion>, Completion) {
     let mut got = Vec::new();
     let mut out = [Completion::default(); 8];
     for _ in 0..1_000_000 {
-        let n = cq.poll(&mut out);
+        let n = cq.poll_count(&mut out);
         for (k, c) in out[..n].iter().enumerate() {
             if c.cq_error().is_some() {
                 assert_eq!(k + 1, n, "the CQ error item is the last of its batch");
@@ -93,7 +93,7 @@ fn a_busy_poll_loop_sees_its_cq_overrun_with_the_reason_after_everything_that_la
         // It came once: the CQ writes nothing more, and polls return nothing.
         let mut out = [Completion::default(); 8];
         for _ in 0..100 {
-            assert_eq!(cq.poll(&mut out), 0, "{dev}");
+            assert_eq!(cq.poll_count(&mut out), 0, "{dev}");
         }
         // The handle keeps answering, typed, whoever asks and however often.
         let expected = Error::CqInError { device: dev.into(), cq: cq.id(), reason: CqErrorReason::Overrun };
@@ -141,7 +141,7 @@ fn posting_after_the_cq_error_succeeds_flushes_and_then_finds_the_queue_full() {
         assert!(matches!(refusal, Error::QueueFull { index: 0, qpn, .. } if qpn == qp.qpn()), "{dev}: {refusal:?}");
         assert!(refusal.to_string().contains("the queue is full"), "{refusal}");
         let mut out = [Completion::default(); 8];
-        assert_eq!(cq.poll(&mut out), 0, "{dev}: nothing completes on a CQ in error");
+        assert_eq!(cq.poll_count(&mut out), 0, "{dev}: nothing completes on a CQ in error");
         assert!((POSTED - 8..POSTED).all(|i| !landed(&mr, i)), "{dev}: a post after the error executed");
         assert!(matches!(cq.error(), Some(Error::CqInError { reason: CqErrorReason::Overrun, .. })), "{dev}");
     }
@@ -189,7 +189,7 @@ fn failed_completions_are_typed_errors() {
         qp.post_send(&[SendWr::new(1, SendOp::Write(to), &sg)]).unwrap();
         write(&mut qp, &mr, 2).unwrap();
         let mut out = [Completion::default(); 8];
-        let n = cq.poll(&mut out);
+        let n = cq.poll_count(&mut out);
         let errors: Vec<Error> = out[..n].iter().filter_map(|c| Error::of_completion(dev, cq.id(), c)).collect();
         assert_eq!(errors.len(), 2, "{dev}: {errors:?}");
         assert!(
@@ -217,9 +217,9 @@ fn the_item_waits_for_a_poll_with_room() {
         write(&mut qp, &mr, i).unwrap();
     }
     let mut out = [Completion::default(); 2];
-    assert_eq!(cq.poll(&mut out), 2);
-    assert_eq!(cq.poll(&mut []), 0);
-    assert_eq!(cq.poll(&mut out), 1);
+    assert_eq!(cq.poll_count(&mut out), 2);
+    assert_eq!(cq.poll_count(&mut []), 0);
+    assert_eq!(cq.poll_count(&mut out), 1);
     assert_eq!(out[0].cq_error(), Some(CqErrorReason::Overrun));
     assert_eq!(out[0].wr_id, 2, "two completions came before it");
 }

@@ -33,7 +33,7 @@ fn drain(cq: &mut Cq) -> Vec<u64> {
     let mut got = Vec::new();
     let mut wcs = [Completion::default(); 5];
     loop {
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         if n == 0 {
             return got;
         }
@@ -47,7 +47,7 @@ fn completions_waiting_across_resizes_come_out_first_and_in_order() {
         let (_ctx, mut cq, mut qp, mr, _pd) = rig(device, 8);
         writes(&mut qp, &mr, 0..6);
         let mut wcs = [Completion::default(); 2];
-        assert_eq!(cq.poll(&mut wcs), 2);
+        assert_eq!(cq.poll_count(&mut wcs), 2);
         // Grown, then grown again before anything is polled (mlx5: two RESIZE CQEs and two
         // ring switches pending), with completions written in between.
         assert!(cq.resize(20).unwrap() >= 20, "{device}");

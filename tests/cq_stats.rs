@@ -45,7 +45,7 @@ fn the_high_water_mark_is_how_full_the_ring_got_not_the_batch() {
         writes(&mut l, 0..10, 0);
         let mut out = [Completion::default(); 2];
         let mut polls = 0;
-        while l.cq.poll(&mut out) > 0 {
+        while l.cq.poll_count(&mut out) > 0 {
             polls += 1;
         }
         let s = l.cq.stats();
@@ -56,7 +56,7 @@ fn the_high_water_mark_is_how_full_the_ring_got_not_the_batch() {
         assert_eq!(s.compression_sessions.is_some(), dev == "model-mlx5", "{dev}: only mlx5 compresses");
         // A fuller ring later raises the mark; polling it as it fills does not.
         writes(&mut l, 10..30, 0);
-        while l.cq.poll(&mut out) > 0 {}
+        while l.cq.poll_count(&mut out) > 0 {}
         assert_eq!(l.cq.stats().high_water, 20, "{dev}");
         for i in 30..40 {
             writes(&mut l, i..i + 1, 0);
@@ -79,7 +79,7 @@ fn errors_are_counted_by_status() {
         let mut out = [Completion::default(); 16];
         let mut got = Vec::new();
         loop {
-            let n = l.cq.poll(&mut out);
+            let n = l.cq.poll_count(&mut out);
             if n == 0 {
                 break;
             }

@@ -52,7 +52,7 @@ fn drain(cq: &mut Cq) -> Vec<Completion> {
     let mut all = Vec::new();
     let mut wcs = [Completion::default(); 32];
     loop {
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         if n == 0 {
             return all;
         }

@@ -71,7 +71,7 @@ fn drain(cq: &mut Cq) -> Vec<Completion> {
     let mut out = Vec::new();
     let mut wcs = [Completion::default(); 16];
     loop {
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         if n == 0 {
             return out;
         }
@@ -121,7 +121,7 @@ proptest! {
         match ctx.create_cq(opts) {
             Ok(mut cq) => {
                 prop_assert!(cq.depth() >= depth, "{}: depth {} for {}", device, cq.depth(), depth);
-                prop_assert_eq!(cq.poll(&mut []), 0);
+                prop_assert_eq!(cq.poll_count(&mut []), 0);
                 prop_assert!(drain(&mut cq).is_empty());
                 match cq.resize(resize) {
                     Ok(d) => prop_assert!(d >= resize && cq.depth() == d, "{}: resized to {} for {}", device, d, resize),

@@ -87,7 +87,7 @@ fn rxe_runs_resize_overrun_and_the_extended_cq_and_skips_xrc() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut wcs = [Completion::default(); 8];
     while got.len() < 6 && std::time::Instant::now() < deadline {
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         got.extend(wcs[..n].iter().map(|c| c.wr_id));
     }
     assert_eq!(got, (0..6).collect::<Vec<_>>(), "every completion across the resize, in order, once");
@@ -169,7 +169,7 @@ fn views_walk_the_real_queue() {
     }
     assert_eq!(seen, (100..106).collect::<Vec<_>>(), "{name}: every completion, in order, once");
     let mut wcs = [Completion::default(); 4];
-    assert_eq!(cq.poll(&mut wcs), 0, "{name}: the walks consumed what they showed");
+    assert_eq!(cq.poll_count(&mut wcs), 0, "{name}: the walks consumed what they showed");
 }
 
 /// The device `DVCQ_DEVICE` names, or `None` after one skip line.
@@ -208,7 +208,7 @@ fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut wcs = [Completion::default(); 8];
         while got.len() < n && std::time::Instant::now() < deadline {
-            let k = cq.poll(&mut wcs);
+            let k = cq.poll_count(&mut wcs);
             got.extend(wcs[..k].iter().map(|c| (c.wr_id, c.status, c.opcode)));
         }
         got.sort_by_key(|g| g.0);
@@ -305,7 +305,7 @@ mod events {
         let t = Instant::now();
         while all.len() < n {
             assert!(t.elapsed() < WAIT, "{}: {} of {n} completions", cq.id(), all.len());
-            let k = cq.poll(&mut wcs);
+            let k = cq.poll_count(&mut wcs);
             all.extend_from_slice(&wcs[..k]);
         }
         all

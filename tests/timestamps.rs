@@ -34,7 +34,7 @@ fn traffic(qp: &mut Qp, mr: &Mr, cq: &mut Cq, n: u64) -> Vec<Completion> {
     let mut all = Vec::new();
     let mut wcs = [Completion::default(); 16];
     loop {
-        let got = cq.poll(&mut wcs);
+        let got = cq.poll_count(&mut wcs);
         if got == 0 {
             return all;
         }
@@ -130,7 +130,7 @@ fn error_completions_keep_their_syndromes_and_carry_no_timestamp() {
     qp.post_send(&[SendWr::new(1, SendOp::Write(bad), &sg)]).unwrap();
     qp.post_send(&[SendWr::new(2, SendOp::Write(mr.remote().at(64)), &sg)]).unwrap();
     let mut wcs = [Completion::default(); 8];
-    let n = cq.poll(&mut wcs);
+    let n = cq.poll_count(&mut wcs);
     let got: Vec<(u64, WcStatus, u32, u64)> =
         wcs[..n].iter().map(|c| (c.wr_id, c.status, c.vendor_err, c.timestamp)).collect();
     assert_eq!(got, [(1, WcStatus::RemAccessErr, 0x88, 0), (2, WcStatus::WrFlushErr, 0xf9, 0)]);

@@ -7,7 +7,7 @@ fn poll(cq: &mut Cq, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
     let mut wcs = [Completion::default(); 16];
     for _ in 0..1000 {
-        let k = cq.poll(&mut wcs);
+        let k = cq.poll_count(&mut wcs);
         out.extend_from_slice(&wcs[..k]);
         if out.len() >= n {
             break;

@@ -198,10 +198,10 @@ pub unsafe extern "C" fn dvcq_cq_poll(cq: *mut dvcq_cq, num_entries: c_int, wc: 
         while done < n {
             let want = (n - done).min(BATCH);
             let got = cq.poll(&mut buf[..want]);
-            // SAFETY: `wc` has `num_entries` (= n) writable entries and `done + got <= n`.
-            unsafe { write_out(wc.add(done), &buf[..got]) };
-            done += got;
-            if got < want {
+            // SAFETY: `wc` has `num_entries` (= n) writable entries and `done + got.len() <= n`.
+            unsafe { write_out(wc.add(done), got) };
+            done += got.len();
+            if got.len() < want {
                 break;
             }
         }

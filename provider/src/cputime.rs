@@ -1,6 +1,7 @@
 //! CPU time of the calling thread (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`): what a
 //! benchmark charges a polling or sleeping consumer thread.
 
+use rustix::time::{clock_gettime, ClockId};
 use std::io;
 use std::time::Duration;
 
@@ -8,15 +9,11 @@ use std::time::Duration;
 ///
 /// # Errors
 ///
-/// The OS error of `clock_gettime` (none is expected on Linux).
+/// None on Linux, whose `clock_gettime` cannot fail for this clock; the `Result` keeps
+/// callers ready for a platform where it can.
 pub fn thread_cpu_time() -> io::Result<Duration> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec on our stack; the clock id is a constant every Linux kernel since 2.6.12 knows. The call writes only `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    let ts = clock_gettime(ClockId::ThreadCPUTime);
+    Duration::try_from(ts).map_err(|_| io::Error::other(format!("thread CPU time out of range: {ts:?}")))
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@
 //! The fd is non-blocking and close-on-exec, so it can sit in an epoll set (mio, tokio's
 //! `AsyncFd`) beside a verbs completion channel's fd and be read without blocking.
 
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// A non-blocking `eventfd` counter: [`EventFd::signal`] adds one and makes the fd readable,
@@ -23,13 +25,8 @@ impl EventFd {
     ///
     /// The OS error (`EMFILE`, `ENOMEM`, ...).
     pub fn new() -> io::Result<EventFd> {
-        // SAFETY: eventfd takes two integers and touches no memory of ours.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: eventfd returned a new fd that nothing else owns.
-        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?;
+        Ok(EventFd { fd })
     }
 
     /// Adds one to the counter (`write(fd, &1u64, 8)`), waking every sleeper on the fd.
@@ -41,17 +38,11 @@ impl EventFd {
     ///
     /// Any other OS error.
     pub fn signal(&self) -> io::Result<()> {
-        let one: u64 = 1;
-        // SAFETY: the fd is open (owned by self) and the source is 8 readable bytes.
-        let n = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        if n == 8 {
-            return Ok(());
+        match rustix::io::write(&self.fd, &1u64.to_ne_bytes()) {
+            Ok(8) | Err(Errno::AGAIN) => Ok(()),
+            Ok(n) => Err(io::Error::other(format!("eventfd write took {n} of 8 bytes"))),
+            Err(e) => Err(e.into()),
         }
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Ok(());
-        }
-        Err(e)
     }
 
     /// Reads the counter and resets it to zero; 0 when nothing was signalled (`EAGAIN`).
@@ -60,19 +51,15 @@ impl EventFd {
     ///
     /// Any OS error other than `EAGAIN`/`EINTR`.
     pub fn drain(&self) -> io::Result<u64> {
+        let mut v = [0u8; 8];
         loop {
-            let mut v: u64 = 0;
-            // SAFETY: the fd is open and the destination is 8 writable bytes.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-            if n == 8 {
-                return Ok(v);
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::WouldBlock => return Ok(0),
-                io::ErrorKind::Interrupted => continue,
-                _ => return Err(e),
-            }
+            return match rustix::io::read(&self.fd, &mut v) {
+                Ok(8) => Ok(u64::from_ne_bytes(v)),
+                Ok(n) => Err(io::Error::other(format!("eventfd read gave {n} of 8 bytes"))),
+                Err(Errno::AGAIN) => Ok(0),
+                Err(Errno::INTR) => continue,
+                Err(e) => Err(e.into()),
+            };
         }
     }
 }
@@ -93,9 +80,6 @@ impl AsFd for EventFd {
 /// Returns whether it became readable. An interrupted sleep (`EINTR`) returns `false`, as a
 /// timeout does: callers re-check their state and sleep again.
 ///
-/// A timeout is rounded up to whole milliseconds (poll's unit), so a sleep is never cut
-/// shorter than asked.
-///
 /// # Errors
 ///
 /// The OS error of `poll` other than `EINTR`, or the fd reporting `POLLERR`/`POLLNVAL`.
@@ -110,27 +94,19 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Resul
 ///
 /// As [`wait_readable`], for any of the fds.
 pub fn wait_any_readable<const N: usize>(fds: [BorrowedFd<'_>; N], timeout: Option<Duration>) -> io::Result<bool> {
-    let ms: libc::c_int = match timeout {
-        None => -1,
-        Some(t) => {
-            let ms = t.as_nanos().div_ceil(1_000_000);
-            libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
-        }
+    // A timeout beyond what a timespec holds (some 292 billion years) is no limit.
+    let ts = timeout.and_then(|t| Timespec::try_from(t).ok());
+    let mut pfds = fds.map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN));
+    let n = match poll(&mut pfds, ts.as_ref()) {
+        Ok(n) => n,
+        Err(Errno::INTR) => return Ok(false),
+        Err(e) => return Err(e.into()),
     };
-    let mut pfds = fds.map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-    // SAFETY: N valid pollfds on our stack, and nfds says N; the fds are borrowed, so they stay open for the call.
-    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), N as libc::nfds_t, ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
+    if let Some((fd, p)) = fds.iter().zip(&pfds).find(|(_, p)| p.revents().intersects(PollFlags::ERR | PollFlags::NVAL))
+    {
+        return Err(io::Error::other(format!("fd {} reports poll revents {:?}", fd.as_raw_fd(), p.revents())));
     }
-    if let Some(p) = pfds.iter().find(|p| p.revents & (libc::POLLERR | libc::POLLNVAL) != 0) {
-        return Err(io::Error::other(format!("fd {} reports poll revents {:#x}", p.fd, p.revents)));
-    }
-    Ok(rc > 0 && pfds.iter().any(|p| p.revents & libc::POLLIN != 0))
+    Ok(n > 0 && pfds.iter().any(|p| p.revents().contains(PollFlags::IN)))
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@
 //! - [`eventfd`]: the non-blocking event fd models signal completion events on, and the
 //!   readiness wait event mode sleeps in.
 //! - [`cputime`]: the calling thread's CPU time, which the event-mode benchmark charges.
+//!
+//!   Both make their system calls through rustix's safe API: like the vendor crates, this
+//!   crate declares no foreign function and calls none (dvcq's FFI is `dvcq::sys`).
 //! - [`backoff`] (feature `model` or `testing`): how a model thread or a test waits on the
 //!   other side of a ring without holding a core.
 #![deny(missing_docs, missing_debug_implementations)]

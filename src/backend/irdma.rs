@@ -31,11 +31,11 @@
 //! a directly polled irdma CQ is never resized: [`crate::Cq::resize`] refuses it, and
 //! `ibv_resize_cq` would move the ring under the poller.
 
-use crate::device::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
 use crate::sys::irdma::{PrivateCq, PrivateQp, RdmaCoreCqState, RdmaCoreQp};
+use crate::sys::release::Release;
 use dvcq_e810_dv::{Compat, IrdmaCq, QpId, RegistryError};
 use dvcq_provider::{Completion, KeepAlive};
 use dvcq_uapi::irdma::rdma_core::{IrdmaLayout, IRDMA_LAYOUTS};

@@ -58,25 +58,17 @@
 
 pub(crate) mod own;
 
-use crate::device::Release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::device::Context;
+pub(crate) use crate::sys::mlx5::ring::{Created, Ring};
 use crate::sys::mlx5::{PrivateQp, PrivateRwq, PrivateSrq, RdmaCoreCq, RdmaCoreSrq, RdmaCoreWq};
-use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq, Mlx5Cq128, Mlx5Cq64, QpConfig};
+use crate::sys::release::Release;
+use dvcq_mlx5_dv::{Mlx5Cq, QpConfig};
 use dvcq_provider::Completion;
 use dvcq_uapi::mlx5::rdma_core::{Mlx5Layout, MLX5_LAYOUTS};
 use own::OwnQps;
 use std::sync::Arc;
-
-/// The poller, by CQE size (a type-level stride), chosen once at attach.
-#[derive(Debug)]
-pub(crate) enum Ring {
-    /// 64-byte CQEs.
-    C64(Mlx5Cq64),
-    /// 128-byte CQEs.
-    C128(Mlx5Cq128),
-}
 
 /// One adopted QP: its number and rdma-core's queues that complete here.
 #[derive(Debug)]
@@ -140,19 +132,6 @@ pub(crate) fn covered() -> String {
     layout_ranges().iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(", ")
 }
 
-/// The poller settings for a CQ rdma-core created: the context's CQE version; no
-/// compression or overrun-ignore (`ibv_create_cq` enables neither: rdma-core
-/// `providers/mlx5/verbs.c` `create_cq` sets them only from `mlx5dv_create_cq` attributes
-/// and `ibv_create_cq_ex` flags).
-pub(crate) fn cq_config(cqe_v1: bool) -> CqConfig {
-    CqConfig {
-        cqe_version: if cqe_v1 { CqeVersion::V1 } else { CqeVersion::V0 },
-        ci_update: CiUpdate::EveryPoll,
-        overrun_ignore: false,
-        compression: None,
-    }
-}
-
 /// The layout row for the rdma-core release loaded (`None`: not found out), or why there
 /// is none.
 pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<&'static Mlx5Layout, Error> {
@@ -169,18 +148,6 @@ pub(crate) fn layout_for(device: &str, release: Option<Release>) -> Result<&'sta
         release,
         covered: covered(),
     })
-}
-
-/// How dvcq made a CQ with `mlx5dv_create_cq` ([`crate::CqOptions`]'s mlx5 attributes):
-/// the format the poller is told, checked against what `mlx5dv_init_obj` reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Created {
-    /// 64 or 128.
-    pub(crate) cqe_size: u16,
-    /// Compressed, basic layout (the only one `mlx5dv_create_cq` makes), in this format.
-    pub(crate) compression: Option<dvcq_mlx5_dv::MiniFormat>,
-    /// `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`.
-    pub(crate) ignore_overrun: bool,
 }
 
 /// Attaches the mlx5 poller to `cq` of `ctx`, an application's CQ. Returns the backend

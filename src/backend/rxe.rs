@@ -2,9 +2,9 @@
 //! through rdma-core's private `struct rxe_cq` (layout per release in
 //! `dvcq_uapi::rxe::cq_layout`) and checked against public facts first (`sys::rxe`).
 
-use crate::device::rdma_core_release;
 use crate::error::Error;
 use crate::sys::cq::VerbsCq;
+use crate::sys::release::rdma_core_release;
 use dvcq_provider::{Completion, CqDriver};
 use dvcq_rxe_dv::RxeCq;
 use dvcq_uapi::rxe::{cq_layout::RXE_CQ_LAYOUTS, RxeCqLayout};

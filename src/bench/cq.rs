@@ -112,7 +112,7 @@ impl CqBench {
         let mut got = 0u64;
         loop {
             let n = if stats {
-                self.cq.poll(std::hint::black_box(&mut self.scratch))
+                self.cq.poll_count(std::hint::black_box(&mut self.scratch))
             } else {
                 self.cq.poll_uncounted(std::hint::black_box(&mut self.scratch))
             };

@@ -120,17 +120,14 @@ enum How {
     /// [`Cq::poll`], whatever backend the CQ has.
     Cq,
     /// rdma-core's `ibv_poll_cq` into `struct ibv_wc`s, without dvcq's conversion.
-    #[cfg(dvcq_rdma_core)]
     Verbs,
     /// rdma-core's extended CQ into the same `struct ibv_wc`s.
-    #[cfg(dvcq_rdma_core)]
     VerbsEx,
 }
 
 /// Scratch space for one poll call of each kind.
 struct Scratch {
     wcs: Vec<Completion>,
-    #[cfg(dvcq_rdma_core)]
     verbs: Vec<crate::sys::ffi::ibv_wc>,
 }
 
@@ -139,10 +136,9 @@ struct Scratch {
 fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<String>), Error> {
     match how {
         How::Cq => {
-            let n = cq.poll(&mut s.wcs);
+            let n = cq.poll_count(&mut s.wcs);
             Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
         }
-        #[cfg(dvcq_rdma_core)]
         How::Verbs | How::VerbsEx => {
             let crate::cq::Poller::Generic(g) = &cq.poller else {
                 return Err(Error::Mismatch {
@@ -184,11 +180,8 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams, settle: Durati
     if cq.backend().kind != BackendKind::Model {
         std::thread::sleep(settle);
     }
-    let mut s = Scratch {
-        wcs: vec![Completion::default(); p.batch],
-        #[cfg(dvcq_rdma_core)]
-        verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
-    };
+    let mut s =
+        Scratch { wcs: vec![Completion::default(); p.batch], verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch] };
     let mut got = 0u32;
     let mut waited = false;
     let deadline = Instant::now() + FILL_WAIT;
@@ -245,22 +238,17 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
     let mut pollers: Vec<(String, Cq, How, Loop)> = Vec::new();
     let rows: &[(&str, BackendChoice, How)] = &[
         ("direct", BackendChoice::Auto, How::Cq),
-        #[cfg(dvcq_rdma_core)]
         ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
-        #[cfg(dvcq_rdma_core)]
         ("cq_ex", BackendChoice::Generic, How::VerbsEx),
         ("generic", BackendChoice::Generic, How::Cq),
     ];
     for &(name, choice, how) in rows {
         let opts = CqOptions::new(p.completions).backend(choice);
-        #[cfg(dvcq_rdma_core)]
         let made = if how == How::VerbsEx {
             ctx.create_extended_cq(opts, crate::sys::cq_ex::STANDARD_FLAGS, None)
         } else {
             ctx.create_cq(opts)
         };
-        #[cfg(not(dvcq_rdma_core))]
-        let made = ctx.create_cq(opts);
         match made {
             Ok(cq) => {
                 let lp = make_loop(ctx, &cq, p)?;
@@ -269,7 +257,6 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
             // A model has no rdma-core poll: its row is the direct one only.
             Err(Error::Mismatch { .. }) if choice == BackendChoice::Generic => {}
             // A provider without the extended CQ (EOPNOTSUPP): no cq_ex row.
-            #[cfg(dvcq_rdma_core)]
             Err(Error::Verbs { .. }) if how == How::VerbsEx => {}
             Err(e) => return Err(e),
         }

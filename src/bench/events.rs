@@ -224,7 +224,7 @@ fn consume(
     while got < n {
         let k = match mode {
             WaitMode::Busy => {
-                let k = cq.poll(&mut wcs);
+                let k = cq.poll_count(&mut wcs);
                 if k == 0 {
                     if idle_since.elapsed() > STALL {
                         return Err(mismatch(&device, format!("no completion for {STALL:?} with {got} of {n} taken")));

@@ -217,7 +217,7 @@ fn workload(ctx: &Context, writes: u32) -> Result<CqReport, String> {
     let mut wcs = [Completion::default(); 16];
     let (mut got, deadline) = (0u32, Instant::now() + WORKLOAD_WAIT);
     while got < writes {
-        let n = cq.poll(&mut wcs);
+        let n = cq.poll_count(&mut wcs);
         got += n as u32;
         if n == 0 {
             if Instant::now() > deadline {

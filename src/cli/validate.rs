@@ -97,7 +97,8 @@ fn keep_rings(dir: &std::path::Path, check: &mut Check, direct: &Run) {
                 }
                 Err(e) => notes.push(format!("ring image {}: {e}", path.display())),
             },
-            Err(why) => notes.push(format!("no ring image of cq{i}: {why}")),
+            Err(crate::Error::Unsupported { why, .. }) => notes.push(format!("no ring image of cq{i}: {why}")),
+            Err(e) => notes.push(format!("no ring image of cq{i}: {e}")),
         }
     }
     if notes.is_empty() {

@@ -21,7 +21,7 @@ fn check_new(rec: &mut Recorder, made: Result<crate::Cq, Error>, depth: u32, wha
                 rec.problem(format!("{what}: the CQ holds {} entries, fewer than the {depth} asked for", cq.depth()));
             }
             let mut wc = [Completion::default()];
-            if cq.poll(&mut wc) != 0 {
+            if cq.poll_count(&mut wc) != 0 {
                 rec.problem(format!("{what}: a new CQ polled a completion: {:?}", wc[0]));
             }
         }

@@ -293,7 +293,7 @@ pub fn poll_n(cq: &mut Cq, rec: &mut Recorder, n: usize) -> usize {
     let mut wcs = [Completion::default(); 16];
     let mut idle = 0u32;
     while got < n {
-        let k = cq.poll(&mut wcs[..(n - got).min(16)]);
+        let k = cq.poll_count(&mut wcs[..(n - got).min(16)]);
         for c in &wcs[..k] {
             rec.record(c);
         }
@@ -324,7 +324,7 @@ pub fn drain_extra(cq: &mut Cq, rec: &mut Recorder, quiet: Duration) {
     let until = Instant::now() + quiet;
     let mut wcs = [Completion::default(); 16];
     while Instant::now() < until {
-        let k = cq.poll(&mut wcs);
+        let k = cq.poll_count(&mut wcs);
         for c in &wcs[..k] {
             rec.record(c);
             rec.problem(format!("unexpected extra completion qp={:#x} wr_id={}", c.qp_num, c.wr_id));

@@ -6,7 +6,6 @@
 //! context outlives its CQs, QPs are destroyed before their CQs, and a mapped CQ ring is never
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
-pub(crate) mod buffer;
 pub(crate) mod mr;
 mod mw;
 mod qp;
@@ -18,13 +17,11 @@ pub use mw::Mw;
 pub use qp::{Qp, QpInit, Srq};
 pub use xrc::Xrcd;
 
-use crate::cq::{Backend, BackendKind, Cq, CqOptions, Poller};
+use crate::cq::{BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};
 use crate::error::Error;
 use crate::model_device::{DeviceError, Mlx5CqAttrs, ModelDevice, ModelVendor};
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
-#[cfg(dvcq_rdma_core)]
 use std::sync::Arc;
 
 /// An open device: a real one through rdma-core, or a built-in model.
@@ -37,12 +34,7 @@ pub struct Context {
 #[derive(Debug)]
 pub(crate) enum Inner {
     Model(ModelDevice),
-    #[cfg(dvcq_rdma_core)]
-    Verbs {
-        ctx: Arc<sys::device::Context>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { ctx: Arc<sys::device::Context>, port: u8, gid_index: u8 },
 }
 
 impl Context {
@@ -69,7 +61,6 @@ impl Context {
         Context { inner: Inner::Model(model), name }
     }
 
-    #[cfg(dvcq_rdma_core)]
     fn open_verbs(name: &str) -> Result<Context, Error> {
         let ctx = sys::device::Context::open(name).map_err(|e| match e {
             sys::device::OpenError::Unknown { name } => Error::UnknownDevice { name, available: device::names() },
@@ -97,7 +88,6 @@ impl Context {
     pub(crate) fn xrc_and_max_mw(&self) -> Option<(bool, u32)> {
         match &self.inner {
             Inner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => Some(ctx.device_attr().map_or((false, 0), |a| {
                 (a.device_cap_flags & sys::ffi::IBV_DEVICE_XRC != 0, u32::try_from(a.max_mw).unwrap_or(0))
             })),
@@ -110,7 +100,6 @@ impl Context {
     pub(crate) fn type2_windows(&self) -> Result<(), String> {
         match &self.inner {
             Inner::Model(_) => Ok(()),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
                 let a = ctx.device_attr().map_err(|e| format!("{}: {e}", self.name))?;
                 let type2 = sys::ffi::IBV_DEVICE_MEM_WINDOW_TYPE_2A | sys::ffi::IBV_DEVICE_MEM_WINDOW_TYPE_2B;
@@ -137,7 +126,6 @@ impl Context {
         match &self.inner {
             Inner::Model(m) if m.vendor() == crate::model_device::ModelVendor::Mlx5 => Ok(()),
             Inner::Model(_) => Err(format!("{} (irdma GEN2) has no atomics", self.name)),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
                 let a = ctx.device_attr().map_err(|e| format!("{}: {e}", self.name))?;
                 if a.atomic_cap == sys::ffi::IBV_ATOMIC_NONE {
@@ -166,7 +154,6 @@ impl Context {
     ) -> Result<device::counters::DeviceCounters, device::counters::CountersError> {
         match &self.inner {
             Inner::Model(m) => Ok(device::counters::of_model(&self.name, &m.counters())),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { .. } => device::counters::read_sysfs(sysfs_root, &self.name),
         }
     }
@@ -179,7 +166,6 @@ impl Context {
     pub fn info(&self) -> Result<DeviceInfo, Error> {
         match &self.inner {
             Inner::Model(m) => Ok(device::model_info(m)),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => device::verbs_info(ctx),
         }
     }
@@ -195,7 +181,6 @@ impl Context {
     pub fn create_cq(&self, opts: CqOptions) -> Result<Cq, Error> {
         match &self.inner {
             Inner::Model(m) => self.create_model_cq(m, opts),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts, None),
         }
     }
@@ -253,7 +238,6 @@ impl Context {
         Ok(Cq::new(Poller::Model(cq), backend(BackendKind::Model, why), self.name.clone(), depth))
     }
 
-    #[cfg(dvcq_rdma_core)]
     pub(crate) fn create_verbs_cq(
         &self,
         ctx: &Arc<sys::device::Context>,
@@ -321,7 +305,6 @@ impl Context {
     pub(crate) fn verbs_create_cq_unchecked(&self, depth: u32, comp_vector: u32) -> Option<Result<(), String>> {
         match &self.inner {
             Inner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
                 Some(sys::cq::VerbsCq::create(ctx, depth, comp_vector, None).map(drop).map_err(|e| e.to_string()))
             }
@@ -336,7 +319,6 @@ impl Context {
     pub fn alloc_pd(&self) -> Result<Pd, Error> {
         match &self.inner {
             Inner::Model(m) => Ok(Pd { inner: PdInner::Model(m.clone()), device: self.name.clone() }),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, port, gid_index } => {
                 let pd = sys::qp::Pd::new(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
                 Ok(Pd { inner: PdInner::Verbs { pd, port: *port, gid_index: *gid_index }, device: self.name.clone() })
@@ -355,12 +337,7 @@ pub struct Pd {
 #[derive(Debug)]
 pub(crate) enum PdInner {
     Model(ModelDevice),
-    #[cfg(dvcq_rdma_core)]
-    Verbs {
-        pd: Arc<sys::qp::Pd>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { pd: Arc<sys::qp::Pd>, port: u8, gid_index: u8 },
 }
 
 impl Pd {
@@ -372,7 +349,6 @@ impl Pd {
 
 /// `MLX5DV_CQE_RES_FORMAT_*` for a mini-CQE format `mlx5dv_create_cq` takes
 /// (`CqOptions::format_error` refused the others).
-#[cfg(dvcq_rdma_core)]
 fn dv_res_format(f: dvcq_mlx5_dv::MiniFormat) -> u8 {
     use dvcq_mlx5_dv::MiniFormat;
     let bit = match f {
@@ -383,15 +359,12 @@ fn dv_res_format(f: dvcq_mlx5_dv::MiniFormat) -> u8 {
     bit as u8
 }
 
+pub(crate) use crate::backend::backend;
+
 /// Completion vectors a model device reports (model choice: one, as a one-queue device).
 pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
 
 /// A model device's refusal as the API's error.
 pub(crate) fn model_error(device: &str, e: DeviceError) -> Error {
     Error::Model { device: device.to_string(), what: e.to_string() }
-}
-
-/// The reason text of a backend chosen without any attempt at a direct one.
-pub(crate) fn backend(kind: BackendKind, reason: impl Into<String>) -> Backend {
-    Backend { kind, reason: reason.into() }
 }

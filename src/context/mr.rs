@@ -2,7 +2,6 @@
 
 use super::{Pd, PdInner};
 use crate::error::Error;
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
 use crate::verbs::{Access, MrBuffer, MrSlice, RemoteRegion, Sge};
 
@@ -50,7 +49,6 @@ pub(super) enum MrInner {
     Model(crate::model_device::ModelMr),
     /// Shared with the memory windows bound over it, which keep it registered (and its
     /// memory mapped) while they may answer through it.
-    #[cfg(dvcq_rdma_core)]
     Verbs(std::sync::Arc<sys::qp::Mr>),
 }
 
@@ -59,7 +57,6 @@ impl MrInner {
     pub(super) fn same(&self, other: &MrInner) -> bool {
         match (self, other) {
             (MrInner::Model(a), MrInner::Model(b)) => a.same(b),
-            #[cfg(dvcq_rdma_core)]
             (MrInner::Verbs(a), MrInner::Verbs(b)) => std::sync::Arc::ptr_eq(a, b),
             #[allow(unreachable_patterns)]
             _ => false,
@@ -84,7 +81,6 @@ impl Pd {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(self.region(MrInner::Model(mr), access, len, None))
             }
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::new(pd, len, access)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
@@ -130,10 +126,9 @@ impl Pd {
         match &self.inner {
             PdInner::Model(m) => {
                 let mr = m.reg_mr(len, access).map_err(|e| super::model_error(&self.device, e))?;
-                mr.write(0, super::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
+                mr.write(0, crate::verbs::buffer::bytes(&mut buf)).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(self.region(MrInner::Model(mr), access, len, Some(Box::new(buf))))
             }
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mr = sys::qp::Mr::with_buffer(pd, buf, access)
                     .map_err(|(source, _buf)| Error::Verbs { device: self.device.clone(), source })?;
@@ -154,7 +149,6 @@ impl Pd {
     ) -> Mr {
         let (addr, lkey, rkey) = match &inner {
             MrInner::Model(m) => (m.addr(), m.lkey(), m.rkey()),
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(v) => {
                 let (addr, _, lkey, rkey) = v.keys();
                 (addr, lkey, rkey)
@@ -240,7 +234,6 @@ impl Mr {
         self.check(offset, data.len() as u64)?;
         match &self.inner {
             MrInner::Model(mr) => mr.write(offset, data).map_err(|e| super::model_error(&self.device, e)),
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => mr.write_bytes(offset as usize, data).map_err(|e| self.memory_error(e)),
         }
     }
@@ -254,7 +247,6 @@ impl Mr {
         self.check(offset, out.len() as u64)?;
         match &self.inner {
             MrInner::Model(mr) => mr.read(offset, out).map_err(|e| super::model_error(&self.device, e)),
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => mr.read_bytes(offset as usize, out).map_err(|e| self.memory_error(e)),
         }
     }
@@ -284,10 +276,9 @@ impl Mr {
                     }
                 };
                 // The model's copy has the buffer's length: the read cannot fail.
-                let _ = mr.read(0, super::buffer::bytes_mut(&mut buf));
+                let _ = mr.read(0, crate::verbs::buffer::bytes_mut(&mut buf));
                 Ok(buf)
             }
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(ref arc) => {
                 if std::sync::Arc::strong_count(arc) > 1 || !arc.owns::<B>() {
                     return Err(self);

@@ -5,10 +5,8 @@
 use super::mr::MrInner;
 use super::{Mr, Pd, PdInner, Qp};
 use crate::error::Error;
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
 use crate::verbs::{inc_rkey, Access, MwBind, QpType, SendOp, SendWr};
-#[cfg(dvcq_rdma_core)]
 use std::sync::Arc;
 
 /// A type-2 memory window (`ibv_alloc_mw(pd, IBV_MW_TYPE_2)`), deallocated on drop.
@@ -37,7 +35,6 @@ pub struct Mw {
 enum MwInner {
     // Held for its allocation: dropping it deallocates the model's window.
     Model(#[allow(dead_code)] crate::model_device::ModelMw),
-    #[cfg(dvcq_rdma_core)]
     Verbs(sys::qp::Mw),
 }
 
@@ -46,7 +43,6 @@ enum MwInner {
 enum Held {
     // Held for its registration only: the model's window entry reaches the memory itself.
     Model(#[allow(dead_code)] crate::model_device::ModelMr),
-    #[cfg(dvcq_rdma_core)]
     Verbs(#[allow(dead_code)] Arc<sys::qp::Mr>),
 }
 
@@ -63,7 +59,6 @@ impl Pd {
                 let rkey = mw.rkey();
                 Ok(Mw { inner: MwInner::Model(mw), bound: None, rkey, device: self.device.clone() })
             }
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let mw = sys::qp::Mw::new(pd).map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
                 let rkey = mw.rkey();
@@ -154,7 +149,6 @@ impl Qp {
                     .map_err(|e| super::qp::model_post_error(&self.device, self.qpn, e))?;
                 mw.bound = Some(Held::Model(region.clone()));
             }
-            #[cfg(dvcq_rdma_core)]
             (super::qp::QpInner::Verbs(qp), MwInner::Verbs(w), MrInner::Verbs(region)) => {
                 if !qp.same_pd(w, region) {
                     return Err(refuse("the window, the region and the QP must be of one protection domain".into()));

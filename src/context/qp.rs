@@ -5,7 +5,6 @@ use super::mr::MrInner;
 use super::{Pd, PdInner};
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
 use crate::verbs::{Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -75,7 +74,8 @@ fn hold_written<'w, 'a: 'w>(
     verbs: bool,
     lists: impl Iterator<Item = &'w [MrSlice<'a>]> + Clone,
 ) -> Result<(), Error> {
-    let ours = |s: &MrSlice<'a>| s.region().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
+    let ours =
+        |s: &MrSlice<'a>| s.region::<super::Mr>().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
     for (i, list) in lists.clone().enumerate() {
         if let Some(j) = list.iter().position(|s| ours(s).is_none()) {
             return Err(Error::Mismatch {
@@ -96,7 +96,6 @@ fn hold_written<'w, 'a: 'w>(
 #[derive(Debug)]
 pub(super) enum QpInner {
     Model(crate::model_device::ModelQp),
-    #[cfg(dvcq_rdma_core)]
     Verbs(sys::qp::Qp),
 }
 
@@ -116,7 +115,6 @@ pub struct Srq {
 #[derive(Debug)]
 pub(super) enum SrqInner {
     Model(crate::model_device::ModelSrq),
-    #[cfg(dvcq_rdma_core)]
     Verbs(Arc<sys::qp::Srq>),
 }
 
@@ -131,20 +129,21 @@ pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::mod
 }
 
 pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
-    if e.kind == crate::model_device::PostErrorKind::QueueFull {
-        return Error::QueueFull { device: device.to_string(), qpn, index: e.index };
-    }
-    Error::Post {
-        device: device.to_string(),
-        qpn,
-        index: e.index,
-        reason: format!("{:?} ({})", e.kind, std::io::Error::from_raw_os_error(e.errno)),
-    }
+    use crate::error::PostRefusal;
+    use crate::model_device::PostErrorKind as Kind;
+    let reason = match e.kind {
+        Kind::QueueFull => return Error::QueueFull { device: device.to_string(), qpn, index: e.index },
+        Kind::TooManySge { num_sge, max } => PostRefusal::TooManySge { num_sge, max },
+        Kind::InlineTooLong { len, max } => PostRefusal::InlineTooLong { len, max },
+        Kind::BadState(state) => PostRefusal::BadState { state: state.name() },
+        Kind::BadOpcode => PostRefusal::UnsupportedOperation,
+        Kind::NoQueue => PostRefusal::NoQueue,
+    };
+    Error::Post { device: device.to_string(), qpn, index: e.index, reason }
 }
 
 /// The rdma-core CQ behind `cq`, and on a direct CQ dvcq made, what a QP made on it shares
 /// with it to be adopted.
-#[cfg(dvcq_rdma_core)]
 pub(super) fn verbs_cq_of<'c>(
     cq: &'c Cq,
     device: &str,
@@ -240,7 +239,6 @@ impl Pd {
                     qp_type: init.qp_type,
                 })
             }
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, port, gid_index } => {
                 let (send, send_own) = verbs_cq_of(init.send_cq, &self.device)?;
                 // An initiator has no receive CQ: its send CQ stands in, and adopts nothing more.
@@ -314,7 +312,6 @@ impl Pd {
                 let srq = m.create_srq(max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(Srq { inner: SrqInner::Model(srq), held: Arc::default(), device: self.device.clone() })
             }
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => {
                 let srq = sys::qp::Srq::new(pd, max_wr, max_sge)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
@@ -324,10 +321,8 @@ impl Pd {
     }
 }
 
-#[cfg(dvcq_rdma_core)]
 pub(super) fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
-    let reason = std::io::Error::from_raw_os_error(f.errno).to_string();
-    Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno, reason)
+    Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno)
 }
 
 impl Qp {
@@ -338,7 +333,7 @@ impl Qp {
 
     /// The `struct ibv_qp` behind a QP on a real device, for tests that attach it as an
     /// application's own (`Cq::attach_qp`).
-    #[cfg(all(test, dvcq_rdma_core))]
+    #[cfg(test)]
     pub(crate) fn verbs_ptr(&self) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
         match &self.inner {
             QpInner::Verbs(qp) => core::ptr::NonNull::new(qp.as_ptr().cast()),
@@ -359,7 +354,6 @@ impl Qp {
     pub fn endpoint(&self) -> Result<Endpoint, Error> {
         match &self.inner {
             QpInner::Model(qp) => Ok(qp.endpoint()),
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.endpoint().map_err(|source| Error::Verbs { device: self.device.clone(), source }),
         }
     }
@@ -396,7 +390,6 @@ impl Qp {
         }
         match &mut self.inner {
             QpInner::Model(qp) => qp.connect_with(peer, attrs).map_err(|e| super::model_error(&self.device, e)),
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => {
                 qp.connect(peer, attrs).map_err(|source| Error::Verbs { device: self.device.clone(), source })
             }
@@ -435,7 +428,6 @@ impl Qp {
         hold_written(&mut self.held, &self.device, verbs, reads)?;
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_send(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.post_send(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
         }
     }
@@ -466,7 +458,6 @@ impl Qp {
         hold_written(&mut self.held, &self.device, verbs, wrs.iter().map(|w| w.sg_list))?;
         match &mut self.inner {
             QpInner::Model(qp) => qp.post_recv(wrs).map_err(|e| model_post_error(&self.device, self.qpn, e)),
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => qp.post_recv(wrs).map_err(|f| post_error(&self.device, self.qpn, f)),
         }
     }
@@ -483,7 +474,6 @@ impl Qp {
                 qp.to_error();
                 Ok(())
             }
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => {
                 qp.enter_error_state().map_err(|source| Error::Verbs { device: self.device.clone(), source })
             }
@@ -529,14 +519,13 @@ impl Srq {
     pub fn xrc_srqn(&self) -> Option<u32> {
         match &self.inner {
             SrqInner::Model(srq) => srq.is_xrc().then(|| srq.srqn()),
-            #[cfg(dvcq_rdma_core)]
             SrqInner::Verbs(srq) => srq.xrc_srqn(),
         }
     }
 
     /// The `struct ibv_srq` behind an SRQ on a real device, for tests that attach it as an
     /// application's own (`Cq::attach_srq`).
-    #[cfg(all(test, dvcq_rdma_core))]
+    #[cfg(test)]
     pub(crate) fn verbs_ptr(&self) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
         match &self.inner {
             SrqInner::Verbs(srq) => core::ptr::NonNull::new(srq.as_ptr().cast()),
@@ -556,7 +545,6 @@ impl Srq {
         drop(held);
         match &self.inner {
             SrqInner::Model(srq) => srq.post_recv(wrs).map_err(|e| model_post_error(&self.device, srq.srqn(), e)),
-            #[cfg(dvcq_rdma_core)]
             SrqInner::Verbs(srq) => srq.post_recv(wrs).map_err(|f| post_error(&self.device, 0, f)),
         }
     }

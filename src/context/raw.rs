@@ -11,6 +11,7 @@
 use super::mr::MrInner;
 use super::qp::{QpInner, SrqInner};
 use super::{Context, Inner, Pd, PdInner};
+use crate::error::Error;
 use crate::{Cq, Mr, Qp, Srq};
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -20,7 +21,6 @@ impl Context {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             Inner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => NonNull::new(ctx.as_ptr().cast()),
         }
     }
@@ -31,7 +31,6 @@ impl Pd {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             PdInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             PdInner::Verbs { pd, .. } => NonNull::new(pd.as_ptr().cast()),
         }
     }
@@ -42,7 +41,6 @@ impl Mr {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             MrInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             MrInner::Verbs(mr) => NonNull::new(mr.as_ptr().cast()),
         }
     }
@@ -53,7 +51,6 @@ impl Qp {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             QpInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             QpInner::Verbs(qp) => NonNull::new(qp.as_ptr().cast()),
         }
     }
@@ -64,7 +61,6 @@ impl Srq {
     pub fn as_raw(&self) -> Option<NonNull<c_void>> {
         match &self.inner {
             SrqInner::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             SrqInner::Verbs(srq) => NonNull::new(srq.as_ptr().cast()),
         }
     }
@@ -78,14 +74,36 @@ impl Cq {
         use crate::cq::Poller;
         match &self.poller {
             Poller::Model(_) => None,
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => NonNull::new(g.verbs_cq().as_ptr().cast()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => NonNull::new(r.verbs_cq().as_ptr().cast()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
         }
+    }
+}
+
+#[allow(unsafe_code)] // takes the application's `struct ibv_context *`
+impl Context {
+    /// Adopts an `ibv_context` the application opened (`struct ibv_context *`). dvcq never
+    /// closes it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoRdmaCore`] where libibverbs cannot be loaded (an application that opened a
+    /// context has it loaded: dvcq finds the same library; `DVCQ_NO_RDMA_CORE=1` says no).
+    ///
+    /// # Safety
+    ///
+    /// `ctx` points to a live `struct ibv_context` that stays open while this `Context` or
+    /// anything made from it exists. (Where rdma-core cannot be loaded the call fails
+    /// before it reads `ctx`.)
+    pub unsafe fn from_raw(ctx: NonNull<c_void>) -> Result<Context, Error> {
+        crate::sys::loader::verbs_loaded()
+            .map_err(|e| Error::NoRdmaCore { what: "adopting an application's ibv_context".into(), why: e.why })?;
+        // SAFETY: the caller's promise, passed on.
+        let ctx = unsafe { crate::sys::device::Context::borrowed(ctx.as_ptr().cast()) };
+        let (port, gid_index) = crate::device::default_port_and_gid(&ctx);
+        let name = ctx.name().to_string();
+        Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name })
     }
 }

@@ -20,10 +20,8 @@ use super::qp::{model_cq_of, Qp, QpInner, Srq, SrqInner};
 use super::{Context, Inner, Pd, PdInner};
 use crate::cq::Cq;
 use crate::error::Error;
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
 use crate::verbs::QpType;
-#[cfg(dvcq_rdma_core)]
 use std::sync::Arc;
 
 /// An XRC domain (`ibv_open_xrcd`): where XRC SRQs and XRC target QPs are made.
@@ -36,12 +34,7 @@ pub struct Xrcd {
 #[derive(Debug)]
 enum XrcdInner {
     Model(crate::model_device::ModelXrcd),
-    #[cfg(dvcq_rdma_core)]
-    Verbs {
-        xrcd: Arc<sys::qp::Xrcd>,
-        port: u8,
-        gid_index: u8,
-    },
+    Verbs { xrcd: Arc<sys::qp::Xrcd>, port: u8, gid_index: u8 },
 }
 
 impl Context {
@@ -58,7 +51,6 @@ impl Context {
                 let x = m.open_xrcd().map_err(|e| super::model_error(&self.name, e))?;
                 Ok(Xrcd { inner: XrcdInner::Model(x), device: self.name.clone() })
             }
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, port, gid_index } => {
                 let xrcd =
                     sys::qp::Xrcd::open(ctx).map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
@@ -92,7 +84,6 @@ impl Xrcd {
                 let qpn = qp.qpn();
                 (QpInner::Model(qp), qpn)
             }
-            #[cfg(dvcq_rdma_core)]
             XrcdInner::Verbs { xrcd, port, gid_index } => {
                 let qp = sys::qp::Qp::new_xrc_target(xrcd, *port, *gid_index)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
@@ -140,7 +131,6 @@ impl Pd {
                 let srq = m.create_xrc_srq(x, c, max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
                 Ok(Srq { inner: SrqInner::Model(srq), held: Default::default(), device: self.device.clone() })
             }
-            #[cfg(dvcq_rdma_core)]
             (PdInner::Verbs { pd, .. }, XrcdInner::Verbs { xrcd, .. }) => {
                 let (vcq, own) = super::qp::verbs_cq_of(cq, &self.device)?;
                 let srq = sys::qp::Srq::new_xrc(pd, xrcd, vcq, max_wr, max_sge)

@@ -32,7 +32,6 @@ impl Context {
                 what: "a model has no rdma-core extended CQ: its CQs are always polled by its vendor's dvcq poller"
                     .into(),
             }),
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
                 use crate::cq::Poller;
                 use crate::event::channel::Source;
@@ -59,7 +58,6 @@ impl Context {
 
     /// `ibv_create_cq_ex` with `wc_flags` on `ctx`, checked as `ibv_create_cq` is, on
     /// `channel` (which the caller registers the CQ with), polled by the generic backend.
-    #[cfg(dvcq_rdma_core)]
     fn extended_verbs_cq(
         &self,
         ctx: &std::sync::Arc<crate::sys::device::Context>,
@@ -99,7 +97,6 @@ impl Context {
     ///
     /// As [`Context::create_cq`]; [`Error::Unsupported`] when the provider has no extended
     /// CQ, or none reporting what was asked (`EOPNOTSUPP`), or for mlx5 creation attributes.
-    #[cfg(dvcq_rdma_core)]
     pub(crate) fn extended_polled_cq(
         &self,
         ctx: &std::sync::Arc<crate::sys::device::Context>,
@@ -138,7 +135,6 @@ impl Context {
     /// [`Error::Unsupported`] for `BackendChoice::Direct` (dvcq's direct backends do not
     /// make such CQs) or when the provider cannot report the timestamp (`EOPNOTSUPP`, as
     /// rxe and irdma before GEN3 answer); otherwise as [`Context::create_cq`].
-    #[cfg(dvcq_rdma_core)]
     pub(crate) fn timestamped_verbs_cq(
         &self,
         ctx: &std::sync::Arc<crate::sys::device::Context>,
@@ -178,7 +174,6 @@ impl Context {
 ///
 /// [`Error::Unsupported`] for rxe when the loaded release cannot be read: either choice
 /// would lose or repeat completions on one side of v55.
-#[cfg(dvcq_rdma_core)]
 fn end_poll_after_enoent(device: &str, ctx: &crate::sys::device::Context) -> Result<bool, Error> {
     use crate::device::Release;
     if crate::backend::provider_of(ctx).as_deref() != Some("rxe") {

@@ -2,6 +2,7 @@
 //! CQ is made or attached, dispatched once per poll call (never per CQE).
 
 mod advice;
+mod attach;
 mod extended;
 mod image;
 mod stats;
@@ -15,9 +16,10 @@ pub(crate) use timestamp::model_cq;
 pub use timestamp::{CqClock, Timestamps};
 pub use views::{CqViews, CqeView};
 
+pub(crate) use crate::backend::Poller;
+pub use crate::backend::{Backend, BackendChoice, BackendKind};
 use crate::error::Error;
 use dvcq_provider::{Completion, CqErrorCell, CqErrorReason, CqeFault};
-use serde::Serialize;
 use std::sync::Arc;
 
 /// Empty polls between two reads of a device context's async events by a CQ's poll (where
@@ -26,61 +28,6 @@ use std::sync::Arc;
 /// polls keeps it under a nanosecond per empty poll.
 const EVENT_READ_EVERY: u32 = 4096;
 use stats::{BackendCounters, PollCounters};
-
-/// Which poller runs a CQ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    /// dvcq's mlx5 CQE parser on the device's ring.
-    Mlx5,
-    /// dvcq's irdma CQE parser on the device's ring.
-    Irdma,
-    /// dvcq's reader of the ring rdma_rxe maps to userspace.
-    Rxe,
-    /// rdma-core's own `ibv_poll_cq`.
-    Generic,
-    /// A built-in hardware model (its vendor's dvcq poller on the model's ring).
-    Model,
-}
-
-impl BackendKind {
-    /// The name `dvcq devices` prints.
-    pub const fn name(self) -> &'static str {
-        match self {
-            BackendKind::Mlx5 => "mlx5",
-            BackendKind::Irdma => "irdma",
-            BackendKind::Rxe => "rxe",
-            BackendKind::Generic => "generic",
-            BackendKind::Model => "model",
-        }
-    }
-}
-
-/// The backend a CQ runs and why that one (for a fallback: what the direct attach refused).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Backend {
-    /// The poller.
-    pub kind: BackendKind,
-    /// Why it was chosen.
-    pub reason: String,
-}
-
-/// Which backends `Context::create_cq` may pick.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// The direct backend where one applies and its self-checks pass, else the generic one.
-    #[default]
-    Auto,
-    /// rdma-core's `ibv_poll_cq`, even where a direct backend applies (the reference).
-    Generic,
-    /// A direct backend or an error (no silent fallback).
-    Direct,
-    /// rdma-core's extended CQ (`ibv_create_cq_ex` with every standard field, and the
-    /// completion timestamp when [`CqOptions::timestamps`] asks), polled with
-    /// `ibv_start_poll` / `ibv_next_poll` / `ibv_wc_read_*`: what `dvcq validate` compares
-    /// with the other pollers. Not on a model, which has no rdma-core poll.
-    Extended,
-}
 
 /// How to make a CQ.
 ///
@@ -205,26 +152,11 @@ impl CqOptions {
 }
 
 /// Scans the `n` completions a copying backend just wrote for failures; returns `n`.
-#[cfg(dvcq_rdma_core)]
 #[inline(always)]
 fn scanned(stats: &mut PollCounters, out: &[Completion], n: usize) -> usize {
     // A backend returns at most `out.len()`; `get` keeps a wrong count from panicking.
     stats.scan(out.get(..n).unwrap_or(out));
     n
-}
-
-/// The pollers behind a [`Cq`].
-#[derive(Debug)]
-pub(crate) enum Poller {
-    #[cfg(dvcq_rdma_core)]
-    Generic(crate::backend::generic::GenericCq),
-    #[cfg(dvcq_rdma_core)]
-    Rxe(crate::backend::rxe::RxeBackend),
-    #[cfg(dvcq_rdma_core)]
-    Mlx5(Box<crate::backend::mlx5::Mlx5Backend>),
-    #[cfg(dvcq_rdma_core)]
-    Irdma(Box<crate::backend::irdma::IrdmaBackend>),
-    Model(crate::model_device::ModelCq),
 }
 
 /// A completion queue on a device or a model.
@@ -316,13 +248,9 @@ impl Cq {
     fn detector_cell(&self) -> Arc<CqErrorCell> {
         match &self.poller {
             Poller::Model(m) => Arc::clone(m.error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => Arc::clone(g.verbs_cq().error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => Arc::clone(r.verbs_cq().error_cell()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.verbs_cq().map_or_else(Arc::default, |v| Arc::clone(v.error_cell())),
         }
     }
@@ -358,19 +286,15 @@ impl Cq {
     fn read_device_events(&self) {
         match &self.poller {
             Poller::Model(_) => {}
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let _ = g.verbs_cq().overruns();
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let _ = r.verbs_cq().overruns();
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let _ = m.verbs_cq().and_then(|v| v.overruns());
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let _ = m.verbs_cq().and_then(|v| v.overruns());
             }
@@ -415,10 +339,32 @@ impl Cq {
         Some(Error::CqInError { device: self.device.clone(), cq: self.id, reason })
     }
 
-    /// Moves up to `out.len()` completions out of the CQ, in order; returns how many.
-    /// Counted in [`Cq::stats`].
+    /// Moves up to `out.len()` completions out of the CQ, in order, into the front of
+    /// `out`, and returns that part of it: empty when the CQ had none. Nothing is
+    /// allocated; `out` is the caller's batch buffer, reused from call to call. Counted in
+    /// [`Cq::stats`].
+    ///
+    /// ```
+    /// # use dvcq::{Completion, Context, CqOptions};
+    /// # let mut cq = Context::open("model-mlx5")?.create_cq(CqOptions::new(64))?;
+    /// let mut wcs = [Completion::default(); 16];
+    /// for wc in cq.poll(&mut wcs) {
+    ///     println!("wr_id {} {}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), dvcq::Error>(())
+    /// ```
     #[inline]
-    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+    pub fn poll<'a>(&mut self, out: &'a mut [Completion]) -> &'a [Completion] {
+        let n = self.poll_count(out);
+        // A backend fills at most `out.len()`; `min` keeps a wrong count from panicking
+        // (and lets the compiler drop the bounds check).
+        &out[..n.min(out.len())]
+    }
+
+    /// [`Cq::poll`] returning how many completions it moved to the front of `out` instead
+    /// of that slice: for loops that keep their own position in a larger buffer.
+    #[inline]
+    pub fn poll_count(&mut self, out: &mut [Completion]) -> usize {
         // A CQ in error takes the cold path; the others pay one load and a test here, and
         // the test of an empty poll below.
         if self.error_cell.is_set() {
@@ -437,20 +383,16 @@ impl Cq {
     fn dispatch(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
             // These copy records and have no failure path of their own: the handle scans.
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let n = g.poll(out);
                 scanned(&mut self.stats, out, n)
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let n = r.poll(out);
                 scanned(&mut self.stats, out, n)
             }
             // dvcq's mlx5 and irdma pollers count failures on their slow path.
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         }
@@ -460,13 +402,9 @@ impl Cq {
     #[inline]
     pub(crate) fn poll_uncounted(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => g.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.poll(out),
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll(out),
         }
@@ -474,7 +412,6 @@ impl Cq {
 
     /// Hands the CQ to another poller (a direct attach refused before it consumed any
     /// CQE), saying why.
-    #[cfg(dvcq_rdma_core)]
     pub(crate) fn fall_back(&mut self, poller: Poller, backend: Backend) {
         self.poller = poller;
         self.backend = backend;
@@ -511,7 +448,6 @@ impl Cq {
                 }
                 e => crate::context::model_error(&device, e),
             })?,
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let cq = g.verbs_cq();
                 let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
@@ -520,7 +456,6 @@ impl Cq {
                 }
                 cq.resize(depth).map_err(|source| Error::Verbs { device, source })?
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => {
                 let cq = std::sync::Arc::clone(r.verbs_cq());
                 let max = cq.context().device_attr().map_or(i32::MAX, |a| a.max_cqe);
@@ -543,7 +478,6 @@ impl Cq {
                 }
                 got?
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(_) => {
                 return Err(Error::Unsupported {
                     device,
@@ -554,7 +488,6 @@ impl Cq {
                         .into(),
                 });
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(_) => {
                 return Err(Error::Unsupported {
                     device,
@@ -601,20 +534,17 @@ impl Cq {
         match &self.poller {
             // On rdma-core devices an overrun is the CQ error event dvcq reads from the
             // context's async fd (`sys::async_event`), on contexts it opened.
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => BackendCounters {
                 overruns: g.verbs_cq().overruns(),
                 poll_failures: Some(g.failures()),
                 ..BackendCounters::default()
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => BackendCounters {
                 high_water: Some(u64::from(r.high_water())),
                 doorbell_writes: Some(r.consumer_writes()),
                 overruns: r.verbs_cq().overruns(),
                 ..BackendCounters::default()
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let s = m.poller_stats();
                 BackendCounters {
@@ -625,7 +555,6 @@ impl Cq {
                     ..BackendCounters::default()
                 }
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let (s, head_writes) = m.poller_stats();
                 BackendCounters {
@@ -667,24 +596,20 @@ impl Cq {
 
     fn take_backend_error(&mut self) -> Option<Error> {
         match &mut self.poller {
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => {
                 let e = g.take_error()?;
                 Some(Error::Verbs { device: self.device.clone(), source: e })
             }
             // A QP or SRQ dvcq made on a direct mlx5 or irdma CQ that its poll could not
             // adopt.
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "mlx5", reason })
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => {
                 let reason = m.take_error()?;
                 Some(Error::Attach { device: self.device.clone(), backend: "irdma", reason })
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(_) => None,
             Poller::Model(_) => None,
         }
@@ -736,11 +661,11 @@ mod tests {
         let cell = Arc::new(CqErrorCell::new());
         cq.error_cell = Arc::clone(&cell);
         let mut out = [Completion::default(); 4];
-        assert_eq!((cq.poll(&mut out), cq.error(), cq.take_error()), (0, None, None));
+        assert_eq!((cq.poll_count(&mut out), cq.error(), cq.take_error()), (0, None, None));
         cell.set(CqErrorReason::DeviceFatal);
-        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!(cq.poll_count(&mut out), 1);
         assert_eq!((out[0].cq_error(), out[0].wr_id), (Some(CqErrorReason::DeviceFatal), 0));
-        assert_eq!(cq.poll(&mut out), 0, "the item comes once");
+        assert_eq!(cq.poll_count(&mut out), 0, "the item comes once");
         let e = Error::CqInError { device: "model-e810".into(), cq: cq.id(), reason: CqErrorReason::DeviceFatal };
         assert_eq!((cq.error(), cq.take_error(), cq.take_error()), (Some(e.clone()), Some(e.clone()), Some(e)));
         let s = cq.stats();

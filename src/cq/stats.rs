@@ -14,7 +14,6 @@
 //! never while polling. `dvcq bench cq --callgrind` measures what counting costs per
 //! completion on a model.
 
-#[cfg(any(dvcq_rdma_core, test))]
 use dvcq_provider::Completion;
 use dvcq_provider::StatusCounts;
 use dvcq_provider::WcStatus;
@@ -143,7 +142,6 @@ impl PollCounters {
 
     /// Counts the failed completions of `got`, for a backend that does not count its own:
     /// one OR per completion finds whether any failed (success is status 0).
-    #[cfg(any(dvcq_rdma_core, test))]
     #[inline(always)]
     pub(crate) fn scan(&mut self, got: &[Completion]) {
         if any_failed(got) {
@@ -152,7 +150,6 @@ impl PollCounters {
     }
 
     /// Errors by status and fault items of a batch that holds at least one failure.
-    #[cfg(any(dvcq_rdma_core, test))]
     #[cold]
     #[inline(never)]
     fn count_failures(&mut self, got: &[Completion]) {
@@ -194,7 +191,6 @@ impl PollCounters {
 /// Whether a completion of `got` failed: success is status 0, so the OR of the status bytes
 /// is 0 unless one did. Four at a time: about one instruction a completion (an OR from
 /// memory) plus a share of the loop's own.
-#[cfg(any(dvcq_rdma_core, test))]
 #[inline(always)]
 fn any_failed(got: &[Completion]) -> bool {
     let mut any = 0u8;

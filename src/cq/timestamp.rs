@@ -178,16 +178,13 @@ impl Cq {
                         .into(),
                 )),
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => verbs_clock(self, g.verbs_cq()),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(_) => Err(none(
                 self,
                 "rxe reports no completion timestamps (its provider accepts no \
                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)"
                     .into(),
             )),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => match m.verbs_cq() {
                 Some(v) => crate::sys::clock::mlx5_clock_info(v.context())
                     .map_err(|source| Error::Verbs { device: self.device().to_string(), source })
@@ -197,7 +194,6 @@ impl Cq {
             },
             // An attached irdma CQ: GEN3 CQEs carry 32 bits of device clock (what rdma-core's
             // own poll reports, without a conversion); GEN1 and GEN2 CQEs none.
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => match m.expect().0.hw_rev {
                 dvcq_uapi::irdma::HwRev::Gen3 => Ok(CqClock::RawCycles { mask: u64::from(u32::MAX) }),
                 rev => Err(none(self, format!("irdma {rev:?} CQEs carry no timestamp (GEN3 ones do)"))),
@@ -222,7 +218,6 @@ impl Cq {
 }
 
 /// The clock of a generic-backend CQ: what its extended flags asked rdma-core for.
-#[cfg(dvcq_rdma_core)]
 fn verbs_clock(cq: &Cq, v: &crate::sys::cq::VerbsCq) -> Result<CqClock, Error> {
     use crate::sys::ffi::{
         IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as RAW, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as WALL,

@@ -17,121 +17,67 @@
 
 use super::Cq;
 use dvcq_provider::Completion;
-use std::marker::PhantomData;
 
 /// A walk over the entries a CQ held when it began ([`Cq::views`]). Each
 /// [`CqViews::next`] consumes one; the consumer index is stored when the walk is dropped.
 #[derive(Debug)]
 pub struct CqViews<'a> {
-    inner: Inner<'a>,
-}
-
-#[derive(Debug)]
-enum Inner<'a> {
-    #[cfg(dvcq_rdma_core)]
-    Rxe(dvcq_rxe_dv::Views<'a>),
-    /// No backend of this build has views (the model-only build).
-    #[allow(dead_code)]
-    None(PhantomData<&'a mut ()>),
+    inner: dvcq_rxe_dv::Views<'a>,
 }
 
 /// One entry of a [`CqViews`] walk, read field by field from the ring.
 #[derive(Debug, Clone, Copy)]
 pub struct CqeView<'a> {
-    inner: ViewInner<'a>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum ViewInner<'a> {
-    #[cfg(dvcq_rdma_core)]
-    Rxe(dvcq_rxe_dv::RecordView<'a>),
-    #[allow(dead_code)]
-    None(PhantomData<&'a ()>),
+    inner: dvcq_rxe_dv::RecordView<'a>,
 }
 
 impl CqViews<'_> {
     /// The next entry, consumed; `None` at the end of the walk.
     #[allow(clippy::should_implement_trait)] // a lending iterator: the view borrows the walk
     pub fn next(&mut self) -> Option<CqeView<'_>> {
-        match &mut self.inner {
-            #[cfg(dvcq_rdma_core)]
-            Inner::Rxe(v) => v.next().map(|r| CqeView { inner: ViewInner::Rxe(r) }),
-            Inner::None(_) => None,
-        }
+        self.inner.next().map(|inner| CqeView { inner })
     }
 
     /// Entries left in this walk.
     pub fn remaining(&self) -> u32 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            Inner::Rxe(v) => v.remaining(),
-            Inner::None(_) => 0,
-        }
+        self.inner.remaining()
     }
 }
 
 impl CqeView<'_> {
     /// `wr_id`.
     pub fn wr_id(&self) -> u64 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.wr_id(),
-            ViewInner::None(_) => 0,
-        }
+        self.inner.wr_id()
     }
 
     /// `qp_num`.
     pub fn qp_num(&self) -> u32 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.qp_num(),
-            ViewInner::None(_) => 0,
-        }
+        self.inner.qp_num()
     }
 
     /// `status`, as the libibverbs number the entry holds (raw: not checked).
     pub fn status(&self) -> u32 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.status(),
-            ViewInner::None(_) => 0,
-        }
+        self.inner.status()
     }
 
     /// `opcode`, as the libibverbs number the entry holds (raw: not checked).
     pub fn opcode(&self) -> u32 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.opcode(),
-            ViewInner::None(_) => 0,
-        }
+        self.inner.opcode()
     }
 
     /// `byte_len`.
     pub fn byte_len(&self) -> u32 {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.byte_len(),
-            ViewInner::None(_) => 0,
-        }
+        self.inner.byte_len()
     }
 
     /// The whole entry as the [`Completion`] a poll would have returned for it.
     pub fn completion(&self) -> Completion {
-        match &self.inner {
-            #[cfg(dvcq_rdma_core)]
-            ViewInner::Rxe(r) => r.completion(),
-            ViewInner::None(_) => Completion::default(),
-        }
+        self.inner.completion()
     }
 
     /// The vendor view underneath, for the fields only it has (rxe: every `ibv_wc` field).
-    #[cfg(dvcq_rdma_core)]
     pub fn as_rxe(&self) -> Option<&dvcq_rxe_dv::RecordView<'_>> {
-        match &self.inner {
-            ViewInner::Rxe(r) => Some(r),
-            ViewInner::None(_) => None,
-        }
+        Some(&self.inner)
     }
 }
 
@@ -140,9 +86,8 @@ impl Cq {
     /// see [`crate::cq::views`] for why the others do not): `None` otherwise. Entries a walk
     /// shows are consumed as by [`Cq::poll`]; [`Cq::stats`] counts poll calls only.
     pub fn views(&mut self) -> Option<CqViews<'_>> {
-        #[cfg(dvcq_rdma_core)]
         if let super::Poller::Rxe(r) = &mut self.poller {
-            return Some(CqViews { inner: Inner::Rxe(r.views()) });
+            return Some(CqViews { inner: r.views() });
         }
         None
     }

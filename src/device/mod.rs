@@ -3,10 +3,9 @@
 
 pub mod counters;
 mod info;
-mod release;
 
+pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release};
 pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
-pub use release::{provider_name, ChosenRelease, Release};
 
 use serde::Serialize;
 
@@ -106,12 +105,6 @@ pub fn list() -> DeviceList {
     DeviceList { rdma_core: rdma_core_release().map(|r| r.to_string()), devices, no_hardware, unreadable }
 }
 
-/// The rdma-core release of the libibverbs this process loaded (none where rdma-core
-/// cannot be loaded).
-pub fn rdma_core_release() -> Option<Release> {
-    Release::from_libibverbs_file(&crate::sys::device::libibverbs_file()?)
-}
-
 /// The models, as `dvcq devices` lists them.
 pub fn model_infos() -> Vec<DeviceInfo> {
     use crate::model_device::ModelDevice;
@@ -172,7 +165,6 @@ pub(crate) fn model_info(model: &crate::model_device::ModelDevice) -> DeviceInfo
 /// The port dvcq uses on a device (the first active one, else 1) and the GID index on it
 /// (RoCE: the first RoCE v2 GID that maps an IPv4 address, else the first RoCE v2 one, else
 /// 0; InfiniBand: 0).
-#[cfg(dvcq_rdma_core)]
 pub(crate) fn default_port_and_gid(ctx: &crate::sys::device::Context) -> (u8, u8) {
     let ports = ctx.device_attr().map(|a| a.phys_port_cnt).unwrap_or(1).max(1);
     let port = (1..=ports).find(|&p| ctx.port_attr(p).is_ok_and(|a| a.state == 4)).unwrap_or(1);
@@ -199,7 +191,6 @@ fn gid_indices(len: i32) -> std::ops::Range<i32> {
 }
 
 /// The valid GIDs of a port, with their kinds from sysfs.
-#[cfg(dvcq_rdma_core)]
 fn gids(ctx: &crate::sys::device::Context, port: u8, len: i32) -> Vec<GidInfo> {
     let base = ctx.ibdev_path().join("ports").join(port.to_string()).join("gid_attrs").join("types");
     gid_indices(len)
@@ -217,7 +208,6 @@ fn gids(ctx: &crate::sys::device::Context, port: u8, len: i32) -> Vec<GidInfo> {
 
 /// The kernel driver behind a device: sysfs's `device/driver` link, or `rdma_rxe` for the
 /// soft-RoCE devices that have no bus device.
-#[cfg(dvcq_rdma_core)]
 fn kernel_driver(ctx: &crate::sys::device::Context, provider: &str) -> String {
     let link = ctx.ibdev_path().join("device").join("driver");
     match std::fs::read_link(&link) {
@@ -228,7 +218,6 @@ fn kernel_driver(ctx: &crate::sys::device::Context, provider: &str) -> String {
 }
 
 /// What `dvcq devices` says about an open real device.
-#[cfg(dvcq_rdma_core)]
 pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> Result<DeviceInfo, crate::Error> {
     use crate::backend::Origin;
     use crate::cq::BackendChoice;

@@ -37,6 +37,7 @@ use tokio::io::Interest;
 ///
 /// A runnable program: `cargo run --features tokio --example async_wait`.
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub struct AsyncCq {
     cq: Cq,
     channel: CompletionChannel,
@@ -57,6 +58,7 @@ fn register(fd: BorrowedFd<'_>) -> io::Result<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register_with_interest(dup, Interest::READABLE) }.map_err(io::Error::from)
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 impl AsyncCq {
     /// Wraps `cq`, registering its channel's fd with the current tokio runtime (which must
     /// have IO enabled). Arms ask for the next completion ([`AsyncCq::with_arm`] changes it).
@@ -108,7 +110,7 @@ impl AsyncCq {
     /// event) with nothing left to poll.
     pub async fn wait(&mut self, out: &mut [Completion]) -> Result<usize, Error> {
         loop {
-            let n = self.cq.poll(out);
+            let n = self.cq.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
@@ -117,13 +119,13 @@ impl AsyncCq {
             }
             self.cq.arm(self.arm)?;
             // A completion that landed before the arm raised no event: this poll finds it.
-            let n = self.cq.poll(out);
+            let n = self.cq.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
             if self.event().await? == CqEventKind::CqError {
                 self.cq.in_error = true;
-                let n = self.cq.poll(out);
+                let n = self.cq.poll_count(out);
                 if n > 0 {
                     return Ok(n);
                 }

@@ -16,7 +16,6 @@
 use super::CqId;
 use crate::error::Error;
 use crate::model_device::{ChannelEventKind, ModelChannel};
-#[cfg(dvcq_rdma_core)]
 use crate::sys;
 use dvcq_provider::eventfd::{wait_any_readable, wait_readable};
 use std::collections::HashMap;
@@ -48,7 +47,6 @@ pub struct CqEvent {
 #[derive(Debug)]
 pub(crate) enum Source {
     Model(ModelChannel),
-    #[cfg(dvcq_rdma_core)]
     Verbs(Arc<sys::cq::CompChannel>),
 }
 
@@ -172,7 +170,6 @@ impl CompletionChannel {
                     ChannelEventKind::CqError => CqEventKind::CqError,
                 },
             })),
-            #[cfg(dvcq_rdma_core)]
             Source::Verbs(v) => {
                 // A CQ error is an async event of the context (`sys::async_event`).
                 if let Some(token) = v.take_cq_error() {
@@ -227,7 +224,6 @@ impl CompletionChannel {
     pub(crate) fn async_fd(&self) -> Option<BorrowedFd<'_>> {
         match &self.shared.source {
             Source::Model(m) => Some(m.async_fd()),
-            #[cfg(dvcq_rdma_core)]
             Source::Verbs(v) => v.async_fd(),
         }
     }
@@ -347,7 +343,6 @@ impl CompletionChannel {
     pub fn unacked_events(&self) -> u64 {
         match &self.shared.source {
             Source::Model(_) => 0,
-            #[cfg(dvcq_rdma_core)]
             Source::Verbs(v) => v.unacked(),
         }
     }
@@ -363,7 +358,6 @@ impl AsFd for CompletionChannel {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match &self.shared.source {
             Source::Model(m) => m.as_fd(),
-            #[cfg(dvcq_rdma_core)]
             Source::Verbs(v) => v.as_fd(),
         }
     }

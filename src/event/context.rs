@@ -23,7 +23,6 @@ impl Context {
                 })?;
                 Ok(CompletionChannel::new(Source::Model(ch), &self.name))
             }
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => {
                 let ch = crate::sys::cq::CompChannel::new(ctx)
                     .map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
@@ -50,14 +49,12 @@ impl Context {
                     return Err(foreign());
                 }
                 let mut cq = self.create_model_cq(m, opts)?;
-                #[allow(irrefutable_let_patterns)] // a model-only build has no other poller
                 if let Poller::Model(mcq) = &cq.poller {
                     mcq.bind_channel(ch, cq.id().get());
                 }
                 cq.bind(channel);
                 Ok(cq)
             }
-            #[cfg(dvcq_rdma_core)]
             (Inner::Verbs { ctx, .. }, Source::Verbs(ch)) => {
                 if !ch.belongs_to(ctx) {
                     return Err(foreign());
@@ -86,7 +83,6 @@ impl Context {
     pub fn comp_vectors(&self) -> u32 {
         match &self.inner {
             Inner::Model(_) => crate::context::MODEL_COMP_VECTORS,
-            #[cfg(dvcq_rdma_core)]
             Inner::Verbs { ctx, .. } => ctx.num_comp_vectors().max(1),
         }
     }

@@ -22,6 +22,7 @@
 //! (rdma-core's own arm must not be mixed with direct polling: mlx5's `mlx5_arm_cq` sends
 //! rdma-core's private `cq->cons_index`, which a direct poller never advances).
 
+mod adopt;
 #[cfg(feature = "tokio")]
 mod async_cq;
 pub(crate) mod channel;
@@ -29,42 +30,20 @@ mod context;
 mod vectors;
 pub(crate) mod wait;
 
+pub use crate::id::CqId;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_cq::AsyncCq;
 pub use channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use vectors::spread_comp_vectors;
 pub use wait::{ArmMode, WaitOptions};
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The instant `timeout` after `start`; `None` (no deadline) for no timeout, and for one so
 /// long that the instant cannot be represented (`Duration::MAX`): it never comes.
 pub(crate) fn deadline_after(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
     timeout.and_then(|t| start.checked_add(t))
-}
-
-/// A CQ's identity in this process: what its events on a channel carry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CqId(pub(crate) u64);
-
-impl CqId {
-    /// A fresh id (never 0, never repeated in this process).
-    pub(crate) fn next() -> CqId {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        CqId(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The number, as events and logs show it.
-    pub fn get(self) -> u64 {
-        self.0
-    }
-}
-
-impl std::fmt::Display for CqId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cq#{}", self.0)
-    }
 }
 
 #[cfg(test)]

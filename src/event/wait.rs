@@ -65,7 +65,6 @@ impl Cq {
     pub fn model(&self) -> Option<&crate::model_device::ModelCq> {
         match &self.poller {
             Poller::Model(m) => Some(m),
-            #[cfg(dvcq_rdma_core)]
             _ => None,
         }
     }
@@ -87,20 +86,16 @@ impl Cq {
     pub fn arm(&mut self, mode: ArmMode) -> Result<(), Error> {
         let solicited = mode == ArmMode::Solicited;
         let (device, id) = (self.device().to_string(), self.id);
-        #[cfg(dvcq_rdma_core)]
         let verbs = |source| Error::Verbs { device: device.clone(), source };
         match &mut self.poller {
             Poller::Model(m) => {
                 m.arm(solicited).map_err(|e| Error::Event { device, what: format!("{id}: arming failed: {e}") })
             }
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => g.verbs_cq().req_notify(solicited).map_err(verbs),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => r.verbs_cq().req_notify(solicited).map_err(verbs),
             // rdma-core's arm would use its own consumer index, which a direct poller never
             // advances (`mlx5_arm_cq` in `providers/mlx5/cq.c` reads `cq->cons_index`), so
             // only dvcq's own arm doorbell is used.
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => m.arm(solicited).map(drop).map_err(|why| Error::Unsupported {
                 device,
                 what: "arming a CQ polled by the mlx5 direct backend",
@@ -110,7 +105,6 @@ impl Cq {
             // its bookkeeping (is_armed, skip_arm, arm_sol) in step with the events
             // ibv_get_cq_event reads (irdma_cq_event), and the attach writes the ring state
             // back after each poll, so rdma-core arms the attached CQ correctly.
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => match m.verbs_cq() {
                 Some(cq) => cq.req_notify(solicited).map_err(verbs),
                 None => Err(Error::Unsupported {
@@ -137,11 +131,8 @@ impl Cq {
                 what: "cq moderation",
                 why: e.to_string(),
             }),
-            #[cfg(dvcq_rdma_core)]
             Poller::Generic(g) => moderate_verbs(g.verbs_cq(), device, count, period_us),
-            #[cfg(dvcq_rdma_core)]
             Poller::Rxe(r) => moderate_verbs(r.verbs_cq(), device, count, period_us),
-            #[cfg(dvcq_rdma_core)]
             Poller::Mlx5(m) => match m.verbs_cq() {
                 Some(cq) => moderate_verbs(cq, device, count, period_us),
                 None => Err(Error::Unsupported {
@@ -150,7 +141,6 @@ impl Cq {
                     why: "this mlx5 CQ has no rdma-core CQ to modify".into(),
                 }),
             },
-            #[cfg(dvcq_rdma_core)]
             Poller::Irdma(m) => match m.verbs_cq() {
                 Some(cq) => moderate_verbs(cq, device, count, period_us),
                 None => Err(Error::Unsupported {
@@ -205,7 +195,7 @@ impl Cq {
                 (d, s) => d.or(s),
             };
             loop {
-                let n = self.poll(out);
+                let n = self.poll_count(out);
                 if n > 0 {
                     return Ok(n);
                 }
@@ -216,7 +206,7 @@ impl Cq {
             }
         }
         loop {
-            let n = self.poll(out);
+            let n = self.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
@@ -226,18 +216,18 @@ impl Cq {
                 return Err(self.overran());
             }
             self.arm(opts.arm)?;
-            let n = self.poll(out);
+            let n = self.poll_count(out);
             if n > 0 {
                 return Ok(n);
             }
             match channel.wait_for(self.id, deadline)? {
-                None => return Ok(self.poll(out)),
+                None => return Ok(self.poll_count(out)),
                 Some(CqEventKind::Completion) => {
                     self.events_taken += 1;
                 }
                 Some(CqEventKind::CqError) => {
                     self.in_error = true;
-                    let n = self.poll(out);
+                    let n = self.poll_count(out);
                     if n > 0 {
                         return Ok(n);
                     }
@@ -263,7 +253,6 @@ impl Cq {
 }
 
 /// `ibv_modify_cq` with the refusals as [`Error::Unsupported`].
-#[cfg(dvcq_rdma_core)]
 fn moderate_verbs(cq: &crate::sys::cq::VerbsCq, device: String, count: u16, period_us: u16) -> Result<(), Error> {
     cq.moderate(count, period_us).map_err(|source| match source.errno {
         libc::EOPNOTSUPP | libc::ENOSYS => Error::Unsupported {

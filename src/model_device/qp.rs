@@ -21,6 +21,18 @@ pub enum QpState {
     Error,
 }
 
+impl QpState {
+    /// The state as libibverbs names it (`IBV_QPS_RTS`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpState::Init => "IBV_QPS_INIT",
+            QpState::Rtr => "IBV_QPS_RTR",
+            QpState::Rts => "IBV_QPS_RTS",
+            QpState::Error => "IBV_QPS_ERR",
+        }
+    }
+}
+
 /// Why a post was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostErrorKind {

@@ -19,7 +19,7 @@
 
 use super::device::Context;
 use super::ffi;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use dvcq_provider::{CqErrorCell, CqErrorReason};
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};

@@ -4,7 +4,7 @@
 
 use super::device::Context;
 use super::ffi;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use dvcq_mlx5_dv::clock::ClockInfo;
 
 /// Tries of `mlx5dv_get_clock_info` while the kernel is updating the page (`EBUSY` after

@@ -4,7 +4,7 @@
 use super::device::Context;
 use super::ffi;
 use super::ops;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use dvcq_provider::{Completion, UverbsWc};
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use super::cq::{CompChannel, VerbsCq};
 use super::device::Context;
 use super::ffi;
 use super::ops;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use core::mem::{offset_of, size_of};
 use static_assertions::{const_assert, const_assert_eq};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 use super::ffi;
 use super::loader::{self, NoRdmaCore};
 use super::ops;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use core::ffi::{c_char, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,6 +208,12 @@ impl Context {
     pub(crate) fn num_comp_vectors(&self) -> u32 {
         // SAFETY: a live context.
         u32::try_from(unsafe { (*self.ptr).num_comp_vectors }).unwrap_or(0)
+    }
+
+    /// The provider's short name (`rxe`, `mlx5`, ...) from the library its poll function
+    /// lives in.
+    pub(crate) fn provider(&self) -> Option<String> {
+        self.provider_library().as_deref().and_then(super::release::provider_name)
     }
 
     /// The file of the provider library whose poll function this context uses (for

@@ -10,7 +10,7 @@
 use super::cq::{CompChannel, VerbsCq};
 use super::ffi;
 use super::ops;
-use crate::error::VerbsError;
+use crate::sys::error::VerbsError;
 use std::collections::HashMap;
 use std::sync::MutexGuard;
 

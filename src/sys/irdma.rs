@@ -29,14 +29,10 @@ use dvcq_uapi::irdma::shadow::{CQEIDX_MASK, DB_CQ_OFFSET, SHADOW_AREA_SIZE};
 use dvcq_uapi::irdma::HwRev;
 use static_assertions::const_assert_eq;
 
+pub(crate) mod own;
 mod qp;
 
 pub(crate) use qp::{read_qp, PrivateQp, RdmaCoreQp};
-
-#[cfg(test)]
-mod image_tests;
-#[cfg(test)]
-mod lab_tests;
 
 // The table's view of the public structs, tied to the headers this build read. The table
 // is x86_64's (`IrdmaLayout::for_release` has no row elsewhere).
@@ -51,14 +47,14 @@ const_assert_eq!(IBV_QP_SIZE, size_of::<ffi::ibv_qp>());
 const_assert_eq!(IBV_MR_CONTEXT, offset_of!(ffi::ibv_mr, context));
 const_assert_eq!(IBV_MR_PD, offset_of!(ffi::ibv_mr, pd));
 // The public fields read from the private structs' bytes.
-const IBV_CQ_CONTEXT: usize = offset_of!(ffi::ibv_cq, context);
-const IBV_CQ_CQE: usize = offset_of!(ffi::ibv_cq, cqe);
-const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
-const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
-const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
-const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
-const IBV_QP_QP_NUM: usize = offset_of!(ffi::ibv_qp, qp_num);
-const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
+pub(crate) const IBV_CQ_CONTEXT: usize = offset_of!(ffi::ibv_cq, context);
+pub(crate) const IBV_CQ_CQE: usize = offset_of!(ffi::ibv_cq, cqe);
+pub(crate) const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
+pub(crate) const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
+pub(crate) const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
+pub(crate) const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
+pub(crate) const IBV_QP_QP_NUM: usize = offset_of!(ffi::ibv_qp, qp_num);
+pub(crate) const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
 const_assert_eq!(IBV_CQ_CQE, 28);
 const_assert_eq!(IBV_QP_TYPE, 60);
 
@@ -349,7 +345,7 @@ pub(crate) fn read_verbs_cq(
     layout: &'static IrdmaLayout,
     compat: Compat,
 ) -> Result<(PrivateCq, RdmaCoreCqState), String> {
-    let provider = crate::backend::provider_of(ctx);
+    let provider = ctx.provider();
     if provider.as_deref() != Some("irdma") {
         return Err(format!("the context is served by the {provider:?} provider, not irdma"));
     }

@@ -17,7 +17,6 @@ use super::allocation::allocation_holds;
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
-use crate::backend::mlx5::{cq_config, Created, Ring};
 use core::mem::{offset_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 use dvcq_mlx5_dv::ArmDoorbell;
@@ -30,21 +29,20 @@ use dvcq_uapi::mlx5::rdma_core::{
     Mlx5Layout, Mlx5WqLayout, IBV_CQ_CHANNEL_OFFSET, IBV_CQ_EX_SIZE, IBV_QP_QP_NUM_OFFSET, IBV_QP_SIZE, IBV_SRQ_SIZE,
     MLX5DV_QP_EX_SIZE, MLX5_CQ_FLAGS_DV_OWNED, MLX5_RSC_TYPE_QP,
 };
+use ring::{cq_config, Created, Ring};
 use static_assertions::const_assert_eq;
 use std::sync::Arc;
 
-#[cfg(test)]
-mod image_tests;
-#[cfg(test)]
-mod lab_tests;
-mod rwq;
-mod srq;
+pub(crate) mod own;
+pub(crate) mod ring;
+pub(crate) mod rwq;
+pub(crate) mod srq;
 
 #[cfg(test)]
-use rwq::DvRwq;
+pub(crate) use rwq::DvRwq;
 pub(crate) use rwq::{init_rwq, read_rwq, PrivateRwq};
 #[cfg(test)]
-use srq::DvSrq;
+pub(crate) use srq::DvSrq;
 pub(crate) use srq::{init_srq, read_srq, PrivateSrq, RdmaCoreSrq};
 
 // The table's view of the public structs, tied to the headers this build read. The table
@@ -65,12 +63,12 @@ const_assert_eq!(UAR_CQ_DOORBELL as u64, ffi::MLX5_CQ_DOORBELL as u64);
 const_assert_eq!(CMD_REQ_NOT as u64, ffi::MLX5_CQ_DB_REQ_NOT as u64);
 const_assert_eq!(CMD_REQ_NOT_SOL as u64, ffi::MLX5_CQ_DB_REQ_NOT_SOL as u64);
 // The public QP fields an image or the private struct's copy is read at.
-const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
-const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
-const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
+pub(crate) const IBV_QP_SEND_CQ: usize = offset_of!(ffi::ibv_qp, send_cq);
+pub(crate) const IBV_QP_RECV_CQ: usize = offset_of!(ffi::ibv_qp, recv_cq);
+pub(crate) const IBV_QP_SRQ: usize = offset_of!(ffi::ibv_qp, srq);
 #[cfg(test)]
-const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
-const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
+pub(crate) const IBV_QP_CONTEXT: usize = offset_of!(ffi::ibv_qp, context);
+pub(crate) const IBV_QP_TYPE: usize = offset_of!(ffi::ibv_qp, qp_type);
 const_assert_eq!(IBV_QP_SEND_CQ, 24);
 const_assert_eq!(IBV_QP_RECV_CQ, 32);
 const_assert_eq!(IBV_QP_SRQ, 40);
@@ -78,7 +76,7 @@ const_assert_eq!(IBV_QP_TYPE, 60);
 
 /// `MLX5DV_CONTEXT_FLAGS_CQE_V1` (`enum mlx5dv_context_flags`, mlx5dv.h): CQEs name
 /// their resource by user index.
-const MLX5DV_CONTEXT_FLAGS_CQE_V1: u64 = 1 << 0;
+pub(crate) const MLX5DV_CONTEXT_FLAGS_CQE_V1: u64 = 1 << 0;
 
 /// What `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` says about a CQ (`struct mlx5dv_cq`, filled by
 /// `mlx5dv_get_cq`).
@@ -100,7 +98,7 @@ pub(crate) struct DvCq {
 
 /// The UAR pages rdma-core maps are whole pages (`mmap` of one page of the device's BAR);
 /// dvcq asks no more than this alignment of the address it is given.
-const UAR_ALIGN: usize = 4096;
+pub(crate) const UAR_ALIGN: usize = 4096;
 
 /// What `mlx5dv_init_obj(MLX5DV_OBJ_QP)` says about a QP (`struct mlx5dv_qp`, filled by
 /// `mlx5dv_get_qp`).
@@ -197,7 +195,7 @@ pub(crate) struct RdmaCoreWq {
     wrid: *const u64,
     wqe_head: *const u32,
     wr_data: *const u32,
-    wqe_cnt: u32,
+    pub(crate) wqe_cnt: u32,
     layout: Mlx5WqLayout,
 }
 

@@ -14,6 +14,12 @@
 //!
 //! Every `unsafe` block here has a `// SAFETY:` comment; the rest of the crate is
 //! `deny(unsafe_code)`.
+//!
+//! The bottom layer of the library: it knows rdma-core, the vendor crates and the verbs
+//! vocabulary (`crate::verbs`), nothing above (`tests/layering.rs` checks every import).
+//! The public entry points that take the application's rdma-core pointers live with the
+//! types they make (`Cq::attach` in `cq/attach.rs`, `Context::from_raw` in
+//! `context/raw.rs`) and call the reads here.
 #![allow(unsafe_code)]
 
 // The kept bindings (layouts, sizes) are x86_64 Linux's.
@@ -25,19 +31,20 @@ pub(crate) mod async_event;
 // Generated (dvcq-sysgen), and checked against the headers as generated: not reformatted.
 #[rustfmt::skip]
 mod bindings;
-mod attach;
-mod claim;
+pub(crate) mod claim;
 pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;
 pub(crate) mod device;
+pub(crate) mod error;
 mod event;
 pub(crate) mod ffi;
 pub(crate) mod irdma;
-#[cfg(test)]
-mod lab;
 pub(crate) mod loader;
+mod maps;
 pub(crate) mod mlx5;
 mod ops;
+pub(crate) mod own;
 pub(crate) mod qp;
+pub(crate) mod release;
 pub(crate) mod rxe;

@@ -4,10 +4,10 @@
 use super::cq::VerbsCq;
 use super::device::Context;
 use super::ffi;
+use super::mlx5::own::{Change, SrqOwner};
 use super::ops;
-use crate::backend::mlx5::own::{Change, SrqOwner};
-use crate::backend::OwnCq;
-use crate::error::VerbsError;
+use super::own::OwnCq;
+use crate::sys::error::VerbsError;
 use crate::verbs::{Access, Endpoint, MrSlice, QpAttrs, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use core::mem::{offset_of, size_of};
 use dvcq_provider::DmaBuffer;
@@ -693,7 +693,7 @@ impl Qp {
             reads.push((own, unsafe { super::irdma::read_qp(self.ptr, &own.cq, own.layout) }?));
         }
         for (own, private) in reads {
-            own.lock().push(crate::backend::irdma::own::Change::AddQp(Box::new(private)));
+            own.lock().push(super::irdma::own::Change::AddQp(Box::new(private)));
         }
         Ok(())
     }

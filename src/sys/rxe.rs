@@ -4,7 +4,7 @@
 
 use super::cq::VerbsCq;
 use super::ffi;
-use crate::backend::maps;
+use super::maps;
 use core::mem::{offset_of, size_of};
 use dvcq_rxe_dv::{RxeCq, RxeCqFields};
 use dvcq_uapi::rxe::cq_layout::{IBV_CQ_CQE_OFFSET, IBV_CQ_HANDLE_OFFSET, IBV_CQ_SIZE, VERBS_CQ_SIZE};

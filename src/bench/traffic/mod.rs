@@ -267,7 +267,6 @@ pub struct TrafficReport {
 
 /// `IBV_WC_STANDARD_FLAGS`: what the extended CQ row reads, the fields of `struct ibv_wc`.
 pub(crate) fn standard_wc_flags() -> u64 {
-    #[cfg(dvcq_rdma_core)]
     {
         crate::sys::cq_ex::STANDARD_FLAGS
     }

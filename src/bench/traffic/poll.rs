@@ -27,7 +27,6 @@ pub(super) struct Taken {
 /// Per-lane buffers, sized once for the largest batch.
 pub(super) struct Scratch {
     wcs: Vec<Completion>,
-    #[cfg(dvcq_rdma_core)]
     verbs: Vec<crate::sys::ffi::ibv_wc>,
 }
 
@@ -41,7 +40,6 @@ impl Scratch {
     pub(super) fn new(batch: usize) -> Scratch {
         Scratch {
             wcs: vec![Completion::default(); batch.max(1)],
-            #[cfg(dvcq_rdma_core)]
             verbs: vec![crate::sys::ffi::ibv_wc::default(); batch.max(1)],
         }
     }
@@ -64,11 +62,10 @@ pub(crate) const fn symbol(kind: PollerKind) -> &'static str {
 /// `Cq::poll` into `out`.
 #[inline(never)]
 pub(super) fn traffic_poll_direct(cq: &mut Cq, out: &mut [Completion]) -> usize {
-    cq.poll(out)
+    cq.poll_count(out)
 }
 
 /// `ibv_poll_cq` on the CQ behind a generic-backend `cq`.
-#[cfg(dvcq_rdma_core)]
 #[inline(never)]
 pub(super) fn traffic_poll_ibv_poll_cq(cq: &Cq, out: &mut [crate::sys::ffi::ibv_wc]) -> Result<usize, Error> {
     let vcq = verbs_cq(cq, "ibv_poll_cq")?;
@@ -76,7 +73,6 @@ pub(super) fn traffic_poll_ibv_poll_cq(cq: &Cq, out: &mut [crate::sys::ffi::ibv_
 }
 
 /// The extended poll on the CQ behind a generic-backend `cq` made by `ibv_create_cq_ex`.
-#[cfg(dvcq_rdma_core)]
 #[inline(never)]
 pub(super) fn traffic_poll_cq_ex(cq: &Cq, out: &mut [crate::sys::ffi::ibv_wc]) -> Result<usize, Error> {
     let vcq = verbs_cq(cq, "cq_ex")?;
@@ -89,7 +85,6 @@ pub(super) fn traffic_poll_cq_ex(cq: &Cq, out: &mut [crate::sys::ffi::ibv_wc]) -
     }
 }
 
-#[cfg(dvcq_rdma_core)]
 fn verbs_cq<'c>(cq: &'c Cq, row: &str) -> Result<&'c crate::sys::cq::VerbsCq, Error> {
     match &cq.poller {
         crate::cq::Poller::Generic(g) => Ok(g.verbs_cq()),
@@ -125,7 +120,6 @@ pub(super) fn poll(
             }
             Ok(n)
         }
-        #[cfg(dvcq_rdma_core)]
         PollerKind::IbvPollCq | PollerKind::CqEx => {
             let out = &mut s.verbs[..batch];
             let n = if kind == PollerKind::IbvPollCq {

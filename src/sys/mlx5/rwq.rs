@@ -18,10 +18,10 @@ use static_assertions::const_assert_eq;
 
 // The public WQ fields the private struct's copy is read at, and the table's view of the
 // struct's size, tied to the headers this build read.
-pub(super) const IBV_WQ_CONTEXT: usize = offset_of!(ffi::ibv_wq, context);
-pub(super) const IBV_WQ_CQ: usize = offset_of!(ffi::ibv_wq, cq);
-pub(super) const IBV_WQ_NUM: usize = offset_of!(ffi::ibv_wq, wq_num);
-pub(super) const IBV_WQ_TYPE: usize = offset_of!(ffi::ibv_wq, wq_type);
+pub(crate) const IBV_WQ_CONTEXT: usize = offset_of!(ffi::ibv_wq, context);
+pub(crate) const IBV_WQ_CQ: usize = offset_of!(ffi::ibv_wq, cq);
+pub(crate) const IBV_WQ_NUM: usize = offset_of!(ffi::ibv_wq, wq_num);
+pub(crate) const IBV_WQ_TYPE: usize = offset_of!(ffi::ibv_wq, wq_type);
 const_assert_eq!(IBV_WQ_CQ, 24);
 const_assert_eq!(IBV_WQ_NUM, 32);
 #[cfg(target_arch = "x86_64")]

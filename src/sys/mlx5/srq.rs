@@ -21,10 +21,10 @@ use dvcq_uapi::mlx5::rdma_core::{
 use static_assertions::const_assert_eq;
 
 /// The public SRQ fields the private struct's copy is read at.
-pub(super) const IBV_SRQ_CONTEXT: usize = offset_of!(ffi::ibv_srq, context);
+pub(crate) const IBV_SRQ_CONTEXT: usize = offset_of!(ffi::ibv_srq, context);
 const_assert_eq!(IBV_SRQ_CONTEXT, 0);
 /// `verbs_srq.srq_type`, right after the `ibv_srq` in the private struct.
-pub(super) const VERBS_SRQ_TYPE: usize = IBV_SRQ_SIZE;
+pub(crate) const VERBS_SRQ_TYPE: usize = IBV_SRQ_SIZE;
 const_assert_eq!(MLX5_LAYOUTS[0].srq.srq_type, MLX5_LAYOUTS[0].srq.ibv_srq + VERBS_SRQ_TYPE);
 const_assert_eq!(offset_of!(ffi::mlx5_wqe_srq_next_seg, next_wqe_index), SRQ_NEXT_WQE_INDEX_OFFSET);
 

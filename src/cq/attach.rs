@@ -1,42 +1,20 @@
 //! Adopting what the application made with rdma-core: its context and its CQs, so an
 //! existing program switches its poll loop to dvcq and changes nothing else.
+//!
+//! The entry points take the application's `struct ibv_*` pointers, type-erased, and are
+//! `unsafe` for the promises about them; the reads through them are `dvcq::sys`'s
+//! (`crate::sys::mlx5::read_qp`, ...), each called here under the caller's promise.
+#![allow(unsafe_code)]
 
-use super::cq::{CompChannel, VerbsCq};
-use super::device::Context as VerbsContext;
-use super::ffi;
+use super::{BackendChoice, BackendKind, Cq, Poller};
 use crate::context::{Context, Inner};
-use crate::cq::{BackendChoice, BackendKind, Cq, Poller};
-use crate::device;
 use crate::error::Error;
 use crate::event::channel::Source;
 use crate::event::CompletionChannel;
+use crate::sys::cq::VerbsCq;
+use crate::sys::ffi;
 use core::ffi::c_void;
 use core::ptr::NonNull;
-
-impl Context {
-    /// Adopts an `ibv_context` the application opened (`struct ibv_context *`). dvcq never
-    /// closes it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoRdmaCore`] where libibverbs cannot be loaded (an application that opened a
-    /// context has it loaded: dvcq finds the same library; `DVCQ_NO_RDMA_CORE=1` says no).
-    ///
-    /// # Safety
-    ///
-    /// `ctx` points to a live `struct ibv_context` that stays open while this `Context` or
-    /// anything made from it exists. (Where rdma-core cannot be loaded the call fails
-    /// before it reads `ctx`.)
-    pub unsafe fn from_raw(ctx: NonNull<c_void>) -> Result<Context, Error> {
-        super::loader::verbs_loaded()
-            .map_err(|e| Error::NoRdmaCore { what: "adopting an application's ibv_context".into(), why: e.why })?;
-        // SAFETY: the caller's promise, passed on.
-        let ctx = unsafe { VerbsContext::borrowed(ctx.as_ptr().cast()) };
-        let (port, gid_index) = device::default_port_and_gid(&ctx);
-        let name = ctx.name().to_string();
-        Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name })
-    }
-}
 
 impl Cq {
     /// The rdma-core device context this CQ was made on, which a QP, SRQ or WQ (`what`)
@@ -118,7 +96,7 @@ impl Cq {
                 what: "the CQ to attach belongs to another device context".into(),
             });
         }
-        let claim = super::claim::Claim::take(cq.as_ptr() as usize)
+        let claim = crate::sys::claim::Claim::take(cq.as_ptr() as usize)
             .map_err(|what| Error::Mismatch { device: ctx.name().to_string(), what })?;
         verbs.hold(claim);
         let depth = verbs.depth();
@@ -173,11 +151,11 @@ impl Cq {
             Poller::Mlx5(m) => {
                 let adopted = (|| {
                     // SAFETY: the caller's live QP, of this CQ's context, which the mlx5 provider serves (the backend was chosen by the context's provider library).
-                    let dv = unsafe { super::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
+                    let dv = unsafe { crate::sys::mlx5::init_qp(qp) }.map_err(|e| format!("qp {qpn:#x}: {e}"))?;
                     let (ctx, cq, layout, cqe_v1) = m.expect();
                     let private = {
                         // SAFETY: as above: an mlx5 QP, so it sits in a `struct mlx5_qp`, and `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
-                        unsafe { super::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }
+                        unsafe { crate::sys::mlx5::read_qp(qp, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }
                     }?;
                     if let Some(srq) = private.srq.filter(|&s| m.srq_adopted(s).is_none()) {
                         if m.has_qp(qpn) {
@@ -193,7 +171,7 @@ impl Cq {
             Poller::Irdma(m) => {
                 let (cq, layout) = m.expect();
                 // SAFETY: the caller's live QP, of this CQ's context, which the irdma provider serves (the backend was chosen by the context's provider library), so it sits in a `struct irdma_uqp`; `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the QP alive for the Cq's life, which bounds the pointers kept into it.
-                let adopted = unsafe { super::irdma::read_qp(qp, cq, layout) }.and_then(|p| m.adopt(p));
+                let adopted = unsafe { crate::sys::irdma::read_qp(qp, cq, layout) }.and_then(|p| m.adopt(p));
                 ("irdma", adopted, m.verbs_cq().filter(|_| m.can_fall_back()).cloned())
             }
             _ => return Ok(()),
@@ -298,10 +276,10 @@ impl Cq {
         };
         let adopted = (|| {
             // SAFETY: the caller's live WQ, of this CQ's context, which the mlx5 provider serves (the backend was chosen by the context's provider library).
-            let dv = unsafe { super::mlx5::init_rwq(wq) }.map_err(|e| format!("wq {wqn:#x}: {e}"))?;
+            let dv = unsafe { crate::sys::mlx5::init_rwq(wq) }.map_err(|e| format!("wq {wqn:#x}: {e}"))?;
             let (ctx, cq, layout, cqe_v1) = m.expect();
             // SAFETY: as above: an mlx5 WQ, so it sits in a `struct mlx5_rwq`, and `layout` is the row of the release loaded (picked at the CQ's attach). The caller keeps the WQ alive for the Cq's life, which bounds the pointers kept into it.
-            let private = unsafe { super::mlx5::read_rwq(wq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+            let private = unsafe { crate::sys::mlx5::read_rwq(wq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
             m.adopt_rwq(wq as usize, private)
         })();
         let fallback = m.verbs_cq().filter(|_| m.can_fall_back()).cloned();
@@ -311,7 +289,7 @@ impl Cq {
     /// After a refused adoption on a direct backend: with `BackendChoice::Auto` and nothing
     /// consumed yet (`fallback` is the CQ then), rdma-core's own poll takes the CQ over (its
     /// consumer state is still right); otherwise the error.
-    pub(super) fn refused_or_fallback(
+    pub(crate) fn refused_or_fallback(
         &mut self,
         backend: &'static str,
         adopted: Result<(), String>,
@@ -358,7 +336,7 @@ impl Cq {
         match &mut self.poller {
             Poller::Mlx5(m) => {
                 // SAFETY: the caller's promise, passed on.
-                let region = unsafe { super::mlx5::region_of(mr.as_ptr().cast()) };
+                let region = unsafe { crate::sys::mlx5::region_of(mr.as_ptr().cast()) };
                 region.and_then(|r| m.add_region(r)).map_err(|reason| Error::Attach { device, backend: "mlx5", reason })
             }
             Poller::Model(_) => {
@@ -366,45 +344,6 @@ impl Cq {
             }
             _ => Ok(()),
         }
-    }
-}
-
-impl CompletionChannel {
-    /// Adopts a completion channel the application made on `ctx` with
-    /// `ibv_create_comp_channel` (`struct ibv_comp_channel *`), for the CQs it created on
-    /// it and attached: bind each with [`Cq::bind_channel`], then [`Cq::wait`] sleeps on it
-    /// and routes its events as on a channel dvcq made. dvcq makes its fd non-blocking and
-    /// never destroys it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Mismatch`] for a model context or a channel of another context;
-    /// [`Error::Verbs`] when its fd cannot be made non-blocking.
-    ///
-    /// # Safety
-    ///
-    /// `channel` points to a live `struct ibv_comp_channel` that the application destroys
-    /// only after this channel and every `Cq` bound to it are gone, and from which it reads
-    /// no events meanwhile (dvcq reads and acknowledges them).
-    pub unsafe fn from_raw(ctx: &Context, channel: NonNull<c_void>) -> Result<CompletionChannel, Error> {
-        let Inner::Verbs { ctx: vctx, .. } = &ctx.inner else {
-            return Err(Error::Mismatch {
-                device: ctx.name().to_string(),
-                what: "a model context has no rdma-core completion channels to adopt".into(),
-            });
-        };
-        let ptr = channel.as_ptr().cast::<ffi::ibv_comp_channel>();
-        // SAFETY: the caller's live channel; a read of its public `context` field.
-        if unsafe { (*ptr).context } != vctx.as_ptr() {
-            return Err(Error::Mismatch {
-                device: ctx.name().to_string(),
-                what: "the completion channel to adopt belongs to another device context".into(),
-            });
-        }
-        // SAFETY: the caller's promise: a live channel of this context, destroyed only after every handle (each holds the Arc) is gone.
-        let ch = unsafe { CompChannel::borrowed(vctx, ptr) }
-            .map_err(|source| Error::Verbs { device: ctx.name().to_string(), source })?;
-        Ok(CompletionChannel::new(Source::Verbs(ch), ctx.name()))
     }
 }
 
@@ -448,10 +387,10 @@ impl Cq {
 /// `srq` is a live `ibv_srq` of the mlx5 context `m` polls for, alive while `m` is.
 unsafe fn adopt_srq(m: &mut crate::backend::mlx5::Mlx5Backend, srq: *mut ffi::ibv_srq) -> Result<u32, String> {
     // SAFETY: the caller's live mlx5 SRQ.
-    let dv = unsafe { super::mlx5::init_srq(srq) }?;
+    let dv = unsafe { crate::sys::mlx5::init_srq(srq) }?;
     let (ctx, cq, layout, cqe_v1) = m.expect();
     // SAFETY: an mlx5 SRQ, so it sits in a `struct mlx5_srq`; `layout` is the row of the release loaded; the caller keeps it alive while `m` holds pointers into it.
-    let private = unsafe { super::mlx5::read_srq(srq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
+    let private = unsafe { crate::sys::mlx5::read_srq(srq, &dv, layout, ctx as *mut _, cq as *mut _, cqe_v1) }?;
     m.adopt_srq(srq as usize, private)
 }
 
@@ -477,6 +416,7 @@ mod rdma_sys_interop {
         /// # Errors
         ///
         /// As [`Context::from_raw`].
+        #[cfg_attr(docsrs, doc(cfg(feature = "rdma-sys")))]
         pub unsafe fn from_rdma_sys(ctx: NonNull<rdma_sys::ibv_context>) -> Result<Context, Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { Context::from_raw(ctx.cast()) }
@@ -493,6 +433,7 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Cq::attach`].
+        #[cfg_attr(docsrs, doc(cfg(feature = "rdma-sys")))]
         pub unsafe fn attach_rdma_sys(
             ctx: &Context,
             cq: NonNull<rdma_sys::ibv_cq>,
@@ -511,6 +452,7 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Cq::attach_qp`].
+        #[cfg_attr(docsrs, doc(cfg(feature = "rdma-sys")))]
         pub unsafe fn attach_qp_rdma_sys(&mut self, qp: NonNull<rdma_sys::ibv_qp>) -> Result<(), Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { self.attach_qp(qp.cast()) }
@@ -525,6 +467,7 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Cq::attach_srq`].
+        #[cfg_attr(docsrs, doc(cfg(feature = "rdma-sys")))]
         pub unsafe fn attach_srq_rdma_sys(&mut self, srq: NonNull<rdma_sys::ibv_srq>) -> Result<(), Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { self.attach_srq(srq.cast()) }
@@ -539,6 +482,7 @@ mod rdma_sys_interop {
         /// # Safety
         ///
         /// As [`Cq::attach_mr`].
+        #[cfg_attr(docsrs, doc(cfg(feature = "rdma-sys")))]
         pub unsafe fn attach_mr_rdma_sys(&mut self, mr: NonNull<rdma_sys::ibv_mr>) -> Result<(), Error> {
             // SAFETY: the same struct; the caller's promise is passed on.
             unsafe { self.attach_mr(mr.cast()) }
@@ -553,6 +497,7 @@ mod rdma_sys_interop {
 mod channel_tests {
     use super::*;
     use crate::cq::Backend;
+    use crate::sys::device::Context as VerbsContext;
     use dvcq_provider::eventfd::EventFd;
     use std::os::fd::AsRawFd;
 

@@ -8,6 +8,8 @@
 //! name a [`MrSlice`] (a memory region, an offset and a length) rather than a raw address, so
 //! a safe caller can only point a device at memory it registered.
 
+use core::any::Any;
+
 /// Queue pair transport types (`enum ibv_qp_type`, the ones dvcq drives). More may come, as
 /// XRC did: match with a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,7 +158,8 @@ impl core::ops::BitOrAssign for Access {
     }
 }
 
-pub use crate::context::buffer::MrBuffer;
+pub(crate) mod buffer;
+pub use buffer::MrBuffer;
 
 /// The keys and address of a registered memory region, as a peer learns them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,14 +235,16 @@ impl RemoteRegion {
 pub struct MrSlice<'a> {
     sge: Sge,
     /// The region of a context ([`crate::Mr`]) it was cut from, which a QP holds while the
-    /// device may write into it; `None` for a model device's own region.
-    region: Option<&'a crate::Mr>,
+    /// device may write into it; `None` for a model device's own region. Type-erased so
+    /// that this vocabulary module does not depend on the context layer that reads it back
+    /// ([`MrSlice::region`]); read once per post, never per completion.
+    region: Option<&'a (dyn Any + Send + Sync)>,
 }
 
 impl<'a> MrSlice<'a> {
     /// An entry of `sge` cut from `region`. Only the regions make slices: `sge` lies inside
     /// the region the caller borrows for `'a`.
-    pub(crate) const fn new(sge: Sge, region: Option<&'a crate::Mr>) -> Self {
+    pub(crate) const fn new(sge: Sge, region: Option<&'a (dyn Any + Send + Sync)>) -> Self {
         MrSlice { sge, region }
     }
 
@@ -268,9 +273,10 @@ impl<'a> MrSlice<'a> {
         self.sge
     }
 
-    /// The context's region it was cut from (`None` for a model device's own region).
-    pub(crate) const fn region(&self) -> Option<&'a crate::Mr> {
-        self.region
+    /// The region it was cut from, as the `T` that made it (`None` for a model device's
+    /// own region, or another type).
+    pub(crate) fn region<T: Any>(&self) -> Option<&'a T> {
+        self.region.and_then(|r| r.downcast_ref())
     }
 }
 

@@ -5,16 +5,16 @@
 //! compressed where the device can), QPs and SRQ, polled directly; an attached CQ on the
 //! application's channel, armed with dvcq's doorbell.
 
+use super::lab::{attach_direct, drain, rc_pair, send_rounds};
 use crate::context::QpInit;
 use crate::cq::{BackendChoice, BackendKind, CqOptions};
-use crate::sys::lab::{attach_direct, drain, rc_pair, send_rounds};
 use crate::verbs::{QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
 use dvcq_provider::{Completion, WcStatus};
 
 /// The first mlx5 device here, or `None` after printing why the case is skipped.
 fn mlx5_device(case: &str) -> Option<String> {
-    crate::sys::lab::device_of("mlx5", "mlx5 (ConnectX)", case)
+    super::lab::device_of("mlx5", "mlx5 (ConnectX)", case)
 }
 
 #[test]

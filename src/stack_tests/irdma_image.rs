@@ -7,18 +7,24 @@
 //! the model, and checks completions, wr_ids, and the tails and CQ state written back
 //! (what rdma-core's post-side free-space test and its CQ clean-up see).
 
-use super::*;
 use crate::backend::irdma::{covered, layout_for, IrdmaBackend};
-use crate::device::Release;
+use crate::sys::ffi;
+use crate::sys::irdma::*;
+use crate::sys::release::Release;
 use dvcq_e810_dv::model::{IrdmaModel, ModelConfig, ModelCqe};
+use dvcq_e810_dv::ring::{ring_slots, Rounding};
+use dvcq_e810_dv::Compat;
 use dvcq_provider::{Completion, FaultKind, WcFlags, WcOpcode, WcStatus};
 use dvcq_uapi::irdma::codes::{flush, rq_op, sq_op};
 use dvcq_uapi::irdma::gen::FEATURE_RTS_AE;
+use dvcq_uapi::irdma::gen::{FEATURE_64_BYTE_CQE, FEATURE_CQ_RESIZE};
+use dvcq_uapi::irdma::rdma_core::{IrdmaLayout, IBV_MR_CONTEXT, IBV_MR_PD};
 use dvcq_uapi::irdma::rdma_core::{
     IRDMA_LAYOUTS, QP_FLAG_FIRST_SQ_WQ, QP_FLAG_PUSH_DROPPED, QP_FLAG_PUSH_MODE, SQ_WRTRK_QUANTA, SQ_WRTRK_SIZE,
     SQ_WRTRK_WR_LEN,
 };
 use dvcq_uapi::irdma::wqe::{HDR_OFFSET, HDR_VALID, QUANTUM_SIZE};
+use dvcq_uapi::irdma::HwRev;
 
 const QPN: u32 = 0x2b;
 const CQ_ID: u32 = 0x11;

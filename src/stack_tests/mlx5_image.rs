@@ -12,12 +12,21 @@
 //! then leaves in the record and the UAR exactly what rdma-core's `mlx5_arm_cq` would, with
 //! dvcq's consumer counter and rdma-core's `arm_sn`.
 
-use super::*;
-use crate::backend::mlx5::{cq_config, Mlx5Backend, Ring};
+use crate::backend::mlx5::Mlx5Backend;
+use crate::sys::cq::VerbsCq;
+use crate::sys::ffi;
+use crate::sys::mlx5::ring::{cq_config, Ring};
+use crate::sys::mlx5::*;
+use core::mem::offset_of;
 use dvcq_mlx5_dv::model::{build, Mlx5Model, ModelConfig};
+use dvcq_mlx5_dv::ForeignWq;
+use dvcq_provider::KeepAlive;
 use dvcq_provider::{Completion, FaultKind, WcOpcode, WcStatus};
 use dvcq_uapi::mlx5::opcode::{cqe_opcode, wqe_opcode};
 use dvcq_uapi::mlx5::rdma_core::MLX5_LAYOUTS;
+use dvcq_uapi::mlx5::rdma_core::{
+    Mlx5Layout, Mlx5WqLayout, IBV_QP_QP_NUM_OFFSET, MLX5_CQ_FLAGS_DV_OWNED, MLX5_RSC_TYPE_QP,
+};
 use std::sync::Arc;
 
 mod own;
@@ -513,7 +522,7 @@ proptest::proptest! {
 #[test]
 fn an_unknown_or_unreadable_release_is_refused_with_the_ranges_covered() {
     use crate::backend::mlx5::layout_for;
-    use crate::device::Release;
+    use crate::sys::release::Release;
     let e = layout_for("mlx5_0", Some(Release { major: 43, minor: 0 })).unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -831,7 +840,7 @@ fn a_fallback_to_rdma_core_s_poll_gives_the_dv_owned_flag_back() {
     let mut vctx = Box::new(ffi::ibv_context::default());
     vctx.device = &mut *dev;
     // SAFETY: a context struct naming a device whose name is all NULs; it outlives every handle (dropped last). No verb is called on it.
-    let vctx_handle = unsafe { super::super::device::Context::borrowed(&mut *vctx) };
+    let vctx_handle = unsafe { crate::sys::device::Context::borrowed(&mut *vctx) };
     // SAFETY: the image's ibv_cq, outliving the handle; dvcq never destroys a borrowed CQ, and the test never polls it through rdma-core.
     let verbs = unsafe { VerbsCq::borrowed(&vctx_handle, cq.ibv_cq()) };
     let mut b = Mlx5Backend::new(ring, img.ctx.addr(0) as usize, cq.ibv_cq() as usize, layout, false, None);

@@ -2,15 +2,15 @@
 //! with one line): a CQ and QPs rdma-core made, posted with rdma-core's `ibv_post_send` /
 //! `ibv_post_recv`, polled through `Cq::attach` + `Cq::attach_qp` in direct mode.
 
+use super::lab::{attach_direct, rc_pair, send_rounds};
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions, Poller};
-use crate::sys::lab::{attach_direct, rc_pair, send_rounds};
 use crate::verbs::RecvWr;
 use crate::Context;
 use core::ptr::NonNull;
 
 /// The first irdma device here, or `None` after printing why the case is skipped.
 fn irdma_device(case: &str) -> Option<String> {
-    crate::sys::lab::device_of("irdma", "irdma (E810 / X722)", case)
+    super::lab::device_of("irdma", "irdma (E810 / X722)", case)
 }
 
 #[test]
@@ -89,6 +89,6 @@ fn lab_dvcq_s_own_irdma_cq_and_qps_poll_directly() {
         b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("post_recv")
     });
     drop((a, b));
-    assert_eq!(cq.poll(&mut [dvcq_provider::Completion::default(); 4]), 0);
+    assert_eq!(cq.poll_count(&mut [dvcq_provider::Completion::default(); 4]), 0);
     assert!(cq.take_error().is_none());
 }

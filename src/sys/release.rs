@@ -100,6 +100,12 @@ pub fn provider_name(path: &Path) -> Option<String> {
     (end > 0).then(|| rest[..end].to_string())
 }
 
+/// The rdma-core release of the libibverbs this process loaded (none where rdma-core
+/// cannot be loaded).
+pub fn rdma_core_release() -> Option<Release> {
+    Release::from_libibverbs_file(&super::device::libibverbs_file()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
