@@ -47,18 +47,15 @@ pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEven
 
 #[cfg(dvcq_rdma_core)]
 mod backend;
-pub mod bench;
-pub mod cli;
-pub mod conformance;
 mod context;
 pub mod cq;
-pub mod decode;
 pub mod device;
 mod error;
 pub mod event;
 pub mod image;
 pub mod model_device;
-pub mod scenario;
 #[cfg(dvcq_rdma_core)]
 mod sys;
+#[doc(hidden)]
+pub mod tool_support;
 pub mod verbs;

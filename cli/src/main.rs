@@ -1,5 +1,5 @@
 //! The `dvcq` command-line tool.
 
 fn main() -> std::process::ExitCode {
-    dvcq::cli::main()
+    dvcq_cli::cli::main()
 }

@@ -1,7 +1,7 @@
 //! `dvcq bench traffic` on the models (rxe runs it in the VM test, with all three pollers):
 //! its tables and JSON, what each option changes, and its refusals.
 
-#[path = "support/skip.rs"]
+#[path = "../../tests/support/skip.rs"]
 mod skip;
 mod support;
 

@@ -2,7 +2,7 @@
 //! files give one clear error line, `dvcq <subcommand>: [<file>:<line>: ]...`, and exit
 //! status 2.
 
-#[path = "support/skip.rs"]
+#[path = "../../tests/support/skip.rs"]
 mod skip;
 mod support;
 

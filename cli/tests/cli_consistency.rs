@@ -3,7 +3,7 @@
 //! progress on a terminal only, tables line up, help texts are plain text, and the README's
 //! commands run.
 
-#[path = "support/skip.rs"]
+#[path = "../../tests/support/skip.rs"]
 mod skip;
 mod support;
 
@@ -256,7 +256,7 @@ fn help_texts_are_plain_text() {
 /// The README's shell commands that run `dvcq`, from its CLI tour and lab-machine sections,
 /// each as the pipeline of `dvcq` argument lists it is.
 fn readme_commands() -> Vec<Vec<Vec<String>>> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let mut commands = Vec::new();
     let mut in_sh = false;
     for line in readme.lines() {
@@ -336,14 +336,14 @@ fn the_readmes_commands_run() {
 
 #[test]
 fn the_readme_names_the_release_ranges_the_layout_tables_cover() {
-    let ranges = dvcq::cli::devices::layout_ranges();
+    let ranges = dvcq_cli::cli::devices::layout_ranges();
     let version = |v: &str| -> Vec<u32> { v.trim_start_matches('v').split('.').map(|n| n.parse().unwrap()).collect() };
     let (lib, rxe): (Vec<_>, Vec<_>) = ranges.iter().partition(|r| r.vendor != "rxe");
     let first = lib.iter().map(|r| &r.from).min_by_key(|v| version(v)).unwrap();
     let last = lib.iter().map(|r| &r.to).max_by_key(|v| version(v)).unwrap();
     let rxe_first = rxe.iter().map(|r| &r.from).min_by_key(|v| version(v)).unwrap();
     let rxe_last = rxe.iter().map(|r| &r.to).max_by_key(|v| version(v)).unwrap();
-    let readme = include_str!("../README.md").replace('\n', " ");
+    let readme = include_str!("../../README.md").replace('\n', " ");
     assert!(readme.contains(&format!("from {first} to {last}")), "the README should say from {first} to {last}");
     assert!(
         readme.contains(&format!("{rxe_first} to {rxe_last}")),
@@ -354,7 +354,7 @@ fn the_readme_names_the_release_ranges_the_layout_tables_cover() {
 #[test]
 fn the_glossary_lists_every_backend() {
     use dvcq::BackendKind;
-    let glossary = include_str!("../docs/glossary.md");
+    let glossary = include_str!("../../docs/glossary.md");
     let entry = glossary.split("**backend**").nth(1).and_then(|e| e.split("\n\n").next()).unwrap_or_default();
     for kind in [BackendKind::Mlx5, BackendKind::Irdma, BackendKind::Rxe, BackendKind::Model, BackendKind::Generic] {
         assert!(entry.contains(&format!("`{}`", kind.name())), "{} missing from: {entry}", kind.name());
@@ -363,7 +363,11 @@ fn the_glossary_lists_every_backend() {
 
 #[test]
 fn the_sources_cite_public_sources_not_a_private_spec_folder() {
-    let mut stack = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+    // The tools' sources and the library's.
+    let mut stack = vec![
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../src")),
+    ];
     let mut cites = Vec::new();
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {

@@ -1,9 +1,9 @@
-//! The conformance workloads (`dvcq::conformance`) on both built-in models, through the same
+//! The conformance workloads (`dvcq_cli::conformance`) on both built-in models, through the same
 //! `Context`/`Cq`/QP API the VM test drives on rxe: every workload must produce exactly the
 //! completions it expects and move its data.
 
-use dvcq::conformance::{run, WORKLOADS};
 use dvcq::{BackendChoice, BackendKind, Context};
+use dvcq_cli::conformance::{run, WORKLOADS};
 
 /// Runs every workload on a fresh `device` (as `dvcq validate` does: a model keeps every CQ
 /// of a device until it is closed); each must pass, or skip for one of `skips`' reasons.
@@ -58,7 +58,7 @@ fn two_runs_agree_on(device: &str) {
         let second = run(&Context::open(device).unwrap(), w, BackendChoice::Auto);
         assert_eq!(first.defined.len(), first.raw.len(), "{}: a defined view of each completion", w.name);
         compared += first.defined.len();
-        differences.extend(dvcq::conformance::cross(w.name, &first, &second));
+        differences.extend(dvcq_cli::conformance::cross(w.name, &first, &second));
     }
     assert!(compared > 4000, "{device}: {compared} completions compared");
     assert!(differences.is_empty(), "{device}:\n{}", differences.join("\n"));

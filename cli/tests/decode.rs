@@ -4,11 +4,11 @@
 
 mod support;
 
-use dvcq::decode::{
-    decode_mlx5, scan, scan_with, Decoded, DumpFormat, Mlx5Options, Report, RingCqeSize, ScanOptions, Vendor,
-};
 use dvcq::mlx5::dump::{cqe_from_bytes, err_cqe_dump};
 use dvcq::uapi::mlx5::opcode::syndrome;
+use dvcq_cli::decode::{
+    decode_mlx5, scan, scan_with, Decoded, DumpFormat, Mlx5Options, Report, RingCqeSize, ScanOptions, Vendor,
+};
 
 /// (syndrome, ibv_wc_status value, ibv_wc_status_str) per rdma-core `mlx5_handle_error_cqe`.
 const TABLE: [(u8, u32, &str); 14] = [
@@ -50,7 +50,7 @@ fn remote_access_err() -> [u8; 64] {
 }
 
 /// Checks every field of [`remote_access_err`] as decoded.
-fn check_remote_access(c: &dvcq::decode::Mlx5Cqe) {
+fn check_remote_access(c: &dvcq_cli::decode::Mlx5Cqe) {
     check_fields(c, 0x13, 10, "remote access error");
 }
 
@@ -93,14 +93,14 @@ fn edit_line(text: &str, n: usize, edit: impl Fn(&str) -> String) -> String {
     text.lines().enumerate().map(|(i, l)| if i == n { edit(l) } else { l.to_owned() } + "\n").collect()
 }
 
-fn only_mlx5(r: &Report, i: usize) -> &dvcq::decode::Mlx5Cqe {
+fn only_mlx5(r: &Report, i: usize) -> &dvcq_cli::decode::Mlx5Cqe {
     match &r.dumps[i].cqe {
         Decoded::Mlx5(c) => c,
         Decoded::Irdma(_) => panic!("not mlx5"),
     }
 }
 
-fn check_fields(c: &dvcq::decode::Mlx5Cqe, synd: u8, status: u32, text: &str) {
+fn check_fields(c: &dvcq_cli::decode::Mlx5Cqe, synd: u8, status: u32, text: &str) {
     assert_eq!(c.syndrome, Some(synd));
     assert_eq!(c.status.as_ref().unwrap().value, status, "syndrome {synd:#x}");
     assert_eq!(c.status.as_ref().unwrap().text, text);
@@ -180,9 +180,9 @@ fn the_text_report_keeps_numbers_without_a_name() {
     let text = format!("{line}\n{}\n", b.iter().map(|b| format!("{b:02x}")).collect::<String>());
     let r = scan(&text, Vendor::Mlx5);
     assert_eq!(r.dumps.len(), 2, "{:?}", r.problems);
-    let known = dvcq::decode::render_text(1, &r.dumps[0]);
+    let known = dvcq_cli::decode::render_text(1, &r.dumps[0]);
     assert!(known.contains("0x13 MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR"), "{known}");
-    let out = dvcq::decode::render_text(2, &r.dumps[1]);
+    let out = dvcq_cli::decode::render_text(2, &r.dumps[1]);
     let field = |name: &str| {
         out.lines().find_map(|l| l.trim_start().strip_prefix(name)).map(|v| v.trim_start_matches(':').trim()).unwrap()
     };
@@ -750,8 +750,8 @@ fn binary_input_is_said_not_to_be_text() {
     let mut text = rdma_core("h", &remote_access_err()).into_bytes();
     text.truncate(text.len() - 10);
     text.extend_from_slice(b"\xff\xfe\n");
-    let r = dvcq::decode::scan_stream(&text[..], Vendor::Mlx5, ScanOptions::default(), |f| {
-        if let dvcq::decode::Finding::Problem(p) = f {
+    let r = dvcq_cli::decode::scan_stream(&text[..], Vendor::Mlx5, ScanOptions::default(), |f| {
+        if let dvcq_cli::decode::Finding::Problem(p) = f {
             assert!(p.reason.contains("(the line is not text: bytes that are not UTF-8 at column 27)"), "{p}");
         }
         std::ops::ControlFlow::Continue(())
@@ -900,7 +900,7 @@ fn irdma_qword_counts_other_than_four_or_eight_are_noted() {
         if let Some(w) = q.get_mut(3) {
             *w = 0xc300_0000_0000_0000;
         }
-        let d = dvcq::decode::decode_irdma(&q);
+        let d = dvcq_cli::decode::decode_irdma(&q);
         let noted = d.notes.iter().any(|x| x == &format!("{n} qwords given; 4 or 8 expected"));
         assert_eq!(noted, n != 4 && n != 8, "{n} qwords: {:?}", d.notes);
     }
@@ -1164,7 +1164,7 @@ fn dpdk_rings_of_128_byte_cqes() {
     assert_eq!(ring_slots(&text, RingCqeSize::Bytes128), want);
     let r = scan(&text, Vendor::Mlx5);
     check_remote_access(only_mlx5(&r, 0));
-    assert!(dvcq::decode::render_text(1, &r.dumps[0])
+    assert!(dvcq_cli::decode::render_text(1, &r.dumps[0])
         .starts_with("dump 1: line 11 (DPDK rte_hexdump, CQE 1 of the ring; 128-byte CQEs, its cqe64 shown)\n"));
     // Read as 64-byte CQEs, the same bytes put the error CQE in slot 3.
     assert_eq!(ring_slots(&text, RingCqeSize::Bytes64), vec![(Some(3), Some(64), 2 + 1 + 12)]);

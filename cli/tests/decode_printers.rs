@@ -8,7 +8,7 @@
 
 mod support;
 
-use dvcq::decode::{scan, Decoded, DumpFormat, Mlx5Cqe, Report, Vendor};
+use dvcq_cli::decode::{scan, Decoded, DumpFormat, Mlx5Cqe, Report, Vendor};
 
 /// The error CQE every printer below dumps: a requester remote access error (syndrome 0x13,
 /// vendor syndrome 0x88) on QP 0x2a8af, WQE counter 0x1234, SRQ/user index 0x77.

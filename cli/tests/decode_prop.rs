@@ -1,8 +1,8 @@
 //! Property tests of `dvcq decode`'s scanner: arbitrary text never panics, mutated dumps never
 //! panic, and valid dumps embedded in noise are still found with their fields intact.
 
-use dvcq::decode::{scan, Decoded, Vendor};
 use dvcq::mlx5::dump::{cqe_from_bytes, err_cqe_dump};
+use dvcq_cli::decode::{scan, Decoded, Vendor};
 use proptest::prelude::*;
 
 fn err_cqe(synd: u8, vendor: u8, qpn: u32, ctr: u16) -> [u8; 64] {

@@ -2,7 +2,7 @@
 //! (before the input ends), memory stays bounded by one dump, and a reader that goes away
 //! ends the run quietly.
 
-use dvcq::bench::decode_log::write_log;
+use dvcq_cli::bench::decode_log::write_log;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};

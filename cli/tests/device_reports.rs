@@ -3,13 +3,13 @@
 //! check, `dvcq stat`'s workload and the benchmarks end in a result or an error that names
 //! the device, never in a panic.
 
-use dvcq::bench::drain::{self, DrainParams};
-use dvcq::bench::traffic::{self, TrafficParams, Verb};
-use dvcq::cli::validate::judge;
-use dvcq::conformance::{self, WORKLOADS};
 use dvcq::cq::BackendChoice;
 use dvcq::model_device::{DeviceAttrs, ModelDevice, ModelVendor};
 use dvcq::Context;
+use dvcq_cli::bench::drain::{self, DrainParams};
+use dvcq_cli::bench::traffic::{self, TrafficParams, Verb};
+use dvcq_cli::cli::validate::judge;
+use dvcq_cli::conformance::{self, WORKLOADS};
 
 const VENDORS: [ModelVendor; 2] = [ModelVendor::Mlx5, ModelVendor::Irdma];
 

@@ -101,7 +101,7 @@ fn validate_reports_every_check_as_json_and_exits_by_the_results() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["device"], "model-e810");
     let checks = v["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), dvcq::conformance::WORKLOADS.len());
+    assert_eq!(checks.len(), dvcq_cli::conformance::WORKLOADS.len());
     for c in checks {
         let r = c["result"].as_str().unwrap();
         assert!(["pass", "skip"].contains(&r), "{c}");

@@ -2,11 +2,8 @@
 //! and libmlx5 open `mlx5_0` and create the objects through the emulated kernel, and dvcq's
 //! layout self-checks run on the CQ and QP structures libmlx5 allocated. The first contact
 //! of dvcq's direct mlx5 paths with the provider itself, on a machine without a NIC.
-//!
-//! Only in the build with the rdma-core glue: the model-only build has no verbs device path.
-#![cfg(dvcq_rdma_core)]
 
-#[path = "../emu/tests/support/preload.rs"]
+#[path = "../../emu/tests/support/preload.rs"]
 mod preload;
 
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};

@@ -1,19 +1,19 @@
 //! The conformance workloads on a real RDMA device, named by `DVCQ_DEVICE` (the VM test runs
 //! this on `rxe0`): each workload polled by the direct backend and by rdma-core's
 //! `ibv_poll_cq`, each checked against what the workload expects and the two against each
-//! other, field by field ([`dvcq::conformance::run_on_device`]). Prints the VM test's
+//! other, field by field ([`dvcq_cli::conformance::run_on_device`]). Prints the VM test's
 //! `vm-plan` / `vm-row` / `vm-check` / `vm-skip` lines.
 //!
 //! Without `DVCQ_DEVICE` it skips with one line (a host has no RDMA device; the VM test is
 //! where it runs).
 
-#[path = "support/lifetimes.rs"]
+#[path = "../../tests/support/lifetimes.rs"]
 mod lifetimes;
-#[path = "support/skip.rs"]
+#[path = "../../tests/support/skip.rs"]
 mod skip;
 
-use dvcq::conformance::{run_on_device, WORKLOADS};
 use dvcq::Context;
+use dvcq_cli::conformance::{run_on_device, WORKLOADS};
 
 #[test]
 fn workloads_agree_on_a_real_device() {
@@ -50,9 +50,9 @@ fn workloads_agree_on_a_real_device() {
 /// which followed the queue to its new mapping.
 #[test]
 fn rxe_runs_resize_overrun_and_the_extended_cq_and_skips_xrc() {
-    use dvcq::conformance::run;
     use dvcq::verbs::{Access, QpType, SendOp, SendWr};
     use dvcq::{BackendChoice, BackendKind, Completion, CqOptions, QpInit};
+    use dvcq_cli::conformance::run;
     let Some(ctx) = real_device("rxe_runs_resize_overrun_and_the_extended_cq_and_skips_xrc") else { return };
     if ctx.info().unwrap().provider != "rxe" {
         skip::skip_here("not an rxe device");
@@ -178,9 +178,9 @@ fn views_walk_the_real_queue() {
 /// receive posted completes at the requester while the responder drops it.
 #[test]
 fn rxe_runs_atomics_rnr_exhaustion_and_uc() {
-    use dvcq::conformance::run;
     use dvcq::verbs::{Access, QpAttrs, QpType, RecvWr, SendOp, SendWr};
     use dvcq::{BackendChoice, Completion, CqOptions, QpInit, WcOpcode, WcStatus};
+    use dvcq_cli::conformance::run;
     let Some(ctx) = real_device("rxe_runs_atomics_rnr_exhaustion_and_uc") else { return };
     if ctx.info().unwrap().provider != "rxe" {
         skip::skip_here("not an rxe device");

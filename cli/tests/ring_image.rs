@@ -2,16 +2,16 @@
 //! decoding an image equals polling the live ring; malformed images give line-numbered
 //! errors; arbitrary input never panics.
 
-use dvcq::decode::{decode_mlx5, Mlx5Options};
 use dvcq::image::decode_text;
 use dvcq::mlx5::image::{decode_image, parse_mlx5_image, Mlx5Image};
 use dvcq::mlx5::model::build::{self, ErrSpec};
 use dvcq::mlx5::model::{Mlx5Model, ModelConfig};
 use dvcq::mlx5::{CqConfig, CqeVersion, QpConfig, Registry};
 use dvcq::provider::image::{format_decode, wc_line, DecodeItem};
-use dvcq::scenario::{self, Scenario};
 use dvcq::uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use dvcq::Completion;
+use dvcq_cli::decode::{decode_mlx5, Mlx5Options};
+use dvcq_cli::scenario::{self, Scenario};
 use proptest::prelude::*;
 
 /// Every scenario's image survives the text round trip with all its completions: the text

@@ -4,9 +4,9 @@
 //! `conformance::timestamps_monotonic` accepts them (across the counter's wrap too), error
 //! CQEs keep their syndromes, and `model-e810` (irdma GEN2) says it has none.
 
-use dvcq::conformance::{timestamps_monotonic, TimestampViolation};
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
 use dvcq::{Completion, Context, Cq, CqClock, CqOptions, Error, Mr, Qp, QpInit, Timestamps, WcStatus};
+use dvcq_cli::conformance::{timestamps_monotonic, TimestampViolation};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ns() -> u64 {

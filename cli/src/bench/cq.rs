@@ -9,9 +9,9 @@
 //! the whole benchmark under callgrind, one each way (`dvcq bench cq --callgrind`).
 
 use crate::cq::{Cq, CqOptions};
-use crate::error::Error;
 use crate::verbs::{Access, QpCaps, QpType, SendOp, SendWr};
 use crate::{Completion, Context, QpInit};
+use dvcq::Error;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -114,7 +114,7 @@ impl CqBench {
             let n = if stats {
                 self.cq.poll(std::hint::black_box(&mut self.scratch))
             } else {
-                self.cq.poll_uncounted(std::hint::black_box(&mut self.scratch))
+                dvcq::tool_support::poll_uncounted(&mut self.cq, std::hint::black_box(&mut self.scratch))
             };
             if n == 0 {
                 return got;

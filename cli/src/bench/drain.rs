@@ -14,9 +14,9 @@
 //! more than a poll call, and would swamp the difference measured.
 
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions};
-use crate::error::Error;
 use crate::verbs::{Access, QpCaps, QpType, SendOp, SendWr};
 use crate::{Completion, Context, QpInit};
+use dvcq::Error;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -78,15 +78,13 @@ enum How {
     /// [`Cq::poll`], whatever backend the CQ has.
     Cq,
     /// rdma-core's `ibv_poll_cq` into `struct ibv_wc`s, without dvcq's conversion.
-    #[cfg(dvcq_rdma_core)]
     Verbs,
 }
 
 /// Scratch space for one poll call of each kind.
 struct Scratch {
     wcs: Vec<Completion>,
-    #[cfg(dvcq_rdma_core)]
-    verbs: Vec<crate::sys::ffi::ibv_wc>,
+    verbs: Vec<dvcq::tool_support::IbvWc>,
 }
 
 /// One poll call the row's way: completions taken, and the first that failed, if any.
@@ -97,18 +95,8 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
             let n = cq.poll(&mut s.wcs);
             Ok((n, s.wcs[..n].iter().find(|c| !c.is_ok()).map(|c| c.status.name().to_string())))
         }
-        #[cfg(dvcq_rdma_core)]
         How::Verbs => {
-            let crate::cq::Poller::Generic(g) = &cq.poller else {
-                return Err(Error::Mismatch {
-                    device: cq.device().to_string(),
-                    what: format!("the ibv_poll_cq row's CQ is polled by {}", cq.backend().kind.name()),
-                });
-            };
-            let n = g
-                .verbs_cq()
-                .poll_raw(&mut s.verbs)
-                .map_err(|source| Error::Verbs { device: cq.device().to_string(), source })?;
+            let n = dvcq::tool_support::ibv_poll_cq(cq, &mut s.verbs, "ibv_poll_cq")?;
             Ok((n, s.verbs[..n].iter().find(|w| w.status != 0).map(|w| format!("status {}", w.status))))
         }
     }
@@ -125,8 +113,7 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams) -> Result<f64,
     std::thread::sleep(Duration::from_millis(if cq.backend().kind == BackendKind::Model { 0 } else { 100 }));
     let mut s = Scratch {
         wcs: vec![Completion::default(); p.batch],
-        #[cfg(dvcq_rdma_core)]
-        verbs: vec![crate::sys::ffi::ibv_wc::default(); p.batch],
+        verbs: vec![dvcq::tool_support::IbvWc::default(); p.batch],
     };
     let mut got = 0u32;
     let deadline = Instant::now() + FILL_WAIT;
@@ -170,7 +157,6 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
     let mut pollers: Vec<(String, Cq, How, Loop)> = Vec::new();
     let rows: &[(&str, BackendChoice, How)] = &[
         ("direct", BackendChoice::Auto, How::Cq),
-        #[cfg(dvcq_rdma_core)]
         ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
         ("generic", BackendChoice::Generic, How::Cq),
     ];

@@ -15,10 +15,10 @@
 //! wakeups.
 
 use crate::cq::{Cq, CqOptions};
-use crate::error::Error;
 use crate::event::WaitOptions;
 use crate::verbs::{Access, QpCaps, QpType, SendOp, SendWr};
 use crate::{Completion, Context, QpInit};
+use dvcq::Error;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

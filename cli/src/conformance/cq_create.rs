@@ -5,8 +5,8 @@
 use super::limits::max_cqe;
 use super::{Outcome, Recorder};
 use crate::cq::{BackendChoice, CqOptions};
-use crate::error::Error;
 use crate::{Completion, Context};
+use dvcq::Error;
 
 /// Sizes `test_create_cq` makes: 1, half the device's maximum, the maximum.
 fn sizes(max: u32) -> [u32; 3] {
@@ -98,7 +98,7 @@ pub(super) fn cq_create_bad(ctx: &Context, choice: BackendChoice) -> Result<Outc
         }
         // rdma-core's test expects EINVAL from the device for these two.
         if ask_rdma_core {
-            if let Some(Ok(())) = ctx.verbs_create_cq_unchecked(opts.depth, opts.comp_vector) {
+            if let Some(Ok(())) = dvcq::tool_support::verbs_create_cq_unchecked(ctx, opts.depth, opts.comp_vector) {
                 rec.problem(format!("rdma-core made a CQ of {what} (ibv_create_cq did not refuse it)"));
             }
         }

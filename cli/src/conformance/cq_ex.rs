@@ -8,8 +8,8 @@
 
 use super::{diff, run, Outcome, Recorder, Workload, WORKLOADS};
 use crate::cq::{BackendChoice, BackendKind};
-use crate::error::Error;
 use crate::{Completion, Context, WcFlags, WcStatus};
+use dvcq::Error;
 
 /// The workloads run both ways: every opcode with and without immediate data, UD, an SRQ,
 /// several QPs on one CQ, a memory window's bind and SEND_WITH_INV, XRC (where the device

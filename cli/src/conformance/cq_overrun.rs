@@ -9,9 +9,9 @@
 use super::workloads::{caps, ok, outcome, rig};
 use super::{Outcome, Record, WAIT};
 use crate::cq::{BackendChoice, CqOptions};
-use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr};
 use crate::{Completion, Context, CqErrorReason, WcOpcode};
+use dvcq::Error;
 use std::time::{Duration, Instant};
 
 /// The depth asked for.

@@ -5,9 +5,9 @@
 use super::workloads::{caps, ok, one_cq, outcome, post_recvs, recv, rig, Rig};
 use super::{drain_extra, poll_n, Outcome, Record};
 use crate::cq::{BackendChoice, Cq};
-use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr};
 use crate::{Context, WcOpcode};
+use dvcq::Error;
 use std::time::Duration;
 
 /// The depth the CQ starts at.

@@ -6,9 +6,9 @@
 use super::workloads::{both_ways, caps, check_data, ok, outcome, pattern, post_recvs, recv, rig};
 use super::{Outcome, Record, WAIT};
 use crate::cq::{BackendChoice, CqOptions};
-use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr, UdDest, DEFAULT_QKEY, UD_GRH_BYTES};
 use crate::{Completion, Context, WcFlags};
+use dvcq::Error;
 
 /// Round trips, as in rdma-core's test (`self.iters = 100`).
 const ITERS: u64 = 100;

@@ -3,8 +3,8 @@
 //! then fail saying so, naming the device and the value, rather than panic or ask for
 //! billions of entries.
 
-use crate::error::Error;
 use crate::{Context, Cq};
+use dvcq::Error;
 
 /// The error for a reported value that cannot be used.
 pub(super) fn reported(ctx: &Context, what: &'static str, value: impl ToString, why: impl Into<String>) -> Error {

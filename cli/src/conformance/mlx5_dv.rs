@@ -7,9 +7,9 @@
 use super::workloads::{caps, check_data, ok, outcome, pattern, post_recvs, recv, rig};
 use super::{Outcome, Recorder};
 use crate::cq::{BackendChoice, Cq, CqOptions};
-use crate::error::Error;
 use crate::verbs::{QpType, SendOp, SendWr};
 use crate::{Context, QpInit, WcOpcode};
+use dvcq::Error;
 use dvcq_mlx5_dv::MiniFormat;
 
 /// The responder mini-CQE formats `mlx5dv_create_cq` takes, by their `MLX5DV_CQE_RES_FORMAT_*`

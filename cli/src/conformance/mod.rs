@@ -30,9 +30,9 @@ pub use timestamps::{timestamps_monotonic, TimestampSummary, TimestampViolation}
 pub use workloads::WORKLOADS;
 
 use crate::cq::{BackendChoice, BackendKind, Cq};
-use crate::error::Error;
 use crate::verbs::Endpoint;
 use crate::{Completion, WcFlags, WcOpcode, WcStatus};
+use dvcq::Error;
 use std::time::{Duration, Instant};
 
 /// A completion as the workloads compare them.

@@ -66,7 +66,7 @@ pub struct TimestampSummary {
 /// # Examples
 ///
 /// ```
-/// use dvcq::conformance::timestamps_monotonic;
+/// use dvcq_cli::conformance::timestamps_monotonic;
 /// use dvcq::cq::CqClock;
 /// use dvcq::Completion;
 ///

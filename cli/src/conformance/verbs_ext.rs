@@ -6,9 +6,9 @@
 use super::workloads::{check_data, failed, ok, outcome, MR_BYTES};
 use super::{drain_extra, poll_n, Outcome, Recorder, WAIT};
 use crate::cq::{BackendChoice, Cq, CqOptions};
-use crate::error::Error;
 use crate::verbs::{Access, QpAttrs, QpCaps, QpType, SendOp, SendWr};
 use crate::{Context, Mr, Pd, Qp, QpInit, WcOpcode, WcStatus};
+use dvcq::Error;
 use std::time::Duration;
 
 const CAPS: QpCaps = QpCaps { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
@@ -49,7 +49,7 @@ fn order_of(target: &Mr, at: u64, x: u64) -> Result<Option<ByteOrder>, Error> {
 /// `IBV_WC_COMP_SWAP`, the local lists get 0, X and Y, the remote ends as Y (in the
 /// device's byte order, found from the first result). Skips on a device without atomics.
 pub(super) fn atomic_cas_fa(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
-    if let Err(why) = ctx.atomics() {
+    if let Err(why) = dvcq::tool_support::atomics(ctx) {
         return Ok(Outcome::skip(why));
     }
     const X: u64 = 0x0102_0304_0506_0708;

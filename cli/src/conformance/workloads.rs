@@ -3,9 +3,9 @@
 
 use super::{drain_extra, poll_n, Outcome, Record, Recorder, UsedCq, Workload};
 use crate::cq::{BackendChoice, Cq, CqOptions};
-use crate::error::Error;
 use crate::verbs::{Access, MrSlice, QpCaps, QpType, RecvWr, SendOp, SendWr, UdDest, DEFAULT_QKEY, UD_GRH_BYTES};
 use crate::{Context, Mr, Pd, Qp, QpInit, WcFlags, WcOpcode, WcStatus};
+use dvcq::Error;
 use std::time::Duration;
 
 /// Every workload, in the order tables print them.
@@ -334,7 +334,7 @@ fn ud_send_imm(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
 /// libibverbs reports `IBV_WC_IP_CSUM_OK` with the rkey in `invalidated_rkey`. The check
 /// expects what the real stack reports.
 fn rc_send_inv(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
-    if let Err(why) = ctx.type2_windows() {
+    if let Err(why) = dvcq::tool_support::type2_windows(ctx) {
         return Ok(Outcome::skip(format!("{why}: SEND_WITH_INV needs a type-2 memory window to invalidate")));
     }
     let rxe = ctx.info().is_ok_and(|i| i.provider == "rxe");

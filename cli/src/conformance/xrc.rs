@@ -7,9 +7,9 @@
 use super::workloads::{check_data, ok, one_cq, outcome, pattern, recv, wire_imm, MR_BYTES};
 use super::{drain_extra, poll_n, Outcome, Recorder};
 use crate::cq::BackendChoice;
-use crate::error::Error;
 use crate::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::{Context, QpInit, WcFlags, WcOpcode};
+use dvcq::Error;
 use std::time::Duration;
 
 /// Sends per SRQ.
@@ -24,7 +24,7 @@ fn no_xrc(ctx: &Context) -> Option<String> {
         return (!name.contains("mlx5")).then(|| format!("{name} has no XRC: irdma devices have no XRC QPs"));
     }
     let provider = ctx.info().map(|i| i.provider).unwrap_or_default();
-    match ctx.xrc_and_max_mw().map(|(xrc, _)| xrc) {
+    match dvcq::tool_support::xrc_and_max_mw(ctx).map(|(xrc, _)| xrc) {
         _ if provider == "irdma" => Some(format!("{name} has no XRC: irdma devices have no XRC QPs")),
         Some(false) | None => Some(format!("{name} has no XRC: IBV_DEVICE_XRC is not in its device_cap_flags")),
         Some(true) => None,

@@ -15,10 +15,10 @@
 use super::poll::{self, Scratch, Taken};
 use super::{PollerKind, TrafficParams, Verb};
 use crate::cq::{BackendChoice, Cq, CqOptions};
-use crate::error::Error;
 use crate::event::{ArmMode, CompletionChannel};
 use crate::verbs::{Access, QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::{Context, Mr, Pd, Qp, QpInit};
+use dvcq::Error;
 use dvcq_provider::cputime::thread_cpu_time;
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,9 @@ fn make_cq(ctx: &Context, kind: PollerKind, depth: u32, channel: Option<&Complet
     let opts = match kind {
         PollerKind::Direct => opts,
         PollerKind::IbvPollCq => opts.backend(BackendChoice::Generic),
-        PollerKind::CqEx => return ctx.create_extended_cq(opts, super::standard_wc_flags(), channel),
+        PollerKind::CqEx => {
+            return dvcq::tool_support::create_extended_cq(ctx, opts, super::standard_wc_flags(), channel)
+        }
     };
     match channel {
         Some(ch) => ctx.create_cq_on(ch, opts),

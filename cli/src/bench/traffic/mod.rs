@@ -28,8 +28,8 @@ mod lane;
 pub(crate) mod poll;
 
 use crate::cq::BackendKind;
-use crate::error::Error;
 use crate::Context;
+use dvcq::Error;
 use lane::{BwSample, Lane};
 use serde::Serialize;
 
@@ -265,10 +265,7 @@ pub struct TrafficReport {
 
 /// `IBV_WC_STANDARD_FLAGS`: what the extended CQ row reads, the fields of `struct ibv_wc`.
 pub(crate) fn standard_wc_flags() -> u64 {
-    #[cfg(dvcq_rdma_core)]
-    {
-        crate::sys::cq_ex::STANDARD_FLAGS
-    }
+    dvcq::tool_support::IBV_WC_STANDARD_FLAGS
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

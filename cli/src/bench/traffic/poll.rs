@@ -13,7 +13,7 @@
 
 use super::PollerKind;
 use crate::cq::Cq;
-use crate::error::Error;
+use dvcq::Error;
 use dvcq_provider::Completion;
 
 /// What one poll call took: completions, each reduced to the wr_id and whether it
@@ -27,8 +27,7 @@ pub(super) struct Taken {
 /// Per-lane buffers, sized once for the largest batch.
 pub(super) struct Scratch {
     wcs: Vec<Completion>,
-    #[cfg(dvcq_rdma_core)]
-    verbs: Vec<crate::sys::ffi::ibv_wc>,
+    verbs: Vec<dvcq::tool_support::IbvWc>,
 }
 
 impl std::fmt::Debug for Scratch {
@@ -41,8 +40,7 @@ impl Scratch {
     pub(super) fn new(batch: usize) -> Scratch {
         Scratch {
             wcs: vec![Completion::default(); batch.max(1)],
-            #[cfg(dvcq_rdma_core)]
-            verbs: vec![crate::sys::ffi::ibv_wc::default(); batch.max(1)],
+            verbs: vec![dvcq::tool_support::IbvWc::default(); batch.max(1)],
         }
     }
 }
@@ -63,35 +61,19 @@ pub(super) fn traffic_poll_direct(cq: &mut Cq, out: &mut [Completion]) -> usize 
 }
 
 /// `ibv_poll_cq` on the CQ behind a generic-backend `cq`.
-#[cfg(dvcq_rdma_core)]
 #[inline(never)]
-pub(super) fn traffic_poll_ibv_poll_cq(cq: &Cq, out: &mut [crate::sys::ffi::ibv_wc]) -> Result<usize, Error> {
-    let vcq = verbs_cq(cq, "ibv_poll_cq")?;
-    vcq.poll_raw(out).map_err(|source| Error::Verbs { device: cq.device().to_string(), source })
+pub(super) fn traffic_poll_ibv_poll_cq(cq: &Cq, out: &mut [dvcq::tool_support::IbvWc]) -> Result<usize, Error> {
+    dvcq::tool_support::ibv_poll_cq(cq, out, "ibv_poll_cq")
 }
 
 /// The extended poll on the CQ behind a generic-backend `cq` made by `ibv_create_cq_ex`.
-#[cfg(dvcq_rdma_core)]
 #[inline(never)]
-pub(super) fn traffic_poll_cq_ex(cq: &Cq, out: &mut [crate::sys::ffi::ibv_wc]) -> Result<usize, Error> {
-    let vcq = verbs_cq(cq, "cq_ex")?;
-    let r = vcq.poll_ex(out, None);
-    match r.error {
+pub(super) fn traffic_poll_cq_ex(cq: &Cq, out: &mut [dvcq::tool_support::IbvWc]) -> Result<usize, Error> {
+    match dvcq::tool_support::ibv_poll_cq_ex(cq, out, "cq_ex")? {
         // Completions polled before the failure were consumed: they are not dropped here,
         // the run stops on the error anyway.
-        Some(source) if r.n == 0 => Err(Error::Verbs { device: cq.device().to_string(), source }),
-        _ => Ok(r.n),
-    }
-}
-
-#[cfg(dvcq_rdma_core)]
-fn verbs_cq<'c>(cq: &'c Cq, row: &str) -> Result<&'c crate::sys::cq::VerbsCq, Error> {
-    match &cq.poller {
-        crate::cq::Poller::Generic(g) => Ok(g.verbs_cq()),
-        _ => Err(Error::Mismatch {
-            device: cq.device().to_string(),
-            what: format!("the {row} row's CQ is polled by {}", cq.backend().kind.name()),
-        }),
+        (0, Some(e)) => Err(e),
+        (n, _) => Ok(n),
     }
 }
 
@@ -120,7 +102,6 @@ pub(super) fn poll(
             }
             Ok(n)
         }
-        #[cfg(dvcq_rdma_core)]
         PollerKind::IbvPollCq | PollerKind::CqEx => {
             let out = &mut s.verbs[..batch];
             let n = if kind == PollerKind::IbvPollCq {
@@ -129,7 +110,7 @@ pub(super) fn poll(
                 traffic_poll_cq_ex(cq, out)?
             };
             taken.items.extend(out[..n].iter().map(|w| {
-                let bad = (w.status != crate::sys::ffi::IBV_WC_SUCCESS)
+                let bad = (w.status != dvcq::tool_support::IBV_WC_SUCCESS)
                     .then(|| format!("{} ({})", crate::WcStatus::str_of(w.status), w.status));
                 (w.wr_id, bad)
             }));
