@@ -381,3 +381,19 @@ fn the_sources_cite_public_sources_not_a_private_spec_folder() {
     }
     assert!(cites.is_empty(), "cite rdma-core, the kernel or docs/ instead: {cites:?}");
 }
+
+/// The library's crate docs open with the README's first program (the first `rust` block),
+/// line for line, so the doctest that runs it is the program the README shows.
+#[test]
+fn the_crate_docs_open_with_the_readmes_first_program() {
+    let readme = include_str!("../../README.md");
+    let program = readme.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("a rust block");
+    let lib = include_str!("../../src/lib.rs");
+    let docs: String = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.strip_prefix("//! ").unwrap_or(l.trim_start_matches("//!")))
+        .fold(String::new(), |s, l| s + l + "\n");
+    let first = docs.split("```\n").nth(1).expect("a code block in the crate docs");
+    assert_eq!(first, program, "the first example of src/lib.rs's crate docs is not the README's first program");
+}
