@@ -397,3 +397,17 @@ fn the_crate_docs_open_with_the_readmes_first_program() {
     let first = docs.split("```\n").nth(1).expect("a code block in the crate docs");
     assert_eq!(first, program, "the first example of src/lib.rs's crate docs is not the README's first program");
 }
+
+/// The library a program adds (`cargo add dvcq`) does not compile the command's crates: they
+/// are this crate's dependencies, not the library's.
+#[test]
+fn the_library_depends_on_none_of_the_commands_crates() {
+    let manifest = include_str!("../../Cargo.toml");
+    let deps = manifest.split("\n[dependencies]\n").nth(1).and_then(|d| d.split("\n[").next()).expect("[dependencies]");
+    for tool in ["clap", "hdrhistogram", "strsim", "serde_json"] {
+        assert!(
+            !deps.lines().any(|l| l.split(['.', ' ', '=']).next() == Some(tool)),
+            "the dvcq library depends on {tool}, which only the command uses"
+        );
+    }
+}
