@@ -1,31 +1,53 @@
-//! dvcq: a userspace direct-verbs provider for RDMA completion queues.
-//!
-//! The facade re-exports the vendor-neutral core ([`provider`]), the hardware layouts
-//! ([`uapi`]) and the backends, and holds the tools: ring images and the CLI.
+//! dvcq: RDMA completion queues polled in userspace, with one `Cq` API over mlx5 (ConnectX),
+//! irdma (E810, X722) and rxe (soft-RoCE) devices, rdma-core's `ibv_poll_cq` where no direct
+//! path applies, and hardware models of ConnectX and E810 that run everything without a NIC.
 //!
 //! # Example
 //!
-//! Poll a completion from the mlx5 hardware model:
+//! Open a device (here the mlx5 model; `"rxe0"`, `"mlx5_0"`, ... for a real one), make a CQ
+//! and a QP, post a write and poll its completion (the README's first program,
+//! `examples/poll.rs`):
 //!
 //! ```
-//! use dvcq::mlx5::model::{build, Mlx5Model, ModelConfig};
-//! use dvcq::mlx5::{CqConfig, QpConfig, Registry};
-//! use dvcq::uapi::mlx5::opcode::wqe_opcode;
-//! use dvcq::Completion;
+//! use dvcq::verbs::{Access, QpType, SendOp, SendWr};
+//! use dvcq::{Completion, Context, CqOptions, QpInit};
 //!
-//! let mut model = Mlx5Model::new(ModelConfig::new(256))?;
-//! let mut reg = Registry::new();
-//! reg.add_qp(QpConfig::rc(0x12, 64, 64))?;
-//! let mut cq = model.poller::<64>(reg, CqConfig::default())?;
-//!
-//! let idx = cq.registry_mut().qp_mut(0x12).unwrap().sq.post(42, 1);
-//! model.push(&build::req(0x12, idx, wqe_opcode::SEND, 0))?;
-//!
-//! let mut wcs = [Completion::default(); 16];
-//! let n = cq.poll(&mut wcs);
-//! assert_eq!((n, wcs[0].wr_id), (1, 42));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! fn main() -> Result<(), dvcq::Error> {
+//!     let ctx = Context::open("model-mlx5")?; // or "rxe0", "mlx5_0", ...
+//!     let mut cq = ctx.create_cq(CqOptions::new(256))?;
+//!     let pd = ctx.alloc_pd()?;
+//!     let mr = pd.reg_mr(4096, Access::ALL)?;
+//!     let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq))?;
+//!     let me = qp.endpoint()?;
+//!     qp.connect(&me)?; // RC loopback to itself
+//!     qp.post_send(&[SendWr::new(7, SendOp::Write(mr.remote().at(64)), &[mr.slice(0, 8)?])])?;
+//!     let mut wcs = [Completion::default(); 16];
+//!     let polled = loop {
+//!         match cq.poll(&mut wcs) {
+//!             [] => std::hint::spin_loop(),
+//!             polled => break polled, // the completions it filled in, at the front of wcs
+//!         }
+//!     };
+//!     println!("wr_id {}, polled by {}", polled[0].wr_id, cq.backend().reason);
+//!     Ok(())
+//! }
 //! ```
+//!
+//! # Where things are
+//!
+//! - [`Context`] opens a device or a model ([`Context::open`]); it makes CQs
+//!   ([`Context::create_cq`], [`CqOptions`]), protection domains ([`Pd`]), memory regions
+//!   ([`Mr`]) and QPs ([`Qp`], [`QpInit`]); [`verbs`] holds the work requests and attributes.
+//! - [`Cq::poll`] fills [`Completion`]s; [`Cq::wait`], [`CompletionChannel`] and [`event`]
+//!   sleep until completions arrive; [`Cq::attach`] takes over a CQ an application made
+//!   with rdma-core.
+//! - [`device`] lists devices and models; [`model_device`] configures the models.
+//! - [`provider`], [`mlx5`], [`irdma`] and [`uapi`] are the vendor-neutral core, the vendor
+//!   pollers and the hardware layouts, for code that polls a ring itself.
+//! - [`image`] decodes ring images ([`Cq::ring_image`] writes them).
+//!
+//! The `dvcq` command (benchmarks, `validate`, dump decoding) is the `dvcq-cli` crate, built
+//! on this library.
 #![warn(missing_docs, missing_debug_implementations)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
@@ -48,20 +70,17 @@ pub use event::AsyncCq;
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
 
 mod backend;
-pub mod bench;
-pub mod cli;
-pub mod conformance;
 mod context;
 pub mod cq;
-pub mod decode;
 pub mod device;
 mod error;
 pub mod event;
 mod id;
 pub mod image;
 pub mod model_device;
-pub mod scenario;
 #[cfg(test)]
 mod stack_tests;
 mod sys;
+#[doc(hidden)]
+pub mod tool_support;
 pub mod verbs;

@@ -273,7 +273,7 @@ bitflags::bitflags! {
 /// (for example `byte_len` of a successful mlx5 SEND, `opcode` of an error, the receive-only
 /// fields of a send) are not part of the result: a backend may leave what the slot held
 /// there, as rdma-core does, or write a zero (the mlx5 and irdma pollers write `wc_flags`
-/// through `sl` as one word, [`Completion::set_head`], so `sl` reads 0 where verbs leave it
+/// through `sl` as one word, so `sl` reads 0 where verbs leave it
 /// undefined). Start from [`Completion::default`] and clear slots between
 /// polls if you want zeroes there, as ring-image decoding does.
 ///
@@ -349,6 +349,9 @@ const_assert_eq!(offset_of!(Completion, timestamp), 48);
 /// The eight bytes of a [`Completion`] from `wc_flags` to `sl`, which a poller can keep
 /// precomputed per opcode ([`WcHead::word`]) and write with one store
 /// ([`Completion::set_head`]).
+// Not API (hidden with `WcHeadWord` and `set_head`): the vendor pollers' precomputed heads
+// (dvcq-mlx5-dv and dvcq-e810-dv `fast.rs`), public only because they live in other crates.
+#[doc(hidden)]
 #[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct WcHead {
@@ -395,11 +398,15 @@ impl WcHead {
 /// A [`WcHead`] packed into the eight bytes it occupies in a [`Completion`], for
 /// [`Completion::set_head`]. Only [`WcHead::word`] makes one, so its bytes are always a
 /// valid head.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WcHeadWord(u64);
 
 impl Completion {
     /// Writes `wc_flags`, `status`, `opcode`, the fault marker and `sl` with one store.
+    // Not API: the mlx5 and irdma pollers' fast paths (dvcq-mlx5-dv and dvcq-e810-dv
+    // `fast.rs`) write a precomputed head with it; public only because they are other crates.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn set_head(&mut self, h: WcHeadWord) {
         let p = (self as *mut Completion).cast::<u8>();
@@ -412,6 +419,10 @@ impl Completion {
     /// keeps `self` valid: every byte lies in an integer field (any value is valid), a
     /// one-byte enum (copied whole from a valid one) or padding. A range past the end is
     /// cut at 64.
+    // Not API: the mlx5 poller's compressed-CQE sessions (dvcq-mlx5-dv `mini/session.rs`)
+    // copy a template completion's constant fields with it; public only because that is
+    // another crate.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn copy_bytes_from(&mut self, from: &Completion, bytes: core::ops::Range<usize>) {
         let end = bytes.end.min(size_of::<Completion>());

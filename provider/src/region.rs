@@ -173,7 +173,7 @@ impl MemoryRegion {
     ///
     /// A word at a time: one store per whole 8 bytes (a granule, for a `DmaBuffer` region),
     /// bytes only at the ends. Never through `copy_nonoverlapping`, which compiles to an
-    /// indirect call of `memcpy`, which the poll path allows none of (tests/hot_path.rs).
+    /// indirect call of `memcpy`, which the poll path allows none of (cli/tests/hot_path.rs).
     #[inline(always)]
     fn write_at(&self, rel: usize, data: &[u8]) {
         let first = self.start + rel;

@@ -28,6 +28,10 @@ impl Completion {
     /// The completion for record `wc` found at `position` (the backend's running count,
     /// named by a fault item). Fields a verbs record has no source for (`wqe_index`, the raw
     /// Ethernet extras, the timestamp) are zero.
+    // Not API: the conversion of the rxe backend (dvcq-rxe-dv `record.rs`) and of the generic
+    // backend's `ibv_poll_cq` output (dvcq `src/sys/cq.rs`); public only because they are
+    // other crates.
+    #[doc(hidden)]
     #[inline(always)]
     pub fn from_uverbs_wc(wc: &UverbsWc, position: u32) -> Completion {
         let (status, opcode) = match (WcStatus::from_u32(wc.status), WcOpcode::from_u32(wc.opcode)) {

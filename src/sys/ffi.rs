@@ -3,3 +3,5 @@
 //! through the tables [`super::loader`] fills at run time, so that nothing is linked.
 
 pub(crate) use super::bindings::*;
+// `struct ibv_wc` leaves the crate through `tool_support::IbvWc` (the benchmarks' rdma-core rows).
+pub use super::bindings::ibv_wc;

@@ -1,6 +1,6 @@
 //! Finding the preload library for a test: builds `libdvcq_emu.so` with the profile and
 //! target directory of the running test (a no-op when it is up to date) and returns its path.
-//! Included with `#[path]` by the emulator's tests and the root crate's tests that use it.
+//! Included with `#[path]` by the emulator's tests and the command's (`cli/tests/emu_devices.rs`).
 
 // Each test that includes this uses only some of it.
 #![allow(dead_code)]
@@ -11,7 +11,8 @@ use std::process::Command;
 /// The workspace's root directory.
 pub fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The root crate's manifest dir is the workspace root; the emulator's is `emu/` in it.
+    // The root crate's manifest dir is the workspace root; the emulator's (`emu/`) and the
+    // command's (`cli/`) are directories in it.
     if here.join("emu").is_dir() {
         here.to_path_buf()
     } else {

@@ -1,5 +1,0 @@
-//! The `dvcq` command-line tool.
-
-fn main() -> std::process::ExitCode {
-    dvcq::cli::main()
-}
