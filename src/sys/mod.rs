@@ -30,6 +30,7 @@ mod claim;
 pub(crate) mod clock;
 pub(crate) mod cq;
 pub(crate) mod cq_ex;
+mod detach;
 pub(crate) mod device;
 mod event;
 pub(crate) mod ffi;
