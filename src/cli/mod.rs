@@ -14,6 +14,7 @@ pub mod devices;
 mod output;
 mod progress;
 pub mod ring;
+pub mod run;
 pub mod stat;
 mod table;
 pub mod traffic;
@@ -56,6 +57,8 @@ enum Command {
     /// A device's counters (the kernel's sysfs counters, or a model's) around a short
     /// workload, next to the statistics and depth advice of the CQ dvcq polled.
     Stat(stat::StatArgs),
+    /// Runs an unmodified verbs program with dvcq polling its CQs (libdvcq_preload.so).
+    Run(run::RunArgs),
 }
 
 impl Command {
@@ -68,6 +71,7 @@ impl Command {
             Command::Validate(_) => "validate",
             Command::Decode(_) => "decode",
             Command::Stat(_) => "stat",
+            Command::Run(_) => "run",
         }
     }
 }
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Validate(a) => a.run(),
         Command::Ring(a) => a.run(),
         Command::Stat(a) => a.run(),
+        Command::Run(a) => a.run(),
     };
     match result {
         Ok(code) => code,
