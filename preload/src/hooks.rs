@@ -215,7 +215,12 @@ fn after_destroy(cqs: [*mut IbvCq; 2]) {
         let mut p = lock(&e.polled);
         match e.mode {
             Mode::Verify if p.cq.is_none() => reattach(e, raw, &mut p, "a QP's destroy"),
-            Mode::Own => cq::drain_after_destroy(e, &mut p),
+            // Only mlx5 leaves the destroyed QP's CQEs in the ring for dvcq (rxe's provider
+            // never cleans them and the application polls them as before; dvcq's irdma
+            // backend clears them as rdma-core's destroy does).
+            Mode::Own if p.cq.as_ref().is_some_and(|c| c.backend().kind == BackendKind::Mlx5) => {
+                cq::drain_after_destroy(e, &mut p)
+            }
             _ => {}
         }
     }
