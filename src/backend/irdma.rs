@@ -197,7 +197,7 @@ impl IrdmaBackend {
     /// Stops mirroring QP `qpn` (being destroyed) and forgets it: its CQEs still in the
     /// ring are cleared as `irdma_udestroy_qp` clears them, and the other QPs' registry
     /// ids, which the removal shifts, are looked up again.
-    fn forget_qp(&mut self, qpn: u32) {
+    pub(crate) fn forget_qp(&mut self, qpn: u32) {
         let Some(i) = self.adopted.iter().position(|a| a.qpn == qpn) else {
             return;
         };

@@ -289,7 +289,7 @@ impl Mlx5Backend {
     }
 
     /// Stops mirroring QP `qpn` (about to be destroyed) and forgets it.
-    fn forget_qp(&mut self, qpn: u32) {
+    pub(crate) fn forget_qp(&mut self, qpn: u32) {
         self.adopted.retain(|a| a.qpn != qpn);
         match &mut self.poller {
             Ring::C64(c) => c.remove_qp(qpn),
@@ -298,7 +298,7 @@ impl Mlx5Backend {
     }
 
     /// Stops mirroring the SRQ at `ptr` (about to be destroyed) and forgets it.
-    fn forget_srq(&mut self, ptr: usize) {
+    pub(crate) fn forget_srq(&mut self, ptr: usize) {
         if let Some(i) = self.srqs.iter().position(|s| s.ptr == ptr) {
             let s = self.srqs.remove(i);
             self.registry_mut().remove_srq(s.srqn);

@@ -3,6 +3,7 @@
 
 mod advice;
 mod attach;
+mod detach;
 mod extended;
 mod image;
 mod stats;

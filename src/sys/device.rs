@@ -216,12 +216,13 @@ impl Context {
         self.provider_library().as_deref().and_then(super::release::provider_name)
     }
 
-    /// The file of the provider library whose poll function this context uses (for
+    /// The file of the provider library whose post function this context uses (for
     /// example `.../libibverbs/librxe-rdmav34.so`): the public fact that names the provider.
+    /// `post_send` rather than `poll_cq`, which an interposer (dvcq's own preload) replaces.
     pub(crate) fn provider_library(&self) -> Option<PathBuf> {
         // SAFETY: a live context's ops were filled by its provider at open.
-        let poll = unsafe { (*self.ptr).ops.poll_cq }?;
-        library_of(poll as *const c_void)
+        let post = unsafe { (*self.ptr).ops.post_send }?;
+        library_of(post as *const c_void)
     }
 }
 

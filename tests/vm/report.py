@@ -61,6 +61,10 @@ C_EXAMPLES = {
     "c-poll": f"ok: 3 completions on {C_DEVICE}",
     "c-attach": 'wc wr_id=7 status=success opcode=1 data="dvcq!!!!"',
 }
+# tests/vm/preload-apps' closing line: programs compared, how many differ from their
+# baseline, and the completions dvcq polled in own mode; the step passes only with F 0, N > 0.
+PRELOAD_STEP = "preload-apps"
+PRELOAD_LINE = re.compile(r"^preload: (\d+) programs, (\d+) differ from their baseline, dvcq polled (\d+) completions$")
 TAIL_LINES = 25
 STEP_TAIL_LINES = 30
 # The two-host run (two network namespaces, a dvcq server in one, the client in the other):
@@ -283,6 +287,7 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
     check_devices(con, failures)
     check_c_examples(con, failures)
     check_two_host(con, failures)
+    check_preload(con, failures)
 
     if GUEST_TEST in args.expect_step:
         arrived = len(con.rows) + len(con.skips)
@@ -371,6 +376,25 @@ def drain_ratios(con: Console) -> list[str]:
             f"target at most {DRAIN_RATIO_TARGET}x: {verdict})"
         )
     return out
+
+
+def check_preload(con: Console, failures: list[str]) -> None:
+    """tests/vm/preload-apps must end with its line, saying that no program differed from
+    its baseline and that dvcq polled completions; an exit status alone shows neither."""
+    step = con.steps.get(PRELOAD_STEP)
+    if step is None or step.skipped is not None:
+        return
+    found = [m for m in (PRELOAD_LINE.match(out.strip()) for out in step.output) if m]
+    if not found:
+        failures.append(f"step {PRELOAD_STEP} (line {step.begin}) printed no 'preload: ...' line")
+        return
+    programs, differ, polled = (int(g) for g in found[-1].groups())
+    if programs == 0:
+        failures.append(f"step {PRELOAD_STEP}: no program was compared")
+    if differ:
+        failures.append(f"step {PRELOAD_STEP}: {differ} of {programs} programs differ from their baseline")
+    if polled == 0:
+        failures.append(f"step {PRELOAD_STEP}: dvcq polled no completion in own mode")
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402
 
-STEPS = ["setup-modules", "setup-rxe", "ibv-devinfo", "smoke-rc-pingpong", "c-poll", "c-attach",
+STEPS = ["setup-modules", "setup-rxe", "ibv-devinfo", "smoke-rc-pingpong", "c-poll", "c-attach", "preload-apps",
          "dvcq-devices", "dvcq-devices-json", "guest-test"]
 
 # What examples/c/poll.c and attach.c print on rxe0 when their completions arrived.
@@ -24,6 +24,8 @@ wc wr_id=7 status=0 opcode=1 (RDMA_WRITE) byte_len=8 qp_num=0x11
 ok: 3 completions on rxe0"""
 C_ATTACH = ('device rxe0: backend rxe (direct)\n'
             'wc wr_id=7 status=success opcode=1 data="dvcq!!!!"')
+PRELOAD = """preload-app rc_pingpong same (baseline exit 0/0; own polled 400, verify checked 400)
+preload: 24 programs, 0 differ from their baseline, dvcq polled 81234 completions"""
 DEVICES = "hca_id:\trxe0\n\tbackend: generic"
 DEVICES_JSON = '{\n  "devices": [ { "name": "rxe0" } ]\n}'
 GUEST_TEST = """running 1 test
@@ -45,7 +47,7 @@ ok"""
 
 def console(outputs=None, rcs=None, done=True, booted=True, extra=""):
     """A console log of a guest whose steps printed `outputs` and exited with `rcs`."""
-    outputs = {"c-poll": C_POLL, "c-attach": C_ATTACH, "dvcq-devices": DEVICES, "dvcq-devices-json": DEVICES_JSON,
+    outputs = {"c-poll": C_POLL, "c-attach": C_ATTACH, "preload-apps": PRELOAD, "dvcq-devices": DEVICES, "dvcq-devices-json": DEVICES_JSON,
                "guest-test": GUEST_TEST, **(outputs or {})}
     rcs = rcs or {}
     lines = ["[    0.000000] Linux version 6.1.0", "Probing EDD... ok"]
@@ -91,6 +93,15 @@ class Verdict(unittest.TestCase):
         self.assertIn("vm: figures", out)
         self.assertTrue(any("poll_ns" in line and "41.5" in line for line in out))
         self.assertTrue(any(line.split()[:2] == ["total", "12.500"] for line in out))
+
+    def test_preload_apps_must_say_none_differed_and_dvcq_polled(self):
+        self.assertFailsWith(console({"preload-apps": "preload-app x same"}), "printed no 'preload: ...' line")
+        differ = "preload: 24 programs, 2 differ from their baseline, dvcq polled 100 completions"
+        self.assertFailsWith(console({"preload-apps": differ}), "2 of 24 programs differ from their baseline")
+        idle = "preload: 24 programs, 0 differ from their baseline, dvcq polled 0 completions"
+        self.assertFailsWith(console({"preload-apps": idle}), "dvcq polled no completion in own mode")
+        nothing = "preload: 0 programs, 0 differ from their baseline, dvcq polled 5 completions"
+        self.assertFailsWith(console({"preload-apps": nothing}), "no program was compared")
 
     def test_a_mismatch_fails_and_is_counted(self):
         text = console({"guest-test": GUEST_TEST.replace("rdma-write rxe 200 0", "rdma-write rxe 200 3")})

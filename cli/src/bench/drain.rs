@@ -171,8 +171,10 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams, settle: Durati
     if cq.backend().kind != BackendKind::Model {
         std::thread::sleep(settle);
     }
-    let mut s =
-        Scratch { wcs: vec![Completion::default(); p.batch], verbs: vec![dvcq::tool_support::IbvWc::default(); p.batch] };
+    let mut s = Scratch {
+        wcs: vec![Completion::default(); p.batch],
+        verbs: vec![dvcq::tool_support::IbvWc::default(); p.batch],
+    };
     let mut got = 0u32;
     let mut waited = false;
     let deadline = Instant::now() + FILL_WAIT;

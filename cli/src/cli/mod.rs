@@ -15,6 +15,7 @@ pub mod emulate;
 mod output;
 mod progress;
 pub mod ring;
+pub mod run;
 pub mod stat;
 mod table;
 pub mod traffic;
@@ -62,6 +63,8 @@ enum Command {
     /// Run a program over the emulated devices (an emulated ConnectX-6 Dx, mlx5_0, under
     /// the host's rdma-core): dvcq emulate -- PROGRAM [ARGS...].
     Emulate(emulate::EmulateArgs),
+    /// Runs an unmodified verbs program with dvcq polling its CQs (libdvcq_preload.so).
+    Run(run::RunArgs),
 }
 
 impl Command {
@@ -75,6 +78,7 @@ impl Command {
             Command::Decode(_) => "decode",
             Command::Stat(_) => "stat",
             Command::Emulate(_) => "emulate",
+            Command::Run(_) => "run",
         }
     }
 }
@@ -96,6 +100,7 @@ pub fn main() -> ExitCode {
         Command::Ring(a) => a.run(),
         Command::Stat(a) => a.run(),
         Command::Emulate(a) => a.run(),
+        Command::Run(a) => a.run(),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,210 @@
+//! Programs nobody wrote for dvcq, run on the emulated ConnectX-6 Dx (`libdvcq_emu.so`)
+//! three ways with the preload (`off`, `verify`, `own`) and once without it; their output
+//! must be the baseline's, and the exit report must show that dvcq polled (`own`) and
+//! agreed with the provider (`verify`).
+//!
+//! [`PROGRAMS`] is the list: a program of one process, or a server and a client. The
+//! two-process ones (ibverbs-utils' pingpongs, perftest) join the list once the emulator
+//! carries RDMA between processes; until then they run in the soft-RoCE VM
+//! (`tests/vm/preload-apps`).
+
+#[path = "../../emu/tests/support/preload.rs"]
+mod emu;
+#[path = "../../tests/support/skip.rs"]
+mod skip;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// One program to compare: `client` runs alone, or after `server` started.
+struct Program {
+    /// Its name in messages.
+    name: &'static str,
+    /// The server's command line, if there is one.
+    server: Option<&'static [&'static str]>,
+    /// The command line whose output is compared (`{cq_workout}` is the C program built by
+    /// the test).
+    client: &'static [&'static str],
+    /// The least completions dvcq must have polled in `own` mode.
+    min_polled: u64,
+}
+
+const PROGRAMS: &[Program] = &[Program { name: "cq_workout", server: None, client: &["{cq_workout}"], min_polled: 40 }];
+
+/// The preload library, built for this test's profile next to the emulator's.
+fn preload_lib(emu_lib: &Path) -> PathBuf {
+    let dir = emu_lib.parent().expect("the emulator sits in target/<profile>");
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(p) => p,
+        None => panic!("no profile directory at {}", dir.display()),
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "dvcq-preload", "--profile", profile, "--manifest-path"])
+        .arg(emu::workspace_root().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", dir.parent().expect("target/"))
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building the preload failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let lib = dir.join("libdvcq_preload.so");
+    assert!(lib.is_file(), "cargo built no {}", lib.display());
+    lib
+}
+
+/// The C program, compiled against the installed libibverbs; `None` (with a skip) where
+/// there is no C compiler or no verbs.h.
+fn build_c(out_dir: &Path) -> Option<PathBuf> {
+    let src = emu::workspace_root().join("preload/tests/c/cq_workout.c");
+    let exe = out_dir.join("cq_workout");
+    std::fs::create_dir_all(out_dir).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    match Command::new(&cc).args(["-O1", "-Wall", "-Werror", "-o"]).arg(&exe).arg(&src).arg("-libverbs").output() {
+        Ok(o) if o.status.success() => Some(exe),
+        Ok(o) => {
+            let why = String::from_utf8_lossy(&o.stderr);
+            if why.contains("infiniband/verbs.h") || why.contains("-libverbs") {
+                skip::skip_check(&format!("building cq_workout.c needs libibverbs-dev: {why}"));
+                return None;
+            }
+            panic!("cq_workout.c does not build:\n{why}");
+        }
+        Err(e) => {
+            skip::skip_check(&format!("no C compiler ({cc}: {e})"));
+            None
+        }
+    }
+}
+
+/// Runs `p` with `preload` (the libraries of `LD_PRELOAD`) and `mode`.
+fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
+    let argv = |a: &[&str]| -> Vec<String> {
+        a.iter().map(|s| s.replace("{cq_workout}", exe.to_str().unwrap())).collect::<Vec<_>>()
+    };
+    let cmd = |a: &[String]| {
+        let mut c = emu::emulated(&a[0], Path::new(preload));
+        c.args(&a[1..]).env("DVCQ_STATS", "1").env_remove("DVCQ_PRELOAD_MODE");
+        if let Some(m) = mode {
+            c.env("DVCQ_PRELOAD_MODE", m);
+        }
+        c
+    };
+    let server = p.server.map(|s| {
+        let child = cmd(&argv(s)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the server starts");
+        std::thread::sleep(Duration::from_millis(500));
+        child
+    });
+    let out = cmd(&argv(p.client)).output().expect("the program runs");
+    if let Some(s) = server {
+        let so = s.wait_with_output().expect("the server ends");
+        assert!(so.status.success(), "{}: the server failed:\n{}", p.name, String::from_utf8_lossy(&so.stderr));
+    }
+    out
+}
+
+/// The value after `key` in the exit report's total line.
+fn total(stderr: &str, key: &str) -> Option<u64> {
+    let line = stderr.lines().rev().find(|l| l.starts_with("dvcq-preload: mode "))?;
+    let mut words = line.split_whitespace();
+    words.by_ref().find(|w| *w == key)?;
+    words.next()?.parse().ok()
+}
+
+#[test]
+fn programs_give_the_same_results_with_the_preload_as_without() {
+    let emu_lib = emu::preload();
+    let lib = preload_lib(&emu_lib);
+    let Some(exe) = build_c(&emu_lib.parent().unwrap().join("preload-tests")) else { return };
+    let both = format!("{} {}", emu_lib.display(), lib.display());
+    for p in PROGRAMS {
+        let base = run(p, &exe, emu_lib.to_str().unwrap(), None);
+        let base_out = String::from_utf8_lossy(&base.stdout).to_string();
+        assert!(base.status.success(), "{}: the baseline failed:\n{}", p.name, String::from_utf8_lossy(&base.stderr));
+        assert!(base_out.contains("done"), "{}: the baseline did not finish:\n{base_out}", p.name);
+        for mode in ["off", "verify", "own"] {
+            let o = run(p, &exe, &both, Some(mode));
+            let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            assert!(o.status.success(), "{} ({mode}): failed:\n{out}\n{err}", p.name);
+            assert_eq!(out, base_out, "{} ({mode}): the output differs from the baseline's\n{err}", p.name);
+            let polled = total(&err, "polled").unwrap_or_else(|| panic!("{} ({mode}): no exit report:\n{err}", p.name));
+            match mode {
+                "off" => assert_eq!(polled, 0, "{}: off polls nothing:\n{err}", p.name),
+                "own" => {
+                    assert!(polled >= p.min_polled, "{}: dvcq polled {polled} < {}:\n{err}", p.name, p.min_polled);
+                    assert!(!err.contains("declined"), "{}: own mode declined a CQ:\n{err}", p.name);
+                    // Every CQ stayed on dvcq's mlx5 backend (a QP dvcq could not attach would
+                    // have handed its CQ to rdma-core's ibv_poll_cq, the generic backend).
+                    let cqs: Vec<&str> = err.lines().filter(|l| l.contains(" mode own polled")).collect();
+                    assert!(!cqs.is_empty(), "{}: no CQ in the report:\n{err}", p.name);
+                    assert!(
+                        cqs.iter().all(|l| l.contains("backend mlx5 mode own")),
+                        "{}: a CQ not polled by dvcq's mlx5 backend:\n{err}",
+                        p.name
+                    );
+                }
+                _ => {
+                    assert!(polled > 0, "{}: verify checked nothing:\n{err}", p.name);
+                    assert!(!err.contains("completion differs"), "{}: verify found differences:\n{err}", p.name);
+                    assert!(err
+                        .lines()
+                        .filter(|l| l.contains("mode verify polled"))
+                        .all(|l| l.ends_with("differences 0")));
+                }
+            }
+        }
+    }
+}
+
+/// `dvcq` itself, built for this test's profile next to the libraries.
+fn dvcq_bin(dir: &Path) -> PathBuf {
+    let profile = if dir.file_name().and_then(|n| n.to_str()) == Some("debug") { "dev" } else { "release" };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "dvcq", "--bin", "dvcq", "--profile", profile, "--manifest-path"])
+        .arg(emu::workspace_root().join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", dir.parent().expect("target/"))
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building dvcq failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    dir.join("dvcq")
+}
+
+/// `dvcq run` finds the preload next to itself, keeps the emulator already in
+/// `LD_PRELOAD`, sets the mode and the report, and the program runs as without it.
+#[test]
+fn dvcq_run_starts_a_program_with_the_preload() {
+    let emu_lib = emu::preload();
+    let dir = emu_lib.parent().unwrap().to_path_buf();
+    let _lib = preload_lib(&emu_lib);
+    let Some(exe) = build_c(&dir.join("preload-tests-run")) else { return };
+    let dvcq = dvcq_bin(&dir);
+    let o = emu::emulated(&dvcq, &emu_lib)
+        .args(["run", "--mode", "own", "--stats", "--"])
+        .arg(&exe)
+        .env_remove("DVCQ_PRELOAD_LIB")
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.ends_with("done\n"), "{out}");
+    assert!(total(&err, "polled").is_some_and(|n| n > 0), "dvcq did not poll:\n{err}");
+
+    // A static program is refused before it starts, saying why.
+    let fake = dir.join("preload-tests-run/static-elf");
+    let mut b = vec![0u8; 64];
+    b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+    std::fs::write(&fake, b).unwrap();
+    let o = Command::new(&dvcq).args(["run", "--"]).arg(&fake).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a static binary"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_report_total_is_read() {
+    let err =
+        "dvcq-preload: cq 1 backend mlx5 mode own polled 20 errors 0\ndvcq-preload: mode own cqs 1 dvcq polled 20\n";
+    assert_eq!(total(err, "polled"), Some(20));
+    assert_eq!(total(err, "cqs"), Some(1));
+    assert_eq!(total("nothing", "polled"), None);
+}
