@@ -300,9 +300,29 @@ fn emulate_refuses_what_the_preload_cannot_reach_in_one_line() {
     assert_eq!((code, err.trim()), (Some(2), "dvcq emulate: no-such-program-anywhere: no such program"));
     let (code, err) = emulate(&["-d", "mlx9_0", "--", "true"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("--device mlx9_0: not an emulated device (there is: mlx5_0)"), "{err}");
+    assert!(err.contains("--device mlx9_0: not an emulated device (there is: mlx5_0, irdma0)"), "{err}");
     let (code, err) = emulate(&["--preload", "/nonexistent/libdvcq_emu.so", "--", "true"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--preload /nonexistent/libdvcq_emu.so: no such file"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `-d` chooses what the program sees: rdma-core's `ibv_devices` lists the E810 alone, the
+/// ConnectX alone, or both without it.
+#[test]
+fn emulate_shows_the_program_the_devices_it_names() {
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    let _ = preload::preload();
+    let list = |args: &[&str]| {
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_dvcq")).arg("emulate").args(args).arg("ibv_devices").output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (text.contains("mlx5_0"), text.contains("irdma0"))
+    };
+    assert_eq!(list(&["-d", "irdma0", "--"]), (false, true));
+    assert_eq!(list(&["-d", "mlx5_0", "--"]), (true, false));
+    assert_eq!(list(&["--"]), (true, true));
 }

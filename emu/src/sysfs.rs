@@ -23,15 +23,41 @@ enum Entry {
     Link(String, String),
 }
 
-/// Everything the tree holds.
+/// Which devices the tree shows: those `DVCQ_EMU_DEVICES` names (comma-separated, as `dvcq
+/// emulate -d` sets it), or every device where it is unset or empty. Returns (ConnectX, E810).
+fn chosen(list: Option<&str>) -> (bool, bool) {
+    match list.map(str::trim).filter(|l| !l.is_empty()) {
+        None => (true, true),
+        Some(l) => {
+            let has = |name: &str| l.split(',').any(|d| d.trim() == name);
+            (has(device::IBDEV), has(crate::irdma::IBDEV))
+        }
+    }
+}
+
+/// Everything the tree holds, for the devices `DVCQ_EMU_DEVICES` chooses.
 fn entries() -> Vec<Entry> {
+    let (mlx5, irdma) = chosen(std::env::var("DVCQ_EMU_DEVICES").ok().as_deref());
+    let file = |p: &str, v: &str| Entry::File(p.to_string(), format!("{v}\n"));
+    let mut e = vec![file("class/infiniband_verbs/abi_version", "6")];
+    if mlx5 {
+        e.extend(mlx5_entries());
+    }
+    if irdma {
+        e.extend(irdma_entries());
+    }
+    e
+}
+
+/// The ConnectX's part of the tree: `uverbs0`, `mlx5_0`, its PCI function bound to
+/// `mlx5_core`.
+fn mlx5_entries() -> Vec<Entry> {
     let file = |p: &str, v: &str| Entry::File(p.to_string(), format!("{v}\n"));
     let verbs = "class/infiniband_verbs";
     let uverbs = format!("{verbs}/{}", device::UVERBS);
     let dev = format!("class/infiniband/{}", device::IBDEV);
     let port = format!("{dev}/ports/1");
     let mut e = vec![
-        file(&format!("{verbs}/abi_version"), "6"),
         file(&format!("{uverbs}/ibdev"), device::IBDEV),
         // 1:3 is /dev/null's number: the opened node is a real /dev/null descriptor, so
         // libibverbs' fstat check of st_rdev passes.
@@ -60,7 +86,6 @@ fn entries() -> Vec<Entry> {
         e.push(file(&format!("{port}/gids/{i}"), gid));
         e.push(file(&format!("{port}/gid_attrs/types/{i}"), ty));
     }
-    e.extend(irdma_entries());
     e
 }
 
@@ -183,6 +208,18 @@ fn write_all(root: &Path, all: &[Entry]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `DVCQ_EMU_DEVICES` picks the devices by name; unset or empty shows both, and a
+    /// name the emulator does not have shows nothing for it.
+    #[test]
+    fn the_devices_shown_are_those_named() {
+        assert_eq!(chosen(None), (true, true));
+        assert_eq!(chosen(Some(" ")), (true, true));
+        assert_eq!(chosen(Some("irdma0")), (false, true));
+        assert_eq!(chosen(Some("mlx5_0")), (true, false));
+        assert_eq!(chosen(Some("mlx5_0, irdma0")), (true, true));
+        assert_eq!(chosen(Some("mlx5_9")), (false, false));
+    }
 
     /// A directory of this test's own (the tests run in parallel in one process).
     fn scratch(test: &str) -> PathBuf {

@@ -1,6 +1,6 @@
 //! `dvcq emulate [OPTIONS] -- PROGRAM [ARGS...]`: runs any program, dvcq or not, over the
 //! emulated devices of the `dvcq-emu` preload (`libdvcq_emu.so`): an emulated ConnectX-6 Dx
-//! named `mlx5_0` under the unmodified rdma-core of the host. The program replaces this
+//! named `mlx5_0` and an E810 named `irdma0` under the unmodified rdma-core of the host. The program replaces this
 //! process (exec), so its exit status, signals and terminal are its own; two programs run
 //! this way (each with its own `dvcq emulate`) reach each other's QPs over the emulator's
 //! wire.
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The devices the preload emulates, by name.
-pub const EMULATED: &[&str] = &["mlx5_0"];
+pub const EMULATED: &[&str] = &["mlx5_0", "irdma0"];
 
 /// The preload library's file name.
 pub const PRELOAD: &str = "libdvcq_emu.so";
@@ -23,7 +23,7 @@ pub const PRELOAD: &str = "libdvcq_emu.so";
 #[command(trailing_var_arg = true)]
 pub struct EmulateArgs {
     /// The emulated devices the program sees (repeatable; all of them without it):
-    /// mlx5_0 (a ConnectX-6 Dx).
+    /// mlx5_0 (a ConnectX-6 Dx), irdma0 (an E810).
     #[arg(short = 'd', long = "device", value_name = "NAME")]
     devices: Vec<String>,
     /// The preload library, instead of the libdvcq_emu.so next to the dvcq binary (or in
