@@ -158,10 +158,14 @@ fn programs_give_the_same_results_with_the_preload_as_without() {
 
 /// `dvcq` itself, built for this test's profile next to the libraries.
 fn dvcq_bin(dir: &Path) -> PathBuf {
-    let profile = if dir.file_name().and_then(|n| n.to_str()) == Some("debug") { "dev" } else { "release" };
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(p) => p,
+        None => panic!("no profile directory at {}", dir.display()),
+    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "dvcq", "--bin", "dvcq", "--profile", profile, "--manifest-path"])
+        .args(["build", "--quiet", "-p", "dvcq-cli", "--bin", "dvcq", "--profile", profile, "--manifest-path"])
         .arg(emu::workspace_root().join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", dir.parent().expect("target/"))
         .output()
