@@ -326,3 +326,40 @@ fn emulate_shows_the_program_the_devices_it_names() {
     assert_eq!(list(&["-d", "mlx5_0", "--"]), (true, false));
     assert_eq!(list(&["--"]), (true, true));
 }
+
+/// `dvcq bench traffic --server` and `dvcq bench traffic HOST` as two processes on the
+/// emulated ConnectX: the out-of-band exchange over TCP, the SENDs over the emulator's wire,
+/// every poller on both sides, and both sides print the same table of both sides' figures.
+#[test]
+fn bench_traffic_between_two_processes() {
+    let port = free_port().to_string();
+    let common = ["bench", "traffic", "-d", "mlx5_0", "-p", &port, "-n", "100", "--verb", "send", "--json"];
+    let server: Vec<&str> = common.iter().copied().chain(["--server"]).collect();
+    let client: Vec<&str> = common.iter().copied().chain(["localhost"]).collect();
+    let dvcq = env!("CARGO_BIN_EXE_dvcq");
+    let (so, co) = pair("traffic", dvcq, port.parse().unwrap(), &server, &client);
+    for (role, out) in [("server", &so), ("client", &co)] {
+        let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{role}: no JSON:\n{out}"));
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["role"], role, "{line}");
+        let rows: Vec<(String, String, String, u64)> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                (s("side"), s("poller"), s("backend"), r["iterations"].as_u64().unwrap_or(0))
+            })
+            .collect();
+        for poller in ["direct", "ibv_poll_cq", "cq_ex"] {
+            for side in ["client", "server"] {
+                let row = rows.iter().find(|r| r.0 == side && r.1 == poller);
+                let row = row.unwrap_or_else(|| panic!("{role}: no {side} {poller} row: {rows:?}"));
+                // The client's sends and the server's receives, all of them.
+                assert_eq!(row.3, 100, "{role}: {row:?}");
+            }
+        }
+        let direct = rows.iter().find(|r| r.1 == "direct").unwrap();
+        assert_eq!(direct.2, "mlx5", "{role}: dvcq's direct poll on both sides: {rows:?}");
+    }
+}
