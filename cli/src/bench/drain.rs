@@ -100,18 +100,10 @@ fn make_loop(ctx: &Context, cq: &Cq, p: &DrainParams) -> Result<Loop, Error> {
     Ok(Loop { qps, order: fill_order(p.completions, n), mr, _pd: pd })
 }
 
-/// The QP of each of a fill's `completions` WRITEs over `qps` QPs: each its share, in a
-/// fixed shuffle (the same every run), so few consecutive CQEs share a QP.
+/// The QP of each of a fill's `completions` WRITEs over `qps` QPs: each its share, in
+/// `bench scale`'s fixed shuffle, so few consecutive CQEs share a QP.
 fn fill_order(completions: u32, qps: u32) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..completions).map(|i| i % qps.max(1)).collect();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    order
+    super::scale::shuffled_shares(completions, qps)
 }
 
 /// How a row polls its CQ.

@@ -108,15 +108,12 @@ fn irdma_qp(k: u32) -> (u64, u32) {
     (0x7f00_dead_0040 + u64::from(k) * 0x40, 0x2a + k)
 }
 
-/// A lap of `n` CQEs on `qps` QPs: `(QP index, send, the QP's count of that kind so far)`
-/// per position. Each QP takes its share (`n / qps`, the first `n % qps` one more), so a
-/// lap of at least `qps` CQEs touches every QP; the order is a fixed shuffle, so few CQEs
-/// in a row share a QP, as on a CQ shared by many connections. Sends and receives take
-/// turns by position (even positions sends), so the mix stays half and half even when a
-/// QP has one CQE a lap.
-fn lap_order(n: u32, qps: u32) -> Vec<(u32, bool, u32)> {
+/// The QP (0 to `qps - 1`) of each of `n` positions: each QP its share (`n / qps`, the first
+/// `n % qps` one more), in a fixed shuffle (Fisher-Yates with a fixed xorshift generator:
+/// the same order every run), so few consecutive positions share a QP. `bench drain -q`
+/// spreads a fill with it too.
+pub(crate) fn shuffled_shares(n: u32, qps: u32) -> Vec<u32> {
     let mut order: Vec<u32> = (0..n).map(|i| i % qps.max(1)).collect();
-    // Fisher-Yates with a fixed xorshift generator: the same lap every run.
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for i in (1..order.len()).rev() {
         x ^= x << 13;
@@ -124,6 +121,17 @@ fn lap_order(n: u32, qps: u32) -> Vec<(u32, bool, u32)> {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
+    order
+}
+
+/// A lap of `n` CQEs on `qps` QPs: `(QP index, send, the QP's count of that kind so far)`
+/// per position. Each QP takes its share (`n / qps`, the first `n % qps` one more), so a
+/// lap of at least `qps` CQEs touches every QP; the order is a fixed shuffle, so few CQEs
+/// in a row share a QP, as on a CQ shared by many connections. Sends and receives take
+/// turns by position (even positions sends), so the mix stays half and half even when a
+/// QP has one CQE a lap.
+fn lap_order(n: u32, qps: u32) -> Vec<(u32, bool, u32)> {
+    let order = shuffled_shares(n, qps);
     // Per QP: (sends, receives) so far.
     let mut seen = vec![(0u32, 0u32); qps as usize];
     order

@@ -127,6 +127,16 @@ impl ScaleArgs {
         Ok(pts)
     }
 
+    /// Prints a row, as a JSON line or a table line; false once the reader has gone.
+    fn print_row(&self, out: &mut Output, r: &ScaleRow) -> Result<bool, CliError> {
+        if self.json {
+            out.line(&serde_json::to_string(r).map_err(|e| CliError(e.to_string()))?)?;
+        } else {
+            out.line(&table_row(r))?;
+        }
+        Ok(!out.closed())
+    }
+
     /// The model of `--device`, if it names one.
     fn model(&self) -> Option<Device> {
         Device::of_name(&self.device)
@@ -171,12 +181,7 @@ impl ScaleArgs {
             if self.callgrind {
                 r.instr = Some(self.instructions(axis, count, p.lap_len())?);
             }
-            if self.json {
-                out.line(&serde_json::to_string(&r).map_err(|e| CliError(e.to_string()))?)?;
-            } else {
-                out.line(&table_row(&r))?;
-            }
-            if out.closed() {
+            if !self.print_row(&mut out, &r)? {
                 return Ok(ExitCode::SUCCESS);
             }
             rows.push(r);
@@ -323,12 +328,7 @@ impl ScaleArgs {
             if let Some(first) = rows.first() {
                 r.ratio = r.ns_median / first.ns_median.max(f64::MIN_POSITIVE);
             }
-            if self.json {
-                out.line(&serde_json::to_string(&r).map_err(|e| CliError(e.to_string()))?)?;
-            } else {
-                out.line(&table_row(&r))?;
-            }
-            if out.closed() {
+            if !self.print_row(&mut out, &r)? {
                 return Ok(ExitCode::SUCCESS);
             }
             rows.push(r);
