@@ -25,8 +25,7 @@ pub(crate) struct CtxState {
     pub dvcq: Result<dvcq::Context, String>,
 }
 
-// SAFETY: the raw state is function addresses; dvcq's Context is used only under the CQ
-// entries' locks and at creation, as the application's verbs calls are.
+// SAFETY: the raw state is function addresses; dvcq's Context is used only under the CQ entries' locks and at creation, as the application's verbs calls are.
 unsafe impl Sync for CtxState {}
 // SAFETY: as above.
 unsafe impl Send for CtxState {}
@@ -49,8 +48,7 @@ unsafe fn vctx_slot(ctx: *mut IbvContext, off: isize) -> Option<*mut usize> {
     if compat != ABI_IS_EXTENDED {
         return None;
     }
-    // SAFETY: an extended context is the last field of the verbs_context rdma-core
-    // allocated, so its `sz` word sits before it in the same allocation.
+    // SAFETY: an extended context is the last field of the verbs_context rdma-core allocated, so its `sz` word sits before it in the same allocation.
     let sz = unsafe { base.offset(layout::VCTX_SZ).cast::<usize>().read() };
     let need = layout::CONTEXT_SIZE as isize - off;
     // SAFETY: `sz` says the verbs_context reaches back at least `need` bytes before the end of the context, so the slot is inside it.
@@ -75,8 +73,7 @@ pub(crate) unsafe fn state(ctx: *mut IbvContext) -> Option<&'static CtxState> {
     };
     let dvcq = {
         let _g = crate::Inside::enter();
-        // SAFETY: the caller's live context; dvcq never closes it, and the preload drops
-        // this adoption only at `ibv_close_device`, before the real close.
+        // SAFETY: the caller's live context; dvcq never closes it, and the preload drops this adoption only at `ibv_close_device`, before the real close.
         unsafe { dvcq::Context::from_raw(NonNull::new_unchecked(ctx.cast::<c_void>())) }.map_err(|e| e.to_string())
     };
     let mut s = Box::new(CtxState {
@@ -97,8 +94,7 @@ pub(crate) unsafe fn state(ctx: *mut IbvContext) -> Option<&'static CtxState> {
             return None;
         }
     };
-    // SAFETY: pointer-sized stores into the live context's public ops before any thread
-    // polls through them; libibverbs itself calls the private copy of the ops.
+    // SAFETY: pointer-sized stores into the live context's public ops before any thread polls through them; libibverbs itself calls the private copy of the ops.
     unsafe {
         (*ctx).poll_cq = Some(crate::dispatch::poll_cq);
         (*ctx).req_notify_cq = Some(crate::dispatch::req_notify_cq);

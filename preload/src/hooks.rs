@@ -24,8 +24,7 @@ fn decline(serial: u64, how: &str, why: &str) {
 /// `raw` is a live CQ of `dctx`'s context.
 unsafe fn attach(dctx: &dvcq::Context, raw: *mut IbvCq, mode: Mode) -> Result<dvcq::Cq, String> {
     let _in = Inside::enter();
-    // SAFETY: the caller's live CQ; the preload lets dvcq's Cq go before the CQ's destroy
-    // or resize, and routes every poll and arm of it through dvcq meanwhile (own mode).
+    // SAFETY: the caller's live CQ; the preload lets dvcq's Cq go before the CQ's destroy or resize, and routes every poll and arm of it through dvcq meanwhile (own mode).
     let c = unsafe { dvcq::Cq::attach(dctx, NonNull::new_unchecked(raw.cast::<c_void>()), BackendChoice::Auto) }
         .map_err(|e| e.to_string())?;
     let b = c.backend();

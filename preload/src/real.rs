@@ -52,8 +52,7 @@ fn resolve(name: &CStr, version: &CStr) -> Option<*mut c_void> {
     if !p.is_null() {
         return Some(p);
     }
-    // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded (the provider
-    // libibverbs opened privately); it loads nothing and runs no initialiser.
+    // SAFETY: RTLD_NOLOAD only returns a handle to a library already loaded (the provider libibverbs opened privately); it loads nothing and runs no initialiser.
     let h = unsafe { libc::dlopen(c"libmlx5.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     if h.is_null() {
         return None;
@@ -89,8 +88,7 @@ macro_rules! call_real {
     ($real:expr, $ty:ty, $missing:expr, ($($arg:expr),*)) => {{
         match $real.get() {
             Some(p) => {
-                // SAFETY: the address was resolved for this exact symbol and version, whose C
-                // signature is `$ty` (verbs.h / mlx5dv.h).
+                // SAFETY: the address was resolved for this exact symbol and version, whose C signature is `$ty` (verbs.h / mlx5dv.h).
                 let f: $ty = unsafe { core::mem::transmute::<*mut core::ffi::c_void, $ty>(p) };
                 // SAFETY: the caller's arguments, passed through unchanged.
                 unsafe { f($($arg),*) }

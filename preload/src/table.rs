@@ -41,9 +41,7 @@ impl<T, const N: usize> Table<T, N> {
             }
             if k == key {
                 let p = self.vals[i].load(Ordering::Acquire);
-                // SAFETY: a non-null value was leaked from a Box by `insert` and is freed
-                // only by `remove` of the same key, which the application calls when it
-                // destroys the object (after which it no longer uses it).
+                // SAFETY: a non-null value was leaked from a Box by `insert` and is freed only by `remove` of the same key, which the application calls when it destroys the object (after which it no longer uses it).
                 return (!p.is_null()).then(|| unsafe { &*p });
             }
             i = (i + 1) & (N - 1);

@@ -30,8 +30,7 @@ pub unsafe trait MrBuffer: Send + Sync + 'static {
     }
 }
 
-// SAFETY: a vector's bytes are on the heap and stay put while it is not resized, which only
-// its owner (the region) could do, and never does.
+// SAFETY: a vector's bytes are on the heap and stay put while it is not resized, which only its owner (the region) could do, and never does.
 unsafe impl MrBuffer for Vec<u8> {
     fn as_mut_ptr(&mut self) -> *mut u8 {
         Vec::as_mut_ptr(self)
