@@ -74,6 +74,15 @@ const PROGRAMS: &[Program] = &[
         verify_declined: true,
         masked: true,
     },
+    Program {
+        name: "ibv_ud_pingpong",
+        server: Some(&["ibv_ud_pingpong", "-g", "0", "-p", "{port}", "-n", "100"]),
+        client: &["ibv_ud_pingpong", "-g", "0", "-p", "{port}", "-n", "100", "localhost"],
+        min_polled: 100,
+        finished: "iters in",
+        verify_declined: false,
+        masked: true,
+    },
 ];
 
 /// `text` with every number (a run of hex digits and `x` holding a decimal digit: `100`,
