@@ -195,6 +195,38 @@ impl Oob {
         self.decode(&line, msg)
     }
 
+    /// Whether the peer has stopped, looked at without waiting and without taking anything:
+    /// an error it reported, or the connection closed or failed, is an error; a message
+    /// that has arrived for later (the next phase's, sent while this side still finishes
+    /// its own) stays where it is, for the read that wants it.
+    ///
+    /// # Errors
+    ///
+    /// The peer's error, or the connection closed or failed.
+    pub fn check_peer(&mut self, during: &str) -> Result<(), OobError> {
+        let first_line = |bytes: &[u8]| {
+            bytes.iter().position(|&b| b == b'\n').map(|end| String::from_utf8_lossy(&bytes[..end]).into_owned())
+        };
+        let pending = if self.reader.buffer().is_empty() {
+            let mut b = [0u8; 4096];
+            self.writer.set_nonblocking(true).map_err(|e| OobError(format!("{}: {e}", self.peer)))?;
+            let r = self.writer.peek(&mut b);
+            self.writer.set_nonblocking(false).map_err(|e| OobError(format!("{}: {e}", self.peer)))?;
+            match r {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Ok(0) => return Err(OobError(format!("{}: the peer closed the exchange {during}", self.peer))),
+                Ok(n) => first_line(&b[..n]),
+                Err(e) => return Err(OobError(format!("{}: the connection failed {during}: {e}", self.peer))),
+            }
+        } else {
+            first_line(self.reader.buffer())
+        };
+        match pending.as_deref().and_then(peer_error) {
+            Some(what) => Err(OobError(format!("{}: the peer stopped: {what}", self.peer))),
+            None => Ok(()),
+        }
+    }
+
     /// As [`Oob::recv`], but returns `None` at once when no line has arrived yet.
     ///
     /// # Errors
@@ -265,6 +297,28 @@ mod tests {
         let c = connect("127.0.0.1", port, Duration::from_secs(2)).unwrap();
         let (s, _) = l.accept().unwrap();
         (c, s)
+    }
+
+    /// A look at the peer during a phase takes nothing: a message of the next phase that
+    /// arrived early stays for its read; the peer's error and its leaving are errors.
+    #[test]
+    fn a_look_at_the_peer_leaves_its_next_message_and_reports_its_end() {
+        let (mut c, mut s) = pair();
+        assert!(c.check_peer("during the phase").is_ok(), "nothing sent yet");
+        s.write_all(b"{\"msg\":\"latency\"}\n").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(c.check_peer("during the phase").is_ok());
+        let v: serde_json::Value = c.recv("latency").unwrap();
+        assert_eq!(v["msg"], "latency", "the message is still there for its read");
+        s.write_all(b"{\"msg\":\"error\",\"what\":\"the device went away\"}\n").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let e = c.check_peer("during the phase").unwrap_err().0;
+        assert!(e.contains("the peer stopped: the device went away"), "{e}");
+        let (mut c, s) = pair();
+        drop(s);
+        std::thread::sleep(Duration::from_millis(50));
+        let e = c.check_peer("during the phase").unwrap_err().0;
+        assert!(e.contains("closed the exchange during the phase"), "{e}");
     }
 
     #[test]

@@ -495,7 +495,7 @@ impl Watch {
     }
 
     /// Every `every` empty polls: an error if nothing completed for [`STALL`], or
-    /// (with `peer`) if the peer sent something (its error) or closed the exchange.
+    /// (with `peer`) if the peer reported an error or closed the exchange.
     fn look(&mut self, c: &Counts, oob: &mut Oob, peer: bool, what: &dyn Fn() -> String) -> Result<(), RemoteError> {
         if c.f.empty_polls % self.every != 0 {
             return Ok(());
@@ -509,9 +509,9 @@ impl Watch {
         if !peer {
             return Ok(());
         }
-        if let Some(v) = oob.try_recv::<serde_json::Value>("the end of the phase")? {
-            return Err(RemoteError(format!("{}: the peer sent {v} during the phase", oob.peer)));
-        }
+        // The peer's error or its leaving ends the phase; anything else it sent is the next
+        // phase's (it may finish first) and stays for the read that wants it.
+        oob.check_peer("during the phase")?;
         Ok(())
     }
 }
