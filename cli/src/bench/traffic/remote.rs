@@ -16,7 +16,7 @@
 //! table with a row per side and poller.
 //!
 //! Bad input stops both sides: the side that fails tells the other why before it exits;
-//! a peer that vanishes (closed connection) or stops completing ([`STALL`]) is an error.
+//! a peer that vanishes (closed connection) or stops completing (`lane::STALL`) is an error.
 
 use super::lane::STALL;
 use super::oob::{self, Oob, OobError};
@@ -494,7 +494,7 @@ impl Watch {
         Watch { since: Instant::now(), last_progress: 0, every: if l.channel.is_some() { 1 } else { LOOK_EVERY } }
     }
 
-    /// Every `every` empty polls: an error if nothing completed for [`STALL`], or
+    /// Every `every` empty polls: an error if nothing completed for `lane::STALL`, or
     /// (with `peer`) if the peer reported an error or closed the exchange.
     fn look(&mut self, c: &Counts, oob: &mut Oob, peer: bool, what: &dyn Fn() -> String) -> Result<(), RemoteError> {
         if c.f.empty_polls % self.every != 0 {
@@ -794,7 +794,7 @@ struct LatMsg {
 /// # Errors
 ///
 /// The peer's options differ, the peer or the exchange failed, the device refused an object,
-/// a completion failed, or nothing completed for [`STALL`]. The peer is told the reason
+/// a completion failed, or nothing completed for `lane::STALL`. The peer is told the reason
 /// before this returns.
 pub fn run(
     ctx: &Context,
