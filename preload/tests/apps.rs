@@ -3,7 +3,7 @@
 //! must be the baseline's, and the exit report must show that dvcq polled (`own`) and
 //! agreed with the provider (`verify`).
 //!
-//! [`PROGRAMS`] is the list: a program of one process, or a server and a client, which the
+//! [`programs`] is the list: a program of one process, or a server and a client, which the
 //! emulator's wire joins (ibverbs-utils' pingpongs; the soft-RoCE VM runs perftest too,
 //! `tests/vm/preload-apps`).
 
@@ -19,12 +19,12 @@ use std::time::Duration;
 /// One program to compare: `client` runs alone, or after `server` started.
 struct Program {
     /// Its name in messages.
-    name: &'static str,
+    name: String,
     /// The server's command line, if there is one.
-    server: Option<&'static [&'static str]>,
+    server: Option<Vec<String>>,
     /// The command line whose output is compared (`{cq_workout}` is the C program built by
-    /// the test).
-    client: &'static [&'static str],
+    /// the test, `{port}` a free TCP port).
+    client: Vec<String>,
     /// The least completions dvcq must have polled in `own` mode.
     min_polled: u64,
     /// What its output says when it finished.
@@ -37,89 +37,37 @@ struct Program {
     masked: bool,
 }
 
-const PROGRAMS: &[Program] = &[
-    Program {
-        name: "cq_workout",
+/// A two-process program over the emulator's wire: the server with `args`, 100 iterations
+/// on a free port, and the client naming `localhost`; outputs compared masked.
+fn pair(program: &str, args: &[&str], min_polled: u64, finished: &'static str, verify_declined: bool) -> Program {
+    let server: Vec<String> =
+        [program].iter().chain(args).chain(&["-p", "{port}", "-n", "100"]).map(|s| s.to_string()).collect();
+    let client = server.iter().cloned().chain(["localhost".to_string()]).collect();
+    let name =
+        [program].iter().chain(args.iter().filter(|a| a.starts_with("-e"))).copied().collect::<Vec<_>>().join(" ");
+    Program { name, server: Some(server), client, min_polled, finished, verify_declined, masked: true }
+}
+
+/// The list: the C program alone, then ibverbs-utils' pingpongs and perftest's pairs.
+fn programs() -> Vec<Program> {
+    let mut list = vec![Program {
+        name: "cq_workout".into(),
         server: None,
-        client: &["{cq_workout}"],
+        client: vec!["{cq_workout}".into()],
         min_polled: 40,
         finished: "done",
         verify_declined: false,
         masked: false,
-    },
-    Program {
-        name: "ibv_rc_pingpong",
-        server: Some(&["ibv_rc_pingpong", "-g", "0", "-p", "{port}", "-n", "100"]),
-        client: &["ibv_rc_pingpong", "-g", "0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 100,
-        finished: "iters in",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ibv_rc_pingpong -e",
-        server: Some(&["ibv_rc_pingpong", "-g", "0", "-e", "-p", "{port}", "-n", "100"]),
-        client: &["ibv_rc_pingpong", "-g", "0", "-e", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 100,
-        finished: "iters in",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ibv_srq_pingpong",
-        server: Some(&["ibv_srq_pingpong", "-g", "1", "-p", "{port}", "-n", "100"]),
-        client: &["ibv_srq_pingpong", "-g", "1", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 100,
-        finished: "iters in",
-        verify_declined: true,
-        masked: true,
-    },
-    Program {
-        name: "ibv_ud_pingpong",
-        server: Some(&["ibv_ud_pingpong", "-g", "0", "-p", "{port}", "-n", "100"]),
-        client: &["ibv_ud_pingpong", "-g", "0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 100,
-        finished: "iters in",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ib_send_bw",
-        server: Some(&["ib_send_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100"]),
-        client: &["ib_send_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 1,
-        finished: "#bytes",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ib_write_bw",
-        server: Some(&["ib_write_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100"]),
-        client: &["ib_write_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 1,
-        finished: "#bytes",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ib_read_bw",
-        server: Some(&["ib_read_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100"]),
-        client: &["ib_read_bw", "-d", "mlx5_0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 1,
-        finished: "#bytes",
-        verify_declined: false,
-        masked: true,
-    },
-    Program {
-        name: "ib_send_lat",
-        server: Some(&["ib_send_lat", "-d", "mlx5_0", "-p", "{port}", "-n", "100"]),
-        client: &["ib_send_lat", "-d", "mlx5_0", "-p", "{port}", "-n", "100", "localhost"],
-        min_polled: 1,
-        finished: "#bytes",
-        verify_declined: false,
-        masked: true,
-    },
-];
+    }];
+    list.push(pair("ibv_rc_pingpong", &["-g", "0"], 100, "iters in", false));
+    list.push(pair("ibv_rc_pingpong", &["-g", "0", "-e"], 100, "iters in", false));
+    list.push(pair("ibv_srq_pingpong", &["-g", "1"], 100, "iters in", true));
+    list.push(pair("ibv_ud_pingpong", &["-g", "0"], 100, "iters in", false));
+    for perftest in ["ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"] {
+        list.push(pair(perftest, &["-d", "mlx5_0"], 1, "#bytes", false));
+    }
+    list
+}
 
 /// `text` with every number (a run of hex digits and `x` holding a decimal digit: `100`,
 /// `0x1a2b`, `fe80`) as `#`, and every run of blanks as one space (perftest pads its columns
@@ -206,7 +154,7 @@ fn build_c(out_dir: &Path) -> Option<PathBuf> {
 /// Runs `p` with `preload` (the libraries of `LD_PRELOAD`) and `mode`.
 fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
     let port = free_port();
-    let argv = |a: &[&str]| -> Vec<String> {
+    let argv = |a: &[String]| -> Vec<String> {
         a.iter().map(|s| s.replace("{cq_workout}", exe.to_str().unwrap()).replace("{port}", &port)).collect::<Vec<_>>()
     };
     let cmd = |a: &[String]| {
@@ -217,12 +165,12 @@ fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
         }
         c
     };
-    let server = p.server.map(|s| {
+    let server = p.server.as_deref().map(|s| {
         let child = cmd(&argv(s)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the server starts");
         std::thread::sleep(Duration::from_millis(500));
         child
     });
-    let out = cmd(&argv(p.client)).output().expect("the program runs");
+    let out = cmd(&argv(&p.client)).output().expect("the program runs");
     if let Some(s) = server {
         let so = s.wait_with_output().expect("the server ends");
         assert!(so.status.success(), "{}: the server failed:\n{}", p.name, String::from_utf8_lossy(&so.stderr));
@@ -244,13 +192,13 @@ fn programs_give_the_same_results_with_the_preload_as_without() {
     let lib = preload_lib(&emu_lib);
     let Some(exe) = build_c(&emu_lib.parent().unwrap().join("preload-tests")) else { return };
     let both = format!("{} {}", emu_lib.display(), lib.display());
-    for p in PROGRAMS {
+    for p in &programs() {
         let on_path = |prog: &str| {
             prog.starts_with('{')
                 || std::env::var_os("PATH")
                     .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(prog).is_file()))
         };
-        if !on_path(p.client[0]) {
+        if !on_path(&p.client[0]) {
             skip::skip_check(&format!("{} is not installed (Debian: ibverbs-utils, perftest)", p.name));
             continue;
         }
