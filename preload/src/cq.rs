@@ -27,8 +27,9 @@ pub(crate) struct Polled {
     pub gone_qps: Vec<u32>,
     /// Verify mode: the provider's completions of one call.
     pub theirs: Vec<IbvWc>,
-    /// Own mode: completions taken out of the ring when a QP was destroyed, returned first.
-    pub pending: VecDeque<IbvWc>,
+    /// Own mode: completions taken out of the ring when a QP was destroyed, returned first,
+    /// each with its CQE's raw timestamp (for an extended CQ's `read_completion_ts`).
+    pub pending: VecDeque<(IbvWc, u64)>,
 }
 
 /// One registered CQ.
@@ -47,6 +48,9 @@ pub(crate) struct CqEntry {
     pub differences: AtomicU64,
     /// CQEs of destroyed QPs dropped.
     pub absorbed: AtomicU64,
+    /// An extended CQ: the provider's `start_poll` ... `read_*` pointers, as they were
+    /// before the preload replaced them (`crate::ext`).
+    pub ext: Option<crate::ext::Saved>,
 }
 
 // SAFETY: dvcq's Cq is only touched under `polled`'s lock.
@@ -74,7 +78,13 @@ pub(crate) fn get(cq: *mut IbvCq) -> Option<&'static CqEntry> {
 }
 
 /// Registers dvcq's `cq` for the application's `raw`.
-pub(crate) fn register(raw: *mut IbvCq, mode: Mode, cq: dvcq::Cq, serial: u64) -> Result<(), String> {
+pub(crate) fn register(
+    raw: *mut IbvCq,
+    mode: Mode,
+    cq: dvcq::Cq,
+    serial: u64,
+    ext: Option<crate::ext::Saved>,
+) -> Result<(), String> {
     let e = Box::new(CqEntry {
         mode,
         serial,
@@ -90,6 +100,7 @@ pub(crate) fn register(raw: *mut IbvCq, mode: Mode, cq: dvcq::Cq, serial: u64) -
         errors: AtomicU64::new(0),
         differences: AtomicU64::new(0),
         absorbed: AtomicU64::new(0),
+        ext,
     });
     match CQS.insert(raw as usize, e) {
         Ok(_) => Ok(()),
@@ -119,8 +130,9 @@ impl CqEntry {
     pub(crate) fn report_line(&self) -> String {
         let backend = crate::lock(&self.polled).cq.as_ref().map_or("provider", |c| c.backend().kind.name());
         let mut l = format!(
-            "cq {} backend {} mode {} polled {} errors {}",
+            "cq {}{} backend {} mode {} polled {} errors {}",
             self.serial,
+            if self.ext.is_some() { " extended" } else { "" },
             backend,
             self.mode.name(),
             self.completions.load(Ordering::Relaxed),
@@ -149,7 +161,7 @@ pub(crate) fn drain_after_destroy(e: &CqEntry, p: &mut Polled) {
             if x.fault_kind == FaultKind::UnknownQp {
                 dropped += 1;
             } else if let Some(w) = to_wc(x, &p.gone_qps) {
-                p.pending.push_back(w);
+                p.pending.push_back((w, x.timestamp));
             } else {
                 dropped += 1;
             }

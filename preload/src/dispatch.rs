@@ -65,7 +65,7 @@ unsafe fn own_poll(e: &CqEntry, raw: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_
     let (mut done, mut errors, mut absorbed) = (0usize, 0u64, 0u64);
     if !p.pending.is_empty() {
         while done < want {
-            let Some(w) = p.pending.pop_front() else { break };
+            let Some((w, _)) = p.pending.pop_front() else { break };
             errors += u64::from(w.status != 0);
             // SAFETY: `done < want`: inside the caller's `n` records.
             unsafe { wc.add(done).write(w) };

@@ -39,12 +39,15 @@ unsafe fn attach(dctx: &dvcq::Context, raw: *mut IbvCq, mode: Mode) -> Result<dv
     Ok(c)
 }
 
-/// Takes a CQ the application just created, in `own` or `verify` mode.
+/// Takes a CQ the application just created, in `own` or `verify` mode; an extended one
+/// (`ext`) gets the preload's `start_poll` ... `read_*` (`crate::ext`), or is declined when
+/// dvcq cannot answer what it was made with.
 ///
 /// # Safety
 ///
-/// `raw` is a live CQ that rdma-core just created.
-unsafe fn adopt_cq(raw: *mut IbvCq, how: &str) {
+/// `raw` is a live CQ that rdma-core just created (by `create_cq_ex` or
+/// `mlx5dv_create_cq` when `ext`), not yet returned to the application.
+unsafe fn adopt_cq(raw: *mut IbvCq, how: &str, ext: bool) {
     let mode = mode();
     if mode == Mode::Off {
         return;
@@ -61,8 +64,17 @@ unsafe fn adopt_cq(raw: *mut IbvCq, how: &str) {
     // SAFETY: the caller's live CQ, of that context.
     match unsafe { attach(dctx, raw, mode) } {
         Ok(c) => {
-            if let Err(why) = cq::register(raw, mode, c, serial) {
-                decline(serial, how, &why);
+            // SAFETY: the caller's CQ, extended when `ext`.
+            let saved = ext.then(|| unsafe { crate::ext::saved(raw) });
+            if let Some(why) = saved.and_then(|s| crate::ext::unsupported(&s, c.backend().kind, mode)) {
+                let _in = Inside::enter();
+                c.give_back();
+                return decline(serial, how, &why);
+            }
+            match cq::register(raw, mode, c, serial, saved) {
+                // SAFETY: the caller's extended CQ, registered, not yet returned to the application.
+                Ok(()) => saved.iter().for_each(|s| unsafe { crate::ext::install(raw, mode, s) }),
+                Err(why) => decline(serial, how, &why),
             }
         }
         Err(why) => decline(serial, how, &why),
@@ -134,26 +146,26 @@ unsafe fn adopt_qp(obj: *mut c_void, cqs: [*mut IbvCq; 2], qpn: u32) {
             continue;
         }
         let Some(e) = cq::get(raw) else { continue };
-        let mut p = lock(&e.polled);
-        let p = &mut *p;
-        p.gone_qps.retain(|&q| q != qpn);
-        p.qps.push(obj as usize);
-        let Some(c) = p.cq.as_mut() else { continue };
-        // SAFETY: the caller's live object, of the CQ's context.
-        if let Err(err) = unsafe { attach_qp_to(c, obj, e.mode) } {
-            if e.mode == Mode::Verify {
-                crate::log::once(format!("cq {}: the provider polls it: {err}", e.serial));
-                let _in = Inside::enter();
-                if let Some(c) = p.cq.take() {
-                    c.give_back();
-                }
-            } else {
-                crate::log::once(format!(
+        crate::ext::with_polled(e, |p| {
+            p.gone_qps.retain(|&q| q != qpn);
+            p.qps.push(obj as usize);
+            let Some(c) = p.cq.as_mut() else { return };
+            // SAFETY: the caller's live object, of the CQ's context.
+            if let Err(err) = unsafe { attach_qp_to(c, obj, e.mode) } {
+                if e.mode == Mode::Verify {
+                    crate::log::once(format!("cq {}: the provider polls it: {err}", e.serial));
+                    let _in = Inside::enter();
+                    if let Some(c) = p.cq.take() {
+                        c.give_back();
+                    }
+                } else {
+                    crate::log::once(format!(
                     "cq {}: qp {qpn:#x} could not be attached after dvcq polled the CQ: its completions come back as failed ones: {err}",
                     e.serial
                 ));
+                }
             }
-        }
+        });
     }
 }
 
@@ -168,33 +180,33 @@ unsafe fn forget_qp(obj: *mut c_void, cqs: [*mut IbvCq; 2], qpn: u32) {
             continue;
         }
         let Some(e) = cq::get(raw) else { continue };
-        let mut p = lock(&e.polled);
-        let p = &mut *p;
-        p.qps.retain(|&q| q != obj as usize);
-        match e.mode {
-            // The provider's state is the truth: let the CQ go so rdma-core cleans the QP's
-            // CQEs as it would without dvcq, and take it again after the destroy.
-            Mode::Verify => {
-                let _in = Inside::enter();
-                if let Some(c) = p.cq.take() {
-                    c.give_back();
-                }
-            }
-            _ => {
-                if let Some(c) = p.cq.as_mut() {
+        crate::ext::with_polled(e, |p| {
+            p.qps.retain(|&q| q != obj as usize);
+            match e.mode {
+                // The provider's state is the truth: let the CQ go so rdma-core cleans the QP's
+                // CQEs as it would without dvcq, and take it again after the destroy.
+                Mode::Verify => {
                     let _in = Inside::enter();
-                    if obj as usize & 1 == 0 {
-                        // SAFETY: the caller's live QP.
-                        unsafe { c.detach_qp(NonNull::new_unchecked(obj)) };
+                    if let Some(c) = p.cq.take() {
+                        c.give_back();
                     }
                 }
-                // Completions of this QP taken out of the ring at an earlier destroy go too.
-                let before = p.pending.len();
-                p.pending.retain(|w| w.qp_num != qpn);
-                e.absorbed.fetch_add((before - p.pending.len()) as u64, std::sync::atomic::Ordering::Relaxed);
-                p.gone_qps.push(qpn);
+                _ => {
+                    if let Some(c) = p.cq.as_mut() {
+                        let _in = Inside::enter();
+                        if obj as usize & 1 == 0 {
+                            // SAFETY: the caller's live QP.
+                            unsafe { c.detach_qp(NonNull::new_unchecked(obj)) };
+                        }
+                    }
+                    // Completions of this QP taken out of the ring at an earlier destroy go too.
+                    let before = p.pending.len();
+                    p.pending.retain(|(w, _)| w.qp_num != qpn);
+                    e.absorbed.fetch_add((before - p.pending.len()) as u64, std::sync::atomic::Ordering::Relaxed);
+                    p.gone_qps.push(qpn);
+                }
             }
-        }
+        });
     }
 }
 
@@ -211,17 +223,16 @@ fn after_destroy(cqs: [*mut IbvCq; 2]) {
             continue;
         }
         let Some(e) = cq::get(raw) else { continue };
-        let mut p = lock(&e.polled);
-        match e.mode {
-            Mode::Verify if p.cq.is_none() => reattach(e, raw, &mut p, "a QP's destroy"),
+        crate::ext::with_polled(e, |p| match e.mode {
+            Mode::Verify if p.cq.is_none() => reattach(e, raw, p, "a QP's destroy"),
             // Only mlx5 leaves the destroyed QP's CQEs in the ring for dvcq (rxe's provider
             // never cleans them and the application polls them as before; dvcq's irdma
             // backend clears them as rdma-core's destroy does).
             Mode::Own if p.cq.as_ref().is_some_and(|c| c.backend().kind == BackendKind::Mlx5) => {
-                cq::drain_after_destroy(e, &mut p)
+                cq::drain_after_destroy(e, p)
             }
             _ => {}
-        }
+        });
     }
 }
 
@@ -297,13 +308,13 @@ pub unsafe extern "C" fn ibv_create_cq(
     let cq = call_real!(real::CREATE_CQ, F, core::ptr::null_mut(), (ctx, cqe, cq_context, channel, comp_vector));
     if !cq.is_null() {
         // SAFETY: a CQ rdma-core just created.
-        unsafe { adopt_cq(cq, "ibv_create_cq") };
+        unsafe { adopt_cq(cq, "ibv_create_cq", false) };
     }
     cq
 }
 
 /// The context's `create_cq_ex` (`ibv_create_cq_ex`): the provider's, then the CQ is
-/// declined (its `start_poll`/`next_poll`/`end_poll` stay the provider's).
+/// adopted with its extended poll (`crate::ext`).
 ///
 /// # Safety
 ///
@@ -317,17 +328,14 @@ pub(crate) unsafe extern "C" fn create_cq_ex(ctx: *mut IbvContext, attr: *mut c_
     let f: F = unsafe { core::mem::transmute::<usize, F>(s.create_cq_ex) };
     // SAFETY: the caller's arguments.
     let cq = unsafe { f(ctx, attr) };
-    if !cq.is_null() && mode() != Mode::Off {
-        decline(
-            cq::next_serial(),
-            "ibv_create_cq_ex",
-            "an extended CQ: the preload does not route start/next/end_poll yet",
-        );
+    if !cq.is_null() {
+        // SAFETY: an extended CQ the provider just created.
+        unsafe { adopt_cq(cq, "ibv_create_cq_ex", true) };
     }
     cq
 }
 
-/// `mlx5dv_create_cq`: the provider's, then declined as an extended CQ.
+/// `mlx5dv_create_cq`: the provider's, then adopted as an extended CQ.
 ///
 /// # Safety
 ///
@@ -336,12 +344,13 @@ pub(crate) unsafe extern "C" fn create_cq_ex(ctx: *mut IbvContext, attr: *mut c_
 pub unsafe extern "C" fn mlx5dv_create_cq(ctx: *mut IbvContext, attr: *mut c_void, dv_attr: *mut c_void) -> *mut IbvCq {
     type F = unsafe extern "C" fn(*mut IbvContext, *mut c_void, *mut c_void) -> *mut IbvCq;
     let cq = call_real!(real::MLX5DV_CREATE_CQ, F, core::ptr::null_mut(), (ctx, attr, dv_attr));
-    if !cq.is_null() && mode() != Mode::Off {
-        decline(
-            cq::next_serial(),
-            "mlx5dv_create_cq",
-            "an extended CQ: the preload does not route start/next/end_poll yet",
-        );
+    if !cq.is_null() {
+        if !ctx.is_null() && mode() != Mode::Off {
+            // SAFETY: the caller's live context (known before the CQ is adopted).
+            unsafe { ctx::state(ctx) };
+        }
+        // SAFETY: an extended CQ libmlx5 just created.
+        unsafe { adopt_cq(cq, "mlx5dv_create_cq", true) };
     }
     cq
 }

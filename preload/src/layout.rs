@@ -117,3 +117,57 @@ pub(crate) struct IbvWq {
 
 const_assert_eq!(offset_of!(IbvWq, cq), 24);
 const_assert_eq!(offset_of!(IbvWq, wq_num), 32);
+
+/// `struct ibv_cq_ex`: an `ibv_cq` (the same address: `ibv_cq_ex_to_cq` is a cast), then
+/// its event counters, the current completion's `status` and `wr_id`, and the per-CQ
+/// pointers of the extended poll (`start_poll`, `next_poll`, `end_poll`, then the
+/// `read_*` accessors in [`ex`]'s order), which the provider fills at creation, leaving
+/// NULL the readers of fields the CQ was not made with.
+#[repr(C)]
+pub(crate) struct IbvCqEx {
+    pub cq: IbvCq,
+    /// `pthread_mutex_t mutex; pthread_cond_t cond;`
+    pub sync: [u64; 11],
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+    pub comp_mask: u32,
+    pub status: u32,
+    pub wr_id: u64,
+    /// The function pointers, as addresses (0: NULL), indexed by [`ex`].
+    pub fns: [usize; ex::COUNT],
+}
+
+/// Indexes of `ibv_cq_ex`'s function pointers in [`IbvCqEx::fns`].
+pub(crate) mod ex {
+    pub const START_POLL: usize = 0;
+    pub const NEXT_POLL: usize = 1;
+    pub const END_POLL: usize = 2;
+    pub const READ_OPCODE: usize = 3;
+    pub const READ_VENDOR_ERR: usize = 4;
+    pub const READ_BYTE_LEN: usize = 5;
+    /// Also `ibv_wc_read_invalidated_rkey`.
+    pub const READ_IMM_DATA: usize = 6;
+    pub const READ_QP_NUM: usize = 7;
+    pub const READ_SRC_QP: usize = 8;
+    pub const READ_WC_FLAGS: usize = 9;
+    pub const READ_SLID: usize = 10;
+    pub const READ_SL: usize = 11;
+    pub const READ_DLID_PATH_BITS: usize = 12;
+    pub const READ_COMPLETION_TS: usize = 13;
+    pub const READ_CVLAN: usize = 14;
+    pub const READ_FLOW_TAG: usize = 15;
+    pub const READ_TM_INFO: usize = 16;
+    pub const READ_COMPLETION_WALLCLOCK_NS: usize = 17;
+    /// How many there are.
+    pub const COUNT: usize = 18;
+}
+
+const_assert_eq!(offset_of!(IbvCqEx, sync), 32);
+const_assert_eq!(offset_of!(IbvCqEx, comp_mask), 128);
+const_assert_eq!(offset_of!(IbvCqEx, status), 132);
+const_assert_eq!(offset_of!(IbvCqEx, wr_id), 136);
+const_assert_eq!(offset_of!(IbvCqEx, fns), 144);
+const_assert_eq!(offset_of!(IbvCqEx, fns) + 8 * ex::READ_OPCODE, 168);
+const_assert_eq!(offset_of!(IbvCqEx, fns) + 8 * ex::READ_COMPLETION_TS, 248);
+const_assert_eq!(offset_of!(IbvCqEx, fns) + 8 * ex::READ_COMPLETION_WALLCLOCK_NS, 280);
+const_assert_eq!(size_of::<IbvCqEx>(), 288);

@@ -17,6 +17,7 @@
 mod cq;
 mod ctx;
 mod dispatch;
+mod ext;
 mod hooks;
 mod layout;
 mod log;

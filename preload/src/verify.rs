@@ -63,12 +63,7 @@ pub(crate) unsafe fn poll(e: &CqEntry, raw: *mut IbvCq, n: c_int, wc: *mut IbvWc
         let ours = p.buf[..m].get(i).and_then(|c| cq::to_wc(c, &p.gone_qps));
         if let Some(what) = difference(&theirs, ours.as_ref()) {
             differ += 1;
-            if PRINTED_SO_FAR.fetch_add(1, Ordering::Relaxed) < PRINTED {
-                eprintln!(
-                    "dvcq-preload: verify: cq {}: completion differs ({what}): provider {theirs:?}, dvcq {ours:?}",
-                    e.serial
-                );
-            }
+            print(e, what, &theirs, ours.as_ref());
         }
         // SAFETY: `i < got <= n`: inside the caller's records.
         unsafe { wc.add(i).write(theirs) };
@@ -86,9 +81,26 @@ pub(crate) unsafe fn poll(e: &CqEntry, raw: *mut IbvCq, n: c_int, wc: *mut IbvWc
     k
 }
 
+/// Prints a difference (the first [`PRINTED`] of a process).
+fn print(e: &CqEntry, what: &str, theirs: &IbvWc, ours: Option<&IbvWc>) {
+    if PRINTED_SO_FAR.fetch_add(1, Ordering::Relaxed) < PRINTED {
+        eprintln!(
+            "dvcq-preload: verify: cq {}: completion differs ({what}): provider {theirs:?}, dvcq {ours:?}",
+            e.serial
+        );
+    }
+}
+
+/// Counts and prints one difference (an extended CQ's poll, compared one completion at a
+/// time).
+pub(crate) fn report(e: &CqEntry, what: &str, theirs: &IbvWc, ours: Option<&IbvWc>) {
+    e.differences.fetch_add(1, Ordering::Relaxed);
+    print(e, what, theirs, ours);
+}
+
 /// What differs between the provider's completion and dvcq's, if anything that both must
 /// set.
-fn difference(theirs: &IbvWc, ours: Option<&IbvWc>) -> Option<&'static str> {
+pub(crate) fn difference(theirs: &IbvWc, ours: Option<&IbvWc>) -> Option<&'static str> {
     let Some(ours) = ours else {
         return Some("dvcq has none");
     };

@@ -35,6 +35,16 @@ struct Program {
     /// Compare the output with its numbers masked (QPNs, PSNs, rates and times differ from
     /// run to run), as the VM's comparison does.
     masked: bool,
+    /// The least completions dvcq must have polled on extended CQs (`ibv_create_cq_ex`,
+    /// polled with `ibv_start_poll`) in `own` mode, and checked in `verify` mode.
+    min_ext_polled: u64,
+}
+
+impl Program {
+    /// The same, asking for `n` completions of extended CQs.
+    fn ext(self, n: u64) -> Program {
+        Program { min_ext_polled: n, ..self }
+    }
 }
 
 /// A two-process program over the emulator's wire: the server with `args`, 100 iterations
@@ -45,7 +55,16 @@ fn pair(program: &str, args: &[&str], min_polled: u64, finished: &'static str, v
     let client = server.iter().cloned().chain(["localhost".to_string()]).collect();
     let name =
         [program].iter().chain(args.iter().filter(|a| a.starts_with("-e"))).copied().collect::<Vec<_>>().join(" ");
-    Program { name, server: Some(server), client, min_polled, finished, verify_declined, masked: true }
+    Program {
+        name,
+        server: Some(server),
+        client,
+        min_polled,
+        finished,
+        verify_declined,
+        masked: true,
+        min_ext_polled: 0,
+    }
 }
 
 /// The list: the C program alone, then ibverbs-utils' pingpongs and perftest's pairs.
@@ -58,9 +77,15 @@ fn programs() -> Vec<Program> {
         finished: "done",
         verify_declined: false,
         masked: false,
-    }];
+        min_ext_polled: 0,
+    }
+    .ext(20)];
     list.push(pair("ibv_rc_pingpong", &["-g", "0"], 100, "iters in", false));
     list.push(pair("ibv_rc_pingpong", &["-g", "0", "-e"], 100, "iters in", false));
+    // -t: completion timestamps, an extended CQ polled with ibv_start_poll and
+    // ibv_wc_read_completion_ts (the emulated ConnectX reports a timestamp mask and stamps
+    // its CQEs).
+    list.push(pair("ibv_rc_pingpong", &["-g", "0", "-t"], 100, "iters in", false).ext(100));
     list.push(pair("ibv_srq_pingpong", &["-g", "1"], 100, "iters in", true));
     list.push(pair("ibv_ud_pingpong", &["-g", "0"], 100, "iters in", false));
     for perftest in ["ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"] {
@@ -178,6 +203,13 @@ fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
     out
 }
 
+/// The completions of extended CQs that dvcq's mlx5 backend polled (or checked) in `mode`,
+/// from the exit report's per-CQ lines (`cq N extended backend mlx5 mode M polled P ...`).
+fn ext_polled(stderr: &str, mode: &str) -> u64 {
+    let head = format!(" extended backend mlx5 mode {mode} polled ");
+    stderr.lines().filter_map(|l| l.split_once(&head)?.1.split_whitespace().next()?.parse::<u64>().ok()).sum()
+}
+
 /// The value after `key` in the exit report's total line.
 fn total(stderr: &str, key: &str) -> Option<u64> {
     let line = stderr.lines().rev().find(|l| l.starts_with("dvcq-preload: mode "))?;
@@ -248,6 +280,15 @@ fn programs_give_the_same_results_with_the_preload_as_without() {
                         .all(|l| l.ends_with("differences 0")));
                 }
             }
+            if p.min_ext_polled > 0 && mode != "off" {
+                let ext = ext_polled(&err, mode);
+                assert!(
+                    ext >= p.min_ext_polled,
+                    "{} ({mode}): dvcq polled {ext} completions of extended CQs, < {}:\n{err}",
+                    p.name,
+                    p.min_ext_polled
+                );
+            }
         }
     }
 }
@@ -298,6 +339,16 @@ fn dvcq_run_starts_a_program_with_the_preload() {
     let o = Command::new(&dvcq).args(["run", "--"]).arg(&fake).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a static binary"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn extended_cq_lines_are_summed() {
+    let err = "dvcq-preload: cq 1 backend mlx5 mode own polled 20 errors 0\n\
+               dvcq-preload: cq 2 extended backend mlx5 mode own polled 7 errors 0\n\
+               dvcq-preload: cq 3 extended backend mlx5 mode own polled 5 errors 0 dropped-cqes-of-destroyed-qps 1\n\
+               dvcq-preload: cq 4 backend provider mode own declined: an extended CQ made with X\n";
+    assert_eq!(ext_polled(err, "own"), 12);
+    assert_eq!(ext_polled(err, "verify"), 0);
 }
 
 #[test]

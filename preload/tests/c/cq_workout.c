@@ -25,6 +25,9 @@ _Static_assert(offsetof(struct verbs_context, sz) - offsetof(struct verbs_contex
 _Static_assert(offsetof(struct ibv_cq, handle) == 24 && offsetof(struct ibv_cq, cqe) == 28, "ibv_cq");
 _Static_assert(offsetof(struct ibv_qp, srq) == 40 && offsetof(struct ibv_qp, qp_num) == 52, "ibv_qp");
 _Static_assert(offsetof(struct ibv_wq, cq) == 24 && offsetof(struct ibv_wq, wq_num) == 32, "ibv_wq");
+_Static_assert(offsetof(struct ibv_cq_ex, status) == 132 && offsetof(struct ibv_cq_ex, wr_id) == 136, "ibv_cq_ex");
+_Static_assert(offsetof(struct ibv_cq_ex, start_poll) == 144 && offsetof(struct ibv_cq_ex, read_opcode) == 168, "ibv_cq_ex");
+_Static_assert(offsetof(struct ibv_cq_ex, read_completion_ts) == 248 && sizeof(struct ibv_cq_ex) == 288, "ibv_cq_ex");
 
 #define DIE(...) do { fprintf(stderr, "cq_workout: " __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
 #define BUF 65536
@@ -136,6 +139,149 @@ static int drain(const char *what, struct ibv_cq *cq, int want, int batch, struc
 	return got;
 }
 
+/* Polls the extended CQ `cq` with ibv_start_poll/ibv_next_poll/ibv_end_poll, at most `per`
+ * completions between a start and its end, until `want` came, printing each with the
+ * ibv_wc_read_* fields the CQ was made with; returns how many came. */
+static int drain_ex(const char *what, struct ibv_cq_ex *cq, int want, int per, int with_ts, struct ibv_qp **qps, int nqps)
+{
+	struct ibv_poll_cq_attr pa = { 0 };
+	int got = 0, sessions = 0;
+	for (long spins = 0; got < want && spins < 50000000; spins++) {
+		int rc = ibv_start_poll(cq, &pa);
+		if (rc == ENOENT)
+			continue;
+		if (rc)
+			DIE("%s: ibv_start_poll failed: %d", what, rc);
+		sessions++;
+		for (int in_session = 0;;) {
+			uint32_t qpn = ibv_wc_read_qp_num(cq), src = ibv_wc_read_src_qp(cq);
+			int q = -1, s = -1;
+			for (int j = 0; j < nqps; j++) {
+				if (qps[j]->qp_num == qpn)
+					q = j;
+				if (qps[j]->qp_num == src)
+					s = j;
+			}
+			int ok = cq->status == IBV_WC_SUCCESS;
+			enum ibv_wc_opcode op = ibv_wc_read_opcode(cq);
+			unsigned int flags = ibv_wc_read_wc_flags(cq);
+			printf("%s: wr_id %llu qp %d status %s opcode %d", what, (unsigned long long)cq->wr_id, q,
+			       ibv_wc_status_str(cq->status), ok ? (int)op : -1);
+			if (ok && (op & IBV_WC_RECV)) {
+				printf(" byte_len %u src_qp %d sl %u slid %u path_bits %u", ibv_wc_read_byte_len(cq), s,
+				       ibv_wc_read_sl(cq), ibv_wc_read_slid(cq), ibv_wc_read_dlid_path_bits(cq));
+				if (flags & IBV_WC_WITH_IMM)
+					printf(" imm %u", be32toh(ibv_wc_read_imm_data(cq)));
+			}
+			if (ok && op == IBV_WC_RDMA_READ)
+				printf(" byte_len %u", ibv_wc_read_byte_len(cq));
+			if (!ok)
+				printf(" vendor_err %s", ibv_wc_read_vendor_err(cq) ? "set" : "0");
+			if (ok)
+				printf(" flags %#x", flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV | IBV_WC_GRH));
+			if (with_ts && ok)
+				printf(" ts %s", ibv_wc_read_completion_ts(cq) ? "set" : "0");
+			printf("\n");
+			got++;
+			/* Stop before next_poll: it would consume a completion this session does not read. */
+			if (++in_session == per || got == want)
+				break;
+			rc = ibv_next_poll(cq);
+			if (rc == ENOENT)
+				break;
+			if (rc)
+				DIE("%s: ibv_next_poll failed: %d", what, rc);
+		}
+		ibv_end_poll(cq);
+	}
+	return got;
+}
+
+/* 6. An extended CQ made with several fields, polled with start/next/end and the readers:
+ * ENOENT when empty, sessions broken off before next_poll, arming after the polls and an
+ * event, ibv_poll_cq on it too, and a QP destroyed with its completions in it. */
+static void extended_cq(void)
+{
+	struct ibv_device_attr_ex ax;
+	int with_ts = ibv_query_device_ex(ctx, NULL, &ax) == 0 && ax.completion_timestamp_mask != 0;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 64, .channel = ch,
+		.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+			    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS |
+			    (with_ts ? IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0),
+	};
+	struct ibv_cq_ex *cqx = ch ? ibv_create_cq_ex(ctx, &ca) : NULL;
+	if (!cqx)
+		DIE("ibv_create_cq_ex: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(cqx);
+	struct ibv_poll_cq_attr pa = { 0 };
+	int rc = ibv_start_poll(cqx, &pa);
+	printf("ext: empty: %s\n", rc == ENOENT ? "ENOENT" : "NOT ENOENT");
+	if (rc == 0)
+		ibv_end_poll(cqx);
+
+	struct ibv_qp *qp[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 1) };
+	pair(qp[0], qp[1]);
+	for (int i = 0; i < 6; i++)
+		post_recv(qp[1], NULL, 1100 + i, 4096 + i * 256, 256);
+	for (int i = 0; i < 6; i++)
+		post_send(qp[0], 1000 + i, i % 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, i * 64, 30 + i, 0, 2000 + i);
+	post_send(qp[0], 1020, IBV_WR_RDMA_WRITE, 0, 256, 8192, 0);
+	post_send(qp[0], 1021, IBV_WR_RDMA_READ, 12288, 96, 0, 0);
+	printf("ext: %d completions\n", drain_ex("ext", cqx, 14, 3, with_ts, qp, 2));
+	rc = ibv_start_poll(cqx, &pa);
+	printf("ext: drained: %s\n", rc == ENOENT ? "ENOENT" : "NOT ENOENT");
+	if (rc == 0)
+		ibv_end_poll(cqx);
+
+	/* Arming after start/next/end polls: no event before a new completion, one after it. */
+	if (ibv_req_notify_cq(cq, 0))
+		DIE("arm ext");
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	printf("ext events: before a completion: %s\n", poll(&pfd, 1, 300) == 0 ? "none" : "EARLY EVENT");
+	post_recv(qp[1], NULL, 1200, 4096, 256);
+	post_send(qp[0], 1201, IBV_WR_SEND_WITH_IMM, 0, 24, 0, 77);
+	if (poll(&pfd, 1, 5000) != 1)
+		DIE("no event for the extended CQ's completion");
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) || ev_cq != cq)
+		DIE("get_cq_event ext");
+	ibv_ack_cq_events(ev_cq, 1);
+	printf("ext events: %d completions after an event\n", drain_ex("ext-event", cqx, 2, 16, with_ts, qp, 2));
+
+	/* ibv_poll_cq on the same extended CQ (perftest polls its extended CQs so). */
+	post_recv(qp[1], NULL, 1300, 4096, 256);
+	post_send(qp[0], 1301, IBV_WR_SEND, 0, 12, 0, 0);
+	printf("ext: %d completions through ibv_poll_cq\n", drain("ext-poll_cq", cq, 2, 16, qp, 2));
+
+	/* A QP destroyed with its completions in the ring; the other QP's come next. */
+	struct ibv_qp *old[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
+	pair(old[0], old[1]);
+	for (int i = 0; i < 3; i++) {
+		post_recv(old[1], NULL, 1400 + i, 4096, 256);
+		post_send(old[0], 1410 + i, IBV_WR_SEND, 0, 8, 0, 0);
+	}
+	for (volatile long spin = 0; spin < 20000000; spin++)
+		;
+	if (ibv_destroy_qp(old[0]) || ibv_destroy_qp(old[1]))
+		DIE("destroy qp on the extended CQ");
+	post_recv(qp[1], NULL, 1500, 4096, 256);
+	post_send(qp[0], 1501, IBV_WR_SEND, 0, 8, 0, 0);
+	printf("ext destroyed qps: %d completions of the live qps\n", drain_ex("ext-after-destroy", cqx, 2, 1, with_ts, qp, 2));
+	rc = ibv_start_poll(cqx, &pa);
+	printf("ext destroyed qps: %s left over\n", rc == ENOENT ? "none" : "SOME");
+	if (rc == 0)
+		ibv_end_poll(cqx);
+
+	for (int i = 0; i < 2; i++)
+		ibv_destroy_qp(qp[i]);
+	if (ibv_destroy_cq(cq))
+		DIE("destroy the extended CQ");
+	ibv_destroy_comp_channel(ch);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -242,6 +388,8 @@ int main(void)
 	post_recv(NULL, srq, 950, 16384, 128);
 	post_send(sq[0], 951, IBV_WR_SEND, 0, 20, 0, 0);
 	printf("after resize: %d completions\n", drain("resized", cq3, 2, 16, sq, 2));
+
+	extended_cq();
 
 	for (int i = 0; i < 2; i++) {
 		ibv_destroy_qp(qp[i]);
