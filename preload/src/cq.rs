@@ -120,6 +120,15 @@ pub(crate) fn unregister(cq: *mut IbvCq) -> Option<Box<CqEntry>> {
     Some(e)
 }
 
+/// Takes `cq`'s entry out when it is handed back to the provider (`mlx5dv_init_obj`), its
+/// report line saying why.
+pub(crate) fn hand_back(cq: *mut IbvCq, why: &str) -> Option<Box<CqEntry>> {
+    let e = CQS.remove(cq as usize)?;
+    DONE_COMPLETIONS.fetch_add(e.completions.load(Ordering::Relaxed), Ordering::Relaxed);
+    crate::lock(&REPORT).push(format!("{} handed back: {why}", e.report_line()));
+    Some(e)
+}
+
 /// Every live entry (the exit report).
 pub(crate) fn for_each(f: impl FnMut(&CqEntry)) {
     CQS.for_each(f)

@@ -17,10 +17,12 @@
 mod cq;
 mod ctx;
 mod dispatch;
+mod dv;
 mod ext;
 mod hooks;
 mod layout;
 mod log;
+mod reach;
 mod real;
 mod table;
 mod verify;

@@ -80,6 +80,7 @@ reals! {
     DESTROY_SRQ = c"ibv_destroy_srq" @ c"IBVERBS_1.1";
     MLX5DV_CREATE_CQ = c"mlx5dv_create_cq" @ c"MLX5_1.1";
     MLX5DV_CREATE_QP = c"mlx5dv_create_qp" @ c"MLX5_1.3";
+    MLX5DV_INIT_OBJ = c"mlx5dv_init_obj" @ c"MLX5_1.2";
 }
 
 /// Calls the real function `$real` as `$ty` with `$args`, or returns `$missing` (and says

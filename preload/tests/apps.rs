@@ -38,6 +38,9 @@ struct Program {
     /// The least completions dvcq must have polled on extended CQs (`ibv_create_cq_ex`,
     /// polled with `ibv_start_poll`) in `own` mode, and checked in `verify` mode.
     min_ext_polled: u64,
+    /// What the exit report must say in `own` and `verify` mode besides, each on a CQ's line
+    /// where dvcq polled nothing.
+    says: &'static [&'static str],
 }
 
 impl Program {
@@ -64,6 +67,7 @@ fn pair(program: &str, args: &[&str], min_polled: u64, finished: &'static str, v
         verify_declined,
         masked: true,
         min_ext_polled: 0,
+        says: &[],
     }
 }
 
@@ -78,6 +82,8 @@ fn programs() -> Vec<Program> {
         verify_declined: false,
         masked: false,
         min_ext_polled: 0,
+        // Its CQ read through mlx5dv_init_obj is the program's alone, dvcq having polled none.
+        says: &["handed back: the program asked for its ring (mlx5dv_init_obj)"],
     }
     .ext(20)];
     list.push(pair("ibv_rc_pingpong", &["-g", "0"], 100, "iters in", false));
@@ -155,19 +161,25 @@ fn preload_lib(emu_lib: &Path) -> PathBuf {
 /// The C program, compiled against the installed libibverbs; `None` (with a skip) where
 /// there is no C compiler or no verbs.h.
 fn build_c(out_dir: &Path) -> Option<PathBuf> {
-    let src = emu::workspace_root().join("preload/tests/c/cq_workout.c");
-    let exe = out_dir.join("cq_workout");
+    build_c_program(out_dir, "cq_workout")
+}
+
+/// `preload/tests/c/<name>.c`, compiled against the installed libibverbs, as
+/// [`build_c`].
+fn build_c_program(out_dir: &Path, name: &str) -> Option<PathBuf> {
+    let src = emu::workspace_root().join(format!("preload/tests/c/{name}.c"));
+    let exe = out_dir.join(name);
     std::fs::create_dir_all(out_dir).unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     match Command::new(&cc).args(["-O1", "-Wall", "-Werror", "-o"]).arg(&exe).arg(&src).arg("-libverbs").output() {
         Ok(o) if o.status.success() => Some(exe),
         Ok(o) => {
             let why = String::from_utf8_lossy(&o.stderr);
-            if why.contains("infiniband/verbs.h") || why.contains("-libverbs") {
-                skip::skip_check(&format!("building cq_workout.c needs libibverbs-dev: {why}"));
+            if why.contains("infiniband/") || why.contains("-libverbs") {
+                skip::skip_check(&format!("building {name}.c needs libibverbs-dev (verbs.h, mlx5dv.h): {why}"));
                 return None;
             }
-            panic!("cq_workout.c does not build:\n{why}");
+            panic!("{name}.c does not build:\n{why}");
         }
         Err(e) => {
             skip::skip_check(&format!("no C compiler ({cc}: {e})"));
@@ -274,11 +286,20 @@ fn programs_give_the_same_results_with_the_preload_as_without() {
                 _ => {
                     assert!(polled > 0, "{}: verify checked nothing:\n{err}", p.name);
                     assert!(!err.contains("completion differs"), "{}: verify found differences:\n{err}", p.name);
-                    assert!(err
-                        .lines()
-                        .filter(|l| l.contains("mode verify polled"))
-                        .all(|l| l.ends_with("differences 0")));
+                    assert!(err.lines().filter(|l| l.contains("mode verify polled")).all(|l| l
+                        .split_whitespace()
+                        .skip_while(|w| *w != "differences")
+                        .nth(1)
+                        == Some("0")));
                 }
+            }
+            for said in p.says.iter().filter(|_| mode != "off") {
+                // On a CQ line with nothing polled by dvcq.
+                assert!(
+                    err.lines().any(|l| l.contains(said) && l.contains(" polled 0 errors 0")),
+                    "{} ({mode}): the report does not say {said:?}:\n{err}",
+                    p.name
+                );
             }
             if p.min_ext_polled > 0 && mode != "off" {
                 let ext = ext_polled(&err, mode);
@@ -339,6 +360,34 @@ fn dvcq_run_starts_a_program_with_the_preload() {
     let o = Command::new(&dvcq).args(["run", "--"]).arg(&fake).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a static binary"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A program that loads libibverbs itself and calls it through its own handle (NCCL's
+/// way), with and without `RTLD_DEEPBIND`: it runs as without the preload, which sees none
+/// of its CQs and says why, once.
+#[test]
+fn programs_the_preload_cannot_reach_are_told() {
+    let emu_lib = emu::preload();
+    let lib = preload_lib(&emu_lib);
+    let Some(exe) = build_c_program(&emu_lib.parent().unwrap().join("preload-tests-reach"), "dlopen_verbs") else {
+        return;
+    };
+    let both = format!("{} {}", emu_lib.display(), lib.display());
+    for (arg, line) in [
+        ("handle", "dvcq-preload: the program loads libibverbs.so.1 itself (dlopen): functions it looks up on that handle (dlsym) are libibverbs' own, which dvcq cannot see"),
+        ("deepbind", "dvcq-preload: libibverbs.so.1 is opened with RTLD_DEEPBIND: its calls into libibverbs (if it makes any) bind to libibverbs' own functions first, which dvcq cannot see"),
+    ] {
+        let base = emu::emulated(&exe, &emu_lib).arg(arg).output().unwrap();
+        let o = emu::emulated(&exe, Path::new(&both)).arg(arg).env("DVCQ_STATS", "1").env("DVCQ_PRELOAD_MODE", "own").output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), base.status.code(), "{arg}: the exit status changed:\n{err}");
+        assert_eq!(o.stdout, base.stdout, "{arg}: the output changed:\n{err}");
+        assert_eq!(err.matches(line).count(), 1, "{arg}: not told once:\n{err}");
+        assert_eq!(total(&err, "cqs"), Some(0), "{arg}: the preload saw a CQ:\n{err}");
+    }
+    // The emulated device answers the program that goes through its own handle.
+    let o = emu::emulated(&exe, &emu_lib).arg("handle").output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).ends_with("done\n"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]

@@ -4,7 +4,10 @@
  * SRQ, and prints what it got, one line per completion, in a form that does not depend on
  * the run (no QP numbers, no addresses). Run with and without the preload, the output must
  * be the same. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <stddef.h>
@@ -282,6 +285,53 @@ static void extended_cq(void)
 	ibv_destroy_comp_channel(ch);
 }
 
+/* 7. A program that reads a CQ's ring itself, as UCX's rc_mlx5 does: mlx5dv_init_obj right
+ * after creating the CQ, then its own poll of the CQEs (owner bit against its own consumer
+ * index, the doorbell record's consumer index, its word 0, written back). */
+static void raw_ring(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct mlx5dv_cq dv;
+	struct mlx5dv_obj o = { .cq = { .in = cq, .out = &dv } };
+	/* The global scope first, where a program that links libmlx5 finds the function (and
+	 * where the preload's is); otherwise libmlx5's copy that libibverbs loaded. (This program
+	 * does not link libmlx5: the emulated device then shows another GID table.) */
+	int (*init_obj)(struct mlx5dv_obj *, uint64_t) = (int (*)(struct mlx5dv_obj *, uint64_t))dlsym(RTLD_DEFAULT, "mlx5dv_init_obj");
+	void *mlx5 = init_obj ? NULL : dlopen("libmlx5.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (mlx5)
+		init_obj = (int (*)(struct mlx5dv_obj *, uint64_t))dlvsym(mlx5, "mlx5dv_init_obj", "MLX5_1.2");
+	if (!cq || !init_obj || init_obj(&o, MLX5DV_OBJ_CQ))
+		DIE("mlx5dv_init_obj: not an mlx5 CQ");
+	struct ibv_qp *qp[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
+	pair(qp[0], qp[1]);
+	for (int i = 0; i < 3; i++) {
+		post_recv(qp[1], NULL, 1600 + i, 4096 + i * 256, 256);
+		post_send(qp[0], 1700 + i, IBV_WR_SEND, 0, 20 + i, 0, 0);
+	}
+	uint32_t ci = 0;
+	int got = 0;
+	for (long spins = 0; got < 6 && spins < 50000000; spins++) {
+		struct mlx5_cqe64 *c = (struct mlx5_cqe64 *)((char *)dv.buf + (ci & (dv.cqe_cnt - 1)) * dv.cqe_size +
+							     (dv.cqe_size == 128 ? 64 : 0));
+		uint8_t op = mlx5dv_get_cqe_opcode(c);
+		if (op == MLX5_CQE_INVALID || mlx5dv_get_cqe_owner(c) != !!(ci & dv.cqe_cnt))
+			continue;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		uint32_t qpn = be32toh(c->sop_drop_qpn) & 0xffffff;
+		printf("raw: cqe opcode %u qp %d byte_cnt %u\n", op, qpn == qp[0]->qp_num ? 0 : qpn == qp[1]->qp_num ? 1 : -1,
+		       op == MLX5_CQE_RESP_SEND ? be32toh(c->byte_cnt) : 0);
+		ci++;
+		got++;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		dv.dbrec[0] = htobe32(ci & 0xffffff);
+	}
+	printf("raw: %d cqes read from the ring\n", got);
+	for (int i = 0; i < 2; i++)
+		ibv_destroy_qp(qp[i]);
+	if (ibv_destroy_cq(cq))
+		DIE("destroy the raw CQ");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -390,6 +440,7 @@ int main(void)
 	printf("after resize: %d completions\n", drain("resized", cq3, 2, 16, sq, 2));
 
 	extended_cq();
+	raw_ring();
 
 	for (int i = 0; i < 2; i++) {
 		ibv_destroy_qp(qp[i]);
