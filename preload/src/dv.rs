@@ -38,6 +38,7 @@ fn hand_back(raw: *mut IbvCq, why: &str) {
     let Some(e) = cq::hand_back(raw, why) else { return };
     let _in = Inside::enter();
     let mut p = lock(&e.polled);
+    crate::ext::forget(raw);
     if let Some(s) = e.ext {
         // SAFETY: the application's live extended CQ these pointers were read from; it asks for the ring outside any poll of it (a poll holds the lock taken above).
         unsafe { crate::ext::restore(raw, &s) };

@@ -129,11 +129,16 @@ struct Cur {
 }
 
 /// A poll in progress on this thread: from a `start_poll` that found a completion to its
-/// `end_poll`.
+/// `end_poll`; in own mode kept after `end_poll` (without the lock) for readers called
+/// after it, which the provider answers with the last completion (pyverbs' tests read the
+/// opcode so) until the next `start_poll` or the CQ's destroy.
 struct Held {
     cq: usize,
     entry: &'static CqEntry,
-    guard: MutexGuard<'static, Polled>,
+    /// The CQ's lock; `None` once the poll ended.
+    guard: Option<MutexGuard<'static, Polled>>,
+    /// The provider's pointers (a copy: an ended poll outlives nothing it points to).
+    saved: Saved,
     /// Own mode: the current completion; `None` where the provider polls (verify mode, or a
     /// CQ dvcq let go of), whose readers then answer.
     cur: Option<Cur>,
@@ -148,7 +153,19 @@ thread_local! {
 
 /// Runs `f` on the poll of `cq` this thread holds, if it holds one.
 fn with_held<R>(cq: *mut IbvCqEx, f: impl FnOnce(&mut Held) -> R) -> Option<R> {
-    HELD.with(|h| h.borrow_mut().iter_mut().find(|x| x.cq == cq as usize).map(f))
+    HELD.with(|h| h.borrow_mut().iter_mut().find(|x| x.cq == cq as usize && x.guard.is_some()).map(f))
+}
+
+/// The current completion of `cq` on this thread (of its poll in progress, or of its last
+/// one), and the provider's pointers.
+fn current(cq: *mut IbvCqEx) -> Option<(Option<Cur>, Saved, bool)> {
+    HELD.with(|h| h.borrow().iter().find(|x| x.cq == cq as usize).map(|x| (x.cur, x.saved, x.guard.is_some())))
+}
+
+/// Forgets this thread's ended poll of `cq` (its destroy, or a new poll).
+pub(crate) fn forget(cq: *mut IbvCq) {
+    // A thread-local list: nothing to forget while the thread exits.
+    let _ = HELD.try_with(|h| h.borrow_mut().retain(|x| x.cq != cq as usize || x.guard.is_some()));
 }
 
 /// Runs `f` on `e`'s poll state: through this thread's held poll of it (a QP destroyed
@@ -158,8 +175,8 @@ pub(crate) fn with_polled<R>(e: &'static CqEntry, f: impl FnOnce(&mut Polled) ->
     let held = HELD
         .try_with(|h| {
             let mut h = h.borrow_mut();
-            let x = h.iter_mut().find(|x| core::ptr::eq(x.entry, e))?;
-            f.take().map(|f| f(&mut x.guard))
+            let g = h.iter_mut().find(|x| core::ptr::eq(x.entry, e))?.guard.as_mut()?;
+            f.take().map(|f| f(g))
         })
         .ok()
         .flatten();
@@ -170,15 +187,16 @@ pub(crate) fn with_polled<R>(e: &'static CqEntry, f: impl FnOnce(&mut Polled) ->
     }
 }
 
-/// The entry of an extended CQ the preload installed its functions in.
-fn entry(cq: *mut IbvCqEx) -> Option<&'static CqEntry> {
-    cq::get(cq.cast())
+/// The entry of an extended CQ the preload installed its functions in, and the
+/// provider's pointers.
+fn entry(cq: *mut IbvCqEx) -> Option<(&'static CqEntry, Saved)> {
+    cq::get(cq.cast()).and_then(|e| Some((e, e.ext?)))
 }
 
 /// Refuses a second `start_poll` without `end_poll` (the provider's lock would deadlock;
 /// dvcq's too).
 fn busy(cq: *mut IbvCqEx) -> bool {
-    let held = HELD.with(|h| h.borrow().iter().any(|x| x.cq == cq as usize));
+    let held = HELD.with(|h| h.borrow().iter().any(|x| x.cq == cq as usize && x.guard.is_some()));
     if held {
         crate::log::once("ibv_start_poll on a CQ whose last poll was not ended (ibv_end_poll): EBUSY".into());
     }
@@ -202,13 +220,13 @@ type StartPoll = unsafe extern "C" fn(*mut IbvCqEx, *mut c_void) -> c_int;
 type NextPoll = unsafe extern "C" fn(*mut IbvCqEx) -> c_int;
 type EndPoll = unsafe extern "C" fn(*mut IbvCqEx);
 
-/// The provider's function at `slot` of `e`, as `F`.
+/// The provider's function at `slot` of `s`, as `F`.
 ///
 /// # Safety
 ///
 /// `F` is the C signature of `ibv_cq_ex`'s pointer at `slot`, and the slot is not NULL.
-unsafe fn provider_fn<F: Copy>(e: &CqEntry, slot: usize) -> F {
-    let a = e.ext.map_or(0, |s| s.0[slot]);
+unsafe fn provider_fn<F: Copy>(s: &Saved, slot: usize) -> F {
+    let a = s.0[slot];
     debug_assert!(a != 0 && core::mem::size_of::<F>() == core::mem::size_of::<usize>());
     // SAFETY: the caller's promise: the provider's non-NULL pointer of this signature.
     unsafe { core::mem::transmute_copy::<usize, F>(&a) }
@@ -264,15 +282,16 @@ fn as_read(mut wc: IbvWc, backend: BackendKind) -> IbvWc {
 
 /// `start_poll` of a CQ dvcq polls.
 unsafe extern "C" fn own_start(cq: *mut IbvCqEx, attr: *mut c_void) -> c_int {
-    let Some(e) = entry(cq) else { return libc::EINVAL };
+    let Some((e, saved)) = entry(cq) else { return libc::EINVAL };
     if busy(cq) {
         return libc::EBUSY;
     }
+    forget(cq.cast());
     let mut guard = lock(&e.polled);
     let cur = if guard.cq.is_none() {
         // dvcq let go of it (an attach that failed after a resize): the provider polls.
         // SAFETY: the provider's start_poll, with the caller's arguments.
-        let rc = unsafe { provider_fn::<StartPoll>(e, ex::START_POLL)(cq, attr) };
+        let rc = unsafe { provider_fn::<StartPoll>(&saved, ex::START_POLL)(cq, attr) };
         if rc != 0 {
             return rc;
         }
@@ -288,7 +307,8 @@ unsafe extern "C" fn own_start(cq: *mut IbvCqEx, attr: *mut c_void) -> c_int {
             Err(rc) => return rc,
         }
     };
-    HELD.with(|h| h.borrow_mut().push(Held { cq: cq as usize, entry: e, guard, cur, resync: false }));
+    let guard = Some(guard);
+    HELD.with(|h| h.borrow_mut().push(Held { cq: cq as usize, entry: e, guard, saved, cur, resync: false }));
     0
 }
 
@@ -297,9 +317,10 @@ unsafe extern "C" fn own_next(cq: *mut IbvCqEx) -> c_int {
     with_held(cq, |h| {
         if h.cur.is_none() {
             // SAFETY: the provider's next_poll of the poll it started.
-            return unsafe { provider_fn::<NextPoll>(h.entry, ex::NEXT_POLL)(cq) };
+            return unsafe { provider_fn::<NextPoll>(&h.saved, ex::NEXT_POLL)(cq) };
         }
-        match own_take(h.entry, &mut h.guard) {
+        let Some(g) = h.guard.as_mut() else { return libc::EINVAL };
+        match own_take(h.entry, g) {
             Ok(Some(c)) => {
                 // SAFETY: the caller's live CQ.
                 unsafe { set_current(cq, &c.wc) };
@@ -313,23 +334,26 @@ unsafe extern "C" fn own_next(cq: *mut IbvCqEx) -> c_int {
     .unwrap_or(libc::EINVAL)
 }
 
-/// Takes this thread's poll of `cq` out of the list.
+/// Takes this thread's poll of `cq` in progress out of the list.
 fn release(cq: *mut IbvCqEx) -> Option<Held> {
     HELD.with(|h| {
         let mut h = h.borrow_mut();
-        let i = h.iter().position(|x| x.cq == cq as usize)?;
+        let i = h.iter().position(|x| x.cq == cq as usize && x.guard.is_some())?;
         Some(h.swap_remove(i))
     })
 }
 
 /// `end_poll` of a CQ dvcq polls: the consumer index is published by dvcq's poll already.
+/// The lock goes; the completion stays for readers called after it.
 unsafe extern "C" fn own_end(cq: *mut IbvCqEx) {
-    if let Some(h) = release(cq) {
-        if h.cur.is_none() {
-            // SAFETY: the provider's end_poll of the poll it started.
-            unsafe { provider_fn::<EndPoll>(h.entry, ex::END_POLL)(cq) };
-        }
+    let Some(mut h) = release(cq) else { return };
+    if h.cur.is_none() {
+        // SAFETY: the provider's end_poll of the poll it started.
+        unsafe { provider_fn::<EndPoll>(&h.saved, ex::END_POLL)(cq) };
+        return;
     }
+    h.guard = None;
+    HELD.with(|l| l.borrow_mut().push(h));
 }
 
 /// Defines a reader of the current completion: dvcq's (own mode), or the provider's
@@ -337,11 +361,13 @@ unsafe extern "C" fn own_end(cq: *mut IbvCqEx) {
 macro_rules! reader {
     ($name:ident, $slot:expr, $ty:ty, |$c:ident| $val:expr) => {
         unsafe extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
-            match with_held(cq, |h| (h.cur, h.entry)) {
-                Some((Some($c), _)) => $val,
-                // SAFETY: the provider's reader, set since the preload replaces only those it set.
-                Some((None, e)) => unsafe { provider_fn::<unsafe extern "C" fn(*mut IbvCqEx) -> $ty>(e, $slot)(cq) },
-                None => Default::default(),
+            match current(cq) {
+                Some((Some($c), _, _)) => $val,
+                // SAFETY: the provider's reader, set since the preload replaces only those it set, during the provider's poll.
+                Some((None, s, true)) => unsafe {
+                    provider_fn::<unsafe extern "C" fn(*mut IbvCqEx) -> $ty>(&s, $slot)(cq)
+                },
+                _ => Default::default(),
             }
         }
     };
@@ -427,8 +453,7 @@ fn masked(w: IbvWc, s: &Saved) -> IbvWc {
 ///
 /// As [`provider_current`], `h` being this thread's poll of `cq`.
 unsafe fn check(h: &mut Held, cq: *mut IbvCqEx) {
-    let e = h.entry;
-    let Some(s) = e.ext else { return };
+    let (e, s) = (h.entry, h.saved);
     // SAFETY: the caller's promise.
     let (theirs, their_ts) = unsafe { provider_current(cq, &s) };
     e.completions.fetch_add(1, Ordering::Relaxed);
@@ -438,7 +463,7 @@ unsafe fn check(h: &mut Held, cq: *mut IbvCqEx) {
     if h.resync {
         return;
     }
-    let p = &mut *h.guard;
+    let Some(p) = h.guard.as_deref_mut() else { return };
     let Some(dcq) = p.cq.as_mut() else { return };
     let k = {
         let _in = Inside::enter();
@@ -461,17 +486,17 @@ unsafe fn check(h: &mut Held, cq: *mut IbvCqEx) {
 
 /// `start_poll` of a CQ in verify mode.
 unsafe extern "C" fn verify_start(cq: *mut IbvCqEx, attr: *mut c_void) -> c_int {
-    let Some(e) = entry(cq) else { return libc::EINVAL };
+    let Some((e, saved)) = entry(cq) else { return libc::EINVAL };
     if busy(cq) {
         return libc::EBUSY;
     }
-    let guard = lock(&e.polled);
+    let guard = Some(lock(&e.polled));
     // SAFETY: the provider's start_poll, with the caller's arguments.
-    let rc = unsafe { provider_fn::<StartPoll>(e, ex::START_POLL)(cq, attr) };
+    let rc = unsafe { provider_fn::<StartPoll>(&saved, ex::START_POLL)(cq, attr) };
     if rc != 0 {
         return rc;
     }
-    let mut h = Held { cq: cq as usize, entry: e, guard, cur: None, resync: false };
+    let mut h = Held { cq: cq as usize, entry: e, guard, saved, cur: None, resync: false };
     // SAFETY: the provider's poll found a completion.
     unsafe { check(&mut h, cq) };
     HELD.with(|l| l.borrow_mut().push(h));
@@ -482,7 +507,7 @@ unsafe extern "C" fn verify_start(cq: *mut IbvCqEx, attr: *mut c_void) -> c_int 
 unsafe extern "C" fn verify_next(cq: *mut IbvCqEx) -> c_int {
     with_held(cq, |h| {
         // SAFETY: the provider's next_poll of the poll it started.
-        let rc = unsafe { provider_fn::<NextPoll>(h.entry, ex::NEXT_POLL)(cq) };
+        let rc = unsafe { provider_fn::<NextPoll>(&h.saved, ex::NEXT_POLL)(cq) };
         if rc == 0 {
             // SAFETY: the provider's poll found a completion.
             unsafe { check(h, cq) };
@@ -497,8 +522,8 @@ unsafe extern "C" fn verify_next(cq: *mut IbvCqEx) -> c_int {
 unsafe extern "C" fn verify_end(cq: *mut IbvCqEx) {
     let Some(mut h) = release(cq) else { return };
     // SAFETY: the provider's end_poll of the poll it started.
-    unsafe { provider_fn::<EndPoll>(h.entry, ex::END_POLL)(cq) };
-    if h.resync {
-        crate::hooks::reattach(h.entry, cq.cast(), &mut h.guard, "dvcq read fewer completions than the provider");
+    unsafe { provider_fn::<EndPoll>(&h.saved, ex::END_POLL)(cq) };
+    if let (true, Some(g)) = (h.resync, h.guard.as_mut()) {
+        crate::hooks::reattach(h.entry, cq.cast(), g, "dvcq read fewer completions than the provider");
     }
 }

@@ -345,10 +345,6 @@ pub unsafe extern "C" fn mlx5dv_create_cq(ctx: *mut IbvContext, attr: *mut c_voi
     type F = unsafe extern "C" fn(*mut IbvContext, *mut c_void, *mut c_void) -> *mut IbvCq;
     let cq = call_real!(real::MLX5DV_CREATE_CQ, F, core::ptr::null_mut(), (ctx, attr, dv_attr));
     if !cq.is_null() {
-        if !ctx.is_null() && mode() != Mode::Off {
-            // SAFETY: the caller's live context (known before the CQ is adopted).
-            unsafe { ctx::state(ctx) };
-        }
         // SAFETY: an extended CQ libmlx5 just created.
         unsafe { adopt_cq(cq, "mlx5dv_create_cq", true) };
     }
@@ -368,6 +364,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(raw: *mut IbvCq) -> c_int {
         let _in = Inside::enter();
         drop(e);
     }
+    crate::ext::forget(raw);
     call_real!(real::DESTROY_CQ, F, libc::EINVAL, (raw))
 }
 
