@@ -288,6 +288,42 @@ static void extended_cq(void)
 	ibv_destroy_comp_channel(ch);
 }
 
+/* libmlx5's function `name`: from the global scope first, where a program that links
+ * libmlx5 finds it (and where the preload's is), otherwise from libmlx5's copy that
+ * libibverbs loaded. (This program does not link libmlx5: the emulated device then shows
+ * another GID table.) */
+static void *mlx5_fn(const char *name)
+{
+	void *f = dlsym(RTLD_DEFAULT, name);
+	void *mlx5 = f ? NULL : dlopen("libmlx5.so.1", RTLD_NOW | RTLD_NOLOAD);
+	return mlx5 ? dlsym(mlx5, name) : f;
+}
+
+/* 6b. An extended CQ made by mlx5dv_create_cq, polled with start/next/end. */
+static void mlx5dv_cq(void)
+{
+	struct ibv_cq_ex *(*create)(struct ibv_context *, struct ibv_cq_init_attr_ex *, struct mlx5dv_cq_init_attr *) =
+		(struct ibv_cq_ex * (*)(struct ibv_context *, struct ibv_cq_init_attr_ex *, struct mlx5dv_cq_init_attr *))
+			mlx5_fn("mlx5dv_create_cq");
+	struct ibv_cq_init_attr_ex ca = { .cqe = 32, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct mlx5dv_cq_init_attr da = { 0 };
+	struct ibv_cq_ex *cqx = create ? create(ctx, &ca, &da) : NULL;
+	if (!cqx)
+		DIE("mlx5dv_create_cq: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(cqx);
+	struct ibv_qp *qp[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
+	pair(qp[0], qp[1]);
+	for (int i = 0; i < 2; i++) {
+		post_recv(qp[1], NULL, 1800 + i, 4096 + i * 256, 256);
+		post_send(qp[0], 1810 + i, IBV_WR_SEND_WITH_IMM, 0, 16 + i, 0, 3000 + i);
+	}
+	printf("mlx5dv cq: %d completions\n", drain_ex("mlx5dv-cq", cqx, 4, 2, 0, qp, 2));
+	for (int i = 0; i < 2; i++)
+		ibv_destroy_qp(qp[i]);
+	if (ibv_destroy_cq(cq))
+		DIE("destroy the mlx5dv CQ");
+}
+
 /* 7. A program that reads a CQ's ring itself, as UCX's rc_mlx5 does: mlx5dv_init_obj right
  * after creating the CQ, then its own poll of the CQEs (owner bit against its own consumer
  * index, the doorbell record's consumer index, its word 0, written back). */
@@ -296,13 +332,7 @@ static void raw_ring(void)
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	struct mlx5dv_cq dv;
 	struct mlx5dv_obj o = { .cq = { .in = cq, .out = &dv } };
-	/* The global scope first, where a program that links libmlx5 finds the function (and
-	 * where the preload's is); otherwise libmlx5's copy that libibverbs loaded. (This program
-	 * does not link libmlx5: the emulated device then shows another GID table.) */
-	int (*init_obj)(struct mlx5dv_obj *, uint64_t) = (int (*)(struct mlx5dv_obj *, uint64_t))dlsym(RTLD_DEFAULT, "mlx5dv_init_obj");
-	void *mlx5 = init_obj ? NULL : dlopen("libmlx5.so.1", RTLD_NOW | RTLD_NOLOAD);
-	if (mlx5)
-		init_obj = (int (*)(struct mlx5dv_obj *, uint64_t))dlvsym(mlx5, "mlx5dv_init_obj", "MLX5_1.2");
+	int (*init_obj)(struct mlx5dv_obj *, uint64_t) = (int (*)(struct mlx5dv_obj *, uint64_t))mlx5_fn("mlx5dv_init_obj");
 	if (!cq || !init_obj || init_obj(&o, MLX5DV_OBJ_CQ))
 		DIE("mlx5dv_init_obj: not an mlx5 CQ");
 	struct ibv_qp *qp[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
@@ -443,6 +473,7 @@ int main(void)
 	printf("after resize: %d completions\n", drain("resized", cq3, 2, 16, sq, 2));
 
 	extended_cq();
+	mlx5dv_cq();
 	raw_ring();
 
 	for (int i = 0; i < 2; i++) {
