@@ -527,3 +527,68 @@ unsafe extern "C" fn verify_end(cq: *mut IbvCqEx) {
         crate::hooks::reattach(h.entry, cq.cast(), g, "dvcq read fewer completions than the provider");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pointers as a provider sets them for a CQ made with the fields in `slots`.
+    fn made_with(slots: &[usize]) -> Saved {
+        let mut s = [0usize; ex::COUNT];
+        for slot in
+            [ex::START_POLL, ex::NEXT_POLL, ex::END_POLL, ex::READ_OPCODE, ex::READ_WC_FLAGS].iter().chain(slots)
+        {
+            s[*slot] = 0x1000 + slot;
+        }
+        Saved(s)
+    }
+
+    #[test]
+    fn fields_dvcq_returns_are_taken_and_others_declined() {
+        let std = [ex::READ_BYTE_LEN, ex::READ_IMM_DATA, ex::READ_QP_NUM, ex::READ_SRC_QP, ex::READ_SLID];
+        assert_eq!(unsupported(&made_with(&std), BackendKind::Mlx5, Mode::Own), None);
+        assert_eq!(unsupported(&made_with(&[ex::READ_COMPLETION_TS]), BackendKind::Mlx5, Mode::Own), None);
+        let ts_rxe = unsupported(&made_with(&[ex::READ_COMPLETION_TS]), BackendKind::Rxe, Mode::Own).unwrap();
+        assert!(ts_rxe.contains("IBV_WC_EX_WITH_COMPLETION_TIMESTAMP"), "{ts_rxe}");
+        // verify mode reads the provider's timestamp, whatever the backend.
+        assert_eq!(unsupported(&made_with(&[ex::READ_COMPLETION_TS]), BackendKind::Rxe, Mode::Verify), None);
+        for (slot, flag) in [
+            (ex::READ_CVLAN, "CVLAN"),
+            (ex::READ_FLOW_TAG, "FLOW_TAG"),
+            (ex::READ_TM_INFO, "TM_INFO"),
+            (ex::READ_COMPLETION_WALLCLOCK_NS, "WALLCLOCK"),
+        ] {
+            let why = unsupported(&made_with(&[slot]), BackendKind::Mlx5, Mode::Own).unwrap();
+            assert!(why.contains(flag), "{why}");
+        }
+        let mut no_poll = made_with(&[]);
+        no_poll.0[ex::NEXT_POLL] = 0;
+        assert!(unsupported(&no_poll, BackendKind::Mlx5, Mode::Own).unwrap().contains("without start_poll"));
+    }
+
+    #[test]
+    fn verify_compares_only_the_fields_the_cq_was_made_with() {
+        let w = IbvWc {
+            wr_id: 1,
+            opcode: 128,
+            byte_len: 9,
+            qp_num: 5,
+            src_qp: 6,
+            sl: 2,
+            pkey_index: 3,
+            ..IbvWc::default()
+        };
+        let m = masked(w, &made_with(&[ex::READ_BYTE_LEN]));
+        assert_eq!((m.wr_id, m.opcode, m.byte_len), (1, 128, 9));
+        assert_eq!((m.qp_num, m.src_qp, m.sl, m.pkey_index), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn mlx5_reports_immediate_flags_on_responder_completions_only() {
+        let send_imm = IbvWc { opcode: 0, wc_flags: 2, ..IbvWc::default() };
+        assert_eq!(as_read(send_imm, BackendKind::Mlx5).wc_flags, 0);
+        assert_eq!(as_read(send_imm, BackendKind::Rxe).wc_flags, 2);
+        let recv_imm = IbvWc { opcode: WC_RECV, wc_flags: 2 | 1, ..IbvWc::default() };
+        assert_eq!(as_read(recv_imm, BackendKind::Mlx5).wc_flags, 3);
+    }
+}
