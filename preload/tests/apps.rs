@@ -85,8 +85,8 @@ fn programs() -> Vec<Program> {
         // Its CQ read through mlx5dv_init_obj is the program's alone, dvcq having polled none.
         says: &["handed back: the program asked for its ring (mlx5dv_init_obj)"],
     }
-    // ibv_create_cq_ex's CQ (20) and mlx5dv_create_cq's (4).
-    .ext(24)];
+    // ibv_create_cq_ex's CQ (116) and mlx5dv_create_cq's (4).
+    .ext(120)];
     list.push(pair("ibv_rc_pingpong", &["-g", "0"], 100, "iters in", false));
     list.push(pair("ibv_rc_pingpong", &["-g", "0", "-e"], 100, "iters in", false));
     // -t: completion timestamps, an extended CQ polled with ibv_start_poll and
