@@ -171,20 +171,18 @@ pub(crate) fn forget(cq: *mut IbvCq) {
 /// Runs `f` on `e`'s poll state: through this thread's held poll of it (a QP destroyed
 /// between `start_poll` and `end_poll`), or under its lock.
 pub(crate) fn with_polled<R>(e: &'static CqEntry, f: impl FnOnce(&mut Polled) -> R) -> R {
-    let mut f = Some(f);
-    let held = HELD
-        .try_with(|h| {
-            let mut h = h.borrow_mut();
-            let g = h.iter_mut().find(|x| core::ptr::eq(x.entry, e))?.guard.as_mut()?;
-            f.take().map(|f| f(g))
-        })
-        .ok()
-        .flatten();
-    match (held, f) {
-        (Some(r), _) => r,
-        (None, Some(f)) => f(&mut lock(&e.polled)),
-        (None, None) => unreachable!("f ran only if the held poll answered"),
+    let mine = |x: &Held| core::ptr::eq(x.entry, e) && x.guard.is_some();
+    let held = HELD.try_with(|h| h.borrow().iter().any(mine)).unwrap_or(false);
+    if !held {
+        return f(&mut lock(&e.polled));
     }
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        match h.iter_mut().find(|x| mine(x)).and_then(|x| x.guard.as_deref_mut()) {
+            Some(p) => f(p),
+            None => f(&mut lock(&e.polled)),
+        }
+    })
 }
 
 /// The entry of an extended CQ the preload installed its functions in, and the
