@@ -14,7 +14,7 @@ mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One program to compare: `client` runs alone, or after `server` started.
 struct Program {
@@ -204,8 +204,21 @@ fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
         c
     };
     let server = p.server.as_deref().map(|s| {
-        let child = cmd(&argv(s)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the server starts");
-        std::thread::sleep(Duration::from_millis(500));
+        let mut child = cmd(&argv(s)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the server starts");
+        // The client starts once the server listens (a fixed pause cost 16 s a run).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !emu::listening(port.parse().expect("a port number")) {
+            if let Some(status) = child.try_wait().expect("the server's status") {
+                let o = child.wait_with_output().expect("the server's output");
+                panic!(
+                    "{}: the server exited ({status}) before it listened:\n{}",
+                    p.name,
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+            assert!(Instant::now() < deadline, "{}: the server never listened on {port}", p.name);
+            std::thread::sleep(Duration::from_millis(10));
+        }
         child
     });
     let out = cmd(&argv(&p.client)).output().expect("the program runs");

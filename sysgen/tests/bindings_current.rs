@@ -33,7 +33,7 @@ fn kept_bindings_match_the_installed_headers() {
             },
         );
         panic!(
-            "{} is not what bindgen makes of the installed headers ({line}); run `cargo run -p dvcq-sysgen` and commit the result",
+            "{} is not what bindgen makes of the installed headers ({line}); run `cargo run --manifest-path sysgen/Cargo.toml` and commit the result",
             dvcq_sysgen::BINDINGS
         );
     }

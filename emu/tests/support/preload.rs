@@ -77,3 +77,15 @@ pub fn emulated(program: impl AsRef<std::ffi::OsStr>, lib: &Path) -> Command {
 pub fn field<'a>(report: &'a str, key: &str) -> Option<&'a str> {
     report.lines().find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':').map(str::trim))
 }
+
+/// Whether some socket listens on TCP `port`, read from /proc so that no connection is taken
+/// from a server that accepts exactly one (the pingpongs, perftest).
+pub fn listening(port: u16) -> bool {
+    let needle = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).unwrap_or_default().lines().any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3 && cols[1].ends_with(&needle) && cols[3] == "0A"
+        })
+    })
+}
