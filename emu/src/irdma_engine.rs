@@ -1,10 +1,12 @@
 //! The E810's device side, run by the device thread beside the ConnectX's: it scans each
 //! irdma QP's SQ in libirdma's own buffer for WQEs whose valid bit is the pass's polarity
 //! (the SQ has no producer counter in memory and the doorbell page only names a QP, so the
-//! ring itself is what tells), executes them between RC QPs of this process (SEND, SEND
-//! with immediate, with invalidate and solicited, RDMA WRITE and WRITE with immediate,
-//! RDMA READ, after lkey and rkey checks, scatter/gather or inline), takes receives from the
-//! peer's RQ the same way (it has no doorbell at all), and writes CQEs, built with the E810
+//! ring itself is what tells), executes them (SEND, SEND with immediate, with invalidate and
+//! solicited, RDMA WRITE and WRITE with immediate, RDMA READ, after lkey and rkey checks,
+//! scatter/gather or inline; UD SENDs through address handles) as the wire's requests, to a
+//! peer QP in this process or another (`wire`: the responder and the RNR retries are the
+//! ConnectX's), takes receives from the peer's RQ the same way as the SQ (it has no doorbell
+//! at all), and writes CQEs, built with the E810
 //! model's CQE builders (`dvcq-e810-dv`), into libirdma's CQ ring: the extension slot of an
 //! immediate first, then the body, then qword 3 with the valid bit of its slot's pass.
 //!
