@@ -298,18 +298,18 @@ fn dvcq_validate_on_irdma0_passes_every_workload_the_emulator_executes() {
         "ud_send",
         "ud_send_imm",
         "ud_events",
+        "rnr_retry_exceeded",
     ];
     for name in must_pass {
         assert_eq!(rows.get(name), Some(&"pass"), "{name}:\n{text}");
     }
-    // What fails, and why: RNR retries that run out are not emulated (a SEND waits for its
-    // receive); and rdma-core 44.0's libirdma overwrites a receive's hardware opcode with
+    // What fails, and why: rdma-core 44.0's libirdma overwrites a receive's hardware opcode with
     // its own (fixed in 44.7 and 52): `ibv_poll_cq` reports a WRITE with immediate's
     // receive as IBV_WC_RECV, and the extended CQ's opcode reader reports a SEND with
     // immediate's as IBV_WC_RECV_RDMA_WITH_IMM; the checks expect what later releases
     // report, so they fail on a real E810 with 44.0 too. Anything else failing is a
     // regression.
-    let not_yet = ["rnr_retry_exceeded", "rc_write_imm", "cq_ex_fields"];
+    let not_yet = ["rc_write_imm", "cq_ex_fields"];
     for (name, result) in &rows {
         assert!(*result != "fail" || not_yet.contains(name), "{name} failed:\n{text}");
     }

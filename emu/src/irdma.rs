@@ -208,6 +208,8 @@ pub fn command(e: &mut Emulator, fd: i32, c: &mut Command<'_>) -> Result<(), Err
     match (c.number, c.extended) {
         (cmd::GET_CONTEXT, false) => return get_context(e, fd, c),
         (cmd::CREATE_COMP_CHANNEL, false) => return e.create_comp_channel(fd, c),
+        // What reached the QP over the wire is answered before it goes.
+        (cmd::DESTROY_QP, false) => e.drain_wire(),
         _ => {}
     }
     let Emulator { contexts, events, numbers, .. } = e;

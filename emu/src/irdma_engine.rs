@@ -1,10 +1,12 @@
 //! The E810's device side, run by the device thread beside the ConnectX's: it scans each
 //! irdma QP's SQ in libirdma's own buffer for WQEs whose valid bit is the pass's polarity
 //! (the SQ has no producer counter in memory and the doorbell page only names a QP, so the
-//! ring itself is what tells), executes them between RC QPs of this process (SEND, SEND
-//! with immediate, with invalidate and solicited, RDMA WRITE and WRITE with immediate,
-//! RDMA READ, after lkey and rkey checks, scatter/gather or inline), takes receives from the
-//! peer's RQ the same way (it has no doorbell at all), and writes CQEs, built with the E810
+//! ring itself is what tells), executes them (SEND, SEND with immediate, with invalidate and
+//! solicited, RDMA WRITE and WRITE with immediate, RDMA READ, after lkey and rkey checks,
+//! scatter/gather or inline; UD SENDs through address handles) as the wire's requests, to a
+//! peer QP in this process or another (`wire`: the responder and the RNR retries are the
+//! ConnectX's), takes receives from the peer's RQ the same way as the SQ (it has no doorbell
+//! at all), and writes CQEs, built with the E810
 //! model's CQE builders (`dvcq-e810-dv`), into libirdma's CQ ring: the extension slot of an
 //! immediate first, then the body, then qword 3 with the valid bit of its slot's pass.
 //!
@@ -21,24 +23,19 @@
 //! the CQ: it takes no more CQEs and `IBV_EVENT_CQ_ERR` goes to the async fd.
 
 use crate::emulator::Emulator;
+use crate::engine::remote::Posted;
 use crate::events::Owner;
 use crate::irdma::{IrdmaCq, IrdmaQp, CQE_SIZE};
 use crate::irdma_wqe::{self, op, SqWqe};
 use crate::objects::{Device, Qp, QpState, QpType};
 use crate::recv::{read_mem, RecvWqe};
-use crate::wqe::Gather;
+use crate::wire::Op;
 use dvcq_e810_dv::model::ModelCqe;
 use dvcq_uapi::irdma::codes::flush;
 use dvcq_uapi::mlx5::opcode::syndrome;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-/// IB opcodes an E810 reports for receives (GEN_2 RoCE).
-mod ib_op {
-    pub const SEND_ONLY: u8 = 0x04;
-    pub const SEND_ONLY_WITH_IMM: u8 = 0x05;
-    pub const RDMA_WRITE_ONLY_WITH_IMM: u8 = 0x0b;
-    pub const SEND_ONLY_WITH_INV: u8 = 0x17;
-}
+mod wire;
 
 /// `IRDMA_CQ_DBSA_ARM_NEXT`: the arm asks for any completion (clear: solicited only).
 const ARM_NEXT: u64 = 1 << 14;
@@ -50,9 +47,6 @@ const DB_CQ_OFFSET: usize = 64;
 const EVENT_CQ_ERR: u32 = 0;
 /// WQEs one QP may execute in one pass, so that one busy QP does not starve the others.
 const BURST: u32 = 64;
-
-const ACCESS_REMOTE_WRITE: u32 = 2;
-const ACCESS_REMOTE_READ: u32 = 4;
 
 /// Loads a little-endian 64-bit word of the application's memory with acquire ordering.
 ///
@@ -95,6 +89,8 @@ enum Outcome {
     Failed(u16),
     /// Cannot run yet (no receive posted at the peer): nothing consumed.
     Later,
+    /// Sent to the peer's process: consumed, its CQE comes with the reply.
+    Sent,
 }
 
 /// The flush code of an access or length error found by the mlx5 side's shared checks.
@@ -105,6 +101,11 @@ fn flush_code(s: u8) -> u16 {
         syndrome::REMOTE_ACCESS_ERR => flush::REM_ACCESS_ERR,
         syndrome::REMOTE_INVAL_REQ_ERR => flush::REM_INV_REQ_ERR,
         syndrome::REMOTE_OP_ERR => flush::REM_OP_ERR,
+        syndrome::WR_FLUSH_ERR => flush::GENERAL_ERR,
+        syndrome::TRANSPORT_RETRY_EXC_ERR => flush::RETRY_EXC_ERR,
+        // A current kernel's code (`irdma_set_flush_fields`); libirdma before v64 reads it
+        // as IBV_WC_FATAL_ERR, as on a real E810.
+        syndrome::RNR_RETRY_EXC_ERR => flush::RNR_RETRY_EXC_ERR,
         _ => flush::LOC_QP_OP_ERR,
     }
 }
@@ -163,12 +164,17 @@ impl Emulator {
                 irdma_wqe::parse_sq(&b, hdr)
             };
             let outcome = match &parsed {
-                Ok(w) => self.irdma_execute(fd, &qp, w),
+                Ok(w) => self.irdma_execute(fd, &qp, w, wqe_idx),
                 Err(_) => Outcome::Failed(flush::LOC_QP_OP_ERR),
             };
             let w_op = irdma_wqe::opcode(hdr);
             match outcome {
                 Outcome::Later => break,
+                // Its CQE (if signaled, or an error) comes with the peer's reply.
+                Outcome::Sent => {
+                    let signaled = parsed.as_ref().is_ok_and(|w| w.signaled);
+                    self.irdma_advance_sq(fd, h, quanta, Some(signaled));
+                }
                 Outcome::Done => {
                     let signaled = parsed.as_ref().is_ok_and(|w| w.signaled);
                     if signaled {
@@ -266,123 +272,36 @@ impl Emulator {
         consumer_position(icq, unsafe { load_le64(icq.shadow) }) <= at
     }
 
-    /// Executes one send WQE of an RTS QP.
-    fn irdma_execute(&mut self, fd: i32, qp: &Qp, w: &SqWqe) -> Outcome {
+    /// Executes one send WQE of an RTS QP (at SQ quantum `at`).
+    fn irdma_execute(&mut self, fd: i32, qp: &Qp, w: &SqWqe, at: u32) -> Outcome {
         if qp.qp_type == QpType::Ud {
             return self.irdma_ud_send(fd, qp, w);
         }
-        let write = matches!(w.op, op::RDMA_WRITE | op::RDMA_WRITE_SOL);
-        let send = matches!(w.op, op::SEND | op::SEND_SOL | op::SEND_INV | op::SEND_SOL_INV);
-        if !write && !send && w.op != op::RDMA_READ {
+        let Some(op) = wire::op_of(w) else {
             warn_once(w.op);
             return Outcome::Failed(flush::LOC_QP_OP_ERR);
-        }
-        let Some((peer_fd, peer_h)) = self.find_irdma_qp(qp.path.dest_qpn) else {
-            return Outcome::Failed(flush::REM_OP_ERR);
         };
-        let Some((peer, piq)) = self.irdma_qp(peer_fd, peer_h) else { return Outcome::Failed(flush::REM_OP_ERR) };
-        if !matches!(peer.state, QpState::Rtr | QpState::Rts) {
-            return Outcome::Failed(flush::REM_OP_ERR);
-        }
-        let mrs = |e: &Emulator| e.contexts.get(&peer_fd).map(|c| c.mrs.values().copied().collect::<Vec<_>>());
-        if w.op == op::RDMA_READ {
-            let Gather::Segs(segs) = &w.data else { return Outcome::Failed(flush::LOC_QP_OP_ERR) };
-            let len = w.data.len();
-            let all = mrs(self).unwrap_or_default();
-            let found =
-                crate::engine::find_mr(all.iter(), peer.pd, w.stag, w.remote_addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
-            let Some(src) = found else { return Outcome::Failed(flush::REM_ACCESS_ERR) };
-            let mut data = vec![0u8; len as usize];
-            // SAFETY: src..src+len lies in a registered region of the peer (checked), live until DEREG_MR, which needs the lock this thread holds.
-            unsafe { read_mem(src, &mut data) };
-            let into = RecvWqe { index: 0, sges: segs.clone() };
-            return match self.scatter(fd, qp.pd, &into, &data) {
-                Ok(()) => Outcome::Done,
-                Err(s) => Outcome::Failed(flush_code(s)),
+        let work = wire::work(w, op, at);
+        // A peer in another process: over the wire, its CQE with the reply.
+        if let Some(p) = self.wire_send(fd, qp, &work) {
+            return match p {
+                Posted::Sent => Outcome::Sent,
+                Posted::Later => Outcome::Later,
+                Posted::Failed(s) => Outcome::Failed(flush_code(s)),
             };
         }
-        let data = match self.gather(fd, qp.pd, &w.data) {
-            Ok(d) => d,
-            Err(s) => return Outcome::Failed(flush_code(s)),
-        };
-        // A SEND, or a WRITE with immediate, consumes a receive: it waits for one.
-        let recv = if send || w.imm.is_some() {
-            // SAFETY: the peer's RQ, live under the lock this thread holds.
-            match unsafe { peek_rq(&piq) } {
-                Some(r) => Some(r),
-                None => return Outcome::Later,
-            }
-        } else {
-            None
-        };
-        if write {
-            let all = mrs(self).unwrap_or_default();
-            let found = crate::engine::find_mr(
-                all.iter(),
-                peer.pd,
-                w.stag,
-                w.remote_addr,
-                data.len() as u64,
-                ACCESS_REMOTE_WRITE,
-                |m| m.rkey,
-            );
-            let Some(dst) = found else { return Outcome::Failed(flush::REM_ACCESS_ERR) };
-            // SAFETY: dst..dst+len lies in a registered, remotely writable region of the peer (checked above), live until DEREG_MR, which needs the lock this thread holds.
-            unsafe { crate::engine::copy(data.as_ptr() as u64, dst, data.len()) };
-        }
-        let Some(wqe) = recv else { return Outcome::Done };
-        let landed = if send { self.scatter(peer_fd, peer.pd, &wqe, &data) } else { Ok(()) };
-        let rq_idx = piq.rq_head;
-        let mut after = piq;
-        advance_rq(&mut after);
-        if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
-            q.rq_head = after.rq_head;
-            q.rq_valid = after.rq_valid;
-        }
-        match landed {
-            Ok(()) => {
-                let ib = match w.op {
-                    op::SEND_INV | op::SEND_SOL_INV => ib_op::SEND_ONLY_WITH_INV,
-                    _ if !send => ib_op::RDMA_WRITE_ONLY_WITH_IMM,
-                    _ if w.imm.is_some() => ib_op::SEND_ONLY_WITH_IMM,
-                    _ => ib_op::SEND_ONLY,
-                };
-                // The receive's byte count is the message's: a WRITE with immediate's too.
-                let len = data.len() as u32;
-                let mut c = ModelCqe::recv(piq.compl_ctx, peer.qpn, rq_idx as u16, piq.rq_shift as u8, ib, len);
-                if let Some(imm) = w.imm {
-                    c = c.with_imm(imm);
-                }
-                if matches!(w.op, op::SEND_INV | op::SEND_SOL_INV) {
-                    c = c.with_inv(w.stag);
-                }
-                if matches!(w.op, op::SEND_SOL | op::SEND_SOL_INV | op::RDMA_WRITE_SOL) {
-                    c = c.solicited();
-                }
-                self.irdma_complete(peer_fd, peer.recv_cq, &c);
-                Outcome::Done
-            }
-            // The receiver's WR fails (and its QP), the sender gets the responder's NAK.
-            Err(s) => {
-                let c = ModelCqe::flush(piq.compl_ctx, peer.qpn, false, rq_idx as u16, flush_code(s));
-                let at = self.irdma_complete(peer_fd, peer.recv_cq, &c);
-                if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
-                    q.rq_flush_at = at;
-                }
-                set_state(self, peer_fd, peer_h, QpState::Err);
-                Outcome::Failed(if s == syndrome::LOCAL_LENGTH_ERR {
-                    flush::REM_INV_REQ_ERR
-                } else {
-                    flush::REM_OP_ERR
-                })
-            }
+        // A peer in this process: run as the wire's responder runs a request.
+        match self.run_locally(fd, qp, &work, at) {
+            Ok(Some(_)) => Outcome::Done,
+            Ok(None) => Outcome::Later,
+            Err(s) => Outcome::Failed(flush_code(s)),
         }
     }
 
     /// A UD SEND: to the QP and Q_Key qword 2 names, through the address handle the
-    /// header names. The receiver gets the 40-byte GRH (an IPv6 header between the port's
-    /// GIDs), then the message; a datagram nobody takes (no such QP, another Q_Key, no
-    /// receive posted) is dropped, and the send completes all the same, as on a wire.
+    /// header names, in this process or over the wire; a datagram nobody takes (no such QP,
+    /// another Q_Key, no receive posted) is dropped, and the send completes all the same, as
+    /// on a wire.
     fn irdma_ud_send(&mut self, fd: i32, qp: &Qp, w: &SqWqe) -> Outcome {
         if !matches!(w.op, op::SEND | op::SEND_SOL) {
             warn_once(w.op);
@@ -398,52 +317,25 @@ impl Emulator {
             Ok(d) => d,
             Err(s) => return Outcome::Failed(flush_code(s)),
         };
-        let (dest_qpn, qkey) = (((w.remote_addr >> 32) & 0xff_ffff) as u32, w.remote_addr as u32);
-        let Some((peer_fd, peer_h)) = self.find_irdma_qp(dest_qpn) else { return Outcome::Done };
-        let Some((peer, piq)) = self.irdma_qp(peer_fd, peer_h) else { return Outcome::Done };
-        if peer.qp_type != QpType::Ud || !matches!(peer.state, QpState::Rtr | QpState::Rts) || peer.path.qkey != qkey {
-            return Outcome::Done;
+        let mut flags = crate::wire::FLAG_DATAGRAM;
+        if w.op == op::SEND_SOL {
+            flags |= crate::wire::FLAG_SOLICITED;
         }
-        // SAFETY: the peer's RQ, live under the lock this thread holds.
-        let Some(wqe) = (unsafe { peek_rq(&piq) }) else { return Outcome::Done };
-        let mut msg = grh(data.len());
-        msg.extend_from_slice(&data);
-        let landed = self.scatter(peer_fd, peer.pd, &wqe, &msg);
-        let rq_idx = piq.rq_head;
-        let mut after = piq;
-        advance_rq(&mut after);
-        if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
-            q.rq_head = after.rq_head;
-            q.rq_valid = after.rq_valid;
-        }
-        match landed {
-            Ok(()) => {
-                let ib = if w.imm.is_some() { ib_op::SEND_ONLY_WITH_IMM } else { ib_op::SEND_ONLY };
-                let mut c =
-                    ModelCqe::recv(piq.compl_ctx, peer.qpn, rq_idx as u16, piq.rq_shift as u8, ib, msg.len() as u32)
-                        .with_ud(qp.qpn, false, PORT_MAC, None);
-                if let Some(imm) = w.imm {
-                    c = c.with_imm(imm);
-                }
-                if w.op == op::SEND_SOL {
-                    c = c.solicited();
-                }
-                self.irdma_complete(peer_fd, peer.recv_cq, &c);
-            }
-            Err(s) => {
-                let c = ModelCqe::flush(piq.compl_ctx, peer.qpn, false, rq_idx as u16, flush_code(s));
-                let at = self.irdma_complete(peer_fd, peer.recv_cq, &c);
-                if let Some(q) = self.irdma_qp_mut(peer_fd, peer_h) {
-                    q.rq_flush_at = at;
-                }
-                set_state(self, peer_fd, peer_h, QpState::Err);
-            }
-        }
+        let h = crate::wire::Header {
+            op: if w.imm.is_some() { Op::SendImm } else { Op::Send } as u8,
+            flags,
+            dst_qpn: ((w.remote_addr >> 32) & 0xff_ffff) as u32,
+            src_qpn: qp.qpn,
+            imm: w.imm.unwrap_or(0),
+            qkey: w.remote_addr as u32,
+            ..crate::wire::Header::default()
+        };
+        self.send_datagram(h, data);
         Outcome::Done
     }
 
     /// The irdma QP numbered `qpn` in this process: its context fd and handle.
-    fn find_irdma_qp(&self, qpn: u32) -> Option<(i32, u32)> {
+    pub(crate) fn find_irdma_qp(&self, qpn: u32) -> Option<(i32, u32)> {
         self.contexts
             .iter()
             .filter(|(_, c)| c.device == Device::Irdma)

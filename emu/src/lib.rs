@@ -10,7 +10,7 @@
 //! A device thread executes the work they post and writes the CQEs (`engine`); QPs of
 //! different processes reach each other over a wire of UNIX sockets (`wire`). Beside the
 //! ConnectX, an E810 (`irdma0`) under an unmodified libirdma (`irdma.rs`, the device in
-//! `irdma_engine.rs`), within one process. `docs/emulated-devices.md` says what is emulated
+//! `irdma_engine.rs`), on the same wire. `docs/emulated-devices.md` says what is emulated
 //! and what is not.
 
 pub mod abi;

@@ -1,5 +1,8 @@
-//! The mlx5 device's side of the wire (`crate::wire`): work whose peer QP lives in another
-//! process.
+//! The devices' side of the wire (`crate::wire`): work whose peer QP lives in another
+//! process. The requester's WQEs are parsed by their device (mlx5 here, irdma in
+//! `crate::irdma_engine::wire`) into a [`Work`]; everything after that is one code for both
+//! devices, except where a receive is taken and where a CQE is written ([`Local`] says
+//! which device a QP is on).
 //!
 //! * **Requester.** A WQE whose QP's destination QPN carries another process's slot is
 //!   taken off the SQ and sent as one request (a SEND's or WRITE's data gathered now, a
@@ -42,14 +45,74 @@ pub struct Remote {
     /// The SQ WQE (QPN, SQ index) of this process waiting for a receive at a QP of this
     /// process, and since when.
     rnr_since: HashMap<u32, (u32, Instant)>,
-    /// The responder CQE of the request just run (context fd, CQ handle), written once its
-    /// reply is sent: the CQE may end the responder's program, and with it the process.
-    deferred: Option<(i32, u32, Entry)>,
+    /// The responder CQE of the request just run, written once its reply is sent: the CQE
+    /// may end the responder's program, and with it the process.
+    deferred: Option<Deferred>,
+}
+
+/// A responder CQE waiting for its reply to be sent.
+#[derive(Debug)]
+enum Deferred {
+    /// Context fd, CQ handle, the CQE.
+    Mlx5(i32, u32, Entry),
+    /// Context fd, QP handle, CQ handle, the CQE.
+    Irdma(i32, u32, u32, dvcq_e810_dv::model::ModelCqe),
+}
+
+/// A QP of this process, on either emulated device.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Local {
+    /// Context fd, the QP.
+    Mlx5(i32, Qp),
+    /// Context fd, QP handle, the QP.
+    Irdma(i32, u32, Qp),
+}
+
+impl Local {
+    fn qp(&self) -> &Qp {
+        match self {
+            Local::Mlx5(_, q) | Local::Irdma(_, _, q) => q,
+        }
+    }
+
+    fn fd(&self) -> i32 {
+        match self {
+            Local::Mlx5(fd, _) | Local::Irdma(fd, _, _) => *fd,
+        }
+    }
+}
+
+/// One RC WQE as the wire carries it, parsed by its device.
+#[derive(Debug)]
+pub(crate) struct Work<'a> {
+    /// `None`: an opcode the wire does not carry (it fails with a local QP operation error).
+    pub op: Option<Op>,
+    pub solicited: bool,
+    pub raddr: u64,
+    pub rkey: u32,
+    /// The immediate, or the key a SEND with invalidate names.
+    pub imm: u32,
+    pub gather: &'a Gather,
+    /// What the requester's CQE names: the WQE's index and the device's opcode.
+    pub wqe_index: u16,
+    pub opcode: u8,
+    pub signaled: bool,
+}
+
+/// What became of a WQE handed to the wire.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Sent: its CQE comes with the reply.
+    Sent,
+    /// Not now (work in flight ahead of a local error, a full socket): nothing consumed.
+    Later,
+    /// Failed with this (mlx5) syndrome, which the device translates.
+    Failed(u8),
 }
 
 /// A WQE sent to a peer, waiting for its reply.
 #[derive(Debug)]
-struct InFlight {
+pub(crate) struct InFlight {
     seq: u32,
     slot: u32,
     wqe_index: u16,
@@ -122,6 +185,34 @@ impl Emulator {
     /// Sends the WQE to the process its QP's peer lives in; `None` when the peer is in this
     /// process.
     pub(super) fn remote_send(&mut self, fd: i32, qp: &Qp, ctrl: &Ctrl, units: &[u8], g: &Gather) -> Option<Outcome> {
+        let op = op_of(ctrl.opcode);
+        let (raddr, rkey) = if matches!(op, Some(Op::Write | Op::WriteImm | Op::Read)) {
+            let r = Raddr::parse(&units[16..32]);
+            (r.addr, r.rkey)
+        } else {
+            (0, 0)
+        };
+        let work = Work {
+            op,
+            solicited: ctrl.fm_ce_se & wqe::CTRL_SOLICITED != 0,
+            raddr,
+            rkey,
+            imm: ctrl.imm,
+            gather: g,
+            wqe_index: ctrl.wqe_index,
+            opcode: ctrl.opcode,
+            signaled: ctrl.signaled() || qp.sq_sig_all,
+        };
+        Some(match self.wire_send(fd, qp, &work)? {
+            Posted::Sent => Outcome::Sent,
+            Posted::Later => Outcome::Later,
+            Posted::Failed(s) => Outcome::Failed(s),
+        })
+    }
+
+    /// Sends `w` of QP `qp` to the process its peer lives in; `None` when the peer is in
+    /// this process.
+    pub(crate) fn wire_send(&mut self, fd: i32, qp: &Qp, w: &Work<'_>) -> Option<Posted> {
         let dest = wire::slot_of(qp.path.dest_qpn);
         if dest == 0 || dest == my_slot() {
             return None;
@@ -131,30 +222,11 @@ impl Emulator {
         }
         let busy = self.remote.in_flight.get(&qp.qpn).is_some_and(|q| !q.is_empty());
         // A local error must not overtake work in flight: it waits for the replies.
-        let fail = |s| if busy { Outcome::Later } else { Outcome::Failed(s) };
-        let Some(op) = op_of(ctrl.opcode) else { return Some(fail(syndrome::LOCAL_QP_OP_ERR)) };
-        let mut h = Header {
-            op: op as u8,
-            flags: if ctrl.fm_ce_se & wqe::CTRL_SOLICITED != 0 { wire::FLAG_SOLICITED } else { 0 },
-            dst_qpn: qp.path.dest_qpn,
-            src_qpn: qp.qpn,
-            imm: ctrl.imm,
-            rnr_retry: qp.path.rnr_retry,
-            ..Header::default()
-        };
-        if matches!(op, Op::Write | Op::WriteImm | Op::Read) {
-            let r = Raddr::parse(&units[16..32]);
-            (h.raddr, h.rkey) = (r.addr, r.rkey);
-        }
-        let (data, read_into) = if op == Op::Read {
-            let Gather::Segs(segs) = g else { return Some(fail(syndrome::LOCAL_QP_OP_ERR)) };
-            h.length = g.len() as u32;
-            (Vec::new(), Some(segs.clone()))
-        } else {
-            match self.gather(fd, qp.pd, g) {
-                Ok(d) => (d, None),
-                Err(s) => return Some(fail(s)),
-            }
+        let fail = |s| if busy { Posted::Later } else { Posted::Failed(s) };
+        let Some(op) = w.op else { return Some(fail(syndrome::LOCAL_QP_OP_ERR)) };
+        let (h, data, read_into) = match self.request_of(fd, qp, w, op) {
+            Ok(r) => r,
+            Err(s) => return Some(fail(s)),
         };
         let length = if op == Op::Read { h.length } else { data.len() as u32 };
         match self.remote.wire.request(dest, h, &data) {
@@ -162,18 +234,70 @@ impl Emulator {
                 self.remote.in_flight.entry(qp.qpn).or_default().push_back(InFlight {
                     seq,
                     slot: dest,
-                    wqe_index: ctrl.wqe_index,
-                    opcode: ctrl.opcode,
-                    signaled: ctrl.signaled() || qp.sq_sig_all,
+                    wqe_index: w.wqe_index,
+                    opcode: w.opcode,
+                    signaled: w.signaled,
                     length,
                     read_into,
                 });
-                Some(Outcome::Sent)
+                Some(Posted::Sent)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(Outcome::Later),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(Posted::Later),
             // The peer process is gone (or never was): as a fabric's retries running out.
             Err(_) => Some(fail(syndrome::TRANSPORT_RETRY_EXC_ERR)),
         }
+    }
+
+    /// The request of `w`: its header, the data a SEND or WRITE carries (gathered now), a
+    /// READ's local entries; or the syndrome of a local error.
+    #[allow(clippy::type_complexity)]
+    fn request_of(
+        &self,
+        fd: i32,
+        qp: &Qp,
+        w: &Work<'_>,
+        op: Op,
+    ) -> Result<(Header, Vec<u8>, Option<Vec<(u64, u32, u32)>>), u8> {
+        let mut h = Header {
+            op: op as u8,
+            flags: if w.solicited { wire::FLAG_SOLICITED } else { 0 },
+            dst_qpn: qp.path.dest_qpn,
+            src_qpn: qp.qpn,
+            imm: w.imm,
+            rnr_retry: qp.path.rnr_retry,
+            ..Header::default()
+        };
+        if matches!(op, Op::Write | Op::WriteImm | Op::Read) {
+            (h.raddr, h.rkey) = (w.raddr, w.rkey);
+        }
+        if op == Op::Read {
+            let Gather::Segs(segs) = w.gather else { return Err(syndrome::LOCAL_QP_OP_ERR) };
+            h.length = w.gather.len() as u32;
+            return Ok((h, Vec::new(), Some(segs.clone())));
+        }
+        Ok((h, self.gather(fd, qp.pd, w.gather)?, None))
+    }
+
+    /// Runs `w` against its peer QP in this process as the wire's responder runs a request
+    /// (the same checks, the same responder CQE), for a device whose local work goes this
+    /// way (irdma): `Done` with the byte count, `Later` while the message waits for a
+    /// receive (until the RNR retries run out), or the requester's error syndrome.
+    pub(crate) fn run_locally(&mut self, fd: i32, qp: &Qp, w: &Work<'_>, at: u32) -> Result<Option<u32>, u8> {
+        let op = w.op.ok_or(syndrome::LOCAL_QP_OP_ERR)?;
+        let (h, data, read_into) = self.request_of(fd, qp, w, op)?;
+        let since = self.rnr_clock(qp.qpn, at);
+        let inb = Inbound { from: 0, message: Message { header: h, payload: data }, since };
+        let Some((status, length, out)) = self.serve(&inb) else { return Ok(None) };
+        self.remote.rnr_since.remove(&qp.qpn);
+        self.write_deferred();
+        match status {
+            Status::Ok => {}
+            st => return Err(syndrome_of(st)),
+        }
+        if let Some(segs) = read_into {
+            self.scatter(fd, qp.pd, &RecvWqe { index: 0, sges: segs }, &out)?;
+        }
+        Ok(Some(length))
     }
 
     /// A UD send: the datagram segment's destination QPN and Q_Key, then the data; it
@@ -203,7 +327,15 @@ impl Emulator {
         let h =
             Header { op: op as u8, flags, dst_qpn: dqpn, src_qpn: qp.qpn, imm: ctrl.imm, qkey, ..Header::default() };
         let len = data.len() as u32;
-        let dest = wire::slot_of(dqpn);
+        self.send_datagram(h, data);
+        Outcome::Done(len)
+    }
+
+    /// Delivers a datagram (`h` names its destination QPN and Q_Key, and has
+    /// [`wire::FLAG_DATAGRAM`]): to a QP of this process, or over the wire; one nobody takes
+    /// is dropped, as on a fabric.
+    pub(crate) fn send_datagram(&mut self, h: Header, data: Vec<u8>) {
+        let dest = wire::slot_of(h.dst_qpn);
         if dest == 0 || dest == my_slot() {
             let inb = Inbound { from: 0, message: Message { header: h, payload: data }, since: Instant::now() };
             self.serve(&inb);
@@ -214,7 +346,6 @@ impl Emulator {
             // A peer that cannot be reached drops it, as a fabric would.
             let _ = self.remote.wire.request(dest, h, &data);
         }
-        Outcome::Done(len)
     }
 
     /// A datagram to UD QP `peer` of this process: into its next receive after a 40-byte
@@ -284,11 +415,11 @@ impl Emulator {
         // QPs the application moved to the error state flush what is in flight first.
         let qpns: Vec<u32> = self.remote.in_flight.iter().filter(|(_, q)| !q.is_empty()).map(|(&n, _)| n).collect();
         for qpn in qpns {
-            match self.find_qp(qpn) {
+            match self.find_local(qpn) {
                 None => {
                     self.remote.in_flight.remove(&qpn);
                 }
-                Some((_, qp)) if qp.state == QpState::Err => {
+                Some(l) if l.qp().state == QpState::Err => {
                     done += 1;
                     self.fail_in_flight(qpn, syndrome::WR_FLUSH_ERR);
                 }
@@ -303,9 +434,7 @@ impl Emulator {
                     Some((status, length, data)) => {
                         done += 1;
                         self.remote.wire.reply(head.from, &head.message.header, status, length, &data);
-                        if let Some((fd, cq, e)) = self.remote.deferred.take() {
-                            self.complete(fd, cq, &e);
-                        }
+                        self.write_deferred();
                     }
                     None => {
                         self.remote.inbound.entry(dst).or_default().push_front(head);
@@ -325,18 +454,40 @@ impl Emulator {
         if qp.path.rnr_retry >= 7 {
             return Outcome::Later;
         }
-        let (at, since) = *self.remote.rnr_since.entry(qp.qpn).or_insert((qp.sq_ci, Instant::now()));
-        let since = if at == qp.sq_ci {
-            since
-        } else {
-            self.remote.rnr_since.insert(qp.qpn, (qp.sq_ci, Instant::now()));
-            Instant::now()
-        };
+        let since = self.rnr_clock(qp.qpn, qp.sq_ci);
         if since.elapsed() < rnr_timer(peer.path.min_rnr_timer) * (u32::from(qp.path.rnr_retry) + 1) {
             return Outcome::Later;
         }
         self.remote.rnr_since.remove(&qp.qpn);
         Outcome::Failed(syndrome::RNR_RETRY_EXC_ERR)
+    }
+
+    /// Since when the SQ WQE at `at` of QP `qpn` has waited for a receive (now, for a WQE
+    /// that did not wait before).
+    fn rnr_clock(&mut self, qpn: u32, at: u32) -> Instant {
+        let e = self.remote.rnr_since.entry(qpn).or_insert((at, Instant::now()));
+        if e.0 != at {
+            *e = (at, Instant::now());
+        }
+        e.1
+    }
+
+    /// Writes the responder CQE of the request just served, if it left one.
+    fn write_deferred(&mut self) {
+        match self.remote.deferred.take() {
+            Some(Deferred::Mlx5(fd, cq, e)) => self.complete(fd, cq, &e),
+            Some(Deferred::Irdma(fd, h, cq, c)) => self.irdma_responder_cqe(fd, h, cq, &c),
+            None => {}
+        }
+    }
+
+    /// The QP numbered `qpn` in this process, on either device.
+    pub(crate) fn find_local(&self, qpn: u32) -> Option<Local> {
+        if let Some((fd, qp)) = self.find_qp(qpn) {
+            return Some(Local::Mlx5(fd, qp));
+        }
+        let (fd, h) = self.find_irdma_qp(qpn)?;
+        Some(Local::Irdma(fd, h, *self.contexts.get(&fd)?.qps.get(&h)?))
     }
 
     /// Takes in what the wire has brought and answers it, until it has been quiet for a
@@ -368,33 +519,39 @@ impl Emulator {
             return;
         }
         let Some(w) = q.pop_front() else { return };
-        let Some((fd, qp)) = self.find_qp(qpn) else { return };
+        let Some(local) = self.find_local(qpn) else { return };
+        let (fd, qp) = (local.fd(), *local.qp());
         let status = Status::from_wire(m.header.status);
-        let mut local = None;
+        let mut local_err = None;
         if qp.state == QpState::Err {
-            local = Some(syndrome::WR_FLUSH_ERR);
+            local_err = Some(syndrome::WR_FLUSH_ERR);
         } else if status == Status::Ok {
             if let Some(segs) = &w.read_into {
                 let into = RecvWqe { index: 0, sges: segs.clone() };
                 if let Err(s) = self.scatter(fd, qp.pd, &into, &m.payload) {
-                    local = Some(s);
+                    local_err = Some(s);
                 }
             }
         }
-        let s = match (local, status) {
+        let s = match (local_err, status) {
             (Some(s), _) => s,
             (None, Status::Ok) => {
                 if w.signaled {
-                    let e = build::req(qpn, w.wqe_index, w.opcode, w.length).srqn_uidx(qp.wq.uidx);
-                    self.complete(fd, qp.send_cq, &e);
+                    match local {
+                        Local::Mlx5(..) => {
+                            let e = build::req(qpn, w.wqe_index, w.opcode, w.length).srqn_uidx(qp.wq.uidx);
+                            self.complete(fd, qp.send_cq, &e);
+                        }
+                        Local::Irdma(_, h, _) => self.irdma_requester_cqe(fd, h, &qp, w.wqe_index, w.opcode),
+                    }
                 }
                 return;
             }
             (None, st) => syndrome_of(st),
         };
-        self.error_cqe(fd, &qp, &w, s);
-        set_state(self, fd, qpn, QpState::Err);
-        self.fail_in_flight(qpn, syndrome::WR_FLUSH_ERR);
+        // The first in flight fails with the error, the rest flush.
+        self.remote.in_flight.entry(qpn).or_default().push_front(w);
+        self.fail_in_flight(qpn, s);
     }
 
     /// Writes the requester's error CQE of `w`.
@@ -415,11 +572,21 @@ impl Emulator {
     /// flush for the rest, and moves the QP to the error state.
     fn fail_in_flight(&mut self, qpn: u32, first: u8) {
         let Some(q) = self.remote.in_flight.remove(&qpn) else { return };
-        let Some((fd, qp)) = self.find_qp(qpn) else { return };
-        for (i, w) in q.iter().enumerate() {
-            self.error_cqe(fd, &qp, w, if i == 0 { first } else { syndrome::WR_FLUSH_ERR });
+        match self.find_local(qpn) {
+            Some(Local::Mlx5(fd, qp)) => {
+                for (i, w) in q.iter().enumerate() {
+                    self.error_cqe(fd, &qp, w, if i == 0 { first } else { syndrome::WR_FLUSH_ERR });
+                }
+                set_state(self, fd, qpn, QpState::Err);
+            }
+            // libirdma reports every WR it still counts outstanding from one flush CQE.
+            Some(Local::Irdma(fd, h, qp)) => {
+                if let Some(w) = q.front() {
+                    self.irdma_requester_failed(fd, h, &qp, w.wqe_index, first);
+                }
+            }
+            None => {}
         }
-        set_state(self, fd, qpn, QpState::Err);
     }
 
     /// The peer holding `slot` went away: what was in flight to it fails.
@@ -436,9 +603,13 @@ impl Emulator {
     fn serve(&mut self, inb: &Inbound) -> Option<(Status, u32, Vec<u8>)> {
         let h = &inb.message.header;
         let data = &inb.message.payload;
-        let Some((pfd, peer)) = self.find_qp(h.dst_qpn) else { return Some((Status::NoQp, 0, Vec::new())) };
+        let Some(local) = self.find_local(h.dst_qpn) else { return Some((Status::NoQp, 0, Vec::new())) };
+        let (pfd, peer) = (local.fd(), *local.qp());
         if h.flags & wire::FLAG_DATAGRAM != 0 {
-            self.take_datagram(pfd, &peer, h, data);
+            match local {
+                Local::Mlx5(..) => self.take_datagram(pfd, &peer, h, data),
+                Local::Irdma(_, ph, _) => self.irdma_take_datagram(pfd, ph, &peer, h, data),
+            }
             return Some((Status::Ok, 0, Vec::new()));
         }
         match peer.state {
@@ -458,7 +629,11 @@ impl Emulator {
             return Some((Status::Ok, h.length, out));
         }
         let recv = if op.consumes_receive() {
-            match self.peek_recv(pfd, &peer) {
+            let peeked = match local {
+                Local::Mlx5(..) => self.peek_recv(pfd, &peer),
+                Local::Irdma(_, ph, _) => self.irdma_peek_recv(pfd, ph).map(|w| (w, 0)),
+            };
+            match peeked {
                 Some(r) => Some(r),
                 None => {
                     let budget = rnr_timer(peer.path.min_rnr_timer) * (u32::from(h.rnr_retry) + 1);
@@ -481,33 +656,38 @@ impl Emulator {
             unsafe { super::copy(data.as_ptr() as u64, dst, data.len()) };
         }
         let Some((wqe, next)) = recv else { return Some((Status::Ok, data.len() as u32, Vec::new())) };
-        let (resp_op, landed) = match op {
-            Op::WriteImm => (cqe_opcode::RESP_WR_IMM, Ok(())),
-            _ => {
-                let o = match op {
+        let landed = if op == Op::WriteImm { Ok(()) } else { self.scatter(pfd, peer.pd, &wqe, data) };
+        let imm = if matches!(op, Op::SendImm | Op::SendInv | Op::WriteImm) { h.imm } else { 0 };
+        let solicited = h.flags & wire::FLAG_SOLICITED != 0;
+        self.remote.deferred = Some(match local {
+            Local::Mlx5(..) => {
+                self.take_recv(pfd, &peer, next);
+                let resp_op = match op {
+                    Op::WriteImm => cqe_opcode::RESP_WR_IMM,
                     Op::SendImm => cqe_opcode::RESP_SEND_IMM,
                     Op::SendInv => cqe_opcode::RESP_SEND_INV,
                     _ => cqe_opcode::RESP_SEND,
                 };
-                (o, self.scatter(pfd, peer.pd, &wqe, data))
+                let e = match landed {
+                    Ok(()) => build::resp(resp_op, peer.qpn, wqe.index, data.len() as u32, imm)
+                        .srqn_uidx(peer.wq.uidx)
+                        .solicited(solicited),
+                    Err(s) => build::err(ErrSpec {
+                        requester: false,
+                        qpn: peer.qpn,
+                        wqe_counter: wqe.index,
+                        syndrome: s,
+                        srqn_uidx: peer.wq.uidx,
+                        ..ErrSpec::default()
+                    }),
+                };
+                Deferred::Mlx5(pfd, peer.recv_cq, e)
             }
-        };
-        self.take_recv(pfd, &peer, next);
-        let imm = if matches!(op, Op::SendImm | Op::SendInv | Op::WriteImm) { h.imm } else { 0 };
-        let e = match landed {
-            Ok(()) => build::resp(resp_op, peer.qpn, wqe.index, data.len() as u32, imm)
-                .srqn_uidx(peer.wq.uidx)
-                .solicited(h.flags & wire::FLAG_SOLICITED != 0),
-            Err(s) => build::err(ErrSpec {
-                requester: false,
-                qpn: peer.qpn,
-                wqe_counter: wqe.index,
-                syndrome: s,
-                srqn_uidx: peer.wq.uidx,
-                ..ErrSpec::default()
-            }),
-        };
-        self.remote.deferred = Some((pfd, peer.recv_cq, e));
+            Local::Irdma(_, ph, _) => {
+                let c = self.irdma_take_recv(pfd, ph, &peer, op, imm, solicited, data.len() as u32, landed);
+                Deferred::Irdma(pfd, ph, peer.recv_cq, c)
+            }
+        });
         Some(match landed {
             Ok(()) => (Status::Ok, data.len() as u32, Vec::new()),
             Err(s) => {
