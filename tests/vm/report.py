@@ -240,7 +240,6 @@ def merge(cons: list[Console]) -> Console:
         merged.skips += con.skips
         merged.figures += con.figures
     merged.booted = any(con.booted for con in cons)
-    merged.done = all(con.done for con in cons)
     return merged
 
 
