@@ -161,4 +161,12 @@ impl RecordView<'_> {
     pub fn completion(&self) -> Completion {
         completion(&self.q.record(self.pos), self.pos)
     }
+
+    /// The record's six 8-byte words in memory order, each read once: a copy of the
+    /// kernel's 48-byte record as it lies in the ring, converted into nothing (what
+    /// rdma-core's poll copies into a `struct ibv_wc`).
+    #[inline(always)]
+    pub fn words(&self) -> [u64; 6] {
+        self.q.record_words(self.pos)
+    }
 }

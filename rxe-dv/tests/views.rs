@@ -101,3 +101,27 @@ fn a_corrupt_producer_index_shows_nothing_and_the_poll_reports_it() {
     m.restore_producer();
     assert_eq!(cq.views().next().map(|r| r.wr_id()), Some(wc(0).wr_id), "nothing was lost");
 }
+
+/// A view's words are the record as it lies in the ring: `wr_id`, then `status` and `opcode`,
+/// `vendor_err` and `byte_len`, `imm_data` and `qp_num`, `src_qp` and `wc_flags`, each pair
+/// in one native-endian word (struct ib_uverbs_wc's order).
+#[test]
+fn a_views_words_are_the_records_memory() {
+    let mut m = RxeModel::new(ModelConfig::new(15)).unwrap();
+    let mut cq = m.poller().unwrap();
+    for k in 0..6 {
+        m.push(&record(&wc(k))).unwrap();
+    }
+    let mut v = cq.views();
+    for k in 0..6 {
+        let want = wc(k);
+        let w = v.next().unwrap().words();
+        let pair = |x: u64| (x as u32, (x >> 32) as u32);
+        assert_eq!(w[0], want.wr_id);
+        assert_eq!(pair(w[1]), (want.status as u32, want.opcode as u32));
+        assert_eq!(pair(w[2]), (want.vendor_err, want.byte_len));
+        assert_eq!(pair(w[3]), (want.imm_data, want.qp_num));
+        assert_eq!(pair(w[4]), (want.src_qp, want.wc_flags.bits()));
+        assert_eq!(w[5] as u16, want.pkey_index);
+    }
+}

@@ -28,6 +28,12 @@ mismatch (on any backend), `dvcq devices` and `--json` list rxe0, and the C exam
 (steps c-poll and c-attach) print the lines that say their completions arrived. A skipped run
 is listed with its reason, apart from the rows.
 
+The guest is booted twice, each boot with a console log of its own (--log, with qemu's exit
+status for it in the same order, --qemu-rc): Debian 12's kernel runs the test plan, a newer
+kernel runs the two-host step (two soft-RoCE devices in two network namespaces). The logs are
+read as one: a step name may appear in one of them only, and each must show a guest that
+booted and finished.
+
 With --exec FILE (tests/vm/run --exec) the guest ran FILE as its one step `exec` after the
 setup steps: the report prints FILE's output, its last line is
 
@@ -75,11 +81,18 @@ TWO_HOST_FIGURES = (
     "two_host_client_direct_t_typical",
     "two_host_server_direct_ns_per_completion",
 )
+# Each side's table header names its side and, below it, the device it ran on; the two sides
+# must have run on different devices (one soft-RoCE device per namespace).
+TWO_HOST_SIDE = re.compile(r"two hosts \(dvcq bench traffic, (client|server) side\)")
+TWO_HOST_DEVICE = re.compile(r"^\s*Device\s*:\s*(\S+)")
 # `bench drain`'s figures whose ratio is the rxe poll's cost against ibv_poll_cq's, and the
 # target of that ratio (issue 43); a baseline binary's figures carry the prefix `drain_baseline_`.
 DRAIN_DIRECT = "direct_rxe"
 DRAIN_BASE = "ibv_poll_cq_generic"
 DRAIN_RATIO_TARGET = 0.9
+DRAIN_STEP = "dvcq-bench-drain"
+# `bench drain`'s floor row on rxe: the records copied out of the ring and nothing else.
+DRAIN_FLOOR = "floor_rxe"
 
 
 @dataclass
@@ -132,6 +145,8 @@ class Console:
     lines: list[str]
     booted: bool = False
     done: bool = False
+    # Each boot's log name, whether it booted and whether it finished (merge fills it).
+    boots: list[tuple[str, bool, bool]] = field(default_factory=list)
     steps: dict[str, Step] = field(default_factory=dict)
     plan: int | None = None
     rows: list[Row] = field(default_factory=list)
@@ -199,7 +214,33 @@ def parse(text: str, log_name: str) -> Console:
                 problem(lineno, "vm-step-skip needs a step name")
                 continue
             con.steps[args[0]] = Step(args[0], lineno, skipped=" ".join(args[1:]))
+    con.boots = [(log_name, con.booted, con.done)]
     return con
+
+
+def merge(cons: list[Console]) -> Console:
+    """Several boots' logs read as one: their steps, rows and figures together."""
+    if len(cons) == 1:
+        return cons[0]
+    merged = Console(lines=[line for con in cons for line in con.lines])
+    for con in cons:
+        merged.boots += con.boots
+        merged.problems += con.problems
+        for name, step in con.steps.items():
+            if name in merged.steps:
+                merged.problems.append(f"{con.boots[0][0]}: step {name} ran in another boot too")
+            else:
+                merged.steps[name] = step
+        if con.plan is not None:
+            if merged.plan is not None:
+                merged.problems.append(f"{con.boots[0][0]}: a second vm-plan")
+            else:
+                merged.plan = con.plan
+        merged.rows += con.rows
+        merged.skips += con.skips
+        merged.figures += con.figures
+    merged.booted = any(con.booted for con in cons)
+    return merged
 
 
 def parse_protocol(con: Console, kind: str, args: list[str], lineno: int, problem) -> None:
@@ -262,16 +303,20 @@ def second_run(con: Console, kind: str, args: list[str], lineno: int, problem) -
 def judge(con: Console, args: argparse.Namespace) -> list[str]:
     """Every reason the run failed, parse problems included; empty when it passed."""
     failures = list(con.problems)
-    if args.qemu_rc == 124:
-        failures.append(f"qemu ran past its {args.timeout}s limit and was stopped")
-    elif args.qemu_rc != 0:
-        failures.append(f"qemu exited with status {args.qemu_rc}")
+    several = len(con.boots) > 1
+    for (log, booted, done), qemu_rc in zip(con.boots, args.qemu_rc):
+        where = f"{log}: " if several else ""
+        if qemu_rc == 124:
+            failures.append(f"{where}qemu ran past its {args.timeout}s limit and was stopped")
+        elif qemu_rc != 0:
+            failures.append(f"{where}qemu exited with status {qemu_rc}")
+        if not booted:
+            failures.append(f"{where}the guest never reached /init")
+        elif not done:
+            failures.append(f"{where}the guest stopped before its last step (no vm-guest-done)")
     if not con.booted:
         # Nothing after this can have happened; listing every step that never ran adds nothing.
-        failures.append("the guest never reached /init")
         return failures
-    if not con.done:
-        failures.append("the guest stopped before its last step (no vm-guest-done)")
 
     for name in args.expect_step:
         step = con.steps.get(name)
@@ -287,6 +332,7 @@ def judge(con: Console, args: argparse.Namespace) -> list[str]:
     check_devices(con, failures)
     check_c_examples(con, failures)
     check_two_host(con, failures)
+    check_drain(con, failures)
     check_preload(con, failures)
 
     if GUEST_TEST in args.expect_step:
@@ -358,6 +404,41 @@ def check_two_host(con: Console, failures: list[str]) -> None:
     for name in TWO_HOST_FIGURES:
         if not re.search(rf"(?:^|\s)vm-figure {name} ", text, re.M):
             failures.append(f"step {TWO_HOST_STEP} (line {step.begin}) exited 0 without the figure {name}")
+    devices = two_host_devices(step.output)
+    for side in ("client", "server"):
+        if not devices[side]:
+            failures.append(f"step {TWO_HOST_STEP} (line {step.begin}): no {side} side's table names its device")
+    shared = devices["client"] & devices["server"]
+    if shared:
+        failures.append(f"step {TWO_HOST_STEP} (line {step.begin}): client and server both ran on "
+                        f"{', '.join(sorted(shared))}; each namespace must have its own device")
+
+
+def two_host_devices(output: list[str]) -> dict[str, set[str]]:
+    """The devices each side's tables name: the Device line under a side's title."""
+    devices: dict[str, set[str]] = {"client": set(), "server": set()}
+    side = None
+    for line in output:
+        title = TWO_HOST_SIDE.search(line)
+        if title:
+            side = title.group(1)
+            continue
+        device = TWO_HOST_DEVICE.match(line)
+        if device and side is not None:
+            devices[side].add(device.group(1))
+            side = None
+    return devices
+
+
+def check_drain(con: Console, failures: list[str]) -> None:
+    """A drain step that exited 0 must have printed the figures of the rxe ratio and floor."""
+    step = con.steps.get(DRAIN_STEP)
+    if step is None or step.rc != 0:
+        return
+    names = {f.name for f in con.figures}
+    for name in (DRAIN_DIRECT, DRAIN_BASE, DRAIN_FLOOR):
+        if "drain_" + name not in names:
+            failures.append(f"step {DRAIN_STEP} (line {step.begin}) exited 0 without the figure drain_{name}")
 
 
 def drain_ratios(con: Console) -> list[str]:
@@ -375,6 +456,13 @@ def drain_ratios(con: Console) -> list[str]:
             f"vm: rxe drain ratio ({what}): {ratio:.2f}x ibv_poll_cq ({direct} against {base} ns/completion; "
             f"target at most {DRAIN_RATIO_TARGET}x: {verdict})"
         )
+        floor = figures.get(prefix + DRAIN_FLOOR)
+        if floor is not None and float(floor) > 0:
+            out.append(
+                f"vm: rxe drain floor ({what}): {float(floor) / float(base):.2f}x ibv_poll_cq ({floor} ns/completion: "
+                f"the records copied out of the ring, nothing else); dvcq's rxe poll {float(direct) / float(floor):.2f}x "
+                f"the floor"
+            )
     return out
 
 
@@ -511,9 +599,10 @@ def exec_report(con: Console, args: argparse.Namespace) -> tuple[list[str], int]
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--log", required=True, help="the guest's console log")
+    parser.add_argument("--log", required=True, action="append", help="a boot's console log (one per boot)")
     parser.add_argument("--accel", default="unknown", help="kvm or tcg, for the report")
-    parser.add_argument("--qemu-rc", type=int, default=0, help="qemu's exit status (124: timed out)")
+    parser.add_argument("--qemu-rc", type=int, action="append", default=[],
+                        help="qemu's exit status for each --log, in order (124: timed out; default 0)")
     parser.add_argument("--timeout", default="?", help="qemu's time limit in seconds, for the report")
     parser.add_argument("--expect-step", action="append", default=[], help="a step that must pass")
     parser.add_argument("--phase", action="append", default=[], help="NAME=SECONDS, for the report")
@@ -521,9 +610,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--exec", metavar="FILE", help="the guest ran FILE, not the test plan")
     args = parser.parse_args(argv)
 
-    log = Path(args.log)
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    con = parse(text, log.name)
+    if len(args.qemu_rc) > len(args.log):
+        parser.error("more --qemu-rc than --log")
+    args.qemu_rc += [0] * (len(args.log) - len(args.qemu_rc))
+    cons = []
+    for name in args.log:
+        log = Path(name)
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        cons.append(parse(text, log.name))
+    con = merge(cons)
+    args.log = ", ".join(args.log)
     if args.exec:
         lines, status = exec_report(con, args)
         print("\n".join(lines))

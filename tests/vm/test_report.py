@@ -65,12 +65,27 @@ def console(outputs=None, rcs=None, done=True, booted=True, extra=""):
     return "\r\n".join(lines) + "\r\n"
 
 
-def run(text, *flags, qemu_rc=0, steps=STEPS):
-    """report.main on `text`: (exit status, printed lines)."""
+def two_host_tables(client, server):
+    """The heads of both sides' tables of a two-host run, the client on `client`, the server on
+    `server`, as the two-host step prints them."""
+    head = (" Send BW and latency, two hosts (dvcq bench traffic, {} side)\n"
+            " Device          : {}                             Peer            : {}\n"
+            " Number of qps   : 1                                Transport type  : RC")
+    return "\n".join([head.format("client", client, "10.11.0.1:18515"), "--- send: the server's side",
+                      " Waiting for a client on port 18515 ...", head.format("server", server, "10.11.0.2:49266"),
+                      "--- send: server rc=0 client rc=0"])
+
+
+def run(text, *flags, qemu_rc=0, steps=STEPS, second=None, second_rc=0):
+    """report.main on `text` (and on `second`, a second boot's log, if given): (exit status,
+    printed lines)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp, "console.log")
         log.write_text(text)
         argv = ["--log", str(log), "--qemu-rc", str(qemu_rc), *flags]
+        if second is not None:
+            Path(tmp, "console-two-host.log").write_text(second)
+            argv += ["--log", str(Path(tmp, "console-two-host.log")), "--qemu-rc", str(second_rc)]
         for step in steps:
             argv += ["--expect-step", step]
         out = io.StringIO()
@@ -233,12 +248,46 @@ class Verdict(unittest.TestCase):
         figures = ("vm-figure two_host_client_direct_ns_per_completion 900.1 ns/completion\n"
                    "vm-figure two_host_client_direct_t_typical 41.20 us\n"
                    "vm-figure two_host_server_direct_ns_per_completion 1200.5 ns/completion")
-        step = "vm-step-begin dvcq-two-host\n{}\nvm-step-end dvcq-two-host 0"
-        rc, out = run(console(extra=step.format(figures)))
+        step = "vm-step-begin dvcq-two-host\n{}\n{}\nvm-step-end dvcq-two-host 0"
+        rc, out = run(console(extra=step.format(two_host_tables("rxe-b", "rxe-a"), figures)))
         self.assertEqual(rc, 0, "\n".join(out))
         without_server = figures.rsplit("\n", 1)[0]
-        self.assertFailsWith(console(extra=step.format(without_server)),
+        self.assertFailsWith(console(extra=step.format(two_host_tables("rxe-b", "rxe-a"), without_server)),
                              "exited 0 without the figure two_host_server_direct_ns_per_completion")
+
+    def test_a_two_host_run_whose_sides_shared_a_device_fails(self):
+        figures = ("vm-figure two_host_client_direct_ns_per_completion 900.1 ns/completion\n"
+                   "vm-figure two_host_client_direct_t_typical 41.20 us\n"
+                   "vm-figure two_host_server_direct_ns_per_completion 1200.5 ns/completion")
+        step = "vm-step-begin dvcq-two-host\n{}\n" + figures + "\nvm-step-end dvcq-two-host 0"
+        self.assertFailsWith(console(extra=step.format(two_host_tables("rxe0", "rxe0"))),
+                             "client and server both ran on rxe0; each namespace must have its own device")
+        # A side whose table is missing cannot show which device it ran on.
+        client_only = two_host_tables("rxe-b", "rxe-a").split("--- send: the server's side")[0]
+        self.assertFailsWith(console(extra=step.format(client_only)), "no server side's table names its device")
+
+    def test_two_boots_are_read_as_one_and_each_must_finish(self):
+        two_host = ("vm-init 7.3.4+deb13-amd64\nvm-step-begin dvcq-two-host\n"
+                    + two_host_tables("rxe-b", "rxe-a")
+                    + "\nvm-figure two_host_client_direct_ns_per_completion 900.1 ns/completion"
+                    "\nvm-figure two_host_client_direct_t_typical 41.20 us"
+                    "\nvm-figure two_host_server_direct_ns_per_completion 1200.5 ns/completion"
+                    "\nvm-step-end dvcq-two-host 0\n")
+        steps = [*STEPS, "dvcq-two-host"]
+        rc, out = run(console(), second=two_host + "vm-guest-done 0\n", steps=steps)
+        self.assertEqual(rc, 0, "\n".join(out))
+        self.assertTrue(any("two_host_server_direct_ns_per_completion" in line for line in out))
+        self.assertEqual(out[-1], "vm: 2 workloads, 0 mismatches")
+        out = self.assertFailsWith(console(), "console-two-host.log: the guest stopped before its last step",
+                                   second=two_host, steps=steps)
+        out = self.assertFailsWith(console(), "console-two-host.log: qemu exited with status 1",
+                                   second=two_host + "vm-guest-done 0\n", second_rc=1, steps=steps)
+        # The second boot's step missing altogether is a step that never ran.
+        self.assertFailsWith(console(), "step dvcq-two-host never ran",
+                             second="vm-init 7.3.4\nvm-guest-done 0\n", steps=steps)
+        # A step in both logs is one too many.
+        self.assertFailsWith(console(), "console-two-host.log: step c-poll ran in another boot too",
+                             second="vm-init 7.3.4\nvm-step-begin c-poll\nvm-step-end c-poll 0\nvm-guest-done 0\n")
 
     def test_the_rxe_drain_ratio_is_reported_for_both_builds_against_the_target(self):
         extra = ("vm-step-begin dvcq-bench-drain\n"
@@ -246,6 +295,7 @@ class Verdict(unittest.TestCase):
                  "vm-figure drain_ibv_poll_cq_generic 120.0 ns/completion\n"
                  "vm-figure drain_baseline_direct_rxe 150.0 ns/completion\n"
                  "vm-figure drain_baseline_ibv_poll_cq_generic 110.0 ns/completion\n"
+                 "vm-figure drain_floor_rxe 50.0 ns/completion\n"
                  "vm-step-end dvcq-bench-drain 0")
         rc, out = run(console(extra=extra))
         self.assertEqual(rc, 0, "\n".join(out))
@@ -255,6 +305,19 @@ class Verdict(unittest.TestCase):
                       "ns/completion; target at most 0.9x: missed)", out)
         rc, out = run(console())
         self.assertFalse(any("drain ratio" in line for line in out))
+
+    def test_the_rxe_floor_is_reported_against_both_pollers(self):
+        extra = ("vm-step-begin dvcq-bench-drain\n"
+                 "vm-figure drain_direct_rxe 150.0 ns/completion\n"
+                 "vm-figure drain_ibv_poll_cq_generic 100.0 ns/completion\n"
+                 "vm-figure drain_floor_rxe 60.0 ns/completion\n"
+                 "vm-step-end dvcq-bench-drain 0")
+        rc, out = run(console(extra=extra))
+        self.assertEqual(rc, 0, "\n".join(out))
+        self.assertIn("vm: rxe drain floor (this build): 0.60x ibv_poll_cq (60.0 ns/completion: the records copied "
+                      "out of the ring, nothing else); dvcq's rxe poll 2.50x the floor", out)
+        self.assertFailsWith(console(extra=extra.replace("vm-figure drain_floor_rxe 60.0 ns/completion\n", "")),
+                             "exited 0 without the figure drain_floor_rxe")
 
     def test_development_mode_may_leave_the_guest_test_out(self):
         text = console({"guest-test": "ok"})

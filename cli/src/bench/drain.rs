@@ -10,7 +10,13 @@
 //!   `ibv_next_poll`, the `ibv_wc_read_*` of `struct ibv_wc`'s fields, `ibv_end_poll`) into
 //!   the same `struct ibv_wc`s: the provider's other poll, which a program may use instead;
 //! - `generic`: [`crate::Cq::poll`] on the generic backend, `ibv_poll_cq` plus the
-//!   conversion into dvcq's [`Completion`].
+//!   conversion into dvcq's [`Completion`];
+//! - `floor` (rxe only, a measuring stick rather than a poller): the least a poll of rxe's
+//!   queue can do, through the zero-copy views ([`crate::Cq::views`]): the producer index
+//!   read once per call, each record's six words copied out as they lie in the ring (what
+//!   rdma-core's poll copies into a `struct ibv_wc`), converted into nothing, and the
+//!   consumer index stored once per call. No lock, no conversion, no statistics: a poller
+//!   that returns anything an application can use pays at least this.
 //!
 //! With `qps` above 1 the fill's WRITEs are spread over that many QPs sharing the CQ, in a
 //! shuffled order (the order `bench scale` uses on the models), so each poller's lookup of
@@ -53,7 +59,8 @@ pub const MAX_QPS: u32 = 4096;
 #[derive(Clone, Debug, Serialize)]
 pub struct DrainRow {
     /// `direct` (the backend `Auto` picks: `rxe`, `model`, ...), `ibv_poll_cq` (rdma-core's
-    /// poll alone) or `generic` (the generic backend: `ibv_poll_cq` and the conversion).
+    /// poll alone), `cq_ex`, `generic` (the generic backend: `ibv_poll_cq` and the
+    /// conversion) or, on rxe, `floor` (the records copied out of the ring, nothing more).
     pub poller: String,
     /// The backend that polled, and why.
     pub backend: BackendKind,
@@ -115,12 +122,16 @@ enum How {
     Verbs,
     /// rdma-core's extended CQ into the same `struct ibv_wc`s.
     VerbsEx,
+    /// The `floor` row: rxe's records copied out of the ring through the views.
+    Floor,
 }
 
 /// Scratch space for one poll call of each kind.
 struct Scratch {
     wcs: Vec<Completion>,
     verbs: Vec<dvcq::tool_support::IbvWc>,
+    /// The floor row's copies of the kernel's records.
+    records: Vec<[u64; 6]>,
 }
 
 /// One poll call the row's way: completions taken, and the first that failed, if any.
@@ -144,6 +155,25 @@ fn poll_once(cq: &mut Cq, how: How, s: &mut Scratch) -> Result<(usize, Option<St
             };
             Ok((n, s.verbs[..n].iter().find(|w| w.status != 0).map(|w| format!("status {}", w.status))))
         }
+        How::Floor => {
+            let Some(mut walk) = cq.views() else {
+                return Err(Error::Mismatch {
+                    device: cq.device().to_string(),
+                    what: "no views for the floor row".into(),
+                });
+            };
+            let mut n = 0;
+            while n < s.records.len() {
+                let Some(v) = walk.next() else { break };
+                // `as_rxe` is always there on a walk (views exist on rxe only).
+                s.records[n] = v.as_rxe().map_or([0; 6], |r| r.words());
+                n += 1;
+            }
+            drop(walk);
+            // `status` is the low half of the record's second word.
+            let bad = s.records[..n].iter().map(|w| w[1] as u32).find(|&st| st != 0);
+            Ok((n, bad.map(|st| format!("status {st}"))))
+        }
     }
 }
 
@@ -166,6 +196,7 @@ fn one_rep(cq: &mut Cq, how: How, lp: &mut Loop, p: &DrainParams, settle: Durati
     let mut s = Scratch {
         wcs: vec![Completion::default(); p.batch],
         verbs: vec![dvcq::tool_support::IbvWc::default(); p.batch],
+        records: vec![[0; 6]; p.batch],
     };
     let mut got = 0u32;
     let mut waited = false;
@@ -226,6 +257,7 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
         ("ibv_poll_cq", BackendChoice::Generic, How::Verbs),
         ("cq_ex", BackendChoice::Generic, How::VerbsEx),
         ("generic", BackendChoice::Generic, How::Cq),
+        ("floor", BackendChoice::Auto, How::Floor),
     ];
     for &(name, choice, how) in rows {
         let opts = CqOptions::new(p.completions).backend(choice);
@@ -235,7 +267,11 @@ pub fn run(ctx: &Context, p: &DrainParams) -> Result<Vec<DrainRow>, Error> {
             ctx.create_cq(opts)
         };
         match made {
-            Ok(cq) => {
+            Ok(mut cq) => {
+                // The floor reads rxe's ring through the views, which only rxe's backend has.
+                if how == How::Floor && cq.views().is_none() {
+                    continue;
+                }
                 let lp = make_loop(ctx, &cq, p)?;
                 pollers.push((name.to_string(), cq, how, lp));
             }
