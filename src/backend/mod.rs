@@ -1,6 +1,10 @@
 //! The pollers behind [`crate::Cq`] on real devices, and the rule that picks one: the
 //! direct backend for the CQ's provider when one exists and its self-checks pass, else
 //! rdma-core's own poll (the generic backend), with the reason either way.
+//!
+//! Layer: the backends, above `sys`, `model_device`, `error` and the vocabulary (`verbs`,
+//! `id`), which they may import with the vendor crates; they name no API type (`Cq`,
+//! `Context`, channels): those sit above and hold a backend.
 
 pub(crate) mod generic;
 pub(crate) mod irdma;

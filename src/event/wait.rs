@@ -10,8 +10,8 @@
 //! that window: whatever landed before the arm is found by that poll, whatever lands after
 //! it raises the event the sleep wakes on.
 
-use super::channel::Binding;
-use super::{CompletionChannel, CqEventKind, CqId};
+use super::CqEventKind;
+use crate::channel::deadline_after;
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
 use crate::model_device::Moderation;
@@ -50,16 +50,6 @@ impl WaitOptions {
 }
 
 impl Cq {
-    /// This CQ's id: what its events carry ([`super::CqEvent::cq`]).
-    pub fn id(&self) -> CqId {
-        self.id
-    }
-
-    /// The channel its events go to, if it was made on one.
-    pub fn channel(&self) -> Option<&CompletionChannel> {
-        self.binding.as_ref().map(|b| &b.channel)
-    }
-
     /// The model device's CQ under it (`None` on a device), for tests that drive the
     /// model's event emulation (say [`crate::model_device::ModelCq::before_next_arm`]).
     pub fn model(&self) -> Option<&crate::model_device::ModelCq> {
@@ -67,10 +57,6 @@ impl Cq {
             Poller::Model(m) => Some(m),
             _ => None,
         }
-    }
-
-    pub(crate) fn bind(&mut self, channel: &CompletionChannel) {
-        self.binding = Some(Binding::new(channel, self.id));
     }
 
     /// Requests one event for the next completion (or the next solicited or error one),
@@ -181,7 +167,7 @@ impl Cq {
         opts: WaitOptions,
     ) -> Result<usize, Error> {
         let start = Instant::now();
-        let deadline = super::deadline_after(start, timeout);
+        let deadline = deadline_after(start, timeout);
         let Some(channel) = self.channel().cloned() else {
             return Err(Error::Event {
                 device: self.device().to_string(),
@@ -190,7 +176,7 @@ impl Cq {
         };
         if !opts.spin.is_zero() {
             // `None`: a spin too long to end (it ends with a completion).
-            let spin_end = match (deadline, super::deadline_after(start, Some(opts.spin))) {
+            let spin_end = match (deadline, deadline_after(start, Some(opts.spin))) {
                 (Some(d), Some(s)) => Some(d.min(s)),
                 (d, s) => d.or(s),
             };

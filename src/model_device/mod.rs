@@ -8,6 +8,9 @@
 //! `dvcq_e810_dv::model`). [`ModelCq::poll`] runs dvcq's real poller for that vendor over
 //! the ring, so completions come out of the same parse code as on a NIC.
 //!
+//! Layer: above the vocabulary (`verbs`, `id`), which it may import with the vendor crates;
+//! it names no other module of the crate (a backend polls its CQs, `context` opens it).
+//!
 //! The bookkeeping an application keeps on hardware is kept here the same way: every post
 //! is recorded in the poller's registry (mlx5 `Registry`, irdma `QpRegistry`) the way
 //! rdma-core records it, so the wr_ids of unsignaled sends are recovered by the pollers as

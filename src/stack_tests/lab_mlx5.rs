@@ -6,10 +6,10 @@
 //! application's channel, armed with dvcq's doorbell.
 
 use super::lab::{attach_direct, drain, rc_pair, send_rounds};
-use crate::context::QpInit;
 use crate::cq::{BackendChoice, BackendKind, CqOptions};
 use crate::verbs::{QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
+use crate::QpInit;
 use dvcq_provider::{Completion, WcStatus};
 
 /// The first mlx5 device here, or `None` after printing why the case is skipped.
