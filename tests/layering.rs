@@ -483,3 +483,43 @@ fn the_graph_reader_counts_groups_reexports_and_climbing_supers_and_the_cycle_na
     edges.retain(|e| e.to != "a" && e.from != "cq");
     assert!(cycles_report(&modules, &edges).is_empty());
 }
+
+/// Every `pub fn` of the library and the crates below it whose result is `Result<_, String>`,
+/// as `file:line: signature`. The tools' hooks (`tool_support.rs`) and the test helpers
+/// (`provider`'s `testing`, feature `testing`) are not the API and are left out.
+fn string_errors_in(dir: &Path, bad: &mut Vec<String>) {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    for f in files {
+        let rel = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+        if rel.ends_with("tool_support.rs") || rel.contains("/testing") || rel.contains("stack_tests") {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(&f).expect("readable source"));
+        let mut from = 0;
+        while let Some(i) = code[from..].find("pub ") {
+            let at = from + i;
+            from = at + 4;
+            let sig_end = code[at..].find(['{', ';']).map_or(code.len(), |e| at + e);
+            let sig = &code[at..sig_end];
+            let is_fn =
+                ["pub fn ", "pub unsafe fn ", "pub const fn ", "pub async fn "].iter().any(|p| sig.starts_with(p));
+            let Some(ret) = sig.split_once("->").map(|(_, r)| r) else { continue };
+            if is_fn && ret.contains("Result<") && ret.replace(char::is_whitespace, "").contains(",String>") {
+                let line = code[..at].matches('\n').count() + 1;
+                bad.push(format!("{rel}:{line}: {}", sig.split_whitespace().collect::<Vec<_>>().join(" ")));
+            }
+        }
+    }
+}
+
+/// A program tells errors apart by their type: no public function of the library or of the
+/// crates it re-exports returns a bare `String` as its error.
+#[test]
+fn no_public_function_returns_a_string_error() {
+    let mut bad = Vec::new();
+    for dir in ["src", "uapi/src", "provider/src", "mlx5-dv/src", "e810-dv/src", "rxe-dv/src"] {
+        string_errors_in(&root().join(dir), &mut bad);
+    }
+    assert!(bad.is_empty(), "public functions with a String error (return a typed error):\n{}", bad.join("\n"));
+}

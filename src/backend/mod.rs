@@ -35,7 +35,7 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
 pub(crate) fn chosen_release(ctx: &Context) -> Result<ChosenRelease, String> {
     let verbs_file = crate::sys::device::libibverbs_file();
     let verbs = verbs_file.as_deref().and_then(|f| Release::from_libibverbs_file(f).map(|r| (r, f)));
-    ChosenRelease::pick(verbs, ctx.provider_library().as_deref())
+    ChosenRelease::pick(verbs, ctx.provider_library().as_deref()).map_err(|e| e.to_string())
 }
 
 /// Who made a CQ and will make the QPs on it.

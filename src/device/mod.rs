@@ -8,7 +8,7 @@
 pub mod counters;
 mod info;
 
-pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release};
+pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release, ReleaseError};
 pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
 
 use serde::Serialize;

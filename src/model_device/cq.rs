@@ -569,9 +569,14 @@ impl ModelCq {
     ///
     /// # Errors
     ///
-    /// Why this CQ's ring cannot be written as an image (irdma model rings, for now).
-    pub fn ring_image(&self) -> Result<String, String> {
-        self.shared.lock().cqs[self.id].ring_image()
+    /// [`crate::Error::Unsupported`] naming the model and why its ring cannot be written as
+    /// an image (irdma model rings, for now).
+    pub fn ring_image(&self) -> Result<String, crate::Error> {
+        self.shared.lock().cqs[self.id].ring_image().map_err(|why| crate::Error::Unsupported {
+            device: self.shared.vendor.device_name().to_string(),
+            what: "a ring image",
+            why,
+        })
     }
 
     /// The CQ's counters.
@@ -599,5 +604,27 @@ impl ModelCq {
             faults,
             mlx5,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model_device::{ModelDevice, ModelVendor};
+    use crate::Error;
+
+    /// A model ring that has no image says so with the library's typed error, naming the
+    /// model and why; an mlx5 model's ring has one.
+    #[test]
+    fn a_model_ring_without_an_image_is_an_unsupported_error() {
+        let cq = ModelDevice::new(ModelVendor::Irdma).create_cq(16).unwrap();
+        match cq.ring_image() {
+            Err(Error::Unsupported { device, what: "a ring image", why }) => {
+                assert_eq!(device, "model-e810");
+                assert!(why.contains("irdma"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let cq = ModelDevice::new(ModelVendor::Mlx5).create_cq(16).unwrap();
+        assert!(cq.ring_image().unwrap().contains("mlx5"), "an mlx5 model ring has an image");
     }
 }

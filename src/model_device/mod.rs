@@ -8,8 +8,9 @@
 //! `dvcq_e810_dv::model`). [`ModelCq::poll`] runs dvcq's real poller for that vendor over
 //! the ring, so completions come out of the same parse code as on a NIC.
 //!
-//! Layer: above the vocabulary (`verbs`, `id`), which it may import with the vendor crates;
-//! it names no other module of the crate (a backend polls its CQs, `context` opens it).
+//! Layer: above the vocabulary (`verbs`, `id`) and `error` (the library's error, for what a
+//! model refuses in the API's terms), which it may import with the vendor crates; it names no
+//! other module of the crate (a backend polls its CQs, `context` opens it).
 //!
 //! The bookkeeping an application keeps on hardware is kept here the same way: every post
 //! is recorded in the poller's registry (mlx5 `Registry`, irdma `QpRegistry`) the way
