@@ -403,7 +403,7 @@ impl Cq {
             // dvcq's mlx5 and irdma pollers count failures on their slow path.
             Poller::Mlx5(m) => m.poll(out),
             Poller::Irdma(m) => m.poll(out),
-            Poller::Model(m) => m.poll(out),
+            Poller::Model(m) => m.poll_count(out),
         }
     }
 
@@ -415,7 +415,7 @@ impl Cq {
             Poller::Rxe(r) => r.poll(out),
             Poller::Mlx5(m) => m.poll(out),
             Poller::Irdma(m) => m.poll(out),
-            Poller::Model(m) => m.poll(out),
+            Poller::Model(m) => m.poll_count(out),
         }
     }
 

@@ -138,21 +138,48 @@ impl Cq {
         }
     }
 
-    /// Waits up to `timeout` (`None`: no limit) for completions and moves up to
-    /// `out.len()` of them out, in order; 0 at the timeout. Event mode: see
-    /// [`Cq::wait_with`].
+    /// Waits up to `timeout` (`None`: no limit) for completions, moves up to `out.len()` of
+    /// them out, in order, into the front of `out`, and returns that part of it (as
+    /// [`Cq::poll`] does); empty at the timeout. Event mode: see [`Cq::wait_with`].
+    ///
+    /// ```
+    /// # use dvcq::{Completion, Context, CqOptions};
+    /// # use std::time::Duration;
+    /// # let ctx = Context::open("model-mlx5")?;
+    /// # let channel = ctx.create_channel()?;
+    /// # let mut cq = ctx.create_cq_on(&channel, CqOptions::new(64))?;
+    /// let mut wcs = [Completion::default(); 16];
+    /// for wc in cq.wait(&mut wcs, Some(Duration::from_millis(1)))? {
+    ///     println!("wr_id {} {}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), dvcq::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// As [`Cq::wait_with`].
-    pub fn wait(&mut self, out: &mut [Completion], timeout: Option<Duration>) -> Result<usize, Error> {
+    pub fn wait<'a>(
+        &mut self,
+        out: &'a mut [Completion],
+        timeout: Option<Duration>,
+    ) -> Result<&'a [Completion], Error> {
         self.wait_with(out, timeout, WaitOptions::events())
+    }
+
+    /// [`Cq::wait`] returning how many completions it moved to the front of `out` instead
+    /// of that slice: for loops that keep their own position in a larger buffer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::wait_with`].
+    pub fn wait_count(&mut self, out: &mut [Completion], timeout: Option<Duration>) -> Result<usize, Error> {
+        self.wait_with_count(out, timeout, WaitOptions::events())
     }
 
     /// Waits for completions the race-free way: poll (busy-polling for `opts.spin` first,
     /// the hybrid mode); arm; poll again, for a completion that landed before the arm; sleep
-    /// on the channel until this CQ's event; then drain with a poll. Returns what the
-    /// first non-empty poll moved, or 0 at `timeout`.
+    /// on the channel until this CQ's event; then drain with a poll. Returns the part of
+    /// `out` the first non-empty poll filled, or an empty slice at `timeout`.
     ///
     /// # Errors
     ///
@@ -160,7 +187,22 @@ impl Cq {
     /// error (an error event, or the CQ error item a poll returned) when nothing is left to
     /// poll, and from then on whenever nothing is; arming and channel errors. Completions
     /// polled are returned before any error is.
-    pub fn wait_with(
+    pub fn wait_with<'a>(
+        &mut self,
+        out: &'a mut [Completion],
+        timeout: Option<Duration>,
+        opts: WaitOptions,
+    ) -> Result<&'a [Completion], Error> {
+        let n = self.wait_with_count(out, timeout, opts)?;
+        Ok(&out[..n.min(out.len())])
+    }
+
+    /// [`Cq::wait_with`] returning how many completions it moved to the front of `out`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::wait_with`].
+    pub fn wait_with_count(
         &mut self,
         out: &mut [Completion],
         timeout: Option<Duration>,

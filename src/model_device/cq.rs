@@ -516,9 +516,17 @@ impl ModelCq {
         self.id
     }
 
-    /// Polls up to `out.len()` completions in order; returns how many were written. The
-    /// vendor's poller parses the CQEs the device wrote, as it parses a NIC's.
-    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+    /// Polls up to `out.len()` completions in order into the front of `out` and returns that
+    /// part of it (as [`crate::Cq::poll`] does): empty when there were none. The vendor's
+    /// poller parses the CQEs the device wrote, as it parses a NIC's.
+    pub fn poll<'a>(&mut self, out: &'a mut [Completion]) -> &'a [Completion] {
+        let n = self.poll_count(out);
+        &out[..n.min(out.len())]
+    }
+
+    /// [`ModelCq::poll`] returning how many completions it moved to the front of `out`
+    /// instead of that slice.
+    pub fn poll_count(&mut self, out: &mut [Completion]) -> usize {
         self.shared.lock().poll_cq(self.id, out)
     }
 

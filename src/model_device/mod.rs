@@ -73,9 +73,10 @@
 //! a.post_send(&[SendWr::new(1, SendOp::Send, &[mr.slice(0, 4)?])])?;
 //!
 //! let mut wcs = [Completion::default(); 4];
-//! assert_eq!(cq.poll(&mut wcs), 2);
-//! assert_eq!((wcs[0].wr_id, wcs[0].opcode, wcs[0].byte_len), (2, WcOpcode::Recv, 4));
-//! assert_eq!((wcs[1].wr_id, wcs[1].opcode), (1, WcOpcode::Send));
+//! let polled = cq.poll(&mut wcs); // the completions it filled, at the front of wcs
+//! assert_eq!(polled.len(), 2);
+//! assert_eq!((polled[0].wr_id, polled[0].opcode, polled[0].byte_len), (2, WcOpcode::Recv, 4));
+//! assert_eq!((polled[1].wr_id, polled[1].opcode), (1, WcOpcode::Send));
 //! let mut got = [0u8; 4];
 //! mr.read(1024, &mut got)?;
 //! assert_eq!(&got, b"ping");
