@@ -1,4 +1,7 @@
 //! The errors of the device API: what failed, on which device, and why.
+//!
+//! Layer: just above `sys` (whose verbs errors it carries) and the vocabulary (`id`), which
+//! it may import; every layer above returns it.
 
 use crate::id::CqId;
 use crate::sys::release::Release;

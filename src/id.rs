@@ -1,5 +1,7 @@
 //! The identity of a CQ in this process, which events, errors and logs name: a leaf that
 //! every layer may use.
+//!
+//! Layer: the bottom (the vocabulary, with `verbs`): it imports nothing of the crate.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

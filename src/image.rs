@@ -1,4 +1,7 @@
 //! Ring images across vendors: parse the container once, hand it to the backend it names.
+//!
+//! Layer: the top, beside `event`; it reads the vendor crates only and imports nothing of the
+//! crate (`Cq::ring_image`, which writes the images, is in `cq/image.rs`).
 
 use crate::irdma::Compat;
 use crate::provider::image::{format_decode_as, parse_image, ImageError, ImageVendor, LineStyle, RawImage};

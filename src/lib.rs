@@ -57,7 +57,7 @@ pub use dvcq_mlx5_dv as mlx5;
 pub use dvcq_provider as provider;
 pub use dvcq_uapi as uapi;
 
-pub use context::{Context, Mr, Mw, Pd, Qp, QpInit, Srq, Xrcd};
+pub use context::{Context, Mr, Pd};
 pub use cq::{
     Backend, BackendChoice, BackendKind, Cq, CqClock, CqOptions, CqStats, CqViews, CqeView, DepthAdvice,
     HighWaterSource, StatusCounts, Timestamps,
@@ -68,8 +68,10 @@ pub use error::{Error, ErrorKind, PostRefusal, VerbsError};
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use event::AsyncCq;
 pub use event::{spread_comp_vectors, ArmMode, CompletionChannel, CqEvent, CqEventKind, CqId, WaitOptions};
+pub use qp::{Mw, Qp, QpInit, Srq, Xrcd};
 
 mod backend;
+mod channel;
 mod context;
 pub mod cq;
 pub mod device;
@@ -78,6 +80,7 @@ pub mod event;
 mod id;
 pub mod image;
 pub mod model_device;
+mod qp;
 #[cfg(test)]
 mod stack_tests;
 mod sys;

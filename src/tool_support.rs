@@ -5,6 +5,9 @@
 //!
 //! Each function forwards to a crate-private method next to the code it belongs to; the
 //! list here is the whole of what the tools reach below the API.
+//!
+//! Layer: above the whole library (it may import any module), for the tools only; no module
+//! of the library imports it.
 
 use crate::cq::{Cq, CqOptions, Poller};
 use crate::{CompletionChannel, Context, Error};

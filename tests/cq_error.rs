@@ -161,11 +161,11 @@ fn a_waiter_gets_what_landed_then_the_item_then_the_typed_error() {
         }
         let cap = capacity(dev);
         let mut out = vec![Completion::default(); 64];
-        let n = cq.wait(&mut out, Some(Duration::from_secs(5))).unwrap();
-        assert_eq!(n as u64, cap, "{dev}: one wait takes what landed");
-        assert!(out[..n].iter().all(|c| c.cq_error().is_none()), "{dev}");
-        let n = cq.wait(&mut out, Some(Duration::from_secs(5))).unwrap();
-        assert_eq!((n, out[0].cq_error()), (1, Some(CqErrorReason::Overrun)), "{dev}");
+        let got = cq.wait(&mut out, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(got.len() as u64, cap, "{dev}: one wait takes what landed");
+        assert!(got.iter().all(|c| c.cq_error().is_none()), "{dev}");
+        let got = cq.wait(&mut out, Some(Duration::from_secs(5))).unwrap();
+        assert_eq!((got.len(), got[0].cq_error()), (1, Some(CqErrorReason::Overrun)), "{dev}");
         for _ in 0..2 {
             let t = std::time::Instant::now();
             let e = cq.wait(&mut out, Some(Duration::from_secs(5))).unwrap_err();

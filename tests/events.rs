@@ -224,7 +224,7 @@ fn no_lost_wakeup(run: Run) {
         let back = s.ns();
         let posted = s.posted_ns[next as usize].load(Ordering::Acquire);
         assert!(
-            got > 0,
+            !got.is_empty(),
             "{device}: a wait slept {WAIT_TIMEOUT:?} with completion {next} of {n} {} (lost wakeup?)",
             if posted == u64::MAX { "not posted yet" } else { "posted" }
         );
@@ -233,7 +233,7 @@ fn no_lost_wakeup(run: Run) {
         if !period.is_zero() && pending >= period {
             full_periods += 1;
         }
-        for wc in &wcs[..got] {
+        for wc in got {
             assert_eq!((wc.wr_id, wc.status), (next, WcStatus::Success), "{device}: completion out of order");
             next += 1;
         }
@@ -438,9 +438,13 @@ fn many_cqs_on_one_channel_route_to_their_waiters() {
                     let mut wcs = [Completion::default(); 16];
                     let mut got = 0;
                     while got < PER {
-                        let n = cq.wait(&mut wcs, Some(WAIT_TIMEOUT)).unwrap();
-                        assert!(n > 0, "{}: a waiter slept {WAIT_TIMEOUT:?} through its CQ's completions", cq.id());
-                        for wc in &wcs[..n] {
+                        let id = cq.id();
+                        let polled = cq.wait(&mut wcs, Some(WAIT_TIMEOUT)).unwrap();
+                        assert!(
+                            !polled.is_empty(),
+                            "{id}: a waiter slept {WAIT_TIMEOUT:?} through its CQ's completions"
+                        );
+                        for wc in polled {
                             assert_eq!((wc.qp_num, wc.wr_id, wc.status), (qpn, got, WcStatus::Success), "{}", cq.id());
                             got += 1;
                         }
@@ -519,12 +523,12 @@ fn overrun_raises_a_cq_error_event_and_wait_returns_what_was_written_first() {
         let mut wcs = [Completion::default(); 64];
         // The event was taken above; wait drains the CQEs written before the overrun, all
         // of them, in order, and nothing else.
-        let n = cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap();
-        let ids: Vec<u64> = wcs[..n].iter().map(|w| w.wr_id).collect();
+        let polled = cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap();
+        let ids: Vec<u64> = polled.iter().map(|w| w.wr_id).collect();
         assert_eq!(ids, (0..holds).collect::<Vec<_>>(), "{d}: what was written before the overrun is polled");
-        assert!(wcs[..n].iter().all(|w| w.is_ok() && w.opcode == dvcq::WcOpcode::RdmaWrite), "{d}");
+        assert!(polled.iter().all(|w| w.is_ok() && w.opcode == dvcq::WcOpcode::RdmaWrite), "{d}");
         // Then the CQ error item, counting them, then the typed error.
-        assert_eq!(cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap(), 1, "{d}");
+        assert_eq!(cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap().len(), 1, "{d}");
         assert_eq!((wcs[0].cq_error(), wcs[0].wr_id), (Some(dvcq::CqErrorReason::Overrun), holds), "{d}");
         let e = cq.wait(&mut wcs, Some(Duration::from_millis(10))).unwrap_err();
         assert!(matches!(e, Error::CqInError { reason: dvcq::CqErrorReason::Overrun, .. }), "{d}: {e}");
@@ -561,7 +565,7 @@ fn wait_refuses_a_cq_without_a_channel_and_times_out_quietly() {
     let ch = ctx.create_channel().unwrap();
     let mut cq = ctx.create_cq_on(&ch, CqOptions::new(8)).unwrap();
     let t = Instant::now();
-    assert_eq!(cq.wait(&mut wcs, Some(Duration::from_millis(20))).unwrap(), 0);
+    assert!(cq.wait(&mut wcs, Some(Duration::from_millis(20))).unwrap().is_empty());
     assert!(t.elapsed() >= Duration::from_millis(20));
     let other = Context::open("model-e810").unwrap();
     let e = other.create_cq_on(&ch, CqOptions::new(8)).unwrap_err();
@@ -587,9 +591,9 @@ fn a_completion_landing_between_the_empty_poll_and_the_arm_is_found_at_once() {
             });
             let mut wcs = [Completion::default(); 4];
             let t = Instant::now();
-            let n = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), opts).unwrap();
+            let polled = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), opts).unwrap();
             let took = t.elapsed();
-            assert_eq!((n, wcs[0].wr_id), (1, 7), "{d}: the completion that landed before the arm");
+            assert_eq!((polled.len(), polled[0].wr_id), (1, 7), "{d}: the completion that landed before the arm");
             assert!(took < Duration::from_secs(2), "{d}: the wait slept {took:?} through a completion in its CQ");
             let stats = cq.model().unwrap().arm_stats();
             assert_eq!((stats.taken, stats.events), (1, 0), "{d}: the arm was taken and raised no event");
@@ -609,12 +613,12 @@ fn an_endless_timeout_is_no_deadline() {
         let (mut qp, mr) = loopback(&ctx, &cq);
         let mut wcs = [Completion::default(); 4];
         write(&mut qp, &mr, 1).unwrap();
-        assert_eq!(cq.wait(&mut wcs, Some(Duration::MAX)).unwrap(), 1, "{d}");
+        assert_eq!(cq.wait(&mut wcs, Some(Duration::MAX)).unwrap().len(), 1, "{d}");
         write(&mut qp, &mr, 2).unwrap();
-        assert_eq!(cq.wait_with(&mut wcs, None, WaitOptions::hybrid(Duration::MAX)).unwrap(), 1, "{d}");
+        assert_eq!(cq.wait_with(&mut wcs, None, WaitOptions::hybrid(Duration::MAX)).unwrap().len(), 1, "{d}");
         write(&mut qp, &mr, 3).unwrap();
         let both = WaitOptions::hybrid(Duration::MAX);
-        assert_eq!(cq.wait_with(&mut wcs, Some(Duration::MAX), both).unwrap(), 1, "{d}");
+        assert_eq!(cq.wait_with(&mut wcs, Some(Duration::MAX), both).unwrap().len(), 1, "{d}");
         cq.arm(ArmMode::Next).unwrap();
         write(&mut qp, &mr, 4).unwrap();
         let e = ch.next_event(Some(Duration::MAX)).unwrap();
@@ -627,8 +631,8 @@ fn an_endless_timeout_is_no_deadline() {
             (qp, mr)
         });
         let t = Instant::now();
-        assert_eq!(cq.wait(&mut wcs, Some(Duration::MAX)).unwrap(), 1, "{d}");
-        assert_eq!(wcs[0].wr_id, 5);
+        let polled = cq.wait(&mut wcs, Some(Duration::MAX)).unwrap();
+        assert_eq!((polled.len(), polled[0].wr_id), (1, 5), "{d}");
         assert!(t.elapsed() >= Duration::from_millis(40), "{d}: it slept until the completion came");
         writer.join().unwrap();
     }
@@ -654,13 +658,13 @@ fn an_overrun_while_the_wait_sleeps_wakes_it() {
         let mut wcs = [Completion::default(); 16];
         let solicited = WaitOptions { arm: ArmMode::Solicited, ..WaitOptions::events() };
         let t = Instant::now();
-        let n = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), solicited).unwrap();
+        let n = cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), solicited).unwrap().len();
         let took = t.elapsed();
         assert!(n > 0 && took < Duration::from_secs(2), "{d}: {n} after {took:?}: the overrun did not wake the wait");
         let _ = writer.join().unwrap();
         let e = loop {
             match cq.wait_with(&mut wcs, Some(Duration::from_secs(5)), solicited) {
-                Ok(n) => assert!(n > 0, "{d}: slept through the overrun error"),
+                Ok(polled) => assert!(!polled.is_empty(), "{d}: slept through the overrun error"),
                 Err(e) => break e,
             }
         };

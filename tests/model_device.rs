@@ -15,11 +15,11 @@ fn drain_by(cq: &mut ModelCq, batch: usize) -> Vec<Completion> {
     let mut all = Vec::new();
     let mut wcs = vec![Completion::default(); batch];
     loop {
-        let n = cq.poll(&mut wcs);
-        all.extend_from_slice(&wcs[..n]);
-        if n == 0 {
+        let polled = cq.poll(&mut wcs);
+        if polled.is_empty() {
             return all;
         }
+        all.extend_from_slice(polled);
     }
 }
 
@@ -528,9 +528,9 @@ fn a_cq_wraps_many_times() {
             p.a.post_send(&[SendWr::new(i, SendOp::Send, &sg)]).unwrap();
             let mut got = Vec::new();
             while got.len() < 2 {
-                let n = p.cq.poll(&mut wcs);
-                assert!(n > 0, "{v:?} message {i}: completions missing");
-                got.extend_from_slice(&wcs[..n]);
+                let polled = p.cq.poll(&mut wcs);
+                assert!(!polled.is_empty(), "{v:?} message {i}: completions missing");
+                got.extend_from_slice(polled);
             }
             assert_eq!((got[0].wr_id, got[1].wr_id), (1_000_000 + i, i), "{v:?}");
             assert_eq!(read(&p.mb, 0, 4), (i as u32).to_le_bytes());
@@ -844,8 +844,7 @@ fn a_cq_polled_on_another_thread_sees_every_completion() {
             let mut wcs = [Completion::default(); 8];
             let start = std::time::Instant::now();
             while next < total && start.elapsed() < std::time::Duration::from_secs(60) {
-                let n = cq.poll(&mut wcs);
-                for w in &wcs[..n] {
+                for w in cq.poll(&mut wcs) {
                     assert_eq!((w.wr_id, w.status), (next, WcStatus::Success));
                     next += 1;
                 }

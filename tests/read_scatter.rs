@@ -12,11 +12,11 @@ fn drain(cq: &mut ModelCq) -> Vec<Completion> {
     let mut all = Vec::new();
     let mut wcs = [Completion::default(); 16];
     loop {
-        let n = cq.poll(&mut wcs);
-        all.extend_from_slice(&wcs[..n]);
-        if n == 0 {
+        let polled = cq.poll(&mut wcs);
+        if polled.is_empty() {
             return all;
         }
+        all.extend_from_slice(polled);
     }
 }
 

@@ -40,10 +40,10 @@ impl CqState {
         self.pending.take()
     }
 
-    /// `Cq::wait` into the staging buffer (`n <= BATCH`).
+    /// `Cq::wait_count` into the staging buffer (`n <= BATCH`).
     pub(crate) fn wait(&mut self, n: usize, t: Option<std::time::Duration>) -> Result<usize, dvcq::Error> {
         let n = n.min(BATCH);
-        self.cq.wait(&mut self.buf[..n], t)
+        self.cq.wait_count(&mut self.buf[..n], t)
     }
 
     /// The first `got` completions staged.

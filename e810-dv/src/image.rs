@@ -90,7 +90,7 @@ pub fn header_from_words(words: &[(&str, &str)], line: usize) -> Result<ImageHea
     let get = |k: &str| words.iter().find(|(kk, _)| *kk == k).map(|(_, v)| *v);
     let num = |k: &str| -> Result<u32, ImageError> {
         let v = get(k).ok_or_else(|| err(line, format!("ring line lacks {k}=")))?;
-        num_word(k, v, false).map_err(|msg| err(line, msg))
+        num_word(k, v, false).map_err(|e| err(line, e.to_string()))
     };
     let cqe_size = num("cqe_size")?;
     let entries = num("entries")?;
@@ -138,7 +138,7 @@ pub fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<Imag
     for &(k, v) in words {
         let need = |hex: bool| -> Result<u32, ImageError> {
             let v = v.ok_or_else(|| err(line, format!("{k} needs a value")))?;
-            num_word(k, v, hex).map_err(|msg| err(line, msg))
+            num_word(k, v, hex).map_err(|e| err(line, e.to_string()))
         };
         match k {
             "qpn" => {

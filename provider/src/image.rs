@@ -134,20 +134,40 @@ pub fn parse_num_checked(v: &str, hex: bool) -> Result<u32, NumError> {
     u32::from_str_radix(digits, radix).map_err(|_| NumError::OutOfRange)
 }
 
-/// The value of word `key=v` as a number (`hex` as in [`parse_num`]), or the message that
-/// says why it is not one: `key=v is not a decimal number`, or `key=v is out of range: 0 to
-/// 4294967295` (`0x0 to 0xffffffff` for a hex field).
+/// A `key=value` word whose value is not a number of its field: which word, and why. Its
+/// message is `key=v is not a decimal number`, or `key=v is out of range: 0 to 4294967295`
+/// (`0x0 to 0xffffffff` for a hex field).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}={value} {}", self.why())]
+pub struct NumWordError {
+    /// The word's key.
+    pub key: String,
+    /// Its value as written.
+    pub value: String,
+    /// Whether the field is hex.
+    pub hex: bool,
+    /// Why it is not a number of the field.
+    pub kind: NumError,
+}
+
+impl NumWordError {
+    fn why(&self) -> String {
+        match (self.kind, self.hex) {
+            (NumError::NotANumber, false) => "is not a decimal number".into(),
+            (NumError::NotANumber, true) => "is not a hex number".into(),
+            (NumError::OutOfRange, false) => format!("is out of range: 0 to {}", u32::MAX),
+            (NumError::OutOfRange, true) => format!("is out of range: 0x0 to {:#x}", u32::MAX),
+        }
+    }
+}
+
+/// The value of word `key=v` as a number (`hex` as in [`parse_num`]).
 ///
 /// # Errors
 ///
-/// The message.
-pub fn num_word(key: &str, v: &str, hex: bool) -> Result<u32, String> {
-    parse_num_checked(v, hex).map_err(|e| match (e, hex) {
-        (NumError::NotANumber, false) => format!("{key}={v} is not a decimal number"),
-        (NumError::NotANumber, true) => format!("{key}={v} is not a hex number"),
-        (NumError::OutOfRange, false) => format!("{key}={v} is out of range: 0 to {}", u32::MAX),
-        (NumError::OutOfRange, true) => format!("{key}={v} is out of range: 0x0 to {:#x}", u32::MAX),
-    })
+/// [`NumWordError`]: the word and why its value is not a number of the field.
+pub fn num_word(key: &str, v: &str, hex: bool) -> Result<u32, NumWordError> {
+    parse_num_checked(v, hex).map_err(|kind| NumWordError { key: key.into(), value: v.into(), hex, kind })
 }
 
 fn hex_nibble(c: u8) -> Option<u8> {
@@ -165,7 +185,7 @@ fn ring_header(words: &[(String, String)], line: usize) -> Result<(u32, u32, u32
     let get = |k: &str| words.iter().find(|(kk, _)| kk == k).map(|(_, v)| v.as_str());
     let num = |k: &str| -> Result<u32, ImageError> {
         let v = get(k).ok_or_else(|| ImageError::new(line, format!("ring line lacks {k}=")))?;
-        num_word(k, v, false).map_err(|msg| ImageError::new(line, msg))
+        num_word(k, v, false).map_err(|e| ImageError::new(line, e.to_string()))
     };
     let cqe_size = num("cqe_size")?;
     let entries = num("entries")?;
@@ -578,11 +598,13 @@ mod tests {
         assert_eq!(parse_num_checked("99999999999", false), Err(NumError::OutOfRange));
         assert_eq!(parse_num_checked("1ffffffff", true), Err(NumError::OutOfRange));
         assert_eq!(parse_num_checked("1x", true), Err(NumError::NotANumber));
-        assert_eq!(
-            num_word("qpn", "0x100000000", true).unwrap_err(),
-            "qpn=0x100000000 is out of range: 0x0 to 0xffffffff"
-        );
-        assert_eq!(num_word("qpn", "0xg", true).unwrap_err(), "qpn=0xg is not a hex number");
+        let e = num_word("qpn", "0x100000000", true).unwrap_err();
+        assert_eq!((e.key.as_str(), e.kind), ("qpn", NumError::OutOfRange));
+        assert_eq!(e.to_string(), "qpn=0x100000000 is out of range: 0x0 to 0xffffffff");
+        let e = num_word("qpn", "0xg", true).unwrap_err();
+        assert_eq!(e, NumWordError { key: "qpn".into(), value: "0xg".into(), hex: true, kind: NumError::NotANumber });
+        assert_eq!(e.to_string(), "qpn=0xg is not a hex number");
+        assert_eq!(num_word("ci", "x", false).unwrap_err().to_string(), "ci=x is not a decimal number");
     }
 
     /// Slot bytes are read in either case of hex digit (the format writes lowercase); a

@@ -1,6 +1,10 @@
 //! The pollers behind [`crate::Cq`] on real devices, and the rule that picks one: the
 //! direct backend for the CQ's provider when one exists and its self-checks pass, else
 //! rdma-core's own poll (the generic backend), with the reason either way.
+//!
+//! Layer: the backends, above `sys`, `model_device`, `error` and the vocabulary (`verbs`,
+//! `id`), which they may import with the vendor crates; they name no API type (`Cq`,
+//! `Context`, channels): those sit above and hold a backend.
 
 pub(crate) mod generic;
 pub(crate) mod irdma;
@@ -31,7 +35,7 @@ pub(crate) fn provider_of(ctx: &Context) -> Option<String> {
 pub(crate) fn chosen_release(ctx: &Context) -> Result<ChosenRelease, String> {
     let verbs_file = crate::sys::device::libibverbs_file();
     let verbs = verbs_file.as_deref().and_then(|f| Release::from_libibverbs_file(f).map(|r| (r, f)));
-    ChosenRelease::pick(verbs, ctx.provider_library().as_deref())
+    ChosenRelease::pick(verbs, ctx.provider_library().as_deref()).map_err(|e| e.to_string())
 }
 
 /// Who made a CQ and will make the QPs on it.

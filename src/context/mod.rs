@@ -1,5 +1,11 @@
-//! An open device and what is made on it: protection domains, memory regions, CQs, QPs and
-//! SRQs, the same API on a real device (through rdma-core) and on a model.
+//! An open device, its protection domains and memory regions, the same API on a real device
+//! (through rdma-core) and on a model. What is made on it further sits in the layers above:
+//! CQs (`Context::create_cq`, in `cq/create.rs`), QPs, SRQs, XRC domains and memory windows
+//! (`qp`), completion channels (`event`).
+//!
+//! Layer: above `device` (what a context says of itself is a `DeviceInfo`), `backend`,
+//! `model_device`, `sys`, `error` and the vocabulary (`verbs`, `id`), which it may import;
+//! below `cq`, `qp` and `event`, which it must not name.
 //!
 //! Ownership encodes the verbs lifetimes: every object holds a reference-counted handle of
 //! what it was made on (an MR its PD, a QP its CQs, SRQ and PD, a CQ its context), so a
@@ -7,20 +13,13 @@
 //! read after the CQ is destroyed, whatever order the application drops things in.
 
 pub(crate) mod mr;
-mod mw;
-mod qp;
 mod raw;
-mod xrc;
 
 pub use mr::Mr;
-pub use mw::Mw;
-pub use qp::{Qp, QpInit, Srq};
-pub use xrc::Xrcd;
 
-use crate::cq::{BackendKind, Cq, CqOptions, Poller};
 use crate::device::{self, DeviceInfo};
 use crate::error::Error;
-use crate::model_device::{DeviceError, Mlx5CqAttrs, ModelDevice, ModelVendor};
+use crate::model_device::{DeviceError, ModelDevice, ModelVendor};
 use crate::sys;
 use std::sync::Arc;
 
@@ -62,18 +61,7 @@ impl Context {
     }
 
     fn open_verbs(name: &str) -> Result<Context, Error> {
-        let ctx = sys::device::Context::open(name).map_err(|e| match e {
-            sys::device::OpenError::Unknown { name } => Error::UnknownDevice { name, available: device::names() },
-            sys::device::OpenError::NoRdmaCore(e) => Error::NoRdmaCore {
-                what: format!("opening {name:?} (only model-mlx5 and model-e810 exist here)"),
-                why: e.why,
-            },
-            // No device list at all (a kernel without RDMA): the name is simply unknown.
-            sys::device::OpenError::Verbs(source) if source.call == "ibv_get_device_list" => {
-                Error::UnknownDevice { name: name.to_string(), available: device::names() }
-            }
-            sys::device::OpenError::Verbs(source) => Error::Verbs { device: name.to_string(), source },
-        })?;
+        let ctx = sys::device::Context::open(name).map_err(|e| device::open_error(name, e))?;
         let (port, gid_index) = device::default_port_and_gid(&ctx);
         Ok(Context { inner: Inner::Verbs { ctx, port, gid_index }, name: name.to_string() })
     }
@@ -170,135 +158,6 @@ impl Context {
         }
     }
 
-    /// Makes a CQ of at least `opts.depth` completions, polled by the backend `opts.backend`
-    /// allows (see [`Cq::backend`] for which one runs and why).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::CqDepth`] outside 1 ..= the device's maximum, [`Error::CompVector`] for a
-    /// vector it lacks, [`Error::Attach`] when `BackendChoice::Direct` was asked and no
-    /// direct backend could attach, [`Error::Verbs`] when rdma-core fails.
-    pub fn create_cq(&self, opts: CqOptions) -> Result<Cq, Error> {
-        match &self.inner {
-            Inner::Model(m) => self.create_model_cq(m, opts),
-            Inner::Verbs { ctx, .. } => self.create_verbs_cq(ctx, opts, None),
-        }
-    }
-
-    pub(crate) fn create_model_cq(&self, m: &ModelDevice, opts: CqOptions) -> Result<Cq, Error> {
-        let mlx5 = if opts.has_mlx5_format() {
-            let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "cq format", why };
-            if let Some(why) = opts.format_error() {
-                return Err(unsupported(why));
-            }
-            if m.vendor() != ModelVendor::Mlx5 {
-                return Err(unsupported(format!(
-                    "CQE size, compression, padding and overrun-ignore are mlx5 creation attributes; {} is an E810",
-                    self.name
-                )));
-            }
-            if opts.ignore_overrun {
-                return Err(unsupported("model-mlx5 does not model overrun-ignore CQs on the device".into()));
-            }
-            Some(Mlx5CqAttrs {
-                cqe_size: u32::from(opts.cqe_size),
-                comp_res_format: opts.compression.map_or(0, |f| f.dv_res_format()),
-                pad: opts.cqe_pad,
-            })
-        } else {
-            None
-        };
-        self.model_cq(m, opts, mlx5)
-    }
-
-    fn model_cq(&self, m: &ModelDevice, opts: CqOptions, mlx5: Option<Mlx5CqAttrs>) -> Result<Cq, Error> {
-        let max = m.attrs().max_cqe;
-        if opts.depth == 0 || opts.depth > max {
-            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
-        }
-        if opts.comp_vector >= MODEL_COMP_VECTORS {
-            return Err(Error::CompVector {
-                device: self.name.clone(),
-                asked: opts.comp_vector,
-                count: MODEL_COMP_VECTORS,
-            });
-        }
-        if matches!(opts.backend, crate::cq::BackendChoice::Generic | crate::cq::BackendChoice::Extended) {
-            return Err(Error::Mismatch {
-                device: self.name.clone(),
-                what: "a model has no rdma-core poll: its CQs are always polled by its vendor's dvcq poller".into(),
-            });
-        }
-        let cq = crate::cq::model_cq(m, opts.depth, mlx5, opts.timestamps, &self.name)?;
-        let depth = cq.cqe();
-        let why = match m.vendor() {
-            ModelVendor::Mlx5 => "dvcq's mlx5 poller on the model's ConnectX CQ ring",
-            ModelVendor::Irdma => "dvcq's irdma poller on the model's E810 CQ ring",
-        };
-        Ok(Cq::new(Poller::Model(cq), backend(BackendKind::Model, why), self.name.clone(), depth))
-    }
-
-    pub(crate) fn create_verbs_cq(
-        &self,
-        ctx: &Arc<sys::device::Context>,
-        opts: CqOptions,
-        channel: Option<&Arc<sys::cq::CompChannel>>,
-    ) -> Result<Cq, Error> {
-        if opts.backend == crate::cq::BackendChoice::Extended {
-            return self.extended_polled_cq(ctx, opts, channel);
-        }
-        if opts.timestamps != crate::cq::Timestamps::Default {
-            return self.timestamped_verbs_cq(ctx, opts, channel);
-        }
-        let verbs = |source| Error::Verbs { device: self.name.clone(), source };
-        let attr = ctx.device_attr().map_err(verbs)?;
-        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
-        if opts.depth == 0 || opts.depth > max {
-            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
-        }
-        let vectors = ctx.num_comp_vectors();
-        if opts.comp_vector >= vectors.max(1) {
-            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
-        }
-        let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "cq format", why };
-        if let Some(why) = opts.format_error() {
-            return Err(unsupported(why));
-        }
-        // On mlx5 dvcq makes the CQ with mlx5dv_create_cq, naming the CQE size (else the
-        // MLX5_CQE_SIZE environment variable picks it) and any compression, so that the
-        // direct poller is told the format; elsewhere the mlx5 attributes do not exist.
-        let provider = crate::backend::provider_of(ctx);
-        let created = (provider.as_deref() == Some("mlx5")).then_some(crate::backend::mlx5::Created {
-            cqe_size: opts.cqe_size,
-            compression: opts.compression,
-            ignore_overrun: opts.ignore_overrun,
-        });
-        let cq = match created {
-            Some(c) => {
-                let attrs = sys::cq::Mlx5CqAttrs {
-                    cqe_size: c.cqe_size,
-                    comp_res_format: c.compression.map(dv_res_format),
-                    pad: opts.cqe_pad,
-                    ignore_overrun: c.ignore_overrun,
-                };
-                sys::cq::VerbsCq::create_mlx5(ctx, opts.depth, opts.comp_vector, channel, &attrs)
-            }
-            None if opts.has_mlx5_format() => {
-                let p = provider.unwrap_or_else(|| "unknown".into());
-                return Err(unsupported(format!(
-                    "CQE size, compression, padding and overrun-ignore are mlx5 creation attributes; this device's \
-                     provider is {p}"
-                )));
-            }
-            None => sys::cq::VerbsCq::create(ctx, opts.depth, opts.comp_vector, channel),
-        }
-        .map_err(verbs)?;
-        let depth = cq.depth();
-        let origin = crate::backend::Origin::Dvcq { created };
-        let (poller, backend) = crate::backend::choose_for(&self.name, ctx, cq, opts.backend, origin)?;
-        Ok(Cq::new(poller, backend, self.name.clone(), depth))
-    }
-
     /// What rdma-core itself answers to `ibv_create_cq(depth, comp_vector)`, without the
     /// argument checks [`Context::create_cq`] makes first (the CQ, if made, is destroyed at
     /// once): how `dvcq validate` sees the device's own refusals. `None` on a model.
@@ -346,23 +205,6 @@ impl Pd {
         &self.device
     }
 }
-
-/// `MLX5DV_CQE_RES_FORMAT_*` for a mini-CQE format `mlx5dv_create_cq` takes
-/// (`CqOptions::format_error` refused the others).
-fn dv_res_format(f: dvcq_mlx5_dv::MiniFormat) -> u8 {
-    use dvcq_mlx5_dv::MiniFormat;
-    let bit = match f {
-        MiniFormat::Hash => sys::ffi::MLX5DV_CQE_RES_FORMAT_HASH,
-        MiniFormat::Csum => sys::ffi::MLX5DV_CQE_RES_FORMAT_CSUM,
-        _ => sys::ffi::MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX,
-    };
-    bit as u8
-}
-
-pub(crate) use crate::backend::backend;
-
-/// Completion vectors a model device reports (model choice: one, as a one-queue device).
-pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
 
 /// A model device's refusal as the API's error.
 pub(crate) fn model_error(device: &str, e: DeviceError) -> Error {

@@ -18,7 +18,7 @@ use crate::verbs::{Access, MrBuffer, MrSlice, RemoteRegion, Sge};
 /// A region over the caller's memory ([`Pd::reg_mr_buffer`]) owns that buffer the same
 /// way, and gives it back with [`Mr::into_buffer`].
 pub struct Mr {
-    pub(super) inner: MrInner,
+    pub(crate) inner: MrInner,
     access: Access,
     addr: u64,
     len: u64,
@@ -45,7 +45,7 @@ impl core::fmt::Debug for Mr {
 }
 
 #[derive(Debug, Clone)]
-pub(super) enum MrInner {
+pub(crate) enum MrInner {
     Model(crate::model_device::ModelMr),
     /// Shared with the memory windows bound over it, which keep it registered (and its
     /// memory mapped) while they may answer through it.
@@ -54,7 +54,7 @@ pub(super) enum MrInner {
 
 impl MrInner {
     /// Whether both hold the same registration.
-    pub(super) fn same(&self, other: &MrInner) -> bool {
+    pub(crate) fn same(&self, other: &MrInner) -> bool {
         match (self, other) {
             (MrInner::Model(a), MrInner::Model(b)) => a.same(b),
             (MrInner::Verbs(a), MrInner::Verbs(b)) => std::sync::Arc::ptr_eq(a, b),
@@ -64,7 +64,7 @@ impl MrInner {
     }
 
     /// Whether rdma-core registered it (not a model device).
-    pub(super) fn is_verbs(&self) -> bool {
+    pub(crate) fn is_verbs(&self) -> bool {
         !matches!(self, MrInner::Model(_))
     }
 }
@@ -199,7 +199,7 @@ impl Mr {
         RemoteRegion { addr: self.addr, len: self.len, rkey: self.rkey }
     }
 
-    pub(super) fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
+    pub(crate) fn check(&self, offset: u64, len: u64) -> Result<(), Error> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(Error::Mismatch {
@@ -221,7 +221,7 @@ impl Mr {
 
     /// A handle that keeps the region registered and its memory allocated (what a queue
     /// holds while the device may write into it).
-    pub(super) fn hold(&self) -> MrInner {
+    pub(crate) fn hold(&self) -> MrInner {
         self.inner.clone()
     }
 

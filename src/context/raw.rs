@@ -9,10 +9,9 @@
 //! points to in ways dvcq does not expect (destroying it, moving a QP's state under dvcq).
 
 use super::mr::MrInner;
-use super::qp::{QpInner, SrqInner};
+use super::Mr;
 use super::{Context, Inner, Pd, PdInner};
 use crate::error::Error;
-use crate::{Cq, Mr, Qp, Srq};
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
@@ -42,42 +41,6 @@ impl Mr {
         match &self.inner {
             MrInner::Model(_) => None,
             MrInner::Verbs(mr) => NonNull::new(mr.as_ptr().cast()),
-        }
-    }
-}
-
-impl Qp {
-    /// The `struct ibv_qp` behind it; `None` on a model.
-    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
-        match &self.inner {
-            QpInner::Model(_) => None,
-            QpInner::Verbs(qp) => NonNull::new(qp.as_ptr().cast()),
-        }
-    }
-}
-
-impl Srq {
-    /// The `struct ibv_srq` behind it; `None` on a model.
-    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
-        match &self.inner {
-            SrqInner::Model(_) => None,
-            SrqInner::Verbs(srq) => NonNull::new(srq.as_ptr().cast()),
-        }
-    }
-}
-
-impl Cq {
-    /// The `struct ibv_cq` behind a CQ dvcq made (`Context::create_cq`), whichever backend
-    /// polls it; `None` on a model, and for a CQ attached with `Cq::attach` on a direct
-    /// backend (the program made that one and has its pointer).
-    pub fn as_raw(&self) -> Option<NonNull<c_void>> {
-        use crate::cq::Poller;
-        match &self.poller {
-            Poller::Model(_) => None,
-            Poller::Generic(g) => NonNull::new(g.verbs_cq().as_ptr().cast()),
-            Poller::Rxe(r) => NonNull::new(r.verbs_cq().as_ptr().cast()),
-            Poller::Mlx5(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
-            Poller::Irdma(m) => m.verbs_cq().and_then(|v| NonNull::new(v.as_ptr().cast())),
         }
     }
 }

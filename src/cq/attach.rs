@@ -7,10 +7,10 @@
 #![allow(unsafe_code)]
 
 use super::{BackendChoice, BackendKind, Cq, Poller};
+use crate::channel::CompletionChannel;
+use crate::channel::Source;
 use crate::context::{Context, Inner};
 use crate::error::Error;
-use crate::event::channel::Source;
-use crate::event::CompletionChannel;
 use crate::sys::cq::VerbsCq;
 use crate::sys::ffi;
 use core::ffi::c_void;
@@ -307,7 +307,7 @@ impl Cq {
                 }
                 let why = format!("rdma-core's ibv_poll_cq: direct {backend} attach refused: {reason}");
                 let generic = Poller::Generic(crate::backend::generic::GenericCq::new(verbs));
-                self.fall_back(generic, crate::context::backend(BackendKind::Generic, why));
+                self.fall_back(generic, crate::backend::backend(BackendKind::Generic, why));
                 Ok(())
             }
             None => Err(Error::Attach { device, backend, reason }),

@@ -4,9 +4,9 @@
 //! reads them with `ibv_wc_read_completion_ts` or `_wallclock_ns`.
 
 use super::{Cq, CqOptions};
+use crate::channel::CompletionChannel;
 use crate::context::{Context, Inner};
 use crate::error::Error;
-use crate::event::CompletionChannel;
 
 impl Context {
     /// Makes a CQ with `ibv_create_cq_ex` and `wc_flags` (`IBV_WC_EX_WITH_*`), on
@@ -33,8 +33,8 @@ impl Context {
                     .into(),
             }),
             Inner::Verbs { ctx, .. } => {
+                use crate::channel::Source;
                 use crate::cq::Poller;
-                use crate::event::channel::Source;
                 let ch = match channel.map(|c| (c, c.source())) {
                     None => None,
                     Some((_, Source::Verbs(ch))) if ch.belongs_to(ctx) => Some(ch),
@@ -66,7 +66,7 @@ impl Context {
         channel: Option<&std::sync::Arc<crate::sys::cq::CompChannel>>,
         why: &str,
     ) -> Result<Cq, Error> {
-        use crate::context::backend;
+        use crate::backend::backend;
         use crate::cq::{BackendKind, Poller};
         let verbs = |source| Error::Verbs { device: self.name.clone(), source };
         let attr = ctx.device_attr().map_err(verbs)?;

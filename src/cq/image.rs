@@ -15,7 +15,7 @@ impl Cq {
     /// model's and attached ones) are not written yet.
     pub fn ring_image(&self) -> Result<String, crate::Error> {
         let why: String = match &self.poller {
-            Poller::Model(m) => return m.ring_image().map_err(|why| self.no_image(why)),
+            Poller::Model(m) => return m.ring_image(),
             Poller::Mlx5(m) => return Ok(m.ring_image()),
             Poller::Irdma(_) => "the irdma ring-image format names QPs by their line in the image, and an attached \
                                  CQ's CQEs carry rdma-core's QP context addresses: no image yet"

@@ -1,11 +1,19 @@
 //! The one CQ handle an application polls, whatever the device: a backend chosen when the
 //! CQ is made or attached, dispatched once per poll call (never per CQE).
+//!
+//! Layer: above `context` (CQs are made on one: `Context::create_cq` is in `create.rs`,
+//! `Cq::attach` in `attach.rs`), `channel` (a CQ's binding, `binding.rs`), `device`,
+//! `backend`, `model_device`, `sys`, `error` and the vocabulary (`verbs`, `id`), which it
+//! may import; below `qp` and `event` (`Cq::wait` and `Cq::arm` are in `event`).
 
 mod advice;
 mod attach;
+mod binding;
+mod create;
 mod detach;
 mod extended;
 mod image;
+mod raw;
 mod stats;
 mod timestamp;
 pub mod views;
@@ -202,8 +210,8 @@ pub struct Cq {
     depth: u32,
     stats: PollCounters,
     /// Event mode (`crate::event`): its id on a channel, the channel, events taken.
-    pub(crate) id: crate::event::CqId,
-    pub(crate) binding: Option<crate::event::channel::Binding>,
+    pub(crate) id: crate::id::CqId,
+    pub(crate) binding: Option<crate::channel::Binding>,
     pub(crate) events_taken: u64,
     /// A CQ error event (overrun) was taken, or the CQ error item returned: the CQ is in
     /// error and writes nothing more.
@@ -219,7 +227,7 @@ pub struct Cq {
 
 impl Cq {
     pub(crate) fn new(poller: Poller, backend: Backend, device: String, depth: u32) -> Cq {
-        let id = crate::event::CqId::next();
+        let id = crate::id::CqId::next();
         Cq {
             poller,
             backend,
@@ -395,7 +403,7 @@ impl Cq {
             // dvcq's mlx5 and irdma pollers count failures on their slow path.
             Poller::Mlx5(m) => m.poll(out),
             Poller::Irdma(m) => m.poll(out),
-            Poller::Model(m) => m.poll(out),
+            Poller::Model(m) => m.poll_count(out),
         }
     }
 
@@ -407,7 +415,7 @@ impl Cq {
             Poller::Rxe(r) => r.poll(out),
             Poller::Mlx5(m) => m.poll(out),
             Poller::Irdma(m) => m.poll(out),
-            Poller::Model(m) => m.poll(out),
+            Poller::Model(m) => m.poll_count(out),
         }
     }
 

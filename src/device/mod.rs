@@ -1,10 +1,14 @@
 //! Devices: the RDMA devices rdma-core finds and the built-in models, listed and opened by
 //! name ([`crate::Context::open`]).
+//!
+//! Layer: what a device is and says of itself, below `context` (a context's `info` is a
+//! [`DeviceInfo`]). It may import `backend` (which backend a device's CQs get), `model_device`,
+//! `sys`, `error` and the vocabulary (`verbs`, `id`); never `context`, `cq`, `qp` or `event`.
 
 pub mod counters;
 mod info;
 
-pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release};
+pub use crate::sys::release::{provider_name, rdma_core_release, ChosenRelease, Release, ReleaseError};
 pub use info::{gid_string, guid_string, DeviceInfo, GidInfo, PortInfo};
 
 use serde::Serialize;
@@ -93,7 +97,10 @@ pub fn list() -> DeviceList {
         }
         Ok(names) => {
             for name in names {
-                match crate::Context::open(&name).and_then(|c| c.info()) {
+                match crate::sys::device::Context::open(&name)
+                    .map_err(|e| open_error(&name, e))
+                    .and_then(|c| verbs_info(&c))
+                {
                     Ok(info) => devices.push(info),
                     Err(e) => unreadable.push(format!("{name}: {e}")),
                 }
@@ -103,6 +110,28 @@ pub fn list() -> DeviceList {
     };
     devices.extend(model_infos());
     DeviceList { rdma_core: rdma_core_release().map(|r| r.to_string()), devices, no_hardware, unreadable }
+}
+
+/// Completion vectors a model device reports (model choice: one, as a one-queue device).
+pub(crate) const MODEL_COMP_VECTORS: u32 = 1;
+
+/// Why a real device could not be opened, as the API's error: the devices that exist for an
+/// unknown name, what to install where rdma-core cannot be loaded.
+pub(crate) fn open_error(name: &str, e: crate::sys::device::OpenError) -> crate::Error {
+    use crate::sys::device::OpenError;
+    use crate::Error;
+    match e {
+        OpenError::Unknown { name } => Error::UnknownDevice { name, available: names() },
+        OpenError::NoRdmaCore(e) => Error::NoRdmaCore {
+            what: format!("opening {name:?} (only model-mlx5 and model-e810 exist here)"),
+            why: e.why,
+        },
+        // No device list at all (a kernel without RDMA): the name is simply unknown.
+        OpenError::Verbs(source) if source.call == "ibv_get_device_list" => {
+            Error::UnknownDevice { name: name.to_string(), available: names() }
+        }
+        OpenError::Verbs(source) => Error::Verbs { device: name.to_string(), source },
+    }
 }
 
 /// The models, as `dvcq devices` lists them.
@@ -148,7 +177,7 @@ pub(crate) fn model_info(model: &crate::model_device::ModelDevice) -> DeviceInfo
         max_qp_wr: a.max_qp_wr,
         max_sge: a.max_sge,
         max_srq_wr: a.max_srq_wr,
-        num_comp_vectors: crate::context::MODEL_COMP_VECTORS,
+        num_comp_vectors: MODEL_COMP_VECTORS,
         ports: vec![PortInfo {
             port: 1,
             state: "PORT_ACTIVE".into(),
@@ -219,8 +248,8 @@ fn kernel_driver(ctx: &crate::sys::device::Context, provider: &str) -> String {
 
 /// What `dvcq devices` says about an open real device.
 pub(crate) fn verbs_info(ctx: &std::sync::Arc<crate::sys::device::Context>) -> Result<DeviceInfo, crate::Error> {
+    use crate::backend::BackendChoice;
     use crate::backend::Origin;
-    use crate::cq::BackendChoice;
     let name = ctx.name().to_string();
     let verbs = |source| crate::Error::Verbs { device: name.clone(), source };
     let attr = ctx.device_attr().map_err(verbs)?;

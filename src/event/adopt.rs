@@ -1,8 +1,8 @@
 //! Adopting a completion channel the application made with rdma-core.
 #![allow(unsafe_code)] // the entry point takes the application's `struct ibv_comp_channel *`
 
-use super::channel::Source;
 use super::CompletionChannel;
+use crate::channel::Source;
 use crate::context::{Context, Inner};
 use crate::error::Error;
 use core::ffi::c_void;

@@ -101,14 +101,26 @@ impl AsyncCq {
         self.cq
     }
 
-    /// Waits for completions and moves up to `out.len()` of them out, in order; never
-    /// returns 0 (bound it with `tokio::time::timeout`, or use [`AsyncCq::wait_timeout`]).
+    /// Waits for completions, moves up to `out.len()` of them out, in order, into the front
+    /// of `out`, and returns that part of it (as [`Cq::poll`] does); never an empty one
+    /// (bound it with `tokio::time::timeout`, or use [`AsyncCq::wait_timeout`]).
     ///
     /// # Errors
     ///
     /// As [`Cq::wait`]: arming failed, the channel failed, or the CQ overran (its error
     /// event) with nothing left to poll.
-    pub async fn wait(&mut self, out: &mut [Completion]) -> Result<usize, Error> {
+    pub async fn wait<'a>(&mut self, out: &'a mut [Completion]) -> Result<&'a [Completion], Error> {
+        let n = self.wait_count(out).await?;
+        Ok(&out[..n.min(out.len())])
+    }
+
+    /// [`AsyncCq::wait`] returning how many completions it moved to the front of `out`
+    /// instead of that slice; never 0.
+    ///
+    /// # Errors
+    ///
+    /// As [`AsyncCq::wait`].
+    pub async fn wait_count(&mut self, out: &mut [Completion]) -> Result<usize, Error> {
         loop {
             let n = self.cq.poll_count(out);
             if n > 0 {
@@ -135,13 +147,28 @@ impl AsyncCq {
         }
     }
 
-    /// [`AsyncCq::wait`] for at most `timeout`: 0 when it passes with nothing.
+    /// [`AsyncCq::wait`] for at most `timeout`: an empty slice when it passes with nothing.
     ///
     /// # Errors
     ///
     /// As [`AsyncCq::wait`].
-    pub async fn wait_timeout(&mut self, out: &mut [Completion], timeout: Duration) -> Result<usize, Error> {
-        tokio::time::timeout(timeout, self.wait(out)).await.unwrap_or(Ok(0))
+    pub async fn wait_timeout<'a>(
+        &mut self,
+        out: &'a mut [Completion],
+        timeout: Duration,
+    ) -> Result<&'a [Completion], Error> {
+        let n = self.wait_timeout_count(out, timeout).await?;
+        Ok(&out[..n.min(out.len())])
+    }
+
+    /// [`AsyncCq::wait_timeout`] returning how many completions it moved to the front of
+    /// `out`: 0 when `timeout` passes with nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`AsyncCq::wait`].
+    pub async fn wait_timeout_count(&mut self, out: &mut [Completion], timeout: Duration) -> Result<usize, Error> {
+        tokio::time::timeout(timeout, self.wait_count(out)).await.unwrap_or(Ok(0))
     }
 
     /// The next completion.
@@ -151,7 +178,7 @@ impl AsyncCq {
     /// As [`AsyncCq::wait`].
     pub async fn next(&mut self) -> Result<Completion, Error> {
         let mut one = [Completion::default()];
-        self.wait(&mut one).await?;
+        self.wait_count(&mut one).await?;
         Ok(one[0])
     }
 

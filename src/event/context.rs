@@ -1,7 +1,7 @@
 //! Making completion channels and CQs on them.
 
-use super::channel::Source;
 use super::CompletionChannel;
+use crate::channel::Source;
 use crate::context::{Context, Inner};
 use crate::cq::{Cq, CqOptions, Poller};
 use crate::error::Error;
@@ -82,7 +82,7 @@ impl Context {
     /// below it); spread CQs over them with [`super::spread_comp_vectors`].
     pub fn comp_vectors(&self) -> u32 {
         match &self.inner {
-            Inner::Model(_) => crate::context::MODEL_COMP_VECTORS,
+            Inner::Model(_) => crate::device::MODEL_COMP_VECTORS,
             Inner::Verbs { ctx, .. } => ctx.num_comp_vectors().max(1),
         }
     }

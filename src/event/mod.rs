@@ -21,40 +21,24 @@
 //! dvcq owns arming for the CQs it polls: `Cq::arm` goes to the backend that polls the CQ
 //! (rdma-core's own arm must not be mixed with direct polling: mlx5's `mlx5_arm_cq` sends
 //! rdma-core's private `cq->cons_index`, which a direct poller never advances).
+//!
+//! Layer: the top of the library (with `image`): it may import every module below (`qp`,
+//! `cq`, `context`, `channel`, `device`, `backend`, `model_device`, `sys`, `error`, `id`,
+//! `verbs`); none of them imports it. The channel itself and a CQ's binding to it are in the
+//! lower `channel` module and `cq/binding.rs`, so that a CQ can hold one; this module
+//! re-exports the channel's types.
 
 mod adopt;
 #[cfg(feature = "tokio")]
 mod async_cq;
-pub(crate) mod channel;
 mod context;
 mod vectors;
 pub(crate) mod wait;
 
+pub use crate::channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use crate::id::CqId;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use async_cq::AsyncCq;
-pub use channel::{CompletionChannel, CqEvent, CqEventKind};
 pub use vectors::spread_comp_vectors;
 pub use wait::{ArmMode, WaitOptions};
-
-use std::time::{Duration, Instant};
-
-/// The instant `timeout` after `start`; `None` (no deadline) for no timeout, and for one so
-/// long that the instant cannot be represented (`Duration::MAX`): it never comes.
-pub(crate) fn deadline_after(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
-    timeout.and_then(|t| start.checked_add(t))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_deadline_beyond_what_an_instant_holds_is_none() {
-        let now = Instant::now();
-        assert_eq!(deadline_after(now, None), None);
-        assert_eq!(deadline_after(now, Some(Duration::MAX)), None);
-        assert_eq!(deadline_after(now, Some(Duration::from_secs(1))), Some(now + Duration::from_secs(1)));
-    }
-}

@@ -10,8 +10,8 @@
 //! that window: whatever landed before the arm is found by that poll, whatever lands after
 //! it raises the event the sleep wakes on.
 
-use super::channel::Binding;
-use super::{CompletionChannel, CqEventKind, CqId};
+use super::CqEventKind;
+use crate::channel::deadline_after;
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
 use crate::model_device::Moderation;
@@ -50,16 +50,6 @@ impl WaitOptions {
 }
 
 impl Cq {
-    /// This CQ's id: what its events carry ([`super::CqEvent::cq`]).
-    pub fn id(&self) -> CqId {
-        self.id
-    }
-
-    /// The channel its events go to, if it was made on one.
-    pub fn channel(&self) -> Option<&CompletionChannel> {
-        self.binding.as_ref().map(|b| &b.channel)
-    }
-
     /// The model device's CQ under it (`None` on a device), for tests that drive the
     /// model's event emulation (say [`crate::model_device::ModelCq::before_next_arm`]).
     pub fn model(&self) -> Option<&crate::model_device::ModelCq> {
@@ -67,10 +57,6 @@ impl Cq {
             Poller::Model(m) => Some(m),
             _ => None,
         }
-    }
-
-    pub(crate) fn bind(&mut self, channel: &CompletionChannel) {
-        self.binding = Some(Binding::new(channel, self.id));
     }
 
     /// Requests one event for the next completion (or the next solicited or error one),
@@ -152,21 +138,48 @@ impl Cq {
         }
     }
 
-    /// Waits up to `timeout` (`None`: no limit) for completions and moves up to
-    /// `out.len()` of them out, in order; 0 at the timeout. Event mode: see
-    /// [`Cq::wait_with`].
+    /// Waits up to `timeout` (`None`: no limit) for completions, moves up to `out.len()` of
+    /// them out, in order, into the front of `out`, and returns that part of it (as
+    /// [`Cq::poll`] does); empty at the timeout. Event mode: see [`Cq::wait_with`].
+    ///
+    /// ```
+    /// # use dvcq::{Completion, Context, CqOptions};
+    /// # use std::time::Duration;
+    /// # let ctx = Context::open("model-mlx5")?;
+    /// # let channel = ctx.create_channel()?;
+    /// # let mut cq = ctx.create_cq_on(&channel, CqOptions::new(64))?;
+    /// let mut wcs = [Completion::default(); 16];
+    /// for wc in cq.wait(&mut wcs, Some(Duration::from_millis(1)))? {
+    ///     println!("wr_id {} {}", wc.wr_id, wc.status);
+    /// }
+    /// # Ok::<(), dvcq::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// As [`Cq::wait_with`].
-    pub fn wait(&mut self, out: &mut [Completion], timeout: Option<Duration>) -> Result<usize, Error> {
+    pub fn wait<'a>(
+        &mut self,
+        out: &'a mut [Completion],
+        timeout: Option<Duration>,
+    ) -> Result<&'a [Completion], Error> {
         self.wait_with(out, timeout, WaitOptions::events())
+    }
+
+    /// [`Cq::wait`] returning how many completions it moved to the front of `out` instead
+    /// of that slice: for loops that keep their own position in a larger buffer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::wait_with`].
+    pub fn wait_count(&mut self, out: &mut [Completion], timeout: Option<Duration>) -> Result<usize, Error> {
+        self.wait_with_count(out, timeout, WaitOptions::events())
     }
 
     /// Waits for completions the race-free way: poll (busy-polling for `opts.spin` first,
     /// the hybrid mode); arm; poll again, for a completion that landed before the arm; sleep
-    /// on the channel until this CQ's event; then drain with a poll. Returns what the
-    /// first non-empty poll moved, or 0 at `timeout`.
+    /// on the channel until this CQ's event; then drain with a poll. Returns the part of
+    /// `out` the first non-empty poll filled, or an empty slice at `timeout`.
     ///
     /// # Errors
     ///
@@ -174,14 +187,29 @@ impl Cq {
     /// error (an error event, or the CQ error item a poll returned) when nothing is left to
     /// poll, and from then on whenever nothing is; arming and channel errors. Completions
     /// polled are returned before any error is.
-    pub fn wait_with(
+    pub fn wait_with<'a>(
+        &mut self,
+        out: &'a mut [Completion],
+        timeout: Option<Duration>,
+        opts: WaitOptions,
+    ) -> Result<&'a [Completion], Error> {
+        let n = self.wait_with_count(out, timeout, opts)?;
+        Ok(&out[..n.min(out.len())])
+    }
+
+    /// [`Cq::wait_with`] returning how many completions it moved to the front of `out`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cq::wait_with`].
+    pub fn wait_with_count(
         &mut self,
         out: &mut [Completion],
         timeout: Option<Duration>,
         opts: WaitOptions,
     ) -> Result<usize, Error> {
         let start = Instant::now();
-        let deadline = super::deadline_after(start, timeout);
+        let deadline = deadline_after(start, timeout);
         let Some(channel) = self.channel().cloned() else {
             return Err(Error::Event {
                 device: self.device().to_string(),
@@ -190,7 +218,7 @@ impl Cq {
         };
         if !opts.spin.is_zero() {
             // `None`: a spin too long to end (it ends with a completion).
-            let spin_end = match (deadline, super::deadline_after(start, Some(opts.spin))) {
+            let spin_end = match (deadline, deadline_after(start, Some(opts.spin))) {
                 (Some(d), Some(s)) => Some(d.min(s)),
                 (d, s) => d.or(s),
             };

@@ -516,9 +516,17 @@ impl ModelCq {
         self.id
     }
 
-    /// Polls up to `out.len()` completions in order; returns how many were written. The
-    /// vendor's poller parses the CQEs the device wrote, as it parses a NIC's.
-    pub fn poll(&mut self, out: &mut [Completion]) -> usize {
+    /// Polls up to `out.len()` completions in order into the front of `out` and returns that
+    /// part of it (as [`crate::Cq::poll`] does): empty when there were none. The vendor's
+    /// poller parses the CQEs the device wrote, as it parses a NIC's.
+    pub fn poll<'a>(&mut self, out: &'a mut [Completion]) -> &'a [Completion] {
+        let n = self.poll_count(out);
+        &out[..n.min(out.len())]
+    }
+
+    /// [`ModelCq::poll`] returning how many completions it moved to the front of `out`
+    /// instead of that slice.
+    pub fn poll_count(&mut self, out: &mut [Completion]) -> usize {
         self.shared.lock().poll_cq(self.id, out)
     }
 
@@ -569,9 +577,14 @@ impl ModelCq {
     ///
     /// # Errors
     ///
-    /// Why this CQ's ring cannot be written as an image (irdma model rings, for now).
-    pub fn ring_image(&self) -> Result<String, String> {
-        self.shared.lock().cqs[self.id].ring_image()
+    /// [`crate::Error::Unsupported`] naming the model and why its ring cannot be written as
+    /// an image (irdma model rings, for now).
+    pub fn ring_image(&self) -> Result<String, crate::Error> {
+        self.shared.lock().cqs[self.id].ring_image().map_err(|why| crate::Error::Unsupported {
+            device: self.shared.vendor.device_name().to_string(),
+            what: "a ring image",
+            why,
+        })
     }
 
     /// The CQ's counters.
@@ -599,5 +612,27 @@ impl ModelCq {
             faults,
             mlx5,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model_device::{ModelDevice, ModelVendor};
+    use crate::Error;
+
+    /// A model ring that has no image says so with the library's typed error, naming the
+    /// model and why; an mlx5 model's ring has one.
+    #[test]
+    fn a_model_ring_without_an_image_is_an_unsupported_error() {
+        let cq = ModelDevice::new(ModelVendor::Irdma).create_cq(16).unwrap();
+        match cq.ring_image() {
+            Err(Error::Unsupported { device, what: "a ring image", why }) => {
+                assert_eq!(device, "model-e810");
+                assert!(why.contains("irdma"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let cq = ModelDevice::new(ModelVendor::Mlx5).create_cq(16).unwrap();
+        assert!(cq.ring_image().unwrap().contains("mlx5"), "an mlx5 model ring has an image");
     }
 }

@@ -8,6 +8,10 @@
 //! `dvcq_e810_dv::model`). [`ModelCq::poll`] runs dvcq's real poller for that vendor over
 //! the ring, so completions come out of the same parse code as on a NIC.
 //!
+//! Layer: above the vocabulary (`verbs`, `id`) and `error` (the library's error, for what a
+//! model refuses in the API's terms), which it may import with the vendor crates; it names no
+//! other module of the crate (a backend polls its CQs, `context` opens it).
+//!
 //! The bookkeeping an application keeps on hardware is kept here the same way: every post
 //! is recorded in the poller's registry (mlx5 `Registry`, irdma `QpRegistry`) the way
 //! rdma-core records it, so the wr_ids of unsignaled sends are recovered by the pollers as
@@ -69,9 +73,10 @@
 //! a.post_send(&[SendWr::new(1, SendOp::Send, &[mr.slice(0, 4)?])])?;
 //!
 //! let mut wcs = [Completion::default(); 4];
-//! assert_eq!(cq.poll(&mut wcs), 2);
-//! assert_eq!((wcs[0].wr_id, wcs[0].opcode, wcs[0].byte_len), (2, WcOpcode::Recv, 4));
-//! assert_eq!((wcs[1].wr_id, wcs[1].opcode), (1, WcOpcode::Send));
+//! let polled = cq.poll(&mut wcs); // the completions it filled, at the front of wcs
+//! assert_eq!(polled.len(), 2);
+//! assert_eq!((polled[0].wr_id, polled[0].opcode, polled[0].byte_len), (2, WcOpcode::Recv, 4));
+//! assert_eq!((polled[1].wr_id, polled[1].opcode), (1, WcOpcode::Send));
 //! let mut got = [0u8; 4];
 //! mr.read(1024, &mut got)?;
 //! assert_eq!(&got, b"ping");

@@ -3,9 +3,9 @@
 //! and QPs to a direct poller, rounds of sends checked completion by completion, and
 //! polling a CQ until it returned what a case waits for.
 
-use crate::context::QpInit;
 use crate::cq::{BackendChoice, Cq, Poller};
 use crate::verbs::{Access, MrSlice, QpCaps, QpType, SendOp, SendWr};
+use crate::QpInit;
 use crate::{Context, Mr, Pd, Qp, Srq};
 use core::ptr::NonNull;
 use dvcq_provider::{Completion, WcOpcode, WcStatus};

@@ -6,10 +6,10 @@
 //! application's channel, armed with dvcq's doorbell.
 
 use super::lab::{attach_direct, drain, rc_pair, send_rounds};
-use crate::context::QpInit;
 use crate::cq::{BackendChoice, BackendKind, CqOptions};
 use crate::verbs::{QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
+use crate::QpInit;
 use dvcq_provider::{Completion, WcStatus};
 
 /// The first mlx5 device here, or `None` after printing why the case is skipped.
@@ -169,7 +169,7 @@ fn lab_an_attached_cq_on_the_application_s_channel_arms_with_dvcq_s_doorbell() {
     }
     // And the race-free wait on it: nothing pending, so it arms and sleeps to the timeout.
     let mut out = [Completion::default(); 4];
-    assert_eq!(cq.wait(&mut out, Some(Duration::from_millis(50))).unwrap(), 0);
+    assert!(cq.wait(&mut out, Some(Duration::from_millis(50))).unwrap().is_empty());
 }
 
 #[test]

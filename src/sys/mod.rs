@@ -20,6 +20,9 @@
 //! The public entry points that take the application's rdma-core pointers live with the
 //! types they make (`Cq::attach` in `cq/attach.rs`, `Context::from_raw` in
 //! `context/raw.rs`) and call the reads here.
+//!
+//! Layer: the bottom, above the vocabulary (`verbs`) only: it may import `verbs` and the
+//! vendor crates.
 #![allow(unsafe_code)]
 
 // The kept bindings (layouts, sizes) are x86_64 Linux's.

@@ -65,19 +65,46 @@ pub struct ChosenRelease {
     pub from: String,
 }
 
+/// Why [`ChosenRelease::pick`] found no release to read the private layouts with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReleaseError {
+    /// The loaded libibverbs' file name carries no release.
+    #[error("the rdma-core release could not be read from the loaded libibverbs' file name")]
+    Unreadable,
+    /// The provider library is of another release than libibverbs: a mixed install.
+    #[error(
+        "the provider library {provider_file} is rdma-core {provider} but libibverbs ({verbs_file}) is {verbs}: a \
+         mixed install"
+    )]
+    Mixed {
+        /// The provider library's file name.
+        provider_file: String,
+        /// Its release.
+        provider: Release,
+        /// libibverbs' file name.
+        verbs_file: String,
+        /// Its release.
+        verbs: Release,
+    },
+}
+
 impl ChosenRelease {
     /// Picks the release from libibverbs' (`verbs`, with its file) and the provider's
-    /// library file; `Err` says why there is none.
-    pub fn pick(verbs: Option<(Release, &Path)>, provider: Option<&Path>) -> Result<ChosenRelease, String> {
+    /// library file.
+    ///
+    /// # Errors
+    ///
+    /// [`ReleaseError`]: why there is none.
+    pub fn pick(verbs: Option<(Release, &Path)>, provider: Option<&Path>) -> Result<ChosenRelease, ReleaseError> {
         let file = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
         let Some((verbs, verbs_file)) = verbs else {
-            return Err("the rdma-core release could not be read from the loaded libibverbs' file name".into());
+            return Err(ReleaseError::Unreadable);
         };
         match provider.and_then(|p| Release::from_provider_file(p).map(|r| (r, file(p)))) {
-            Some((r, f)) if r != verbs => Err(format!(
-                "the provider library {f} is rdma-core {r} but libibverbs ({}) is {verbs}: a mixed install",
-                file(verbs_file)
-            )),
+            Some((r, f)) if r != verbs => {
+                Err(ReleaseError::Mixed { provider_file: f, provider: r, verbs_file: file(verbs_file), verbs })
+            }
             Some((r, f)) => Ok(ChosenRelease { release: r, from: format!("{f}, as libibverbs") }),
             None => Ok(ChosenRelease {
                 release: verbs,
@@ -132,15 +159,18 @@ mod tests {
         assert_eq!(c.release, v44);
         assert_eq!(c.from, "libmlx5.so.1.24.44.0, as libibverbs");
         let e = ChosenRelease::pick(Some((v44, verbs)), Some(Path::new("/opt/libmlx5.so.1.25.56.0"))).unwrap_err();
+        assert!(matches!(&e, ReleaseError::Mixed { provider, verbs, .. } if provider.major == 56 && *verbs == v44));
         assert_eq!(
-            e,
+            e.to_string(),
             "the provider library libmlx5.so.1.25.56.0 is rdma-core v56.0 but libibverbs (libibverbs.so.1.14.44.0) \
              is v44.0: a mixed install"
         );
         let c = ChosenRelease::pick(Some((v44, verbs)), Some(Path::new("/x/libirdma-rdmav34.so"))).unwrap();
         assert_eq!(c.release, v44);
         assert!(c.from.contains("libibverbs.so.1.14.44.0 (the provider library libirdma-rdmav34.so"), "{}", c.from);
-        assert!(ChosenRelease::pick(None, None).unwrap_err().contains("could not be read"));
+        let e = ChosenRelease::pick(None, None).unwrap_err();
+        assert_eq!(e, ReleaseError::Unreadable);
+        assert!(e.to_string().contains("could not be read"), "{e}");
     }
 
     #[test]

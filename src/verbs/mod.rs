@@ -7,6 +7,9 @@
 //! into the C structures; the device models execute them themselves. Scatter/gather entries
 //! name a [`MrSlice`] (a memory region, an offset and a length) rather than a raw address, so
 //! a safe caller can only point a device at memory it registered.
+//!
+//! Layer: the bottom (the vocabulary, with `id`): it imports nothing of the crate, so that
+//! `sys` and the models can speak it.
 
 use core::any::Any;
 

@@ -234,8 +234,8 @@ fn consume(
                 }
                 k
             }
-            WaitMode::Events => cq.wait(&mut wcs, Some(STALL))?,
-            WaitMode::Hybrid => cq.wait_with(&mut wcs, Some(STALL), WaitOptions::hybrid(spin))?,
+            WaitMode::Events => cq.wait_count(&mut wcs, Some(STALL))?,
+            WaitMode::Hybrid => cq.wait_with_count(&mut wcs, Some(STALL), WaitOptions::hybrid(spin))?,
         };
         let now = s.ns();
         if k == 0 {

@@ -74,12 +74,12 @@ pub(super) fn cq_overrun(ctx: &Context, choice: BackendChoice) -> Result<Outcome
     let until = Instant::now() + WAIT;
     while error.is_none() && Instant::now() < until {
         match cq.wait(&mut out, Some(WAIT)) {
-            Ok(0) => {
+            Ok([]) => {
                 r.rec.problem(format!("Cq::wait returned nothing within {WAIT:?} on a CQ that overran"));
                 break;
             }
-            Ok(n) => {
-                for w in &out[..n] {
+            Ok(polled) => {
+                for w in polled {
                     match w.cq_error() {
                         Some(reason) => items.push((r.rec.len(), reason, w.wr_id)),
                         None => r.rec.record(w),

@@ -65,15 +65,15 @@ fn events(ctx: &Context, choice: BackendChoice, qp_type: QpType) -> Result<Outco
             let mut got = 0;
             while got < 2 {
                 match cq.wait(&mut wcs[..2 - got], Some(WAIT)) {
-                    Ok(0) => {
+                    Ok([]) => {
                         rec.problem(format!("round trip {i}: no completion event within {WAIT:?}"));
                         break;
                     }
-                    Ok(n) => {
-                        for w in &wcs[..n] {
+                    Ok(polled) => {
+                        for w in polled {
                             rec.record(w);
                         }
-                        got += n;
+                        got += polled.len();
                     }
                     Err(e) => {
                         rec.problem(format!("round trip {i}: {e}"));

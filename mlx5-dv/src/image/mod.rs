@@ -204,7 +204,7 @@ fn qp_from_words(words: &[(&str, Option<&str>)], line: usize) -> Result<ImageQp,
         let word = || v.ok_or_else(|| ImageError::new(line, format!("{k} needs a value")));
         let need = |hex: bool| -> Result<u32, ImageError> {
             let v = word()?;
-            num_word(k, v, hex).map_err(|msg| ImageError::new(line, msg))
+            num_word(k, v, hex).map_err(|e| ImageError::new(line, e.to_string()))
         };
         match k {
             "qpn" => {

@@ -160,8 +160,9 @@ pub(super) fn ext_lines(lines: &[ExtLine], qps: &[ImageQp]) -> Result<(Vec<Image
                 .and_then(|(_, v)| *v)
                 .ok_or_else(|| err(line, format!("{} line needs {k}=", l.kind)))
         };
-        let num =
-            |k: &str, hex: bool| -> Result<u32, ImageError> { num_word(k, get(k)?, hex).map_err(|msg| err(line, msg)) };
+        let num = |k: &str, hex: bool| -> Result<u32, ImageError> {
+            num_word(k, get(k)?, hex).map_err(|e| err(line, e.to_string()))
+        };
         match l.kind.as_str() {
             "mr" => {
                 let addr = get("addr")?;

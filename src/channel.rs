@@ -6,15 +6,19 @@
 //! Several CQs, each waited on by its own thread or task, may share one channel. The first
 //! thread ([`crate::Cq::wait`]) that finds nobody reading the fd becomes the reader: it
 //! sleeps on the fd, reads every event queued, files each under its CQ, and wakes the other
-//! waiters, who find their events filed. An async waiter ([`super::AsyncCq`]) never blocks:
+//! waiters, who find their events filed. An async waiter (`AsyncCq`) never blocks:
 //! it takes its CQ's filed events, and reads the fd (without sleeping, under the router's
 //! lock) only while no thread is the reader; it files what it reads for the others and
 //! wakes them. A thread's reading turn ends by waking every async waiter, which may then read
 //! in its place. So no event is read by a waiter that then drops it, and no waiter sleeps on
 //! an fd another has just drained.
+//!
+//! Layer: below `cq` (a CQ holds its [`Binding`] to a channel) and above `model_device`,
+//! `sys`, `error` and `id`, which it may import; it names no CQ, context or QP. The public
+//! types are re-exported by [`crate::event`], the module a program reads.
 
-use super::CqId;
 use crate::error::Error;
+use crate::id::CqId;
 use crate::model_device::{ChannelEventKind, ModelChannel};
 use crate::sys;
 use dvcq_provider::eventfd::{wait_any_readable, wait_readable};
@@ -203,7 +207,7 @@ impl CompletionChannel {
     ///
     /// As [`CompletionChannel::try_next_event`], or the fd failing.
     pub fn next_event(&self, timeout: Option<Duration>) -> Result<Option<CqEvent>, Error> {
-        let deadline = super::deadline_after(Instant::now(), timeout);
+        let deadline = deadline_after(Instant::now(), timeout);
         loop {
             if let Some(e) = self.read_one()? {
                 return Ok(Some(e));
@@ -382,6 +386,12 @@ impl Drop for Binding {
     fn drop(&mut self) {
         self.channel.forget(self.cq);
     }
+}
+
+/// The instant `timeout` after `start`; `None` (no deadline) for no timeout, and for one so
+/// long that the instant cannot be represented (`Duration::MAX`): it never comes.
+pub(crate) fn deadline_after(start: Instant, timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| start.checked_add(t))
 }
 
 #[cfg(test)]
@@ -579,5 +589,13 @@ mod tests {
         deliver(&m, a, ChannelEventKind::Completion);
         assert_eq!(ch.wait_for(b, soon(20)).unwrap(), None);
         assert_eq!((ch.filed(a), m.pending()), (None, 0), "a late event of the CQ is read and dropped");
+    }
+
+    #[test]
+    fn a_deadline_beyond_what_an_instant_holds_is_none() {
+        let now = Instant::now();
+        assert_eq!(deadline_after(now, None), None);
+        assert_eq!(deadline_after(now, Some(Duration::MAX)), None);
+        assert_eq!(deadline_after(now, Some(Duration::from_secs(1))), Some(now + Duration::from_secs(1)));
     }
 }

@@ -16,8 +16,8 @@
 //! initiator holds its send CQ and PD. So a domain is closed only after every SRQ and target
 //! made on it is gone, and a CQ outlives the XRC SRQs completing on it, in any drop order.
 
-use super::qp::{model_cq_of, Qp, QpInner, Srq, SrqInner};
-use super::{Context, Inner, Pd, PdInner};
+use super::{model_cq_of, verbs_cq_of, Qp, QpInner, Srq, SrqInner};
+use crate::context::{model_error, Context, Inner, Pd, PdInner};
 use crate::cq::Cq;
 use crate::error::Error;
 use crate::sys;
@@ -48,7 +48,7 @@ impl Context {
     pub fn open_xrcd(&self) -> Result<Xrcd, Error> {
         match &self.inner {
             Inner::Model(m) => {
-                let x = m.open_xrcd().map_err(|e| super::model_error(&self.name, e))?;
+                let x = m.open_xrcd().map_err(|e| model_error(&self.name, e))?;
                 Ok(Xrcd { inner: XrcdInner::Model(x), device: self.name.clone() })
             }
             Inner::Verbs { ctx, port, gid_index } => {
@@ -80,7 +80,7 @@ impl Xrcd {
     pub fn create_target_qp(&self) -> Result<Qp, Error> {
         let (inner, qpn) = match &self.inner {
             XrcdInner::Model(x) => {
-                let qp = x.create_target_qp().map_err(|e| super::model_error(&self.device, e))?;
+                let qp = x.create_target_qp().map_err(|e| model_error(&self.device, e))?;
                 let qpn = qp.qpn();
                 (QpInner::Model(qp), qpn)
             }
@@ -128,11 +128,11 @@ impl Pd {
         match (&self.inner, &xrcd.inner) {
             (PdInner::Model(m), XrcdInner::Model(x)) => {
                 let c = model_cq_of(cq, &self.device)?;
-                let srq = m.create_xrc_srq(x, c, max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
+                let srq = m.create_xrc_srq(x, c, max_wr, max_sge).map_err(|e| model_error(&self.device, e))?;
                 Ok(Srq { inner: SrqInner::Model(srq), held: Default::default(), device: self.device.clone() })
             }
             (PdInner::Verbs { pd, .. }, XrcdInner::Verbs { xrcd, .. }) => {
-                let (vcq, own) = super::qp::verbs_cq_of(cq, &self.device)?;
+                let (vcq, own) = verbs_cq_of(cq, &self.device)?;
                 let srq = sys::qp::Srq::new_xrc(pd, xrcd, vcq, max_wr, max_sge)
                     .map_err(|source| Error::Verbs { device: self.device.clone(), source })?;
                 let backend = own.as_ref().map_or("direct", |o| o.backend());

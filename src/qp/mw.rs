@@ -2,8 +2,9 @@
 //! request on one RC QP, answered on that QP only, and invalidated by a peer's
 //! SEND_WITH_INV (or rebound once free).
 
-use super::mr::MrInner;
-use super::{Mr, Pd, PdInner, Qp};
+use super::{model_post_error, post_error, Qp, QpInner};
+use crate::context::mr::MrInner;
+use crate::context::{Mr, Pd, PdInner};
 use crate::error::Error;
 use crate::sys;
 use crate::verbs::{inc_rkey, Access, MwBind, QpType, SendOp, SendWr};
@@ -143,18 +144,18 @@ impl Qp {
         let new_rkey = inc_rkey(mw.rkey);
         let addr = mr.addr() + offset;
         match (&mut self.inner, &mut mw.inner, &mr.inner) {
-            (super::qp::QpInner::Model(qp), MwInner::Model(_), MrInner::Model(region)) => {
+            (QpInner::Model(qp), MwInner::Model(_), MrInner::Model(region)) => {
                 let b = MwBind { mw_rkey: mw.rkey, new_rkey, mr_lkey: mr.lkey(), addr, len, access };
                 qp.post_send(&[SendWr::new(wr_id, SendOp::BindMw(b), &[])])
-                    .map_err(|e| super::qp::model_post_error(&self.device, self.qpn, e))?;
+                    .map_err(|e| model_post_error(&self.device, self.qpn, e))?;
                 mw.bound = Some(Held::Model(region.clone()));
             }
-            (super::qp::QpInner::Verbs(qp), MwInner::Verbs(w), MrInner::Verbs(region)) => {
+            (QpInner::Verbs(qp), MwInner::Verbs(w), MrInner::Verbs(region)) => {
                 if !qp.same_pd(w, region) {
                     return Err(refuse("the window, the region and the QP must be of one protection domain".into()));
                 }
                 let b = sys::qp::Bind { wr_id, signaled: true, new_rkey, addr, len, access };
-                qp.post_bind(w, region, &b).map_err(|f| super::qp::post_error(&self.device, self.qpn, f))?;
+                qp.post_bind(w, region, &b).map_err(|f| post_error(&self.device, self.qpn, f))?;
                 mw.bound = Some(Held::Verbs(Arc::clone(region)));
             }
             #[allow(unreachable_patterns)]

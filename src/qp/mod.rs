@@ -1,8 +1,20 @@
 //! Queue pairs and shared receive queues: made on a PD, completing into [`Cq`]s, posted with
-//! [`crate::verbs`] work requests.
+//! [`crate::verbs`] work requests; XRC domains ([`Xrcd`], `xrc.rs`) and the memory windows
+//! a QP binds ([`Mw`], `mw.rs`).
+//!
+//! Layer: above `cq` (a QP is made with the CQs it completes into) and `context` (on a
+//! [`Pd`], with its regions); below `event`. It may import `context`, `cq`, `backend`,
+//! `model_device`, `sys`, `error` and the vocabulary (`verbs`, `id`), nothing above.
 
-use super::mr::MrInner;
-use super::{Pd, PdInner};
+mod mw;
+mod raw;
+mod xrc;
+
+pub use mw::Mw;
+pub use xrc::Xrcd;
+
+use crate::context::mr::MrInner;
+use crate::context::{model_error, Mr, Pd, PdInner};
 use crate::cq::{Cq, Poller};
 use crate::error::Error;
 use crate::sys;
@@ -40,24 +52,24 @@ impl<'a> QpInit<'a> {
 /// a CQE, may write into them until then.
 #[derive(Debug)]
 pub struct Qp {
-    pub(super) inner: QpInner,
+    inner: QpInner,
     /// Dropped after the QP is destroyed.
-    pub(super) held: Held,
+    held: Held,
     /// The SRQ's held regions: its receives may complete through this QP until it is
     /// destroyed, even once the [`Srq`] is dropped.
-    pub(super) _srq_held: Option<Arc<Mutex<Held>>>,
-    pub(super) device: String,
-    pub(super) qpn: u32,
-    pub(super) qp_type: QpType,
+    _srq_held: Option<Arc<Mutex<Held>>>,
+    device: String,
+    qpn: u32,
+    qp_type: QpType,
 }
 
 /// The regions a queue's posted receives and READs may be written into, each held once,
 /// so that they stay registered and allocated while the queue lives.
 #[derive(Debug, Default)]
-pub(super) struct Held(Vec<MrInner>);
+struct Held(Vec<MrInner>);
 
 impl Held {
-    fn keep(&mut self, mr: &super::Mr) {
+    fn keep(&mut self, mr: &Mr) {
         if !self.0.iter().any(|h| h.same(&mr.inner)) {
             self.0.push(mr.hold());
         }
@@ -74,8 +86,7 @@ fn hold_written<'w, 'a: 'w>(
     verbs: bool,
     lists: impl Iterator<Item = &'w [MrSlice<'a>]> + Clone,
 ) -> Result<(), Error> {
-    let ours =
-        |s: &MrSlice<'a>| s.region::<super::Mr>().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
+    let ours = |s: &MrSlice<'a>| s.region::<Mr>().filter(|r| r.device() == device && r.inner.is_verbs() == verbs);
     for (i, list) in lists.clone().enumerate() {
         if let Some(j) = list.iter().position(|s| ours(s).is_none()) {
             return Err(Error::Mismatch {
@@ -94,7 +105,7 @@ fn hold_written<'w, 'a: 'w>(
 }
 
 #[derive(Debug)]
-pub(super) enum QpInner {
+enum QpInner {
     Model(crate::model_device::ModelQp),
     Verbs(sys::qp::Qp),
 }
@@ -106,19 +117,19 @@ pub(super) enum QpInner {
 /// receiving from it are dropped ([`RecvWr`]).
 #[derive(Debug)]
 pub struct Srq {
-    pub(super) inner: SrqInner,
+    inner: SrqInner,
     /// Shared with the QPs made on it; dropped after the SRQ is destroyed.
-    pub(super) held: Arc<Mutex<Held>>,
-    pub(super) device: String,
+    held: Arc<Mutex<Held>>,
+    device: String,
 }
 
 #[derive(Debug)]
-pub(super) enum SrqInner {
+enum SrqInner {
     Model(crate::model_device::ModelSrq),
     Verbs(Arc<sys::qp::Srq>),
 }
 
-pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
+fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::model_device::ModelCq, Error> {
     match &cq.poller {
         Poller::Model(m) if cq.device() == device => Ok(m),
         _ => Err(Error::Mismatch {
@@ -128,7 +139,7 @@ pub(super) fn model_cq_of<'c>(cq: &'c Cq, device: &str) -> Result<&'c crate::mod
     }
 }
 
-pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
+fn model_post_error(device: &str, qpn: u32, e: crate::model_device::PostError) -> Error {
     use crate::error::PostRefusal;
     use crate::model_device::PostErrorKind as Kind;
     let reason = match e.kind {
@@ -144,7 +155,7 @@ pub(super) fn model_post_error(device: &str, qpn: u32, e: crate::model_device::P
 
 /// The rdma-core CQ behind `cq`, and on a direct CQ dvcq made, what a QP made on it shares
 /// with it to be adopted.
-pub(super) fn verbs_cq_of<'c>(
+fn verbs_cq_of<'c>(
     cq: &'c Cq,
     device: &str,
 ) -> Result<(&'c Arc<sys::cq::VerbsCq>, Option<crate::backend::OwnCq>), Error> {
@@ -224,11 +235,11 @@ impl Pd {
                     srq,
                     sq_sig_all: init.sq_sig_all,
                 };
-                let qp = m.create_qp_ex(&model_init).map_err(|e| super::model_error(&self.device, e))?;
+                let qp = m.create_qp_ex(&model_init).map_err(|e| model_error(&self.device, e))?;
                 // A UD QP is ready at once, as rdma-core's is made (the model's connect is
                 // its move to RTS); `Qp::connect` has nothing more to do for it.
                 if init.qp_type == QpType::Ud {
-                    qp.connect(&qp.endpoint()).map_err(|e| super::model_error(&self.device, e))?;
+                    qp.connect(&qp.endpoint()).map_err(|e| model_error(&self.device, e))?;
                 }
                 Ok(Qp {
                     qpn: qp.qpn(),
@@ -309,7 +320,7 @@ impl Pd {
     pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq, Error> {
         match &self.inner {
             PdInner::Model(m) => {
-                let srq = m.create_srq(max_wr, max_sge).map_err(|e| super::model_error(&self.device, e))?;
+                let srq = m.create_srq(max_wr, max_sge).map_err(|e| model_error(&self.device, e))?;
                 Ok(Srq { inner: SrqInner::Model(srq), held: Arc::default(), device: self.device.clone() })
             }
             PdInner::Verbs { pd, .. } => {
@@ -321,7 +332,7 @@ impl Pd {
     }
 }
 
-pub(super) fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
+fn post_error(device: &str, qpn: u32, f: sys::qp::PostFailure) -> Error {
     Error::of_post(device, qpn, f.index, "ibv_post_*", f.errno)
 }
 
@@ -389,7 +400,7 @@ impl Qp {
             return Ok(());
         }
         match &mut self.inner {
-            QpInner::Model(qp) => qp.connect_with(peer, attrs).map_err(|e| super::model_error(&self.device, e)),
+            QpInner::Model(qp) => qp.connect_with(peer, attrs).map_err(|e| model_error(&self.device, e)),
             QpInner::Verbs(qp) => {
                 qp.connect(peer, attrs).map_err(|source| Error::Verbs { device: self.device.clone(), source })
             }
