@@ -5,7 +5,8 @@
 //!
 //! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
 //! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
-//! READ, each with lkey and rkey checks, scatter/gather or inline. A message with no receive
+//! READ, compare-and-swap and fetch-and-add (`engine/atomic.rs`), each with lkey and rkey
+//! checks, scatter/gather or inline. A message with no receive
 //! posted waits for one, until its RNR retries run out (for ever with 7). An access or
 //! length error gives an error CQE and moves the QP to the error state; a QP in the error
 //! state flushes what is posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode
@@ -27,6 +28,7 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
+pub(crate) mod atomic;
 pub(crate) mod remote;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -229,15 +231,22 @@ impl Emulator {
         let op = ctrl.opcode;
         let rdma = matches!(op, wqe_opcode::RDMA_WRITE | wqe_opcode::RDMA_WRITE_IMM | wqe_opcode::RDMA_READ);
         let send = matches!(op, wqe_opcode::SEND | wqe_opcode::SEND_IMM | wqe_opcode::SEND_INVAL);
-        if !rdma && !send {
+        let atomic = matches!(op, wqe_opcode::ATOMIC_CS | wqe_opcode::ATOMIC_FA);
+        if !rdma && !send && !atomic {
             warn_once(op);
             return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
         }
         if qp.qp_type == crate::objects::QpType::Ud {
             return self.datagram(fd, qp, ctrl, units);
         }
-        // ctrl, then the remote address for RDMA, then the data.
-        let data_at = if rdma { 32 } else { 16 };
+        // ctrl, then the remote address for RDMA (and the atomic segment), then the data.
+        let data_at = if atomic {
+            atomic::DATA_AT
+        } else if rdma {
+            32
+        } else {
+            16
+        };
         // Only the WQE's own units: what follows them in the ring is an older WQE's.
         let end = (usize::from(ctrl.ds) * 16).clamp(data_at, units.len());
         let Ok(gather) = Gather::parse(&units[data_at..end]) else {
@@ -251,6 +260,9 @@ impl Emulator {
         };
         if !matches!(peer.state, QpState::Rtr | QpState::Rts) {
             return Outcome::Failed(syndrome::REMOTE_OP_ERR);
+        }
+        if atomic {
+            return self.atomic_local(fd, qp, (peer_fd, &peer), op, units, &gather);
         }
         if op == wqe_opcode::RDMA_READ {
             return self.rdma_read(fd, qp, (peer_fd, &peer), Raddr::parse(&units[16..32]), &gather);

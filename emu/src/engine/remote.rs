@@ -77,6 +77,8 @@ fn op_of(opcode: u8) -> Option<Op> {
         wqe_opcode::RDMA_WRITE => Op::Write,
         wqe_opcode::RDMA_WRITE_IMM => Op::WriteImm,
         wqe_opcode::RDMA_READ => Op::Read,
+        wqe_opcode::ATOMIC_CS => Op::CompareSwap,
+        wqe_opcode::ATOMIC_FA => Op::FetchAdd,
         _ => return None,
     })
 }
@@ -142,11 +144,20 @@ impl Emulator {
             rnr_retry: qp.path.rnr_retry,
             ..Header::default()
         };
-        if matches!(op, Op::Write | Op::WriteImm | Op::Read) {
+        if matches!(op, Op::Write | Op::WriteImm | Op::Read | Op::CompareSwap | Op::FetchAdd) {
             let r = Raddr::parse(&units[16..32]);
             (h.raddr, h.rkey) = (r.addr, r.rkey);
         }
-        let (data, read_into) = if op == Op::Read {
+        let (data, read_into) = if matches!(op, Op::CompareSwap | Op::FetchAdd) {
+            // The atomic segment travels as it is; the reply's 8 bytes land in the entry.
+            let into = match super::atomic::local_entry(g) {
+                Ok(i) => i,
+                Err(s) => return Some(fail(s)),
+            };
+            h.length = super::atomic::SIZE;
+            let seg = units[super::atomic::SEG_AT..super::atomic::DATA_AT].to_vec();
+            (seg, into.map(|w| w.sges))
+        } else if op == Op::Read {
             let Gather::Segs(segs) = g else { return Some(fail(syndrome::LOCAL_QP_OP_ERR)) };
             h.length = g.len() as u32;
             (Vec::new(), Some(segs.clone()))
@@ -156,7 +167,7 @@ impl Emulator {
                 Err(s) => return Some(fail(s)),
             }
         };
-        let length = if op == Op::Read { h.length } else { data.len() as u32 };
+        let length = if matches!(op, Op::Read | Op::CompareSwap | Op::FetchAdd) { h.length } else { data.len() as u32 };
         match self.remote.wire.request(dest, h, &data) {
             Ok(seq) => {
                 self.remote.in_flight.entry(qp.qpn).or_default().push_back(InFlight {
@@ -448,6 +459,19 @@ impl Emulator {
         }
         let Some(op) = Op::from_wire(h.op) else { return Some((Status::RemoteInvalid, 0, Vec::new())) };
         let mrs = |e: &Emulator| e.contexts.get(&pfd).map(|c| c.mrs.values().copied().collect::<Vec<_>>());
+        if matches!(op, Op::CompareSwap | Op::FetchAdd) {
+            let opcode = if op == Op::CompareSwap { wqe_opcode::ATOMIC_CS } else { wqe_opcode::ATOMIC_FA };
+            let Some(a) = super::atomic::AtomicOp::parse(opcode, data) else {
+                return Some((Status::RemoteInvalid, 0, Vec::new()));
+            };
+            let raddr = Raddr { addr: h.raddr, rkey: h.rkey };
+            return Some(match super::atomic::respond(self, pfd, &peer, raddr, a) {
+                Ok(old) => (Status::Ok, super::atomic::SIZE, old.to_vec()),
+                Err(s) if s == syndrome::REMOTE_ACCESS_ERR => (Status::RemoteAccess, 0, Vec::new()),
+                Err(s) if s == syndrome::REMOTE_INVAL_REQ_ERR => (Status::RemoteInvalid, 0, Vec::new()),
+                Err(_) => (Status::RemoteOp, 0, Vec::new()),
+            });
+        }
         if op == Op::Read {
             let src =
                 find_mr(mrs(self)?.iter(), peer.pd, h.rkey, h.raddr, h.length.into(), ACCESS_REMOTE_READ, |m| m.rkey);
