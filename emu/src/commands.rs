@@ -12,6 +12,7 @@ use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
 
 mod ah;
+mod resize_cq;
 
 /// An errno.
 pub type Errno = i32;
@@ -187,6 +188,7 @@ impl Emulator {
             (cmd::REG_MR, false) => reg_mr(ctx, &mut self.numbers, &mut c),
             (cmd::DEREG_MR, false) => dereg_mr(ctx, &mut c),
             (cmd::CREATE_CQ, false) => create_cq(ctx, &self.events, &mut self.numbers, &mut c),
+            (cmd::RESIZE_CQ, false) => resize_cq::resize_cq(ctx, &mut c),
             (cmd::DESTROY_CQ, false) => {
                 let owner = |h| Owner::Cq(fd, h);
                 destroy_cq(ctx, &mut self.events, owner, &mut c)
@@ -199,7 +201,7 @@ impl Emulator {
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
             (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
             (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
-            // Everything else (address handles, windows, XRC, resize, flows, WQs, ...) is not
+            // Everything else (windows, XRC, flows, WQs, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
         }

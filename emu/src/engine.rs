@@ -542,7 +542,7 @@ fn read_wqe(qp: &Qp) -> (Vec<u8>, Ctrl) {
 ///
 /// `cq.buf` is the live ring of `cq.ncqe` entries of `cq.cqe_size` bytes libmlx5 allocated,
 /// and the slot at `cq.pi` is one its poller has consumed.
-unsafe fn write_cqe(cq: &Cq, e: &Entry) {
+pub(crate) unsafe fn write_cqe(cq: &Cq, e: &Entry) {
     let slot = cq.buf + u64::from(cq.pi & (cq.ncqe - 1)) * u64::from(cq.cqe_size);
     // The 64-byte CQE is the last 64 bytes of a 128-byte entry.
     let cqe_at = slot + u64::from(cq.cqe_size) - 64;
