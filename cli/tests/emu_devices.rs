@@ -386,13 +386,14 @@ fn dvcq_validate_passes_every_workload_the_emulator_executes() {
         "ud_events",
         "rnr_retry_exceeded",
         "atomic_cas_fa",
+        "rc_send_inv",
     ];
     for name in must_pass {
         assert_eq!(rows.get(name), Some(&"pass"), "{name}:\n{text}");
     }
-    // What the emulator does not do yet: memory windows, compressed CQEs, XRC.
+    // What the emulator does not do yet: compressed CQEs, XRC.
     // Anything else failing is a regression.
-    let not_yet = ["rc_send_inv", "mlx5_compression", "xrc_traffic"];
+    let not_yet = ["mlx5_compression", "xrc_traffic"];
     for (name, result) in &rows {
         assert!(*result != "fail" || not_yet.contains(name), "{name} failed:\n{text}");
     }

@@ -12,6 +12,7 @@ use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
 
 mod ah;
+pub(crate) mod mw;
 mod resize_cq;
 
 /// An errno.
@@ -189,6 +190,8 @@ impl Emulator {
             (cmd::DEREG_MR, false) => dereg_mr(ctx, &mut c),
             (cmd::CREATE_CQ, false) => create_cq(ctx, &self.events, &mut self.numbers, &mut c),
             (cmd::RESIZE_CQ, false) => resize_cq::resize_cq(ctx, &mut c),
+            (cmd::ALLOC_MW, false) => mw::alloc_mw(ctx, &mut self.numbers, &mut c),
+            (cmd::DEALLOC_MW, false) => mw::dealloc_mw(ctx, &mut c),
             (cmd::DESTROY_CQ, false) => {
                 let owner = |h| Owner::Cq(fd, h);
                 destroy_cq(ctx, &mut self.events, owner, &mut c)
@@ -201,7 +204,7 @@ impl Emulator {
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
             (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
             (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
-            // Everything else (windows, XRC, flows, WQs, ...) is not
+            // Everything else (XRC, flows, WQs, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
         }
@@ -350,7 +353,8 @@ pub(crate) fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), E
     let used = ctx.mrs.values().any(|m| m.pd == req.handle)
         || ctx.qps.values().any(|q| q.pd == req.handle)
         || ctx.srqs.values().any(|s| s.pd == req.handle)
-        || ctx.ahs.values().any(|a| a.pd == req.handle);
+        || ctx.ahs.values().any(|a| a.pd == req.handle)
+        || ctx.mws.values().any(|w| w.pd == req.handle);
     if used {
         return Err(libc::EBUSY);
     }

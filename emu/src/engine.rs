@@ -6,7 +6,8 @@
 //! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
 //! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
 //! READ, compare-and-swap and fetch-and-add (`engine/atomic.rs`), each with lkey and rkey
-//! checks, scatter/gather or inline. A message with no receive
+//! checks (through memory windows too), scatter/gather or inline; memory-window binds and
+//! invalidations (`engine/window.rs`). A message with no receive
 //! posted waits for one, until its RNR retries run out (for ever with 7). An access or
 //! length error gives an error CQE and moves the QP to the error state; a QP in the error
 //! state flushes what is posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 pub(crate) mod atomic;
 pub(crate) mod remote;
+pub(crate) mod window;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -232,6 +234,13 @@ impl Emulator {
         let rdma = matches!(op, wqe_opcode::RDMA_WRITE | wqe_opcode::RDMA_WRITE_IMM | wqe_opcode::RDMA_READ);
         let send = matches!(op, wqe_opcode::SEND | wqe_opcode::SEND_IMM | wqe_opcode::SEND_INVAL);
         let atomic = matches!(op, wqe_opcode::ATOMIC_CS | wqe_opcode::ATOMIC_FA);
+        if op == wqe_opcode::UMR && qp.qp_type != crate::objects::QpType::Ud {
+            // A memory window's bind or invalidation: the device's own work, nothing sent.
+            if let Some(o) = self.remote_busy(qp) {
+                return o;
+            }
+            return self.umr(fd, qp, ctrl, units);
+        }
         if !rdma && !send && !atomic {
             warn_once(op);
             return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
@@ -284,7 +293,7 @@ impl Emulator {
             let raddr = Raddr::parse(&units[16..32]);
             let Some(ctx) = self.contexts.get(&peer_fd) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
             let found = find_mr(
-                ctx.mrs.values(),
+                window::remote_regions(ctx, peer.qpn).iter(),
                 peer.pd,
                 raddr.rkey,
                 raddr.addr,
@@ -293,7 +302,7 @@ impl Emulator {
                 |m| m.rkey,
             );
             let Some(dst) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
-            // SAFETY: dst..dst+len lies in a registered region of the peer (checked above), live until DEREG_MR, which needs the lock this thread holds.
+            // SAFETY: dst..dst+len lies in a registered region of the peer (directly or under a bound window, whose region remote_regions checks is still registered; checked above), live until DEREG_MR, which needs the lock this thread holds.
             unsafe { copy(data.as_ptr() as u64, dst, data.len()) };
         }
         let Some((wqe, next)) = recv else { return Outcome::Done(data.len() as u32) };
@@ -311,6 +320,11 @@ impl Emulator {
             }
         };
         self.take_recv(peer_fd, &peer, next);
+        if landed.is_ok() && op == wqe_opcode::SEND_INVAL {
+            if let Some(ctx) = self.contexts.get_mut(&peer_fd) {
+                window::invalidate(ctx, peer.qpn, ctrl.imm);
+            }
+        }
         let e = match landed {
             Ok(()) => {
                 let imm_word = if imm { ctrl.imm } else { 0 };
@@ -425,10 +439,11 @@ impl Emulator {
         let Gather::Segs(segs) = g else { return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR) };
         let len = g.len();
         let Some(pctx) = self.contexts.get(&peer.0) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
-        let found = find_mr(pctx.mrs.values(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
+        let regions = window::remote_regions(pctx, peer.1.qpn);
+        let found = find_mr(regions.iter(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
         let Some(src) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
         let mut data = vec![0u8; len as usize];
-        // SAFETY: src..src+len lies in a registered region of the peer (checked), live until DEREG_MR, which needs the lock this thread holds.
+        // SAFETY: src..src+len lies in a registered region of the peer (directly or under a bound window whose region is still registered; checked), live until DEREG_MR, which needs the lock this thread holds.
         unsafe { recv::read_mem(src, &mut data) };
         let wqe = RecvWqe { index: 0, sges: segs.clone() };
         match self.scatter(fd, qp.pd, &wqe, &data) {

@@ -101,10 +101,10 @@ fn respond_at(e: &Emulator, pfd: i32, peer: &Qp, raddr: Raddr, op: AtomicOp) -> 
     if raddr.addr % u64::from(SIZE) != 0 {
         return Err(syndrome::REMOTE_INVAL_REQ_ERR);
     }
-    let host =
-        find_mr(ctx.mrs.values(), peer.pd, raddr.rkey, raddr.addr, SIZE.into(), ACCESS_REMOTE_ATOMIC, |m| m.rkey)
-            .ok_or(syndrome::REMOTE_ACCESS_ERR)?;
-    // SAFETY: host..host+8 lies in a registered region of the peer allowing remote atomics (so local writes too), checked above and live until DEREG_MR, which needs the lock this thread holds; iova and host address share their alignment within a page.
+    let regions = super::window::remote_regions(ctx, peer.qpn);
+    let host = find_mr(regions.iter(), peer.pd, raddr.rkey, raddr.addr, SIZE.into(), ACCESS_REMOTE_ATOMIC, |m| m.rkey)
+        .ok_or(syndrome::REMOTE_ACCESS_ERR)?;
+    // SAFETY: host..host+8 lies in a registered region of the peer (directly or under a bound window) allowing remote atomics, checked above and live until DEREG_MR, which needs the lock this thread holds; iova and host address share their alignment within a page.
     Ok(unsafe { run_at(host, op) })
 }
 

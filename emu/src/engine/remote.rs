@@ -187,6 +187,12 @@ impl Emulator {
         }
     }
 
+    /// `Later` while `qp` has work in flight to another process: work the device does
+    /// itself (a window's bind) must not overtake it.
+    pub(super) fn remote_busy(&self, qp: &Qp) -> Option<Outcome> {
+        self.remote.in_flight.get(&qp.qpn).is_some_and(|q| !q.is_empty()).then_some(Outcome::Later)
+    }
+
     /// A UD send: the datagram segment's destination QPN and Q_Key, then the data; it
     /// completes at once, whether or not a receiver takes it (as a datagram on a fabric).
     pub(super) fn datagram(&mut self, fd: i32, qp: &Qp, ctrl: &Ctrl, units: &[u8]) -> Outcome {
@@ -458,7 +464,7 @@ impl Emulator {
             _ => return Some((Status::NoQp, 0, Vec::new())),
         }
         let Some(op) = Op::from_wire(h.op) else { return Some((Status::RemoteInvalid, 0, Vec::new())) };
-        let mrs = |e: &Emulator| e.contexts.get(&pfd).map(|c| c.mrs.values().copied().collect::<Vec<_>>());
+        let mrs = |e: &Emulator| e.contexts.get(&pfd).map(|c| super::window::remote_regions(c, peer.qpn));
         if matches!(op, Op::CompareSwap | Op::FetchAdd) {
             let opcode = if op == Op::CompareSwap { wqe_opcode::ATOMIC_CS } else { wqe_opcode::ATOMIC_FA };
             let Some(a) = super::atomic::AtomicOp::parse(opcode, data) else {
@@ -517,6 +523,11 @@ impl Emulator {
             }
         };
         self.take_recv(pfd, &peer, next);
+        if landed.is_ok() && op == Op::SendInv {
+            if let Some(ctx) = self.contexts.get_mut(&pfd) {
+                super::window::invalidate(ctx, peer.qpn, h.imm);
+            }
+        }
         let imm = if matches!(op, Op::SendImm | Op::SendInv | Op::WriteImm) { h.imm } else { 0 };
         let e = match landed {
             Ok(()) => build::resp(resp_op, peer.qpn, wqe.index, data.len() as u32, imm)
