@@ -387,13 +387,13 @@ fn dvcq_validate_passes_every_workload_the_emulator_executes() {
         "rnr_retry_exceeded",
         "atomic_cas_fa",
         "rc_send_inv",
+        "mlx5_compression",
     ];
     for name in must_pass {
         assert_eq!(rows.get(name), Some(&"pass"), "{name}:\n{text}");
     }
-    // What the emulator does not do yet: compressed CQEs, XRC.
-    // Anything else failing is a regression.
-    let not_yet = ["mlx5_compression", "xrc_traffic"];
+    // What the emulator does not do yet: XRC. Anything else failing is a regression.
+    let not_yet = ["xrc_traffic"];
     for (name, result) in &rows {
         assert!(*result != "fail" || not_yet.contains(name), "{name} failed:\n{text}");
     }

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
 pub(crate) mod atomic;
+pub(crate) mod compress;
 pub(crate) mod remote;
 pub(crate) mod window;
 
@@ -120,6 +121,8 @@ impl Emulator {
             }
         }
         let done: u32 = work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum();
+        // A pass of work ends what compressed CQEs it began: the sessions reach the rings.
+        self.flush_sessions();
         self.step_arms();
         done + wired
     }
@@ -464,6 +467,19 @@ impl Emulator {
     /// A full ring overruns the CQ instead: it goes to the error state (no more CQEs) and
     /// `IBV_EVENT_CQ_ERR` about it goes to the context's async fd.
     fn complete(&mut self, fd: i32, cq_handle: u32, e: &Entry) {
+        // A good CQE carries the device clock at completion (the core clock's cycles); an
+        // error CQE has its syndromes where the timestamp would be.
+        let op = e.cqe.op_own >> 4;
+        let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
+        let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
+        if !self.compress(fd, cq_handle, &e) {
+            self.put(fd, cq_handle, &e);
+        }
+    }
+
+    /// Writes `e` as it is at the CQ's producer index, or overruns the CQ (as
+    /// [`Self::complete`] says).
+    fn put(&mut self, fd: i32, cq_handle: u32, e: &Entry) {
         use crate::events::Owner;
         let Some(ctx) = self.contexts.get_mut(&fd) else { return };
         let async_fd = ctx.async_fd;
@@ -481,13 +497,10 @@ impl Emulator {
             }
             return;
         }
-        // A good CQE carries the device clock at completion (the core clock's cycles); an
-        // error CQE has its syndromes where the timestamp would be.
         let op = e.cqe.op_own >> 4;
         let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
-        let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
         // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until DESTROY_CQ; the slot is one the poller has consumed (checked above).
-        unsafe { write_cqe(cq, &e) };
+        unsafe { write_cqe(cq, e) };
         cq.pi = cq.pi.wrapping_add(1);
         if e.cqe.op_own & 0x02 != 0 || error {
             cq.notify_pi = cq.pi;

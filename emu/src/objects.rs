@@ -253,6 +253,8 @@ pub struct Context {
     pub mrs: HashMap<u32, Mr>,
     pub mws: HashMap<u32, Mw>,
     pub cqs: HashMap<u32, Cq>,
+    /// The CQs made with compressed CQEs, by handle.
+    pub compressed_cqs: HashMap<u32, crate::engine::compress::CompressedCq>,
     pub qps: HashMap<u32, Qp>,
     pub srqs: HashMap<u32, Srq>,
     pub ahs: HashMap<u32, Ah>,

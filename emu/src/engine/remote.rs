@@ -332,6 +332,7 @@ impl Emulator {
             }
         }
         self.remote.inbound.retain(|_, q| !q.is_empty());
+        self.flush_sessions();
         done
     }
 
