@@ -38,7 +38,7 @@ fn read8(mr: &Mr, at: u64) -> [u8; 8] {
 
 /// Runs the test `name` again under the preload with `envs`, and checks it got to the end.
 fn run_child(name: &str, envs: &[(&str, &str)]) -> std::process::Child {
-    let mut c = preload::emulated(&std::env::current_exe().unwrap(), &preload::preload());
+    let mut c = preload::emulated(std::env::current_exe().unwrap(), &preload::preload());
     c.args(["--exact", name, "--nocapture"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     for (k, v) in envs {
         c.env(k, v);
