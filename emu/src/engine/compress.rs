@@ -53,8 +53,8 @@ fn array_slot(t: u32, k: u32) -> u32 {
     }
 }
 
-/// The arrays of a session's completions after the title... of all of them: mini-CQE `i`
-/// describes completion `i`, the title's own included, as the poller expands them.
+/// The mini-CQE arrays of a session: mini-CQE `i` describes completion `i` of the
+/// session, the title's own included, as the poller expands them.
 fn arrays(session: &[Entry], format: MiniFormat) -> Vec<MiniCqeArray> {
     session
         .chunks(MINIS_PER_ARRAY)
