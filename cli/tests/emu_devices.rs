@@ -387,11 +387,16 @@ fn dvcq_validate_passes_every_workload_the_emulator_executes() {
         "rnr_retry_exceeded",
         "atomic_cas_fa",
         "rc_send_inv",
-        "mlx5_compression",
     ];
     for name in must_pass {
         assert_eq!(rows.get(name), Some(&"pass"), "{name}:\n{text}");
     }
+    // A compressed CQ is polled directly or not at all: on a release newer than dvcq's
+    // layout table (never guessed) the check skips, saying so.
+    let compression = rows.get("mlx5_compression");
+    let row = text.lines().find(|l| l.split_whitespace().next() == Some("mlx5_compression")).unwrap_or_default();
+    let refused = row.contains("is not in dvcq's mlx5 layout table");
+    assert!(compression == Some(&"pass") || (compression == Some(&"skip") && refused), "mlx5_compression:\n{text}");
     // What the emulator does not do yet: XRC. Anything else failing is a regression.
     let not_yet = ["xrc_traffic"];
     for (name, result) in &rows {
