@@ -23,8 +23,11 @@ pub mod cmd {
     pub const DESTROY_AH: u32 = 8;
     pub const REG_MR: u32 = 9;
     pub const DEREG_MR: u32 = 13;
+    pub const ALLOC_MW: u32 = 14;
+    pub const DEALLOC_MW: u32 = 16;
     pub const CREATE_COMP_CHANNEL: u32 = 17;
     pub const CREATE_CQ: u32 = 18;
+    pub const RESIZE_CQ: u32 = 19;
     pub const DESTROY_CQ: u32 = 20;
     pub const CREATE_QP: u32 = 24;
     pub const MODIFY_QP: u32 = 26;

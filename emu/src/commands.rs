@@ -10,8 +10,11 @@ use crate::fd_table::FdKind;
 use crate::objects::{Context, Cq, Device, Mlx5Wq, Mr, Pd, Qp, QpPath, QpState, QpType, Srq};
 use crate::{device, mlx5, mlx5_abi};
 use bytemuck::{Pod, Zeroable};
+use dvcq_mlx5_dv::mini::MiniFormat;
 
 mod ah;
+pub(crate) mod mw;
+mod resize_cq;
 
 /// An errno.
 pub type Errno = i32;
@@ -187,6 +190,9 @@ impl Emulator {
             (cmd::REG_MR, false) => reg_mr(ctx, &mut self.numbers, &mut c),
             (cmd::DEREG_MR, false) => dereg_mr(ctx, &mut c),
             (cmd::CREATE_CQ, false) => create_cq(ctx, &self.events, &mut self.numbers, &mut c),
+            (cmd::RESIZE_CQ, false) => resize_cq::resize_cq(ctx, &mut c),
+            (cmd::ALLOC_MW, false) => mw::alloc_mw(ctx, &mut self.numbers, &mut c),
+            (cmd::DEALLOC_MW, false) => mw::dealloc_mw(ctx, &mut c),
             (cmd::DESTROY_CQ, false) => {
                 let owner = |h| Owner::Cq(fd, h);
                 destroy_cq(ctx, &mut self.events, owner, &mut c)
@@ -199,7 +205,7 @@ impl Emulator {
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
             (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
             (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
-            // Everything else (address handles, windows, XRC, resize, flows, WQs, ...) is not
+            // Everything else (XRC, flows, WQs, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
         }
@@ -317,6 +323,9 @@ fn query_device_ex(c: &mut Command<'_>) -> Result<(), Errno> {
     drv.response_length = c.udata_out_len.min(size_of::<mlx5_abi::QueryDeviceResp>()) as u32;
     // 64-byte CQEs padded in 128-byte entries, as a ConnectX-6 Dx offers.
     drv.flags = mlx5_abi::QUERY_DEV_RESP_FLAGS_CQE_128B_PAD;
+    // CQE compression, in the formats mlx5dv_create_cq takes.
+    drv.cqe_comp_max_num = crate::engine::compress::MAX_SESSION;
+    drv.cqe_comp_supported_format = crate::engine::compress::SUPPORTED_FORMATS;
     c.respond(bytemuck::bytes_of(&resp), bytemuck::bytes_of(&drv))
 }
 
@@ -348,7 +357,8 @@ pub(crate) fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), E
     let used = ctx.mrs.values().any(|m| m.pd == req.handle)
         || ctx.qps.values().any(|q| q.pd == req.handle)
         || ctx.srqs.values().any(|s| s.pd == req.handle)
-        || ctx.ahs.values().any(|a| a.pd == req.handle);
+        || ctx.ahs.values().any(|a| a.pd == req.handle)
+        || ctx.mws.values().any(|w| w.pd == req.handle);
     if used {
         return Err(libc::EBUSY);
     }
@@ -413,12 +423,21 @@ fn create_cq(
     if !mlx5::cqe_size_ok(drv.cqe_size) || drv.buf_addr == 0 || !dbrec_ok(drv.db_addr) {
         return Err(libc::EINVAL);
     }
-    // Compressed CQEs need a capability this device does not report; of the flags, only
-    // the padding of 128-byte entries (whose CQE is their second half either way).
+    // Of the flags, only the padding of 128-byte entries (whose CQE is their second half
+    // either way). Compression: one format the device reports, 64-byte CQEs.
     let pad_ok = drv.flags == mlx5_abi::CREATE_CQ_FLAG_CQE_128B_PAD && drv.cqe_size == 128;
-    if drv.cqe_comp_en != 0 || (drv.flags != 0 && !pad_ok) {
+    if drv.flags != 0 && !pad_ok {
         return Err(libc::EINVAL);
     }
+    let compression = match drv.cqe_comp_en {
+        0 => None,
+        1 if drv.cqe_size == 64
+            && u32::from(drv.cqe_comp_res_format) & crate::engine::compress::SUPPORTED_FORMATS != 0 =>
+        {
+            Some(MiniFormat::from_dv_res_format(drv.cqe_comp_res_format).ok_or(libc::EINVAL)?)
+        }
+        _ => return Err(libc::EINVAL),
+    };
     let channel = match req.comp_channel {
         -1 => None,
         fd if events.get(&fd).is_some_and(|e| e.record_len() == 8) => Some(fd),
@@ -449,6 +468,9 @@ fn create_cq(
     // SAFETY: db_addr is the 8-byte doorbell record libmlx5 allocated for this CQ and passed in the udata (checked non-null and aligned); it zeroed it before the command and writes the arm word only when it arms, which it cannot before this returns.
     unsafe { crate::engine::seed_arm_word(drv.db_addr) };
     ctx.cqs.insert(handle, cq);
+    if let Some(format) = compression {
+        ctx.compressed_cqs.insert(handle, crate::engine::compress::CompressedCq::new(format));
+    }
     Ok(())
 }
 
@@ -468,6 +490,7 @@ pub(crate) fn destroy_cq(
     c.respond(bytemuck::bytes_of(&resp), &[])?;
     forget_events(events, owner(req.handle));
     ctx.cqs.remove(&req.handle);
+    ctx.compressed_cqs.remove(&req.handle);
     Ok(())
 }
 

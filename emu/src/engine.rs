@@ -5,7 +5,9 @@
 //!
 //! Executed so far, between RC (and UC) QPs of this process: SEND, SEND with immediate and
 //! with invalidate (into the peer's RQ or SRQ), RDMA WRITE and WRITE with immediate, RDMA
-//! READ, each with lkey and rkey checks, scatter/gather or inline. A message with no receive
+//! READ, compare-and-swap and fetch-and-add (`engine/atomic.rs`), each with lkey and rkey
+//! checks (through memory windows too), scatter/gather or inline; memory-window binds and
+//! invalidations (`engine/window.rs`). A message with no receive
 //! posted waits for one, until its RNR retries run out (for ever with 7). An access or
 //! length error gives an error CQE and moves the QP to the error state; a QP in the error
 //! state flushes what is posted (send and receive) with `WR_FLUSH_ERR`. Any other opcode
@@ -27,7 +29,10 @@ use dvcq_uapi::mlx5::opcode::{cqe_opcode, syndrome, wqe_opcode};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
+pub(crate) mod atomic;
+pub(crate) mod compress;
 pub(crate) mod remote;
+pub(crate) mod window;
 
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -116,6 +121,8 @@ impl Emulator {
             }
         }
         let done: u32 = work.into_iter().map(|(fd, h)| self.step_qp(fd, h)).sum();
+        // A pass of work ends what compressed CQEs it began: the sessions reach the rings.
+        self.flush_sessions();
         self.step_arms();
         done + wired
     }
@@ -229,15 +236,29 @@ impl Emulator {
         let op = ctrl.opcode;
         let rdma = matches!(op, wqe_opcode::RDMA_WRITE | wqe_opcode::RDMA_WRITE_IMM | wqe_opcode::RDMA_READ);
         let send = matches!(op, wqe_opcode::SEND | wqe_opcode::SEND_IMM | wqe_opcode::SEND_INVAL);
-        if !rdma && !send {
+        let atomic = matches!(op, wqe_opcode::ATOMIC_CS | wqe_opcode::ATOMIC_FA);
+        if op == wqe_opcode::UMR && qp.qp_type != crate::objects::QpType::Ud {
+            // A memory window's bind or invalidation: the device's own work, nothing sent.
+            if let Some(o) = self.remote_busy(qp) {
+                return o;
+            }
+            return self.umr(fd, qp, ctrl, units);
+        }
+        if !rdma && !send && !atomic {
             warn_once(op);
             return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR);
         }
         if qp.qp_type == crate::objects::QpType::Ud {
             return self.datagram(fd, qp, ctrl, units);
         }
-        // ctrl, then the remote address for RDMA, then the data.
-        let data_at = if rdma { 32 } else { 16 };
+        // ctrl, then the remote address for RDMA (and the atomic segment), then the data.
+        let data_at = if atomic {
+            atomic::DATA_AT
+        } else if rdma {
+            32
+        } else {
+            16
+        };
         // Only the WQE's own units: what follows them in the ring is an older WQE's.
         let end = (usize::from(ctrl.ds) * 16).clamp(data_at, units.len());
         let Ok(gather) = Gather::parse(&units[data_at..end]) else {
@@ -251,6 +272,9 @@ impl Emulator {
         };
         if !matches!(peer.state, QpState::Rtr | QpState::Rts) {
             return Outcome::Failed(syndrome::REMOTE_OP_ERR);
+        }
+        if atomic {
+            return self.atomic_local(fd, qp, (peer_fd, &peer), op, units, &gather);
         }
         if op == wqe_opcode::RDMA_READ {
             return self.rdma_read(fd, qp, (peer_fd, &peer), Raddr::parse(&units[16..32]), &gather);
@@ -272,7 +296,7 @@ impl Emulator {
             let raddr = Raddr::parse(&units[16..32]);
             let Some(ctx) = self.contexts.get(&peer_fd) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
             let found = find_mr(
-                ctx.mrs.values(),
+                window::remote_regions(ctx, peer.qpn).iter(),
                 peer.pd,
                 raddr.rkey,
                 raddr.addr,
@@ -281,7 +305,7 @@ impl Emulator {
                 |m| m.rkey,
             );
             let Some(dst) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
-            // SAFETY: dst..dst+len lies in a registered region of the peer (checked above), live until DEREG_MR, which needs the lock this thread holds.
+            // SAFETY: dst..dst+len lies in a registered region of the peer (directly or under a bound window, whose region remote_regions checks is still registered; checked above), live until DEREG_MR, which needs the lock this thread holds.
             unsafe { copy(data.as_ptr() as u64, dst, data.len()) };
         }
         let Some((wqe, next)) = recv else { return Outcome::Done(data.len() as u32) };
@@ -299,6 +323,11 @@ impl Emulator {
             }
         };
         self.take_recv(peer_fd, &peer, next);
+        if landed.is_ok() && op == wqe_opcode::SEND_INVAL {
+            if let Some(ctx) = self.contexts.get_mut(&peer_fd) {
+                window::invalidate(ctx, peer.qpn, ctrl.imm);
+            }
+        }
         let e = match landed {
             Ok(()) => {
                 let imm_word = if imm { ctrl.imm } else { 0 };
@@ -413,10 +442,11 @@ impl Emulator {
         let Gather::Segs(segs) = g else { return Outcome::Failed(syndrome::LOCAL_QP_OP_ERR) };
         let len = g.len();
         let Some(pctx) = self.contexts.get(&peer.0) else { return Outcome::Failed(syndrome::REMOTE_OP_ERR) };
-        let found = find_mr(pctx.mrs.values(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
+        let regions = window::remote_regions(pctx, peer.1.qpn);
+        let found = find_mr(regions.iter(), peer.1.pd, raddr.rkey, raddr.addr, len, ACCESS_REMOTE_READ, |m| m.rkey);
         let Some(src) = found else { return Outcome::Failed(syndrome::REMOTE_ACCESS_ERR) };
         let mut data = vec![0u8; len as usize];
-        // SAFETY: src..src+len lies in a registered region of the peer (checked), live until DEREG_MR, which needs the lock this thread holds.
+        // SAFETY: src..src+len lies in a registered region of the peer (directly or under a bound window whose region is still registered; checked), live until DEREG_MR, which needs the lock this thread holds.
         unsafe { recv::read_mem(src, &mut data) };
         let wqe = RecvWqe { index: 0, sges: segs.clone() };
         match self.scatter(fd, qp.pd, &wqe, &data) {
@@ -437,6 +467,19 @@ impl Emulator {
     /// A full ring overruns the CQ instead: it goes to the error state (no more CQEs) and
     /// `IBV_EVENT_CQ_ERR` about it goes to the context's async fd.
     fn complete(&mut self, fd: i32, cq_handle: u32, e: &Entry) {
+        // A good CQE carries the device clock at completion (the core clock's cycles); an
+        // error CQE has its syndromes where the timestamp would be.
+        let op = e.cqe.op_own >> 4;
+        let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
+        let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
+        if !self.compress(fd, cq_handle, &e) {
+            self.put(fd, cq_handle, &e);
+        }
+    }
+
+    /// Writes `e` as it is at the CQ's producer index, or overruns the CQ (as
+    /// [`Self::complete`] says).
+    fn put(&mut self, fd: i32, cq_handle: u32, e: &Entry) {
         use crate::events::Owner;
         let Some(ctx) = self.contexts.get_mut(&fd) else { return };
         let async_fd = ctx.async_fd;
@@ -454,13 +497,10 @@ impl Emulator {
             }
             return;
         }
-        // A good CQE carries the device clock at completion (the core clock's cycles); an
-        // error CQE has its syndromes where the timestamp would be.
         let op = e.cqe.op_own >> 4;
         let error = op == cqe_opcode::REQ_ERR || op == cqe_opcode::RESP_ERR;
-        let e = if error { *e } else { e.timestamp(crate::mlx5::cycles_now()) };
         // SAFETY: write_cqe's contract: the CQ's ring as libmlx5 allocated it, live until DESTROY_CQ; the slot is one the poller has consumed (checked above).
-        unsafe { write_cqe(cq, &e) };
+        unsafe { write_cqe(cq, e) };
         cq.pi = cq.pi.wrapping_add(1);
         if e.cqe.op_own & 0x02 != 0 || error {
             cq.notify_pi = cq.pi;
@@ -530,7 +570,7 @@ fn read_wqe(qp: &Qp) -> (Vec<u8>, Ctrl) {
 ///
 /// `cq.buf` is the live ring of `cq.ncqe` entries of `cq.cqe_size` bytes libmlx5 allocated,
 /// and the slot at `cq.pi` is one its poller has consumed.
-unsafe fn write_cqe(cq: &Cq, e: &Entry) {
+pub(crate) unsafe fn write_cqe(cq: &Cq, e: &Entry) {
     let slot = cq.buf + u64::from(cq.pi & (cq.ncqe - 1)) * u64::from(cq.cqe_size);
     // The 64-byte CQE is the last 64 bytes of a 128-byte entry.
     let cqe_at = slot + u64::from(cq.cqe_size) - 64;

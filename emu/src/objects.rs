@@ -22,6 +22,33 @@ pub struct Mr {
     pub rkey: u32,
 }
 
+/// A memory window (`ibv_alloc_mw`): free, or bound over part of a region.
+#[derive(Clone, Copy, Debug)]
+pub struct Mw {
+    pub pd: u32,
+    /// `IBV_MW_TYPE_1` or `IBV_MW_TYPE_2`.
+    pub mw_type: u8,
+    /// Its key: the index part fixed, the low byte the last bind's.
+    pub rkey: u32,
+    pub bound: Option<MwBinding>,
+}
+
+/// What a bound window reaches.
+#[derive(Clone, Copy, Debug)]
+pub struct MwBinding {
+    /// A type-2 window's QP: remote requests through it must arrive there.
+    pub qpn: Option<u32>,
+    /// The host address of the window's first byte.
+    pub start: u64,
+    /// The address a peer names for it (0 for a zero-based window).
+    pub iova: u64,
+    pub length: u64,
+    /// `IBV_ACCESS_REMOTE_*` bits.
+    pub access: u32,
+    /// The lkey of the region under it: the window reaches nothing once that is gone.
+    pub mr_lkey: u32,
+}
+
 /// A completion queue: libmlx5's ring and doorbell record.
 #[derive(Clone, Copy, Debug)]
 pub struct Cq {
@@ -224,7 +251,10 @@ pub struct Context {
     next_handle: u32,
     pub pds: HashMap<u32, Pd>,
     pub mrs: HashMap<u32, Mr>,
+    pub mws: HashMap<u32, Mw>,
     pub cqs: HashMap<u32, Cq>,
+    /// The CQs made with compressed CQEs, by handle.
+    pub compressed_cqs: HashMap<u32, crate::engine::compress::CompressedCq>,
     pub qps: HashMap<u32, Qp>,
     pub srqs: HashMap<u32, Srq>,
     pub ahs: HashMap<u32, Ah>,

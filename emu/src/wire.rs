@@ -52,6 +52,12 @@ pub enum Op {
     Write = 4,
     WriteImm = 5,
     Read = 6,
+    /// Compare-and-swap at `raddr`: the payload is the swap value then the compare value,
+    /// big-endian; the reply's payload the 8 bytes found.
+    CompareSwap = 7,
+    /// Fetch-and-add at `raddr`: the payload is the addend (then 8 bytes unused),
+    /// big-endian; the reply's payload the 8 bytes found.
+    FetchAdd = 8,
 }
 
 impl Op {
@@ -64,6 +70,8 @@ impl Op {
             4 => Op::Write,
             5 => Op::WriteImm,
             6 => Op::Read,
+            7 => Op::CompareSwap,
+            8 => Op::FetchAdd,
             _ => return None,
         })
     }

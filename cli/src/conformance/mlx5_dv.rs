@@ -139,11 +139,22 @@ pub(super) fn mlx5_cqe_size_bad(ctx: &Context, choice: BackendChoice) -> Result<
 /// sessions (`test_dv_cq_compression_flags`; its two-formats-at-once refusal cannot be asked
 /// for: `CqOptions::compressed` takes one format).
 pub(super) fn mlx5_compression(ctx: &Context, choice: BackendChoice) -> Result<Outcome, Error> {
+    if choice == BackendChoice::Generic && ctx.info()?.provider == "mlx5" {
+        // libmlx5's ibv_poll_cq does not expand mini-CQEs: dvcq refuses the combination,
+        // and the check stands on the direct run.
+        return Ok(Outcome::skip("rdma-core's ibv_poll_cq cannot read compressed CQEs (libmlx5 does not expand them)"));
+    }
     let attrs = |format| CqOptions::new(64).compressed(format);
     let mut all: Option<Outcome> = None;
     let mut sessions = Vec::new();
     for (name, format) in FORMATS {
-        let (scq, rcq) = match (dv_cq(ctx, choice, attrs(format))?, dv_cq(ctx, choice, attrs(format))?) {
+        // A compressed CQ is polled directly or not at all: a release the direct backend
+        // refuses (never guessed) has none to make.
+        let made = |ctx: &Context| match dv_cq(ctx, choice, attrs(format)) {
+            Err(e @ (Error::UnknownRelease { .. } | Error::Attach { .. })) => Ok(Err(e.to_string())),
+            other => other,
+        };
+        let (scq, rcq) = match (made(ctx)?, made(ctx)?) {
             (Ok(s), Ok(r)) => (s, r),
             (Err(why), _) | (_, Err(why)) => return Ok(Outcome::skip(why)),
         };

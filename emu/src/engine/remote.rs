@@ -97,6 +97,8 @@ pub(crate) struct Work<'a> {
     pub wqe_index: u16,
     pub opcode: u8,
     pub signaled: bool,
+    /// An atomic's segment (compare-and-swap or fetch-and-add operands), sent as it is.
+    pub atomic: Option<&'a [u8]>,
 }
 
 /// What became of a WQE handed to the wire.
@@ -140,6 +142,8 @@ fn op_of(opcode: u8) -> Option<Op> {
         wqe_opcode::RDMA_WRITE => Op::Write,
         wqe_opcode::RDMA_WRITE_IMM => Op::WriteImm,
         wqe_opcode::RDMA_READ => Op::Read,
+        wqe_opcode::ATOMIC_CS => Op::CompareSwap,
+        wqe_opcode::ATOMIC_FA => Op::FetchAdd,
         _ => return None,
     })
 }
@@ -186,7 +190,8 @@ impl Emulator {
     /// process.
     pub(super) fn remote_send(&mut self, fd: i32, qp: &Qp, ctrl: &Ctrl, units: &[u8], g: &Gather) -> Option<Outcome> {
         let op = op_of(ctrl.opcode);
-        let (raddr, rkey) = if matches!(op, Some(Op::Write | Op::WriteImm | Op::Read)) {
+        let (raddr, rkey) = if matches!(op, Some(Op::Write | Op::WriteImm | Op::Read | Op::CompareSwap | Op::FetchAdd))
+        {
             let r = Raddr::parse(&units[16..32]);
             (r.addr, r.rkey)
         } else {
@@ -202,6 +207,8 @@ impl Emulator {
             wqe_index: ctrl.wqe_index,
             opcode: ctrl.opcode,
             signaled: ctrl.signaled() || qp.sq_sig_all,
+            atomic: matches!(op, Some(Op::CompareSwap | Op::FetchAdd))
+                .then(|| &units[super::atomic::SEG_AT..super::atomic::DATA_AT]),
         };
         Some(match self.wire_send(fd, qp, &work)? {
             Posted::Sent => Outcome::Sent,
@@ -228,7 +235,7 @@ impl Emulator {
             Ok(r) => r,
             Err(s) => return Some(fail(s)),
         };
-        let length = if op == Op::Read { h.length } else { data.len() as u32 };
+        let length = if matches!(op, Op::Read | Op::CompareSwap | Op::FetchAdd) { h.length } else { data.len() as u32 };
         match self.remote.wire.request(dest, h, &data) {
             Ok(seq) => {
                 self.remote.in_flight.entry(qp.qpn).or_default().push_back(InFlight {
@@ -267,8 +274,14 @@ impl Emulator {
             rnr_retry: qp.path.rnr_retry,
             ..Header::default()
         };
-        if matches!(op, Op::Write | Op::WriteImm | Op::Read) {
+        if matches!(op, Op::Write | Op::WriteImm | Op::Read | Op::CompareSwap | Op::FetchAdd) {
             (h.raddr, h.rkey) = (w.raddr, w.rkey);
+        }
+        if let Some(seg) = w.atomic {
+            // The atomic segment travels as it is; the reply's 8 bytes land in the entry.
+            let into = super::atomic::local_entry(w.gather)?;
+            h.length = super::atomic::SIZE;
+            return Ok((h, seg.to_vec(), into.map(|e| e.sges)));
         }
         if op == Op::Read {
             let Gather::Segs(segs) = w.gather else { return Err(syndrome::LOCAL_QP_OP_ERR) };
@@ -298,6 +311,12 @@ impl Emulator {
             self.scatter(fd, qp.pd, &RecvWqe { index: 0, sges: segs }, &out)?;
         }
         Ok(Some(length))
+    }
+
+    /// `Later` while `qp` has work in flight to another process: work the device does
+    /// itself (a window's bind) must not overtake it.
+    pub(super) fn remote_busy(&self, qp: &Qp) -> Option<Outcome> {
+        self.remote.in_flight.get(&qp.qpn).is_some_and(|q| !q.is_empty()).then_some(Outcome::Later)
     }
 
     /// A UD send: the datagram segment's destination QPN and Q_Key, then the data; it
@@ -444,6 +463,7 @@ impl Emulator {
             }
         }
         self.remote.inbound.retain(|_, q| !q.is_empty());
+        self.flush_sessions();
         done
     }
 
@@ -618,7 +638,20 @@ impl Emulator {
             _ => return Some((Status::NoQp, 0, Vec::new())),
         }
         let Some(op) = Op::from_wire(h.op) else { return Some((Status::RemoteInvalid, 0, Vec::new())) };
-        let mrs = |e: &Emulator| e.contexts.get(&pfd).map(|c| c.mrs.values().copied().collect::<Vec<_>>());
+        let mrs = |e: &Emulator| e.contexts.get(&pfd).map(|c| super::window::remote_regions(c, peer.qpn));
+        if matches!(op, Op::CompareSwap | Op::FetchAdd) {
+            let opcode = if op == Op::CompareSwap { wqe_opcode::ATOMIC_CS } else { wqe_opcode::ATOMIC_FA };
+            let Some(a) = super::atomic::AtomicOp::parse(opcode, data) else {
+                return Some((Status::RemoteInvalid, 0, Vec::new()));
+            };
+            let raddr = Raddr { addr: h.raddr, rkey: h.rkey };
+            return Some(match super::atomic::respond(self, pfd, &peer, raddr, a) {
+                Ok(old) => (Status::Ok, super::atomic::SIZE, old.to_vec()),
+                Err(s) if s == syndrome::REMOTE_ACCESS_ERR => (Status::RemoteAccess, 0, Vec::new()),
+                Err(s) if s == syndrome::REMOTE_INVAL_REQ_ERR => (Status::RemoteInvalid, 0, Vec::new()),
+                Err(_) => (Status::RemoteOp, 0, Vec::new()),
+            });
+        }
         if op == Op::Read {
             let src =
                 find_mr(mrs(self)?.iter(), peer.pd, h.rkey, h.raddr, h.length.into(), ACCESS_REMOTE_READ, |m| m.rkey);
@@ -688,6 +721,11 @@ impl Emulator {
                 Deferred::Irdma(pfd, ph, peer.recv_cq, c)
             }
         });
+        if landed.is_ok() && op == Op::SendInv {
+            if let Some(ctx) = self.contexts.get_mut(&pfd) {
+                super::window::invalidate(ctx, peer.qpn, h.imm);
+            }
+        }
         Some(match landed {
             Ok(()) => (Status::Ok, data.len() as u32, Vec::new()),
             Err(s) => {

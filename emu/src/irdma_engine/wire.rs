@@ -47,6 +47,8 @@ pub(super) fn work(w: &SqWqe, op: Op, at: u32) -> Work<'_> {
         wqe_index: at as u16,
         opcode: w.op,
         signaled: w.signaled,
+        // The E810 has no atomics (IBV_ATOMIC_NONE).
+        atomic: None,
     }
 }
 
