@@ -369,9 +369,11 @@ pub unsafe extern "C" fn ibv_destroy_cq(raw: *mut IbvCq) -> c_int {
 }
 
 /// `ibv_resize_cq`: verify mode (and own mode on rxe, whose consumer index is shared with
-/// the provider) lets the CQ go, resizes it and takes it again; own mode on mlx5 and irdma
-/// refuses with `EOPNOTSUPP`, since the provider's copy of the entries would start at its own
-/// consumer index, which dvcq's polls left behind.
+/// the provider) lets the CQ go, resizes it and takes it again; own mode on mlx5 hands
+/// rdma-core dvcq's consumer index first ([`dvcq::Cq::hand_over`]), so that the provider's
+/// copy starts at the first entry dvcq did not take. Own mode on irdma refuses with
+/// `EOPNOTSUPP`: libirdma's copy would start at its own ring head, which dvcq's polls left
+/// behind, and dvcq does not hand that state back.
 ///
 /// # Safety
 ///
@@ -384,7 +386,20 @@ pub unsafe extern "C" fn ibv_resize_cq(raw: *mut IbvCq, cqe: c_int) -> c_int {
     };
     let mut p = lock(&e.polled);
     let kind = p.cq.as_ref().map(|c| c.backend().kind);
-    if e.mode == Mode::Own && matches!(kind, Some(BackendKind::Mlx5 | BackendKind::Irdma)) {
+    if e.mode == Mode::Own && kind == Some(BackendKind::Mlx5) {
+        // dvcq hands rdma-core its consumer index, so the provider's resize copies exactly
+        // the entries dvcq has not taken; then dvcq takes the new ring.
+        {
+            let _in = Inside::enter();
+            if let Some(c) = p.cq.take() {
+                c.hand_over();
+            }
+        }
+        let rc = call_real!(real::RESIZE_CQ, F, libc::EINVAL, (raw, cqe));
+        reattach(e, raw, &mut p, "ibv_resize_cq");
+        return rc;
+    }
+    if e.mode == Mode::Own && kind == Some(BackendKind::Irdma) {
         crate::log::once(format!(
             "cq {}: ibv_resize_cq refused (EOPNOTSUPP): dvcq polls it directly on {}, and the provider's resize would copy from its own consumer index; run with DVCQ_PRELOAD_MODE=verify",
             e.serial,

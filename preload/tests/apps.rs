@@ -250,80 +250,95 @@ fn programs_give_the_same_results_with_the_preload_as_without() {
     let lib = preload_lib(&emu_lib);
     let Some(exe) = build_c(&emu_lib.parent().unwrap().join("preload-tests")) else { return };
     let both = format!("{} {}", emu_lib.display(), lib.display());
-    for p in &programs() {
-        let on_path = |prog: &str| {
-            prog.starts_with('{')
-                || std::env::var_os("PATH")
-                    .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(prog).is_file()))
-        };
-        if !on_path(&p.client[0]) {
-            skip::skip_check(&format!("{} is not installed (Debian: ibverbs-utils, perftest)", p.name));
-            continue;
+    let programs = programs();
+    // Two programs at a time (each a server and a client, or one process): the runs share
+    // nothing but the emulator's directory, where each process takes a slot of its own.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(p) = programs.get(i) else { break };
+                check_program(p, &exe, &emu_lib, &both);
+            });
         }
-        let base = run(p, &exe, emu_lib.to_str().unwrap(), None);
-        let shown = |o: &Output| {
-            let text = String::from_utf8_lossy(&o.stdout).to_string();
-            if p.masked {
-                masked(&text)
-            } else {
-                text
-            }
-        };
-        let base_out = shown(&base);
-        assert!(base.status.success(), "{}: the baseline failed:\n{}", p.name, String::from_utf8_lossy(&base.stderr));
-        assert!(base_out.contains(p.finished), "{}: the baseline did not finish:\n{base_out}", p.name);
-        for mode in ["off", "verify", "own"] {
-            let o = run(p, &exe, &both, Some(mode));
-            let (out, err) = (shown(&o), String::from_utf8_lossy(&o.stderr));
-            assert!(o.status.success(), "{} ({mode}): failed:\n{out}\n{err}", p.name);
-            assert_eq!(out, base_out, "{} ({mode}): the output differs from the baseline's\n{err}", p.name);
-            let polled = total(&err, "polled").unwrap_or_else(|| panic!("{} ({mode}): no exit report:\n{err}", p.name));
-            match mode {
-                "off" => assert_eq!(polled, 0, "{}: off polls nothing:\n{err}", p.name),
-                "own" => {
-                    assert!(polled >= p.min_polled, "{}: dvcq polled {polled} < {}:\n{err}", p.name, p.min_polled);
-                    assert!(!err.contains("declined"), "{}: own mode declined a CQ:\n{err}", p.name);
-                    // Every CQ stayed on dvcq's mlx5 backend (a QP dvcq could not attach would
-                    // have handed its CQ to rdma-core's ibv_poll_cq, the generic backend).
-                    let cqs: Vec<&str> = err.lines().filter(|l| l.contains(" mode own polled")).collect();
-                    assert!(!cqs.is_empty(), "{}: no CQ in the report:\n{err}", p.name);
-                    assert!(
-                        cqs.iter().all(|l| l.contains("backend mlx5 mode own")),
-                        "{}: a CQ not polled by dvcq's mlx5 backend:\n{err}",
-                        p.name
-                    );
-                }
-                _ if p.verify_declined => {
-                    assert_eq!(polled, 0, "{}: verify declined its CQs:\n{err}", p.name);
-                    assert!(err.contains("verify mode on mlx5 does not follow SRQs"), "{}: no reason:\n{err}", p.name);
-                }
-                _ => {
-                    assert!(polled > 0, "{}: verify checked nothing:\n{err}", p.name);
-                    assert!(!err.contains("completion differs"), "{}: verify found differences:\n{err}", p.name);
-                    assert!(err.lines().filter(|l| l.contains("mode verify polled")).all(|l| l
-                        .split_whitespace()
-                        .skip_while(|w| *w != "differences")
-                        .nth(1)
-                        == Some("0")));
-                }
-            }
-            for said in p.says.iter().filter(|_| mode != "off") {
-                // On a CQ line with nothing polled by dvcq.
+    });
+}
+
+/// Runs `p` without the preload, then with it in each mode, and checks each run against the
+/// first and against what the mode must report.
+fn check_program(p: &Program, exe: &Path, emu_lib: &Path, both: &str) {
+    let on_path = |prog: &str| {
+        prog.starts_with('{')
+            || std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(prog).is_file()))
+    };
+    if !on_path(&p.client[0]) {
+        skip::skip_check(&format!("{} is not installed (Debian: ibverbs-utils, perftest)", p.name));
+        return;
+    }
+    let base = run(p, exe, emu_lib.to_str().unwrap(), None);
+    let shown = |o: &Output| {
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        if p.masked {
+            masked(&text)
+        } else {
+            text
+        }
+    };
+    let base_out = shown(&base);
+    assert!(base.status.success(), "{}: the baseline failed:\n{}", p.name, String::from_utf8_lossy(&base.stderr));
+    assert!(base_out.contains(p.finished), "{}: the baseline did not finish:\n{base_out}", p.name);
+    for mode in ["off", "verify", "own"] {
+        let o = run(p, exe, both, Some(mode));
+        let (out, err) = (shown(&o), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{} ({mode}): failed:\n{out}\n{err}", p.name);
+        assert_eq!(out, base_out, "{} ({mode}): the output differs from the baseline's\n{err}", p.name);
+        let polled = total(&err, "polled").unwrap_or_else(|| panic!("{} ({mode}): no exit report:\n{err}", p.name));
+        match mode {
+            "off" => assert_eq!(polled, 0, "{}: off polls nothing:\n{err}", p.name),
+            "own" => {
+                assert!(polled >= p.min_polled, "{}: dvcq polled {polled} < {}:\n{err}", p.name, p.min_polled);
+                assert!(!err.contains("declined"), "{}: own mode declined a CQ:\n{err}", p.name);
+                // Every CQ stayed on dvcq's mlx5 backend (a QP dvcq could not attach would
+                // have handed its CQ to rdma-core's ibv_poll_cq, the generic backend).
+                let cqs: Vec<&str> = err.lines().filter(|l| l.contains(" mode own polled")).collect();
+                assert!(!cqs.is_empty(), "{}: no CQ in the report:\n{err}", p.name);
                 assert!(
-                    err.lines().any(|l| l.contains(said) && l.contains(" polled 0 errors 0")),
-                    "{} ({mode}): the report does not say {said:?}:\n{err}",
+                    cqs.iter().all(|l| l.contains("backend mlx5 mode own")),
+                    "{}: a CQ not polled by dvcq's mlx5 backend:\n{err}",
                     p.name
                 );
             }
-            if p.min_ext_polled > 0 && mode != "off" {
-                let ext = ext_polled(&err, mode);
-                assert!(
-                    ext >= p.min_ext_polled,
-                    "{} ({mode}): dvcq polled {ext} completions of extended CQs, < {}:\n{err}",
-                    p.name,
-                    p.min_ext_polled
-                );
+            _ if p.verify_declined => {
+                assert_eq!(polled, 0, "{}: verify declined its CQs:\n{err}", p.name);
+                assert!(err.contains("verify mode on mlx5 does not follow SRQs"), "{}: no reason:\n{err}", p.name);
             }
+            _ => {
+                assert!(polled > 0, "{}: verify checked nothing:\n{err}", p.name);
+                assert!(!err.contains("completion differs"), "{}: verify found differences:\n{err}", p.name);
+                assert!(err.lines().filter(|l| l.contains("mode verify polled")).all(|l| l
+                    .split_whitespace()
+                    .skip_while(|w| *w != "differences")
+                    .nth(1)
+                    == Some("0")));
+            }
+        }
+        for said in p.says.iter().filter(|_| mode != "off") {
+            // On a CQ line with nothing polled by dvcq.
+            assert!(
+                err.lines().any(|l| l.contains(said) && l.contains(" polled 0 errors 0")),
+                "{} ({mode}): the report does not say {said:?}:\n{err}",
+                p.name
+            );
+        }
+        if p.min_ext_polled > 0 && mode != "off" {
+            let ext = ext_polled(&err, mode);
+            assert!(
+                ext >= p.min_ext_polled,
+                "{} ({mode}): dvcq polled {ext} completions of extended CQs, < {}:\n{err}",
+                p.name,
+                p.min_ext_polled
+            );
         }
     }
 }

@@ -54,7 +54,9 @@
 //! must not be called on one either: `mlx5_resize_cq` copies the CQEs from rdma-core's stale `cons_index` on (so it
 //! copies consumed ones and may refuse with slots it thinks the device owns), and the ring
 //! dvcq polls (`mlx5dv_cq.buf`, `cqe_cnt`) is freed and replaced under it. A CQ that must
-//! grow is made anew.
+//! grow is made anew, or handed back first with [`crate::Cq::hand_over`] (rdma-core's
+//! `cons_index` set to dvcq's counter), resized by rdma-core and attached again: the attach
+//! publishes the RESIZE CQE rdma-core consumed (`RdmaCoreCq::publish_resize`).
 
 pub(crate) mod own;
 
@@ -249,6 +251,18 @@ impl Mlx5Backend {
     /// [`Mlx5Backend::can_fall_back`]): clears `MLX5_CQ_FLAGS_DV_OWNED` again if the attach
     /// set it, so rdma-core cleans the CQEs of destroyed QPs as before. Returns whether it
     /// did.
+    /// Hands the CQ to rdma-core with dvcq's consumer counter as its `cons_index` (and the
+    /// `MLX5_CQ_FLAGS_DV_OWNED` flag of the attach cleared): rdma-core's poll, arm and resize
+    /// go on from the next entry. Returns whether rdma-core's CQ was written.
+    pub(crate) fn hand_over(&mut self) -> bool {
+        let ci = self.ci();
+        self.rdma_core_cq.as_mut().is_some_and(|r| {
+            let wrote = r.set_cons_index(ci);
+            r.give_back();
+            wrote
+        })
+    }
+
     pub(crate) fn give_cq_back(&mut self) -> bool {
         self.rdma_core_cq.as_mut().is_some_and(RdmaCoreCq::give_back)
     }

@@ -50,4 +50,20 @@ impl Cq {
             m.give_cq_back();
         }
     }
+
+    /// Lets go of an attached CQ dvcq has been polling, handing rdma-core the consumer index
+    /// dvcq reached: on the mlx5 direct backend rdma-core's private `cons_index` is set to
+    /// dvcq's counter (and `MLX5_CQ_FLAGS_DV_OWNED` cleared as [`Cq::give_back`] does), so
+    /// that rdma-core's own `ibv_poll_cq`, `ibv_req_notify_cq` and `ibv_resize_cq` go on from
+    /// the first entry dvcq did not take. The QPs' tails and SRQ lists are already
+    /// rdma-core's, as every poll writes them back. Returns whether the CQ's consumer index
+    /// was handed over; elsewhere (rxe, whose ring index rdma-core shares; irdma, whose
+    /// ring state is not handed back) it is the same as dropping the `Cq` and returns
+    /// `false`. No poll of the CQ may run meanwhile.
+    pub fn hand_over(mut self) -> bool {
+        match &mut self.poller {
+            Poller::Mlx5(m) => m.hand_over(),
+            _ => false,
+        }
+    }
 }

@@ -465,6 +465,8 @@ pub(crate) unsafe fn read_qp(
 pub(crate) struct RdmaCoreCq {
     arm_sn: *mut u8,
     flags: *mut u8,
+    /// `cons_index` (null where the attach refused), written only by [`RdmaCoreCq::set_cons_index`].
+    cons_index: *mut u8,
     /// The attach set `MLX5_CQ_FLAGS_DV_OWNED` (and located `flags` by seeing it change).
     set_dv_owned: bool,
 }
@@ -483,6 +485,39 @@ impl RdmaCoreCq {
     #[cfg(test)]
     pub(crate) fn set_dv_owned(&self) -> bool {
         self.set_dv_owned
+    }
+
+    /// Sets rdma-core's `cons_index` to `ci`, dvcq's consumer counter, so that rdma-core's own
+    /// poll, arm and resize go on from the entry dvcq polls next. Call it only while no poll
+    /// of the CQ runs, as the CQ goes back to rdma-core. Returns whether it wrote.
+    pub(crate) fn set_cons_index(&mut self, ci: u32) -> bool {
+        if self.cons_index.is_null() {
+            return false;
+        }
+        // SAFETY: `cons_index` is the 4-aligned `uint32_t` of the live `struct mlx5_cq` at the row's offset, the row checked at attach (the `cqn` before it matched `mlx5dv_init_obj`'s). rdma-core writes it only inside its poll, resize and create, none of which runs on this CQ now (the caller's condition); an atomic view of the word is how Rust writes such shared memory.
+        unsafe { AtomicU32::from_ptr(self.cons_index.cast::<u32>()) }.store(ci, Ordering::Release);
+        true
+    }
+
+    /// Catches the doorbell record up with rdma-core's `cons_index` when it is exactly one
+    /// ahead: `ibv_resize_cq` consumes the RESIZE CQE in the old ring (libmlx5's
+    /// `mlx5_cq_resize_copy_cqes` ends with `++cq->cons_index`) without writing the record,
+    /// which rdma-core's next poll would do. The poller starts at the record's counter, so
+    /// an attach after a resize would otherwise wait on the slot of that CQE in the new ring,
+    /// which nothing writes. Any other difference is left alone (after dvcq polled, the
+    /// record is ahead of a stale `cons_index`).
+    pub(crate) fn publish_resize(&self, dv: &DvCq) {
+        if self.cons_index.is_null() || dv.dbrec.is_null() || dv.dbrec as usize % 4 != 0 {
+            return;
+        }
+        // SAFETY: `cons_index` is the 4-aligned `uint32_t` of the live `struct mlx5_cq` at the row's offset (checked at attach); rdma-core writes it only inside its poll, resize and create, none of which runs on this CQ during an attach (`Cq::attach`'s contract).
+        let cons = unsafe { AtomicU32::from_ptr(self.cons_index.cast::<u32>()) }.load(Ordering::Acquire);
+        // SAFETY: `dbrec` is the CQ's doorbell record `mlx5dv_init_obj` reported (non-null and 4-aligned, checked above), mapped by rdma-core for the CQ's life; its first word is the big-endian `set_ci`, which only the CQ's poller writes (rdma-core's, not running during the attach, or dvcq's, not yet opened).
+        let set_ci = unsafe { AtomicU32::from_ptr(dv.dbrec.cast::<u32>()) };
+        let rec = u32::from_be(set_ci.load(Ordering::Acquire)) & 0x00ff_ffff;
+        if cons.wrapping_sub(rec) & 0x00ff_ffff == 1 {
+            set_ci.store((cons & 0x00ff_ffff).to_be(), Ordering::Release);
+        }
     }
 
     /// Clears `MLX5_CQ_FLAGS_DV_OWNED` again if the attach set it, so that rdma-core's
@@ -592,6 +627,7 @@ pub(crate) unsafe fn adopt_cq(
             let mut located = RdmaCoreCq {
                 arm_sn: core::ptr::null_mut(),
                 flags: flags_at,
+                cons_index: core::ptr::null_mut(),
                 set_dv_owned: before.flags & MLX5_CQ_FLAGS_DV_OWNED == 0,
             };
             located.give_back();
@@ -645,7 +681,12 @@ pub(crate) unsafe fn read_cq(cq: *mut ffi::ibv_cq, dv: &DvCq, layout: &Mlx5Layou
             dv.cqe_size
         )));
     }
-    Ok(RdmaCoreCq { arm_sn: base.wrapping_add(l.arm_sn), flags: base.wrapping_add(l.flags), set_dv_owned: false })
+    Ok(RdmaCoreCq {
+        arm_sn: base.wrapping_add(l.arm_sn),
+        flags: base.wrapping_add(l.flags),
+        cons_index: base.wrapping_add(l.cons_index),
+        set_dv_owned: false,
+    })
 }
 
 /// The CQ side of the attach, in the order that leaves the application's CQ as it was on
@@ -670,6 +711,7 @@ pub(crate) unsafe fn attach_ring(
 ) -> Result<(Ring, RdmaCoreCq, DvCq), String> {
     // SAFETY: the caller's promise, passed on.
     let (dv, mut private) = unsafe { adopt_cq(cq, layout, init) }?;
+    private.publish_resize(&dv);
     let opened = (|| {
         if dv.cqe_cnt != depth + 1 {
             return Err(format!("mlx5dv_cq.cqe_cnt {} is not the CQ's depth {depth} + 1", dv.cqe_cnt));
