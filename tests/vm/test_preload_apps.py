@@ -8,6 +8,7 @@ Run: python3 -B tests/vm/test_preload_apps.py (needs busybox, as the guest's she
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -84,6 +85,83 @@ class PyverbsComparison(unittest.TestCase):
         r = self.run_apps(FAKE_UNFINISHED="verify")
         self.assertIn("verify:unfinished-exit-1", r.stdout)
         self.assertNotEqual(r.returncode, 0, r.stdout)
+
+
+# A test package shaped as rdma-core's: `args_parser.parser`, and `tests.__test_modules__`.
+ARGS_PARSER = """
+import sys
+class _P:
+    args = None
+    def parse_args(self):
+        self.args = {"dev": sys.argv[sys.argv.index("--dev") + 1]}
+parser = _P()
+"""
+INIT = """
+import importlib
+from args_parser import parser
+__test_modules__ = [importlib.import_module(".test_a", __name__), importlib.import_module(".test_b", __name__)]
+"""
+TEST_A = """
+import unittest
+from args_parser import parser
+class A(unittest.TestCase):
+    def test_pass(self):
+        self.assertEqual(parser.args["dev"], "rxe0")
+    def test_fail(self):
+        self.fail("no")
+    def test_error(self):
+        raise OSError("device")
+    def test_skip(self):
+        raise unittest.SkipTest("no XRC")
+    @unittest.expectedFailure
+    def test_expected(self):
+        self.fail("known")
+class Broken(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        raise OSError("no device")
+    def test_never(self):
+        pass
+"""
+TEST_B = """
+import unittest
+class B(unittest.TestCase):
+    def test_other(self):
+        pass
+"""
+
+
+class PyverbsResults(unittest.TestCase):
+    """tests/vm/pyverbs-results.py on a small package shaped as rdma-core's tests."""
+
+    def run_results(self, *modules: str) -> list[str]:
+        with tempfile.TemporaryDirectory() as tmp:
+            pkg = Path(tmp) / "tests"
+            pkg.mkdir()
+            for name, text in [("args_parser.py", ARGS_PARSER), ("__init__.py", INIT),
+                               ("test_a.py", TEST_A), ("test_b.py", TEST_B)]:
+                (pkg / name).write_text(text)
+            r = subprocess.run([sys.executable, "-B", str(HERE / "pyverbs-results.py"), tmp, "--dev", "rxe0",
+                                *modules], capture_output=True, text=True, timeout=60, check=False)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.splitlines()
+
+    def test_one_line_per_test_with_its_result(self):
+        lines = self.run_results()
+        self.assertEqual(sorted(lines[:-1]), sorted([
+            "pyverbs-test tests.test_a.A.test_pass pass",
+            "pyverbs-test tests.test_a.A.test_fail fail",
+            "pyverbs-test tests.test_a.A.test_error error",
+            "pyverbs-test tests.test_a.A.test_skip skip",
+            "pyverbs-test tests.test_a.A.test_expected pass",
+            "pyverbs-test setUpClass_(tests.test_a.Broken) error",
+            "pyverbs-test tests.test_b.B.test_other pass",
+        ]))
+        self.assertEqual(lines[-1], "pyverbs-done 7")
+
+    def test_named_modules_only(self):
+        lines = self.run_results("test_b")
+        self.assertEqual(lines, ["pyverbs-test tests.test_b.B.test_other pass", "pyverbs-done 1"])
 
 
 if __name__ == "__main__":
