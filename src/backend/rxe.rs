@@ -17,8 +17,8 @@ pub(crate) struct RxeBackend {
     poller: RxeCq,
     cq: Arc<VerbsCq>,
     /// The high-water mark, consumer stores and failures of the pollers of queues a resize
-    /// replaced.
-    before_resize: (u32, u64, Failures),
+    /// replaced (the failures boxed: 200 bytes read only by `Cq::stats`).
+    before_resize: (u32, u64, Box<Failures>),
 }
 
 impl RxeBackend {
@@ -70,7 +70,7 @@ pub(crate) fn attach(device: &str, provider: &str, cq: &Arc<VerbsCq>) -> Result<
         return Err(Error::UnknownRelease { device: device.to_string(), backend: "rxe", release, covered: covered() });
     };
     let (poller, why) = crate::sys::rxe::attach(cq, provider, layout).map_err(refuse)?;
-    Ok((RxeBackend { poller, cq: Arc::clone(cq), before_resize: (0, 0, Failures::default()) }, why))
+    Ok((RxeBackend { poller, cq: Arc::clone(cq), before_resize: (0, 0, Box::default()) }, why))
 }
 
 impl RxeBackend {
@@ -90,7 +90,7 @@ impl RxeBackend {
     /// (dropping it touches no queue memory).
     pub(crate) fn resize(&mut self, device: &str, depth: u32) -> (Result<u32, Error>, Result<String, String>) {
         let got = self.cq.resize(depth).map_err(|source| Error::Verbs { device: device.to_string(), source });
-        let carried = (self.high_water(), self.consumer_writes(), self.failures());
+        let carried = (self.high_water(), self.consumer_writes(), Box::new(self.failures()));
         let after = match attach(device, "rxe", &self.cq) {
             Ok((b, why)) => {
                 self.poller = b.poller;
