@@ -4,7 +4,7 @@
 
 use crate::error::AttachError;
 use crate::queue::{Geometry, QueueBuf, QueueDesc};
-use crate::record::{completion, fault, fill_from_words};
+use crate::record::{completion, fault, fill_from_words, Failures};
 use crate::view::Views;
 use dvcq_provider::{Completion, CqDriver, CqInfo, DmaBuffer, FaultKind};
 use std::sync::Arc;
@@ -35,6 +35,8 @@ pub struct RxeCq {
     high_water: u32,
     /// Stores of the consumer index.
     consumer_writes: u64,
+    /// The failed completions and fault items it returned, counted where they are made.
+    failures: Failures,
 }
 
 impl RxeCq {
@@ -78,7 +80,15 @@ impl RxeCq {
 
     fn new(q: QueueBuf) -> Self {
         let g = q.geometry();
-        Self { q, ci: g.consumer, mask: g.index_mask, bad_producer: None, high_water: 0, consumer_writes: 0 }
+        Self {
+            q,
+            ci: g.consumer,
+            mask: g.index_mask,
+            bad_producer: None,
+            high_water: 0,
+            consumer_writes: 0,
+            failures: Failures::default(),
+        }
     }
 
     /// The most completions one poll call found waiting: the producer index it loaded minus
@@ -92,6 +102,13 @@ impl RxeCq {
     /// [`CqDriver::update_ci`]).
     pub fn consumer_writes(&self) -> u64 {
         self.consumer_writes
+    }
+
+    /// The failed completions (fault items included) and the fault items its polls
+    /// returned, counted as they were made: a successful completion costs the count
+    /// nothing.
+    pub fn failures(&self) -> Failures {
+        self.failures
     }
 
     /// The queue's shape as checked at attach.
@@ -141,6 +158,7 @@ impl RxeCq {
         match out.first_mut() {
             Some(o) => {
                 *o = fault(FaultKind::BadField, self.ci, prod);
+                self.failures.count(o);
                 1
             }
             None => 0,
@@ -170,7 +188,7 @@ impl CqDriver for RxeCq {
         let ready = waiting as usize;
         let mut pos = self.ci;
         for o in out.iter_mut().take(ready) {
-            fill_from_words(o, &self.q.record_words(pos), pos);
+            fill_from_words(o, &self.q.record_words(pos), pos, &mut self.failures);
             pos = pos.wrapping_add(1);
         }
         let n = pos.wrapping_sub(self.ci);

@@ -46,4 +46,5 @@ pub use cq::RxeCq;
 pub use error::AttachError;
 pub use locate::RxeCqFields;
 pub use queue::{Geometry, QueueDesc};
+pub use record::Failures;
 pub use view::{RecordView, Views};

@@ -3,7 +3,7 @@
 //! `ibv_wc`. The conversion, and what numbers outside libibverbs' enums become, is
 //! [`Completion::from_uverbs_wc`], shared with the generic backend.
 
-use dvcq_provider::{Completion, CqeFault, FaultKind, WcFlags, WcOpcode, WcStatus};
+use dvcq_provider::{Completion, CqeFault, FaultKind, StatusCounts, WcStatus};
 use dvcq_uapi::rxe::wc::UverbsWc;
 
 /// The completion for record `wc` found at ring position `position` (the running consumer
@@ -13,70 +13,67 @@ pub(crate) fn completion(wc: &UverbsWc, position: u32) -> Completion {
     Completion::from_uverbs_wc(wc, position)
 }
 
-/// Writes into `o` the completion for the record whose six 8-byte words are `w` (each the
-/// native-endian load of those 8 bytes, [`crate::queue::QueueBuf::record_words`]), found at
-/// ring position `position`.
-///
-/// A successful completion with a known opcode, nearly every record, is stored field by
-/// field straight into the caller's slot, what [`Completion::from_uverbs_wc`] gives, without
-/// first assembling a `struct ib_uverbs_wc` copy or a `Completion` to move; every other record
-/// (an error status, a number outside libibverbs' enums) takes that conversion.
-#[inline(always)]
-pub(crate) fn fill_from_words(o: &mut Completion, w: &[u64; 6], position: u32) {
-    let (status, opcode) = halves(w[1]);
-    let (0, Some(opcode)) = (status, WcOpcode::from_u32(opcode)) else {
-        *o = other_record(w, position);
-        return;
-    };
-    let (vendor_err, byte_len) = halves(w[2]);
-    let (imm_data, qp_num) = halves(w[3]);
-    let (src_qp, wc_flags) = halves(w[4]);
-    let w5 = w[5];
-    // In the order of `Completion`'s layout, so that neighbouring stores can merge.
-    o.wr_id = w[0];
-    o.byte_len = byte_len;
-    o.imm_data = imm_data;
-    o.qp_num = qp_num;
-    o.wc_flags = WcFlags::from_bits_retain(wc_flags);
-    o.status = WcStatus::Success;
-    o.opcode = opcode;
-    o.fault_kind = FaultKind::None;
-    o.sl = field(w5, 4, 1) as u8;
-    o.wqe_index = 0;
-    o.pkey_index = field(w5, 0, 2) as u16;
-    o.src_qp = src_qp;
-    o.vendor_err = vendor_err;
-    o.slid = field(w5, 2, 2) as u16;
-    o.dlid_path_bits = field(w5, 5, 1) as u8;
-    o.hdr_ok = 0;
-    o.hdr_type = 0;
-    o.checksum = 0;
-    o.timestamp = 0;
-    o.flow_tag_hash = 0;
+/// Failed completions (fault items included) by status, and fault items, of the records a
+/// poller turned into completions: counted on the path that makes them, so a successful
+/// record pays nothing for the statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Failures {
+    /// Completions whose status is not success, by status (fault items included).
+    pub errors: StatusCounts,
+    /// Fault items: records that could not become a completion.
+    pub faults: u64,
 }
 
-/// The `size`-byte field at byte `byte` of an 8-byte record word (a native-endian load of
-/// those bytes), in the low bits of the result.
-#[inline(always)]
-const fn field(w: u64, byte: u32, size: u32) -> u64 {
-    if cfg!(target_endian = "little") {
-        w >> (8 * byte)
-    } else {
-        w >> (64 - 8 * (byte + size))
+impl Failures {
+    /// Counts `c` if it failed.
+    #[inline(always)]
+    pub(crate) fn count(&mut self, c: &Completion) {
+        if c.status != WcStatus::Success {
+            self.errors.add(c.status);
+            self.faults += u64::from(c.fault().is_some());
+        }
+    }
+
+    /// The sum of two counts (a resize's replaced poller and the one after it).
+    pub fn merged(mut self, other: &Failures) -> Failures {
+        self.errors.merge(&other.errors);
+        self.faults += other.faults;
+        self
     }
 }
 
-/// The two 4-byte fields an 8-byte record word holds, in memory order.
+/// Writes into `o` the completion for the record whose six 8-byte words are `w` (each the
+/// native-endian load of those 8 bytes, [`crate::queue::QueueBuf::record_words`]), found at
+/// ring position `position`, and counts it in `failures` if it failed.
+///
+/// A successful completion with a known opcode, nearly every record, is stored as whole
+/// words straight into the caller's slot ([`Completion::set_uverbs_success`]), what
+/// [`Completion::from_uverbs_wc`] gives, and is not counted; every other record (an error
+/// status, a number outside libibverbs' enums) takes that conversion, out of line.
 #[inline(always)]
-const fn halves(w: u64) -> (u32, u32) {
-    (field(w, 0, 4) as u32, field(w, 4, 4) as u32)
+pub(crate) fn fill_from_words(o: &mut Completion, w: &[u64; 6], position: u32, failures: &mut Failures) {
+    if !o.try_set_uverbs_success(w) {
+        *o = other_record(w[0], w[1], w[2], w[3], w[4], w[5], position, failures);
+    }
 }
 
-/// Every record but a successful one with a known opcode: the shared conversion.
+/// Every record but a successful one with a known opcode: the shared conversion, counted.
 #[cold]
 #[inline(never)]
-fn other_record(w: &[u64; 6], position: u32) -> Completion {
-    completion(&bytemuck::cast::<[u64; 6], UverbsWc>(*w), position)
+#[allow(clippy::too_many_arguments)] // the words in registers: no copy to memory on the fast path
+fn other_record(
+    w0: u64,
+    w1: u64,
+    w2: u64,
+    w3: u64,
+    w4: u64,
+    w5: u64,
+    position: u32,
+    failures: &mut Failures,
+) -> Completion {
+    let c = completion(&bytemuck::cast::<[u64; 6], UverbsWc>([w0, w1, w2, w3, w4, w5]), position);
+    failures.count(&c);
+    c
 }
 
 /// A fault item for the record at `position`.
@@ -88,6 +85,7 @@ pub(crate) fn fault(kind: FaultKind, position: u32, value: u32) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dvcq_provider::{WcFlags, WcOpcode};
     use proptest::prelude::*;
 
     fn words(wc: &UverbsWc) -> [u64; 6] {
@@ -111,8 +109,14 @@ mod tests {
             };
             // Into a slot holding a stale completion, as a poll's output array does.
             let mut o = Completion { wr_id: 1, timestamp: 9, hdr_ok: 3, wqe_index: 4, ..Completion::default() };
-            fill_from_words(&mut o, &words(&wc), position);
-            prop_assert_eq!(o, Completion::from_uverbs_wc(&wc, position));
+            let mut failures = Failures::default();
+            fill_from_words(&mut o, &words(&wc), position, &mut failures);
+            let shared = Completion::from_uverbs_wc(&wc, position);
+            prop_assert_eq!(o, shared);
+            // Counted exactly when it failed, as the handle's scan of a batch counts.
+            let failed = shared.status != WcStatus::Success;
+            prop_assert_eq!(failures.errors.get(shared.status), u64::from(failed));
+            prop_assert_eq!((failures.errors.total(), failures.faults), (u64::from(failed), u64::from(shared.fault().is_some())));
         }
     }
 

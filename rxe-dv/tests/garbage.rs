@@ -149,6 +149,9 @@ proptest! {
         prop_assert_eq!(out[0].fault(), Some(f));
         prop_assert_eq!(cq.peek(), None);
         prop_assert_eq!(cq.poll(&mut out), 0, "the same bad value is reported once");
+        // Counted by the poller as it made the item, once.
+        let counted = cq.failures();
+        prop_assert_eq!((counted.errors.get(WcStatus::GeneralErr), counted.errors.total(), counted.faults), (1, 1, 1));
         prop_assert_eq!((cq.ci(), m.consumer_index()), (0, 0));
         m.restore_producer();
         let got = dvcq_provider::testing::drain(&mut cq, 3);

@@ -67,11 +67,16 @@ fn run(m: &mut RxeModel, cq: &mut RxeCq, first: u32, n: u32, batch: usize) {
         for j in k..k + chunk {
             m.push(&record(&wc(j))).unwrap();
         }
+        let counted = cq.failures();
         let got = drain(cq, batch);
         assert_eq!(got.len(), chunk as usize, "batch {batch} at {k}");
         for (j, c) in (k..).zip(&got) {
             assert_eq!(*c, wc(j), "record {j}");
         }
+        // The poller counts each failed completion it returns, by status, as it makes it.
+        let mut want = counted.errors;
+        got.iter().filter(|c| c.status != WcStatus::Success).for_each(|c| want.add(c.status));
+        assert_eq!((cq.failures().errors, cq.failures().faults), (want, counted.faults), "batch {batch} at {k}");
         k += chunk;
         let ci = start.wrapping_add(k - first);
         assert_eq!(cq.ci(), ci, "ci counts every completion");

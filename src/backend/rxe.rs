@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::sys::cq::VerbsCq;
 use crate::sys::release::rdma_core_release;
 use dvcq_provider::{Completion, CqDriver};
-use dvcq_rxe_dv::RxeCq;
+use dvcq_rxe_dv::{Failures, RxeCq};
 use dvcq_uapi::rxe::{cq_layout::RXE_CQ_LAYOUTS, RxeCqLayout};
 use std::sync::Arc;
 
@@ -16,8 +16,9 @@ use std::sync::Arc;
 pub(crate) struct RxeBackend {
     poller: RxeCq,
     cq: Arc<VerbsCq>,
-    /// The high-water mark and consumer stores of the pollers of queues a resize replaced.
-    before_resize: (u32, u64),
+    /// The high-water mark, consumer stores and failures of the pollers of queues a resize
+    /// replaced (the failures boxed: 200 bytes read only by `Cq::stats`).
+    before_resize: (u32, u64, Box<Failures>),
 }
 
 impl RxeBackend {
@@ -39,6 +40,12 @@ impl RxeBackend {
     /// Stores of the consumer index so far.
     pub(crate) fn consumer_writes(&self) -> u64 {
         self.poller.consumer_writes() + self.before_resize.1
+    }
+
+    /// The failed completions and fault items returned so far, counted by the poller as it
+    /// made them (the `Cq` handle does not scan this backend's batches).
+    pub(crate) fn failures(&self) -> Failures {
+        self.poller.failures().merged(&self.before_resize.2)
     }
 
     /// Up to `out.len()` completions from the ring, in order.
@@ -63,7 +70,7 @@ pub(crate) fn attach(device: &str, provider: &str, cq: &Arc<VerbsCq>) -> Result<
         return Err(Error::UnknownRelease { device: device.to_string(), backend: "rxe", release, covered: covered() });
     };
     let (poller, why) = crate::sys::rxe::attach(cq, provider, layout).map_err(refuse)?;
-    Ok((RxeBackend { poller, cq: Arc::clone(cq), before_resize: (0, 0) }, why))
+    Ok((RxeBackend { poller, cq: Arc::clone(cq), before_resize: (0, 0, Box::default()) }, why))
 }
 
 impl RxeBackend {
@@ -83,7 +90,7 @@ impl RxeBackend {
     /// (dropping it touches no queue memory).
     pub(crate) fn resize(&mut self, device: &str, depth: u32) -> (Result<u32, Error>, Result<String, String>) {
         let got = self.cq.resize(depth).map_err(|source| Error::Verbs { device: device.to_string(), source });
-        let carried = (self.high_water(), self.consumer_writes());
+        let carried = (self.high_water(), self.consumer_writes(), Box::new(self.failures()));
         let after = match attach(device, "rxe", &self.cq) {
             Ok((b, why)) => {
                 self.poller = b.poller;

@@ -387,20 +387,18 @@ impl Cq {
         n
     }
 
-    /// One poll of the backend, with the failure scan of the backends that copy records.
+    /// One poll of the backend, with the failure scan of the generic backend (rdma-core's
+    /// `ibv_poll_cq` copies records and has no failure path of dvcq's).
     #[inline(always)]
     fn dispatch(&mut self, out: &mut [Completion]) -> usize {
         match &mut self.poller {
-            // These copy records and have no failure path of their own: the handle scans.
+            // rdma-core's poll copies records and counts nothing: the handle scans.
             Poller::Generic(g) => {
                 let n = g.poll(out);
                 scanned(&mut self.stats, out, n)
             }
-            Poller::Rxe(r) => {
-                let n = r.poll(out);
-                scanned(&mut self.stats, out, n)
-            }
-            // dvcq's mlx5 and irdma pollers count failures on their slow path.
+            // dvcq's rxe, mlx5 and irdma pollers count failures on their slow path.
+            Poller::Rxe(r) => r.poll(out),
             Poller::Mlx5(m) => m.poll(out),
             Poller::Irdma(m) => m.poll(out),
             Poller::Model(m) => m.poll_count(out),
@@ -549,6 +547,10 @@ impl Cq {
                 ..BackendCounters::default()
             },
             Poller::Rxe(r) => BackendCounters {
+                failures: Some({
+                    let f = r.failures();
+                    (f.errors, f.faults)
+                }),
                 high_water: Some(u64::from(r.high_water())),
                 doorbell_writes: Some(r.consumer_writes()),
                 overruns: r.verbs_cq().overruns(),

@@ -5,12 +5,12 @@
 //! # Cost on the poll path
 //!
 //! The handle counts once per poll call: polls, empty polls, completions and the largest
-//! batch. Failed completions are counted by whoever makes them cheaply: dvcq's mlx5 and irdma
-//! pollers (the models' and the mlx5 direct backend's) count them on the slow path that makes
-//! every failed completion, so a successful one pays nothing; for the backends that copy
-//! records (rxe's queue, rdma-core's `ibv_poll_cq`) the handle ORs the batch's status bytes
-//! (success is 0), one instruction a completion, and walks a batch again, out of line, only
-//! when one failed. The backends' figures are read when [`crate::Cq::stats`] is called,
+//! batch. Failed completions are counted by whoever makes them cheaply: dvcq's mlx5, irdma
+//! and rxe pollers (the models' and the direct backends') count them on the slow path that
+//! makes every failed completion, so a successful one pays nothing; for rdma-core's
+//! `ibv_poll_cq` (the generic backend), which only copies records, the handle ORs the
+//! batch's status bytes (success is 0), one instruction a completion, and walks a batch
+//! again, out of line, only when one failed. The backends' figures are read when [`crate::Cq::stats`] is called,
 //! never while polling. `dvcq bench cq --callgrind` measures what counting costs per
 //! completion on a model.
 
