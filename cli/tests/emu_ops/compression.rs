@@ -8,7 +8,6 @@ use crate::loopback;
 use dvcq::uapi::mlx5::rdma_core::Mlx5Layout;
 use dvcq::verbs::{SendOp, SendWr};
 use dvcq::{BackendChoice, Completion, Context, CqOptions, WcOpcode, WcStatus};
-use dvcq_cli::conformance::{run, WORKLOADS};
 use dvcq_mlx5_dv::MiniFormat;
 
 /// Whether dvcq's direct mlx5 backend has a layout row for the release loaded (a release
@@ -63,14 +62,13 @@ fn validate_mlx5_compression_passes_on_the_direct_poller() {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "mlx5_compression").unwrap();
-    let r = run(&ctx, w, BackendChoice::Auto);
     if direct_known() {
-        assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{}", r.reason);
+        crate::assert_passes(&ctx, "mlx5_compression", BackendChoice::Auto);
     } else {
+        let r = crate::validate(&ctx, "mlx5_compression", BackendChoice::Auto);
         assert!(r.skipped.as_deref().is_some_and(|w| w.contains("layout table")), "{:?}", r.skipped);
     }
-    let g = run(&ctx, w, BackendChoice::Generic);
+    let g = crate::validate(&ctx, "mlx5_compression", BackendChoice::Generic);
     assert!(g.skipped.as_deref().is_some_and(|w| w.contains("ibv_poll_cq cannot read")), "{:?}", g.skipped);
     println!("emu-compression: done");
 }

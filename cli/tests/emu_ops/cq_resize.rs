@@ -8,7 +8,6 @@ use crate::emu::in_emulated_child;
 use crate::loopback;
 use dvcq::verbs::{SendOp, SendWr};
 use dvcq::{BackendChoice, Completion, Context, CqOptions};
-use dvcq_cli::conformance::{run, WORKLOADS};
 
 #[test]
 fn completions_waiting_in_a_cq_cross_its_resizes_once_and_in_order() {
@@ -71,8 +70,6 @@ fn validate_cq_resize_passes_under_rdma_cores_poll() {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "cq_resize").unwrap();
-    let r = run(&ctx, w, BackendChoice::Generic);
-    assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{}", r.reason);
+    crate::assert_passes(&ctx, "cq_resize", BackendChoice::Generic);
     println!("emu-resize: done");
 }

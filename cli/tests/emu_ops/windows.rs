@@ -6,7 +6,6 @@
 use crate::emu::in_emulated_child;
 use dvcq::verbs::{Access, QpType, RemoteAddr, SendOp, SendWr};
 use dvcq::{BackendChoice, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
-use dvcq_cli::conformance::{run, WORKLOADS};
 
 fn one(cq: &mut dvcq::Cq) -> Completion {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -25,10 +24,8 @@ fn validate_rc_send_inv_passes_through_both_pollers() {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "rc_send_inv").unwrap();
     for choice in [BackendChoice::Generic, BackendChoice::Auto] {
-        let r = run(&ctx, w, choice);
-        assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{choice:?}: {}", r.reason);
+        crate::assert_passes(&ctx, "rc_send_inv", choice);
     }
     println!("emu-windows: done");
 }
