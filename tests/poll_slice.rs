@@ -3,9 +3,12 @@
 //! empty; `poll_count` says how many of the same. `Cq::wait` and `wait_with` (and the
 //! model device's own `ModelCq::poll`) hand back what they filled the same way.
 
+#[path = "support/loopback.rs"]
+mod loopback;
+
 use dvcq::model_device::{ModelDevice, ModelVendor};
 use dvcq::verbs::{Access, QpType, SendOp, SendWr};
-use dvcq::{Completion, Context, CqOptions, QpInit, WaitOptions, WcStatus};
+use dvcq::{Completion, Context, CqOptions, WaitOptions, WcStatus};
 use std::time::Duration;
 
 #[test]
@@ -13,11 +16,7 @@ fn poll_returns_the_filled_front_of_the_buffer() {
     for device in ["model-mlx5", "model-e810"] {
         let ctx = Context::open(device).unwrap();
         let mut cq = ctx.create_cq(CqOptions::new(64)).unwrap();
-        let pd = ctx.alloc_pd().unwrap();
-        let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-        let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-        let me = qp.endpoint().unwrap();
-        qp.connect(&me).unwrap();
+        let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
         let sg = [mr.slice(0, 8).unwrap()];
         let wrs: Vec<_> = (1..=5).map(|id| SendWr::new(id, SendOp::Write(mr.remote().at(64)), &sg)).collect();
         qp.post_send(&wrs).unwrap();
@@ -44,11 +43,7 @@ fn wait_returns_the_filled_front_of_the_buffer() {
         let ctx = Context::open(device).unwrap();
         let ch = ctx.create_channel().unwrap();
         let mut cq = ctx.create_cq_on(&ch, CqOptions::new(64)).unwrap();
-        let pd = ctx.alloc_pd().unwrap();
-        let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-        let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-        let me = qp.endpoint().unwrap();
-        qp.connect(&me).unwrap();
+        let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
         let sg = [mr.slice(0, 8).unwrap()];
         let wrs: Vec<_> = (1..=6).map(|id| SendWr::new(id, SendOp::Write(mr.remote().at(64)), &sg)).collect();
         qp.post_send(&wrs).unwrap();

@@ -6,6 +6,11 @@
 #[path = "../../emu/tests/support/preload.rs"]
 mod preload;
 
+#[path = "support/emu.rs"]
+mod emu;
+#[path = "../../tests/support/loopback.rs"]
+mod loopback;
+
 use dvcq::uapi::mlx5::rdma_core::Mlx5Layout;
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
 use dvcq::{BackendChoice, BackendKind, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
@@ -50,22 +55,10 @@ fn dvcq_devices_opens_mlx5_0_and_its_layout_self_checks_pass() {
     assert_eq!(dev["ports"][0]["link_layer"], "Ethernet", "{dev}");
 }
 
-/// Set in the child process the test below runs under the preload.
-const CHILD: &str = "DVCQ_EMU_TEST_CHILD";
-
 #[test]
 fn verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel() {
-    if std::env::var_os(CHILD).is_none() {
-        // Run this same test again, in a process with the preload loaded from its start.
-        let me = std::env::current_exe().unwrap();
-        let out = emulated(&me, &preload())
-            .args(["--exact", "verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "the emulated run failed:\n{all}");
-        assert!(all.contains("emu-verbs: done"), "the emulated run did not get to the end:\n{all}");
+    // Run this same test again, in a process with the preload loaded from its start.
+    if !in_emulated_child("verbs_objects_made_through_real_libmlx5_on_the_emulated_kernel") {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
@@ -124,15 +117,7 @@ fn refuses_direct(ctx: &Context) -> bool {
 /// Runs the test named `name` again in a child process with the preload loaded, unless this
 /// is that child; true in the child (the caller then runs the body).
 fn in_emulated_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let me = std::env::current_exe().unwrap();
-    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the emulated run failed:\n{all}");
-    assert!(all.contains("emu-verbs: done"), "the emulated run did not get to the end:\n{all}");
-    false
+    emu::in_emulated_child(module_path!(), name, "emu-verbs")
 }
 
 /// One loopback RDMA WRITE on the emulated device, polled by `backend`: the device thread
@@ -143,11 +128,7 @@ fn loopback_write(backend: BackendChoice, cqe_size: u16) {
         return;
     }
     let mut cq = ctx.create_cq(CqOptions { backend, cqe_size, ..CqOptions::new(16) }).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-    let me = qp.endpoint().unwrap();
-    qp.connect(&me).unwrap();
+    let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
     mr.write(0, b"emulated").unwrap();
     let sg = [mr.slice(0, 8).unwrap()];
     for (i, at) in [(7u64, 64u64), (8, 128)] {
@@ -199,11 +180,7 @@ fn a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next() {
     }
     let ctx = Context::open("mlx5_0").unwrap();
     let mut cq = ctx.create_cq(CqOptions { backend: BackendChoice::Generic, ..CqOptions::new(16) }).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-    let me = qp.endpoint().unwrap();
-    qp.connect(&me).unwrap();
+    let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
     let sg = [mr.slice(0, 8).unwrap()];
     let bad = dvcq::verbs::RemoteAddr { addr: mr.addr(), rkey: mr.rkey() ^ 0x100 };
     qp.post_send(&[SendWr::new(1, SendOp::Write(bad), &sg), SendWr::new(2, SendOp::Write(mr.remote().at(64)), &sg)])
@@ -221,14 +198,7 @@ fn a_write_to_a_bad_rkey_fails_with_remote_access_and_flushes_the_next() {
 
 /// Polls `cq` until `n` completions came (10 s at most), sorted by `wr_id`.
 fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while got.len() < n && std::time::Instant::now() < deadline {
-        let mut wcs = [Completion::default(); 8];
-        let k = cq.poll_count(&mut wcs);
-        got.extend_from_slice(&wcs[..k]);
-    }
-    assert_eq!(got.len(), n, "completions within 10 s: {got:?}");
+    let mut got = emu::poll_n(cq, n, 10);
     got.sort_by_key(|c| c.wr_id);
     got
 }
@@ -243,11 +213,7 @@ fn sends_reads_and_srq(backend: BackendChoice) {
         return;
     }
     let mut cq = ctx.create_cq(CqOptions { backend, ..CqOptions::new(32) }).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-    let me = qp.endpoint().unwrap();
-    qp.connect(&me).unwrap();
+    let (pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
     mr.write(0, b"emulated").unwrap();
     let src = [mr.slice(0, 8).unwrap()];
     // SEND with immediate: lands in the receive at 256.

@@ -10,6 +10,9 @@
 #[path = "../../emu/tests/support/preload.rs"]
 mod preload;
 
+#[path = "support/emu.rs"]
+mod emu;
+
 use dvcq::verbs::{Access, QpType, RecvWr, SendOp, SendWr};
 use dvcq::{BackendChoice, BackendKind, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
 use preload::{emulated, preload};
@@ -42,33 +45,15 @@ fn dvcq_devices_opens_irdma0_with_the_direct_backend() {
     assert!(report["devices"].as_array().unwrap().iter().any(|d| d["name"] == "mlx5_0"), "{text}");
 }
 
-/// Set in the child process a test runs itself in under the preload.
-const CHILD: &str = "DVCQ_EMU_TEST_CHILD";
-
 /// Runs the test named `name` again in a child process with the preload loaded, unless this
 /// is that child; true in the child (the caller then runs the body).
 fn in_emulated_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let me = std::env::current_exe().unwrap();
-    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the emulated run failed:\n{all}");
-    assert!(all.contains("emu-irdma: done"), "the emulated run did not get to the end:\n{all}");
-    false
+    emu::in_emulated_child(module_path!(), name, "emu-irdma")
 }
 
 /// Polls `cq` until `n` completions came (10 s at most), in the order they came.
 fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while got.len() < n && Instant::now() < deadline {
-        let mut wcs = [Completion::default(); 8];
-        got.extend_from_slice(cq.poll(&mut wcs));
-    }
-    assert_eq!(got.len(), n, "completions within 10 s: {got:?}");
-    got
+    emu::poll_n(cq, n, 10)
 }
 
 /// A completion with the QP numbers made relative to `qpn` (two runs make different QPs)

@@ -4,53 +4,19 @@
 //! `IBV_ACCESS_REMOTE_ATOMIC` refuses them with `REM_ACCESS_ERR` (the next WR flushed):
 //! between two QPs of one process and between two processes over the emulator's wire.
 
-#[path = "../../emu/tests/support/preload.rs"]
-mod preload;
+use crate::emu::{self, ep_parse, ep_text, poll_n, put_file, wait_file};
+use dvcq::verbs::{Access, QpType, RemoteAddr, SendOp, SendWr};
+use dvcq::{BackendChoice, Context, CqOptions, Mr, Qp, QpInit, WcOpcode, WcStatus};
+use std::path::Path;
 
-use dvcq::verbs::{Access, Endpoint, QpType, RemoteAddr, SendOp, SendWr};
-use dvcq::{BackendChoice, Completion, Context, CqOptions, Mr, Qp, QpInit, WcOpcode, WcStatus};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-const ROLE: &str = "DVCQ_EMU_ATOMIC_ROLE";
-const DIR: &str = "DVCQ_EMU_ATOMIC_DIR";
 const X: u64 = 0x0102_0304_0506_0708;
 const Y: u64 = 0x1112_1314_1516_1718;
 const Z: u64 = 0x2122_2324_2526_2728;
-
-/// Polls `cq` for `n` completions (30 s at most), in the order they came.
-fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while got.len() < n && Instant::now() < deadline {
-        let mut wcs = [Completion::default(); 8];
-        got.extend_from_slice(cq.poll(&mut wcs));
-    }
-    assert_eq!(got.len(), n, "completions within 30 s: {got:?}");
-    got
-}
 
 fn read8(mr: &Mr, at: u64) -> [u8; 8] {
     let mut b = [0u8; 8];
     mr.read(at, &mut b).unwrap();
     b
-}
-
-/// Runs the test `name` again under the preload with `envs`, and checks it got to the end.
-fn run_child(name: &str, envs: &[(&str, &str)]) -> std::process::Child {
-    let mut c = preload::emulated(std::env::current_exe().unwrap(), &preload::preload());
-    c.args(["--exact", name, "--nocapture"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    c.spawn().unwrap()
-}
-
-fn check_child(what: &str, child: std::process::Child) {
-    let out = child.wait_with_output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the {what} failed:\n{all}");
-    assert!(all.contains(&format!("emu-atomic: {what} done")), "the {what} did not get to the end:\n{all}");
 }
 
 /// The requester's part, the same in one process and across two: fetch-and-add of X to
@@ -67,7 +33,7 @@ fn atomics(qp: &mut Qp, cq: &mut dvcq::Cq, local: &Mr, target: RemoteAddr, plain
     for (i, op) in ops.into_iter().enumerate() {
         let sg = [local.slice(i as u64 * 8, 8).unwrap()];
         qp.post_send(&[SendWr::new(i as u64 + 1, op, &sg)]).unwrap();
-        let got = poll_n(cq, 1);
+        let got = poll_n(cq, 1, 30);
         let opcode = if i == 0 { WcOpcode::FetchAdd } else { WcOpcode::CompSwap };
         assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (i as u64 + 1, WcStatus::Success, opcode));
         assert_eq!(got[0].byte_len, 8);
@@ -81,7 +47,7 @@ fn atomics(qp: &mut Qp, cq: &mut dvcq::Cq, local: &Mr, target: RemoteAddr, plain
         SendWr::new(5, SendOp::FetchAdd { remote: target, add: 1 }, &sg),
     ])
     .unwrap();
-    let got: Vec<_> = poll_n(cq, 2).iter().map(|c| (c.wr_id, c.status)).collect();
+    let got: Vec<_> = poll_n(cq, 2, 30).iter().map(|c| (c.wr_id, c.status)).collect();
     assert_eq!(got, [(4, WcStatus::RemAccessErr), (5, WcStatus::WrFlushErr)]);
 }
 
@@ -99,74 +65,26 @@ fn one_process(backend: BackendChoice) {
     assert_eq!(read8(&target, 64), Y.to_be_bytes(), "the responder's value, big-endian");
 }
 
-const LOCAL_TEST: &str = "atomics_between_two_qps_of_one_process";
-
 #[test]
 fn atomics_between_two_qps_of_one_process() {
-    if std::env::var(ROLE).as_deref() == Ok("local") {
-        // ibv_poll_cq, then dvcq's direct poller (where the release has a layout row).
-        one_process(BackendChoice::Generic);
-        one_process(BackendChoice::Auto);
-        println!("emu-atomic: local done");
+    if !emu::in_emulated_child(module_path!(), "atomics_between_two_qps_of_one_process", "emu-atomic") {
         return;
     }
-    check_child("local", run_child(LOCAL_TEST, &[(ROLE, "local")]));
+    // ibv_poll_cq, then dvcq's direct poller (where the release has a layout row).
+    one_process(BackendChoice::Generic);
+    one_process(BackendChoice::Auto);
+    println!("emu-atomic: done");
 }
-
-const WIRE_TEST: &str = "atomics_between_two_processes";
 
 #[test]
 fn atomics_between_two_processes() {
-    match std::env::var(ROLE).as_deref() {
-        Ok("responder") => return responder(Path::new(&std::env::var(DIR).unwrap())),
-        Ok("requester") => return requester(Path::new(&std::env::var(DIR).unwrap())),
-        _ => {}
-    }
-    let dir: PathBuf = std::env::temp_dir().join(format!("dvcq-emu-atomic.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let d = dir.to_str().unwrap();
-    let r = run_child(WIRE_TEST, &[(ROLE, "responder"), (DIR, d)]);
-    let q = run_child(WIRE_TEST, &[(ROLE, "requester"), (DIR, d)]);
-    check_child("responder", r);
-    check_child("requester", q);
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-fn wait_file(dir: &Path, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(dir.join(name)) {
-            return s;
+    match emu::role() {
+        Some((role, dir)) if role == "responder" => responder(&dir),
+        Some((role, dir)) if role == "requester" => requester(&dir),
+        Some((role, _)) => panic!("no role {role}"),
+        None => {
+            emu::two_processes(module_path!(), "atomics_between_two_processes", "emu-atomic", "dvcq-emu-atomic", &[])
         }
-        assert!(Instant::now() < deadline, "no {name} within 60 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn put_file(dir: &Path, name: &str, text: &str) {
-    let tmp = dir.join(format!("{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(name)).unwrap();
-}
-
-fn ep_text(e: &Endpoint) -> String {
-    let gid: Vec<String> = e.gid.iter().map(|b| b.to_string()).collect();
-    format!("{} {} {} {} {}", e.qpn, e.lid, e.gid_index, e.psn, gid.join(","))
-}
-
-fn ep_parse(s: &str) -> Endpoint {
-    let w: Vec<&str> = s.split_whitespace().collect();
-    let mut gid = [0u8; 16];
-    for (g, v) in gid.iter_mut().zip(w[4].split(',')) {
-        *g = v.parse().unwrap();
-    }
-    Endpoint {
-        qpn: w[0].parse().unwrap(),
-        lid: w[1].parse().unwrap(),
-        gid_index: w[2].parse().unwrap(),
-        psn: w[3].parse().unwrap(),
-        gid,
     }
 }
 

@@ -5,67 +5,12 @@
 //! no receive posted) as `RNR_RETRY_EXC_ERR`, a bad rkey as `REM_ACCESS_ERR` checked on the
 //! remote side, each followed by a flushed WR, in posting order.
 
-#[path = "../../emu/tests/support/preload.rs"]
-mod preload;
+use crate::emu::{self, ep_parse, ep_text, poll_n, put_file, wait_file};
+use dvcq::verbs::{Access, QpAttrs, QpType, RecvWr, RemoteAddr, SendOp, SendWr};
+use dvcq::{BackendChoice, Context, CqOptions, QpInit, WcOpcode, WcStatus};
+use std::path::Path;
 
-use dvcq::verbs::{Access, Endpoint, QpAttrs, QpType, RecvWr, RemoteAddr, SendOp, SendWr};
-use dvcq::{BackendChoice, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-const ROLE: &str = "DVCQ_EMU_WIRE_ROLE";
-const DIR: &str = "DVCQ_EMU_WIRE_DIR";
 const DEVICE: &str = "DVCQ_EMU_WIRE_DEVICE";
-
-/// Waits for file `name` in `dir` (written whole by a rename) and returns its text.
-fn wait_file(dir: &Path, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(dir.join(name)) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "no {name} within 60 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn put_file(dir: &Path, name: &str, text: &str) {
-    let tmp = dir.join(format!("{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(tmp, dir.join(name)).unwrap();
-}
-
-fn ep_text(e: &Endpoint) -> String {
-    let gid: Vec<String> = e.gid.iter().map(|b| b.to_string()).collect();
-    format!("{} {} {} {} {}", e.qpn, e.lid, e.gid_index, e.psn, gid.join(","))
-}
-
-fn ep_parse(s: &str) -> Endpoint {
-    let w: Vec<&str> = s.split_whitespace().collect();
-    let mut gid = [0u8; 16];
-    for (g, v) in gid.iter_mut().zip(w[4].split(',')) {
-        *g = v.parse().unwrap();
-    }
-    Endpoint {
-        qpn: w[0].parse().unwrap(),
-        lid: w[1].parse().unwrap(),
-        gid_index: w[2].parse().unwrap(),
-        psn: w[3].parse().unwrap(),
-        gid,
-    }
-}
-
-/// Polls `cq` for `n` completions (30 s at most), in the order they came.
-fn poll_n(cq: &mut dvcq::Cq, n: usize) -> Vec<Completion> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while got.len() < n && Instant::now() < deadline {
-        let mut wcs = [Completion::default(); 8];
-        got.extend_from_slice(cq.poll(&mut wcs));
-    }
-    assert_eq!(got.len(), n, "completions within 30 s: {got:?}");
-    got
-}
 
 #[test]
 fn rc_work_and_its_remote_errors_cross_between_two_processes() {
@@ -80,36 +25,18 @@ fn rc_work_and_its_remote_errors_cross_between_two_processes_on_irdma0() {
 /// Runs test `test` (this function's caller) as a responder and a requester process on
 /// `device`, or, in such a process, plays its role.
 fn two_processes(test: &str, device: &str) {
-    let dir = std::env::var(DIR).map(PathBuf::from);
-    match std::env::var(ROLE).as_deref() {
-        Ok("responder") => return responder(&dir.unwrap(), &std::env::var(DEVICE).unwrap()),
-        Ok("requester") => return requester(&dir.unwrap(), &std::env::var(DEVICE).unwrap()),
-        _ => {}
+    match emu::role() {
+        Some((role, dir)) if role == "responder" => responder(&dir, &std::env::var(DEVICE).unwrap()),
+        Some((role, dir)) if role == "requester" => requester(&dir, &std::env::var(DEVICE).unwrap()),
+        Some((role, _)) => panic!("no role {role}"),
+        None => emu::two_processes(
+            module_path!(),
+            test,
+            "emu-wire",
+            &format!("dvcq-emu-wire.{device}"),
+            &[(DEVICE, device)],
+        ),
     }
-    let dir: PathBuf = std::env::temp_dir().join(format!("dvcq-emu-wire.{}.{device}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = preload::preload();
-    let me = std::env::current_exe().unwrap();
-    let spawn = |role: &str| {
-        preload::emulated(&me, &lib)
-            .args(["--exact", test, "--nocapture"])
-            .env(ROLE, role)
-            .env(DEVICE, device)
-            .env(DIR, &dir)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let children = [("responder", spawn("responder")), ("requester", spawn("requester"))];
-    for (role, child) in children {
-        let out = child.wait_with_output().unwrap();
-        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "the {role} failed:\n{all}");
-        assert!(all.contains(&format!("emu-wire: {role} done")), "the {role} did not get to the end:\n{all}");
-    }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Two QPs: `r1` with a receive posted and a region the requester writes and reads, `r2`
@@ -143,7 +70,7 @@ fn responder(dir: &Path, device: &str) {
     let sg = [mr.slice(512, 64).unwrap()];
     r1.post_recv(&[RecvWr::new(40, &sg)]).unwrap();
     put_file(dir, "ready", "");
-    let got = poll_n(&mut cq, 1);
+    let got = poll_n(&mut cq, 1, 30);
     assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (40, WcStatus::Success, WcOpcode::Recv), "{got:?}");
     assert_eq!((got[0].byte_len, got[0].imm_data), (5, 0x1234u32.to_be()), "{got:?}");
     assert_eq!(got[0].qp_num, r1.qpn());
@@ -189,7 +116,7 @@ fn requester(dir: &Path, device: &str) {
         SendWr::new(3, SendOp::Read(at(0)), &r8),
     ])
     .unwrap();
-    let got: Vec<_> = poll_n(&mut cq, 3).iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    let got: Vec<_> = poll_n(&mut cq, 3, 30).iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
     assert_eq!(
         got,
         [
@@ -204,7 +131,7 @@ fn requester(dir: &Path, device: &str) {
 
     // No receive at r2 and one RNR retry: the SEND fails, the next is flushed.
     q2.post_send(&[SendWr::new(4, SendOp::Send, &h5), SendWr::new(5, SendOp::Send, &h5)]).unwrap();
-    let got: Vec<_> = poll_n(&mut cq, 2).iter().map(|c| (c.wr_id, c.status)).collect();
+    let got: Vec<_> = poll_n(&mut cq, 2, 30).iter().map(|c| (c.wr_id, c.status)).collect();
     // libirdma before rdma-core v64 has no status for the E810's RNR flush code: it (and
     // dvcq's poller of such a release) reports IBV_WC_FATAL_ERR.
     let old_irdma = device == "irdma0" && dvcq::device::rdma_core_release().is_some_and(|r| r.major < 64);
@@ -214,7 +141,7 @@ fn requester(dir: &Path, device: &str) {
     // A WRITE to a key the responder does not have: refused there, the next flushed.
     let bad = RemoteAddr { addr: remote.addr, rkey: remote.rkey ^ 0x100 };
     q1.post_send(&[SendWr::new(6, SendOp::Write(bad), &w8), SendWr::new(7, SendOp::Write(at(0)), &w8)]).unwrap();
-    let got: Vec<_> = poll_n(&mut cq, 2).iter().map(|c| (c.wr_id, c.status)).collect();
+    let got: Vec<_> = poll_n(&mut cq, 2, 30).iter().map(|c| (c.wr_id, c.status)).collect();
     assert_eq!(got, [(6, WcStatus::RemAccessErr), (7, WcStatus::WrFlushErr)]);
     put_file(dir, "done", "");
     println!("emu-wire: requester done");

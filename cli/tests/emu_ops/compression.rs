@@ -3,30 +3,12 @@
 //! which dvcq's direct poller expands back to every completion, in order; validate's
 //! `mlx5_compression` passes (and skips under `ibv_poll_cq`, which cannot read them).
 
-#[path = "../../emu/tests/support/preload.rs"]
-mod preload;
-
+use crate::emu::in_emulated_child;
+use crate::loopback;
 use dvcq::uapi::mlx5::rdma_core::Mlx5Layout;
-use dvcq::verbs::{Access, QpType, SendOp, SendWr};
-use dvcq::{BackendChoice, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
-use dvcq_cli::conformance::{run, WORKLOADS};
+use dvcq::verbs::{SendOp, SendWr};
+use dvcq::{BackendChoice, Completion, Context, CqOptions, WcOpcode, WcStatus};
 use dvcq_mlx5_dv::MiniFormat;
-use preload::{emulated, preload};
-
-const CHILD: &str = "DVCQ_EMU_COMPRESSION_CHILD";
-
-/// Runs the test `name` again under the preload, unless this is that run (then true).
-fn in_emulated_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let me = std::env::current_exe().unwrap();
-    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the emulated run failed:\n{all}");
-    assert!(all.contains("emu-compression: done"), "the emulated run did not get to the end:\n{all}");
-    false
-}
 
 /// Whether dvcq's direct mlx5 backend has a layout row for the release loaded (a release
 /// newer than the table has no direct poller, so no compressed CQ).
@@ -37,7 +19,11 @@ fn direct_known() -> bool {
 
 #[test]
 fn writes_complete_in_sessions_the_direct_poller_expands_in_order() {
-    if !in_emulated_child("writes_complete_in_sessions_the_direct_poller_expands_in_order") {
+    if !in_emulated_child(
+        module_path!(),
+        "writes_complete_in_sessions_the_direct_poller_expands_in_order",
+        "emu-compression",
+    ) {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
@@ -48,11 +34,7 @@ fn writes_complete_in_sessions_the_direct_poller_expands_in_order() {
         return;
     }
     let mut cq = ctx.create_cq(opts).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-    let me = qp.endpoint().unwrap();
-    qp.connect(&me).unwrap();
+    let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
     let sg = [mr.slice(0, 8).unwrap()];
     let mut got = Vec::new();
     // Laps of 20 WRITEs posted at once (one doorbell), the ring wrapping across laps.
@@ -76,18 +58,17 @@ fn writes_complete_in_sessions_the_direct_poller_expands_in_order() {
 
 #[test]
 fn validate_mlx5_compression_passes_on_the_direct_poller() {
-    if !in_emulated_child("validate_mlx5_compression_passes_on_the_direct_poller") {
+    if !in_emulated_child(module_path!(), "validate_mlx5_compression_passes_on_the_direct_poller", "emu-compression") {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "mlx5_compression").unwrap();
-    let r = run(&ctx, w, BackendChoice::Auto);
     if direct_known() {
-        assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{}", r.reason);
+        crate::assert_passes(&ctx, "mlx5_compression", BackendChoice::Auto);
     } else {
+        let r = crate::validate(&ctx, "mlx5_compression", BackendChoice::Auto);
         assert!(r.skipped.as_deref().is_some_and(|w| w.contains("layout table")), "{:?}", r.skipped);
     }
-    let g = run(&ctx, w, BackendChoice::Generic);
+    let g = crate::validate(&ctx, "mlx5_compression", BackendChoice::Generic);
     assert!(g.skipped.as_deref().is_some_and(|w| w.contains("ibv_poll_cq cannot read")), "{:?}", g.skipped);
     println!("emu-compression: done");
 }

@@ -3,28 +3,9 @@
 //! its QP), SEND with invalidate freeing it, and a bind of a window already bound refused
 //! with `IBV_WC_MW_BIND_ERR`.
 
-#[path = "../../emu/tests/support/preload.rs"]
-mod preload;
-
+use crate::emu::in_emulated_child;
 use dvcq::verbs::{Access, QpType, RemoteAddr, SendOp, SendWr};
 use dvcq::{BackendChoice, Completion, Context, CqOptions, QpInit, WcOpcode, WcStatus};
-use dvcq_cli::conformance::{run, WORKLOADS};
-use preload::{emulated, preload};
-
-const CHILD: &str = "DVCQ_EMU_WINDOWS_CHILD";
-
-/// Runs the test `name` again under the preload, unless this is that run (then true).
-fn in_emulated_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let me = std::env::current_exe().unwrap();
-    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the emulated run failed:\n{all}");
-    assert!(all.contains("emu-windows: done"), "the emulated run did not get to the end:\n{all}");
-    false
-}
 
 fn one(cq: &mut dvcq::Cq) -> Completion {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -39,21 +20,23 @@ fn one(cq: &mut dvcq::Cq) -> Completion {
 
 #[test]
 fn validate_rc_send_inv_passes_through_both_pollers() {
-    if !in_emulated_child("validate_rc_send_inv_passes_through_both_pollers") {
+    if !in_emulated_child(module_path!(), "validate_rc_send_inv_passes_through_both_pollers", "emu-windows") {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "rc_send_inv").unwrap();
     for choice in [BackendChoice::Generic, BackendChoice::Auto] {
-        let r = run(&ctx, w, choice);
-        assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{choice:?}: {}", r.reason);
+        crate::assert_passes(&ctx, "rc_send_inv", choice);
     }
     println!("emu-windows: done");
 }
 
 #[test]
 fn a_type2_window_reaches_its_range_from_its_qp_only_and_binds_once() {
-    if !in_emulated_child("a_type2_window_reaches_its_range_from_its_qp_only_and_binds_once") {
+    if !in_emulated_child(
+        module_path!(),
+        "a_type2_window_reaches_its_range_from_its_qp_only_and_binds_once",
+        "emu-windows",
+    ) {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();

@@ -4,42 +4,24 @@
 //! the new ring, so every completion comes back once and in order across grows and
 //! shrinks, and a shrink below what waits is refused.
 
-#[path = "../../emu/tests/support/preload.rs"]
-mod preload;
-
-use dvcq::verbs::{Access, QpType, SendOp, SendWr};
-use dvcq::{BackendChoice, Completion, Context, CqOptions, QpInit};
-use dvcq_cli::conformance::{run, WORKLOADS};
-use preload::{emulated, preload};
-
-const CHILD: &str = "DVCQ_EMU_RESIZE_CHILD";
-
-/// Runs the test `name` again under the preload, unless this is that run (then true).
-fn in_emulated_child(name: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let me = std::env::current_exe().unwrap();
-    let out = emulated(&me, &preload()).args(["--exact", name, "--nocapture"]).env(CHILD, "1").output().unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the emulated run failed:\n{all}");
-    assert!(all.contains("emu-resize: done"), "the emulated run did not get to the end:\n{all}");
-    false
-}
+use crate::emu::in_emulated_child;
+use crate::loopback;
+use dvcq::verbs::{SendOp, SendWr};
+use dvcq::{BackendChoice, Completion, Context, CqOptions};
 
 #[test]
 fn completions_waiting_in_a_cq_cross_its_resizes_once_and_in_order() {
-    if !in_emulated_child("completions_waiting_in_a_cq_cross_its_resizes_once_and_in_order") {
+    if !in_emulated_child(
+        module_path!(),
+        "completions_waiting_in_a_cq_cross_its_resizes_once_and_in_order",
+        "emu-resize",
+    ) {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
     // rdma-core's poll: dvcq refuses to resize a mlx5 CQ it polls directly.
     let mut cq = ctx.create_cq(CqOptions { backend: BackendChoice::Generic, ..CqOptions::new(8) }).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.reg_mr(4096, Access::ALL).unwrap();
-    let mut qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq)).unwrap();
-    let me = qp.endpoint().unwrap();
-    qp.connect(&me).unwrap();
+    let (_pd, mr, mut qp) = loopback::rc_to_itself(&ctx, &cq);
     let sg = [mr.slice(0, 8).unwrap()];
     let mut next = 0u64;
     let mut post = |qp: &mut dvcq::Qp, n: u64| {
@@ -84,12 +66,10 @@ fn completions_waiting_in_a_cq_cross_its_resizes_once_and_in_order() {
 
 #[test]
 fn validate_cq_resize_passes_under_rdma_cores_poll() {
-    if !in_emulated_child("validate_cq_resize_passes_under_rdma_cores_poll") {
+    if !in_emulated_child(module_path!(), "validate_cq_resize_passes_under_rdma_cores_poll", "emu-resize") {
         return;
     }
     let ctx = Context::open("mlx5_0").unwrap();
-    let w = WORKLOADS.iter().find(|w| w.name == "cq_resize").unwrap();
-    let r = run(&ctx, w, BackendChoice::Generic);
-    assert_eq!((r.skipped.as_deref(), &r.problems), (None, &Vec::<String>::new()), "{}", r.reason);
+    crate::assert_passes(&ctx, "cq_resize", BackendChoice::Generic);
     println!("emu-resize: done");
 }
