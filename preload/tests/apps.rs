@@ -240,10 +240,6 @@ fn build_c_program(out_dir: &Path, name: &str) -> Option<PathBuf> {
     }
 }
 
-/// What perftest says when its clock calibration (CPU cycles against wall time, no verbs
-/// involved) was too disturbed by a loaded machine to give a rate; it then prints no report.
-const PERFTEST_CLOCK: &str = "Correlation coefficient r^2";
-
 /// Runs `p` with `preload` (the libraries of `LD_PRELOAD`) and `mode`: again, up to three
 /// times, where perftest's clock calibration failed on either side (the machine's load, not
 /// the program's verbs; the run's result is then the last one's).
@@ -255,7 +251,7 @@ fn run(p: &Program, exe: &Path, preload: &str, mode: Option<&str>) -> Output {
         let calibration_failed = [Some(&out), server.as_ref()]
             .iter()
             .flatten()
-            .any(|o| String::from_utf8_lossy(&o.stderr).contains(PERFTEST_CLOCK));
+            .any(|o| String::from_utf8_lossy(&o.stderr).contains(emu::PERFTEST_CLOCK));
         if calibration_failed && tries < 3 {
             eprintln!("{} ({mode:?}): perftest's clock calibration failed; running it again", p.name);
             continue;

@@ -89,3 +89,7 @@ pub fn listening(port: u16) -> bool {
         })
     })
 }
+
+/// What perftest says when its clock calibration (CPU cycles against wall time, no verbs
+/// involved) was too disturbed by a loaded machine to give a rate; it then prints no report.
+pub const PERFTEST_CLOCK: &str = "Correlation coefficient r^2";
