@@ -335,14 +335,7 @@ impl Emulator {
                     .srqn_uidx(peer.wq.uidx)
                     .solicited(ctrl.fm_ce_se & wqe::CTRL_SOLICITED != 0)
             }
-            Err(s) => build::err(ErrSpec {
-                requester: false,
-                qpn: peer.qpn,
-                wqe_counter: wqe.index,
-                syndrome: s,
-                srqn_uidx: peer.wq.uidx,
-                ..ErrSpec::default()
-            }),
+            Err(s) => responder_error(&peer, wqe.index, s),
         };
         self.complete(peer_fd, peer.recv_cq, &e);
         match landed {
@@ -595,4 +588,16 @@ fn warn_once(op: u8) {
             "dvcq-emu: mlx5 WQE opcode {op:#04x} is not emulated yet; it completes with a local QP operation error"
         );
     }
+}
+
+/// The error CQE of a receive on `peer`, WQE `wqe_counter`, that failed with `syndrome`.
+pub(crate) fn responder_error(peer: &Qp, wqe_counter: u16, syndrome: u8) -> Entry {
+    build::err(ErrSpec {
+        requester: false,
+        qpn: peer.qpn,
+        wqe_counter,
+        syndrome,
+        srqn_uidx: peer.wq.uidx,
+        ..ErrSpec::default()
+    })
 }

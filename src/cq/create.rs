@@ -79,6 +79,21 @@ impl Context {
         Ok(Cq::new(Poller::Model(cq), backend(BackendKind::Model, why), self.name.clone(), depth))
     }
 
+    /// Refuses, as rdma-core's `ibv_create_cq` would, a depth of 0 or above the device's
+    /// `max_cqe` and a completion vector the device does not have.
+    pub(crate) fn check_cq_request(&self, ctx: &sys::device::Context, opts: &CqOptions) -> Result<(), Error> {
+        let attr = ctx.device_attr().map_err(|source| Error::Verbs { device: self.name.clone(), source })?;
+        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
+        if opts.depth == 0 || opts.depth > max {
+            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
+        }
+        let vectors = ctx.num_comp_vectors();
+        if opts.comp_vector >= vectors.max(1) {
+            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
+        }
+        Ok(())
+    }
+
     pub(crate) fn create_verbs_cq(
         &self,
         ctx: &Arc<sys::device::Context>,
@@ -91,16 +106,8 @@ impl Context {
         if opts.timestamps != Timestamps::Default {
             return self.timestamped_verbs_cq(ctx, opts, channel);
         }
+        self.check_cq_request(ctx, &opts)?;
         let verbs = |source| Error::Verbs { device: self.name.clone(), source };
-        let attr = ctx.device_attr().map_err(verbs)?;
-        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
-        if opts.depth == 0 || opts.depth > max {
-            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
-        }
-        let vectors = ctx.num_comp_vectors();
-        if opts.comp_vector >= vectors.max(1) {
-            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
-        }
         let unsupported = |why: String| Error::Unsupported { device: self.name.clone(), what: "cq format", why };
         if let Some(why) = opts.format_error() {
             return Err(unsupported(why));

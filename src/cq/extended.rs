@@ -68,16 +68,8 @@ impl Context {
     ) -> Result<Cq, Error> {
         use crate::backend::backend;
         use crate::cq::{BackendKind, Poller};
+        self.check_cq_request(ctx, &opts)?;
         let verbs = |source| Error::Verbs { device: self.name.clone(), source };
-        let attr = ctx.device_attr().map_err(verbs)?;
-        let max = u32::try_from(attr.max_cqe).unwrap_or(0);
-        if opts.depth == 0 || opts.depth > max {
-            return Err(Error::CqDepth { device: self.name.clone(), asked: opts.depth, max });
-        }
-        let vectors = ctx.num_comp_vectors();
-        if opts.comp_vector >= vectors.max(1) {
-            return Err(Error::CompVector { device: self.name.clone(), asked: opts.comp_vector, count: vectors });
-        }
         let ex = crate::sys::cq_ex::ExCq { wc_flags, end_poll_after_enoent: end_poll_after_enoent(&self.name, ctx)? };
         let vcq = crate::sys::cq::VerbsCq::create_ex(ctx, opts.depth, opts.comp_vector, channel, ex).map_err(verbs)?;
         let depth = vcq.depth();

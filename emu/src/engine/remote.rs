@@ -397,14 +397,7 @@ impl Emulator {
                 .srqn_uidx(peer.wq.uidx)
                 .solicited(h.flags & wire::FLAG_SOLICITED != 0)
                 .recv_addr(build::RecvAddr { src_qp: h.src_qpn, grh: true, ..build::RecvAddr::default() }),
-            Err(s) => build::err(ErrSpec {
-                requester: false,
-                qpn: peer.qpn,
-                wqe_counter: wqe.index,
-                syndrome: s,
-                srqn_uidx: peer.wq.uidx,
-                ..ErrSpec::default()
-            }),
+            Err(s) => super::responder_error(peer, wqe.index, s),
         };
         self.complete(pfd, peer.recv_cq, &e);
         if landed.is_err() {
@@ -705,14 +698,7 @@ impl Emulator {
                     Ok(()) => build::resp(resp_op, peer.qpn, wqe.index, data.len() as u32, imm)
                         .srqn_uidx(peer.wq.uidx)
                         .solicited(solicited),
-                    Err(s) => build::err(ErrSpec {
-                        requester: false,
-                        qpn: peer.qpn,
-                        wqe_counter: wqe.index,
-                        syndrome: s,
-                        srqn_uidx: peer.wq.uidx,
-                        ..ErrSpec::default()
-                    }),
+                    Err(s) => super::responder_error(&peer, wqe.index, s),
                 };
                 Deferred::Mlx5(pfd, peer.recv_cq, e)
             }
