@@ -128,14 +128,7 @@ impl Completion {
             // 56: flow_tag_hash (0), padding.
             0,
         ];
-        // SAFETY: a Completion is 64 bytes aligned to 8 (pinned above), so `self` is valid
-        // for an aligned write of [u64; 8], held exclusively. The words are a valid
-        // Completion at the offsets pinned above and in completion.rs: every byte lands in an
-        // integer field, in WcFlags (a transparent u32: any bits), in padding, or in one of
-        // the three one-byte enums: status 0 (WcStatus::Success), fault_kind 0
-        // (FaultKind::None) and opcode, the record's opcode number, which `known_opcode`
-        // accepted, so it is below 256 and the discriminant of the WcOpcode with that number
-        // (the test `known_opcodes_are_the_enums_discriminants` checks both).
+        // SAFETY: a Completion is 64 bytes aligned to 8 (pinned above), so `self` is valid for an aligned write of [u64; 8], held exclusively. The words are a valid Completion at the offsets pinned above and in completion.rs: every byte lands in an integer field, in WcFlags (a transparent u32: any bits), in padding, or in one of the three one-byte enums: status 0 (WcStatus::Success), fault_kind 0 (FaultKind::None) and opcode, the record's opcode number, which `known_opcode` accepted, so it is below 256 and the discriminant of the WcOpcode with that number (the test `known_opcodes_are_the_enums_discriminants` checks both).
         unsafe { (self as *mut Completion).cast::<[u64; 8]>().write(words) }
         true
     }
