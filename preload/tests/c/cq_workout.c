@@ -114,6 +114,23 @@ static void post_send(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, siz
 		DIE("post send: %s", strerror(rc));
 }
 
+/* Two QPs on `cq`, paired, `n` SENDs between them (receives `recv_id`.., sends `send_id`..)
+ * left unpolled until the device finished them, then both QPs destroyed: their completions
+ * stay in the ring for the provider (or dvcq) to clean. */
+static void destroy_with_pending(struct ibv_cq *cq, int n, uint64_t recv_id, uint64_t send_id)
+{
+	struct ibv_qp *old[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
+	pair(old[0], old[1]);
+	for (int i = 0; i < n; i++) {
+		post_recv(old[1], NULL, recv_id + i, 4096, 256);
+		post_send(old[0], send_id + i, IBV_WR_SEND, 0, 8, 0, 0);
+	}
+	for (volatile long spin = 0; spin < 20000000; spin++)
+		;
+	if (ibv_destroy_qp(old[0]) || ibv_destroy_qp(old[1]))
+		DIE("destroy qps with completions pending");
+}
+
 /* Polls `cq` `batch` at a time until `want` completions came (or a long while passed),
  * printing each; returns how many came. */
 static int drain(const char *what, struct ibv_cq *cq, int want, int batch, struct ibv_qp **qps, int nqps)
@@ -283,16 +300,7 @@ static void extended_cq(void)
 	printf("ext: %d completions through ibv_poll_cq\n", drain("ext-poll_cq", cq, 2, 16, qp, 2));
 
 	/* A QP destroyed with its completions in the ring; the other QP's come next. */
-	struct ibv_qp *old[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
-	pair(old[0], old[1]);
-	for (int i = 0; i < 3; i++) {
-		post_recv(old[1], NULL, 1400 + i, 4096, 256);
-		post_send(old[0], 1410 + i, IBV_WR_SEND, 0, 8, 0, 0);
-	}
-	for (volatile long spin = 0; spin < 20000000; spin++)
-		;
-	if (ibv_destroy_qp(old[0]) || ibv_destroy_qp(old[1]))
-		DIE("destroy qp on the extended CQ");
+	destroy_with_pending(cq, 3, 1400, 1410);
 	post_recv(qp[1], NULL, 1500, 4096, 256);
 	post_send(qp[0], 1501, IBV_WR_SEND, 0, 8, 0, 0);
 	printf("ext destroyed qps: %d completions of the live qps\n", drain_ex("ext-after-destroy", cqx, 2, 1, with_ts, qp, 2));
@@ -447,17 +455,7 @@ int main(void)
 
 	/* 3. QPs destroyed with completions still in the CQ; the next QPs' completions only. */
 	struct ibv_cq *cq2 = ibv_create_cq(ctx, 32, NULL, NULL, 0);
-	struct ibv_qp *old[2] = { make_qp(cq2, cq2, NULL, 0), make_qp(cq2, cq2, NULL, 0) };
-	pair(old[0], old[1]);
-	for (int i = 0; i < 4; i++) {
-		post_recv(old[1], NULL, 300 + i, 4096, 256);
-		post_send(old[0], 400 + i, IBV_WR_SEND, 0, 8, 0, 0);
-	}
-	/* Let the device finish them, unpolled. */
-	for (volatile long spin = 0; spin < 20000000; spin++)
-		;
-	if (ibv_destroy_qp(old[0]) || ibv_destroy_qp(old[1]))
-		DIE("destroy qp with completions pending");
+	destroy_with_pending(cq2, 4, 300, 400);
 	struct ibv_qp *nw[2] = { make_qp(cq2, cq2, NULL, 0), make_qp(cq2, cq2, NULL, 0) };
 	pair(nw[0], nw[1]);
 	post_recv(nw[1], NULL, 500, 4096, 256);
