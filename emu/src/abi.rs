@@ -37,6 +37,14 @@ pub mod cmd {
     pub const DESTROY_SRQ: u32 = 35;
 }
 
+/// Extended-only command numbers (`IB_USER_VERBS_EX_CMD_*` past
+/// `IB_USER_VERBS_CMD_THRESHOLD`, 50): sent with the extended framing only.
+pub mod ex_cmd {
+    pub const CREATE_WQ: u32 = 52;
+    pub const MODIFY_WQ: u32 = 53;
+    pub const DESTROY_WQ: u32 = 54;
+}
+
 /// `struct ib_uverbs_cmd_hdr`: every command starts with it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -448,6 +456,84 @@ pub struct ModifySrq {
     pub srq_limit: u32,
 }
 assert_eq_size!(ModifySrq, [u8; 16]);
+
+/// `struct ib_uverbs_ex_create_wq`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ExCreateWq {
+    pub comp_mask: u32,
+    /// `enum ib_wq_type`: 0 is `IB_WQT_RQ`, the only type.
+    pub wq_type: u32,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub cq_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// `enum ib_wq_flags`.
+    pub create_flags: u32,
+    pub reserved: u32,
+}
+assert_eq_size!(ExCreateWq, [u8; 40]);
+const_assert_eq!(offset_of!(ExCreateWq, user_handle), 8);
+const_assert_eq!(offset_of!(ExCreateWq, pd_handle), 16);
+const_assert_eq!(offset_of!(ExCreateWq, cq_handle), 20);
+const_assert_eq!(offset_of!(ExCreateWq, max_wr), 24);
+const_assert_eq!(offset_of!(ExCreateWq, max_sge), 28);
+const_assert_eq!(offset_of!(ExCreateWq, create_flags), 32);
+
+/// `struct ib_uverbs_ex_create_wq_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ExCreateWqResp {
+    pub comp_mask: u32,
+    pub response_length: u32,
+    pub wq_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub wqn: u32,
+}
+assert_eq_size!(ExCreateWqResp, [u8; 24]);
+const_assert_eq!(offset_of!(ExCreateWqResp, wq_handle), 8);
+const_assert_eq!(offset_of!(ExCreateWqResp, wqn), 20);
+
+/// `struct ib_uverbs_ex_modify_wq` (no response).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ExModifyWq {
+    /// `IB_WQ_STATE | IB_WQ_CUR_STATE | IB_WQ_FLAGS`.
+    pub attr_mask: u32,
+    pub wq_handle: u32,
+    /// `enum ib_wq_state`: reset, ready, error.
+    pub wq_state: u32,
+    pub curr_wq_state: u32,
+    pub flags: u32,
+    pub flags_mask: u32,
+}
+assert_eq_size!(ExModifyWq, [u8; 24]);
+const_assert_eq!(offset_of!(ExModifyWq, wq_handle), 4);
+const_assert_eq!(offset_of!(ExModifyWq, curr_wq_state), 12);
+const_assert_eq!(offset_of!(ExModifyWq, flags_mask), 20);
+
+/// `struct ib_uverbs_ex_destroy_wq`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ExDestroyWq {
+    pub comp_mask: u32,
+    pub wq_handle: u32,
+}
+assert_eq_size!(ExDestroyWq, [u8; 8]);
+
+/// `struct ib_uverbs_ex_destroy_wq_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ExDestroyWqResp {
+    pub comp_mask: u32,
+    pub response_length: u32,
+    pub events_reported: u32,
+    pub reserved: u32,
+}
+assert_eq_size!(ExDestroyWqResp, [u8; 16]);
+const_assert_eq!(offset_of!(ExDestroyWqResp, events_reported), 8);
 
 /// `struct ib_uverbs_comp_event_desc`: what a read of a completion channel returns.
 #[repr(C)]

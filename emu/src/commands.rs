@@ -15,6 +15,7 @@ use dvcq_mlx5_dv::mini::MiniFormat;
 mod ah;
 pub(crate) mod mw;
 mod resize_cq;
+mod wq;
 
 /// An errno.
 pub type Errno = i32;
@@ -205,7 +206,10 @@ impl Emulator {
             (cmd::DESTROY_SRQ, false) => destroy_srq(ctx, fd, &mut self.events, &mut c),
             (cmd::CREATE_AH, false) => ah::create_ah(ctx, &mut c),
             (cmd::DESTROY_AH, false) => ah::destroy_ah(ctx, &mut c),
-            // Everything else (XRC, flows, WQs, ...) is not
+            (abi::ex_cmd::CREATE_WQ, true) => wq::create_wq(ctx, &mut self.numbers, &mut c),
+            (abi::ex_cmd::MODIFY_WQ, true) => wq::modify_wq(ctx, &mut c),
+            (abi::ex_cmd::DESTROY_WQ, true) => wq::destroy_wq(ctx, fd, &mut self.events, &mut c),
+            // Everything else (XRC, flows, RSS indirection tables, ...) is not
             // emulated yet: the same answer as a kernel without the command.
             _ => Err(libc::EOPNOTSUPP),
         }
@@ -250,13 +254,14 @@ impl Emulator {
     }
 }
 
-/// Device-wide numbers (PD, CQ, QP, SRQ numbers and memory keys), unique in the process.
+/// Device-wide numbers (PD, CQ, QP, SRQ, RQ numbers and memory keys), unique in the process.
 #[derive(Debug)]
 pub struct Numbers {
     next_pdn: u32,
     next_cqn: u32,
     next_qpn: u32,
     next_srqn: u32,
+    next_rqn: u32,
     next_mkey_index: u32,
 }
 
@@ -264,7 +269,7 @@ impl Default for Numbers {
     fn default() -> Numbers {
         // QPN 0 and 1 are the special QPs; start where a real device's first user objects
         // land, so the numbers look like hardware's.
-        Numbers { next_pdn: 1, next_cqn: 0x400, next_qpn: 0x100, next_srqn: 0x80, next_mkey_index: 1 }
+        Numbers { next_pdn: 1, next_cqn: 0x400, next_qpn: 0x100, next_srqn: 0x80, next_rqn: 0x80, next_mkey_index: 1 }
     }
 }
 
@@ -288,6 +293,10 @@ impl Numbers {
     }
     pub(crate) fn srqn(&mut self) -> u32 {
         Self::take(&mut self.next_srqn, 0xff_ffff)
+    }
+    /// A receive WQ's number: the device's RQ numbers, a space apart from QPNs.
+    pub(crate) fn rqn(&mut self) -> u32 {
+        Self::take(&mut self.next_rqn, 0xff_ffff)
     }
     /// A memory key: index in the upper 24 bits, a nonzero tag in the low byte, so no key is
     /// ever `MLX5_INVALID_LKEY` (0x100, libmlx5's scatter-list terminator).
@@ -357,6 +366,7 @@ pub(crate) fn dealloc_pd(ctx: &mut Context, c: &mut Command<'_>) -> Result<(), E
     let used = ctx.mrs.values().any(|m| m.pd == req.handle)
         || ctx.qps.values().any(|q| q.pd == req.handle)
         || ctx.srqs.values().any(|s| s.pd == req.handle)
+        || ctx.wqs.values().any(|w| w.pd == req.handle)
         || ctx.ahs.values().any(|a| a.pd == req.handle)
         || ctx.mws.values().any(|w| w.pd == req.handle);
     if used {
@@ -482,7 +492,9 @@ pub(crate) fn destroy_cq(
 ) -> Result<(), Errno> {
     let req: abi::Destroy = c.request(true)?;
     let cq = *ctx.cqs.get(&req.handle).ok_or(libc::EINVAL)?;
-    if ctx.qps.values().any(|q| q.send_cq == req.handle || q.recv_cq == req.handle) {
+    if ctx.qps.values().any(|q| q.send_cq == req.handle || q.recv_cq == req.handle)
+        || ctx.wqs.values().any(|w| w.cq == req.handle)
+    {
         return Err(libc::EBUSY);
     }
     let resp =

@@ -159,6 +159,11 @@ impl Emulator {
                     srq.events_read += 1;
                 }
             }
+            Owner::Wq(ctx, h) => {
+                if let Some(wq) = self.contexts.get_mut(&ctx).and_then(|c| c.wqs.get_mut(&h)) {
+                    wq.events_read += 1;
+                }
+            }
             Owner::Port(..) => {}
         }
     }

@@ -17,6 +17,8 @@ pub enum Owner {
     Qp(i32, u32),
     /// An SRQ.
     Srq(i32, u32),
+    /// A receive WQ.
+    Wq(i32, u32),
     /// A port (async events only).
     Port(i32, u8),
 }

@@ -224,6 +224,60 @@ pub struct CreateSrqResp {
     pub reserved: u32,
 }
 
+/// `struct mlx5_ib_create_wq`: a receive WQ's ring and doorbell record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct CreateWq {
+    pub buf_addr: u64,
+    /// be32 `[0]` the receive counter (libmlx5's `MLX5_RCV_DBR`).
+    pub db_addr: u64,
+    /// Entries in the ring (a power of two).
+    pub rq_wqe_count: u32,
+    /// log2 of an entry's bytes.
+    pub rq_wqe_shift: u32,
+    /// The index libmlx5 finds the WQ by in CQEs (`mlx5_store_uidx`).
+    pub user_index: u32,
+    /// [`WQ_FLAG_SIGNATURE`].
+    pub flags: u32,
+    /// [`CREATE_WQ_STRIDING_RQ`].
+    pub comp_mask: u32,
+    pub single_stride_log_num_of_bytes: u32,
+    pub single_wqe_log_num_of_strides: u32,
+    pub two_byte_shift_en: u32,
+}
+assert_eq_size!(CreateWq, [u8; 48]);
+const_assert_eq!(offset_of!(CreateWq, rq_wqe_count), 16);
+const_assert_eq!(offset_of!(CreateWq, user_index), 24);
+const_assert_eq!(offset_of!(CreateWq, comp_mask), 32);
+const_assert_eq!(offset_of!(CreateWq, single_stride_log_num_of_bytes), 36);
+const_assert_eq!(offset_of!(CreateWq, two_byte_shift_en), 44);
+
+/// The kernel's smallest `mlx5_ib_create_wq`: through `single_stride_log_num_of_bytes`.
+pub const CREATE_WQ_MIN_LEN: usize = offset_of!(CreateWq, single_stride_log_num_of_bytes) + 4;
+/// `MLX5_WQ_FLAG_SIGNATURE`: each receive WQE starts with a signature segment.
+pub const WQ_FLAG_SIGNATURE: u32 = 1 << 0;
+/// `MLX5_IB_CREATE_WQ_STRIDING_RQ`.
+pub const CREATE_WQ_STRIDING_RQ: u32 = 1 << 0;
+
+/// `struct mlx5_ib_create_wq_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct CreateWqResp {
+    /// The bytes the kernel fills: this field's end (4).
+    pub response_length: u32,
+    pub reserved: u32,
+}
+assert_eq_size!(CreateWqResp, [u8; 8]);
+
+/// `struct mlx5_ib_modify_wq`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ModifyWq {
+    pub comp_mask: u32,
+    pub reserved: u32,
+}
+assert_eq_size!(ModifyWq, [u8; 8]);
+
 /// `struct mlx5_ib_clock_info`: the page behind `MLX5_IB_MMAP_CLOCK_INFO`, the kernel's
 /// snapshot for turning device cycles into nanoseconds.
 #[repr(C)]

@@ -210,6 +210,48 @@ pub struct Srq {
     pub consumed: u32,
 }
 
+/// A receive work queue (`ibv_create_wq`, `IBV_WQT_RQ`): libmlx5's ring and doorbell
+/// record, kept for the commands that name it. No packet reaches it: only an RSS or raw
+/// packet QP steers packets to WQs, and the emulated device has neither.
+#[derive(Clone, Copy, Debug)]
+pub struct Wq {
+    pub user_handle: u64,
+    /// Its RQ number (`wq_num`): a number space of its own, as the device's RQs have.
+    pub wqn: u32,
+    pub pd: u32,
+    pub cq: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub buf: u64,
+    pub dbrec: u64,
+    pub wqe_cnt: u32,
+    pub wqe_shift: u32,
+    /// The index libmlx5 stored it under (`mlx5_store_uidx`).
+    pub uidx: u32,
+    pub state: WqState,
+    pub events_read: u32,
+}
+
+/// `enum ib_wq_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WqState {
+    Reset,
+    Ready,
+    Error,
+}
+
+impl WqState {
+    /// The command's value (`IB_WQS_RESET`, `_RDY`, `_ERR`); `None` beyond them.
+    pub fn from_abi(v: u32) -> Option<WqState> {
+        match v {
+            0 => Some(WqState::Reset),
+            1 => Some(WqState::Ready),
+            2 => Some(WqState::Error),
+            _ => None,
+        }
+    }
+}
+
 /// An address handle (UD): what CREATE_AH named.
 #[derive(Clone, Copy, Debug)]
 pub struct Ah {
@@ -257,6 +299,7 @@ pub struct Context {
     pub compressed_cqs: HashMap<u32, crate::engine::compress::CompressedCq>,
     pub qps: HashMap<u32, Qp>,
     pub srqs: HashMap<u32, Srq>,
+    pub wqs: HashMap<u32, Wq>,
     pub ahs: HashMap<u32, Ah>,
     pub mappings: Vec<Mapping>,
 }
