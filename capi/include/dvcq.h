@@ -244,6 +244,9 @@ struct ibv_qp;
 // rdma-core's `struct ibv_srq`.
 struct ibv_srq;
 
+// rdma-core's `struct ibv_wq`.
+struct ibv_wq;
+
 // A work completion, `struct ibv_wc` byte for byte (48 bytes; the header checks the
 // layout against verbs.h where both are included).
 //
@@ -392,6 +395,45 @@ int dvcq_cq_attach_qp(struct dvcq_cq *cq, struct ibv_qp *qp);
 // `cq` is a live attached CQ; `srq` a live `struct ibv_srq *` destroyed only after
 // `dvcq_cq_detach`, posted to only on the polling thread or ordered with its polls.
 int dvcq_cq_attach_srq(struct dvcq_cq *cq, struct ibv_srq *srq);
+
+// Names a receive WQ the application created (`ibv_create_wq`, the queues an RSS QP
+// spreads its receives over) that completes on the attached CQ, so its completions carry
+// the `wr_id`s `ibv_post_wq_recv` posts. `-EOPNOTSUPP` as for `dvcq_cq_attach_qp`.
+//
+// # Safety
+//
+// `cq` is a live attached CQ; `wq` a live `struct ibv_wq *` destroyed only after
+// `dvcq_cq_detach_wq` or `dvcq_cq_detach`, posted to only on the polling thread or ordered
+// with its polls.
+int dvcq_cq_attach_wq(struct dvcq_cq *cq, struct ibv_wq *wq);
+
+// Stops following a QP named with `dvcq_cq_attach_qp`, so the application may destroy it
+// (`ibv_destroy_qp`) while the CQ stays attached. Its completions still in the ring then
+// come back as fault items of kind `DVCQ_FAULT_UNKNOWN_QP` (see `dvcq_cq_poll`) on mlx5,
+// where rdma-core does not clean an attached CQ; on irdma they are cleared as rdma-core's
+// destroy clears them. A QP never attached is no error.
+//
+// # Safety
+//
+// `cq` is a live attached CQ not polled meanwhile; `qp` a live `struct ibv_qp *`.
+int dvcq_cq_detach_qp(struct dvcq_cq *cq, struct ibv_qp *qp);
+
+// Stops following an SRQ (named with `dvcq_cq_attach_srq` or through a QP), so the
+// application may destroy it once no attached QP receives from it.
+//
+// # Safety
+//
+// `cq` is a live attached CQ not polled meanwhile; `srq` a `struct ibv_srq *`.
+int dvcq_cq_detach_srq(struct dvcq_cq *cq, struct ibv_srq *srq);
+
+// Stops following a WQ named with `dvcq_cq_attach_wq`, so the application may destroy it
+// (`ibv_destroy_wq`) while the CQ stays attached; its completions still in the ring come
+// back as `dvcq_cq_detach_qp` says.
+//
+// # Safety
+//
+// `cq` is a live attached CQ not polled meanwhile; `wq` a `struct ibv_wq *`.
+int dvcq_cq_detach_wq(struct dvcq_cq *cq, struct ibv_wq *wq);
 
 // Names a memory region that receives and READ responses of the attached QPs land in, so
 // data the device delivered inside a CQE (mlx5 inline scatter) is copied there as

@@ -38,6 +38,11 @@ pub struct ibv_srq {
     _opaque: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
+/// rdma-core's `struct ibv_wq`.
+pub struct ibv_wq {
+    _opaque: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
 /// rdma-core's `struct ibv_mr`.
 pub struct ibv_mr {
     _opaque: [u8; 0],
@@ -140,10 +145,24 @@ pub unsafe extern "C" fn dvcq_cq_detach(cq: *mut dvcq_cq) -> c_int {
 }
 
 /// The kinds of application object an attached CQ learns about.
+#[derive(Clone, Copy)]
 enum Object {
     Qp,
     Srq,
+    Wq,
     Mr,
+}
+
+impl Object {
+    /// rdma-core's name of the object, for messages.
+    fn name(self) -> &'static str {
+        match self {
+            Object::Qp => "ibv_qp",
+            Object::Srq => "ibv_srq",
+            Object::Wq => "ibv_wq",
+            Object::Mr => "ibv_mr",
+        }
+    }
 }
 
 /// Names one of the application's objects to the attached CQ `cq`.
@@ -156,12 +175,7 @@ unsafe fn attach_object<T>(call: &str, cq: *mut dvcq_cq, p: *mut T, what: Object
     // SAFETY: the caller's promise.
     let h = unsafe { handle::get(call, cq) }?;
     {
-        let name = match what {
-            Object::Qp => "ibv_qp",
-            Object::Srq => "ibv_srq",
-            Object::Mr => "ibv_mr",
-        };
-        let p = nonnull(call, name, p)?;
+        let p = nonnull(call, what.name(), p)?;
         let mut s = handle::try_lock(call, "CQ", &h.state)?;
         if !s.attached {
             return Err(Fail::inval(
@@ -174,6 +188,8 @@ unsafe fn attach_object<T>(call: &str, cq: *mut dvcq_cq, p: *mut T, what: Object
             Object::Qp => unsafe { s.cq.attach_qp(p) },
             // SAFETY: the caller's promise: a live SRQ its QPs receive from, as `dvcq_cq_attach_srq` says.
             Object::Srq => unsafe { s.cq.attach_srq(p) },
+            // SAFETY: the caller's promise: a live WQ completing on this CQ, as `dvcq_cq_attach_wq` says.
+            Object::Wq => unsafe { s.cq.attach_wq(p) },
             // SAFETY: the caller's promise: a live MR, registered and allocated while the CQ is attached.
             Object::Mr => unsafe { s.cq.attach_mr(p) },
         };
@@ -211,6 +227,88 @@ pub unsafe extern "C" fn dvcq_cq_attach_srq(cq: *mut dvcq_cq, srq: *mut ibv_srq)
     const CALL: &str = "dvcq_cq_attach_srq";
     // SAFETY: the caller's promise.
     guard(CALL, || unsafe { attach_object(CALL, cq, srq, Object::Srq) })
+}
+
+/// Names a receive WQ the application created (`ibv_create_wq`, the queues an RSS QP
+/// spreads its receives over) that completes on the attached CQ, so its completions carry
+/// the `wr_id`s `ibv_post_wq_recv` posts. `-EOPNOTSUPP` as for `dvcq_cq_attach_qp`.
+///
+/// # Safety
+///
+/// `cq` is a live attached CQ; `wq` a live `struct ibv_wq *` destroyed only after
+/// `dvcq_cq_detach_wq` or `dvcq_cq_detach`, posted to only on the polling thread or ordered
+/// with its polls.
+#[no_mangle]
+pub unsafe extern "C" fn dvcq_cq_attach_wq(cq: *mut dvcq_cq, wq: *mut ibv_wq) -> c_int {
+    const CALL: &str = "dvcq_cq_attach_wq";
+    // SAFETY: the caller's promise.
+    guard(CALL, || unsafe { attach_object(CALL, cq, wq, Object::Wq) })
+}
+
+/// Lets go of one object named to the attached CQ `cq`, which stays attached.
+///
+/// # Safety
+///
+/// `cq` is a live CQ; `p` is a live object of the kind `what` names (not an MR).
+unsafe fn detach_object<T>(call: &str, cq: *mut dvcq_cq, p: *mut T, what: Object) -> Result<c_int, Fail> {
+    // SAFETY: the caller's promise.
+    let h = unsafe { handle::get(call, cq) }?;
+    let p = nonnull(call, what.name(), p)?;
+    let mut s = handle::try_lock(call, "CQ", &h.state)?;
+    if !s.attached {
+        return Err(Fail::inval(call, "this CQ was made by dvcq (dvcq_cq_create), not attached: its QPs are dvcq's"));
+    }
+    match what {
+        // SAFETY: the caller's promise: a live QP (its number is read).
+        Object::Qp => unsafe { s.cq.detach_qp(p) },
+        Object::Srq => s.cq.detach_srq(p),
+        Object::Wq => s.cq.detach_wq(p),
+        Object::Mr => return Err(Fail::inval(call, "a memory region is not detached alone")),
+    }
+    Ok(0)
+}
+
+/// Stops following a QP named with `dvcq_cq_attach_qp`, so the application may destroy it
+/// (`ibv_destroy_qp`) while the CQ stays attached. Its completions still in the ring then
+/// come back as fault items of kind `DVCQ_FAULT_UNKNOWN_QP` (see `dvcq_cq_poll`) on mlx5,
+/// where rdma-core does not clean an attached CQ; on irdma they are cleared as rdma-core's
+/// destroy clears them. A QP never attached is no error.
+///
+/// # Safety
+///
+/// `cq` is a live attached CQ not polled meanwhile; `qp` a live `struct ibv_qp *`.
+#[no_mangle]
+pub unsafe extern "C" fn dvcq_cq_detach_qp(cq: *mut dvcq_cq, qp: *mut ibv_qp) -> c_int {
+    const CALL: &str = "dvcq_cq_detach_qp";
+    // SAFETY: the caller's promise.
+    guard(CALL, || unsafe { detach_object(CALL, cq, qp, Object::Qp) })
+}
+
+/// Stops following an SRQ (named with `dvcq_cq_attach_srq` or through a QP), so the
+/// application may destroy it once no attached QP receives from it.
+///
+/// # Safety
+///
+/// `cq` is a live attached CQ not polled meanwhile; `srq` a `struct ibv_srq *`.
+#[no_mangle]
+pub unsafe extern "C" fn dvcq_cq_detach_srq(cq: *mut dvcq_cq, srq: *mut ibv_srq) -> c_int {
+    const CALL: &str = "dvcq_cq_detach_srq";
+    // SAFETY: the caller's promise.
+    guard(CALL, || unsafe { detach_object(CALL, cq, srq, Object::Srq) })
+}
+
+/// Stops following a WQ named with `dvcq_cq_attach_wq`, so the application may destroy it
+/// (`ibv_destroy_wq`) while the CQ stays attached; its completions still in the ring come
+/// back as `dvcq_cq_detach_qp` says.
+///
+/// # Safety
+///
+/// `cq` is a live attached CQ not polled meanwhile; `wq` a `struct ibv_wq *`.
+#[no_mangle]
+pub unsafe extern "C" fn dvcq_cq_detach_wq(cq: *mut dvcq_cq, wq: *mut ibv_wq) -> c_int {
+    const CALL: &str = "dvcq_cq_detach_wq";
+    // SAFETY: the caller's promise.
+    guard(CALL, || unsafe { detach_object(CALL, cq, wq, Object::Wq) })
 }
 
 /// Names a memory region that receives and READ responses of the attached QPs land in, so

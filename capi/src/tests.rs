@@ -2,7 +2,7 @@
 
 use crate::*;
 use core::ffi::{c_char, CStr};
-use core::ptr::{null, null_mut};
+use core::ptr::{null, null_mut, NonNull};
 
 fn last_error() -> String {
     // SAFETY: dvcq_last_error returns this thread's NUL-terminated message.
@@ -112,6 +112,16 @@ fn bad_arguments_are_einval_with_a_message_never_a_crash() {
         // A made CQ is destroyed, not detached.
         assert_eq!(dvcq_cq_detach(rig.cq), -libc::EINVAL);
         assert!(last_error().contains("destroy it with dvcq_cq_destroy"), "{}", last_error());
+        // Objects are named to and taken from attached CQs only, and never as NULL.
+        let fake = NonNull::<u64>::dangling().as_ptr();
+        assert_eq!(dvcq_cq_attach_wq(rig.cq, fake.cast()), -libc::EINVAL);
+        assert!(last_error().starts_with("dvcq_cq_attach_wq: this CQ was made by dvcq"), "{}", last_error());
+        assert_eq!(dvcq_cq_detach_qp(rig.cq, fake.cast()), -libc::EINVAL);
+        assert!(last_error().starts_with("dvcq_cq_detach_qp: this CQ was made by dvcq"), "{}", last_error());
+        assert_eq!(dvcq_cq_detach_wq(rig.cq, null_mut()), -libc::EINVAL);
+        assert_eq!(last_error(), "dvcq_cq_detach_wq: ibv_wq is NULL");
+        assert_eq!(dvcq_cq_detach_srq(null_mut(), fake.cast()), -libc::EINVAL);
+        assert_eq!(last_error(), "dvcq_cq_detach_srq: the struct dvcq_cq is NULL");
         let mut out = null_mut();
         assert_eq!(
             dvcq_context_open(c"model-x".as_ptr(), &mut out),

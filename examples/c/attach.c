@@ -152,9 +152,16 @@ int main(int argc, char **argv)
            ibv_wc_status_str(wc[0].status), wc[0].opcode, buf + 64);
 
     ok = wc[0].status == IBV_WC_SUCCESS && memcmp(buf + 64, "dvcq!!!!", 8) == 0;
+    /* A QP may go while its CQ stays with dvcq: dvcq lets go of it first. */
+    if (dvcq_cq_detach_qp(cq, qp) < 0)
+        DIE("%s", dvcq_last_error());
+    if (ibv_destroy_qp(qp))
+        DIE("ibv_destroy_qp failed");
+    n = dvcq_cq_poll(cq, 8, (struct dvcq_wc *)wc);
+    if (n != 0)
+        DIE("%d completions after the QP's destroy (%s)", n, n < 0 ? dvcq_last_error() : "none expected");
     dvcq_cq_detach(cq);
     dvcq_context_close(ctx);
-    ibv_destroy_qp(qp);
     ibv_destroy_cq(ibv_cq);
     ibv_dereg_mr(mr);
     ibv_dealloc_pd(pd);

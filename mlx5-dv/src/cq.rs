@@ -301,6 +301,13 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.registry.remove_qp(qpn)
     }
 
+    /// Removes a destroyed receive WQ from the registry ([`Registry::remove_rwq`]) and
+    /// forgets the lookups cached for the next poll. False if it was not registered.
+    pub fn remove_rwq(&mut self, wqn: u32) -> bool {
+        self.cache = NO_CACHE;
+        self.registry.remove_rwq(wqn)
+    }
+
     /// The registry of QPs and SRQs, to record posts.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry

@@ -21,6 +21,7 @@ pub(crate) struct CtxState {
     pub create_qp_ex: usize,
     pub create_srq_ex: usize,
     pub create_wq: usize,
+    pub destroy_wq: usize,
     /// dvcq's adoption of the context, or why there is none.
     pub dvcq: Result<dvcq::Context, String>,
 }
@@ -83,6 +84,7 @@ pub(crate) unsafe fn state(ctx: *mut IbvContext) -> Option<&'static CtxState> {
         create_qp_ex: 0,
         create_srq_ex: 0,
         create_wq: 0,
+        destroy_wq: 0,
         dvcq,
     });
     // SAFETY: the caller's live context.
@@ -108,11 +110,12 @@ pub(crate) unsafe fn state(ctx: *mut IbvContext) -> Option<&'static CtxState> {
 ///
 /// `ctx` is a live context rdma-core opened.
 unsafe fn patch_vctx(ctx: *mut IbvContext, s: &mut CtxState) {
-    let slots: [(isize, &mut usize, usize); 4] = [
+    let slots: [(isize, &mut usize, usize); 5] = [
         (layout::VCTX_CREATE_CQ_EX, &mut s.create_cq_ex, crate::hooks::create_cq_ex as *const () as usize),
         (layout::VCTX_CREATE_QP_EX, &mut s.create_qp_ex, crate::hooks::create_qp_ex as *const () as usize),
         (layout::VCTX_CREATE_SRQ_EX, &mut s.create_srq_ex, crate::hooks::create_srq_ex as *const () as usize),
         (layout::VCTX_CREATE_WQ, &mut s.create_wq, crate::hooks::create_wq as *const () as usize),
+        (layout::VCTX_DESTROY_WQ, &mut s.destroy_wq, crate::hooks::destroy_wq as *const () as usize),
     ];
     for (off, saved, ours) in slots {
         // SAFETY: the caller's live context.

@@ -115,7 +115,7 @@ pub(crate) fn reattach(e: &CqEntry, raw: *mut IbvCq, p: &mut Polled, why: &str) 
 ///
 /// `obj` is a live QP (or WQ when it is tagged so by the caller) of the CQ's context.
 unsafe fn attach_qp_to(c: &mut dvcq::Cq, obj: *mut c_void, mode: Mode) -> Result<(), String> {
-    let wq = obj as usize & 1 == 1;
+    let wq = is_wq(obj);
     let ptr = (obj as usize & !1) as *mut c_void;
     if !wq && mode == Mode::Verify && c.backend().kind == BackendKind::Mlx5 {
         // SAFETY: the caller's live QP.
@@ -135,6 +135,11 @@ unsafe fn attach_qp_to(c: &mut dvcq::Cq, obj: *mut c_void, mode: Mode) -> Result
     r.map_err(|e| e.to_string())
 }
 
+/// Whether `obj`, as the QP hooks pass it, is a WQ (its address tagged with bit 0).
+fn is_wq(obj: *mut c_void) -> bool {
+    obj as usize & 1 == 1
+}
+
 /// Names a new QP (or WQ, address tagged with bit 0) to the registered CQs it completes on.
 ///
 /// # Safety
@@ -147,7 +152,9 @@ unsafe fn adopt_qp(obj: *mut c_void, cqs: [*mut IbvCq; 2], qpn: u32) {
         }
         let Some(e) = cq::get(raw) else { continue };
         crate::ext::with_polled(e, |p| {
-            p.gone_qps.retain(|&q| q != qpn);
+            if !is_wq(obj) {
+                p.gone_qps.retain(|&q| q != qpn);
+            }
             p.qps.push(obj as usize);
             let Some(c) = p.cq.as_mut() else { return };
             // SAFETY: the caller's live object, of the CQ's context.
@@ -191,13 +198,22 @@ unsafe fn forget_qp(obj: *mut c_void, cqs: [*mut IbvCq; 2], qpn: u32) {
                         c.give_back();
                     }
                 }
+                _ if is_wq(obj) => {
+                    // A WQ's completions carry the number of the QP that spread the packet to
+                    // it, not the WQ's (which may equal a live QP's): nothing is filtered by
+                    // number. Its CQEs still in the ring become unknown-QP items, which the
+                    // drain after the destroy drops.
+                    if let Some(c) = p.cq.as_mut() {
+                        let _in = Inside::enter();
+                        // SAFETY: the caller's live WQ, untagged.
+                        c.detach_wq(unsafe { NonNull::new_unchecked((obj as usize & !1) as *mut c_void) });
+                    }
+                }
                 _ => {
                     if let Some(c) = p.cq.as_mut() {
                         let _in = Inside::enter();
-                        if obj as usize & 1 == 0 {
-                            // SAFETY: the caller's live QP.
-                            unsafe { c.detach_qp(NonNull::new_unchecked(obj)) };
-                        }
+                        // SAFETY: the caller's live QP.
+                        unsafe { c.detach_qp(NonNull::new_unchecked(obj)) };
                     }
                     // Completions of this QP taken out of the ring at an earlier destroy go too.
                     let before = p.pending.len();
@@ -217,14 +233,14 @@ unsafe fn forget_qp(obj: *mut c_void, cqs: [*mut IbvCq; 2], qpn: u32) {
 /// the others are kept, in order, for the application's next polls. The device writes no
 /// more CQEs for a destroyed QP, and its user index cannot have been given to a new QP yet,
 /// so none of the dropped entries is another QP's.
-fn after_destroy(cqs: [*mut IbvCq; 2]) {
+fn after_destroy(cqs: [*mut IbvCq; 2], what: &str) {
     for (i, raw) in cqs.into_iter().enumerate() {
         if raw.is_null() || (i == 1 && raw == cqs[0]) {
             continue;
         }
         let Some(e) = cq::get(raw) else { continue };
         crate::ext::with_polled(e, |p| match e.mode {
-            Mode::Verify if p.cq.is_none() => reattach(e, raw, p, "a QP's destroy"),
+            Mode::Verify if p.cq.is_none() => reattach(e, raw, p, what),
             // Only mlx5 leaves the destroyed QP's CQEs in the ring for dvcq (rxe's provider
             // never cleans them and the application polls them as before; dvcq's irdma
             // backend clears them as rdma-core's destroy does).
@@ -506,7 +522,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     // SAFETY: as above.
     unsafe { forget_qp(qp.cast(), cqs, qpn) };
     let rc = call_real!(real::DESTROY_QP, F, libc::EINVAL, (qp));
-    after_destroy(cqs);
+    after_destroy(cqs, "a QP's destroy");
     rc
 }
 
@@ -566,4 +582,31 @@ pub(crate) unsafe extern "C" fn create_wq(ctx: *mut IbvContext, attr: *mut c_voi
         unsafe { adopt_qp((wq as usize | 1) as *mut c_void, [(*wq).cq, core::ptr::null_mut()], (*wq).wq_num) };
     }
     wq
+}
+
+/// The context's `destroy_wq` (`ibv_destroy_wq`): dvcq stops following the WQ first, and
+/// after the destroy its CQEs left in the ring are dropped, as `mlx5_destroy_wq`'s clean of
+/// the CQ would have dropped them.
+///
+/// # Safety
+///
+/// As `ibv_destroy_wq`.
+pub(crate) unsafe extern "C" fn destroy_wq(wq: *mut IbvWq) -> c_int {
+    type F = unsafe extern "C" fn(*mut IbvWq) -> c_int;
+    if wq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's live WQ; public fields.
+    let (ctx, cqs, wqn) = unsafe { ((*wq).context, [(*wq).cq, core::ptr::null_mut()], (*wq).wq_num) };
+    let Some(s) = ctx::known(ctx).filter(|s| s.destroy_wq != 0) else {
+        return libc::EOPNOTSUPP;
+    };
+    // SAFETY: as above; tagged with bit 0 as at its creation.
+    unsafe { forget_qp((wq as usize | 1) as *mut c_void, cqs, wqn) };
+    // SAFETY: the provider's own slot value, of this signature (verbs.h).
+    let f: F = unsafe { core::mem::transmute::<usize, F>(s.destroy_wq) };
+    // SAFETY: the caller's argument.
+    let rc = unsafe { f(wq) };
+    after_destroy(cqs, "a WQ's destroy");
+    rc
 }

@@ -69,6 +69,8 @@ pub(crate) const VCTX_CREATE_QP_EX: isize = -56;
 pub(crate) const VCTX_CREATE_SRQ_EX: isize = -40;
 /// `verbs_context.create_wq`.
 pub(crate) const VCTX_CREATE_WQ: isize = -136;
+/// `verbs_context.destroy_wq` (two slots before `create_wq`, past `modify_wq`).
+pub(crate) const VCTX_DESTROY_WQ: isize = -152;
 
 /// `struct ibv_cq` up to `cqe`.
 #[repr(C)]

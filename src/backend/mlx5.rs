@@ -311,6 +311,19 @@ impl Mlx5Backend {
         };
     }
 
+    /// Stops mirroring the receive WQ at `ptr` (an `ibv_wq` address, about to be destroyed)
+    /// and forgets it: a CQE still naming it comes back as an unknown-QP fault item. A WQ
+    /// this CQ never adopted is a no-op.
+    pub(crate) fn forget_rwq(&mut self, ptr: usize) {
+        if let Some(i) = self.rwqs.iter().position(|r| r.ptr == ptr) {
+            let r = self.rwqs.remove(i);
+            match &mut self.poller {
+                Ring::C64(c) => c.remove_rwq(r.wqn),
+                Ring::C128(c) => c.remove_rwq(r.wqn),
+            };
+        }
+    }
+
     /// Stops mirroring the SRQ at `ptr` (about to be destroyed) and forgets it.
     pub(crate) fn forget_srq(&mut self, ptr: usize) {
         if let Some(i) = self.srqs.iter().position(|s| s.ptr == ptr) {

@@ -134,7 +134,7 @@ impl Cq {
     /// # Safety
     ///
     /// `qp` points to a live `struct ibv_qp` that the application destroys only after this
-    /// `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered with
+    /// `Cq` is gone or after [`Cq::detach_qp`], and posts to only on the thread that polls this `Cq` or ordered with
     /// its polls (a lock, a channel): the direct poll reads the QP's WQE buffers for inline
     /// scatter, and the tables rdma-core's posts write.
     pub unsafe fn attach_qp(&mut self, qp: NonNull<c_void>) -> Result<(), Error> {
@@ -208,7 +208,7 @@ impl Cq {
     /// # Safety
     ///
     /// `srq` points to a live `struct ibv_srq` that the application destroys only after
-    /// this `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered
+    /// this `Cq` is gone or after [`Cq::detach_srq`], and posts to only on the thread that polls this `Cq` or ordered
     /// with its polls. An SRQ attached to several `Cq`s has all of them polled on one
     /// thread or under one lock: each gives completed WQEs back to the SRQ's free list.
     pub unsafe fn attach_srq(&mut self, srq: NonNull<c_void>) -> Result<(), Error> {
@@ -257,7 +257,7 @@ impl Cq {
     /// # Safety
     ///
     /// `wq` points to a live `struct ibv_wq` that the application destroys only after this
-    /// `Cq` is gone, and posts to only on the thread that polls this `Cq` or ordered with
+    /// `Cq` is gone or after [`Cq::detach_wq`], and posts to only on the thread that polls this `Cq` or ordered with
     /// its polls.
     pub unsafe fn attach_wq(&mut self, wq: NonNull<c_void>) -> Result<(), Error> {
         let wq = wq.as_ptr().cast::<ffi::ibv_wq>();

@@ -1,6 +1,7 @@
-//! Letting go of one QP or SRQ of an attached CQ, for an application that destroys it while
-//! the CQ lives on (what a preload in front of `ibv_destroy_qp` needs). Like `attach.rs`, it
-//! reads the application's `struct ibv_qp`, which only a caller can vouch for.
+//! Letting go of one QP, SRQ or receive WQ of an attached CQ, for an application that
+//! destroys it while the CQ lives on (what a preload in front of `ibv_destroy_qp` and
+//! `ibv_destroy_wq` needs). Like `attach.rs`, it reads the application's `struct ibv_qp`,
+//! which only a caller can vouch for.
 #![allow(unsafe_code)]
 
 use crate::cq::{Cq, Poller};
@@ -35,6 +36,18 @@ impl Cq {
     pub fn detach_srq(&mut self, srq: NonNull<c_void>) {
         if let Poller::Mlx5(m) = &mut self.poller {
             m.forget_srq(srq.as_ptr() as usize);
+        }
+    }
+}
+
+impl Cq {
+    /// Stops following the receive WQ `wq` that [`Cq::attach_wq`] named, so that the
+    /// application may destroy it next (`ibv_destroy_wq`). A CQE of that WQ still in the
+    /// ring then comes back as an `UnknownQp` fault item, and a WQ made later may take its
+    /// number. A no-op where the WQ was not attached or the backend keeps no WQ state.
+    pub fn detach_wq(&mut self, wq: NonNull<c_void>) {
+        if let Poller::Mlx5(m) = &mut self.poller {
+            m.forget_rwq(wq.as_ptr() as usize);
         }
     }
 }

@@ -1,9 +1,9 @@
-//! Forgetting resources: a QP or SRQ destroyed while its CQ lives on (rdma-core's
-//! `ibv_destroy_qp` of a QP whose CQ dvcq polls). Its CQEs still in the ring then come back
+//! Forgetting resources: a QP, SRQ or receive WQ destroyed while its CQ lives on
+//! (rdma-core's `ibv_destroy_qp` of a QP whose CQ dvcq polls). Its CQEs still in the ring then come back
 //! as unknown-resource fault items, as rdma-core's poll fails on a QPN it no longer knows
 //! (`mlx5dv_init_obj` marks the CQ `MLX5_CQ_FLAGS_DV_OWNED`, and `__mlx5_cq_clean` in
-//! `providers/mlx5/cq.c` returns at once for such a CQ, so they stay), and a new QP or
-//! SRQ may take the same number.
+//! `providers/mlx5/cq.c` returns at once for such a CQ, so they stay), and a new QP, SRQ
+//! or WQ may take the same number.
 
 use super::{KeyIndex, Registry};
 
@@ -21,12 +21,31 @@ impl KeyIndex {
 
 impl Registry {
     /// Removes the QP numbered `qpn` (not an XRC SRQ or receive WQ entry): its QPN and user
-    /// index are free again. The QPs registered after it move down one slot, so a poller
+    /// index are free again. The entries registered after it move down one slot, so a poller
     /// holding slots must forget them (`Mlx5Cq::remove_qp` does). False if there is none.
     pub fn remove_qp(&mut self, qpn: u32) -> bool {
         let Some(slot) = self.by_qpn.get(qpn) else {
             return false;
         };
+        self.remove_entry(slot);
+        true
+    }
+
+    /// Removes the receive WQ numbered `wqn` (rdma-core's `ibv_destroy_wq`): its number and
+    /// user index are free again, and a CQE that still names it finds nothing. The entries
+    /// registered after it move down one slot, as [`Registry::remove_qp`]'s do. False if
+    /// there is none.
+    pub fn remove_rwq(&mut self, wqn: u32) -> bool {
+        let Some(slot) = self.by_wqn.remove(&wqn) else {
+            return false;
+        };
+        self.remove_entry(slot);
+        true
+    }
+
+    /// Removes the entry of the QP table in `slot` (a QP, or a receive WQ already out of
+    /// `by_wqn`) and renumbers the lookups of the entries after it.
+    fn remove_entry(&mut self, slot: u32) {
         let s = slot as usize;
         self.qps.remove(s);
         self.forget_one();
@@ -40,7 +59,6 @@ impl Registry {
         let qpns = self.qps.iter().enumerate().filter(|(_, q)| q.kind == super::ResourceKind::Qp);
         self.by_qpn = KeyIndex::rebuilt(qpns.map(|(i, q)| (q.cfg.qpn, i as u32)).collect());
         self.by_uidx = KeyIndex::rebuilt(self.qps.iter().enumerate().map(|(i, q)| (q.uidx(), i as u32)).collect());
-        true
     }
 
     /// Removes the SRQ numbered `srqn` from lookups: its number is free again. Refused
@@ -91,5 +109,29 @@ mod tests {
         assert!(r.remove_srq(0x30));
         assert!(r.srq(0x30).is_none());
         assert_eq!(r.add_srq(0x30, 4).map(|s| s.srqn()).ok(), Some(0x30), "the number is free again");
+    }
+
+    #[test]
+    fn a_removed_wq_is_not_found_and_the_entries_after_it_move_down() {
+        let mut r = Registry::new();
+        r.add_qp(QpConfig { uidx: Some(5), ..QpConfig::rc(0x10, 4, 4) }).unwrap();
+        r.add_rwq(0x20, 6, 8).unwrap();
+        r.add_qp(QpConfig { uidx: Some(7), ..QpConfig::rc(0x11, 4, 4) }).unwrap();
+        r.add_rwq(0x21, 8, 16).unwrap();
+        assert!(!r.remove_rwq(0x10), "a QP is not a WQ");
+        assert!(!r.remove_qp(0x20), "a WQ is not a QP");
+        assert!(r.remove_rwq(0x20));
+        assert!(!r.remove_rwq(0x20), "once");
+        assert!(r.rwq_mut(0x20).is_none());
+        assert_eq!(r.slot_by_uidx(6), None, "its user index names nothing");
+        assert_eq!((r.slot_by_qpn(0x11), r.slot_by_uidx(7)), (Some(1), Some(1)), "moved down a slot");
+        assert_eq!(r.slot_by_uidx(8), Some(2));
+        assert_eq!(r.rwq_mut(0x21).map(|q| q.wqe_cnt()), Some(16), "the other WQ's entry moved with it");
+        assert!(r.remove_qp(0x10));
+        assert_eq!(r.rwq_mut(0x21).map(|q| q.wqe_cnt()), Some(16), "and again after a QP went");
+        assert_eq!(r.slot_by_uidx(8), Some(1));
+        let again = r.add_rwq(0x20, 6, 4).unwrap();
+        assert_eq!(again.wqe_cnt(), 4, "the number and user index are free again");
+        assert_eq!(r.slot_by_uidx(6), Some(2));
     }
 }

@@ -24,6 +24,7 @@ _Static_assert(offsetof(struct verbs_context, create_cq_ex) - offsetof(struct ve
 _Static_assert(offsetof(struct verbs_context, create_qp_ex) - offsetof(struct verbs_context, context) == -56, "create_qp_ex");
 _Static_assert(offsetof(struct verbs_context, create_srq_ex) - offsetof(struct verbs_context, context) == -40, "create_srq_ex");
 _Static_assert(offsetof(struct verbs_context, create_wq) - offsetof(struct verbs_context, context) == -136, "create_wq");
+_Static_assert(offsetof(struct verbs_context, destroy_wq) - offsetof(struct verbs_context, context) == -152, "destroy_wq");
 _Static_assert(offsetof(struct verbs_context, sz) - offsetof(struct verbs_context, context) == -8, "sz");
 _Static_assert(offsetof(struct ibv_cq, handle) == 24 && offsetof(struct ibv_cq, cqe) == 28, "ibv_cq");
 _Static_assert(offsetof(struct ibv_qp, srq) == 40 && offsetof(struct ibv_qp, qp_num) == 52, "ibv_qp");

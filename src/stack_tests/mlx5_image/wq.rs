@@ -106,7 +106,7 @@ impl RwqImage {
     }
 
     fn cqe(&self, wqe: u16, len: u32) -> build::Entry {
-        build::resp(cqe_opcode::RESP_SEND, RSS_QPN, wqe, len, 0).srqn_uidx(WQ_UIDX)
+        wq_cqe(wqe, len)
     }
 }
 
@@ -280,4 +280,49 @@ fn another_release_s_wq_image_is_refused() {
         );
         assert!(e.starts_with("wq 0x3c4d: ") && e.ends_with(&rel), "v{:?} read as v{:?}: {e}", built.first, read.first);
     }
+}
+
+#[test]
+fn a_detached_wq_s_late_cqe_is_an_unknown_qp_and_a_new_wq_may_take_its_number() {
+    for layout in &MLX5_LAYOUTS {
+        let what = format!("v{}.{}", layout.first.0, layout.first.1);
+        let qp = QpImage::new(layout, true);
+        let wq = RwqImage::new(layout, qp.ctx.addr(0), qp.cq.addr(0));
+        let mut model = Mlx5Model::new(ModelConfig::new(32)).unwrap();
+        let mut b = with_wq(&model, &qp, &wq);
+        let w = wq.post_recv(0x40);
+        model.push(&wq.cqe(w, 3)).unwrap();
+        assert_eq!(poll_all(&mut b).iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0x40], "{what}");
+        // `ibv_destroy_wq` with a receive completed in the ring: forgotten first, so its
+        // CQE names nothing and the WQ's memory is not read (the image is dropped first).
+        let late = wq.post_recv(0x41);
+        b.forget_rwq(wq.ibv_wq() as usize);
+        assert!(b.wqns().is_empty(), "{what}");
+        drop(wq);
+        model.push(&wq_cqe(late, 4)).unwrap();
+        // The QP adopted before the WQ keeps its slot and its receives.
+        let q = qp.post_recv(0x42);
+        model.push(&resp(true, q, 5)).unwrap();
+        let got = poll_all(&mut b);
+        assert_eq!(got.len(), 2, "{what}: {got:?}");
+        assert_eq!(got[0].fault().map(|f| f.kind), Some(FaultKind::UnknownQp), "{what}: {got:?}");
+        assert_eq!((got[1].wr_id, got[1].status, got[1].qp_num), (0x42, WcStatus::Success, QPN), "{what}");
+        // A WQ made next takes the same number and user index, and completes as the first.
+        let again = RwqImage::new(layout, qp.ctx.addr(0), qp.cq.addr(0));
+        let p = again.read(&again.dv(), layout, qp.ctx.addr(0), qp.cq.addr(0), true).unwrap();
+        b.adopt_rwq(again.ibv_wq() as usize, p).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let w = again.post_recv(0x43);
+        model.push(&again.cqe(w, 6)).unwrap();
+        let got = poll_all(&mut b);
+        assert_eq!(got.iter().map(|c| (c.wr_id, c.qp_num)).collect::<Vec<_>>(), [(0x43, RSS_QPN)], "{what}");
+        assert_eq!(again.free_slots(), WQ, "{what}: the new WQ's tail written back");
+        // Forgetting a WQ never adopted changes nothing.
+        b.forget_rwq(0x1000);
+        assert_eq!(b.wqns(), [WQN], "{what}");
+    }
+}
+
+/// A receive CQE of the WQ (by its user index) without an image to build it from.
+fn wq_cqe(wqe: u16, len: u32) -> build::Entry {
+    build::resp(cqe_opcode::RESP_SEND, RSS_QPN, wqe, len, 0).srqn_uidx(WQ_UIDX)
 }
