@@ -112,11 +112,12 @@ pub(crate) fn register(
     }
 }
 
-/// Takes `cq`'s entry out (before the real destroy), adding its line to the report.
-pub(crate) fn unregister(cq: *mut IbvCq) -> Option<Box<CqEntry>> {
+/// Takes `cq`'s entry out after the real destroy, adding its line to the report: `backend`
+/// polled it until then (dvcq's CQ was handed back just before the destroy).
+pub(crate) fn unregister(cq: *mut IbvCq, backend: &str) -> Option<Box<CqEntry>> {
     let e = CQS.remove(cq as usize)?;
     DONE_COMPLETIONS.fetch_add(e.completions.load(Ordering::Relaxed), Ordering::Relaxed);
-    crate::lock(&REPORT).push(e.report_line());
+    crate::lock(&REPORT).push(e.report_line_for(backend));
     Some(e)
 }
 
@@ -137,7 +138,16 @@ pub(crate) fn for_each(f: impl FnMut(&CqEntry)) {
 impl CqEntry {
     /// The exit report's line for this CQ.
     pub(crate) fn report_line(&self) -> String {
-        let backend = crate::lock(&self.polled).cq.as_ref().map_or("provider", |c| c.backend().kind.name());
+        self.report_line_for(self.backend_name())
+    }
+
+    /// The name of the backend polling the CQ now (`provider` when dvcq does not).
+    pub(crate) fn backend_name(&self) -> &'static str {
+        crate::lock(&self.polled).cq.as_ref().map_or("provider", |c| c.backend().kind.name())
+    }
+
+    /// The exit report's line for this CQ, polled by `backend` until now.
+    fn report_line_for(&self, backend: &str) -> String {
         let mut l = format!(
             "cq {}{} backend {} mode {} polled {} errors {}",
             self.serial,

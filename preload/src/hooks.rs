@@ -367,8 +367,11 @@ pub unsafe extern "C" fn mlx5dv_create_cq(ctx: *mut IbvContext, attr: *mut c_voi
     cq
 }
 
-/// `ibv_destroy_cq`: dvcq lets the CQ go (its report line is kept), then the provider
-/// destroys it (waiting, as it does, for the events read to be acknowledged).
+/// `ibv_destroy_cq`: dvcq hands the CQ's state back to the provider (own mode: its
+/// consumer index, as before a resize), the provider destroys it (waiting, as it does, for
+/// the events read to be acknowledged), and dvcq lets it go, its report line kept. The
+/// kernel may refuse (`EBUSY` while a QP or WQ still uses the CQ): the CQ then lives on
+/// unchanged, and dvcq takes it again.
 ///
 /// # Safety
 ///
@@ -376,12 +379,32 @@ pub unsafe extern "C" fn mlx5dv_create_cq(ctx: *mut IbvContext, attr: *mut c_voi
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(raw: *mut IbvCq) -> c_int {
     type F = unsafe extern "C" fn(*mut IbvCq) -> c_int;
-    if let Some(e) = cq::unregister(raw) {
+    let Some(e) = cq::get(raw) else {
+        return call_real!(real::DESTROY_CQ, F, libc::EINVAL, (raw));
+    };
+    let backend = e.backend_name();
+    let mut p = lock(&e.polled);
+    if let Some(c) = p.cq.take() {
+        let _in = Inside::enter();
+        match e.mode {
+            Mode::Own => {
+                c.hand_over();
+            }
+            _ => c.give_back(),
+        }
+    }
+    let rc = call_real!(real::DESTROY_CQ, F, libc::EINVAL, (raw));
+    if rc != 0 {
+        reattach(e, raw, &mut p, "a refused ibv_destroy_cq");
+        return rc;
+    }
+    drop(p);
+    if let Some(e) = cq::unregister(raw, backend) {
         let _in = Inside::enter();
         drop(e);
     }
     crate::ext::forget(raw);
-    call_real!(real::DESTROY_CQ, F, libc::EINVAL, (raw))
+    rc
 }
 
 /// `ibv_resize_cq`: verify mode (and own mode on rxe, whose consumer index is shared with

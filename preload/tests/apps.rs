@@ -369,6 +369,7 @@ fn check_program(p: &Program, exe: &Path, emu_lib: &Path, both: &str) {
             "own" => {
                 assert!(polled >= p.min_polled, "{}: dvcq polled {polled} < {}:\n{err}", p.name, p.min_polled);
                 assert!(!err.contains("declined"), "{}: own mode declined a CQ:\n{err}", p.name);
+                assert!(!err.contains("could not be attached"), "{}: a QP or WQ was not attached:\n{err}", p.name);
                 // Every CQ stayed on dvcq's backend for the device (a QP dvcq could not
                 // attach would have handed its CQ to rdma-core's ibv_poll_cq, the generic
                 // backend).

@@ -160,6 +160,42 @@ static int drain(const char *what, struct ibv_cq *cq, int want, int batch, struc
 	return got;
 }
 
+/* A receive WQ on a CQ that two QPs complete on too: the CQ cannot be destroyed under them
+ * (the kernel answers EBUSY and the CQ goes on as before), and WQs come and go (each new
+ * one likely where the last was freed) while the QPs' completions keep coming. */
+static void wq_shares_a_cq(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
+	if (!cq)
+		DIE("wq: cq: %s", strerror(errno));
+	struct ibv_qp *q[2] = { make_qp(cq, cq, NULL, 0), make_qp(cq, cq, NULL, 0) };
+	pair(q[0], q[1]);
+	struct ibv_wq_init_attr a = { .wq_type = IBV_WQT_RQ, .max_wr = 16, .max_sge = 1, .pd = pd, .cq = cq };
+	struct ibv_wq *wq = ibv_create_wq(ctx, &a);
+	if (!wq)
+		DIE("wq: create: %s", strerror(errno));
+	for (int i = 0; i < 3; i++)
+		post_send(q[0], 1100 + i, IBV_WR_RDMA_WRITE, 0, 8, 8192, 0);
+	printf("wq: %d completions before\n", drain("wq", cq, 3, 16, q, 2));
+	int rc = ibv_destroy_cq(cq);
+	if (rc == 0)
+		DIE("wq: the CQ was destroyed under a WQ and two QPs");
+	printf("wq: destroying the CQ under them: %s\n", strerror(rc));
+	for (int i = 0; i < 3; i++)
+		post_send(q[0], 1200 + i, IBV_WR_RDMA_WRITE, 0, 8, 8192, 0);
+	printf("wq: %d completions after the refused destroy\n", drain("wq-busy", cq, 3, 16, q, 2));
+	for (int round = 0; round < 3; round++) {
+		if ((rc = ibv_destroy_wq(wq)))
+			DIE("wq: destroy: %s", strerror(rc));
+		if (!(wq = ibv_create_wq(ctx, &a)))
+			DIE("wq: create again: %s", strerror(errno));
+	}
+	post_send(q[0], 1300, IBV_WR_RDMA_WRITE, 0, 8, 8192, 0);
+	printf("wq: %d completions after new WQs\n", drain("wq-new", cq, 1, 16, q, 2));
+	if (ibv_destroy_wq(wq) || ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]) || ibv_destroy_cq(cq))
+		DIE("wq: teardown");
+}
+
 /* Polls the extended CQ `cq` with ibv_start_poll/ibv_next_poll/ibv_end_poll, at most `per`
  * completions between a start and its end, until `want` came, printing each with the
  * ibv_wc_read_* fields the CQ was made with (with `what` NULL: nothing, and only successful
@@ -494,6 +530,7 @@ int main(void)
 	extended_cq();
 	mlx5dv_cq();
 	raw_ring();
+	wq_shares_a_cq();
 
 	for (int i = 0; i < 2; i++) {
 		ibv_destroy_qp(qp[i]);
