@@ -94,7 +94,7 @@ unsafe fn own_poll(e: &CqEntry, raw: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_
         e.absorbed.fetch_add(absorbed, Ordering::Relaxed);
     }
     if done == 0 {
-        if let Some(err) = dcq.take_error().filter(|e| !matches!(e, dvcq::Error::CqInError { .. })) {
+        if let Some(err) = cq::poll_failure(dcq) {
             crate::log::once(format!("cq {}: dvcq's poll failed: {err}", e.serial));
             e.errors.fetch_add(1, Ordering::Relaxed);
             return -1;

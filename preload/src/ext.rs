@@ -240,7 +240,7 @@ fn own_take(e: &CqEntry, p: &mut Polled) -> Result<Option<Cur>, c_int> {
         let Some(dcq) = p.cq.as_mut() else { return Ok(None) };
         loop {
             if dcq.poll_count(&mut p.buf[..1]) == 0 {
-                if let Some(err) = dcq.take_error().filter(|e| !matches!(e, dvcq::Error::CqInError { .. })) {
+                if let Some(err) = cq::poll_failure(dcq) {
                     crate::log::once(format!("cq {}: dvcq's poll failed: {err}", e.serial));
                     e.errors.fetch_add(1, Ordering::Relaxed);
                     return Err(libc::EIO);
