@@ -442,7 +442,7 @@ impl IrdmaCq {
 
     /// True when the CQE at the head is valid: a poll would consume something (a
     /// completion, a CQE it skips, or a flush CQE it synthesises from).
-    #[inline]
+    #[inline(always)]
     pub fn is_ready(&self) -> bool {
         let ci = self.eng.ci;
         match &self.ring {

@@ -386,6 +386,15 @@ impl<const STRIDE: usize> Mlx5Cq<STRIDE> {
         self.ring.owned_at(ci, Self::OWN_OFF, |b| is_sw_owned(b, ci, entries))
     }
 
+    /// True when a poll now would take nothing and change nothing: no compressed session
+    /// or pending resize to look at, and no CQE for software in the next slot. The test
+    /// [`Mlx5Cq::poll`] makes first, for callers that keep per-call work of their own
+    /// (mirrors, locks) behind it.
+    #[inline(always)]
+    pub fn idle(&self) -> bool {
+        !self.detour && self.owned(self.ci).is_none()
+    }
+
     /// Polls up to `out.len()` completions, in order; returns how many were written.
     ///
     /// CQEs that cannot become completions are returned as fault items in their place.

@@ -1593,6 +1593,7 @@ fn empty_polls_of_a_compressed_cq_consume_and_write_nothing() {
             m.flush().unwrap();
             // One completion, then the open session's next slot is a hole or array: the
             // poll must go on with the session, not call the ring empty.
+            assert!(!cq.idle(), "{layout:?}: a compressed CQ is never called idle");
             assert_eq!(poll_batch(&mut cq, 1, &mut got), 1);
             while poll_batch(&mut cq, 3, &mut got) > 0 {}
             let ci = cq.ci();

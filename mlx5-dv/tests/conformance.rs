@@ -375,6 +375,27 @@ fn empty_poll_leaves_the_doorbell_record_alone() {
     assert_eq!((cq.last_set_ci(), m.device_ci()), (Some(1), 1));
 }
 
+/// `idle` is the empty poll's test alone: true exactly when a poll would take nothing, and
+/// reading it changes nothing.
+#[test]
+fn idle_says_what_a_poll_would_find_and_changes_nothing() {
+    let (mut m, mut cq) = setup::<64>(4, registry(), CqConfig::default());
+    assert!(cq.idle());
+    m.push(&build::req(QPN, 0, wqe_opcode::SEND, 0)).unwrap();
+    assert!(!cq.idle(), "a CQE for software waits");
+    assert!(!cq.idle(), "and still does: asking consumed nothing");
+    assert_eq!((cq.ci(), cq.last_set_ci()), (0, None));
+    assert_eq!(cq.poll(&mut [Completion::default(); 2]), 1);
+    assert!(cq.idle());
+    // Laps on: the owner bit's meaning flips with each lap of the ring.
+    for i in 1..9u16 {
+        m.push(&build::req(QPN, i, wqe_opcode::SEND, 0)).unwrap();
+        assert!(!cq.idle(), "CQE {i}");
+        assert_eq!(cq.poll(&mut [Completion::default(); 2]), 1);
+        assert!(cq.idle(), "after CQE {i}");
+    }
+}
+
 #[test]
 fn every_n_and_never_policies() {
     let cfg = CqConfig { ci_update: CiUpdate::EveryN(NonZeroU32::new(4).unwrap()), ..CqConfig::default() };

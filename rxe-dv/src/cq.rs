@@ -132,6 +132,15 @@ impl RxeCq {
         self.len() == 0
     }
 
+    /// True when a poll now would return nothing and change nothing: the producer index
+    /// is the consumer's, and no corrupt one was reported last (a poll that finds a sane
+    /// index again forgets that report).
+    #[inline(always)]
+    pub fn idle(&self) -> bool {
+        let head = self.ci & self.mask;
+        self.bad_producer.is_none() && self.q.producer_acquire(head) == head
+    }
+
     /// Zero-copy views of the records published now, consumed as a poll consumes them (see
     /// [`crate::view`]); the consumer index is stored when the walk is dropped. A corrupt
     /// producer index shows no record (the next poll reports it).

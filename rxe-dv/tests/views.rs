@@ -95,9 +95,11 @@ fn a_corrupt_producer_index_shows_nothing_and_the_poll_reports_it() {
     m.push(&record(&wc(0))).unwrap();
     m.write_producer_raw(0x1000);
     assert!(cq.views().next().is_none());
+    assert!(!cq.idle(), "a corrupt producer index is for the poll to report, not idle");
     let mut out = [Completion::default(); 4];
     assert_eq!(cq.poll(&mut out), 1);
     assert!(out[0].fault().is_some(), "the poll names the corrupt index");
+    assert!(!cq.idle(), "until a poll sees a sane index again");
     m.restore_producer();
     assert_eq!(cq.views().next().map(|r| r.wr_id()), Some(wc(0).wr_id), "nothing was lost");
 }
@@ -124,4 +126,20 @@ fn a_views_words_are_the_records_memory() {
         assert_eq!(pair(w[4]), (want.src_qp, want.wc_flags.bits()));
         assert_eq!(w[5] as u16, want.pkey_index);
     }
+}
+
+/// `idle` is true exactly when a poll would return nothing, and asking consumes nothing.
+#[test]
+fn idle_says_what_a_poll_would_find_and_changes_nothing() {
+    let mut m = RxeModel::new(ModelConfig::new(15)).unwrap();
+    let mut cq = m.poller().unwrap();
+    let mut out = [Completion::default(); 4];
+    for k in 0..40 {
+        assert!(cq.idle(), "record {k}: nothing waits");
+        m.push(&record(&wc(k))).unwrap();
+        assert!(!cq.idle() && !cq.idle(), "record {k} waits, asked twice");
+        assert_eq!(cq.poll(&mut out), 1);
+        assert_eq!(out[0].wr_id, wc(k).wr_id);
+    }
+    assert!(cq.idle());
 }

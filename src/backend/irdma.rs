@@ -259,6 +259,13 @@ impl IrdmaBackend {
         self.adopted.iter().map(|a| a.qpn).collect()
     }
 
+    /// True when the CQE at the ring's head is not valid yet: a poll now would take
+    /// nothing.
+    #[inline(always)]
+    pub(crate) fn nothing_ready(&self) -> bool {
+        !self.poller.is_ready()
+    }
+
     /// Up to `out.len()` completions, in order. On a CQ dvcq made, under the lock its QPs'
     /// posts take, after applying the adoptions and removals queued since the last call.
     #[inline]

@@ -461,6 +461,16 @@ impl Mlx5Backend {
         }
     }
 
+    /// True when a poll now would take nothing ([`Mlx5Cq::idle`]): the mirrors, the queued
+    /// adoptions and the write-backs can wait for one that will.
+    #[inline(always)]
+    pub(crate) fn nothing_ready(&self) -> bool {
+        match &self.poller {
+            Ring::C64(c) => c.idle(),
+            Ring::C128(c) => c.idle(),
+        }
+    }
+
     /// Up to `out.len()` completions, in order. On a CQ dvcq made, under the lock its QPs'
     /// posts take, after applying the adoptions and removals queued since the last call.
     #[inline]

@@ -53,6 +53,12 @@ impl RxeBackend {
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
         self.poller.poll(out)
     }
+
+    /// True when a poll now would take nothing ([`dvcq_rxe_dv::RxeCq::idle`]).
+    #[inline(always)]
+    pub(crate) fn nothing_ready(&self) -> bool {
+        self.poller.idle()
+    }
 }
 
 /// The release ranges the layout table covers, as `v44-v65`.

@@ -97,3 +97,28 @@ pub(super) fn send_rounds(cq: &mut Cq, a: &mut Qp, mr: &Mr, rounds: u64, mut rec
         );
     }
 }
+
+/// [`Cq::idle_poll`] on a direct poller: true (an empty poll, counted as one) while the
+/// ring is empty, false once a completion waits, which then asking again does not consume
+/// and the next poll returns. `a` is an RC QP on `cq` connected to a peer that accepts
+/// RDMA WRITEs into `mr`.
+pub(super) fn idle_polls_count_as_empty_polls(cq: &mut Cq, a: &mut Qp, mr: &Mr) {
+    let before = cq.stats();
+    for _ in 0..3 {
+        assert!(cq.idle_poll(), "an empty ring is idle");
+    }
+    let after = cq.stats();
+    assert_eq!((after.polls, after.empty_polls), (before.polls + 3, before.empty_polls + 3));
+    let sg = [mr.slice(0, 8).unwrap()];
+    a.post_send(&[SendWr::new(0x77, SendOp::Write(mr.remote().at(512)), &sg)]).expect("post_send");
+    let start = std::time::Instant::now();
+    while cq.idle_poll() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "the WRITE never completed");
+    }
+    let waiting = cq.stats();
+    assert!(!cq.idle_poll(), "asking again consumed nothing");
+    assert_eq!(cq.stats().polls, waiting.polls, "a poll that is not idle is not counted as one");
+    let got = drain(cq, 1);
+    assert_eq!(got.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), [(0x77, WcStatus::Success)]);
+    assert!(cq.idle_poll());
+}

@@ -2,7 +2,7 @@
 //! with one line): a CQ and QPs rdma-core made, posted with rdma-core's `ibv_post_send` /
 //! `ibv_post_recv`, polled through `Cq::attach` + `Cq::attach_qp` in direct mode.
 
-use super::lab::{attach_direct, rc_pair, send_rounds};
+use super::lab::{attach_direct, idle_polls_count_as_empty_polls, rc_pair, send_rounds};
 use crate::cq::{BackendChoice, BackendKind, Cq, CqOptions, Poller};
 use crate::verbs::RecvWr;
 use crate::Context;
@@ -33,6 +33,7 @@ fn lab_an_rdma_core_irdma_cq_and_qps_poll_directly_and_posts_keep_finding_room()
     send_rounds(&mut cq, &mut a, &mr, 64, |wr_id, sg| {
         b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("ibv_post_recv")
     });
+    idle_polls_count_as_empty_polls(&mut cq, &mut a, &mr);
 }
 
 #[test]

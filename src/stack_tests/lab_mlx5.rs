@@ -5,7 +5,7 @@
 //! compressed where the device can), QPs and SRQ, polled directly; an attached CQ on the
 //! application's channel, armed with dvcq's doorbell.
 
-use super::lab::{attach_direct, drain, rc_pair, send_rounds};
+use super::lab::{attach_direct, drain, idle_polls_count_as_empty_polls, rc_pair, send_rounds};
 use crate::cq::{BackendChoice, BackendKind, CqOptions};
 use crate::verbs::{QpCaps, QpType, RecvWr, SendOp, SendWr};
 use crate::Context;
@@ -36,6 +36,7 @@ fn lab_an_rdma_core_cq_and_qps_poll_directly_and_posts_keep_finding_room() {
     send_rounds(&mut cq, &mut a, &mr, 5, |wr_id, sg| {
         b.post_recv(&[RecvWr { wr_id, sg_list: sg }]).expect("ibv_post_recv")
     });
+    idle_polls_count_as_empty_polls(&mut cq, &mut a, &mr);
 }
 
 #[test]

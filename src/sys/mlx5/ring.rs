@@ -3,6 +3,7 @@
 use dvcq_mlx5_dv::{CiUpdate, CqConfig, CqeVersion, Mlx5Cq128, Mlx5Cq64};
 
 /// The poller, by CQE size (a type-level stride), chosen once at attach.
+#[repr(u8)]
 #[derive(Debug)]
 pub(crate) enum Ring {
     /// 64-byte CQEs.
