@@ -1,14 +1,17 @@
 //! The trampolines the preload stores in each context's `ops.poll_cq` and
-//! `ops.req_notify_cq`: per call, one thread-local test and one wait-free table lookup pick
+//! `ops.req_notify_cq`: per call, one wait-free table lookup and a thread-local test pick
 //! dvcq (a CQ it took) or the provider's own op saved for the context (every other CQ, and
-//! dvcq's own calls into rdma-core).
+//! dvcq's own calls into rdma-core). A poll of a CQ dvcq owns whose lock is free takes it
+//! and skips the thread-local test, which only dvcq's own calls, made under that lock,
+//! would fail.
 
-use crate::cq::{self, CqEntry};
+use crate::cq::{self, CqEntry, Polled};
 use crate::layout::{IbvCq, IbvWc};
 use crate::{ctx, lock, Inside, Mode};
 use core::ffi::c_int;
-use dvcq::ArmMode;
+use dvcq::{ArmMode, BackendKind};
 use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
 
 /// The provider's `poll_cq` of `cq`'s context.
 ///
@@ -26,17 +29,45 @@ pub(crate) unsafe fn provider_poll(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> 
     }
 }
 
-/// `ops.poll_cq`.
+/// `ops.poll_cq`. Kept small: the busy poll of an empty CQ dvcq owns is answered here;
+/// everything else goes on in functions of its own, so that this one's frame stays light.
 ///
 /// # Safety
 ///
 /// As `ibv_poll_cq`: `cq` is live and `wc` holds `n` records.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_int {
-    if !Inside::active() {
-        if let Some(e) = cq::get(cq) {
-            return match e.mode {
+    if let Some(e) = cq::get(cq) {
+        if e.mode == Mode::Own {
+            // Every call of dvcq's into rdma-core for this CQ holds its lock, so a lock taken
+            // at once also shows that this thread is not inside dvcq: the busy-polling case
+            // needs no thread-local test.
+            if let Ok(mut p) = e.polled.try_lock() {
+                if p.pending.is_empty() && p.cq.as_mut().is_some_and(dvcq::Cq::idle_poll) {
+                    return 0;
+                }
                 // SAFETY: the caller's promise, passed on.
-                Mode::Own => unsafe { own_poll(e, cq, n, wc) },
+                return unsafe { own_poll(e, cq, p, n, wc) };
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { poll_cq_contended(cq, n, wc) }
+}
+
+/// [`poll_cq`] for a CQ dvcq does not own, one whose lock another thread holds, and
+/// dvcq's own calls into rdma-core.
+///
+/// # Safety
+///
+/// As [`poll_cq`].
+#[inline(never)]
+unsafe fn poll_cq_contended(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_int {
+    if let Some(e) = cq::get(cq) {
+        if !Inside::active() {
+            return match e.mode {
+                // Another thread polls it (or left the lock poisoned): wait for it.
+                // SAFETY: the caller's promise, passed on.
+                Mode::Own => unsafe { own_poll(e, cq, lock(&e.polled), n, wc) },
                 // SAFETY: as above.
                 _ => unsafe { crate::verify::poll(e, cq, n, wc) },
             };
@@ -46,22 +77,24 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut IbvCq, n: c_int, wc: *mut IbvWc
     unsafe { provider_poll(cq, n, wc) }
 }
 
-/// A poll dvcq answers: up to `n` completions of dvcq's poller, converted to `ibv_wc`.
+/// A poll dvcq answers: up to `n` completions of dvcq's poller, converted to `ibv_wc`,
+/// under the CQ's lock (`guard`, released at the end).
 ///
 /// # Safety
 ///
 /// `wc` holds `n` records.
-#[inline]
-unsafe fn own_poll(e: &CqEntry, raw: *mut IbvCq, n: c_int, wc: *mut IbvWc) -> c_int {
+#[inline(never)]
+unsafe fn own_poll(e: &CqEntry, raw: *mut IbvCq, mut guard: MutexGuard<'_, Polled>, n: c_int, wc: *mut IbvWc) -> c_int {
+    let p = &mut *guard;
     let want = usize::try_from(n).unwrap_or(0);
-    let mut p = lock(&e.polled);
-    let _in = Inside::enter();
-    let p = &mut *p;
     let Some(dcq) = p.cq.as_mut() else {
-        drop(_in);
         // SAFETY: the caller's promise, passed on.
         return unsafe { provider_poll(raw, n, wc) };
     };
+    // Only rdma-core's own poll (the generic backend) calls back into libibverbs, and so
+    // through this trampoline: mark the thread inside dvcq for it. dvcq's direct pollers
+    // call nothing.
+    let _in = (dcq.backend().kind == BackendKind::Generic).then(Inside::enter);
     let (mut done, mut errors, mut absorbed) = (0usize, 0u64, 0u64);
     if !p.pending.is_empty() {
         while done < want {

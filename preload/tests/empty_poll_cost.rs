@@ -1,6 +1,6 @@
 //! The preload's empty poll, which a busy-polling program such as perftest pays on almost
 //! every call, in instructions under callgrind against the provider's own on the emulated
-//! ConnectX (rdma-core's libmlx5): at most three times libmlx5's. The measurement is
+//! ConnectX (rdma-core's libmlx5): at most 1.3 times libmlx5's. The measurement is
 //! tests/perf/preload-perftest-callgrind's probe (tests/perf/poll-count.c): at the device's
 //! open, 1000 polls of an empty CQ through the context's poll op, read off that call arc
 //! with `callgrind_annotate`; here the program is `ibv_devinfo`, which opens the device.
@@ -18,8 +18,9 @@ use std::process::Command;
 
 /// The preload may cost this many times libmlx5's empty poll, no more. It cost 3.49 times
 /// (314 instructions against 90) while it asked dvcq's direct pollers for an error after
-/// every empty poll, 2.80 (252) since.
-const MAX_RATIO: f64 = 3.0;
+/// every empty poll, 2.80 (252) while the library ran its full poll on an empty ring and
+/// the trampoline read its thread-local guard on every call, 1.20 (108) since.
+const MAX_RATIO: f64 = 1.3;
 
 /// The polls of the shim's probe (`PROBES` in poll-count.c), and how callgrind_annotate
 /// writes that count of calls.
@@ -80,7 +81,7 @@ fn measure(dir: &Path, preload: &str, name: &str) -> f64 {
 }
 
 #[test]
-fn an_empty_poll_through_the_preload_costs_at_most_three_times_libmlx5s() {
+fn an_empty_poll_through_the_preload_costs_at_most_1_3_times_libmlx5s() {
     let exe = std::env::current_exe().expect("the test's own path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps").to_path_buf();
     if profile_dir.file_name().and_then(|n| n.to_str()) != Some("release") {
