@@ -3,6 +3,8 @@
 //! `mlx5dv_init_obj`, moves them through their states, posts receives and destroys them,
 //! with the kernel's refusals on the way.
 
+#[path = "support/build_c.rs"]
+mod build_c;
 #[path = "support/preload.rs"]
 mod preload;
 #[path = "../../tests/support/skip.rs"]
@@ -10,31 +12,11 @@ mod skip;
 
 use preload::{emulated, preload, workspace_root};
 use std::path::PathBuf;
-use std::process::Command;
 
-/// `emu/tests/c/<name>.c` built against the installed libibverbs; `None` (with a skip)
-/// where there is no C compiler or no verbs headers.
+/// `emu/tests/c/<name>.c` built against the installed libibverbs ([`build_c::build_c`]).
 fn build_c(name: &str) -> Option<PathBuf> {
-    let src = workspace_root().join(format!("emu/tests/c/{name}.c"));
     let dir = std::env::temp_dir().join(format!("dvcq-emu-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match Command::new(&cc).args(["-O1", "-Wall", "-Werror", "-o"]).arg(&exe).arg(&src).arg("-libverbs").output() {
-        Ok(o) if o.status.success() => Some(exe),
-        Ok(o) => {
-            let why = String::from_utf8_lossy(&o.stderr);
-            if why.contains("infiniband/") || why.contains("-libverbs") {
-                skip::skip_check(&format!("building {name}.c needs libibverbs-dev (verbs.h, mlx5dv.h): {why}"));
-                return None;
-            }
-            panic!("{name}.c does not build:\n{why}");
-        }
-        Err(e) => {
-            skip::skip_check(&format!("no C compiler ({cc}: {e})"));
-            None
-        }
-    }
+    build_c::build_c(&workspace_root().join(format!("emu/tests/c/{name}.c")), &dir)
 }
 
 #[test]

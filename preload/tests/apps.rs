@@ -7,6 +7,8 @@
 //! emulator's wire joins (ibverbs-utils' pingpongs, perftest; the soft-RoCE VM runs them
 //! too, `tests/vm/preload-apps`).
 
+#[path = "../../emu/tests/support/build_c.rs"]
+mod build_c;
 #[path = "../../emu/tests/support/preload.rs"]
 mod emu;
 #[path = "../../tests/support/skip.rs"]
@@ -216,28 +218,9 @@ fn build_c(out_dir: &Path) -> Option<PathBuf> {
     build_c_program(out_dir, "cq_workout")
 }
 
-/// `preload/tests/c/<name>.c`, compiled against the installed libibverbs, as
-/// [`build_c`].
+/// `preload/tests/c/<name>.c`, compiled into `out_dir` against the installed libibverbs.
 fn build_c_program(out_dir: &Path, name: &str) -> Option<PathBuf> {
-    let src = emu::workspace_root().join(format!("preload/tests/c/{name}.c"));
-    let exe = out_dir.join(name);
-    std::fs::create_dir_all(out_dir).unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match Command::new(&cc).args(["-O1", "-Wall", "-Werror", "-o"]).arg(&exe).arg(&src).arg("-libverbs").output() {
-        Ok(o) if o.status.success() => Some(exe),
-        Ok(o) => {
-            let why = String::from_utf8_lossy(&o.stderr);
-            if why.contains("infiniband/") || why.contains("-libverbs") {
-                skip::skip_check(&format!("building {name}.c needs libibverbs-dev (verbs.h, mlx5dv.h): {why}"));
-                return None;
-            }
-            panic!("{name}.c does not build:\n{why}");
-        }
-        Err(e) => {
-            skip::skip_check(&format!("no C compiler ({cc}: {e})"));
-            None
-        }
-    }
+    build_c::build_c(&emu::workspace_root().join(format!("preload/tests/c/{name}.c")), out_dir)
 }
 
 /// Runs `p` with `preload` (the libraries of `LD_PRELOAD`) and `mode`: again, up to three
