@@ -462,13 +462,8 @@ fn create_cq(
         dbrec: drv.db_addr,
         channel,
         comp_vector: req.comp_vector,
-        comp_events_read: 0,
-        async_events_read: 0,
-        pi: 0,
         arm_seen: crate::engine::ARM_SENTINEL,
-        armed: None,
-        notify_pi: 0,
-        overrun: false,
+        ..Cq::default()
     };
     let handle = ctx.new_handle();
     // The entry count echoes the request: libmlx5 uses it as its index mask.

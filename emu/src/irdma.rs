@@ -451,13 +451,7 @@ fn create_cq(
         dbrec: drv.user_shadow_area,
         channel,
         comp_vector: req.comp_vector,
-        comp_events_read: 0,
-        async_events_read: 0,
-        pi: 0,
-        arm_seen: 0,
-        armed: None,
-        notify_pi: 0,
-        overrun: false,
+        ..Cq::default()
     };
     let handle = ctx.new_handle();
     let core = abi::CreateCqResp { cq_handle: handle, cqe: req.cqe };

@@ -540,13 +540,7 @@ mod tests {
             dbrec: mem,
             channel: Some(chfd),
             comp_vector: 0,
-            comp_events_read: 0,
-            async_events_read: 0,
-            pi: 0,
-            arm_seen: 0,
-            armed: None,
-            notify_pi: 0,
-            overrun: false,
+            ..Cq::default()
         };
         ctx.cqs.insert(1, cq);
         // The arm word of an arm for any completion (ARM_NEXT_SE | ARM_NEXT), as the device

@@ -49,8 +49,9 @@ pub struct MwBinding {
     pub mr_lkey: u32,
 }
 
-/// A completion queue: libmlx5's ring and doorbell record.
-#[derive(Clone, Copy, Debug)]
+/// A completion queue: libmlx5's ring and doorbell record. `Default` is the running state
+/// of a new CQ (no CQE written, no arm, no events read), to complete a literal with.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Cq {
     pub user_handle: u64,
     pub cqn: u32,

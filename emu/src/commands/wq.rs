@@ -208,13 +208,7 @@ mod tests {
             dbrec: 0x2000,
             channel: None,
             comp_vector: 0,
-            comp_events_read: 0,
-            async_events_read: 0,
-            pi: 0,
-            arm_seen: 0,
-            armed: None,
-            notify_pi: 0,
-            overrun: false,
+            ..Cq::default()
         };
         ctx.cqs.insert(CQ, cq);
         ctx
